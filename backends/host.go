@@ -1,0 +1,45 @@
+package backends
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// HostBuffer is a buffer in host memory, 4-byte aligned so that its bytes
+// can be viewed as float32. CPU and simulated backends use it.
+type HostBuffer struct {
+	owner any // the backend that allocated it
+	data  []byte
+	freed atomic.Bool
+}
+
+// NewHostBuffer allocates n bytes of host memory on behalf of owner.
+func NewHostBuffer(owner any, n int64) *HostBuffer {
+	words := make([]float32, (n+3)/4)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)
+	return &HostBuffer{owner: owner, data: b[:n:n]}
+}
+
+// Size implements Buffer.
+func (h *HostBuffer) Size() int64 { return int64(len(h.data)) }
+
+// Free implements Buffer. The memory is left to the garbage collector.
+func (h *HostBuffer) Free() { h.freed.Store(true) }
+
+// Bytes returns the buffer's memory. The buffer keeps ownership.
+func (h *HostBuffer) Bytes() []byte { return h.data }
+
+// F32 returns the buffer's memory viewed as float32.
+func (h *HostBuffer) F32() []float32 { return kernels.AsF32(h.data) }
+
+// HostBytes returns the memory of b if it is a live HostBuffer allocated by
+// owner, and ErrForeignBuffer otherwise.
+func HostBytes(owner any, b Buffer) ([]byte, error) {
+	h, ok := b.(*HostBuffer)
+	if !ok || h.owner != owner || h.freed.Load() {
+		return nil, ErrForeignBuffer
+	}
+	return h.data, nil
+}

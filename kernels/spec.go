@@ -1,0 +1,413 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+)
+
+// MaxRank is the largest rank any input may have.
+const MaxRank = 4
+
+// MaxElements bounds the elements of one tensor (2^40, 4 TiB of f32): a
+// larger shape is a malformed spec, not a real op.
+const MaxElements = 1 << 40
+
+// Shape is a tensor's dimensions, outermost first, in elements (for a
+// quantized tensor: its logical values, not its blocks).
+type Shape []int
+
+// String formats s as 2x3x4.
+func (s Shape) String() string {
+	var b strings.Builder
+	for i, d := range s {
+		if i > 0 {
+			b.WriteByte('x')
+		}
+		fmt.Fprint(&b, d)
+	}
+	return b.String()
+}
+
+// Elements returns the product of the dimensions (1 for a scalar). It is
+// only meaningful for a shape that Validate accepted.
+func (s Shape) Elements() int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= int64(d)
+	}
+	return n
+}
+
+// Equal reports whether s and t have the same dimensions.
+func (s Shape) Equal(t Shape) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := range s {
+		if s[i] != t[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Params are the non-shape arguments of an op. Zero values mean the
+// documented defaults.
+type Params struct {
+	// Causal masks future keys in Attention (query i of S sees keys up to
+	// T-S+i: decode and prefill with a KV cache).
+	Causal bool
+	// Scale is the factor of Scale, and the score scale of Attention
+	// (0 means 1/sqrt(head dim)).
+	Scale float32
+	// Eps is the variance epsilon of RMSNorm and LayerNorm (0 means 1e-5).
+	Eps float32
+	// RopeBase is RoPE's theta (0 means 10000).
+	RopeBase float32
+	// Pos is RoPE's position of the first row (the KV-cache length).
+	Pos int
+	// Name is an Opaque op's name in its source (aten::cat, a kernel name).
+	Name string
+	// FLOPs and Bytes are an Opaque op's work when its source knows it
+	// (0: unknown). Bytes counts bytes read and written together.
+	FLOPs, Bytes int64
+}
+
+// Spec is one operation: op, dtype, input shapes and parameters. DType is
+// the weights' type for QuantizedMatMul and Dequantize and F32 elsewhere
+// (F16 for Copy and Dequantize of f16 data). A Spec is a small value; the
+// scheduler and backends never keep the In slice beyond a call.
+type Spec struct {
+	Op     Op
+	DType  DType
+	In     []Shape
+	Params Params
+}
+
+// String formats s as "MatMul f32 [64x4096 4096x4096]".
+func (s Spec) String() string {
+	var b strings.Builder
+	b.WriteString(s.Op.String())
+	if s.Op == Opaque && s.Params.Name != "" {
+		b.WriteString("(" + s.Params.Name + ")")
+	}
+	b.WriteString(" " + s.DType.String() + " [")
+	for i, sh := range s.In {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(sh.String())
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// arity returns the number of inputs an op takes, or -1 for any.
+func arity(o Op) int {
+	switch o {
+	case Opaque:
+		return -1
+	case MatMul, QuantizedMatMul, Add, Mul, RMSNorm, SwiGLU:
+		return 2
+	case Attention, LayerNorm:
+		return 3
+	}
+	return 1
+}
+
+// InDType returns the dtype of input i: the weight input of QuantizedMatMul
+// and the input of Dequantize and Copy carry s.DType; everything else is f32.
+func (s Spec) InDType(i int) DType {
+	switch {
+	case s.Op == QuantizedMatMul && i == 1,
+		s.Op == Dequantize && i == 0,
+		s.Op == Copy && i == 0:
+		return s.DType
+	}
+	return F32
+}
+
+// OutDType returns the dtype of the output: Copy keeps its dtype, every
+// other op writes f32.
+func (s Spec) OutDType() DType {
+	if s.Op == Copy {
+		return s.DType
+	}
+	return F32
+}
+
+// InBytes returns the bytes of input i in its storage format.
+func (s Spec) InBytes(i int) int64 {
+	sh := s.In[i]
+	if len(sh) == 0 {
+		return s.InDType(i).RowBytes(1)
+	}
+	last := int64(sh[len(sh)-1])
+	return sh[:len(sh)-1].Elements() * s.InDType(i).RowBytes(last)
+}
+
+// OutBytes returns the bytes of the output.
+func (s Spec) OutBytes() int64 {
+	return s.OutShape().Elements() * s.OutDType().RowBytes(1)
+}
+
+// Validate reports the first thing wrong with s: an unknown op or dtype, a
+// wrong input count or rank, a zero or negative dimension, a size that
+// overflows, mismatched dimensions. The error names the op and the
+// offending input and dimension, and wraps ErrInvalidSpec, ErrUnknownOp or
+// ErrUnknownDType.
+func (s Spec) Validate() error {
+	if !s.Op.Valid() {
+		return &SpecError{Op: s.Op, Input: -1, Msg: "not in the catalogue", Err: ErrUnknownOp}
+	}
+	if !s.DType.Valid() {
+		return &SpecError{Op: s.Op, Input: -1, Msg: fmt.Sprintf("dtype %v", s.DType), Err: ErrUnknownDType}
+	}
+	if n := arity(s.Op); n >= 0 && len(s.In) != n {
+		return specErr(s.Op, -1, "takes %d inputs, got %d", n, len(s.In))
+	}
+	if s.Op == Opaque && len(s.In) > 16 {
+		return specErr(s.Op, -1, "%d inputs, at most 16", len(s.In))
+	}
+	for i, sh := range s.In {
+		if len(sh) > MaxRank || (len(sh) == 0 && s.Op != Opaque) {
+			return specErr(s.Op, i, "rank %d, want 1 to %d", len(sh), MaxRank)
+		}
+		n := uint64(1)
+		for d, v := range sh {
+			if v <= 0 {
+				return specErr(s.Op, i, "dimension %d is %d, must be positive", d, v)
+			}
+			hi, lo := bits.Mul64(n, uint64(v))
+			if hi != 0 || lo > MaxElements {
+				return specErr(s.Op, i, "dimension %d (%d) overflows: more than 2^40 elements", d, v)
+			}
+			n = lo
+		}
+	}
+	if err := s.validateDType(); err != nil {
+		return err
+	}
+	return s.validateShapes()
+}
+
+func (s Spec) validateDType() error {
+	ok := s.DType == F32
+	switch s.Op {
+	case QuantizedMatMul:
+		ok = s.DType.Quantized()
+	case Dequantize:
+		ok = s.DType.Quantized() || s.DType == F16
+	case Copy, Opaque:
+		ok = true
+	}
+	if !ok {
+		return specErr(s.Op, -1, "dtype %v not supported by this op", s.DType)
+	}
+	return nil
+}
+
+func (s Spec) validateShapes() error {
+	in := s.In
+	rank := func(i, lo, hi int) error {
+		if r := len(in[i]); r < lo || r > hi {
+			if lo == hi {
+				return specErr(s.Op, i, "rank %d, want %d", r, lo)
+			}
+			return specErr(s.Op, i, "rank %d, want %d to %d", r, lo, hi)
+		}
+		return nil
+	}
+	last := func(i int) int { return in[i][len(in[i])-1] }
+	switch s.Op {
+	case MatMul:
+		if err := rank(0, 2, 3); err != nil {
+			return err
+		}
+		if err := rank(1, 2, 3); err != nil {
+			return err
+		}
+		a, b := in[0], in[1]
+		k := a[len(a)-1]
+		if kb := b[len(b)-2]; kb != k {
+			return specErr(s.Op, 1, "inner dimension %d does not match input 0's %d", kb, k)
+		}
+		if len(b) == 3 && (len(a) != 3 || a[0] != b[0]) {
+			return specErr(s.Op, 1, "batch dimension %d does not match input 0 (%v)", b[0], a)
+		}
+	case QuantizedMatMul:
+		if err := rank(0, 2, 3); err != nil {
+			return err
+		}
+		if err := rank(1, 2, 2); err != nil {
+			return err
+		}
+		k := last(0)
+		if in[1][1] != k {
+			return specErr(s.Op, 1, "inner dimension %d does not match input 0's %d", in[1][1], k)
+		}
+		if k%QK != 0 {
+			return specErr(s.Op, 1, "inner dimension %d is not a multiple of the %v block (%d)", k, s.DType, QK)
+		}
+	case Dequantize:
+		if s.DType.Quantized() && last(0)%QK != 0 {
+			return specErr(s.Op, 0, "last dimension %d is not a multiple of the %v block (%d)", last(0), s.DType, QK)
+		}
+	case Attention:
+		for i := range 3 {
+			if err := rank(i, 4, 4); err != nil {
+				return err
+			}
+		}
+		q, k, v := in[0], in[1], in[2]
+		if !k.Equal(v) {
+			return specErr(s.Op, 2, "shape %v does not match keys %v", v, k)
+		}
+		if k[0] != q[0] {
+			return specErr(s.Op, 1, "batch dimension %d does not match queries' %d", k[0], q[0])
+		}
+		if k[3] != q[3] {
+			return specErr(s.Op, 1, "head dimension %d does not match queries' %d", k[3], q[3])
+		}
+		if q[1]%k[1] != 0 {
+			return specErr(s.Op, 1, "%d KV heads do not divide %d query heads", k[1], q[1])
+		}
+		if s.Params.Causal && q[2] > k[2] {
+			return specErr(s.Op, 0, "causal: %d queries exceed %d keys", q[2], k[2])
+		}
+	case Add, Mul:
+		a, b := in[0], in[1]
+		if len(b) > len(a) || !Shape(a[len(a)-len(b):]).Equal(b) {
+			return specErr(s.Op, 1, "shape %v neither equals nor broadcasts to input 0's %v", b, a)
+		}
+	case SwiGLU:
+		if !in[0].Equal(in[1]) {
+			return specErr(s.Op, 1, "shape %v does not match input 0's %v", in[1], in[0])
+		}
+	case RMSNorm, LayerNorm:
+		for i := 1; i < len(in); i++ {
+			if len(in[i]) != 1 || in[i][0] != last(0) {
+				return specErr(s.Op, i, "shape %v, want [%d] (input 0's last dimension)", in[i], last(0))
+			}
+		}
+	case RoPE:
+		if err := rank(0, 3, 4); err != nil {
+			return err
+		}
+		if last(0)%2 != 0 {
+			return specErr(s.Op, 0, "head dimension %d is odd", last(0))
+		}
+		if s.Params.Pos < 0 {
+			return specErr(s.Op, -1, "position %d is negative", s.Params.Pos)
+		}
+	case Transpose:
+		if err := rank(0, 2, MaxRank); err != nil {
+			return err
+		}
+	}
+	if p := s.Params; isBad(p.Scale) || isBad(p.Eps) || isBad(p.RopeBase) || p.Eps < 0 || p.RopeBase < 0 {
+		return specErr(s.Op, -1, "params must be finite and eps, rope base non-negative")
+	}
+	if s.Op == Opaque && (s.Params.FLOPs < 0 || s.Params.Bytes < 0) {
+		return specErr(s.Op, -1, "negative work (flops %d, bytes %d)", s.Params.FLOPs, s.Params.Bytes)
+	}
+	return nil
+}
+
+func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) }
+
+// OutShape returns the output's shape. It assumes a Spec that Validate
+// accepted; the caller owns the returned slice. An Opaque op's output is
+// its first input's shape (or a scalar).
+func (s Spec) OutShape() Shape {
+	in := s.In
+	switch s.Op {
+	case MatMul:
+		a, b := in[0], in[1]
+		out := append(Shape{}, a...)
+		out[len(out)-1] = b[len(b)-1]
+		return out
+	case QuantizedMatMul:
+		out := append(Shape{}, in[0]...)
+		out[len(out)-1] = in[1][0]
+		return out
+	case Transpose:
+		out := append(Shape{}, in[0]...)
+		r := len(out)
+		out[r-1], out[r-2] = out[r-2], out[r-1]
+		return out
+	case Opaque:
+		if len(in) == 0 {
+			return Shape{}
+		}
+	}
+	return append(Shape{}, in[0]...)
+}
+
+// Work is what an op costs, independent of where it runs: the numbers the
+// cost model and the size classes use.
+type Work struct {
+	FLOPs        int64 // floating-point operations (a multiply-add counts 2)
+	BytesRead    int64 // bytes of every input, in its storage format
+	BytesWritten int64 // bytes of the output
+}
+
+// Bytes returns the bytes read and written.
+func (w Work) Bytes() int64 { return w.BytesRead + w.BytesWritten }
+
+// Work returns the op's FLOPs and bytes. It assumes a Spec that Validate
+// accepted. An Opaque op reports Params.FLOPs and Params.Bytes when known,
+// else the bytes of its shapes as f32.
+func (s Spec) Work() Work {
+	var w Work
+	if s.Op == Opaque {
+		w.FLOPs = s.Params.FLOPs
+		if s.Params.Bytes > 0 {
+			w.BytesRead = s.Params.Bytes
+			return w
+		}
+		for _, sh := range s.In {
+			w.BytesRead += 4 * sh.Elements()
+		}
+		return w
+	}
+	for i := range s.In {
+		w.BytesRead += s.InBytes(i)
+	}
+	out := s.OutShape()
+	w.BytesWritten = s.OutBytes()
+	n := out.Elements()
+	switch s.Op {
+	case MatMul:
+		k := int64(s.In[0][len(s.In[0])-1])
+		w.FLOPs = 2 * n * k
+	case QuantizedMatMul:
+		k := int64(s.In[0][len(s.In[0])-1])
+		w.FLOPs = 2*n*k + s.In[1].Elements() // + dequantizing the weights
+	case Attention:
+		q, k := s.In[0], s.In[1]
+		scores := int64(q[0]) * int64(q[1]) * int64(q[2]) * int64(k[2])
+		w.FLOPs = 4*scores*int64(q[3]) + 5*scores // QK^T, PV, softmax
+	case Softmax:
+		w.FLOPs = 5 * n
+	case RMSNorm:
+		w.FLOPs = 4 * n
+	case LayerNorm:
+		w.FLOPs = 8 * n
+	case RoPE:
+		w.FLOPs = 6 * n
+	case SiLU:
+		w.FLOPs = 4 * n
+	case GELU:
+		w.FLOPs = 8 * n
+	case SwiGLU:
+		w.FLOPs = 5 * n
+	case Dequantize:
+		w.FLOPs = n
+	case Add, Mul, Scale:
+		w.FLOPs = n
+	}
+	return w
+}
