@@ -27,3 +27,50 @@ func (p *NormalGamma) Update(y float64) {
 	p.Kappa = k1
 	p.Alpha += 0.5
 }
+
+// stats are the weighted sufficient statistics that turned prior into p:
+// n observations (weights after discounting), Σy and Σy².
+type stats struct{ n, sum, sumSq float64 }
+
+// statsSince recovers the statistics that turned prior into p, from
+// κ = κ0+n, κμ = κ0μ0+Σy, β = β0 + (Σy² + κ0μ0² − κμ²)/2.
+func (p NormalGamma) statsSince(prior NormalGamma) stats {
+	return stats{
+		n:     p.Kappa - prior.Kappa,
+		sum:   p.Kappa*p.Mu - prior.Kappa*prior.Mu,
+		sumSq: 2*(p.Beta-prior.Beta) - prior.Kappa*prior.Mu*prior.Mu + p.Kappa*p.Mu*p.Mu,
+	}
+}
+
+// withStats returns prior updated by s.
+func (prior NormalGamma) withStats(s stats) NormalGamma {
+	if s.n <= 0 {
+		return prior
+	}
+	k := prior.Kappa + s.n
+	mu := (prior.Kappa*prior.Mu + s.sum) / k
+	beta := prior.Beta + (s.sumSq+prior.Kappa*prior.Mu*prior.Mu-k*mu*mu)/2
+	if beta < prior.Beta {
+		beta = prior.Beta // rounding when every y is equal
+	}
+	return NormalGamma{Mu: mu, Kappa: k, Alpha: prior.Alpha + s.n/2, Beta: beta}
+}
+
+// Merge returns the posterior of the union of the observations behind p
+// and q, both grown from prior: posteriors are sufficient statistics, so
+// snapshots from machines with the same fingerprint combine exactly.
+func Merge(prior, p, q NormalGamma) NormalGamma {
+	a, b := p.statsSince(prior), q.statsSince(prior)
+	return prior.withStats(stats{n: a.n + b.n, sum: a.sum + b.sum, sumSq: a.sumSq + b.sumSq})
+}
+
+// Discount pulls p back toward prior by forgetting a fraction 1−gamma of
+// its evidence: the observations' weights are scaled by gamma (0 < gamma
+// ≤ 1), so the effective memory is about 1/(1−gamma) observations.
+func (p *NormalGamma) Discount(prior NormalGamma, gamma float64) {
+	s := p.statsSince(prior)
+	s.n *= gamma
+	s.sum *= gamma
+	s.sumSq *= gamma
+	*p = prior.withStats(s)
+}
