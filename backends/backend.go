@@ -44,6 +44,19 @@ type Info struct {
 	// SharedMemory is true when the device reads host memory directly
 	// (CPUs, integrated GPUs): inputs need no transfer to reach it.
 	SharedMemory bool
+	// Nominal holds the device's datasheet figures where the backend knows
+	// them; zero fields are unknown, and the scheduler then calibrates
+	// (CPUs) or uses its documented defaults per kind.
+	Nominal Nominal
+}
+
+// Nominal are a device's datasheet figures: the static cost model's inputs.
+type Nominal struct {
+	GFLOPS        float64 // peak f32 matmul throughput, GFLOP/s
+	MemGBps       float64 // memory bandwidth, GB/s
+	DispatchUs    float64 // per-op launch or dispatch overhead, µs
+	LinkGBps      float64 // host↔device link bandwidth, GB/s (0: shares host memory)
+	LinkLatencyUs float64 // host↔device copy latency, µs
 }
 
 // Clock says how a Timing was measured.
