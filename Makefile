@@ -1,0 +1,48 @@
+# adaptsched — build, test, benchmark, demo.
+# `make test` is what CI runs (.ci/run). It installs the Debian runtime
+# libraries the tests load at run time when they are missing (as root).
+
+GO        ?= go
+# Debian packages whose libraries are dlopen'ed by the tests: OpenBLAS for
+# the CPU backend's CBLAS path, the HIP runtime (with hiprtc inside) for the
+# ROCm backend's loader and kernel-compile tests.
+DEB_PKGS  ?= libopenblas0 libamdhip64-5
+BENCHTIME ?= 300ms
+
+.PHONY: all build deps test vet bench demo clean
+
+all: build
+
+build:
+	$(GO) build ./...
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "make: missing Debian packages:$$missing (install them, or run make as root)"; exit 1; \
+	  fi; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -race ./...
+
+# bench runs every benchmark once and writes the figures, with the machine
+# they ran on, into BENCHMARKS.md.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./... 2>&1 | tee bench.out
+	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md
+	@rm -f bench.out
+
+demo: deps
+	$(GO) run ./cmd/opdemo
+
+clean:
+	rm -f bench.out
