@@ -1,0 +1,640 @@
+//go:build cgo
+
+package rocm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Device is one GPU driven through HIP (AMD) or CUDA (NVIDIA). Every
+// vendor call runs on the device's own goroutine, locked to one OS thread,
+// which owns the stream, the events and (on NVIDIA) the current context;
+// the methods hand it closures. Device is safe for concurrent use; ops and
+// transfers run one at a time, in call order per caller.
+type Device struct {
+	l    *loaded
+	s    *shim
+	v    *vendor
+	opts Options
+	info backends.Info
+	arch string // the compiler's target: full gcnArchName or sm_XY
+
+	work   chan func()
+	gate   sync.RWMutex // held for reading by calls, for writing by Close
+	closed bool
+	lost   atomic.Bool
+
+	// Owned by the device thread.
+	stream, evStart, evEnd uintptr
+	blas                   uintptr
+	staging                unsafe.Pointer
+	stagingSize            int64
+	modules                map[string]uintptr
+	functions              map[string]uintptr
+
+	pool *pool
+}
+
+var _ backends.Backend = (*Device)(nil)
+
+// stagingChunk bounds the pinned staging buffer: larger transfers go in
+// chunks, each timed by its own events.
+const stagingChunk = 64 << 20
+
+// Open opens device o.Device of the first platform (AMD, then NVIDIA,
+// unless o.Platform picks one) whose libraries load and which has that
+// device. It returns a *backends.UnavailableError naming every library
+// tried and why it failed, or the device count that came back; it never
+// crashes the process for a missing library or device.
+func Open(o Options) (*Device, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	platforms := []Platform{AMD, NVIDIA}
+	if o.Platform != Auto {
+		platforms = []Platform{o.Platform}
+	}
+	var reasons []string
+	for _, p := range platforms {
+		d, reason, err := open(vendorFor(p), o)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			return d, nil
+		}
+		reasons = append(reasons, reason)
+	}
+	return nil, &backends.UnavailableError{Backend: "rocm", Reason: strings.Join(reasons, "; ")}
+}
+
+// open returns a device, or the reason the platform is unavailable, or an
+// error for a device that exists but failed to initialise.
+func open(v *vendor, o Options) (*Device, string, error) {
+	d := &Device{v: v, opts: o, work: make(chan func()), modules: map[string]uintptr{}, functions: map[string]uintptr{}}
+	go d.loop()
+	var reason string
+	err := d.do(func() error {
+		l, _, r := loadRuntime(v, o)
+		if l == nil {
+			reason = r
+			return nil
+		}
+		if r := l.loadCompiler(o.LibDirs); r != "" {
+			reason = r
+			return nil
+		}
+		d.l, d.s = l, l.s
+		return d.initDevice()
+	})
+	if err != nil || d.s == nil {
+		d.stop()
+		return nil, reason, err
+	}
+	d.pool = newPool(d.allocDevice, d.freeDevice)
+	if !o.NoBLAS && d.l.loadBLAS(o.LibDirs) {
+		if err := d.initBLAS(); err != nil {
+			d.Close()
+			return nil, "", err
+		}
+	} else if o.NoBLAS {
+		d.l.blasReason = "disabled by Options.NoBLAS"
+	}
+	return d, "", nil
+}
+
+// loop is the device thread.
+func (d *Device) loop() {
+	runtime.LockOSThread()
+	for f := range d.work {
+		f()
+	}
+}
+
+func (d *Device) stop() { close(d.work) }
+
+// do runs f on the device thread and waits for it.
+func (d *Device) do(f func() error) error {
+	var err error
+	done := make(chan struct{})
+	d.work <- func() {
+		defer close(done)
+		err = f()
+	}
+	<-done
+	return err
+}
+
+// call runs f on the device thread for a public method: it fails with
+// ErrClosed after Close and with ErrDeviceLost once the device is lost.
+func (d *Device) call(f func() error) error {
+	d.gate.RLock()
+	defer d.gate.RUnlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.lost.Load() {
+		return fmt.Errorf("%w: an earlier call failed with a sticky error", backends.ErrDeviceLost)
+	}
+	return d.do(f)
+}
+
+// check maps a vendor status: 0 is nil; allocation failures wrap
+// backends.ErrOutOfMemory; sticky errors wrap backends.ErrDeviceLost and
+// mark the device lost; anything else is a *CallError.
+func (d *Device) check(f fn, code int) error {
+	if code == 0 {
+		return nil
+	}
+	ce := &CallError{Call: d.symName(f), Code: code, Msg: d.s.errorString(code)}
+	switch {
+	case code == d.v.oom:
+		return fmt.Errorf("%w: %w", backends.ErrOutOfMemory, ce)
+	case slices.Contains(d.v.deviceLost, code):
+		d.lost.Store(true)
+		return fmt.Errorf("%w: %w", backends.ErrDeviceLost, ce)
+	}
+	return ce
+}
+
+func (d *Device) symName(f fn) string {
+	for _, s := range d.v.syms {
+		if s.f == f {
+			return s.names[0]
+		}
+	}
+	return fmt.Sprintf("fn(%d)", f)
+}
+
+// initDevice makes the device current on this thread and reads what Info
+// reports. It runs on the device thread.
+func (d *Device) initDevice() error {
+	s, dev := d.s, d.opts.Device
+	if err := d.check(fSetDevice, s.setDevice(dev)); err != nil {
+		return err
+	}
+	info := backends.Info{Name: "rocm", Kind: backends.GPU, Platform: d.v.platform.String()}
+	if d.v.platform == NVIDIA {
+		if err := d.check(fInit, s.driverInit()); err != nil {
+			return err
+		}
+		cudev, code := s.deviceGet(dev)
+		if err := d.check(fDeviceGet, code); err != nil {
+			return err
+		}
+		ctx, code := s.ctxRetain(cudev)
+		if err := d.check(fCtxRetain, code); err != nil {
+			return err
+		}
+		if err := d.check(fCtxSetCurrent, s.call(fCtxSetCurrent, ctx)); err != nil {
+			return err
+		}
+		major, code := s.deviceAttr(cuAttrCCMajor, cudev)
+		if err := d.check(fDeviceAttr, code); err != nil {
+			return err
+		}
+		minor, code := s.deviceAttr(cuAttrCCMinor, cudev)
+		if err := d.check(fDeviceAttr, code); err != nil {
+			return err
+		}
+		d.arch = fmt.Sprintf("sm_%d%d", major, minor)
+		info.Arch = d.arch
+		info.Model, _ = s.deviceName(cudev)
+	} else {
+		props, code := s.deviceProps(dev)
+		if err := d.check(fDeviceProps, code); err != nil {
+			return err
+		}
+		d.arch = scanArch(props)
+		if d.arch == "" {
+			return &CallError{Call: d.symName(fDeviceProps), Msg: "no gcnArchName in the device properties"}
+		}
+		info.Arch = baseArch(d.arch)
+		if name, code := s.deviceName(dev); code == 0 && name != "" {
+			info.Model = name
+		} else {
+			info.Model = strings.TrimRight(string(props[:256]), "\x00")
+		}
+	}
+	if _, total, code := s.memGetInfo(); code == 0 {
+		info.Memory = total
+	}
+	if ver, code := s.runtimeVersion(); code == 0 {
+		info.Runtime = d.v.runtimeName(ver)
+	}
+	d.info = info
+	var code int
+	if d.stream, code = s.create(fStreamCreate); code != 0 {
+		return d.check(fStreamCreate, code)
+	}
+	if d.evStart, code = s.create(fEventCreate); code != 0 {
+		return d.check(fEventCreate, code)
+	}
+	if d.evEnd, code = s.create(fEventCreate); code != 0 {
+		return d.check(fEventCreate, code)
+	}
+	return nil
+}
+
+// initBLAS checks that rocBLAS has kernels for this architecture and
+// initialises it once in a child process (rocBLAS aborts its process when
+// they are missing), then creates this process's handle on the stream.
+// A failed check or probe leaves MatMul to the tiled kernel.
+func (d *Device) initBLAS() error {
+	if d.v.platform == AMD {
+		if r := rocblasKernelsPresent(d.s.symPath(fBLASCreate), baseArch(d.arch)); r != "" {
+			d.l.blasReason = r
+			return nil
+		}
+		if r := probeBLAS(d.opts, d.l.paths[roleBLAS]); r != "" {
+			d.l.blasReason = r
+			return nil
+		}
+	}
+	return d.do(func() error {
+		h, code := d.s.create(fBLASCreate)
+		if code != 0 {
+			d.l.blasReason = fmt.Sprintf("%s returned %d", d.symName(fBLASCreate), code)
+			return nil
+		}
+		if code := d.s.blasSetStream(h, d.stream); code != 0 {
+			d.s.call(fBLASDestroy, h)
+			d.l.blasReason = fmt.Sprintf("%s returned %d", d.symName(fBLASSetStream), code)
+			return nil
+		}
+		d.blas = h
+		return nil
+	})
+}
+
+// Info implements backends.Backend.
+func (d *Device) Info() backends.Info { return d.info }
+
+// BLAS reports the BLAS library MatMul runs on, or "" and the reason none
+// is used (MatMul then runs the tiled HIP kernel).
+func (d *Device) BLAS() (path, reason string) {
+	if d.blas != 0 {
+		return d.l.paths[roleBLAS], ""
+	}
+	return "", d.l.blasReason
+}
+
+// Libraries returns the paths the runtime, driver (NVIDIA), compiler and
+// BLAS were loaded from, keyed "runtime", "driver", "compiler", "blas".
+func (d *Device) Libraries() map[string]string {
+	m := map[string]string{}
+	for r, p := range d.l.paths {
+		if p != "" {
+			m[roleNames[r]] = p
+		}
+	}
+	return m
+}
+
+// Supports implements backends.Backend.
+func (d *Device) Supports(s kernels.Spec) error {
+	_, err := planOp(s, d.blas != 0)
+	return err
+}
+
+// buffer is device memory from the pool.
+type buffer struct {
+	d     *Device
+	ptr   uintptr
+	size  int64
+	freed atomic.Bool
+}
+
+var _ backends.Buffer = (*buffer)(nil)
+
+// Size implements backends.Buffer.
+func (b *buffer) Size() int64 { return b.size }
+
+// Free implements backends.Buffer: the memory goes back to the device's
+// pool. Free is idempotent.
+func (b *buffer) Free() {
+	if b.ptr != 0 && !b.freed.Swap(true) {
+		b.d.pool.put(b.ptr)
+	}
+}
+
+func (d *Device) allocDevice(n int64) (uintptr, error) {
+	var p uintptr
+	err := d.do(func() error {
+		var code int
+		p, code = d.s.malloc(n)
+		return d.check(fMalloc, code)
+	})
+	return p, err
+}
+
+func (d *Device) freeDevice(p uintptr) {
+	_ = d.do(func() error { return d.check(fFree, d.s.free(p)) })
+}
+
+// Alloc implements backends.Backend: memory comes from a caching pool
+// (released cached blocks are retried before ErrOutOfMemory is returned).
+func (d *Device) Alloc(n int64) (backends.Buffer, error) {
+	if n < 0 {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: "alloc", Err: fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n)}
+	}
+	d.gate.RLock()
+	defer d.gate.RUnlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	if d.lost.Load() {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: "alloc", Err: backends.ErrDeviceLost}
+	}
+	if n == 0 {
+		return &buffer{d: d}, nil
+	}
+	p, _, err := d.pool.get(n)
+	if err != nil {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: "alloc", Err: err}
+	}
+	return &buffer{d: d, ptr: p, size: n}, nil
+}
+
+func (d *Device) own(b backends.Buffer) (*buffer, error) {
+	db, ok := b.(*buffer)
+	if !ok || db.d != d || db.freed.Load() {
+		return nil, backends.ErrForeignBuffer
+	}
+	return db, nil
+}
+
+// ensureStaging grows the pinned staging buffer to n bytes (device thread).
+func (d *Device) ensureStaging(n int64) error {
+	if d.stagingSize >= n {
+		return nil
+	}
+	if d.staging != nil {
+		d.s.hostFree(d.staging)
+		d.staging, d.stagingSize = nil, 0
+	}
+	p, code := d.s.hostMalloc(n)
+	if err := d.check(fHostMalloc, code); err != nil {
+		return err
+	}
+	d.staging, d.stagingSize = p, n
+	return nil
+}
+
+// timed records the start event, runs f (which enqueues work on the
+// stream), records the end event, waits for it and returns the events'
+// elapsed time. Waiting is what reading the Timing costs: the methods
+// return it, so every op and transfer synchronises.
+func (d *Device) timed(f func() error) (time.Duration, error) {
+	s := d.s
+	if err := d.check(fEventRecord, s.eventRecord(d.evStart, d.stream)); err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		_ = s.call(fStreamSync, d.stream)
+		return 0, err
+	}
+	if err := d.check(fEventRecord, s.eventRecord(d.evEnd, d.stream)); err != nil {
+		return 0, err
+	}
+	if err := d.check(fEventSync, s.call(fEventSync, d.evEnd)); err != nil {
+		return 0, err
+	}
+	ms, code := s.eventElapsed(d.evStart, d.evEnd)
+	if err := d.check(fEventElapsed, code); err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// transfer copies n bytes between host memory and dst/src on the device
+// in chunks through the pinned staging buffer; the timing is the sum of
+// the chunks' copy times measured by events (the host-side memcpy into
+// or out of staging is not part of it).
+func (d *Device) transfer(op string, b backends.Buffer, host []byte, toDevice bool) (backends.Timing, error) {
+	t := backends.Timing{Clock: backends.DeviceEvents}
+	fail := func(err error) (backends.Timing, error) {
+		return backends.Timing{}, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
+	}
+	db, err := d.own(b)
+	if err != nil {
+		return fail(err)
+	}
+	if int64(len(host)) != db.size {
+		return fail(fmt.Errorf("%w: host %d bytes, buffer %d", kernels.ErrBufferSize, len(host), db.size))
+	}
+	if db.size == 0 {
+		return t, nil
+	}
+	err = d.call(func() error {
+		if err := d.ensureStaging(min(db.size, stagingChunk)); err != nil {
+			return err
+		}
+		stage := unsafe.Slice((*byte)(d.staging), d.stagingSize)
+		for off := int64(0); off < db.size; off += stagingChunk {
+			n := min(stagingChunk, db.size-off)
+			var el time.Duration
+			var err error
+			if toDevice {
+				copy(stage[:n], host[off:off+n])
+				el, err = d.timed(func() error {
+					return d.check(fMemcpyAsync, d.s.memcpyAsync(db.ptr+uintptr(off), uintptr(d.staging), n, hostToDevice, d.stream))
+				})
+			} else {
+				el, err = d.timed(func() error {
+					return d.check(fMemcpyAsync, d.s.memcpyAsync(uintptr(d.staging), db.ptr+uintptr(off), n, deviceToHost, d.stream))
+				})
+				if err == nil {
+					copy(host[off:off+n], stage[:n])
+				}
+			}
+			if err != nil {
+				return err
+			}
+			t.Duration += el
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// Write implements backends.Backend: src goes through pinned staging
+// memory and an asynchronous copy on the device stream, timed by events.
+func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	return d.transfer("write", dst, src, true)
+}
+
+// Read implements backends.Backend, as Write in the other direction.
+func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	return d.transfer("read", src, dst, false)
+}
+
+// Run implements backends.Backend. The first use of a kernel compiles its
+// source (or loads it from the disk cache) before the timed region; the
+// Timing is the device time between events recorded around the op's
+// launches (or its BLAS call) on the stream.
+func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	fail := func(err error) (backends.Timing, error) {
+		return backends.Timing{}, &backends.DeviceError{Backend: d.info.Name, Op: s.Op.String(), Err: err}
+	}
+	p, err := planOp(s, d.blas != 0)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkBuffers(s, in, out); err != nil {
+		return fail(err)
+	}
+	ptrs := make([]uintptr, len(in))
+	for i, b := range in {
+		db, err := d.own(b)
+		if err != nil {
+			return fail(fmt.Errorf("input %d: %w", i, err))
+		}
+		ptrs[i] = db.ptr
+	}
+	ob, err := d.own(out)
+	if err != nil {
+		return fail(fmt.Errorf("output: %w", err))
+	}
+	var el time.Duration
+	err = d.call(func() error {
+		fns := make([]uintptr, len(p.launches))
+		for i, l := range p.launches {
+			f, err := d.function(l.kernel)
+			if err != nil {
+				return err
+			}
+			fns[i] = f
+		}
+		var err error
+		el, err = d.timed(func() error {
+			if p.gemm != nil {
+				return d.sgemm(p.gemm, ptrs[0], ptrs[1], ob.ptr)
+			}
+			for i, l := range p.launches {
+				args := make([]uint64, len(l.args))
+				for j, a := range l.args {
+					switch a.buf {
+					case argValue:
+						args[j] = a.val
+					case argOut:
+						args[j] = uint64(ob.ptr)
+					default:
+						args[j] = uint64(ptrs[a.buf])
+					}
+				}
+				if err := d.check(fLaunch, d.s.launch(fns[i], l.grid, l.block, 0, d.stream, args)); err != nil {
+					return fmt.Errorf("%s: %w", l.kernel, err)
+				}
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return backends.Timing{Duration: el, Clock: backends.DeviceEvents}, nil
+}
+
+// sgemm runs a row-major GEMM on the column-major BLAS by the operand
+// swap: Cᵀ = Bᵀ·Aᵀ, so B is passed first with the dimensions exchanged.
+func (d *Device) sgemm(g *gemm, a, b, c uintptr) error {
+	for i := range g.batch {
+		ai := a + uintptr(int64(i)*g.strideA*4)
+		bi := b + uintptr(int64(i)*g.strideB*4)
+		ci := c + uintptr(int64(i)*g.strideC*4)
+		code := d.s.blasSgemm(d.blas, d.v.opN, d.v.opN, g.n, g.m, g.k, 1, bi, g.n, ai, g.k, 0, ci, g.n)
+		if code == d.v.blasAllocFailed {
+			return fmt.Errorf("%w: %s: status %d", backends.ErrOutOfMemory, d.symName(fBLASSgemm), code)
+		}
+		if code != 0 {
+			return &CallError{Call: d.symName(fBLASSgemm), Code: code}
+		}
+	}
+	return nil
+}
+
+// Close implements backends.Backend: it releases the pool's memory, the
+// staging buffer, modules, events, stream and BLAS handle, and stops the
+// device thread. Libraries stay loaded. Close is idempotent.
+func (d *Device) Close() error {
+	d.gate.Lock()
+	defer d.gate.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if d.pool != nil {
+		d.pool.drain()
+	}
+	err := d.do(func() error {
+		s := d.s
+		var errs []error
+		if d.blas != 0 {
+			if code := s.call(fBLASDestroy, d.blas); code != 0 {
+				errs = append(errs, fmt.Errorf("%s: status %d", d.symName(fBLASDestroy), code))
+			}
+		}
+		if d.staging != nil {
+			errs = append(errs, d.check(fHostFree, s.hostFree(d.staging)))
+		}
+		for _, m := range d.modules {
+			errs = append(errs, d.check(fModuleUnload, s.call(fModuleUnload, m)))
+		}
+		for _, e := range []uintptr{d.evStart, d.evEnd} {
+			if e != 0 {
+				errs = append(errs, d.check(fEventDestroy, s.call(fEventDestroy, e)))
+			}
+		}
+		if d.stream != 0 {
+			errs = append(errs, d.check(fStreamDestroy, s.call(fStreamDestroy, d.stream)))
+		}
+		return errors.Join(errs...)
+	})
+	d.stop()
+	return err
+}
+
+// Pool returns the bytes of device memory in live buffers and the bytes
+// the pool keeps cached for reuse.
+func (d *Device) Pool() (live, cached int64) { return d.pool.stats() }
+
+// Trim releases the pool's cached blocks to the driver.
+// It does nothing after Close.
+func (d *Device) Trim() {
+	d.gate.RLock()
+	defer d.gate.RUnlock()
+	if !d.closed {
+		d.pool.trim()
+	}
+}
+
+func init() {
+	if os.Getenv(probeEnv) != "" {
+		os.Exit(runProbe())
+	}
+}
+
+func openBackend(o Options) (backends.Backend, error) {
+	d, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}

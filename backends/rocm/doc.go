@@ -1,0 +1,59 @@
+// Package rocm is adaptsched's GPU backend: HIP on AMD GPUs and, through
+// the same function table, HIP's other platform, CUDA on NVIDIA GPUs. It
+// registers itself as "rocm" ("rocm:1" picks device 1, "rocm:nvidia" a
+// platform).
+//
+// Nothing is linked at build time but libdl: a small cgo shim dlopens the
+// runtime (libamdhip64.so.6/.5 or libcudart.so.13/.12 with libcuda.so.1),
+// the runtime compiler (libhiprtc, or the hiprtc symbols inside the ROCm 5
+// runtime; libnvrtc.so.13/.12) and the BLAS (librocblas.so.5/.4/.3/.0 or
+// libcublas.so.13/.12), and resolves a table of function pointers. Every
+// failure is recorded, path and dlerror text, and Open returns it as a
+// *backends.UnavailableError. Devices are counted before anything else:
+// with none, the compiler, BLAS and modules are never touched. Built
+// without cgo, Open always answers unavailable.
+//
+// Each Device owns one goroutine locked to an OS thread, which makes every
+// vendor call: it owns the stream, the events and, on NVIDIA, the current
+// (primary) context. Device memory comes from a caching pool; transfers go
+// through pinned staging memory as asynchronous copies on the stream.
+// Every op and transfer is timed by events recorded around it on the
+// stream: the Timing (Clock backends.DeviceEvents) is the device-measured
+// actual_duration_us of DESIGN.md. Reading it means waiting for the end
+// event, so Run, Write and Read return once the work is done.
+//
+// MatMul runs on rocblas_sgemm / cublasSgemm_v2 (row-major by the operand
+// swap), or on a tiled kernel without a BLAS. Every other op runs a kernel
+// of kernels/hip, compiled at first use for the device's own architecture
+// (gcnArchName, or sm_XY from the compute capability) and cached on disk
+// under Options.CacheDir as <arch>-<sha256>.bin. rocBLAS aborts its
+// process when it has no kernels for the device's architecture: Open
+// first checks for its kernel files and then initialises it once in a
+// child process (this executable re-run; package init answers it), and
+// falls back to the tiled kernel when either fails (see Device.BLAS).
+//
+// Errors of ops and transfers are *backends.DeviceError values wrapping
+// backends.ErrOutOfMemory (hipErrorOutOfMemory, cudaErrorMemoryAllocation),
+// backends.ErrDeviceLost (the sticky errors: illegal address, launch
+// failure, ECC; the Device then refuses every call) or a *CallError.
+//
+// # Usage
+//
+//	d, err := rocm.Open(rocm.DefaultOptions())
+//	if errors.Is(err, backends.ErrUnavailable) {
+//		log.Print(err) // every library tried, or the device count
+//		return
+//	}
+//	defer d.Close()
+//	buf, _ := d.Alloc(spec.InBytes(0))
+//	_, _ = d.Write(buf, data)
+//	out, _ := d.Alloc(spec.OutBytes())
+//	t, err := d.Run(spec, []backends.Buffer{buf}, out)
+//	fmt.Println(d.Info().Platform, d.Info().Arch, t.Micros(), "µs")
+//
+// Tests run everywhere: a fake HIP runtime (testdata/fakehip.c, built with
+// gcc by the tests) drives the Go side end to end, and Debian's
+// libamdhip64-5 provides the real runtime (no device) and hiprtc. The GPU
+// tests and benchmarks skip without a device; build them with
+// `go test -c` and run the binary on a GPU machine.
+package rocm

@@ -1,0 +1,357 @@
+//go:build cgo
+
+package rocm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeRoot string
+	fakeErr  error
+)
+
+// fakeLibs builds testdata/fakehip.c and fakerocblas.c with gcc, once per
+// test binary, into <root>/blas (with a rocBLAS kernel library for
+// gfx90a) and <root>/nokernels (without one). It returns root.
+func fakeLibs(t testing.TB) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		fakeRoot, fakeErr = os.MkdirTemp("", "fakehip")
+		if fakeErr != nil {
+			return
+		}
+		for _, dir := range []string{"blas", "nokernels"} {
+			d := filepath.Join(fakeRoot, dir)
+			if fakeErr = os.MkdirAll(d, 0o755); fakeErr != nil {
+				return
+			}
+			for _, b := range [][2]string{{"fakehip.c", "libamdhip64.so.6"}, {"fakerocblas.c", "librocblas.so.0"}} {
+				out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", filepath.Join(d, b[1]), filepath.Join("testdata", b[0]), "-lm").CombinedOutput()
+				if err != nil {
+					fakeErr = fmt.Errorf("gcc %s: %v: %s", b[0], err, out)
+					return
+				}
+			}
+		}
+		lib := filepath.Join(fakeRoot, "blas", "rocblas", "library")
+		if fakeErr = os.MkdirAll(lib, 0o755); fakeErr == nil {
+			fakeErr = os.WriteFile(filepath.Join(lib, "TensileLibrary_lazy_gfx90a.dat"), []byte("fake"), 0o644)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatalf("building the fake HIP library: %v", fakeErr)
+	}
+	return fakeRoot
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fakeRoot != "" {
+		os.RemoveAll(fakeRoot)
+	}
+	os.Exit(code)
+}
+
+func fakeOptions(t *testing.T, dir string) Options {
+	return DefaultOptions().WithPlatform(AMD).WithLibDirs(filepath.Join(fakeLibs(t), dir)).WithCacheDir(t.TempDir())
+}
+
+func openFake(t *testing.T, o Options) *Device {
+	t.Helper()
+	d, err := Open(o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// runSpec uploads fixed-seed inputs, runs s and returns the output and
+// the reference output.
+func runSpec(t *testing.T, d backends.Backend, s kernels.Spec) (got, want []byte, tm backends.Timing) {
+	t.Helper()
+	in, err := specInputs(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]backends.Buffer, len(in))
+	for i, b := range in {
+		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+		defer bufs[i].Free()
+		if _, err := d.Write(bufs[i], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := d.Alloc(s.OutBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	if tm, err = d.Run(s, bufs, out); err != nil {
+		t.Fatalf("%v: %v", s, err)
+	}
+	got = make([]byte, s.OutBytes())
+	if _, err := d.Read(got, out); err != nil {
+		t.Fatal(err)
+	}
+	want = make([]byte, s.OutBytes())
+	if err := kernels.Reference(s, in, want); err != nil {
+		t.Fatal(err)
+	}
+	return got, want, tm
+}
+
+func TestOpenNoLibrary(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Open(DefaultOptions().WithLibDirs(dir))
+	var ue *backends.UnavailableError
+	if !errors.As(err, &ue) || !errors.Is(err, backends.ErrUnavailable) {
+		t.Fatalf("Open with no library: %v, want *UnavailableError", err)
+	}
+	for _, want := range []string{dir + "/libamdhip64.so.6", dir + "/libamdhip64.so.5", dir + "/libcudart.so.12", "cannot open shared object file"} {
+		if !strings.Contains(ue.Reason, want) {
+			t.Errorf("reason %q does not name %q", ue.Reason, want)
+		}
+	}
+}
+
+func TestFakeInfo(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	info := d.Info()
+	want := backends.Info{Name: "rocm", Kind: backends.GPU, Platform: "amd", Model: "Fake Instinct MI-0", Arch: "gfx90a", Runtime: "hip 5.2.21153", Memory: 1 << 34}
+	if info != want {
+		t.Errorf("Info = %+v, want %+v", info, want)
+	}
+	if path, reason := d.BLAS(); !strings.HasSuffix(path, "librocblas.so.0") {
+		t.Errorf("BLAS = %q, %q; want the fake rocBLAS", path, reason)
+	}
+	if libs := d.Libraries(); libs["compiler"] != libs["runtime"] {
+		t.Errorf("Libraries = %v: want hiprtc resolved inside the runtime", libs)
+	}
+}
+
+// TestFakeOps runs ops through the whole Go side (pool, staging, compile,
+// module load, argument packing, launch, events) and checks the fake's
+// C kernels' results against kernels.Reference.
+func TestFakeOps(t *testing.T) {
+	for _, noBLAS := range []bool{false, true} {
+		d := openFake(t, fakeOptions(t, "blas").WithNoBLAS(noBLAS))
+		specs := []kernels.Spec{
+			{Op: kernels.Add, In: []kernels.Shape{{3, 5, 8}, {8}}},
+			{Op: kernels.Mul, In: []kernels.Shape{{4, 6}, {4, 6}}},
+			{Op: kernels.Scale, In: []kernels.Shape{{7, 9}}, Params: kernels.Params{Scale: -0.75}},
+			{Op: kernels.SiLU, In: []kernels.Shape{{1000}}},
+			{Op: kernels.Copy, DType: kernels.Q4_0, In: []kernels.Shape{{3, 64}}},
+			{Op: kernels.Copy, DType: kernels.F16, In: []kernels.Shape{{5, 3}}},
+			{Op: kernels.MatMul, In: []kernels.Shape{{2, 5, 7}, {7, 3}}},
+			{Op: kernels.MatMul, In: []kernels.Shape{{2, 4, 6}, {2, 6, 5}}},
+		}
+		for _, s := range specs {
+			got, want, tm := runSpec(t, d, s)
+			if err := compareF32(got, want, 1e-5); err != nil || !bytes.Equal(got[:len(got)%4], want[:len(want)%4]) {
+				t.Errorf("noBLAS=%v %v: %v", noBLAS, s, err)
+			}
+			if tm.Clock != backends.DeviceEvents || tm.Duration < 0 {
+				t.Errorf("%v: timing %+v, want device events", s, tm)
+			}
+		}
+		live, cached := d.Pool()
+		if live != 0 || cached == 0 {
+			t.Errorf("pool after freeing every buffer: live %d cached %d, want 0 and > 0", live, cached)
+		}
+	}
+}
+
+// TestFakeEventTiming checks that a Run's Timing is what the events
+// measured around the launch: at least the fake kernel's 3 ms, at most the
+// wall clock around Run.
+func TestFakeEventTiming(t *testing.T) {
+	t.Setenv("FAKEHIP_KERNEL_US", "3000")
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{64}}, Params: kernels.Params{Scale: 2}}
+	runSpec(t, d, s) // compile first
+	in, _ := d.Alloc(256)
+	out, _ := d.Alloc(256)
+	start := time.Now()
+	tm, err := d.Run(s, []backends.Buffer{in}, out)
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Duration < 3*time.Millisecond || tm.Duration > wall {
+		t.Errorf("event timing %v, want between 3ms and the wall clock %v", tm.Duration, wall)
+	}
+	wt, err := d.Write(in, make([]byte, 256))
+	if err != nil || wt.Clock != backends.DeviceEvents || wt.Duration >= 3*time.Millisecond {
+		t.Errorf("Write timing %+v, %v: want a short device-event timing (no kernel in it)", wt, err)
+	}
+}
+
+func TestFakeNoDevice(t *testing.T) {
+	t.Setenv("FAKEHIP_NO_DEVICE", "1")
+	_, err := Open(fakeOptions(t, "blas"))
+	var ue *backends.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "no device") || !strings.Contains(ue.Reason, "100") {
+		t.Fatalf("Open with no device: %v, want unavailable naming hipErrorNoDevice (100)", err)
+	}
+}
+
+func TestFakeOutOfMemory(t *testing.T) {
+	t.Setenv("FAKEHIP_MEM_LIMIT", fmt.Sprint(3<<20))
+	d := openFake(t, fakeOptions(t, "blas"))
+	_, err := d.Alloc(4 << 20)
+	var de *backends.DeviceError
+	if !errors.Is(err, backends.ErrOutOfMemory) || !errors.As(err, &de) || !strings.Contains(err.Error(), "hipMalloc") {
+		t.Fatalf("Alloc beyond the limit: %v, want a DeviceError wrapping ErrOutOfMemory", err)
+	}
+	// A cached 2 MiB block is released when a 2.5 MiB allocation would
+	// not fit beside it.
+	b, err := d.Alloc(2 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free()
+	b.Free() // idempotent
+	if _, cached := d.Pool(); cached != 2<<20 {
+		t.Fatalf("cached %d, want 2 MiB", cached)
+	}
+	c, err := d.Alloc(5 << 19)
+	if err != nil {
+		t.Fatalf("Alloc after trimming the cache: %v", err)
+	}
+	c.Free()
+}
+
+func TestFakeDeviceLost(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{16}}}
+	in, _ := d.Alloc(64)
+	out, _ := d.Alloc(64)
+	t.Setenv("FAKEHIP_LAUNCH_ERROR", "719")
+	_, err := d.Run(s, []backends.Buffer{in}, out)
+	var de *backends.DeviceError
+	if !errors.Is(err, backends.ErrDeviceLost) || !errors.As(err, &de) || de.Op != "SiLU" {
+		t.Fatalf("Run with a launch failure: %v, want DeviceError{Op: SiLU} wrapping ErrDeviceLost", err)
+	}
+	if _, err := d.Alloc(64); !errors.Is(err, backends.ErrDeviceLost) {
+		t.Errorf("Alloc after the loss: %v, want ErrDeviceLost", err)
+	}
+	t.Setenv("FAKEHIP_LAUNCH_ERROR", "1")
+	d2 := openFake(t, fakeOptions(t, "blas"))
+	in2, _ := d2.Alloc(64)
+	out2, _ := d2.Alloc(64)
+	_, err = d2.Run(s, []backends.Buffer{in2}, out2)
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Code != 1 || ce.Call != "hipModuleLaunchKernel" || errors.Is(err, backends.ErrDeviceLost) {
+		t.Errorf("Run with an invalid-value launch: %v, want a CallError, not device lost", err)
+	}
+}
+
+// TestFakeCompileCache checks that binaries land in the cache under
+// <arch>-<sha256>.bin and that a later device loads them without
+// compiling (the compiler is then made to fail).
+func TestFakeCompileCache(t *testing.T) {
+	o := fakeOptions(t, "blas")
+	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{32}, {32}}}
+	d := openFake(t, o)
+	runSpec(t, d, s)
+	d.Close()
+	files, _ := filepath.Glob(filepath.Join(o.CacheDir, "gfx90a_sramecc+_xnack--*.bin"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v, want one elementwise binary", files)
+	}
+	t.Setenv("FAKEHIP_COMPILE_FAIL", "1")
+	got, want, _ := runSpec(t, openFake(t, o), s)
+	if err := compareF32(got, want, 1e-6); err != nil {
+		t.Errorf("from the cache: %v", err)
+	}
+	d3 := openFake(t, o.WithCacheDir(t.TempDir()))
+	b, _ := d3.Alloc(128)
+	_, err := d3.Run(s, []backends.Buffer{b, b}, b)
+	if !errors.Is(err, ErrCompile) || !strings.Contains(err.Error(), "compile refused") {
+		t.Errorf("Run with a failing compiler: %v, want ErrCompile with the log", err)
+	}
+}
+
+func TestFakeBLASFallbacks(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "nokernels"))
+	if path, reason := d.BLAS(); path != "" || !strings.Contains(reason, "no kernel library for gfx90a") {
+		t.Errorf("BLAS without kernel files = %q, %q", path, reason)
+	}
+	t.Setenv("FAKEROCBLAS_ABORT", "1")
+	d2 := openFake(t, fakeOptions(t, "blas"))
+	path, reason := d2.BLAS()
+	if path != "" || !strings.Contains(reason, "probe failed") {
+		t.Fatalf("BLAS with an aborting rocBLAS = %q, %q; want the probe to fail", path, reason)
+	}
+	got, want, _ := runSpec(t, d2, kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{3, 4}, {4, 5}}})
+	if err := compareF32(got, want, 1e-5); err != nil {
+		t.Errorf("tiled fallback: %v", err)
+	}
+}
+
+func TestFakeBadCalls(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	other := openFake(t, fakeOptions(t, "blas"))
+	s := kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{16}}}
+	a, _ := d.Alloc(64)
+	small, _ := d.Alloc(32)
+	foreign, _ := other.Alloc(64)
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"foreign input", second(d.Run(s, []backends.Buffer{foreign}, a)), backends.ErrForeignBuffer},
+		{"host buffer", second(d.Run(s, []backends.Buffer{backends.NewHostBuffer(nil, 64)}, a)), backends.ErrForeignBuffer},
+		{"short output", second(d.Run(s, []backends.Buffer{a}, small)), kernels.ErrBufferSize},
+		{"input count", second(d.Run(s, nil, a)), kernels.ErrBufferSize},
+		{"opaque", second(d.Run(kernels.Spec{Op: kernels.Opaque, In: []kernels.Shape{{4}}}, []backends.Buffer{a}, a)), backends.ErrUnsupported},
+		{"invalid spec", d.Supports(kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4}, {3}}}), kernels.ErrInvalidSpec},
+		{"write size", second(d.Write(a, make([]byte, 10))), kernels.ErrBufferSize},
+		{"negative alloc", second(d.Alloc(-1)), kernels.ErrBufferSize},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	a.Free()
+	if _, err := d.Write(a, make([]byte, 64)); !errors.Is(err, backends.ErrForeignBuffer) {
+		t.Errorf("Write to a freed buffer: %v", err)
+	}
+	d.Close()
+	if _, err := d.Alloc(4); !errors.Is(err, ErrClosed) {
+		t.Errorf("Alloc after Close: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestRegistry(t *testing.T) {
+	if _, err := backends.Open("rocm:bogus"); !errors.Is(err, ErrOptions) {
+		t.Errorf("Open(rocm:bogus): %v, want ErrOptions", err)
+	}
+	if _, err := backends.Open("rocm:nvidia:7"); !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("Open(rocm:nvidia:7): %v, want unavailable", err)
+	}
+}

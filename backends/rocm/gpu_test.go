@@ -1,0 +1,222 @@
+//go:build cgo
+
+package rocm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// openGPU opens the real device or skips: these tests and benchmarks need
+// a GPU (build them with `go test -c` and run the binary on one).
+func openGPU(tb testing.TB) *Device {
+	tb.Helper()
+	d, err := Open(DefaultOptions().WithCacheDir(tb.TempDir()))
+	if err != nil {
+		tb.Skipf("no GPU: %v", err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
+// gpuSpecs covers every catalogue op, and MatMul both batched and not.
+func gpuSpecs() []kernels.Spec {
+	sh := func(s ...kernels.Shape) []kernels.Shape { return s }
+	return []kernels.Spec{
+		{Op: kernels.MatMul, In: sh(kernels.Shape{3, 37, 70}, kernels.Shape{70, 45})},
+		{Op: kernels.MatMul, In: sh(kernels.Shape{2, 33, 17}, kernels.Shape{2, 17, 29})},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: sh(kernels.Shape{5, 96}, kernels.Shape{40, 96})},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q4_0, In: sh(kernels.Shape{2, 3, 64}, kernels.Shape{33, 64})},
+		{Op: kernels.Softmax, In: sh(kernels.Shape{7, 1000})},
+		{Op: kernels.Attention, In: sh(kernels.Shape{2, 4, 5, 64}, kernels.Shape{2, 2, 300, 64}, kernels.Shape{2, 2, 300, 64}), Params: kernels.Params{Causal: true}},
+		{Op: kernels.Attention, In: sh(kernels.Shape{1, 2, 3, 16}, kernels.Shape{1, 2, 9, 16}, kernels.Shape{1, 2, 9, 16}), Params: kernels.Params{Scale: 0.3}},
+		{Op: kernels.Add, In: sh(kernels.Shape{4, 9, 33}, kernels.Shape{33})},
+		{Op: kernels.Mul, In: sh(kernels.Shape{6, 10}, kernels.Shape{6, 10})},
+		{Op: kernels.Scale, In: sh(kernels.Shape{1001}), Params: kernels.Params{Scale: 1.5}},
+		{Op: kernels.RMSNorm, In: sh(kernels.Shape{5, 300}, kernels.Shape{300})},
+		{Op: kernels.LayerNorm, In: sh(kernels.Shape{5, 300}, kernels.Shape{300}, kernels.Shape{300}), Params: kernels.Params{Eps: 1e-3}},
+		{Op: kernels.RoPE, In: sh(kernels.Shape{2, 7, 3, 16}), Params: kernels.Params{Pos: 11}},
+		{Op: kernels.RoPE, In: sh(kernels.Shape{5, 2, 8}), Params: kernels.Params{RopeBase: 500}},
+		{Op: kernels.SiLU, In: sh(kernels.Shape{3, 777})},
+		{Op: kernels.SwiGLU, In: sh(kernels.Shape{3, 50}, kernels.Shape{3, 50})},
+		{Op: kernels.GELU, In: sh(kernels.Shape{999})},
+		{Op: kernels.Dequantize, DType: kernels.Q8_0, In: sh(kernels.Shape{3, 64})},
+		{Op: kernels.Dequantize, DType: kernels.Q4_0, In: sh(kernels.Shape{2, 96})},
+		{Op: kernels.Dequantize, DType: kernels.F16, In: sh(kernels.Shape{4, 7})},
+		{Op: kernels.Copy, DType: kernels.Q4_0, In: sh(kernels.Shape{3, 64})},
+		{Op: kernels.Copy, In: sh(kernels.Shape{5, 5})},
+		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
+	}
+}
+
+// TestGPUOps checks every op against kernels.Reference on the real device,
+// with the vendor BLAS and with the tiled MatMul kernel.
+func TestGPUOps(t *testing.T) {
+	d := openGPU(t)
+	t.Logf("%+v", d.Info())
+	tiled, err := Open(DefaultOptions().WithCacheDir(t.TempDir()).WithNoBLAS(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tiled.Close()
+	for _, dev := range []*Device{d, tiled} {
+		for _, s := range gpuSpecs() {
+			got, want, tm := runSpec(t, dev, s)
+			tol := 1e-4
+			if s.Op == kernels.MatMul || s.Op == kernels.QuantizedMatMul || s.Op == kernels.Attention {
+				tol = 1e-3
+			}
+			if err := compareF32(got, want, tol); err != nil {
+				t.Errorf("%v (blas %v): %v", s, dev.blas != 0, err)
+			}
+			if tm.Clock != backends.DeviceEvents || tm.Duration <= 0 {
+				t.Errorf("%v: timing %+v", s, tm)
+			}
+		}
+	}
+}
+
+// TestGPUEventTiming checks the events against the wall clock: a matmul's
+// event time is positive and no longer than the call around it.
+func TestGPUEventTiming(t *testing.T) {
+	d := openGPU(t)
+	s := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{512, 512}, {512, 512}}}
+	runSpec(t, d, s)
+	a, _ := d.Alloc(s.InBytes(0))
+	out, _ := d.Alloc(s.OutBytes())
+	for range 5 {
+		start := time.Now()
+		tm, err := d.Run(s, []backends.Buffer{a, a}, out)
+		wall := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.Duration <= 0 || tm.Duration > wall {
+			t.Errorf("event time %v, wall %v", tm.Duration, wall)
+		}
+	}
+}
+
+// TestGPUTransfers moves 100 MiB (two staging chunks) both ways and
+// checks the bytes and the timings.
+func TestGPUTransfers(t *testing.T) {
+	d := openGPU(t)
+	n := 100 << 20
+	src := make([]byte, n)
+	for i := range src {
+		src[i] = byte(i*7 + i>>13)
+	}
+	b, err := d.Alloc(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	wt, err := d.Write(b, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, n)
+	rt, err := d.Read(dst, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src {
+		if src[i] != dst[i] {
+			t.Fatalf("byte %d: %d, want %d", i, dst[i], src[i])
+		}
+	}
+	if wt.Duration <= 0 || rt.Duration <= 0 {
+		t.Errorf("timings %v / %v", wt, rt)
+	}
+	t.Logf("write %.1f GB/s, read %.1f GB/s", float64(n)/wt.Duration.Seconds()/1e9, float64(n)/rt.Duration.Seconds()/1e9)
+}
+
+// BenchmarkGPUOps reports the device time per op (µs/op, from events) for
+// matmul sizes and a few element-wise and reduction sizes.
+func BenchmarkGPUOps(b *testing.B) {
+	d := openGPU(b)
+	specs := []kernels.Spec{
+		{Op: kernels.MatMul, In: []kernels.Shape{{64, 4096}, {4096, 4096}}},
+		{Op: kernels.MatMul, In: []kernels.Shape{{1024, 1024}, {1024, 1024}}},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{1, 4096}, {4096, 4096}}},
+		{Op: kernels.Softmax, In: []kernels.Shape{{32, 4096}}},
+		{Op: kernels.Attention, In: []kernels.Shape{{1, 32, 1, 128}, {1, 8, 2048, 128}, {1, 8, 2048, 128}}, Params: kernels.Params{Causal: true}},
+		{Op: kernels.Add, In: []kernels.Shape{{1 << 20}, {1 << 20}}},
+	}
+	for _, s := range specs {
+		b.Run(fmt.Sprintf("%v_%v", s.Op, s.In), func(b *testing.B) {
+			in := make([]backends.Buffer, len(s.In))
+			for i := range in {
+				in[i], _ = d.Alloc(s.InBytes(i))
+			}
+			out, _ := d.Alloc(s.OutBytes())
+			if _, err := d.Run(s, in, out); err != nil {
+				b.Fatal(err)
+			}
+			var dev time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				tm, err := d.Run(s, in, out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dev += tm.Duration
+			}
+			b.ReportMetric(float64(dev.Microseconds())/float64(b.N), "device-µs/op")
+		})
+	}
+}
+
+// BenchmarkGPULaunch is the launch latency: a 256-element Scale, timed by
+// the wall clock (ns/op) and the events (device-µs/op).
+func BenchmarkGPULaunch(b *testing.B) {
+	d := openGPU(b)
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 2}}
+	in, _ := d.Alloc(1024)
+	out, _ := d.Alloc(1024)
+	var dev time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		tm, err := d.Run(s, []backends.Buffer{in}, out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dev += tm.Duration
+	}
+	b.ReportMetric(float64(dev.Nanoseconds())/1e3/float64(b.N), "device-µs/op")
+}
+
+// BenchmarkGPUTransfer reports host↔device bandwidth from the events.
+func BenchmarkGPUTransfer(b *testing.B) {
+	d := openGPU(b)
+	for _, n := range []int{4 << 10, 1 << 20, 64 << 20} {
+		buf, _ := d.Alloc(int64(n))
+		host := make([]byte, n)
+		for _, dir := range []string{"write", "read"} {
+			b.Run(fmt.Sprintf("%s_%dKiB", dir, n>>10), func(b *testing.B) {
+				var dev time.Duration
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					var tm backends.Timing
+					var err error
+					if dir == "write" {
+						tm, err = d.Write(buf, host)
+					} else {
+						tm, err = d.Read(host, buf)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					dev += tm.Duration
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/dev.Seconds()/1e9, "GB/s")
+			})
+		}
+		buf.Free()
+	}
+}

@@ -1,0 +1,242 @@
+package rocm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Argument slots that name a buffer rather than carry a value.
+const (
+	argValue = -1 // the slot's val is the argument
+	argOut   = -2 // the output buffer's device address
+)
+
+// arg is one kernel argument: a buffer (input index or argOut) or an
+// 8-byte value slot (4-byte values in the low half).
+type arg struct {
+	buf int
+	val uint64
+}
+
+func in(i int) arg               { return arg{buf: i} }
+func out() arg                   { return arg{buf: argOut} }
+func i32(v int) arg              { return arg{buf: argValue, val: uint64(uint32(int32(v)))} }
+func i64(v int64) arg            { return arg{buf: argValue, val: uint64(v)} }
+func f32(v float32) arg          { return arg{buf: argValue, val: uint64(math.Float32bits(v))} }
+func dim3(x, y, z int) [3]uint32 { return [3]uint32{uint32(x), uint32(y), uint32(z)} }
+
+// launch is one kernel launch of an op.
+type launch struct {
+	kernel      string
+	grid, block [3]uint32
+	args        []arg
+}
+
+// gemm is a row-major C[M,N] = A[M,K]·B[K,N] per batch, run by the vendor
+// BLAS; strides in elements, 0 for a B shared by every batch.
+type gemm struct {
+	m, n, k, batch            int
+	strideA, strideB, strideC int64
+}
+
+// opPlan is how a Device runs one Spec: kernel launches, or one BLAS GEMM.
+type opPlan struct {
+	launches []launch
+	gemm     *gemm
+}
+
+const (
+	blockSize = 256     // threads per block of every 1-D kernel (BLOCK in common.hip)
+	maxGrid   = 1 << 16 // blocks of a grid-stride launch; the loop covers the rest
+	maxGridYZ = 65535   // the y and z grid limits of both platforms
+	maxHeadD  = 4 * blockSize
+)
+
+func gridFor(n int64) int {
+	b := (n + blockSize - 1) / blockSize
+	return int(max(1, min(b, maxGrid)))
+}
+
+func unsupported(format string, a ...any) error {
+	return fmt.Errorf("%w: rocm: %s", backends.ErrUnsupported, fmt.Sprintf(format, a...))
+}
+
+// planOp maps a valid Spec onto the kernels of kernels/hip (and the BLAS
+// GEMM when blas is set). It fails, wrapping backends.ErrUnsupported, for
+// an Opaque op or sizes beyond the kernels' index types and grid limits.
+func planOp(s kernels.Spec, blas bool) (opPlan, error) {
+	if err := s.Validate(); err != nil {
+		return opPlan{}, fmt.Errorf("%w: %w", backends.ErrUnsupported, err)
+	}
+	fits := func(vs ...int64) bool {
+		for _, v := range vs {
+			if v > math.MaxInt32 {
+				return false
+			}
+		}
+		return true
+	}
+	n := s.OutShape().Elements()
+	ew := func(kernel string, args ...arg) (opPlan, error) {
+		return opPlan{launches: []launch{{kernel, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args}}}, nil
+	}
+	rowsCols := func() (int64, int64) {
+		sh := s.In[0]
+		c := int64(sh[len(sh)-1])
+		return sh.Elements() / c, c
+	}
+	switch s.Op {
+	case kernels.Add, kernels.Mul:
+		k := "add_f32"
+		if s.Op == kernels.Mul {
+			k = "mul_f32"
+		}
+		return ew(k, out(), in(0), in(1), i64(n), i64(s.In[1].Elements()))
+	case kernels.Scale:
+		return ew("scale_f32", out(), in(0), f32(s.Params.Scale), i64(n))
+	case kernels.SiLU:
+		return ew("silu_f32", out(), in(0), i64(n))
+	case kernels.GELU:
+		return ew("gelu_f32", out(), in(0), i64(n))
+	case kernels.SwiGLU:
+		return ew("swiglu_f32", out(), in(0), in(1), i64(n))
+	case kernels.Copy:
+		b := s.InBytes(0)
+		return opPlan{launches: []launch{{"copy_u8", dim3(gridFor(b), 1, 1), dim3(blockSize, 1, 1), []arg{out(), in(0), i64(b)}}}}, nil
+	case kernels.Dequantize:
+		k := map[kernels.DType]string{kernels.Q8_0: "dequant_q8_0", kernels.Q4_0: "dequant_q4_0", kernels.F16: "dequant_f16"}[s.DType]
+		return ew(k, out(), in(0), i64(n))
+	case kernels.Transpose:
+		sh := s.In[0]
+		r, c := sh[len(sh)-2], sh[len(sh)-1]
+		batch := sh.Elements() / int64(r*c)
+		gy := (r + 31) / 32
+		if batch > maxGridYZ || gy > maxGridYZ || !fits(int64(r), int64(c)) {
+			return opPlan{}, unsupported("transpose of %v exceeds the grid limits", sh)
+		}
+		return opPlan{launches: []launch{{"transpose_f32", dim3((c+31)/32, gy, int(batch)), dim3(32, 8, 1),
+			[]arg{out(), in(0), i32(r), i32(c)}}}}, nil
+	case kernels.Softmax, kernels.RMSNorm, kernels.LayerNorm:
+		rows, cols := rowsCols()
+		if !fits(rows, cols) {
+			return opPlan{}, unsupported("%v rows %d x %d exceed int32", s.Op, rows, cols)
+		}
+		eps := s.Params.Eps
+		if eps == 0 {
+			eps = 1e-5
+		}
+		g, b := dim3(int(min(rows, maxGrid)), 1, 1), dim3(blockSize, 1, 1)
+		var l launch
+		switch s.Op {
+		case kernels.Softmax:
+			l = launch{"softmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
+		case kernels.RMSNorm:
+			l = launch{"rmsnorm_f32", g, b, []arg{out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps)}}
+		default:
+			l = launch{"layernorm_f32", g, b, []arg{out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps)}}
+		}
+		return opPlan{launches: []launch{l}}, nil
+	case kernels.RoPE:
+		sh := s.In[0]
+		r := len(sh)
+		t, h, d := sh[r-3], sh[r-2], sh[r-1]
+		base := s.Params.RopeBase
+		if base == 0 {
+			base = 10000
+		}
+		pairs := n / 2
+		if !fits(int64(s.Params.Pos) + int64(t)) {
+			return opPlan{}, unsupported("rope position %d exceeds int32", s.Params.Pos)
+		}
+		return opPlan{launches: []launch{{"rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
+			[]arg{out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs)}}}}, nil
+	case kernels.Attention:
+		q, k := s.In[0], s.In[1]
+		if q[3] > maxHeadD || q[1] > maxGridYZ || q[0] > maxGridYZ {
+			return opPlan{}, unsupported("attention %v: head dim above %d or heads/batch above %d", q, maxHeadD, maxGridYZ)
+		}
+		scale := s.Params.Scale
+		if scale == 0 {
+			scale = float32(1 / math.Sqrt(float64(q[3])))
+		}
+		causal := 0
+		if s.Params.Causal {
+			causal = 1
+		}
+		return opPlan{launches: []launch{{"attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
+			[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+	case kernels.QuantizedMatMul:
+		a, w := s.In[0], s.In[1]
+		kd := a[len(a)-1]
+		m := a.Elements() / int64(kd)
+		nn := w[0]
+		if !fits(m) {
+			return opPlan{}, unsupported("quantized matmul with %d rows exceeds int32", m)
+		}
+		k := "qmatmul_q8_0"
+		if s.DType == kernels.Q4_0 {
+			k = "qmatmul_q4_0"
+		}
+		return opPlan{launches: []launch{{k, dim3(min(nn, maxGrid), int(min(m, maxGridYZ)), 1), dim3(blockSize, 1, 1),
+			[]arg{out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd)}}}}, nil
+	case kernels.MatMul:
+		return planMatMul(s, blas)
+	}
+	return opPlan{}, unsupported("%v: %v", s.Op, kernels.ErrNotExecutable)
+}
+
+func planMatMul(s kernels.Spec, blas bool) (opPlan, error) {
+	a, b := s.In[0], s.In[1]
+	k := a[len(a)-1]
+	nn := b[len(b)-1]
+	g := gemm{n: nn, k: k, batch: 1}
+	if len(b) == 3 {
+		g.batch, g.m = a[0], a[1]
+		g.strideA, g.strideB, g.strideC = int64(g.m)*int64(k), int64(k)*int64(nn), int64(g.m)*int64(nn)
+	} else {
+		// A shared B: every row of every batch is one tall GEMM.
+		m := a.Elements() / int64(k)
+		if m > math.MaxInt32 {
+			return opPlan{}, unsupported("matmul with %d rows exceeds int32", m)
+		}
+		g.m = int(m)
+	}
+	if blas {
+		return opPlan{gemm: &g}, nil
+	}
+	gy := (g.m + 15) / 16
+	if gy > maxGridYZ || g.batch > maxGridYZ {
+		return opPlan{}, unsupported("matmul %v x %v exceeds the tiled kernel's grid", a, b)
+	}
+	return opPlan{launches: []launch{{"sgemm_tiled", dim3((nn+15)/16, gy, g.batch), dim3(16, 16, 1),
+		[]arg{out(), in(0), in(1), i32(g.m), i32(nn), i32(k), i64(g.strideA), i64(g.strideB), i64(g.strideC)}}}}, nil
+}
+
+// checkBuffers reports the first input or output whose size differs from
+// what s requires, wrapping kernels.ErrBufferSize.
+func checkBuffers(s kernels.Spec, in []backends.Buffer, out backends.Buffer) error {
+	if len(in) != len(s.In) {
+		return fmt.Errorf("%w: %v takes %d inputs, got %d", kernels.ErrBufferSize, s.Op, len(s.In), len(in))
+	}
+	for i, b := range in {
+		if b == nil {
+			return fmt.Errorf("%w: %v input %d is nil", backends.ErrForeignBuffer, s.Op, i)
+		}
+		if want := s.InBytes(i); b.Size() != want {
+			return fmt.Errorf("%w: %v input %d has %d bytes, want %d", kernels.ErrBufferSize, s.Op, i, b.Size(), want)
+		}
+	}
+	if out == nil {
+		return fmt.Errorf("%w: %v output is nil", backends.ErrForeignBuffer, s.Op)
+	}
+	if want := s.OutBytes(); out.Size() != want {
+		return fmt.Errorf("%w: %v output has %d bytes, want %d", kernels.ErrBufferSize, s.Op, out.Size(), want)
+	}
+	return nil
+}
+
+var errNoKernel = errors.New("rocm: no kernel source declares this kernel")
