@@ -42,18 +42,24 @@ func (p NormalGamma) statsSince(prior NormalGamma) stats {
 	}
 }
 
-// withStats returns prior updated by s.
+// withStats returns prior updated by s. s.n may be zero with a non-zero
+// sum: that is a widened posterior (see Widen), whose mean and β differ
+// from the prior's while its evidence equals the prior's; scaling such
+// statistics by γ moves the mean and β smoothly back toward the prior.
+// Statistics that would leave κ or α non-positive (a posterior weaker than
+// the prior it is said to have grown from) give the prior.
 func (prior NormalGamma) withStats(s stats) NormalGamma {
-	if s.n <= 0 {
+	k := prior.Kappa + s.n
+	alpha := prior.Alpha + s.n/2
+	if !(k > 0) || !(alpha > 0) {
 		return prior
 	}
-	k := prior.Kappa + s.n
 	mu := (prior.Kappa*prior.Mu + s.sum) / k
 	beta := prior.Beta + (s.sumSq+prior.Kappa*prior.Mu*prior.Mu-k*mu*mu)/2
-	if beta < prior.Beta {
-		beta = prior.Beta // rounding when every y is equal
+	if !(beta > 0) {
+		beta = prior.Beta // cancellation when every y is equal
 	}
-	return NormalGamma{Mu: mu, Kappa: k, Alpha: prior.Alpha + s.n/2, Beta: beta}
+	return NormalGamma{Mu: mu, Kappa: k, Alpha: alpha, Beta: beta}
 }
 
 // Merge returns the posterior of the union of the observations behind p

@@ -1,5 +1,7 @@
 package bandit
 
+import "fmt"
+
 // Class mirrors kernels.Class (bandit imports nothing of kernels): how an
 // op's cost grows, as the static schedulers classify it.
 type Class uint8
@@ -57,4 +59,19 @@ type Policy interface {
 	Name() string
 	Choose(t *Task) int
 	Observe(t *Task, arm int, us float64)
+}
+
+var _ fmt.Stringer = Matrix
+
+// String returns the class's name, as kernels.Class spells it.
+func (c Class) String() string {
+	switch c {
+	case ElementWise:
+		return "elementwise"
+	case Reduction:
+		return "reduction"
+	case Matrix:
+		return "matrix"
+	}
+	return fmt.Sprintf("Class(%d)", uint8(c))
 }

@@ -1,0 +1,85 @@
+package bandit
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// minUs is the shortest duration an observation is taken to have (1 ns):
+// a zero or negative timer reading is clamped to it, since ln(0) = −∞.
+const minUs = 1e-3
+
+// Bucket is one bucket's bandit (DESIGN.md § The bandit): the arms'
+// posteriors over ln(duration_us), the priors they grew from (the targets
+// of discounting and widening), the incumbent that hysteresis protects and
+// the CUSUM detector watching the incumbent's residuals. Build one with
+// NewBucket or as a literal with Arms and Priors of equal length and
+// Incumbent −1. A Bucket is not safe for concurrent use; the caller
+// serialises Choose and Observe (one lock or one shard per bucket).
+type Bucket struct {
+	Arms      []NormalGamma // posteriors, one per arm
+	Priors    []NormalGamma // the priors the posteriors grew from
+	Incumbent int           // the arm hysteresis protects; −1 before the first choice
+	Detector  CUSUM         // change detector on the incumbent (K, H set from Config by Observe)
+	Switches  int           // changes of incumbent (the first choice is not one)
+	Alarms    int           // change alarms raised
+}
+
+// NewBucket returns a bucket whose arms start at priors (copied).
+func NewBucket(priors []NormalGamma) *Bucket {
+	return &Bucket{
+		Arms:      append([]NormalGamma(nil), priors...),
+		Priors:    append([]NormalGamma(nil), priors...),
+		Incumbent: -1,
+	}
+}
+
+// Choose picks an arm with Choose (the package function) under
+// cfg.Hysteresis and makes it the incumbent; a change of incumbent counts
+// a switch and resets the detector. extra and costs are as for Choose.
+// cfg must have been validated. It does not allocate.
+func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
+	arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
+	if arm != b.Incumbent {
+		if b.Incumbent >= 0 {
+			b.Switches++
+		}
+		b.Incumbent = arm
+		b.Detector.Reset()
+	}
+	return arm, held
+}
+
+// Observe records a measured compute duration of us µs on arm: if arm is
+// the incumbent, its standardized residual against the posterior
+// predictive goes to the CUSUM detector; the arm's posterior is updated
+// with ln(us); every arm of the bucket is discounted toward its prior by
+// cfg.Discount; on a change alarm the incumbent is widened (Widen) so that
+// its mean can move within a few observations, and alarm is true.
+//
+// us ≤ 0 is clamped to 1 ns; NaN and ±Inf are ignored. An arm out of range
+// is a programmer error and panics. cfg must have been validated. It does
+// not allocate.
+func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
+	if math.IsNaN(us) || math.IsInf(us, 0) {
+		return false
+	}
+	y := math.Log(math.Max(us, minUs))
+	p := &b.Arms[arm]
+	if arm == b.Incumbent {
+		sd := math.Sqrt(p.Variance() * (1 + 1/p.Kappa))
+		b.Detector.K, b.Detector.H = cfg.CUSUMK, cfg.CUSUMH
+		alarm = b.Detector.Add((y - p.Mu) / sd)
+	}
+	p.Update(y)
+	if cfg.Discount < 1 {
+		for i := range b.Arms {
+			b.Arms[i].Discount(b.Priors[i], cfg.Discount)
+		}
+	}
+	if alarm {
+		p.Widen(b.Priors[arm])
+		b.Alarms++
+	}
+	return alarm
+}

@@ -1,0 +1,60 @@
+package bandit
+
+import "math/rand/v2"
+
+// Choose draws one Thompson sample of the expected duration (µs) per arm,
+// adds extra[i] µs (the predicted transfer of inputs not resident on arm
+// i; nil means none), writes each arm's cost into costs and picks the
+// cheapest, subject to hysteresis (DESIGN.md § The bandit): the incumbent
+// (−1 = none) is kept unless the cheapest challenger costs less than
+// (1−h)·the incumbent's cost. held reports that the incumbent was kept
+// although a challenger sampled cheaper. h ≤ 0 is no margin; h ≥ 1 never
+// leaves the incumbent.
+//
+// costs must hold at least len(arms) values and extra, when not nil, as
+// many: shorter slices are a programmer error and panic. Choose does not
+// allocate; with no arms it returns −1.
+func Choose(arms []NormalGamma, incumbent int, h float64, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
+	costs = costs[:len(arms)]
+	if extra != nil {
+		extra = extra[:len(arms)]
+	}
+	best := -1
+	for i := range arms {
+		c := arms[i].Sample(r)
+		if extra != nil {
+			c += extra[i]
+		}
+		costs[i] = c
+		if best < 0 || c < costs[best] {
+			best = i
+		}
+	}
+	if incumbent < 0 || incumbent >= len(arms) || best == incumbent {
+		return best, false
+	}
+	if costs[best] < (1-h)*costs[incumbent] {
+		return best, false
+	}
+	return incumbent, true
+}
+
+// Widen keeps p's mean but resets its evidence to the prior's strength
+// (κ = κ0, α = α0) with β chosen so that the expected noise variance
+// E[1/τ] is kept: after a change alarm the arm's mean can move again
+// within a few observations, so the arm is re-examined. Parameters that
+// already carry less evidence than the prior are left as they are.
+func (p *NormalGamma) Widen(prior NormalGamma) {
+	v := p.Variance()
+	if prior.Kappa < p.Kappa {
+		p.Kappa = prior.Kappa
+	}
+	if prior.Alpha < p.Alpha {
+		p.Alpha = prior.Alpha
+	}
+	if p.Alpha > 1 {
+		p.Beta = v * (p.Alpha - 1)
+	} else {
+		p.Beta = v * p.Alpha
+	}
+}
