@@ -21,3 +21,17 @@ type Store interface {
 	// Close flushes what is pending and releases the store.
 	Close() error
 }
+
+// PriorPutter is an optional capability of a Store: Put together with the
+// prior the posterior grew from. Merging snapshots (DB.Import with
+// ImportMerge) is exact only for records whose prior is known, because
+// bandit.Merge recovers each side's observations as posterior minus prior.
+// The scheduler calls PutWithPrior when the store has it (type assertion)
+// and Put otherwise. When a store lacks it, or Put is used, the record
+// keeps the prior last given for its key, or none: such records merge by
+// keeping the side with more evidence (counted in ImportStats.Inexact).
+type PriorPutter interface {
+	// PutWithPrior records p as the latest posterior of k, grown from
+	// prior (write-behind, like Put).
+	PutWithPrior(k Key, prior, p bandit.NormalGamma)
+}

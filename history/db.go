@@ -1,0 +1,420 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+)
+
+// DB is the Badger-backed posterior store. Put records the posterior in
+// memory and returns; a background goroutine writes the dirty records in
+// one batch per flush (every FlushInterval or FlushEvery updates,
+// whichever comes first) and on Close. All methods are safe for
+// concurrent use.
+type DB struct {
+	opts Options
+	bdb  *badger.DB
+	fp   string
+	log  zerolog.Logger
+
+	mu      sync.Mutex
+	recs    map[Key]*entry // every record of the current fingerprint
+	dirty   []*entry
+	spare   []*entry
+	pending int // updates since the last flush
+	closed  bool
+	stats   Stats
+
+	old map[Key]bandit.NormalGamma // weakened records of other fingerprints
+
+	flushMu sync.Mutex // one flush at a time
+	slab    []byte     // encoded keys and values of the flush in progress
+	items   []flushItem
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+type entry struct {
+	key      []byte // encoded Badger key
+	rec      Record
+	dirty    bool
+	flushedN uint64 // rec.N at the last successful flush
+}
+
+type flushItem struct {
+	e      *entry
+	n      uint64 // e.rec.N as written
+	off, k int    // the item's offset in the slab and its key's length
+	end    int    // offset of the value's end
+}
+
+// Stats are a DB's counters since Open.
+type Stats struct {
+	Records  int    // records of the current fingerprint (in memory)
+	Old      int    // records of other fingerprints offered by Load as weakened priors
+	Skipped  int    // stored values skipped at Open: undecodable, unknown version, bad key
+	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close
+	Flushes  int    // successful flushes that wrote at least one record
+	Failed   int    // flushes that failed (their records stay dirty and are retried)
+	Pending  int    // updates waiting for the next flush
+	Durable  uint64 // updates (Puts) written by successful flushes, counted per record as N
+}
+
+var (
+	_ Store       = (*DB)(nil)
+	_ PriorPutter = (*DB)(nil)
+)
+
+// Open opens (creating it, mode 0700) the store that opts describe and
+// reads its records. A directory that another process holds fails at once
+// with ErrLocked. Stored values that do not decode are skipped, counted in
+// Stats.Skipped and logged. Records of another hardware fingerprint are
+// kept on disk and offered by Load, weakened by opts.PriorWeight, for the
+// keys the current fingerprint has not learned yet; a log line says so.
+func Open(opts Options) (*DB, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	bo := badger.DefaultOptions(opts.Dir)
+	if opts.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: create %s: %w", opts.Dir, err)
+	}
+	// The store holds a few thousand 81-byte records: small tables and
+	// caches keep Open fast and the footprint near a few MiB.
+	bo = bo.WithLogger(badgerLogger{opts.Logger}).
+		WithSyncWrites(opts.SyncWrites).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(8 << 20).
+		WithValueLogFileSize(16 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithNumCompactors(2).
+		WithMetricsEnabled(false)
+	bdb, err := badger.Open(bo)
+	if err != nil {
+		// Badger formats the lock failure without %w, so its message is
+		// the only thing to recognise it by.
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("history: open %s: %w", opts.Dir, err)
+	}
+	db := &DB{
+		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger,
+		recs: make(map[Key]*entry), old: make(map[Key]bandit.NormalGamma),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if err := db.load(); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	go db.run()
+	return db, nil
+}
+
+const metaPrefix = "m/fp/"
+
+// load reads every record: the current fingerprint's into recs, the
+// others' (the most recent per key) into old, weakened.
+func (db *DB) load() error {
+	type oldRec struct {
+		r  Record
+		fp string
+	}
+	olds := map[Key]oldRec{}
+	descs := map[string]string{}
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Seek([]byte("m/")); it.ValidForPrefix([]byte(metaPrefix)); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			descs[string(item.Key()[len(metaPrefix):])] = string(v)
+		}
+		for it.Seek([]byte(keySchema)); it.ValidForPrefix([]byte("r/")); it.Next() {
+			item := it.Item()
+			fp, k, err := parseKey(item.Key())
+			var r Record
+			if err == nil {
+				err = item.Value(func(v []byte) error { return decodeValue(v, &r) })
+			}
+			if err != nil {
+				db.stats.Skipped++
+				db.log.Warn().Err(err).Str("key", fmt.Sprintf("%q", item.Key())).Msg("history: skipped an unreadable record")
+				continue
+			}
+			r.Key = k
+			if fp == db.fp {
+				db.recs[k] = &entry{key: item.KeyCopy(nil), rec: r, flushedN: r.N}
+			} else if o, ok := olds[k]; !ok || r.Updated.After(o.r.Updated) {
+				olds[k] = oldRec{r, fp}
+			}
+		}
+		// Keys outside both prefixes belong to no schema this build knows
+		// ("r/2/..." records were counted above).
+		for it.Rewind(); it.Valid(); it.Next() {
+			if key := it.Item().Key(); len(key) < 2 || (key[0] != 'r' && key[0] != 'm') || key[1] != '/' {
+				db.stats.Skipped++
+				db.log.Warn().Str("key", fmt.Sprintf("%q", key)).Msg("history: skipped a key of unknown schema")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("history: read store: %w", err)
+	}
+	fromFPs := map[string]int{}
+	for k, o := range olds {
+		if _, ok := db.recs[k]; ok {
+			continue
+		}
+		db.old[k] = weaken(o.r, db.opts.PriorWeight)
+		fromFPs[o.fp]++
+	}
+	for fp, n := range fromFPs {
+		db.log.Info().Str("old_fingerprint", fp).Str("old_hardware", descs[fp]).
+			Str("fingerprint", db.fp).Str("hardware", db.opts.Fingerprint.Desc).
+			Int("records", n).Float64("prior_weight", db.opts.PriorWeight).
+			Msg("history: hardware fingerprint changed; old records kept and used only as weakened priors")
+	}
+	db.stats.Old = len(db.old)
+	if _, ok := descs[db.fp]; !ok {
+		err = db.bdb.Update(func(txn *badger.Txn) error {
+			return txn.Set([]byte(metaPrefix+db.fp), []byte(db.opts.Fingerprint.Desc))
+		})
+		if err != nil {
+			return fmt.Errorf("history: write fingerprint: %w", err)
+		}
+	}
+	return nil
+}
+
+// weaken returns r's posterior with only a fraction w of its evidence kept
+// over its prior (or, when the prior is unknown, over a vague prior
+// centred on the posterior: κ and α near zero).
+func weaken(r Record, w float64) bandit.NormalGamma {
+	base := r.Prior
+	if base == (bandit.NormalGamma{}) {
+		base = bandit.NormalGamma{Mu: r.Posterior.Mu, Kappa: 1e-3, Alpha: 1e-3, Beta: 1e-3 * r.Posterior.Beta / r.Posterior.Alpha}
+	}
+	p := r.Posterior
+	p.Discount(base, w)
+	return p
+}
+
+// Load implements Store: it calls fn for every posterior of the current
+// fingerprint, pending updates included, then for each weakened record of
+// an old fingerprint whose key the current one lacks. fn must not call
+// back into the DB.
+func (db *DB) Load(fn func(k Key, p bandit.NormalGamma)) error {
+	for _, r := range db.Records() {
+		fn(r.Key, r.Posterior)
+	}
+	db.mu.Lock()
+	olds := make([]Record, 0, len(db.old))
+	for k, p := range db.old {
+		if _, ok := db.recs[k]; !ok {
+			olds = append(olds, Record{Key: k, Posterior: p})
+		}
+	}
+	db.mu.Unlock()
+	for _, r := range olds {
+		fn(r.Key, r.Posterior)
+	}
+	return nil
+}
+
+// Records returns the current fingerprint's records, pending updates
+// included, in no particular order. The caller owns the slice.
+func (db *DB) Records() []Record {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := make([]Record, 0, len(db.recs))
+	for _, e := range db.recs {
+		out = append(out, e.rec)
+	}
+	return out
+}
+
+// Put implements Store. It never does I/O: the record waits in memory for
+// the next flush. The record keeps the prior last given for k by
+// PutWithPrior. A non-finite or non-positive posterior is refused and
+// counted (Stats.Rejected).
+func (db *DB) Put(k Key, p bandit.NormalGamma) { db.put(k, nil, p) }
+
+// PutWithPrior implements PriorPutter: Put, with the prior p grew from.
+func (db *DB) PutWithPrior(k Key, prior, p bandit.NormalGamma) { db.put(k, &prior, p) }
+
+func (db *DB) put(k Key, prior *bandit.NormalGamma, p bandit.NormalGamma) {
+	db.mu.Lock()
+	if db.closed || !validNG(p) || (prior != nil && !validNG(*prior)) {
+		db.stats.Rejected++
+		db.mu.Unlock()
+		return
+	}
+	e := db.recs[k]
+	if e == nil {
+		e = &entry{key: appendKey(nil, db.fp, k), rec: Record{Key: k}}
+		db.recs[k] = e
+	}
+	e.rec.Posterior = p
+	if prior != nil {
+		e.rec.Prior = *prior
+	}
+	e.rec.N++
+	if !e.dirty {
+		e.dirty = true
+		db.dirty = append(db.dirty, e)
+	}
+	db.pending++
+	kick := db.pending >= db.opts.FlushEvery
+	db.mu.Unlock()
+	if kick {
+		select {
+		case db.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (db *DB) run() {
+	t := time.NewTicker(db.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-db.kick:
+		case <-db.stop:
+			close(db.done)
+			return
+		}
+		if err := db.Flush(); err != nil {
+			db.log.Error().Err(err).Msg("history: flush failed; will retry")
+		}
+	}
+}
+
+// Flush writes the pending records now, in one batch, and returns when
+// they are written. The background flusher calls it; callers rarely need
+// to (Close and Export flush).
+func (db *DB) Flush() error {
+	db.flushMu.Lock()
+	defer db.flushMu.Unlock()
+	db.mu.Lock()
+	batch := db.dirty
+	db.dirty, db.spare = db.spare[:0], nil
+	db.pending = 0
+	now := time.Now()
+	db.slab, db.items = db.slab[:0], db.items[:0]
+	for _, e := range batch {
+		e.dirty = false
+		e.rec.Updated = now
+		off := len(db.slab)
+		db.slab = append(db.slab, e.key...)
+		db.slab = appendValue(db.slab, &e.rec)
+		db.items = append(db.items, flushItem{e: e, n: e.rec.N, off: off, k: len(e.key), end: len(db.slab)})
+	}
+	db.mu.Unlock()
+	if len(batch) == 0 {
+		db.mu.Lock()
+		db.spare = batch
+		db.mu.Unlock()
+		return nil
+	}
+	err := db.write()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err != nil {
+		db.stats.Failed++
+		for _, it := range db.items {
+			if !it.e.dirty {
+				it.e.dirty = true
+				db.dirty = append(db.dirty, it.e)
+			}
+		}
+	} else {
+		db.stats.Flushes++
+		for _, it := range db.items {
+			db.stats.Durable += it.n - it.e.flushedN
+			it.e.flushedN = it.n
+		}
+	}
+	clear(batch)
+	db.spare = batch[:0]
+	return err
+}
+
+// write sends the encoded batch to Badger in one WriteBatch. Keys and
+// values are sliced from the slab by offset because it may have moved
+// while it grew.
+func (db *DB) write() error {
+	wb := db.bdb.NewWriteBatch()
+	for _, it := range db.items {
+		mid := it.off + it.k
+		if err := wb.Set(db.slab[it.off:mid:mid], db.slab[mid:it.end:it.end]); err != nil {
+			wb.Cancel()
+			return fmt.Errorf("history: flush: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("history: flush: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the DB's counters.
+func (db *DB) Stats() Stats {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	s := db.stats
+	s.Records = len(db.recs)
+	s.Pending = db.pending
+	return s
+}
+
+// Fingerprint returns the fingerprint that scopes this DB's records.
+func (db *DB) Fingerprint() Fingerprint { return db.opts.Fingerprint }
+
+// Close implements Store: it stops the flusher, writes what is pending and
+// closes Badger. Puts after Close are refused (Stats.Rejected); a second
+// Close returns ErrClosed.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	db.mu.Unlock()
+	close(db.stop)
+	<-db.done
+	ferr := db.Flush()
+	return errors.Join(ferr, db.bdb.Close())
+}
+
+// badgerLogger routes Badger's log to zerolog: its warnings and errors
+// only (its info lines report every compaction and vlog rotation).
+type badgerLogger struct{ l zerolog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error().Msg("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn().Msg("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

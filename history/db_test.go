@@ -1,0 +1,556 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+)
+
+var testFP = FingerprintOf([]backends.Info{
+	{Name: "cpu", Kind: backends.CPU, Platform: "host", Model: "Test CPU", Arch: "amd64", Threads: 8},
+	{Name: "rocm", Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.2"},
+})
+
+// syncBuf is a log sink safe for Badger's and the flusher's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testOpts(t testing.TB, dir string) (Options, *syncBuf) {
+	log := &syncBuf{}
+	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.New(log)).WithFlushInterval(time.Hour)
+	if dir == "" {
+		o = o.WithInMemory(true)
+	}
+	return o, log
+}
+
+func mustOpen(t testing.TB, o Options) *DB {
+	t.Helper()
+	db, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+var prior0 = bandit.NewPrior(100, 1, 0.2)
+
+// grown returns prior0 updated by ys.
+func grown(ys ...float64) bandit.NormalGamma {
+	p := prior0
+	for _, y := range ys {
+		p.Update(y)
+	}
+	return p
+}
+
+func near(a, b, tol float64) bool {
+	return math.Abs(a-b) <= tol*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+func ngNear(a, b bandit.NormalGamma, tol float64) bool {
+	return near(a.Mu, b.Mu, tol) && near(a.Kappa, b.Kappa, tol) && near(a.Alpha, b.Alpha, tol) && near(a.Beta, b.Beta, tol)
+}
+
+func byKey(recs []Record) map[Key]Record {
+	m := map[Key]Record{}
+	for _, r := range recs {
+		m[r.Key] = r
+	}
+	return m
+}
+
+// DESIGN.md § Persistence: posteriors survive Close and Open, with their
+// priors and update counts; the directory is private (0700).
+func TestRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	want := map[Key]Record{}
+	for i := range 50 {
+		k := Key{Backend: []string{"cpu", "rocm", "sim:mi300x"}[i%3], Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		p := grown(float64(i)/10, 4.5, 4.7)
+		db.PutWithPrior(k, prior0, p)
+		want[k] = Record{Key: k, Prior: prior0, Posterior: p, N: 1}
+	}
+	plain := Key{"cpu", "Softmax/f32/s3"} // Put without a prior: prior stays unknown
+	db.Put(plain, grown(3))
+	db.Put(plain, grown(3, 3.1))
+	want[plain] = Record{Key: plain, Posterior: grown(3, 3.1), N: 2}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Errorf("directory mode %v, want 0700", perm)
+	}
+	db = mustOpen(t, o)
+	defer db.Close()
+	got := byKey(db.Records())
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		g := got[k]
+		if g.Prior != w.Prior || g.Posterior != w.Posterior || g.N != w.N || g.Updated.IsZero() {
+			t.Errorf("%v: got %+v, want %+v", k, g, w)
+		}
+	}
+	n := 0
+	db.Load(func(k Key, p bandit.NormalGamma) {
+		n++
+		if p != want[k].Posterior {
+			t.Errorf("Load %v: %+v, want %+v", k, p, want[k].Posterior)
+		}
+	})
+	if n != len(want) {
+		t.Errorf("Load gave %d records, want %d", n, len(want))
+	}
+}
+
+// Write-behind (issue 4): nothing is written before FlushEvery updates or
+// the interval, and the count triggers a flush by itself.
+func TestWriteBehind(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o.WithFlushEvery(100))
+	defer db.Close()
+	for i := range 99 {
+		db.Put(Key{"cpu", "b" + strconv.Itoa(i%7)}, grown(float64(i)))
+	}
+	time.Sleep(20 * time.Millisecond)
+	if s := db.Stats(); s.Flushes != 0 || s.Pending != 99 || s.Durable != 0 {
+		t.Fatalf("before the 100th update: %+v, want no flush and 99 pending", s)
+	}
+	db.Put(Key{"cpu", "b0"}, grown(1))
+	deadline := time.Now().Add(5 * time.Second)
+	for db.Stats().Flushes == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := db.Stats(); s.Flushes != 1 || s.Durable != 100 || s.Records != 7 {
+		t.Fatalf("after 100 updates: %+v, want one flush of 100 updates over 7 records", s)
+	}
+	// The interval flushes too.
+	db2 := mustOpen(t, o.WithFlushInterval(10*time.Millisecond))
+	defer db2.Close()
+	db2.Put(Key{"cpu", "x"}, grown(1))
+	deadline = time.Now().Add(5 * time.Second)
+	for db2.Stats().Durable == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := db2.Stats(); s.Durable != 1 {
+		t.Fatalf("interval flush: %+v", s)
+	}
+}
+
+func TestPutRejects(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1})
+	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{})
+	db.PutWithPrior(Key{"cpu", "a"}, bandit.NormalGamma{Kappa: -1, Alpha: 1, Beta: 1}, grown())
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db.Put(Key{"cpu", "a"}, grown(1))
+	if s := db.Stats(); s.Rejected != 4 || s.Records != 0 {
+		t.Errorf("stats %+v, want 4 rejected and no record", s)
+	}
+	if err := db.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	base, _ := testOpts(t, "")
+	for name, o := range map[string]Options{
+		"no dir":      base.WithInMemory(false),
+		"interval":    base.WithFlushInterval(0),
+		"every":       base.WithFlushEvery(-1),
+		"weight":      base.WithPriorWeight(1.5),
+		"weight NaN":  base.WithPriorWeight(math.NaN()),
+		"fingerprint": base.WithFingerprint(Fingerprint{}),
+	} {
+		if _, err := Open(o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: %v, want ErrInvalidOptions", name, err)
+		}
+	}
+}
+
+// Issue 4: a second opener gets a clear error at once, never a hang.
+func TestSecondOpen(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	defer db.Close()
+	start := time.Now()
+	_, err := Open(o)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second Open: %v, want ErrLocked naming %s", err, dir)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("second Open took %v", d)
+	}
+}
+
+// Issue 4: values that fail to decode or carry an unknown version are
+// skipped, counted and logged, never a crash.
+func TestCorruptSkipped(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	good := Key{"cpu", "good"}
+	db.PutWithPrior(good, prior0, grown(4))
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	valid := appendValue(nil, &Record{Prior: prior0, Posterior: grown(4), N: 1})
+	badVersion := append([]byte{9}, valid[1:]...)
+	nan := appendValue(nil, &Record{Posterior: bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1}})
+	raw := map[string][]byte{
+		string(appendKey(nil, testFP.Hash, Key{"cpu", "trunc"})):   valid[:40],
+		string(appendKey(nil, testFP.Hash, Key{"cpu", "version"})): badVersion,
+		string(appendKey(nil, testFP.Hash, Key{"cpu", "nan"})):     nan,
+		string(appendKey(nil, testFP.Hash, Key{"cpu", "empty"})):   {},
+		"r/1/" + testFP.Hash + "/\xff\xff\xff\xff":                 valid, // bad backend length
+		"r/2/" + testFP.Hash + "/future":                           valid, // unknown schema version
+		"zzz":                                                      valid, // no schema at all
+	}
+	err := db.bdb.Update(func(txn *badger.Txn) error {
+		for k, v := range raw {
+			if err := txn.Set([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, log := func() (*DB, *syncBuf) { o2, l := testOpts(t, dir); return mustOpen(t, o2), l }()
+	defer db.Close()
+	if s := db.Stats(); s.Skipped != len(raw) || s.Records != 1 {
+		t.Errorf("stats %+v, want %d skipped and 1 record", s, len(raw))
+	}
+	if got := byKey(db.Records())[good]; got.Posterior != grown(4) {
+		t.Errorf("good record %+v", got)
+	}
+	if n := strings.Count(log.String(), "skipped"); n != len(raw) {
+		t.Errorf("%d log lines about skipped records, want %d:\n%s", n, len(raw), log)
+	}
+}
+
+// Issue 4: a changed fingerprint keeps the old records and offers them
+// only as weakened priors, with a log line.
+func TestFingerprintChange(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	ys := []float64{4.0, 4.2, 3.9, 4.1, 4.05, 3.95, 4.0, 4.1, 3.9, 4.0}
+	learned := grown(ys...)
+	db.PutWithPrior(Key{"rocm", "MatMul/f32/s40"}, prior0, learned)
+	db.PutWithPrior(Key{"cpu", "Add/f32/s10"}, prior0, grown(2))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	newFP := FingerprintOf([]backends.Info{{Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.3"}})
+	if newFP.Hash == testFP.Hash {
+		t.Fatal("a runtime upgrade must change the fingerprint")
+	}
+	log := &syncBuf{}
+	db = mustOpen(t, o.WithFingerprint(newFP).WithLogger(zerolog.New(log)).WithPriorWeight(0.1))
+	db.PutWithPrior(Key{"cpu", "Add/f32/s10"}, prior0, grown(1)) // learned anew: the old one must not show
+	got := map[Key]bandit.NormalGamma{}
+	db.Load(func(k Key, p bandit.NormalGamma) { got[k] = p })
+	// Discounting by 0.1 keeps a tenth of the 10 observations: κ = κ0 + 1,
+	// α = α0 + 0.5, μ = (κ0μ0 + 0.1Σy)/(κ0+1).
+	w := got[Key{"rocm", "MatMul/f32/s40"}]
+	sum := 0.0
+	for _, y := range ys {
+		sum += y
+	}
+	wantMu := (prior0.Kappa*prior0.Mu + 0.1*sum) / (prior0.Kappa + 1)
+	if !near(w.Kappa, prior0.Kappa+1, 1e-9) || !near(w.Alpha, prior0.Alpha+0.5, 1e-9) || !near(w.Mu, wantMu, 1e-9) {
+		t.Errorf("weakened %+v, want κ %v α %v μ %v", w, prior0.Kappa+1, prior0.Alpha+0.5, wantMu)
+	}
+	if got[Key{"cpu", "Add/f32/s10"}] != grown(1) {
+		t.Errorf("the new fingerprint's own record must win: %+v", got[Key{"cpu", "Add/f32/s10"}])
+	}
+	if len(db.Records()) != 1 {
+		t.Errorf("%d records under the new fingerprint, want 1", len(db.Records()))
+	}
+	if l := log.String(); !strings.Contains(l, "fingerprint changed") || !strings.Contains(l, testFP.Desc) {
+		t.Errorf("no log line naming the old hardware:\n%s", l)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o) // the old records are still there
+	defer db.Close()
+	if r := byKey(db.Records())[Key{"rocm", "MatMul/f32/s40"}]; r.Posterior != learned {
+		t.Errorf("old record after the change: %+v", r)
+	}
+}
+
+// Issue 4: merging snapshots from machines of one fingerprint gives the
+// posterior of the union of their observations; the reference is one
+// posterior updated with every observation in turn.
+func TestExportImportMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := []Key{{"cpu", "MatMul/f32/s30"}, {"rocm", "MatMul/f32/s30"}, {"cpu", "Softmax/f32/s12"}}
+	union := map[Key]bandit.NormalGamma{}
+	var snaps [3]bytes.Buffer
+	for m := range snaps {
+		o, _ := testOpts(t, "")
+		db := mustOpen(t, o)
+		for i, k := range keys {
+			if m == 2 && i == 2 {
+				continue // a key only two machines saw
+			}
+			p := prior0
+			if _, ok := union[k]; !ok {
+				union[k] = prior0
+			}
+			u := union[k]
+			for range 20 + 10*m {
+				y := 4 + float64(i) + 0.3*r.NormFloat64()
+				p.Update(y)
+				u.Update(y)
+				db.PutWithPrior(k, prior0, p)
+			}
+			union[k] = u
+		}
+		if err := db.Export(&snaps[m]); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	o, _ := testOpts(t, t.TempDir())
+	db := mustOpen(t, o)
+	for m := range snaps {
+		st, err := db.Import(bytes.NewReader(snaps[m].Bytes()), ImportMerge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == 0 && st.Added != 3 || m > 0 && st.Merged != len(keys)-m/2 || st.Inexact != 0 {
+			t.Errorf("snapshot %d: %+v", m, st)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o) // and it was written
+	defer db.Close()
+	got := byKey(db.Records())
+	wantN := map[Key]uint64{keys[0]: 20 + 30 + 40, keys[1]: 90, keys[2]: 20 + 30}
+	for _, k := range keys {
+		if g := got[k]; !ngNear(g.Posterior, union[k], 1e-9) || g.N != wantN[k] || g.Prior != prior0 {
+			t.Errorf("%v: merged %+v n %d, want %+v n %d", k, g.Posterior, g.N, union[k], wantN[k])
+		}
+	}
+	// Replace takes the snapshot's record as is.
+	st, err := db.Import(bytes.NewReader(snaps[2].Bytes()), ImportReplace)
+	if err != nil || st.Replaced != 2 {
+		t.Fatalf("replace: %+v %v", st, err)
+	}
+	if g := byKey(db.Records())[keys[0]]; g.N != 40 {
+		t.Errorf("replaced record n %d, want 40", g.N)
+	}
+}
+
+func TestImportRejects(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	other := mustOpen(t, o.WithFingerprint(FingerprintOf(nil)))
+	other.PutWithPrior(Key{"cpu", "x"}, prior0, grown(1))
+	var snap bytes.Buffer
+	other.Export(&snap)
+	other.Close()
+	for name, in := range map[string]string{
+		"fingerprint": snap.String(),
+		"not json":    "{",
+		"format":      `{"format":"x","version":1}`,
+		"version":     `{"format":"adaptsched-posteriors","version":7}`,
+		"unknown":     `{"format":"adaptsched-posteriors","version":1,"extra":1}`,
+		"bad posterior": `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+			`","records":[{"backend":"cpu","bucket":"b","posterior":{"mu":0,"kappa":0,"alpha":1,"beta":1}}]}`,
+	} {
+		if _, err := db.Import(strings.NewReader(in), ImportMerge); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("%s: %v, want ErrSnapshot", name, err)
+		}
+	}
+	if s := db.Stats(); s.Records != 0 {
+		t.Errorf("a rejected snapshot changed the store: %+v", s)
+	}
+}
+
+func TestMergeDifferentPriors(t *testing.T) {
+	ys := []float64{3, 3.5, 4, 2.5}
+	otherPrior := bandit.NewPrior(1000, 3, 0.5)
+	b := otherPrior
+	for _, y := range ys[2:] {
+		b.Update(y)
+	}
+	out, exact := mergeRecords(Record{Prior: prior0, Posterior: grown(ys[:2]...), N: 2}, Record{Prior: otherPrior, Posterior: b, N: 2})
+	if !exact || !ngNear(out.Posterior, grown(ys...), 1e-9) || out.N != 4 {
+		t.Errorf("merge across priors: %+v, want %+v", out.Posterior, grown(ys...))
+	}
+	out, exact = mergeRecords(Record{Posterior: grown(1, 2, 3)}, Record{Prior: prior0, Posterior: grown(1)})
+	if exact || out.Posterior != grown(1, 2, 3) {
+		t.Errorf("merge without a prior: %+v exact %v", out.Posterior, exact)
+	}
+}
+
+// Issue 4: a crash loses at most the last interval and never corrupts the
+// store. The test binary runs itself as a child (crashChild, from TestMain) that
+// writes without pause and reports on stdout how many updates its flushes
+// made durable; the parent SIGKILLs it at a random moment, 20 times,
+// reopening the store in between.
+func TestCrash(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(7, 7))
+	for round := range 20 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "HISTORY_CRASH_DIR="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		var base, durable uint64
+		started := false
+		kill := time.After(24 * time.Hour)
+	read:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					break read
+				}
+				if v, ok := strings.CutPrefix(l, "base "); ok {
+					base, _ = strconv.ParseUint(v, 10, 64)
+					started = true
+					kill = time.After(time.Duration(20+r.IntN(130)) * time.Millisecond)
+				} else if v, ok := strings.CutPrefix(l, "durable "); ok {
+					durable, _ = strconv.ParseUint(v, 10, 64)
+				}
+			case <-kill:
+				cmd.Process.Signal(syscall.SIGKILL)
+				kill = nil
+			}
+		}
+		cmd.Wait()
+		if !started {
+			t.Fatalf("round %d: the child never started", round)
+		}
+		o, _ := testOpts(t, dir)
+		db := mustOpen(t, o)
+		s := db.Stats()
+		var total uint64
+		for _, rec := range db.Records() {
+			total += rec.N
+			// The child writes posteriors with κ = κ0 + N exactly.
+			if rec.Prior != prior0 || rec.Posterior.Kappa != prior0.Kappa+float64(rec.N) {
+				t.Errorf("round %d: inconsistent record %+v", round, rec)
+			}
+		}
+		db.Close()
+		if s.Skipped != 0 {
+			t.Fatalf("round %d: %d records skipped after the crash", round, s.Skipped)
+		}
+		if total < base+durable {
+			t.Fatalf("round %d: %d updates stored, the child had made %d durable", round, total, base+durable)
+		}
+		t.Logf("round %d: base %d, durable %d, stored %d", round, base, durable, total)
+	}
+}
+
+// TestMain runs crashChild instead of the tests when TestCrash started
+// this process.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("HISTORY_CRASH_DIR"); dir != "" {
+		crashChild(dir)
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild writes posteriors without pause until it is killed, and
+// prints how many updates its flushes made durable.
+func crashChild(dir string) {
+	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.Nop()).
+		WithFlushInterval(5 * time.Millisecond).WithFlushEvery(256)
+	db, err := Open(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ns := map[Key]uint64{}
+	var base uint64
+	for _, rec := range db.Records() {
+		ns[rec.Key] = rec.N
+		base += rec.N
+	}
+	fmt.Printf("base %d\n", base)
+	var last uint64
+	for i := 0; ; i++ {
+		k := Key{"cpu", "Bucket/" + strconv.Itoa(i%8)}
+		ns[k]++
+		p := prior0
+		p.Kappa += float64(ns[k])
+		db.PutWithPrior(k, prior0, p)
+		if i%64 == 0 {
+			if d := db.Stats().Durable; d != last {
+				last = d
+				fmt.Printf("durable %d\n", d)
+			}
+		}
+	}
+}

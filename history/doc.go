@@ -1,0 +1,40 @@
+// Package history persists what the scheduler learns and records what it
+// does (DESIGN.md § Persistence, § Traces).
+//
+// The posterior store, DB, keeps one bandit.NormalGamma per (backend,
+// bucket) in Badger, under a schema version and a hardware Fingerprint.
+// Put only touches memory; a background goroutine writes the dirty records
+// in one batch per flush (every second or 1,024 updates by default) and on
+// Close, so a crash loses at most the last interval and never corrupts the
+// store. Each record keeps the prior it grew from (PutWithPrior), which is
+// what makes Export/Import with ImportMerge exact: posteriors are
+// sufficient statistics, so a fleet of identical machines can pool what
+// each learned. Opening with another fingerprint keeps the old records and
+// offers them through Load only as weakened priors.
+//
+// The trace format is JSON Lines: a Header, then one Event per op.
+// Recorder writes it without ever blocking the caller; Reader streams it
+// back in constant memory (gzip too); ImportChrome turns a PyTorch
+// profiler (Kineto) trace into events with measured GPU durations.
+//
+// # Usage
+//
+//	db, err := history.Open(history.DefaultOptions(dir).
+//		WithFingerprint(history.FingerprintOf(infos)))
+//	if err != nil { ... }        // history.ErrLocked: another process has dir
+//	defer db.Close()
+//	db.Load(func(k history.Key, p bandit.NormalGamma) { ... }) // warm start
+//	db.PutWithPrior(k, prior, posterior)                        // never waits for the disk
+//	db.Export(w)                                                // JSON snapshot
+//	db.Import(r, history.ImportMerge)                           // pool another machine's
+//
+//	rec, err := history.NewRecorder(f, history.Header{}, history.RecorderOptions{})
+//	rec.Record(ev)   // non-blocking; rec.Dropped() counts overflow
+//	rec.Close()
+//
+//	rd, err := history.NewReader(f, name, history.ReaderOptions{SkipBad: true})
+//	for ev, err := rd.Next(); err == nil; ev, err = rd.Next() { ... }
+//
+// DB, Recorder.Record and Recorder.Dropped are safe for concurrent use; a
+// Reader is not.
+package history

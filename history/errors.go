@@ -1,0 +1,27 @@
+package history
+
+import "errors"
+
+// Sentinel errors of the posterior store and the trace format. Errors
+// returned by this package wrap one of these; test them with errors.Is.
+var (
+	// ErrInvalidOptions marks an Options value that Open rejects (a
+	// negative interval, a prior weight outside [0, 1], a missing
+	// directory).
+	ErrInvalidOptions = errors.New("history: invalid options")
+	// ErrLocked marks a store directory that another process (or another
+	// DB in this one) holds open: Badger's directory lock.
+	ErrLocked = errors.New("history: store is in use by another process")
+	// ErrClosed marks a call on a closed DB.
+	ErrClosed = errors.New("history: store is closed")
+	// ErrSnapshot marks a posterior snapshot (Import) that is malformed, of
+	// an unknown format or version, or of another hardware fingerprint.
+	ErrSnapshot = errors.New("history: bad snapshot")
+	// ErrTrace marks a malformed trace line or header; the error text
+	// names the file and line (name:line: message).
+	ErrTrace = errors.New("history: bad trace")
+	// ErrLineTooLong marks a trace line longer than the reader's MaxLine.
+	ErrLineTooLong = errors.New("history: trace line too long")
+	// ErrChrome marks a Chrome trace that cannot be imported.
+	ErrChrome = errors.New("history: bad chrome trace")
+)

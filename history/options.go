@@ -1,0 +1,85 @@
+package history
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Options configure a DB. Build them with DefaultOptions and the WithX
+// methods (they return a modified copy, like badger.Options); Open
+// validates them.
+type Options struct {
+	Dir           string
+	InMemory      bool
+	FlushInterval time.Duration
+	FlushEvery    int
+	Fingerprint   Fingerprint
+	Logger        zerolog.Logger
+	PriorWeight   float64
+	SyncWrites    bool
+}
+
+// DefaultOptions returns the defaults for a store in dir: flushed every
+// second or every 1,024 updates, the host's fingerprint (HostFingerprint),
+// prior weight 0.1, warnings logged to stderr.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:           dir,
+		FlushInterval: time.Second,
+		FlushEvery:    1024,
+		Fingerprint:   HostFingerprint(),
+		Logger:        zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
+		PriorWeight:   0.1,
+	}
+}
+
+// WithInMemory keeps the store in memory only (nothing touches the disk;
+// Dir is ignored). For tests only. Default false.
+func (o Options) WithInMemory(b bool) Options { o.InMemory = b; return o }
+
+// WithFlushInterval sets the longest time an update waits in memory before
+// it is written: a crash loses at most this much. Default 1s.
+func (o Options) WithFlushInterval(d time.Duration) Options { o.FlushInterval = d; return o }
+
+// WithFlushEvery sets how many updates trigger a flush before the interval
+// is up. Default 1024.
+func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
+
+// WithFingerprint sets the hardware fingerprint that scopes the records
+// (build it with FingerprintOf from the backends' Info). Default
+// HostFingerprint().
+func (o Options) WithFingerprint(f Fingerprint) Options { o.Fingerprint = f; return o }
+
+// WithLogger sets where the store logs (fingerprint changes, skipped
+// records, flush failures; Badger's own warnings). Default: stderr, info
+// level.
+func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
+
+// WithPriorWeight sets how much of an old fingerprint's evidence survives
+// as a prior for the new one, in [0, 1]: the fraction of its observations
+// kept (bandit.NormalGamma.Discount). Default 0.1.
+func (o Options) WithPriorWeight(w float64) Options { o.PriorWeight = w; return o }
+
+// WithSyncWrites makes every flush fsync. Default false: a killed process
+// loses nothing flushed (the OS keeps the written pages), a power cut may
+// lose the last flushes; the store is never corrupted either way.
+func (o Options) WithSyncWrites(b bool) Options { o.SyncWrites = b; return o }
+
+func (o Options) validate() error {
+	switch {
+	case !o.InMemory && o.Dir == "":
+		return fmt.Errorf("%w: empty directory (use WithInMemory for a store without one)", ErrInvalidOptions)
+	case o.FlushInterval <= 0:
+		return fmt.Errorf("%w: flush interval %v, must be positive", ErrInvalidOptions, o.FlushInterval)
+	case o.FlushEvery <= 0:
+		return fmt.Errorf("%w: flush every %d updates, must be positive", ErrInvalidOptions, o.FlushEvery)
+	case !(o.PriorWeight >= 0 && o.PriorWeight <= 1):
+		return fmt.Errorf("%w: prior weight %v, must be in [0, 1]", ErrInvalidOptions, o.PriorWeight)
+	case o.Fingerprint.Hash == "":
+		return fmt.Errorf("%w: empty fingerprint", ErrInvalidOptions)
+	}
+	return nil
+}

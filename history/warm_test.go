@@ -1,0 +1,184 @@
+package history_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/rs/zerolog"
+)
+
+// modelBackend is a backend that the scheduler only asks for Info and
+// Supports; durations come from the workload's model, not from Run.
+type modelBackend struct{ info backends.Info }
+
+var _ backends.Backend = (*modelBackend)(nil)
+
+func (m *modelBackend) Info() backends.Info         { return m.info }
+func (m *modelBackend) Supports(kernels.Spec) error { return nil }
+func (m *modelBackend) Alloc(n int64) (backends.Buffer, error) {
+	return backends.NewHostBuffer(m, n), nil
+}
+func (m *modelBackend) Write(backends.Buffer, []byte) (backends.Timing, error) {
+	return backends.Timing{}, nil
+}
+func (m *modelBackend) Read([]byte, backends.Buffer) (backends.Timing, error) {
+	return backends.Timing{}, nil
+}
+func (m *modelBackend) Run(kernels.Spec, []backends.Buffer, backends.Buffer) (backends.Timing, error) {
+	return backends.Timing{}, kernels.ErrNotExecutable
+}
+func (m *modelBackend) Close() error { return nil }
+
+func warmBackends() []backends.Backend {
+	return []backends.Backend{
+		&modelBackend{backends.Info{Name: "cpu", Kind: backends.CPU, Platform: "host", Model: "model cpu", Threads: 8, SharedMemory: true,
+			Nominal: backends.Nominal{GFLOPS: 200, MemGBps: 40, DispatchUs: 1}}},
+		&modelBackend{backends.Info{Name: "gpu", Kind: backends.GPU, Platform: "sim", Model: "model gpu", Arch: "sim",
+			Nominal: backends.Nominal{GFLOPS: 20000, MemGBps: 1000, DispatchUs: 5, LinkGBps: 25, LinkLatencyUs: 10}}},
+	}
+}
+
+// trueUs is how long the workload's ops really take: the CPU reaches a
+// quarter of its nominal FLOP rate and half its bandwidth, the GPU pays
+// 30 µs per launch and half its bandwidth; both with
+// 20% lognormal noise.
+func trueUs(backend string, s kernels.Spec, r *rand.Rand) float64 {
+	var us float64
+	if s.Op == kernels.Add {
+		bytes := float64(12 * s.In[0].Elements())
+		us = 1 + bytes/20e3
+		if backend == "gpu" {
+			us = 30 + bytes/500e3
+		}
+	} else {
+		m, k, n := float64(s.In[0][0]), float64(s.In[0][1]), float64(s.In[1][1])
+		us = 2 + 2*m*k*n/50e3
+		if backend == "gpu" {
+			us = 30 + 2*m*k*n/10e6
+		}
+	}
+	return us * math.Exp(0.2*r.NormFloat64())
+}
+
+var warmSpecs = func() []kernels.Spec {
+	var out []kernels.Spec
+	for _, m := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512} {
+		for _, k := range []int{128, 256, 512, 1024, 2048} {
+			out = append(out, kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{m, k}, {k, k}}})
+		}
+	}
+	for e := 1 << 8; e <= 1<<22; e *= 2 {
+		out = append(out, kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{e}, {e}}})
+	}
+	return out
+}()
+
+// runWorkload places n ops with a scheduler on db and returns how many
+// decisions explored: chose another backend than the best posterior mean
+// (reason Explore), or chose with no data at all (reason Prior: the first
+// decisions of every bucket, the ones a warm start saves).
+func runWorkload(t *testing.T, db history.Store, n int, seed uint64) int64 {
+	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: db, Seed: seed, NoCalibration: true, CalibrationFile: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 99))
+	for i := range n {
+		spec := warmSpecs[i%len(warmSpecs)]
+		d, err := s.Select(spec, adaptive.Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		us := trueUs(d.Name, spec, r)
+		if err := s.Observe(d, backends.Timing{Duration: time.Duration(us * 1e3), Clock: backends.Simulated}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tel := s.Telemetry()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return tel.Reasons[adaptive.Explore] + tel.Reasons[adaptive.Prior]
+}
+
+// Issue 4, warm start: a second run of the same workload, in a new
+// process's worth of objects on the same store directory, explores at
+// most a tenth as often as the first.
+func TestWarmStart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *history.DB {
+		fp := history.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
+		db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	const n = 3000
+	db := open()
+	first := runWorkload(t, db, n, 1)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	if s := db.Stats(); s.Records == 0 || s.Skipped != 0 {
+		t.Fatalf("store after the first run: %+v", s)
+	}
+	second := runWorkload(t, db, n, 2)
+	db.Close()
+	t.Logf("explorations: first run %d, second run %d (of %d ops each)", first, second, n)
+	if first < 20 {
+		t.Fatalf("the first run explored only %d times: the workload teaches nothing", first)
+	}
+	if second*10 > first {
+		t.Errorf("second run explored %d times, more than a tenth of the first's %d", second, first)
+	}
+}
+
+// BenchmarkSelectObserve compares Select+Observe with and without the
+// store attached (issue 4: at most 10% more with it).
+func BenchmarkSelectObserve(b *testing.B) {
+	for _, withStore := range []bool{false, true} {
+		name := "nostore"
+		if withStore {
+			name = "store"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := adaptive.Config{Backends: warmBackends(), Seed: 1, NoCalibration: true, CalibrationFile: "-"}
+			if withStore {
+				db, err := history.Open(history.DefaultOptions(b.TempDir()).WithLogger(zerolog.Nop()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				cfg.Store = db
+			}
+			s, err := adaptive.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			r := rand.New(rand.NewPCG(1, 2))
+			timings := make([]backends.Timing, 1024)
+			for i := range timings {
+				timings[i] = backends.Timing{Duration: time.Duration(20e3 * math.Exp(0.1*r.NormFloat64())), Clock: backends.Simulated}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				d, err := s.Select(warmSpecs[i%len(warmSpecs)], adaptive.Residency{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Observe(d, timings[i&1023])
+				i++
+			}
+		})
+	}
+}
