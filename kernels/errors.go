@@ -16,7 +16,8 @@ var (
 	// ErrUnknownDType marks a dtype outside the catalogue.
 	ErrUnknownDType = errors.New("kernels: unknown dtype")
 	// ErrBufferSize marks an input or output buffer whose length does not
-	// match what the Spec's shapes require.
+	// match what the Spec's shapes require, an f32 buffer that is not
+	// 4-byte aligned, or a quantization call whose lengths do not match.
 	ErrBufferSize = errors.New("kernels: wrong buffer size")
 	// ErrNotExecutable marks an Opaque op: it can be scheduled and
 	// replayed, not run.
@@ -29,7 +30,7 @@ type SpecError struct {
 	Op    Op
 	Input int // index of the offending input; -1 when not about one input
 	Msg   string
-	Err   error // the sentinel: ErrInvalidSpec, ErrUnknownOp, ErrUnknownDType or ErrBufferSize
+	Err   error // the sentinel: ErrInvalidSpec, ErrUnknownOp, ErrUnknownDType, ErrBufferSize or ErrNotExecutable
 }
 
 // Error implements error.

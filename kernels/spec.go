@@ -148,9 +148,15 @@ func (s Spec) InBytes(i int) int64 {
 	return sh[:len(sh)-1].Elements() * s.InDType(i).RowBytes(last)
 }
 
-// OutBytes returns the bytes of the output.
+// OutBytes returns the bytes of the output in its storage format.
 func (s Spec) OutBytes() int64 {
-	return s.OutShape().Elements() * s.OutDType().RowBytes(1)
+	var buf [MaxRank]int
+	sh := s.outShape(&buf)
+	if len(sh) == 0 {
+		return s.OutDType().RowBytes(1)
+	}
+	last := int64(sh[len(sh)-1])
+	return sh[:len(sh)-1].Elements() * s.OutDType().RowBytes(last)
 }
 
 // Validate reports the first thing wrong with s: an unknown op or dtype, a
@@ -190,7 +196,52 @@ func (s Spec) Validate() error {
 	if err := s.validateDType(); err != nil {
 		return err
 	}
-	return s.validateShapes()
+	if err := s.validateShapes(); err != nil {
+		return err
+	}
+	return s.validateSize()
+}
+
+// MaxFLOPs bounds the work of one op (2^60): with every input within
+// MaxElements, a product's output or its FLOPs could still overflow int64.
+const MaxFLOPs = 1 << 60
+
+// validateSize rejects an output beyond MaxElements or work beyond
+// MaxFLOPs, computing with saturating products so that nothing overflows.
+func (s Spec) validateSize() error {
+	if s.Op == Opaque {
+		return nil
+	}
+	var buf [MaxRank]int
+	out := uint64(1)
+	for _, d := range s.outShape(&buf) {
+		out = satMul(out, uint64(d))
+	}
+	if out > MaxElements {
+		return specErr(s.Op, -1, "output %v has more than 2^40 elements", s.OutShape())
+	}
+	var flops uint64
+	switch s.Op {
+	case MatMul, QuantizedMatMul:
+		flops = satMul(2*out, uint64(s.In[0][len(s.In[0])-1]))
+	case Attention:
+		q, k := s.In[0], s.In[1]
+		scores := satMul(satMul(satMul(uint64(q[0]), uint64(q[1])), uint64(q[2])), uint64(k[2]))
+		flops = satMul(scores, 4*uint64(q[3])+5)
+	}
+	if flops > MaxFLOPs {
+		return specErr(s.Op, -1, "more than 2^60 FLOPs")
+	}
+	return nil
+}
+
+// satMul returns a·b, or MaxUint64 when the product overflows.
+func satMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
 }
 
 func (s Spec) validateDType() error {
@@ -251,7 +302,7 @@ func (s Spec) validateShapes() error {
 		if k%QK != 0 {
 			return specErr(s.Op, 1, "inner dimension %d is not a multiple of the %v block (%d)", k, s.DType, QK)
 		}
-	case Dequantize:
+	case Dequantize, Copy:
 		if s.DType.Quantized() && last(0)%QK != 0 {
 			return specErr(s.Op, 0, "last dimension %d is not a multiple of the %v block (%d)", last(0), s.DType, QK)
 		}
@@ -322,28 +373,29 @@ func isBad(f float32) bool { return math.IsNaN(float64(f)) || math.IsInf(float64
 // accepted; the caller owns the returned slice. An Opaque op's output is
 // its first input's shape (or a scalar).
 func (s Spec) OutShape() Shape {
+	var buf [MaxRank]int
+	return append(Shape{}, s.outShape(&buf)...)
+}
+
+// outShape is OutShape written into buf, so that the hot path (buffer
+// checks before every kernel) does not allocate.
+func (s Spec) outShape(buf *[MaxRank]int) Shape {
 	in := s.In
+	if len(in) == 0 {
+		return buf[:0]
+	}
+	out := Shape(buf[:copy(buf[:], in[0])])
 	switch s.Op {
 	case MatMul:
-		a, b := in[0], in[1]
-		out := append(Shape{}, a...)
+		b := in[1]
 		out[len(out)-1] = b[len(b)-1]
-		return out
 	case QuantizedMatMul:
-		out := append(Shape{}, in[0]...)
 		out[len(out)-1] = in[1][0]
-		return out
 	case Transpose:
-		out := append(Shape{}, in[0]...)
 		r := len(out)
 		out[r-1], out[r-2] = out[r-2], out[r-1]
-		return out
-	case Opaque:
-		if len(in) == 0 {
-			return Shape{}
-		}
 	}
-	return append(Shape{}, in[0]...)
+	return out
 }
 
 // Work is what an op costs, independent of where it runs: the numbers the

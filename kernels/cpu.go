@@ -1,0 +1,519 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+)
+
+// CPU runs every executable op with fast kernels on the host: parallel
+// over rows, heads or blocks on a Pool, matrix products through a Gemm.
+// It allocates nothing per call on its hot path once its scratch pools are
+// warm. CPU is safe for concurrent use when its Gemm is.
+type CPU struct {
+	pool *Pool
+	gemm Gemm
+}
+
+// NewCPU returns a CPU running on p (a one-thread pool when p is nil) and
+// multiplying with gemm (nil: the built-in blocked pure-Go gemm, parallel
+// on p). gemm must be safe for concurrent calls; it may call p.Parallel.
+// The caller keeps ownership of p and closes it after the CPU's last use.
+func NewCPU(p *Pool, gemm Gemm) *CPU {
+	if p == nil {
+		p = NewPool(1)
+	}
+	c := &CPU{pool: p, gemm: gemm}
+	if gemm == nil {
+		c.gemm = c.goGemm
+	}
+	return c
+}
+
+// minParallelWork is the work (about one multiply-add or element each)
+// below which a loop runs on the calling goroutine: waking workers costs
+// a few µs, the time of some 10^4 simple operations.
+const minParallelWork = 1 << 14
+
+// par runs t over [0, n) on the pool, or inline when n items of
+// costPerItem are too little work to share.
+func (c *CPU) par(n, costPerItem int, t ranger) {
+	if n <= 0 {
+		return
+	}
+	if c.pool.threads == 1 || n == 1 || n*max(costPerItem, 1) < minParallelWork {
+		t.run(0, n)
+		return
+	}
+	c.pool.run(n, t)
+}
+
+// opTask carries one op's operands to the pool's workers. One struct
+// serves every op (fields unused by an op stay zero) so that a single
+// sync.Pool recycles them and no call allocates.
+type opTask struct {
+	c       *CPU
+	op      Op
+	dt      DType
+	p       Params
+	x, w, v []float32 // inputs 0, 1, 2 as f32 (when they are f32)
+	y       []float32 // output
+	raw     []byte    // a non-f32 input (quantized weights, f16 data)
+	out     []byte    // Copy's output
+	n, k    int       // row length, inner dimension; other ops' sizes below
+	m       int       // QuantizedMatMul rows of A; Transpose and MatMul batch size
+	rows    int       // rows of the matrix being transposed
+	// Attention: heads, query and key lengths, head dimension.
+	hq, hkv, sq, t, d int
+	scale             float32
+	heads             int       // RoPE heads per row
+	theta             []float64 // RoPE frequencies
+	bs                Shape     // MatMul's B shape
+}
+
+var opTasks = sync.Pool{New: func() any { return new(opTask) }}
+
+// scratch is a reusable f32 buffer; get grows it as needed.
+var scratchPool = sync.Pool{New: func() any { return new([]float32) }}
+
+func getScratch(n int) *[]float32 {
+	s := scratchPool.Get().(*[]float32)
+	if cap(*s) < n {
+		*s = make([]float32, n)
+	}
+	*s = (*s)[:n]
+	return s
+}
+
+var thetaPool = sync.Pool{New: func() any { return new([]float64) }}
+
+// Run checks the buffers against s and runs it with the fast kernels. The
+// inputs are only read; out is overwritten and must not overlap them. An
+// Opaque op fails with ErrNotExecutable.
+func (c *CPU) Run(s Spec, in [][]byte, out []byte) error {
+	if err := CheckBuffers(s, in, out); err != nil {
+		return err
+	}
+	t := opTasks.Get().(*opTask)
+	defer func() {
+		*t = opTask{}
+		opTasks.Put(t)
+	}()
+	t.c, t.op, t.dt, t.p = c, s.Op, s.DType, s.Params
+	if s.OutDType() == F32 {
+		t.y = AsF32(out)
+	}
+	for i := range in {
+		if s.InDType(i) != F32 {
+			t.raw = in[i]
+			continue
+		}
+		switch i {
+		case 0:
+			t.x = AsF32(in[0])
+		case 1:
+			t.w = AsF32(in[1])
+		case 2:
+			t.v = AsF32(in[2])
+		}
+	}
+	x0 := s.In[0]
+	switch s.Op {
+	case Opaque:
+		return notExecutable(s)
+	case MatMul:
+		c.matMul(t, x0, s.In[1])
+	case QuantizedMatMul:
+		t.k, t.n, t.m = lastDim(x0), s.In[1][0], rows(x0)
+		c.qMatMul(t)
+	case Attention:
+		k := s.In[1]
+		t.hq, t.sq, t.d, t.hkv, t.t = x0[1], x0[2], x0[3], k[1], k[2]
+		t.scale = float32(s.Params.attnScale(t.d))
+		c.par(x0[0]*t.hq*t.sq, 4*t.t*t.d, t)
+	case Softmax, RMSNorm, LayerNorm:
+		t.n = lastDim(x0)
+		c.par(rows(x0), 8*t.n, t)
+	case RoPE:
+		c.rope(t, x0)
+	case Transpose:
+		t.rows, t.n = x0[len(x0)-2], lastDim(x0)
+		t.m = len(t.x) / (t.rows * t.n)
+		c.par(t.m*((t.rows+transposeTile-1)/transposeTile), transposeTile*t.n, t)
+	case Dequantize:
+		t.n = len(t.y)
+		if s.DType.Quantized() {
+			t.n /= QK
+		}
+		c.par(t.n, 64, t)
+	case Copy:
+		t.raw, t.out = in[0], out
+		c.par(len(out), 1, t)
+	default: // element-wise: Add, Mul, Scale, SiLU, GELU, SwiGLU
+		if t.w != nil {
+			t.n = len(t.w)
+		}
+		c.par(len(t.y), 4, t)
+	}
+	return nil
+}
+
+func (t *opTask) run(lo, hi int) {
+	switch t.op {
+	case QuantizedMatMul:
+		if t.m <= qmmFusedRows {
+			t.qmmFused(lo, hi)
+		} else {
+			t.qmmPanels(lo, hi)
+		}
+	case MatMul:
+		t.matMulBatches(lo, hi)
+	case Attention:
+		t.attention(lo, hi)
+	case Softmax:
+		t.softmax(lo, hi)
+	case RMSNorm:
+		t.rmsNorm(lo, hi)
+	case LayerNorm:
+		t.layerNorm(lo, hi)
+	case RoPE:
+		t.rope(lo, hi)
+	case Transpose:
+		t.transpose(lo, hi)
+	case Dequantize:
+		t.dequantize(lo, hi)
+	case Copy:
+		copy(t.out[lo:hi], t.raw[lo:hi])
+	default:
+		t.elementwise(lo, hi)
+	}
+}
+
+// matMul runs one gemm for a shared B (A's batch folds into its rows) and
+// one per batch for a batched B, the batches spread over the pool.
+func (c *CPU) matMul(t *opTask, as, bs Shape) {
+	m, k, n := as[len(as)-2], lastDim(as), lastDim(bs)
+	if len(bs) == 2 {
+		c.gemm(rows(as), n, k, t.x, k, t.w, n, t.y, n)
+		return
+	}
+	t.m, t.k, t.n, t.rows = as[0], k, n, m
+	c.par(t.m, 2*m*n*k, t)
+}
+
+func (t *opTask) matMulBatches(lo, hi int) {
+	m, k, n := t.rows, t.k, t.n
+	for b := lo; b < hi; b++ {
+		t.c.gemm(m, n, k, t.x[b*m*k:(b+1)*m*k], k, t.w[b*k*n:(b+1)*k*n], n, t.y[b*m*n:(b+1)*m*n], n)
+	}
+}
+
+// qmmFusedRows is the largest M that QuantizedMatMul serves with the fused
+// dequantize-dot (decode); larger M dequantize panels of W for the gemm.
+const qmmFusedRows = 8
+
+// qmmPanel is the number of weight rows dequantized per gemm call.
+const qmmPanel = 64
+
+func (c *CPU) qMatMul(t *opTask) {
+	if t.m <= qmmFusedRows {
+		c.par(t.n, 2*t.m*t.k, t)
+		return
+	}
+	c.par((t.n+qmmPanel-1)/qmmPanel, 2*t.m*t.k*qmmPanel, t)
+}
+
+// qmmFused computes output columns [lo, hi): each weight block is decoded
+// once and dotted with every row of A.
+func (t *opTask) qmmFused(lo, hi int) {
+	k, n, m := t.k, t.n, t.m
+	rb := int(t.dt.RowBytes(int64(k)))
+	var q [QK]float32
+	for j := lo; j < hi; j++ {
+		row := t.raw[j*rb : (j+1)*rb]
+		var acc [qmmFusedRows]float32
+		for b := range k / QK {
+			var d float32
+			if t.dt == Q8_0 {
+				blk := row[b*q8Block : (b+1)*q8Block]
+				d = F16ToFloat32(binary.LittleEndian.Uint16(blk))
+				qs := blk[2 : 2+QK]
+				for e := range q {
+					q[e] = float32(int8(qs[e]))
+				}
+			} else {
+				blk := row[b*q4Block : (b+1)*q4Block]
+				d = F16ToFloat32(binary.LittleEndian.Uint16(blk))
+				qs := blk[2 : 2+QK/2]
+				for e := range QK / 2 {
+					q[e] = float32(int(qs[e]&0xf) - 8)
+					q[e+QK/2] = float32(int(qs[e]>>4) - 8)
+				}
+			}
+			for r := range m {
+				acc[r] += d * dot(q[:], t.x[r*k+b*QK:r*k+b*QK+QK])
+			}
+		}
+		for r := range m {
+			t.y[r*n+j] = acc[r]
+		}
+	}
+}
+
+// qmmPanels computes panels [lo, hi) of qmmPanel output columns: the
+// panel's weight rows are dequantized transposed (K×width, so that the
+// gemm's B is W panelᵀ) and multiplied by A.
+func (t *opTask) qmmPanels(lo, hi int) {
+	k, n, m := t.k, t.n, t.m
+	rb := int(t.dt.RowBytes(int64(k)))
+	sp := getScratch(k * qmmPanel)
+	panel := *sp
+	var blk [QK]float32
+	for p := lo; p < hi; p++ {
+		j0 := p * qmmPanel
+		w := min(qmmPanel, n-j0)
+		for j := range w {
+			row := t.raw[(j0+j)*rb : (j0+j+1)*rb]
+			for b := range k / QK {
+				if t.dt == Q8_0 {
+					dequantQ8Block(blk[:], row[b*q8Block:(b+1)*q8Block])
+				} else {
+					dequantQ4Block(blk[:], row[b*q4Block:(b+1)*q4Block])
+				}
+				for e, v := range blk {
+					panel[(b*QK+e)*w+j] = v
+				}
+			}
+		}
+		t.c.gemm(m, w, k, t.x, k, panel, w, t.y[j0:], n)
+	}
+	scratchPool.Put(sp)
+}
+
+// attention computes query rows [lo, hi), a row being (batch, head, i).
+func (t *opTask) attention(lo, hi int) {
+	d, sq, tk := t.d, t.sq, t.t
+	group := t.hq / t.hkv
+	sp := getScratch(tk)
+	w := *sp
+	for r := lo; r < hi; r++ {
+		i := r % sq
+		bh := r / sq
+		b, h := bh/t.hq, bh%t.hq
+		kv := (b*t.hkv + h/group) * tk * d
+		keys := tk
+		if t.p.Causal {
+			keys = tk - sq + i + 1
+		}
+		qr := t.x[r*d : (r+1)*d]
+		mx := float32(math.Inf(-1))
+		for j := range keys {
+			s := dot(qr, t.w[kv+j*d:kv+(j+1)*d]) * t.scale
+			w[j] = s
+			mx = max(mx, s)
+		}
+		var sum float32
+		for j := range keys {
+			e := expf(w[j] - mx)
+			w[j] = e
+			sum += e
+		}
+		o := t.y[r*d : (r+1)*d]
+		clear(o)
+		for j := range keys {
+			axpy(w[j], t.v[kv+j*d:kv+(j+1)*d], o)
+		}
+		inv := 1 / sum
+		for e := range o {
+			o[e] *= inv
+		}
+	}
+	scratchPool.Put(sp)
+}
+
+func (t *opTask) softmax(lo, hi int) {
+	n := t.n
+	for r := lo; r < hi; r++ {
+		x, y := t.x[r*n:(r+1)*n], t.y[r*n:(r+1)*n]
+		mx := x[0]
+		for _, v := range x {
+			mx = max(mx, v)
+		}
+		var sum float32
+		for i, v := range x {
+			e := expf(v - mx)
+			y[i] = e
+			sum += e
+		}
+		inv := 1 / sum
+		for i := range y {
+			y[i] *= inv
+		}
+	}
+}
+
+func (t *opTask) rmsNorm(lo, hi int) {
+	n := t.n
+	eps := float32(t.p.eps())
+	for r := lo; r < hi; r++ {
+		x, y := t.x[r*n:(r+1)*n], t.y[r*n:(r+1)*n]
+		inv := float32(1 / math.Sqrt(float64(dot(x, x)/float32(n)+eps)))
+		w := t.w[:len(x)]
+		for i, v := range x {
+			y[i] = v * inv * w[i]
+		}
+	}
+}
+
+func (t *opTask) layerNorm(lo, hi int) {
+	n := t.n
+	eps := float32(t.p.eps())
+	for r := lo; r < hi; r++ {
+		x, y := t.x[r*n:(r+1)*n], t.y[r*n:(r+1)*n]
+		var sum float32
+		for _, v := range x {
+			sum += v
+		}
+		mean := sum / float32(n)
+		var vs float32
+		for _, v := range x {
+			vs += (v - mean) * (v - mean)
+		}
+		inv := float32(1 / math.Sqrt(float64(vs/float32(n)+eps)))
+		g, b := t.w[:len(x)], t.v[:len(x)]
+		for i, v := range x {
+			y[i] = (v-mean)*inv*g[i] + b[i]
+		}
+	}
+}
+
+// rope precomputes the frequencies once per call, then rotates rows of
+// H heads in parallel (one item is one position of one batch).
+func (c *CPU) rope(t *opTask, sh Shape) {
+	r := len(sh)
+	tl, d := sh[r-3], sh[r-1]
+	t.heads, t.d, t.t = sh[r-2], d, tl
+	tp := thetaPool.Get().(*[]float64)
+	if cap(*tp) < d/2 {
+		*tp = make([]float64, d/2)
+	}
+	t.theta = (*tp)[:d/2]
+	base := t.p.ropeBase()
+	for i := range t.theta {
+		t.theta[i] = math.Pow(base, -2*float64(i)/float64(d))
+	}
+	c.par(len(t.x)/(t.heads*d), t.heads*d*3, t)
+	thetaPool.Put(tp)
+}
+
+func (t *opTask) rope(lo, hi int) {
+	d, half := t.d, t.d/2
+	sp := getScratch(d)
+	cs := *sp
+	cos, sin := cs[:half], cs[half:]
+	for row := lo; row < hi; row++ {
+		pos := float64(t.p.Pos + row%t.t)
+		for i, th := range t.theta {
+			s, c := math.Sincos(pos * th)
+			cos[i], sin[i] = float32(c), float32(s)
+		}
+		for h := range t.heads {
+			o := (row*t.heads + h) * d
+			x, y := t.x[o:o+d], t.y[o:o+d]
+			x1, x2 := x[:half], x[half:]
+			y1, y2 := y[:half], y[half:]
+			for i := range half {
+				a, b := x1[i], x2[i]
+				y1[i] = a*cos[i] - b*sin[i]
+				y2[i] = b*cos[i] + a*sin[i]
+			}
+		}
+	}
+	scratchPool.Put(sp)
+}
+
+// transposeTile is the side of the square tiles a transpose copies: 16
+// floats are one cache line, so each output row segment of a tile is one
+// whole line written at once, and the tile's 16 input lines stay in L1.
+// Writing a tile column by column (input rows strided) measured several
+// times faster than row by row on 4096-wide matrices, whose power-of-two
+// stride makes strided writes conflict in the cache.
+const transposeTile = 16
+
+// transpose handles strips [lo, hi): strip s is input rows
+// [16·(s mod strips), +16) of matrix s / strips.
+func (t *opTask) transpose(lo, hi int) {
+	r, c := t.rows, t.n
+	strips := (r + transposeTile - 1) / transposeTile
+	for s := lo; s < hi; s++ {
+		b := s / strips
+		i0 := s % strips * transposeTile
+		i1 := min(i0+transposeTile, r)
+		x, y := t.x[b*r*c:(b+1)*r*c], t.y[b*r*c:(b+1)*r*c]
+		for j := range c {
+			yr := y[j*r+i0 : j*r+i1]
+			for i := range yr {
+				yr[i] = x[(i0+i)*c+j]
+			}
+		}
+	}
+}
+
+// dequantize decodes blocks (quantized) or values (f16) [lo, hi).
+func (t *opTask) dequantize(lo, hi int) {
+	switch t.dt {
+	case Q8_0:
+		for b := lo; b < hi; b++ {
+			dequantQ8Block(t.y[b*QK:(b+1)*QK], t.raw[b*q8Block:(b+1)*q8Block])
+		}
+	case Q4_0:
+		for b := lo; b < hi; b++ {
+			dequantQ4Block(t.y[b*QK:(b+1)*QK], t.raw[b*q4Block:(b+1)*q4Block])
+		}
+	default:
+		dequantize(t.dt, t.y[lo:hi], t.raw[t.dt.RowBytes(int64(lo)):t.dt.RowBytes(int64(hi))])
+	}
+}
+
+// elementwise runs Add, Mul, Scale, SiLU, GELU and SwiGLU on [lo, hi).
+func (t *opTask) elementwise(lo, hi int) {
+	x, y := t.x[lo:hi], t.y[lo:hi]
+	switch t.op {
+	case Add, Mul:
+		// b repeats every n elements: walk it in runs, not with i % n.
+		n := t.n
+		for i := 0; i < len(y); {
+			j := (lo + i) % n
+			run := min(n-j, len(y)-i)
+			xs, ys, bs := x[i:i+run], y[i:i+run], t.w[j:j+run]
+			if t.op == Add {
+				for e := range ys {
+					ys[e] = xs[e] + bs[e]
+				}
+			} else {
+				for e := range ys {
+					ys[e] = xs[e] * bs[e]
+				}
+			}
+			i += run
+		}
+	case Scale:
+		a := t.p.Scale
+		for i, v := range x {
+			y[i] = v * a
+		}
+	case SiLU:
+		for i, v := range x {
+			y[i] = sigmoidMul(v, v)
+		}
+	case GELU:
+		for i, v := range x {
+			y[i] = geluTanh(v)
+		}
+	case SwiGLU:
+		up := t.w[lo:hi]
+		for i, v := range x {
+			y[i] = sigmoidMul(v, v) * up[i]
+		}
+	}
+}

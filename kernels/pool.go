@@ -1,0 +1,145 @@
+package kernels
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Pool is a bounded pool of long-lived worker goroutines that run the
+// chunks of a parallel loop. The goroutine calling Parallel works too, and
+// claims chunks from the same counter as the workers, so a call always
+// finishes even when every worker is busy: Parallel may be called
+// concurrently and from inside another Parallel's fn (a parallel gemm
+// called by a parallel kernel) without deadlock. Pool is safe for
+// concurrent use.
+type Pool struct {
+	threads int
+	jobs    chan *job
+	closed  atomic.Bool
+	once    sync.Once
+}
+
+// ranger is one parallel loop body: run covers the indices [lo, hi).
+type ranger interface{ run(lo, hi int) }
+
+// funcRanger adapts a func to ranger without allocating (a func value is
+// pointer-shaped).
+type funcRanger func(lo, hi int)
+
+func (f funcRanger) run(lo, hi int) { f(lo, hi) }
+
+// job is one Parallel call as the workers see it. It is recycled through
+// jobPool once the caller and every worker that was handed it let go
+// (refs), so a worker that dequeues it late never sees a reused job.
+type job struct {
+	task   ranger
+	n      int
+	chunks int
+	next   atomic.Int64
+	refs   atomic.Int32
+	wg     sync.WaitGroup
+}
+
+var jobPool = sync.Pool{New: func() any { return new(job) }}
+
+// chunksPerThread is how many chunks each thread gets on average: more
+// than one so that a slow or preempted thread does not hold up the loop.
+const chunksPerThread = 4
+
+// NewPool returns a pool of threads workers (runtime.NumCPU() when
+// threads ≤ 0). The calling goroutine counts as one, so threads-1
+// goroutines are started; a pool of 1 runs every loop inline.
+func NewPool(threads int) *Pool {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	p := &Pool{threads: threads, jobs: make(chan *job, threads)}
+	for range threads - 1 {
+		go p.worker()
+	}
+	return p
+}
+
+// Threads returns the number of threads the pool runs loops on.
+func (p *Pool) Threads() int { return p.threads }
+
+// Parallel splits [0, n) into contiguous chunks, runs fn on each (fn(lo,
+// hi) covers lo ≤ i < hi) on the pool's workers and the calling goroutine,
+// and returns when every chunk is done. Chunks may run in any order and
+// concurrently; fn must not panic. After Close, Parallel runs fn inline.
+// Parallel allocates nothing itself; a closure fn that captures variables
+// is allocated by the caller.
+func (p *Pool) Parallel(n int, fn func(lo, hi int)) {
+	p.run(n, funcRanger(fn))
+}
+
+// run is Parallel for a ranger: kernels pass pooled task structs, which
+// reach the workers without a per-call closure.
+func (p *Pool) run(n int, t ranger) {
+	if n <= 0 {
+		return
+	}
+	if p.threads == 1 || n == 1 || p.closed.Load() {
+		t.run(0, n)
+		return
+	}
+	chunks := min(n, p.threads*chunksPerThread)
+	j := jobPool.Get().(*job)
+	j.task, j.n, j.chunks = t, n, chunks
+	j.next.Store(0)
+	j.refs.Store(1)
+	j.wg.Add(chunks)
+	for range min(chunks-1, p.threads-1) {
+		j.refs.Add(1)
+		select {
+		case p.jobs <- j:
+		default:
+			j.refs.Add(-1) // every worker busy: the caller does the rest
+		}
+	}
+	j.work()
+	j.wg.Wait()
+	j.release()
+}
+
+// work claims and runs chunks until none is left.
+func (j *job) work() {
+	for {
+		c := int(j.next.Add(1) - 1)
+		if c >= j.chunks {
+			return
+		}
+		j.task.run(c*j.n/j.chunks, (c+1)*j.n/j.chunks)
+		j.wg.Done()
+	}
+}
+
+func (j *job) release() {
+	if j.refs.Add(-1) == 0 {
+		j.task = nil
+		jobPool.Put(j)
+	}
+}
+
+func (p *Pool) worker() {
+	for j := range p.jobs {
+		if j == nil {
+			return
+		}
+		j.work()
+		j.release()
+	}
+}
+
+// Close stops the workers; later Parallel calls run inline. Close is
+// idempotent and may be called while Parallel calls are running (they
+// finish on their own goroutines).
+func (p *Pool) Close() {
+	p.once.Do(func() {
+		p.closed.Store(true)
+		for range p.threads - 1 {
+			p.jobs <- nil
+		}
+	})
+}

@@ -1,0 +1,236 @@
+package kernels
+
+import "math"
+
+// Reference runs s on host buffers with plain, obviously correct Go: the
+// oracle that every backend and every fast kernel is tested against. It
+// accumulates sums in float64 and favours clarity over speed. It calls
+// CheckBuffers first, and an Opaque op fails with ErrNotExecutable. The
+// inputs are only read; out is overwritten.
+func Reference(s Spec, in [][]byte, out []byte) error {
+	if err := CheckBuffers(s, in, out); err != nil {
+		return err
+	}
+	if s.Op == Opaque {
+		return notExecutable(s)
+	}
+	if s.Op == Copy {
+		copy(out, in[0])
+		return nil
+	}
+	if s.Op == Dequantize {
+		dequantize(s.DType, AsF32(out), in[0])
+		return nil
+	}
+	var x []float32
+	if s.InDType(0) == F32 {
+		x = AsF32(in[0])
+	}
+	y := AsF32(out)
+	p := s.Params
+	switch s.Op {
+	case MatMul:
+		refMatMul(s.In[0], s.In[1], x, AsF32(in[1]), y)
+	case QuantizedMatMul:
+		refQMatMul(s, x, in[1], y)
+	case Softmax:
+		n := lastDim(s.In[0])
+		for r := range rows(s.In[0]) {
+			refSoftmax(x[r*n:(r+1)*n], y[r*n:(r+1)*n])
+		}
+	case Attention:
+		refAttention(s, x, AsF32(in[1]), AsF32(in[2]), y)
+	case Add, Mul:
+		b := AsF32(in[1])
+		for i := range y {
+			if s.Op == Add {
+				y[i] = x[i] + b[i%len(b)]
+			} else {
+				y[i] = x[i] * b[i%len(b)]
+			}
+		}
+	case Scale:
+		for i := range y {
+			y[i] = x[i] * p.Scale
+		}
+	case RMSNorm:
+		w := AsF32(in[1])
+		n := len(w)
+		for r := range rows(s.In[0]) {
+			xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
+			var ss float64
+			for _, v := range xs {
+				ss += float64(v) * float64(v)
+			}
+			inv := 1 / math.Sqrt(ss/float64(n)+p.eps())
+			for i, v := range xs {
+				ys[i] = float32(float64(v) * inv * float64(w[i]))
+			}
+		}
+	case LayerNorm:
+		g, b := AsF32(in[1]), AsF32(in[2])
+		n := len(g)
+		for r := range rows(s.In[0]) {
+			xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
+			var sum float64
+			for _, v := range xs {
+				sum += float64(v)
+			}
+			mean := sum / float64(n)
+			var vs float64
+			for _, v := range xs {
+				vs += (float64(v) - mean) * (float64(v) - mean)
+			}
+			inv := 1 / math.Sqrt(vs/float64(n)+p.eps())
+			for i, v := range xs {
+				ys[i] = float32((float64(v)-mean)*inv*float64(g[i]) + float64(b[i]))
+			}
+		}
+	case RoPE:
+		refRoPE(s, x, y)
+	case SiLU:
+		for i, v := range x {
+			y[i] = float32(refSiLU(float64(v)))
+		}
+	case GELU:
+		for i, v := range x {
+			u := float64(v)
+			y[i] = float32(0.5 * u * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(u+0.044715*u*u*u))))
+		}
+	case SwiGLU:
+		up := AsF32(in[1])
+		for i, v := range x {
+			y[i] = float32(refSiLU(float64(v)) * float64(up[i]))
+		}
+	case Transpose:
+		sh := s.In[0]
+		r, c := sh[len(sh)-2], sh[len(sh)-1]
+		for b := range len(x) / (r * c) {
+			for i := range r {
+				for j := range c {
+					y[b*r*c+j*r+i] = x[b*r*c+i*c+j]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func refSiLU(u float64) float64 { return u / (1 + math.Exp(-u)) }
+
+// refMatMul computes [B,]M×K · [B,]K×N, B's batch broadcast when it has
+// none.
+func refMatMul(as, bs Shape, a, b, c []float32) {
+	m, k, n := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
+	batch := len(a) / (m * k)
+	for t := range batch {
+		at, ct := a[t*m*k:], c[t*m*n:]
+		bt := b
+		if len(bs) == 3 {
+			bt = b[t*k*n:]
+		}
+		for i := range m {
+			for j := range n {
+				var sum float64
+				for p := range k {
+					sum += float64(at[i*k+p]) * float64(bt[p*n+j])
+				}
+				ct[i*n+j] = float32(sum)
+			}
+		}
+	}
+}
+
+// refQMatMul computes A·Wᵀ with W decoded one row at a time.
+func refQMatMul(s Spec, a []float32, w []byte, c []float32) {
+	k, n := lastDim(s.In[0]), s.In[1][0]
+	rb := int(s.DType.RowBytes(int64(k)))
+	row := make([]float32, k)
+	for j := range n {
+		dequantize(s.DType, row, w[j*rb:(j+1)*rb])
+		for r := range len(a) / k {
+			var sum float64
+			for p, v := range row {
+				sum += float64(a[r*k+p]) * float64(v)
+			}
+			c[r*n+j] = float32(sum)
+		}
+	}
+}
+
+func refSoftmax(x, y []float32) {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range x {
+		sum += math.Exp(float64(v) - mx)
+	}
+	for i, v := range x {
+		y[i] = float32(math.Exp(float64(v)-mx) / sum)
+	}
+}
+
+func refAttention(s Spec, q, k, v, out []float32) {
+	qs, ks := s.In[0], s.In[1]
+	nb, hq, sq, d := qs[0], qs[1], qs[2], qs[3]
+	hkv, t := ks[1], ks[2]
+	scale := s.Params.attnScale(d)
+	w := make([]float64, t)
+	for b := range nb {
+		for h := range hq {
+			kh := h / (hq / hkv)
+			qb := q[((b*hq+h)*sq)*d:]
+			kb := k[((b*hkv+kh)*t)*d:]
+			vb := v[((b*hkv+kh)*t)*d:]
+			ob := out[((b*hq+h)*sq)*d:]
+			for i := range sq {
+				keys := t
+				if s.Params.Causal {
+					keys = t - sq + i + 1
+				}
+				mx := math.Inf(-1)
+				for j := range keys {
+					var dot float64
+					for e := range d {
+						dot += float64(qb[i*d+e]) * float64(kb[j*d+e])
+					}
+					w[j] = dot * scale
+					mx = max(mx, w[j])
+				}
+				var sum float64
+				for j := range keys {
+					w[j] = math.Exp(w[j] - mx)
+					sum += w[j]
+				}
+				for e := range d {
+					var acc float64
+					for j := range keys {
+						acc += w[j] * float64(vb[j*d+e])
+					}
+					ob[i*d+e] = float32(acc / sum)
+				}
+			}
+		}
+	}
+}
+
+func refRoPE(s Spec, x, y []float32) {
+	sh := s.In[0]
+	r := len(sh)
+	t, h, d := sh[r-3], sh[r-2], sh[r-1]
+	base := s.Params.ropeBase()
+	half := d / 2
+	for row := range len(x) / d {
+		pos := float64(s.Params.Pos + (row/h)%t)
+		xs, ys := x[row*d:(row+1)*d], y[row*d:(row+1)*d]
+		for i := range half {
+			theta := pos * math.Pow(base, -2*float64(i)/float64(d))
+			sin, cos := math.Sincos(theta)
+			x1, x2 := float64(xs[i]), float64(xs[i+half])
+			ys[i] = float32(x1*cos - x2*sin)
+			ys[i+half] = float32(x2*cos + x1*sin)
+		}
+	}
+}
