@@ -1,0 +1,316 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+func init() {
+	backends.Register("sim", func(arg string) (backends.Backend, error) {
+		if arg == "" {
+			return nil, &backends.UnavailableError{Backend: "sim", Reason: fmt.Sprintf("no profile named: open sim:<profile>, one of %v", Profiles())}
+		}
+		return Open(arg, DefaultOptions())
+	})
+}
+
+// Options configure a Device. Build them with DefaultOptions and the With
+// methods; a zero Options is valid too (seed 0, computing results).
+type Options struct {
+	seed        uint64
+	skipCompute bool
+	events      []Event
+}
+
+// DefaultOptions returns the defaults: seed 1, results computed with the
+// reference kernels, no scheduled events.
+func DefaultOptions() Options { return Options{seed: 1} }
+
+// WithSeed returns o with the seed of the device's noise (default 1): two
+// devices with the same profile, seed and calls report the same durations.
+func (o Options) WithSeed(seed uint64) Options { o.seed = seed; return o }
+
+// WithSkipCompute returns o set to skip computing results (default false):
+// Run then only models the duration and leaves out untouched, for fast
+// evaluation of schedules.
+func (o Options) WithSkipCompute(skip bool) Options { o.skipCompute = skip; return o }
+
+// WithEvents returns o with events scheduled on the device (default none);
+// their At counts the device's Run calls from 0.
+func (o Options) WithEvents(events ...Event) Options {
+	o.events = append([]Event(nil), events...)
+	return o
+}
+
+// Device is a simulated backend: buffers live in host memory, Run computes
+// with kernels.Reference (unless told to skip) and reports the duration
+// its profile's ground truth draws, without sleeping; Write and Read report
+// the modelled link time. Scheduled events slow it down or make it fail.
+// A Device is safe for concurrent use.
+type Device struct {
+	prof   Profile
+	opt    Options
+	mu     sync.Mutex
+	rng    *rand.Rand
+	runs   int64           // Run calls so far: the op index events count
+	seen   map[string]bool // ops already run once (warm-up)
+	used   int64           // bytes allocated and not freed
+	closed bool
+}
+
+var _ backends.Backend = (*Device)(nil)
+
+// Open returns a Device for the profile called name.
+func Open(name string, opt Options) (*Device, error) {
+	p, err := LookupProfile(name)
+	if err != nil {
+		return nil, &backends.UnavailableError{Backend: "sim:" + name, Reason: err.Error()}
+	}
+	return New(p, opt)
+}
+
+// New returns a Device that behaves as p (copied). It fails when p or one
+// of the events is invalid.
+func New(p *Profile, opt Options) (*Device, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	for _, e := range opt.events {
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return &Device{
+		prof: *p, opt: opt,
+		rng:  rand.New(rand.NewPCG(opt.seed, 0x5eed_0f_de71ce)),
+		seen: map[string]bool{},
+	}, nil
+}
+
+// Profile returns a copy of the device's profile.
+func (d *Device) Profile() Profile { return d.prof }
+
+// Info implements backends.Backend.
+func (d *Device) Info() backends.Info { return d.prof.Info() }
+
+// Supports implements backends.Backend: every valid op of the catalogue;
+// Opaque ops are not executable.
+func (d *Device) Supports(s kernels.Spec) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", backends.ErrUnsupported, err)
+	}
+	if s.Op == kernels.Opaque {
+		return fmt.Errorf("%w: %v is opaque", backends.ErrUnsupported, s)
+	}
+	return nil
+}
+
+func (d *Device) fail(op string, err error) error {
+	return &backends.DeviceError{Backend: "sim:" + d.prof.Name, Op: op, Err: err}
+}
+
+// injected returns the error an event injects into op i, if any.
+func (d *Device) injected(i int64, alloc bool) error {
+	for _, e := range d.opt.events {
+		if !e.covers(i) {
+			continue
+		}
+		switch {
+		case e.Kind == DeviceLost:
+			return fmt.Errorf("%w (scheduled at op %d)", backends.ErrDeviceLost, e.At)
+		case e.Kind == OutOfMemory:
+			return fmt.Errorf("%w (scheduled at op %d)", backends.ErrOutOfMemory, e.At)
+		case e.Kind == TransientError && !alloc:
+			return fmt.Errorf("%w (scheduled at op %d)", backends.ErrTransient, e.At)
+		}
+	}
+	return nil
+}
+
+// Alloc implements backends.Backend. It fails with ErrOutOfMemory when the
+// profile's memory would be exceeded or an OutOfMemory event covers the
+// next op.
+func (d *Device) Alloc(n int64) (backends.Buffer, error) {
+	if n < 0 {
+		return nil, d.fail("alloc", fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, d.fail("alloc", backends.ErrDeviceLost)
+	}
+	if err := d.injected(d.runs, true); err != nil {
+		return nil, d.fail("alloc", err)
+	}
+	if d.prof.Memory > 0 && d.used+n > d.prof.Memory {
+		return nil, d.fail("alloc", fmt.Errorf("%w: %d bytes asked, %d of %d in use", backends.ErrOutOfMemory, n, d.used, d.prof.Memory))
+	}
+	d.used += n
+	return &simBuffer{HostBuffer: backends.NewHostBuffer(d, n), dev: d}, nil
+}
+
+// simBuffer returns its bytes to the device's memory count when freed.
+type simBuffer struct {
+	*backends.HostBuffer
+	dev  *Device
+	once sync.Once
+}
+
+// Free implements backends.Buffer.
+func (b *simBuffer) Free() {
+	b.once.Do(func() {
+		b.HostBuffer.Free()
+		b.dev.mu.Lock()
+		b.dev.used -= b.Size()
+		b.dev.mu.Unlock()
+	})
+}
+
+func (d *Device) bytesOf(b backends.Buffer) ([]byte, error) {
+	sb, ok := b.(*simBuffer)
+	if !ok || sb.dev != d {
+		return nil, backends.ErrForeignBuffer
+	}
+	return backends.HostBytes(d, sb.HostBuffer)
+}
+
+// transfer returns the modelled time of a copy of n bytes.
+func (d *Device) transfer(n int64) backends.Timing {
+	_, link := slowdown(d.opt.events, d.runs)
+	us := d.prof.LinkUs(n) * link
+	if d.prof.Shared {
+		_, gbps := d.prof.peaks()
+		us = float64(n) / (gbps * 1e3 * d.prof.BWEff) // a memcpy in shared memory
+	}
+	return backends.Timing{Duration: micros(us), Clock: backends.Simulated}
+}
+
+// Write implements backends.Backend.
+func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	b, err := d.bytesOf(dst)
+	if err != nil {
+		return backends.Timing{}, d.fail("write", err)
+	}
+	if len(b) != len(src) {
+		return backends.Timing{}, d.fail("write", fmt.Errorf("%w: %d bytes into a buffer of %d", kernels.ErrBufferSize, len(src), len(b)))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.lost(d.runs); err != nil {
+		return backends.Timing{}, d.fail("write", err)
+	}
+	copy(b, src)
+	return d.transfer(int64(len(src))), nil
+}
+
+// Read implements backends.Backend.
+func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	b, err := d.bytesOf(src)
+	if err != nil {
+		return backends.Timing{}, d.fail("read", err)
+	}
+	if len(b) != len(dst) {
+		return backends.Timing{}, d.fail("read", fmt.Errorf("%w: buffer of %d bytes into %d", kernels.ErrBufferSize, len(b), len(dst)))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.lost(d.runs); err != nil {
+		return backends.Timing{}, d.fail("read", err)
+	}
+	copy(dst, b)
+	return d.transfer(int64(len(dst))), nil
+}
+
+// lost reports ErrDeviceLost once the device is closed or a DeviceLost
+// event covers op i.
+func (d *Device) lost(i int64) error {
+	if d.closed {
+		return backends.ErrDeviceLost
+	}
+	for _, e := range d.opt.events {
+		if e.Kind == DeviceLost && i >= e.At {
+			return fmt.Errorf("%w (scheduled at op %d)", backends.ErrDeviceLost, e.At)
+		}
+	}
+	return nil
+}
+
+// Run implements backends.Backend: it checks the buffers, computes the
+// result with kernels.Reference unless WithSkipCompute was set, and
+// returns the duration drawn from the profile. Every call counts as one
+// op for the scheduled events, failed ones included.
+func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	op := s.Op.String()
+	if err := d.Supports(s); err != nil {
+		return backends.Timing{}, d.fail(op, err)
+	}
+	ins := make([][]byte, len(in))
+	for i, b := range in {
+		var err error
+		if ins[i], err = d.bytesOf(b); err != nil {
+			return backends.Timing{}, d.fail(op, fmt.Errorf("input %d: %w", i, err))
+		}
+	}
+	ob, err := d.bytesOf(out)
+	if err != nil {
+		return backends.Timing{}, d.fail(op, fmt.Errorf("output: %w", err))
+	}
+	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
+		return backends.Timing{}, d.fail(op, err)
+	}
+	d.mu.Lock()
+	i := d.runs
+	d.runs++
+	if err := d.lost(i); err != nil {
+		d.mu.Unlock()
+		return backends.Timing{}, d.fail(op, err)
+	}
+	if err := d.injected(i, false); err != nil {
+		d.mu.Unlock()
+		return backends.Timing{}, d.fail(op, err)
+	}
+	key := s.String()
+	first := !d.seen[key]
+	d.seen[key] = true
+	compute, _ := slowdown(d.opt.events, i)
+	us := d.prof.sample(d.rng, d.prof.BaseUs(s)*compute, first)
+	d.mu.Unlock()
+	if !d.opt.skipCompute {
+		if err := kernels.Reference(s, ins, ob); err != nil {
+			return backends.Timing{}, d.fail(op, err)
+		}
+	}
+	return backends.Timing{Duration: micros(us), Clock: backends.Simulated}, nil
+}
+
+// Close implements backends.Backend.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return nil
+}
+
+// sample draws one duration around base µs: lognormal noise of mean 1,
+// a spike with probability SpikeProb, the warm-up on a first run.
+func (p *Profile) sample(r *rand.Rand, base float64, first bool) float64 {
+	us := base
+	if p.Sigma > 0 {
+		us *= math.Exp(p.Sigma*r.NormFloat64() - p.Sigma*p.Sigma/2)
+	}
+	if p.SpikeProb > 0 && r.Float64() < p.SpikeProb {
+		us *= p.SpikeFactor
+	}
+	if first && p.WarmupFactor > 1 {
+		us *= p.WarmupFactor
+	}
+	return us
+}
+
+func micros(us float64) time.Duration { return time.Duration(math.Round(us * 1e3)) }

@@ -1,0 +1,44 @@
+// Package sim simulates the devices adaptsched schedules onto, the
+// workloads it schedules, and the harness that measures a placement policy
+// against the oracle, so that the scheduler, the executor and every
+// comparison of DESIGN.md § Evaluation run end to end without a GPU.
+//
+//   - Profiles (mi300x, mi250, rx7900xtx, h100, igpu, slowlink, cpu2,
+//     cpu64) hold each device's datasheet figures, which the policies see,
+//     and its hidden true behaviour, which the simulator draws durations
+//     from: shape-dependent matmul efficiency, launch overhead, achievable
+//     bandwidth, the host link, lognormal noise, heavy-tailed spikes and a
+//     first-run warm-up.
+//   - Device implements backends.Backend on host memory, registered as
+//     "sim:<profile>": Run computes with the reference kernels (or skips
+//     that) and reports the modelled duration without sleeping; scheduled
+//     Events throttle it, load it with a second tenant, or make it fail
+//     (transient errors, out of memory, device lost).
+//   - Workloads are deterministic op streams of real models (Llama-3-8B,
+//     Llama-3.2-1B, Qwen2.5-0.5B): Decode, Prefill, MixedServing; and perf
+//     tables (LoadTable), whose rows become a Zipf-distributed stream.
+//   - Env replays a workload under any bandit.Policy and reports total
+//     time, the oracle's, regret, switches, exploration, per-bucket
+//     decisions and regret over time; Policies lists every policy compared.
+//
+// # Usage
+//
+//	w, _ := sim.MixedServing(sim.Llama32_1B, 200_000, 1, sim.ServingOptions{})
+//	env, _ := sim.NewEnv(w, []sim.Arm{
+//		{Profile: sim.MustProfile("h100")},
+//		{Profile: sim.MustProfile("cpu2")},
+//	}, sim.EnvOptions{})
+//	for _, p := range sim.Policies(env.Arms(), env.Truth, 1) {
+//		r, _ := env.Run(p, 1)
+//		fmt.Printf("%-10s regret %.2f%%\n", r.Policy, r.RegretPct)
+//	}
+//
+// A simulated backend, for the Executor or a test:
+//
+//	dev, _ := sim.Open("h100", sim.DefaultOptions().WithSeed(7).
+//		WithEvents(sim.Event{At: 1000, Kind: sim.Throttle, Factor: 3}))
+//	// or: backends.Open("sim:h100")
+//
+// Everything is deterministic by seed; durations are reported, never
+// slept, so 200,000 ops replay in milliseconds.
+package sim

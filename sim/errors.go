@@ -1,0 +1,25 @@
+package sim
+
+import "errors"
+
+// Sentinel errors. Every error of this package wraps one of these (or a
+// backends or kernels sentinel, for errors a simulated device injects or
+// a spec it rejects), so callers test them with errors.Is.
+var (
+	// ErrUnknownProfile: no profile has the name asked for.
+	ErrUnknownProfile = errors.New("sim: unknown profile")
+	// ErrInvalidProfile: a profile figure is impossible (negative, NaN,
+	// a non-shared device without a link).
+	ErrInvalidProfile = errors.New("sim: invalid profile")
+	// ErrInvalidEvent: a scheduled event is malformed, or is of a kind the
+	// harness cannot replay (errors are injected by Device only).
+	ErrInvalidEvent = errors.New("sim: invalid event")
+	// ErrInvalidWorkload: a workload's parameters are out of range.
+	ErrInvalidWorkload = errors.New("sim: invalid workload")
+	// ErrBadTable: a perf table has a malformed line; the error names the
+	// file and the line.
+	ErrBadTable = errors.New("sim: bad perf table")
+	// ErrInvalidSetup: a harness run was given no arms, duplicate arms,
+	// or an op that an arm cannot run.
+	ErrInvalidSetup = errors.New("sim: invalid harness setup")
+)

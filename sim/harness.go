@@ -1,0 +1,587 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Arm is one simulated device of a harness run: a profile and the events
+// scheduled on it. The harness replays Throttle and Contention (their At
+// counts the workload's ops); error events are injected by Device only,
+// since a Policy has no way to be told of a failure.
+type Arm struct {
+	Profile *Profile
+	Events  []Event
+	// table, when set, replaces the profile's compute model by measured
+	// means: column col of a perf table (TableWorkload.Arms).
+	table *Table
+	col   int
+}
+
+// EnvOptions configure NewEnv.
+type EnvOptions struct {
+	// Checkpoint is the interval, in ops, of Result.Points (default: a
+	// hundredth of the workload, at least 1).
+	Checkpoint int64
+}
+
+// Env is a workload materialised against a set of arms, with everything
+// the policies are compared on precomputed once: each distinct spec's task
+// and true means, and the oracle. Run replays it under any policy,
+// deterministically by seed.
+//
+// # Cost and oracle
+//
+// The cost of a policy is the sum, over ops, of the sampled compute
+// duration on the arm it chose (noise, spikes, warm-up and the events
+// included) and the transfer of the op's activations when they lie on the
+// other side of a link: the previous op ran on a device that does not
+// share memory with the chosen one (latency + bytes / bandwidth of every
+// link crossed, at the profile's true figures, without noise).
+//
+// The oracle (DESIGN.md § Evaluation) is the best fixed arm per bucket in
+// hindsight, per stationary segment: events split the stream into
+// segments, and in each the oracle keeps one arm per bucket. Its cost is
+// the expected cost of that assignment: Σ true mean compute (noise mean
+// 1, spikes at SpikeProb·SpikeFactor, warm-up on the first run of each
+// spec on each arm, events) + the transfers that the assignment implies.
+// Transfers couple buckets, so the assignment is found by coordinate
+// descent from the compute-optimal one (each (segment, bucket) moved to
+// the arm that lowers the total, until none does): a local optimum, so a
+// policy may beat it slightly, and regret can be a little negative.
+// Regret % = (policy − oracle) / oracle × 100.
+//
+// Exploration is the share of decisions not on the oracle's arm for that
+// op: every policy is measured the same way, whatever it believes.
+type Env struct {
+	name     string
+	arms     []Arm
+	bArms    []bandit.Arm
+	nA       int
+	ops      []opRec
+	keys     []keyInfo
+	bNames   []string
+	bounds   []int64     // segment starts, bounds[0] = 0
+	factor   [][]float64 // [segment][arm] compute slowdown
+	assign   []int32     // [segment·buckets + bucket] oracle arm
+	marginal []float64   // [(segment·buckets + bucket)·arms + arm] oracle's mean cost, µs
+	every    int64
+	oracle   []float64 // cumulative oracle cost at each checkpoint
+	oracleUs float64
+	oShare   []int64
+	oBucket  [][]int64 // [bucket][arm] oracle decisions
+	cur      int64     // op being run, for Truth
+}
+
+type opRec struct {
+	key, bucket int32
+	act         int64
+}
+
+type keyInfo struct {
+	task  bandit.Task
+	base  []float64 // per arm: noise-free mean, µs (spikes excluded)
+	sigma []float64 // per arm: σ of ln
+}
+
+// NewEnv reads w to its end and prepares it against arms. Every op must be
+// runnable by every arm (opaque ops only by table arms).
+func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
+	if len(arms) == 0 {
+		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
+	}
+	e := &Env{name: w.Name(), arms: arms, nA: len(arms)}
+	seen := map[string]bool{}
+	for i, a := range arms {
+		if a.Profile == nil {
+			return nil, fmt.Errorf("%w: arm %d has no profile", ErrInvalidSetup, i)
+		}
+		if err := a.Profile.Validate(); err != nil {
+			return nil, err
+		}
+		ba := a.Profile.Arm()
+		if seen[ba.Name] {
+			return nil, fmt.Errorf("%w: arm %q twice", ErrInvalidSetup, ba.Name)
+		}
+		seen[ba.Name] = true
+		e.bArms = append(e.bArms, ba)
+		for _, ev := range a.Events {
+			if err := ev.Validate(); err != nil {
+				return nil, err
+			}
+			if ev.Kind != Throttle && ev.Kind != Contention {
+				return nil, fmt.Errorf("%w: the harness replays throttle and contention, not %v (inject errors through Device)", ErrInvalidEvent, ev.Kind)
+			}
+		}
+	}
+	for {
+		op, ok := w.Next()
+		if !ok {
+			break
+		}
+		if err := e.addOp(op); err != nil {
+			return nil, err
+		}
+	}
+	if len(e.ops) == 0 {
+		return nil, fmt.Errorf("%w: workload %q is empty", ErrInvalidSetup, e.name)
+	}
+	e.every = opt.Checkpoint
+	if e.every <= 0 {
+		e.every = max(int64(len(e.ops))/100, 1)
+	}
+	e.segments()
+	e.solveOracle()
+	return e, nil
+}
+
+func (e *Env) addOp(op Op) error {
+	if op.Key < 0 || op.Key > len(e.keys) || op.Bucket < 0 || op.Bucket > len(e.bNames) {
+		return fmt.Errorf("%w: op %d: key %d or bucket %d out of order", ErrInvalidSetup, len(e.ops), op.Key, op.Bucket)
+	}
+	if op.Bucket == len(e.bNames) {
+		e.bNames = append(e.bNames, op.BucketName)
+	}
+	if op.Key == len(e.keys) {
+		k, err := e.newKey(op)
+		if err != nil {
+			return err
+		}
+		e.keys = append(e.keys, k)
+	}
+	e.ops = append(e.ops, opRec{key: int32(op.Key), bucket: int32(op.Bucket), act: op.ActBytes})
+	return nil
+}
+
+func (e *Env) newKey(op Op) (keyInfo, error) {
+	s := op.Spec
+	if err := s.Validate(); err != nil {
+		return keyInfo{}, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, len(e.ops), err)
+	}
+	w := s.Work()
+	name := s.Op.String()
+	if s.Op == kernels.Opaque && s.Params.Name != "" {
+		name = s.Params.Name
+	}
+	k := keyInfo{
+		task: bandit.Task{
+			Bucket: op.Bucket, Op: name, Class: bandit.Class(s.Op.Class()),
+			Elements: s.OutShape().Elements(), FLOPs: float64(w.FLOPs),
+			BytesRead: float64(w.BytesRead), BytesWritten: float64(w.BytesWritten),
+			Transfer: make([]float64, e.nA),
+		},
+		base: make([]float64, e.nA), sigma: make([]float64, e.nA),
+	}
+	for a, arm := range e.arms {
+		k.sigma[a] = arm.Profile.Sigma
+		switch {
+		case arm.table != nil:
+			m, sg, ok := arm.table.truth(s, arm.col)
+			if !ok {
+				return keyInfo{}, fmt.Errorf("%w: %v has no measurement on %s", ErrInvalidSetup, s, e.bArms[a].Name)
+			}
+			k.base[a] = m / arm.Profile.SpikeMean()
+			k.sigma[a] = sg
+		case s.Op == kernels.Opaque:
+			return keyInfo{}, fmt.Errorf("%w: opaque op %v cannot run on profile %s", ErrInvalidSetup, s, arm.Profile.Name)
+		default:
+			k.base[a] = arm.Profile.baseUs(s, float64(w.FLOPs), float64(w.Bytes()))
+		}
+	}
+	return k, nil
+}
+
+// segments splits the stream where an event starts or ends.
+func (e *Env) segments() {
+	n := int64(len(e.ops))
+	cuts := []int64{0}
+	for _, a := range e.arms {
+		for _, ev := range a.Events {
+			cuts = append(cuts, ev.At)
+			if ev.Span > 0 {
+				cuts = append(cuts, ev.At+ev.Span)
+			}
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	for len(cuts) > 1 && cuts[len(cuts)-1] >= n {
+		cuts = cuts[:len(cuts)-1]
+	}
+	e.bounds = cuts
+	e.factor = make([][]float64, len(cuts))
+	for s, at := range cuts {
+		e.factor[s] = make([]float64, e.nA)
+		for a, arm := range e.arms {
+			e.factor[s][a], _ = slowdown(arm.Events, at)
+		}
+	}
+}
+
+// segOf returns the segment of op t, advancing from hint.
+func (e *Env) segOf(t int64, hint int) int {
+	for hint+1 < len(e.bounds) && t >= e.bounds[hint+1] {
+		hint++
+	}
+	return hint
+}
+
+// linkUs is the true time to move bytes from arm from (-1: host memory)
+// to arm to: every non-shared end's link is crossed once.
+func (e *Env) linkUs(bytes int64, from, to int) float64 {
+	if from == to || bytes <= 0 {
+		return 0
+	}
+	var us float64
+	if from >= 0 {
+		us += e.arms[from].Profile.LinkUs(bytes)
+	}
+	if to >= 0 {
+		us += e.arms[to].Profile.LinkUs(bytes)
+	}
+	return us
+}
+
+// mean is the expected compute cost of op t on arm a in segment s.
+func (e *Env) mean(o opRec, s, a int) float64 {
+	return e.keys[o.key].base[a] * e.arms[a].Profile.SpikeMean() * e.factor[s][a]
+}
+
+// solveOracle finds the oracle's assignment by coordinate descent and its
+// expected cost at every checkpoint.
+func (e *Env) solveOracle() {
+	nb, nA, n := len(e.bNames), e.nA, len(e.ops)
+	nu := len(e.bounds) * nb
+	// ops of each unit (segment × bucket), CSR.
+	start := make([]int, nu+1)
+	unit := make([]int32, n)
+	seg := 0
+	for t, o := range e.ops {
+		seg = e.segOf(int64(t), seg)
+		unit[t] = int32(seg*nb + int(o.bucket))
+		start[unit[t]+1]++
+	}
+	for u := range nu {
+		start[u+1] += start[u]
+	}
+	members := make([]int32, n)
+	fill := slices.Clone(start[:nu])
+	for t := range n {
+		members[fill[unit[t]]] = int32(t)
+		fill[unit[t]]++
+	}
+	e.assign = make([]int32, nu)
+	e.marginal = make([]float64, nu*nA)
+	cost := make([]float64, nA)
+	// unitCost fills cost[a]: the unit's total if it moved to a, the others fixed.
+	unitCost := func(u int) {
+		s := u / nb
+		for a := range nA {
+			cost[a] = 0
+		}
+		for _, t := range members[start[u]:start[u+1]] {
+			o := e.ops[t]
+			prevUnit := int32(-1)
+			if t > 0 {
+				prevUnit = unit[t-1]
+			}
+			nextUnit := int32(-1)
+			if int(t)+1 < n {
+				nextUnit = unit[t+1]
+			}
+			for a := range nA {
+				c := e.mean(o, s, a)
+				from := -1
+				if prevUnit >= 0 {
+					from = int(e.assign[prevUnit])
+					if prevUnit == int32(u) {
+						from = a
+					}
+				}
+				c += e.linkUs(o.act, from, a)
+				if nextUnit >= 0 && nextUnit != int32(u) {
+					c += e.linkUs(e.ops[t+1].act, a, int(e.assign[nextUnit]))
+				}
+				cost[a] += c
+			}
+		}
+	}
+	for u := range nu { // compute-optimal start
+		s := u / nb
+		best, bestC := 0, math.Inf(1)
+		for a := range nA {
+			var c float64
+			for _, t := range members[start[u]:start[u+1]] {
+				c += e.mean(e.ops[t], s, a)
+			}
+			if c < bestC {
+				best, bestC = a, c
+			}
+		}
+		e.assign[u] = int32(best)
+	}
+	for range 20 {
+		changed := false
+		for u := range nu {
+			if start[u] == start[u+1] {
+				continue
+			}
+			unitCost(u)
+			cur := int(e.assign[u])
+			best := cur
+			for a := range nA {
+				if cost[a] < cost[best]*(1-1e-12) {
+					best = a
+				}
+			}
+			if best != cur {
+				e.assign[u] = int32(best)
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	for u := range nu {
+		if m := start[u+1] - start[u]; m > 0 {
+			unitCost(u)
+			for a := range nA {
+				e.marginal[u*nA+a] = cost[a] / float64(m)
+			}
+		}
+	}
+	// The oracle's expected cost, op by op, warm-up included.
+	warm := make([]bool, len(e.keys)*nA)
+	e.oShare = make([]int64, nA)
+	e.oBucket = make([][]int64, nb)
+	for b := range e.oBucket {
+		e.oBucket[b] = make([]int64, nA)
+	}
+	e.oracle = e.oracle[:0]
+	var total float64
+	loc := -1
+	for t, o := range e.ops {
+		if int64(t)%e.every == 0 {
+			e.oracle = append(e.oracle, total)
+		}
+		a := int(e.assign[unit[t]])
+		c := e.mean(o, int(unit[t])/nb, a)
+		if w := &warm[int(o.key)*nA+a]; !*w {
+			*w = true
+			if f := e.arms[a].Profile.WarmupFactor; f > 1 {
+				c *= f
+			}
+		}
+		total += c + e.linkUs(o.act, loc, a)
+		loc = a
+		e.oShare[a]++
+		e.oBucket[o.bucket][a]++
+	}
+	e.oracle = append(e.oracle, total)
+	e.oracleUs = total
+}
+
+// Name returns the workload's name.
+func (e *Env) Name() string { return e.name }
+
+// Ops returns the number of ops.
+func (e *Env) Ops() int { return len(e.ops) }
+
+// Arms returns what the policies see of the arms: names and nominal
+// figures. The caller owns the returned slice.
+func (e *Env) Arms() []bandit.Arm { return slices.Clone(e.bArms) }
+
+// Buckets returns the bucket names, by index.
+func (e *Env) Buckets() []string { return slices.Clone(e.bNames) }
+
+// OracleUs returns the oracle's expected total cost in µs.
+func (e *Env) OracleUs() float64 { return e.oracleUs }
+
+// Truth is the ground truth that the oracle policy is given: the oracle's
+// mean cost in µs of an op of bucket on arm in the segment of the op now
+// being run (compute and the transfers the oracle's assignment implies).
+// Its argmin per bucket is the oracle's assignment. It is only meaningful
+// while Run runs.
+func (e *Env) Truth(bucket, arm int) float64 {
+	if bucket < 0 || bucket >= len(e.bNames) || arm < 0 || arm >= e.nA {
+		return math.Inf(1)
+	}
+	s := e.segOf(e.cur, 0)
+	return e.marginal[(s*len(e.bNames)+bucket)*e.nA+arm]
+}
+
+// Point is the cumulative cost of a policy and of the oracle over the
+// ops before Op.
+type Point struct {
+	Op                 int64
+	PolicyUs, OracleUs float64
+}
+
+// RegretPct returns the cumulative regret at p, in percent.
+func (p Point) RegretPct() float64 { return pct(p.PolicyUs, p.OracleUs) }
+
+// BucketResult is one bucket's decisions.
+type BucketResult struct {
+	Name      string
+	Ops       int64
+	Decisions []int64 // per arm: ops the policy placed there
+	Oracle    []int64 // per arm: ops the oracle placed there
+}
+
+// Result is one policy's run on an Env. Shares are fractions of all ops.
+type Result struct {
+	Policy, Workload string
+	Arms             []string
+	Ops              int64
+	// TotalUs = ComputeUs + TransferUs: what the policy's choices cost.
+	TotalUs, ComputeUs, TransferUs float64
+	OracleUs                       float64
+	RegretPct                      float64
+	// Switches counts decisions whose arm differs from the previous
+	// decision of the same bucket.
+	Switches int64
+	// ExplorePct is the share of decisions not on the oracle's arm, in %.
+	ExplorePct  float64
+	Share       []float64 // per arm, the policy's decisions
+	OracleShare []float64 // per arm, the oracle's
+	Buckets     []BucketResult
+	// Points are cumulative costs every EnvOptions.Checkpoint ops, from op
+	// 0 to the end: regret over time.
+	Points []Point
+}
+
+// RegretBetween returns the regret in percent of the ops in [from, to):
+// both must be checkpoints (multiples of the interval, or the end).
+func (r Result) RegretBetween(from, to int64) (float64, error) {
+	find := func(op int64) (Point, bool) {
+		i, ok := slices.BinarySearchFunc(r.Points, op, func(p Point, op int64) int { return int(p.Op - op) })
+		if !ok {
+			return Point{}, false
+		}
+		return r.Points[i], true
+	}
+	a, okA := find(from)
+	b, okB := find(to)
+	if !okA || !okB || to <= from {
+		return 0, fmt.Errorf("%w: ops [%d, %d) do not fall on checkpoints", ErrInvalidSetup, from, to)
+	}
+	return pct(b.PolicyUs-a.PolicyUs, b.OracleUs-a.OracleUs), nil
+}
+
+func pct(policy, oracle float64) float64 {
+	if oracle <= 0 {
+		return 0
+	}
+	return (policy - oracle) / oracle * 100
+}
+
+// Run replays the workload under p, sampling durations with a PCG seeded
+// by seed, and reports its cost against the oracle. p must have been built
+// for e.Arms(); it is told the compute µs of each op it placed. Runs of
+// one Env must not overlap (Truth reads the op being run). It fails when p
+// returns an arm out of range.
+func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
+	nA, nb := e.nA, len(e.bNames)
+	r := rand.New(rand.NewPCG(seed, 0xa7e5))
+	res := Result{
+		Policy: p.Name(), Workload: e.name, Ops: int64(len(e.ops)), OracleUs: e.oracleUs,
+		Share: make([]float64, nA), OracleShare: make([]float64, nA),
+	}
+	for _, a := range e.bArms {
+		res.Arms = append(res.Arms, a.Name)
+	}
+	counts := make([]int64, nA)
+	perBucket := make([][]int64, nb)
+	for b := range perBucket {
+		perBucket[b] = make([]int64, nA)
+	}
+	last := make([]int32, nb)
+	for b := range last {
+		last[b] = -1
+	}
+	warm := make([]bool, len(e.keys)*nA)
+	var explore int64
+	loc, seg, oi := -1, 0, 0
+	for t, o := range e.ops {
+		ti := int64(t)
+		e.cur = ti
+		if ti%e.every == 0 {
+			res.Points = append(res.Points, Point{Op: ti, PolicyUs: res.TotalUs, OracleUs: e.oracle[oi]})
+			oi++
+		}
+		seg = e.segOf(ti, seg)
+		k := &e.keys[o.key]
+		task := &k.task
+		for a := range nA {
+			task.Transfer[a] = 0
+			if o.act > 0 && e.linkUs(o.act, loc, a) > 0 {
+				task.Transfer[a] = float64(o.act)
+			}
+		}
+		a := p.Choose(task)
+		if a < 0 || a >= nA {
+			return Result{}, fmt.Errorf("%w: policy %s chose arm %d of %d", ErrInvalidSetup, p.Name(), a, nA)
+		}
+		prof := e.arms[a].Profile
+		us := k.base[a] * e.factor[seg][a]
+		if sg := k.sigma[a]; sg > 0 {
+			us *= math.Exp(sg*r.NormFloat64() - sg*sg/2)
+		}
+		if prof.SpikeProb > 0 && r.Float64() < prof.SpikeProb {
+			us *= prof.SpikeFactor
+		}
+		if w := &warm[int(o.key)*nA+a]; !*w {
+			*w = true
+			if prof.WarmupFactor > 1 {
+				us *= prof.WarmupFactor
+			}
+		}
+		p.Observe(task, a, us)
+		x := e.linkUs(o.act, loc, a)
+		res.ComputeUs += us
+		res.TransferUs += x
+		res.TotalUs += us + x
+		loc = a
+		counts[a]++
+		perBucket[o.bucket][a]++
+		if l := last[o.bucket]; l >= 0 && int(l) != a {
+			res.Switches++
+		}
+		last[o.bucket] = int32(a)
+		if int(e.assign[seg*nb+int(o.bucket)]) != a {
+			explore++
+		}
+	}
+	n := float64(len(e.ops))
+	res.Points = append(res.Points, Point{Op: int64(len(e.ops)), PolicyUs: res.TotalUs, OracleUs: e.oracle[len(e.oracle)-1]})
+	res.RegretPct = pct(res.TotalUs, e.oracleUs)
+	res.ExplorePct = float64(explore) / n * 100
+	for a := range nA {
+		res.Share[a] = float64(counts[a]) / n
+		res.OracleShare[a] = float64(e.oShare[a]) / n
+	}
+	for b, name := range e.bNames {
+		br := BucketResult{Name: name, Decisions: perBucket[b], Oracle: e.oBucket[b]}
+		for _, c := range perBucket[b] {
+			br.Ops += c
+		}
+		res.Buckets = append(res.Buckets, br)
+	}
+	return res, nil
+}
+
+// Run prepares w against arms and replays it under p: NewEnv and Env.Run
+// in one call, for a single policy. Build an Env to compare several.
+func Run(p bandit.Policy, w Workload, arms []Arm, seed uint64) (Result, error) {
+	e, err := NewEnv(w, arms, EnvOptions{})
+	if err != nil {
+		return Result{}, err
+	}
+	return e.Run(p, seed)
+}

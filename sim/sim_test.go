@@ -1,0 +1,560 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// sliceWorkload replays a fixed list of ops.
+type sliceWorkload struct{ ops []Op }
+
+func (w *sliceWorkload) Name() string { return "slice" }
+func (w *sliceWorkload) Next() (Op, bool) {
+	if len(w.ops) == 0 {
+		return Op{}, false
+	}
+	op := w.ops[0]
+	w.ops = w.ops[1:]
+	return op, true
+}
+
+// handCase is DESIGN.md § Evaluation's oracle on a case worked out by
+// hand: ops X, Y, X, Y; X costs 10 µs on the GPU and 40 on the CPU, Y 30
+// and 12; every op's activation is 1000 bytes, and the GPU's link costs
+// latency + 1000 B / 1 GB/s = latency + 1 µs per crossing.
+func handCase(t *testing.T, linkLatency float64) *Env {
+	t.Helper()
+	csv := "op,shape,backend,mean_us,std_us,n\n" +
+		"Add,1000;1000,gpu,10,0,1\nAdd,1000;1000,cpu,40,0,1\n" +
+		"Add,4000;4000,gpu,30,0,1\nAdd,4000;4000,cpu,12,0,1\n"
+	tab, err := LoadTable(strings.NewReader(csv), "hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arms := tab.Arms()
+	arms[0].Profile.Shared, arms[0].Profile.LinkGBps, arms[0].Profile.LinkLatencyUs = false, 1, linkLatency
+	x := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1000}, {1000}}}
+	y := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4000}, {4000}}}
+	w := &sliceWorkload{ops: []Op{
+		{Spec: x, Key: 0, Bucket: 0, BucketName: "X", ActBytes: 1000},
+		{Spec: y, Key: 1, Bucket: 1, BucketName: "Y", ActBytes: 1000},
+		{Spec: x, Key: 0, Bucket: 0, BucketName: "X", ActBytes: 1000},
+		{Spec: y, Key: 1, Bucket: 1, BucketName: "Y", ActBytes: 1000},
+	}}
+	env, err := NewEnv(w, arms, EnvOptions{Checkpoint: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func TestOracleByHand(t *testing.T) {
+	cases := []struct {
+		latency    float64
+		oracle     float64 // worked out by hand
+		assign     []int32 // X, Y
+		gpu, cpu   float64 // everything on one arm
+		xGPU, yCPU float64
+	}{
+		// Link 5 µs (6 per crossing): X on GPU, Y on CPU, every op crosses:
+		// (10+6) + (12+6) + (10+6) + (12+6) = 68. All GPU: 6 + 80 = 86;
+		// all CPU: 104; X on CPU, Y on GPU: 40 + 36 + 46 + 36 = 158.
+		{latency: 5, oracle: 68, assign: []int32{0, 1}, gpu: 86, cpu: 104},
+		// Link 50 µs (51 per crossing): the crossings make the compute-best
+		// split cost 10+51+12+51+10+51+12+51 = 248, so the oracle keeps
+		// everything on the CPU: 104 (all GPU: 51 + 80 = 131).
+		{latency: 50, oracle: 104, assign: []int32{1, 1}, gpu: 131, cpu: 104},
+	}
+	for _, c := range cases {
+		env := handCase(t, c.latency)
+		if math.Abs(env.OracleUs()-c.oracle) > 1e-9 {
+			t.Errorf("link %v µs: oracle %v µs, want %v", c.latency, env.OracleUs(), c.oracle)
+		}
+		if env.assign[0] != c.assign[0] || env.assign[1] != c.assign[1] {
+			t.Errorf("link %v µs: oracle assignment %v, want %v", c.latency, env.assign, c.assign)
+		}
+		arms := env.Arms()
+		for _, p := range []struct {
+			pol  bandit.Policy
+			want float64
+		}{
+			{bandit.NewOracle(arms, env.Truth), c.oracle},
+			{bandit.NewFixed(arms, 0), c.gpu},
+			{bandit.NewFixed(arms, 1), c.cpu},
+		} {
+			r, err := env.Run(p.pol, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(r.TotalUs-p.want) > 1e-9 {
+				t.Errorf("link %v µs: %s costs %v µs, want %v", c.latency, r.Policy, r.TotalUs, p.want)
+			}
+			if want := (p.want - c.oracle) / c.oracle * 100; math.Abs(r.RegretPct-want) > 1e-9 {
+				t.Errorf("link %v µs: %s regret %v%%, want %v", c.latency, r.Policy, r.RegretPct, want)
+			}
+			if len(r.Points) != 5 || r.Points[4].PolicyUs != r.TotalUs || r.Points[4].OracleUs != c.oracle {
+				t.Errorf("link %v µs: %s points %+v", c.latency, r.Policy, r.Points)
+			}
+		}
+	}
+}
+
+func TestProfilesValid(t *testing.T) {
+	want := []string{"mi300x", "mi250", "rx7900xtx", "h100", "igpu", "slowlink", "cpu2", "cpu64"}
+	if got := Profiles(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Profiles() = %v, want %v", got, want)
+	}
+	for _, n := range want {
+		p := MustProfile(n)
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if (p.Kind == backends.CPU) != !p.Arm().GPU || p.Arm().Name != "sim:"+n {
+			t.Errorf("%s: arm %+v", n, p.Arm())
+		}
+	}
+	if _, err := LookupProfile("nope"); !errors.Is(err, ErrUnknownProfile) {
+		t.Errorf("LookupProfile(nope) = %v", err)
+	}
+	bad := MustProfile("h100")
+	bad.LinkGBps = 0
+	if err := bad.Validate(); !errors.Is(err, ErrInvalidProfile) {
+		t.Errorf("a GPU without a link validated: %v", err)
+	}
+}
+
+func TestBaseUsByHand(t *testing.T) {
+	// cpu2, Add of two 1024×1024 f32: 1 MFLOP at 120 GFLOP/s × 0.1 =
+	// 87.38 µs; 12 MiB + 16 KiB half-bandwidth at 20 GB/s × 0.8 = 787.46 µs;
+	// plus 2 µs launch.
+	s := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1024, 1024}, {1024, 1024}}}
+	want := 2 + (3*4*1024*1024+16*1024)/(20e3*0.8)
+	if got := MustProfile("cpu2").BaseUs(s); math.Abs(got-want) > 1e-9 {
+		t.Errorf("cpu2 Add BaseUs = %v, want %v", got, want)
+	}
+	// Small matmuls run far below peak: a 1-row h100 matmul reaches under
+	// 15% of the throughput of a 4096-row one.
+	h := MustProfile("h100")
+	eff := func(m int) float64 {
+		s := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{m, 4096}, {4096, 4096}}}
+		return float64(s.Work().FLOPs) / (h.BaseUs(s) - h.LaunchUs)
+	}
+	if r := eff(1) / eff(4096); r > 0.15 {
+		t.Errorf("h100 1-row matmul at %.2f of the 4096-row throughput", r)
+	}
+	// A wrong datasheet changes what policies see, never the truth.
+	scaled := h.WithNominalScale(0.1)
+	s4 := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 64}, {64, 64}}}
+	if scaled.Arm().Nominal.GFLOPS != h.Nominal.GFLOPS/10 || scaled.BaseUs(s4) != h.BaseUs(s4) {
+		t.Errorf("scaled nominal %+v, base %v against %v", scaled.Arm().Nominal, scaled.BaseUs(s4), h.BaseUs(s4))
+	}
+	if MustProfile("h100").WithNominalScale(0.1).LinkUs(1000) != h.LinkUs(1000) {
+		t.Errorf("WithNominalScale changed the true link")
+	}
+	if MustProfile("igpu").LinkUs(1<<20) != 0 {
+		t.Errorf("igpu shares host memory: no link time")
+	}
+}
+
+func TestDeviceMatchesReference(t *testing.T) {
+	b, err := backends.Open("sim:h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if in := b.Info(); in.Name != "sim:h100" || in.Kind != backends.GPU || in.Platform != "sim" {
+		t.Errorf("Info = %+v", in)
+	}
+	s := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{3, 5}, {5, 4}}}
+	av, bv := make([]float32, 15), make([]float32, 20)
+	for i := range av {
+		av[i] = float32(i) - 7
+	}
+	for i := range bv {
+		bv[i] = 0.5 * float32(i%7)
+	}
+	ab, _ := b.Alloc(60)
+	bb, _ := b.Alloc(80)
+	ob, _ := b.Alloc(48)
+	if _, err := b.Write(ab, kernels.AsBytes(av)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(bb, kernels.AsBytes(bv)); err != nil {
+		t.Fatal(err)
+	}
+	tm, err := b.Run(s, []backends.Buffer{ab, bb}, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Clock != backends.Simulated || tm.Duration <= 0 {
+		t.Errorf("timing %+v", tm)
+	}
+	got := make([]byte, 48)
+	rt, err := b.Read(got, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := MustProfile("h100").LinkUs(48); math.Abs(rt.Micros()-want) > 1e-3 {
+		t.Errorf("read of 48 B took %v µs, want the link's %v", rt.Micros(), want)
+	}
+	want := make([]byte, 48)
+	if err := kernels.Reference(s, [][]byte{kernels.AsBytes(av), kernels.AsBytes(bv)}, want); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("Run result %v, reference %v", kernels.AsF32(got), kernels.AsF32(want))
+	}
+	// wrong buffer size, foreign buffer, opaque op
+	if _, err := b.Run(s, []backends.Buffer{ab, ab}, ob); !errors.Is(err, kernels.ErrBufferSize) {
+		t.Errorf("wrong size: %v", err)
+	}
+	other, _ := Open("h100", DefaultOptions())
+	ox, _ := other.Alloc(60)
+	if _, err := b.Run(s, []backends.Buffer{ox, bb}, ob); !errors.Is(err, backends.ErrForeignBuffer) {
+		t.Errorf("foreign buffer: %v", err)
+	}
+	if err := b.Supports(kernels.Spec{Op: kernels.Opaque, Params: kernels.Params{Name: "x"}}); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("opaque supported: %v", err)
+	}
+	if _, err := backends.Open("sim:nope"); !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("sim:nope: %v", err)
+	}
+}
+
+// durations runs s n times on a fresh device and returns the µs.
+func durations(t *testing.T, prof string, opt Options, s kernels.Spec, n int) ([]float64, []error) {
+	t.Helper()
+	d, err := Open(prof, opt.WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []backends.Buffer
+	for i := range s.In {
+		b, err := d.Alloc(s.InBytes(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, b)
+	}
+	out, _ := d.Alloc(s.OutBytes())
+	us := make([]float64, n)
+	errs := make([]error, n)
+	for i := range n {
+		tm, err := d.Run(s, in, out)
+		us[i], errs[i] = tm.Micros(), err
+	}
+	return us, errs
+}
+
+var rms = kernels.Spec{Op: kernels.RMSNorm, DType: kernels.F32, In: []kernels.Shape{{64, 4096}, {4096}}}
+
+func TestDeviceDeterministicAndCalibrated(t *testing.T) {
+	for _, p := range Profiles() {
+		a, _ := durations(t, p, DefaultOptions().WithSeed(3), rms, 4000)
+		b, _ := durations(t, p, DefaultOptions().WithSeed(3), rms, 4000)
+		c, _ := durations(t, p, DefaultOptions().WithSeed(4), rms, 4000)
+		if !equalF(a, b) || equalF(a, c) {
+			t.Errorf("%s: same seed must repeat, another must differ", p)
+		}
+		prof := MustProfile(p)
+		if w := a[0] / prof.BaseUs(rms); w < prof.WarmupFactor*0.5 {
+			t.Errorf("%s: first run %.1f× the base, warm-up %v", p, w, prof.WarmupFactor)
+		}
+		// Mean of the rest against MeanUs: tolerance 4 standard errors of
+		// the noise and spikes.
+		var sum float64
+		for _, v := range a[1:] {
+			sum += v
+		}
+		mean := sum / float64(len(a)-1)
+		sd := prof.MeanUs(rms) * math.Sqrt(math.Expm1(prof.Sigma*prof.Sigma)+prof.SpikeProb*prof.SpikeFactor*prof.SpikeFactor)
+		if tol := 4 * sd / math.Sqrt(float64(len(a)-1)); math.Abs(mean-prof.MeanUs(rms)) > tol+0.002 {
+			t.Errorf("%s: mean %.3f µs, model %.3f ± %.3f", p, mean, prof.MeanUs(rms), tol)
+		}
+	}
+}
+
+func equalF(a, b []float64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+func TestDeviceEvents(t *testing.T) {
+	base, _ := durations(t, "mi250", DefaultOptions(), rms, 20)
+	ev := []Event{
+		{At: 5, Kind: Throttle, Factor: 3},
+		{At: 8, Kind: TransientError, Span: 2},
+		{At: 12, Kind: Contention, Factor: 2, Span: 2},
+		{At: 16, Kind: DeviceLost},
+	}
+	got, errs := durations(t, "mi250", DefaultOptions().WithEvents(ev...), rms, 20)
+	for i := range 20 {
+		var want float64
+		var wantErr error
+		switch {
+		case i < 5:
+			want = base[i]
+		case i == 8 || i == 9:
+			wantErr = backends.ErrTransient
+		case i == 12 || i == 13:
+			want = base[i] * 6
+		case i >= 16:
+			wantErr = backends.ErrDeviceLost
+		default:
+			want = base[i] * 3
+		}
+		if wantErr != nil {
+			if !errors.Is(errs[i], wantErr) {
+				t.Errorf("op %d: error %v, want %v", i, errs[i], wantErr)
+			}
+			continue
+		}
+		// A failed op draws no noise, so later draws shift: compare the
+		// unshifted ops only.
+		if i < 8 && math.Abs(got[i]-want) > 1e-3*want {
+			t.Errorf("op %d: %v µs, want %v", i, got[i], want)
+		}
+		if errs[i] != nil {
+			t.Errorf("op %d: %v", i, errs[i])
+		}
+	}
+	d, _ := Open("rx7900xtx", DefaultOptions().WithEvents(Event{At: 0, Kind: OutOfMemory}))
+	if _, err := d.Alloc(16); !errors.Is(err, backends.ErrOutOfMemory) {
+		t.Errorf("scheduled OOM: %v", err)
+	}
+	d2, _ := Open("rx7900xtx", DefaultOptions())
+	if _, err := d2.Alloc(25 << 30); !errors.Is(err, backends.ErrOutOfMemory) {
+		t.Errorf("25 GiB on a 24 GiB device: %v", err)
+	}
+	if _, err := New(MustProfile("h100"), DefaultOptions().WithEvents(Event{Kind: Throttle})); !errors.Is(err, ErrInvalidEvent) {
+		t.Errorf("throttle without factor accepted: %v", err)
+	}
+	w, _ := Decode(Qwen25_05B, 1, 128, 10)
+	if _, err := NewEnv(w, []Arm{{Profile: MustProfile("h100"), Events: []Event{{Kind: DeviceLost}}}}, EnvOptions{}); !errors.Is(err, ErrInvalidEvent) {
+		t.Errorf("harness accepted a device-lost event: %v", err)
+	}
+}
+
+// drain reads a workload to its end.
+func drain(w Workload) []Op {
+	var ops []Op
+	for {
+		op, ok := w.Next()
+		if !ok {
+			return ops
+		}
+		ops = append(ops, op)
+	}
+}
+
+func TestWorkloadsDeterministic(t *testing.T) {
+	build := map[string]func(seed uint64) (Workload, error){
+		"decode":  func(uint64) (Workload, error) { return Decode(Llama3_8B, 16, 4000, 5000) },
+		"prefill": func(s uint64) (Workload, error) { return Prefill(Qwen25_05B, 5000, s) },
+		"mixed":   func(s uint64) (Workload, error) { return MixedServing(Llama32_1B, 20000, s, ServingOptions{}) },
+	}
+	for name, mk := range build {
+		w1, err := mk(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w2, _ := mk(1)
+		w3, _ := mk(2)
+		a, b, c := drain(w1), drain(w2), drain(w3)
+		if len(a) != len(b) || len(a) == 0 {
+			t.Fatalf("%s: %d and %d ops", name, len(a), len(b))
+		}
+		same := func(x, y []Op) bool {
+			for i := range x {
+				if specKey(x[i].Spec) != specKey(y[i].Spec) || x[i].Key != y[i].Key || x[i].Bucket != y[i].Bucket || x[i].ActBytes != y[i].ActBytes {
+					return false
+				}
+			}
+			return true
+		}
+		if !same(a, b) {
+			t.Errorf("%s: same seed, different streams", name)
+		}
+		if name != "decode" && same(a, c) {
+			t.Errorf("%s: seeds 1 and 2 give the same stream", name)
+		}
+		for i, op := range a {
+			if err := op.Spec.Validate(); err != nil {
+				t.Fatalf("%s op %d: %v", name, i, err)
+			}
+		}
+	}
+}
+
+func TestForwardPassShapes(t *testing.T) {
+	m := Llama3_8B
+	ops := m.forward(step{batch: 1, seq: 1, kv: 256})
+	if len(ops) != m.Layers*15+3 {
+		t.Fatalf("%d ops in a forward pass, want %d", len(ops), m.Layers*15+3)
+	}
+	// Layer 0: RMSNorm, Q (4096→4096), K and V (4096→1024: 8 KV heads × 128).
+	if s := ops[1].spec; s.Op != kernels.QuantizedMatMul || !s.In[1].Equal(kernels.Shape{4096, 4096}) || s.DType != kernels.Q4_0 {
+		t.Errorf("q projection %v", s)
+	}
+	if s := ops[2].spec; !s.In[1].Equal(kernels.Shape{1024, 4096}) {
+		t.Errorf("k projection %v", s)
+	}
+	if s := ops[6].spec; s.Op != kernels.Attention || !s.In[0].Equal(kernels.Shape{1, 32, 1, 128}) || !s.In[1].Equal(kernels.Shape{1, 8, 256, 128}) {
+		t.Errorf("attention %v", s)
+	}
+	if s := ops[11].spec; !s.In[1].Equal(kernels.Shape{14336, 4096}) {
+		t.Errorf("gate projection %v", s)
+	}
+	if s := ops[len(ops)-2].spec; !s.In[1].Equal(kernels.Shape{128256, 4096}) {
+		t.Errorf("lm head %v", s)
+	}
+	// Mixed serving varies the batch over time, within the capture sizes.
+	w, _ := MixedServing(Llama32_1B, 100000, 1, ServingOptions{})
+	batches := map[int]bool{}
+	for _, op := range drain(w) {
+		if op.Spec.Op == kernels.Attention {
+			q, kv := op.Spec.In[0], op.Spec.In[1]
+			if q[2] == 1 {
+				batches[q[0]] = true
+			}
+			if kv[2] < MinSeq || kv[2] > MaxSeq {
+				t.Fatalf("kv length %d", kv[2])
+			}
+		}
+	}
+	if len(batches) < 3 {
+		t.Errorf("decode batch sizes seen: %v, want a varying batch", batches)
+	}
+	for b := range batches {
+		if padBatch(b) != b {
+			t.Errorf("batch %d is not a capture size", b)
+		}
+	}
+	for _, bad := range []func() (Workload, error){
+		func() (Workload, error) { return Decode(Llama3_8B, 0, 128, 10) },
+		func() (Workload, error) { return Decode(Llama3_8B, 1, 9000, 10) },
+		func() (Workload, error) { return Prefill(Llama3_8B, 0, 1) },
+		func() (Workload, error) { return MixedServing(Llama3_8B, 10, 1, ServingOptions{Arrivals: -1}) },
+	} {
+		if _, err := bad(); !errors.Is(err, ErrInvalidWorkload) {
+			t.Errorf("bad workload accepted: %v", err)
+		}
+	}
+}
+
+func TestLoadTable(t *testing.T) {
+	f, err := os.Open("testdata/small.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := LoadTable(f, "small.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.Len() != 6 || strings.Join(tab.Backends(), ",") != "rocm,cpu" {
+		t.Fatalf("%d rows, backends %v", tab.Len(), tab.Backends())
+	}
+	// Zipf with s = 1 over 6 rows: row r drawn ∝ 1/(r+1).
+	w, err := tab.Workload(60000, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	ops := drain(w)
+	for _, op := range ops {
+		counts[specKey(op.Spec)]++
+	}
+	h := 1 + 1.0/2 + 1.0/3 + 1.0/4 + 1.0/5 + 1.0/6
+	for r, row := range tab.rows {
+		p := 1 / float64(r+1) / h
+		got := float64(counts[specKey(row.spec)]) / 60000
+		if math.Abs(got-p) > 4*math.Sqrt(p*(1-p)/60000) {
+			t.Errorf("row %d (%s) drawn %.4f, want %.4f", r, row.label, got, p)
+		}
+	}
+	if ops[0].Spec.Op == kernels.Opaque || tab.rows[5].spec.Op != kernels.Opaque || tab.rows[5].spec.Params.Bytes != 262144 {
+		t.Errorf("aten::cat must be opaque with its bytes: %v", tab.rows[5].spec)
+	}
+	// Durations are drawn around the measured means.
+	w2, _ := tab.Workload(60000, 1, 1)
+	env, err := NewEnv(w2, w2.Arms(), EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := env.Run(bandit.NewFixed(env.Arms(), 1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want float64
+	cpu := []float64{21000, 450, 2.5, 3, 900, 20}
+	for i, row := range tab.rows {
+		want += cpu[i] * float64(counts[specKey(row.spec)])
+	}
+	if math.Abs(r.TotalUs-want)/want > 0.02 {
+		t.Errorf("cpu total %.0f µs, measured means give %.0f", r.TotalUs, want)
+	}
+}
+
+func TestLoadTableErrors(t *testing.T) {
+	head := "op,shape,backend,mean_us,std_us,n\n"
+	cases := []struct{ csv, want string }{
+		{"op,shape,backend,mean_us,std_us,nope\n", "t.csv:1: unknown column \"nope\""},
+		{"op,shape,backend,mean_us,std_us\n", "t.csv:1: missing column \"n\""},
+		{head + "MatMul,2x3;3x4,gpu,10,1\n", "t.csv:2: 5 fields, want 6"},
+		{head + "Add,4;4,gpu,ten,1,3\n", "t.csv:2: mean_us \"ten\""},
+		{head + "Add,4;4,gpu,-3,1,3\n", "t.csv:2: mean_us \"-3\""},
+		{head + "Add,4;4,gpu,3,-1,3\n", "t.csv:2: std_us \"-1\""},
+		{head + "Add,4;4,gpu,3,1,0\n", "t.csv:2: n \"0\""},
+		{head + "MatMul,2x3;4x4,gpu,3,1,2\n", "t.csv:2: kernels: invalid spec"},
+		{head + "Add,4;4x,gpu,3,1,2\n", "t.csv:2: shape \"4;4x\""},
+		{head + "Add,4;4,gpu,3,1,2\n#c\nAdd,4;4,gpu,3,1,2\n", "t.csv:4: Add,4;4 on gpu measured again (first on line 2)"},
+		{head + "Add,4;4,,3,1,2\n", "t.csv:2: empty backend"},
+		{"", "t.csv: no header"},
+	}
+	for _, c := range cases {
+		_, err := LoadTable(strings.NewReader(c.csv), "t.csv")
+		if !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one containing %q", c.csv, err, c.want)
+		}
+	}
+	tab, err := LoadTable(strings.NewReader(head+"Add,4;4,gpu,3,,2\nAdd,8;8,cpu,3,,2\n"), "t.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.Workload(10, 1, 1); !errors.Is(err, ErrBadTable) {
+		t.Errorf("incomplete table made a workload: %v", err)
+	}
+}
+
+func FuzzLoadTable(f *testing.F) {
+	b, _ := os.ReadFile("testdata/small.csv")
+	f.Add(string(b))
+	f.Add("op,shape,backend,mean_us,std_us,n\nAttention,1x2x3x4;1x1x3x4;1x1x3x4,g,1,,1\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		tab, err := LoadTable(strings.NewReader(s), "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrBadTable) {
+				t.Fatalf("error %v does not wrap ErrBadTable", err)
+			}
+			return
+		}
+		for _, r := range tab.rows {
+			if err := r.spec.Validate(); err != nil {
+				t.Fatalf("accepted invalid spec %v: %v", r.spec, err)
+			}
+		}
+	})
+}
