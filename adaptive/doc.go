@@ -1,0 +1,50 @@
+// Package adaptive is adaptsched's scheduler: it places every op on the
+// backend that is fastest on this machine and learns as it runs
+// (DESIGN.md § The data path, § Priors, § Strategies and telemetry).
+//
+// Every op falls into a bucket: op × dtype × half-octave size class of its
+// work (BucketName, SizeClass). Each bucket runs a Thompson-sampling
+// bandit (package bandit) over the backends that support it. A new
+// bucket's prior comes from a static roofline cost model per backend
+// (dispatch + max(FLOPs / FLOP rate, bytes / bandwidth), with figures from
+// the backend's Info().Nominal, a start-up calibration for CPUs, or
+// documented defaults for GPUs), corrected by what neighbouring buckets of
+// the same op and backend have taught. Each backend's cost in a decision
+// includes the predicted transfer of the inputs it does not hold, from an
+// online latency + bandwidth model per link direction. Measured durations
+// update the posteriors; discounting and a CUSUM change detector keep them
+// current, and a hysteresis margin keeps a bucket on its incumbent unless
+// a challenger is clearly faster.
+//
+// A Scheduler is safe for concurrent use from many goroutines. Select and
+// Observe do not allocate once an op's shape has been seen: the shape is
+// hashed into a sharded cache that leads straight to the bucket, which has
+// its own mutex and random source. Telemetry (a Go snapshot) and
+// Collectors (Prometheus counters that a program registers itself) report
+// what it did; a zerolog logger in Config gets decisions at debug level
+// and switches and change alarms at info.
+//
+// NewThompson wraps the same bucket logic as a bandit.Policy ("thompson")
+// for the simulator's regret harness and for replay.
+//
+// # Usage
+//
+//	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}})
+//	if err != nil { ... }
+//	defer s.Close()
+//
+//	var res adaptive.Residency
+//	res.Add(adaptive.Host, spec.InBytes(0))        // activations in host memory
+//	res.Add(adaptive.Backend(1), spec.InBytes(1))  // weights already on the GPU
+//	d, err := s.Select(spec, res)
+//	if err != nil { ... }
+//	t, err := cfg.Backends[d.Backend].Run(spec, in, out)
+//	if err != nil {
+//		d, err = s.SelectExcept(spec, res, adaptive.Backend(d.Backend), adaptive.Fallback)
+//		...
+//	}
+//	s.Observe(d, t) // the kernel's measured duration
+//
+// Copies that the caller times go to ObserveTransfer, which refines the
+// link model.
+package adaptive

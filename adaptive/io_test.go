@@ -1,0 +1,343 @@
+package adaptive
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// TestTransfers checks DESIGN.md § Priors (transfers): each backend's
+// cost includes latency + bytes/bandwidth of the inputs it lacks, over the
+// nominal 20 µs, 25 GB/s link of the test GPU.
+func TestTransfers(t *testing.T) {
+	s := newTestScheduler(t, Config{Strategy: CPUPreferred, Seed: 1})
+	spec := matmul(64, 512, 512)
+	link := func(bytes float64) float64 { return 20 + bytes/25e3 }
+	a, w := float64(spec.InBytes(0)), float64(spec.InBytes(1))
+
+	var host Residency
+	host.Add(Host, spec.InBytes(0))
+	host.Add(0, spec.InBytes(1)) // 0 means host memory too
+	d, err := s.Select(spec, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := link(a) + link(w); math.Abs(d.Transfer[1]-want) > 1e-9 || d.Transfer[0] != 0 {
+		t.Errorf("host inputs: transfers %v, want [0 %v]", d.Transfer[:2], want)
+	}
+	// Means, not samples, under CPUPreferred: the estimate is the prior
+	// mean plus the transfer.
+	if want := 10 + 33554432/10000e3 + d.Transfer[1]; math.Abs(d.Estimates[1]/want-1) > 1e-9 {
+		t.Errorf("gpu estimate %v, want %v", d.Estimates[1], want)
+	}
+
+	var mixed Residency
+	mixed.Add(Host, spec.InBytes(0))
+	mixed.Add(Backend(1), spec.InBytes(1)) // weights on the GPU
+	d, _ = s.Select(spec, mixed)
+	if math.Abs(d.Transfer[1]-link(a)) > 1e-9 || math.Abs(d.Transfer[0]-link(w)) > 1e-9 {
+		t.Errorf("mixed: transfers %v, want [%v %v]", d.Transfer[:2], link(w), link(a))
+	}
+
+	// Automatic: 1 GiB of weights in host memory make the CPU cheaper
+	// (5.4 ms of compute against 43 ms of copying); on the GPU, the GPU.
+	s = newTestScheduler(t, Config{Seed: 2})
+	big := matmul(1, 16384, 16384)
+	var onHost, onGPU Residency
+	onHost.Add(Host, big.InBytes(1))
+	onGPU.Add(Backend(1), big.InBytes(1))
+	if d, _ := s.Select(big, onHost); d.Name != "cpu" {
+		t.Errorf("weights on host: chose %s (estimates %v)", d.Name, d.Estimates[:2])
+	}
+	if d, _ := s.Select(matmul(2, 16384, 16384), onGPU); d.Name != "gpu" {
+		t.Errorf("weights on gpu: chose %s (estimates %v)", d.Name, d.Estimates[:2])
+	}
+}
+
+// TestLinkModel checks that measured copies teach the link model a link
+// unlike its nominal figures: 8 µs latency, 12 GB/s, 3% noise. Tolerance:
+// predictions within 10% at 4 KiB and 64 MiB after 300 copies.
+func TestLinkModel(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	r := rand.New(rand.NewPCG(11, 12))
+	truth := func(bytes float64) float64 { return 8 + bytes/12e3 }
+	for range 300 {
+		bytes := math.Exp2(12 + 16*r.Float64())
+		if err := s.ObserveTransfer("gpu", true, int64(bytes), us(lognormal(r, truth(bytes), 0.03))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bytes := range []float64{4096, 64 << 20} {
+		got, want := s.PredictTransfer("gpu", true, int64(bytes)), truth(bytes)
+		if math.Abs(got/want-1) > 0.1 {
+			t.Errorf("%v bytes: predicted %.1f µs, want %.1f", bytes, got, want)
+		}
+	}
+	if got := s.PredictTransfer("gpu", false, 1<<20); math.Abs(got-(20+(1<<20)/25e3)) > 1e-9 {
+		t.Errorf("device→host untouched: %v", got)
+	}
+	for _, l := range s.Telemetry().Links {
+		if l.ToDevice && (l.Copies != 300 || math.Abs(l.GBps/12-1) > 0.1) {
+			t.Errorf("link telemetry %+v, want 300 copies at about 12 GB/s", l)
+		}
+	}
+	if err := s.ObserveTransfer("cpu", true, 1, us(1)); !errors.Is(err, ErrUnknownBackend) {
+		t.Errorf("cpu link: %v", err)
+	}
+	if err := s.ObserveTransfer("gpu", true, 0, us(1)); !errors.Is(err, ErrBadTiming) {
+		t.Errorf("zero bytes: %v", err)
+	}
+}
+
+// TestObserveErrors checks bad input to Observe.
+func TestObserveErrors(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	other := newTestScheduler(t, Config{})
+	d, err := s.Select(matmul(8, 8, 8), Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range []backends.Timing{{}, us(-1), us(2e12)} {
+		if err := s.Observe(d, tm); !errors.Is(err, ErrBadTiming) {
+			t.Errorf("%v: %v", tm.Duration, err)
+		}
+	}
+	if err := other.Observe(d, us(1)); !errors.Is(err, ErrForeignDecision) {
+		t.Errorf("foreign: %v", err)
+	}
+	if err := s.Observe(Decision{}, us(1)); !errors.Is(err, ErrForeignDecision) {
+		t.Errorf("zero decision: %v", err)
+	}
+	s.Close()
+	if _, err := s.Select(matmul(8, 8, 8), Residency{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+}
+
+// TestStore checks the warm start and write-through of DESIGN.md §
+// Persistence: a stored posterior is the arm's starting point, and every
+// Observe hands the updated posterior to the store.
+func TestStore(t *testing.T) {
+	st := &memStore{}
+	stored := bandit.NewPrior(7, 50, 0.1) // 50 pseudo-observations at 7 µs
+	st.Put(history.Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}, stored)
+	s := newTestScheduler(t, Config{Store: st, Seed: 4})
+	spec := matmul(64, 512, 512)
+	d, err := s.Select(spec, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "gpu" || d.Reason == Prior {
+		t.Errorf("warm bucket: %s %v, want gpu with data", d.Name, d.Reason)
+	}
+	if got := s.Telemetry().Buckets[0].Arms[1].MeanUs; math.Abs(got/7-1) > 1e-9 {
+		t.Errorf("warm mean %v µs, want 7", got)
+	}
+	if err := s.Observe(d, us(9)); err != nil {
+		t.Fatal(err)
+	}
+	p := st.m[history.Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}]
+	if st.puts != 2 || !(p.Kappa > stored.Kappa*0.99) || p.Mu <= stored.Mu {
+		t.Errorf("store after Observe: %d puts, %+v", st.puts, p)
+	}
+}
+
+// TestTelemetryAndCollectors checks the counters against a tally kept here
+// and the Prometheus collectors against the snapshot.
+func TestTelemetryAndCollectors(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 9})
+	r := rand.New(rand.NewPCG(9, 10))
+	var ops [2]int64
+	var total [2]float64
+	specs := []kernels.Spec{matmul(1, 512, 512), matmul(64, 512, 512), matmul(512, 512, 512)}
+	for i := range 300 {
+		d, err := s.Select(specs[i%3], Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := math.Round(lognormal(r, []float64{50, 20}[d.Backend], 0.3))
+		ops[d.Backend]++
+		total[d.Backend] += x
+		if err := s.Observe(d, us(x)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tel := s.Telemetry()
+	if tel.Decisions != 300 || len(tel.Buckets) != 3 {
+		t.Fatalf("decisions %d, buckets %d", tel.Decisions, len(tel.Buckets))
+	}
+	for a, b := range tel.Backends {
+		if b.Ops != ops[a] || b.Decisions != ops[a] || math.Abs(b.Time.Seconds()*1e6-total[a]) > 1e-3 {
+			t.Errorf("%s: %+v, want %d ops, %v µs", b.Name, b, ops[a], total[a])
+		}
+	}
+	var sum int64
+	for _, n := range tel.Reasons {
+		sum += n
+	}
+	if sum != 300 {
+		t.Errorf("reasons %v sum to %d", tel.Reasons, sum)
+	}
+	for _, b := range tel.Buckets {
+		for _, a := range b.Arms {
+			if !(a.Lo90Us < a.MeanUs && a.MeanUs < a.Hi90Us) {
+				t.Errorf("%s/%s: interval [%v, %v] around %v", b.Name, a.Backend, a.Lo90Us, a.Hi90Us, a.MeanUs)
+			}
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	for a, b := range tel.Backends {
+		want := map[string]float64{
+			"adaptsched_ops_total/":          float64(ops[a]),
+			"adaptsched_op_seconds_total/":   total[a] * 1e-6,
+			"adaptsched_switches_total/":     float64(b.Switches),
+			"adaptsched_explorations_total/": float64(b.Explorations),
+		}
+		for k, v := range want {
+			if g := got[k+b.Name]; math.Abs(g-v) > 1e-9 {
+				t.Errorf("%s%s = %v, want %v", k, b.Name, g, v)
+			}
+		}
+	}
+}
+
+// TestInterval checks the 90% credible interval against a Monte Carlo of
+// the Normal-Gamma posterior (τ ~ Gamma(α, β), μ ~ N(Mu, 1/(κτ))).
+// Tolerance: 2% on each end with 200,000 draws.
+func TestInterval(t *testing.T) {
+	p := bandit.NormalGamma{Mu: 4, Kappa: 6, Alpha: 4, Beta: 0.3}
+	r := rand.New(rand.NewPCG(13, 14))
+	g := distuv.Gamma{Alpha: p.Alpha, Beta: p.Beta, Src: r}
+	const n = 200000
+	xs := make([]float64, n)
+	for i := range xs {
+		tau := g.Rand()
+		xs[i] = math.Exp(p.Mu + r.NormFloat64()/math.Sqrt(p.Kappa*tau) + p.Variance()/2)
+	}
+	sort.Float64s(xs)
+	lo, hi := interval(p)
+	if math.Abs(lo/xs[n/20]-1) > 0.02 || math.Abs(hi/xs[n-n/20]-1) > 0.02 {
+		t.Errorf("interval [%v, %v], Monte Carlo [%v, %v]", lo, hi, xs[n/20], xs[n-n/20])
+	}
+}
+
+// TestConcurrent runs Select/Observe from many goroutines on shared and
+// private buckets (run it with -race) and checks that no observation is
+// lost.
+func TestConcurrent(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 10, Shards: 4})
+	const workers, iters = 8, 1000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := range iters {
+				spec := matmul(1+i%37, 64, 64+w%2)
+				var res Residency
+				res.Add(Host, spec.InBytes(0))
+				d, err := s.Select(spec, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Observe(d, us(1+r.Float64()*100)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 0 {
+					_ = s.Telemetry()
+					_ = s.ObserveTransfer("gpu", true, 4096, us(10))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	tel := s.Telemetry()
+	var ops int64
+	for _, b := range tel.Backends {
+		ops += b.Ops
+	}
+	if ops != workers*iters || tel.Decisions != workers*iters {
+		t.Errorf("ops %d, decisions %d, want %d", ops, tel.Decisions, workers*iters)
+	}
+}
+
+// TestCalibration checks the CPU calibration against a fake whose kernels
+// take 4 µs + FLOPs at 50 GFLOP/s, and its caches (memory, then file).
+func TestCalibration(t *testing.T) {
+	resetCalibCache := func() {
+		calibCache.Lock()
+		calibCache.m = map[string]backends.Nominal{}
+		calibCache.Unlock()
+	}
+	resetCalibCache()
+	t.Cleanup(resetCalibCache)
+	file := filepath.Join(t.TempDir(), "cal.json")
+	f := newFake("cpu", backends.CPU, backends.Nominal{})
+	n, err := calibrateCPU(f, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(n.GFLOPS/50-1) > 1e-4 || math.Abs(n.DispatchUs-4) > 1e-3 || !(n.MemGBps > 0) {
+		t.Errorf("calibrated %+v, want 50 GFLOP/s, 4 µs", n)
+	}
+	if f.runs.Load() == 0 {
+		t.Fatal("calibration ran nothing")
+	}
+	resetCalibCache()
+	g := newFake("cpu", backends.CPU, backends.Nominal{})
+	if m, err := calibrateCPU(g, file); err != nil || m != n || g.runs.Load() != 0 {
+		t.Errorf("from file: %+v %v after %d runs, want %+v without running", m, err, g.runs.Load(), n)
+	}
+	if m, _ := calibrateCPU(g, ""); m != n || g.runs.Load() != 0 {
+		t.Errorf("from memory: %+v after %d runs", m, g.runs.Load())
+	}
+	if err := os.WriteFile(file, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resetCalibCache()
+	if _, err := calibrateCPU(g, file); err != nil || g.runs.Load() == 0 {
+		t.Errorf("corrupt file: %v, %d runs, want a new measurement", err, g.runs.Load())
+	}
+
+	// New calibrates a CPU with zero figures and builds its priors from
+	// them: dispatch + FLOPs / 50 GFLOP/s for a compute-bound matmul.
+	resetCalibCache()
+	s, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, backends.Nominal{})}, CalibrationFile: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Select(matmul(64, 512, 512), Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Telemetry().Buckets[0].Arms[0].MeanUs, 4+33554432/50e3; math.Abs(got/want-1) > 1e-3 {
+		t.Errorf("calibrated prior %v µs, want %v", got, want)
+	}
+}

@@ -1,0 +1,563 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Config configures a Scheduler. Zero fields take the defaults that
+// validate fills in (DESIGN.md § Priors, § Strategies and telemetry).
+type Config struct {
+	// Backends are the backends to choose among, 1 to MaxBackends, with
+	// distinct Info().Name. The Scheduler calls only Info and Supports
+	// (Supports once per distinct op shape), and Alloc/Write/Run/Read for
+	// a CPU calibration; it never closes them.
+	Backends []backends.Backend
+	// Strategy picks the backend; the zero value is Automatic.
+	Strategy Strategy
+	// Bandit is the bandit's tuning (hysteresis, discount γ per
+	// observation of a bucket, prior strength in pseudo-observations,
+	// spread of ln µs, CUSUM in standard deviations); zero fields take
+	// bandit's defaults.
+	Bandit bandit.Config
+	// Store, when not nil, warm-starts the posteriors (loaded in New,
+	// keyed by backend name and BucketName) and receives every updated
+	// posterior (Put after each Observe). The Scheduler does not close it.
+	Store history.Store
+	// Logger receives decisions at debug level, incumbent switches and
+	// change alarms at info. The zero value, like zerolog.Nop(), logs
+	// nothing.
+	Logger zerolog.Logger
+	// Now is the clock of telemetry timestamps; nil means time.Now.
+	// Calibration times hardware with the real monotonic clock.
+	Now func() time.Time
+	// Seed seeds every bucket's random source (each bucket's PCG stream is
+	// Seed and the hash of the bucket's name), so runs replay exactly.
+	Seed uint64
+	// Shards is the number of shards of the shape→bucket cache, a power of
+	// two; 0 means the smallest power of two ≥ 4·GOMAXPROCS (at least 8).
+	Shards int
+	// NoCalibration skips the start-up calibration of CPU backends whose
+	// Nominal figures are zero: they take the documented CPU defaults
+	// (100 GFLOP/s, 20 GB/s, 1 µs dispatch).
+	NoCalibration bool
+	// CalibrationFile caches CPU calibrations across runs, keyed by CPU
+	// model, arch, library and threads. "" means
+	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" keeps them in
+	// memory only.
+	CalibrationFile string
+}
+
+// validate fills the defaults and rejects impossible values.
+func (c *Config) validate() error {
+	if len(c.Backends) == 0 || len(c.Backends) > MaxBackends {
+		return fmt.Errorf("%w: %d backends, want 1 to %d", ErrConfig, len(c.Backends), MaxBackends)
+	}
+	seen := map[string]bool{}
+	for i, b := range c.Backends {
+		if b == nil {
+			return fmt.Errorf("%w: backend %d is nil", ErrConfig, i)
+		}
+		name := b.Info().Name
+		if name == "" || seen[name] {
+			return fmt.Errorf("%w: backend %d name %q is empty or repeated", ErrConfig, i, name)
+		}
+		seen[name] = true
+	}
+	if c.Strategy.kind > only {
+		return fmt.Errorf("%w: unknown strategy %v", ErrConfig, c.Strategy)
+	}
+	if c.Strategy.kind == only && !seen[c.Strategy.name] {
+		return fmt.Errorf("%w: %v names no configured backend", ErrConfig, c.Strategy)
+	}
+	if err := c.Bandit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Shards < 0 || c.Shards&(c.Shards-1) != 0 {
+		return fmt.Errorf("%w: Shards %d is not a power of two", ErrConfig, c.Shards)
+	}
+	if c.Shards == 0 {
+		c.Shards = max(8, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
+	}
+	if c.CalibrationFile == "" {
+		c.CalibrationFile = defaultCalibrationFile()
+	} else if c.CalibrationFile == "-" {
+		c.CalibrationFile = ""
+	}
+	return nil
+}
+
+// maxShapes bounds each shard's shape cache: past it the shard starts
+// over (a decode loop whose KV length grows makes a new shape per step;
+// the buckets themselves are kept).
+const maxShapes = 1 << 14
+
+// shard is one slice of the shape→bucket cache, padded to its own cache
+// lines.
+type shard struct {
+	mu sync.RWMutex
+	m  map[shapeKey]entry
+	_  [96]byte
+}
+
+// entry is a cached shape: its bucket and the backends that support it.
+type entry struct {
+	b       *bucket
+	capable Mask
+}
+
+// Scheduler places ops on backends (DESIGN.md § The data path). Select,
+// SelectExcept, Observe, ObserveTransfer, Telemetry and the collectors
+// are safe for concurrent use from many goroutines: buckets are found
+// through a sharded cache with a read lock per shard, and each bucket has
+// its own mutex and random source; no lock is global on the hot path.
+type Scheduler struct {
+	cfg    Config
+	e      *engine
+	n      int
+	names  [MaxBackends]string
+	kinds  [MaxBackends]backends.Kind
+	gpus   Mask                       // GPU backends
+	shared Mask                       // backends that read host memory directly
+	only   int                        // Only's backend index
+	links  [MaxBackends][2]*linkModel // [toDevice, toHost]; nil for shared-memory backends
+	log    zerolog.Logger
+
+	shards    []shard
+	shardMask uint64
+
+	regMu   sync.Mutex
+	byKey   map[bucketKey]*bucket
+	buckets []*bucket // by BucketID
+	loaded  map[history.Key]bandit.NormalGamma
+
+	closed atomic.Bool
+}
+
+// New validates cfg, settles each backend's cost-model figures
+// (calibrating CPUs with unknown figures), and loads the store.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[bucketKey]*bucket{}}
+	models := make([]roofline, s.n)
+	for i, b := range cfg.Backends {
+		info := b.Info()
+		s.names[i], s.kinds[i] = info.Name, info.Kind
+		if info.Kind == backends.GPU {
+			s.gpus |= Backend(i)
+		}
+		if info.SharedMemory || info.Kind == backends.CPU {
+			s.shared |= Backend(i)
+		}
+		if cfg.Strategy.kind == only && cfg.Strategy.name == info.Name {
+			s.only = i
+		}
+		nom, err := s.figures(b, info)
+		if err != nil {
+			return nil, err
+		}
+		models[i] = newRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
+		if !s.shared.Has(i) {
+			s.links[i] = [2]*linkModel{newLink(nom.LinkLatencyUs, nom.LinkGBps), newLink(nom.LinkLatencyUs, nom.LinkGBps)}
+		}
+		s.log.Info().Str("backend", info.Name).Str("kind", info.Kind.String()).
+			Float64("gflops", nom.GFLOPS).Float64("mem_gbps", nom.MemGBps).
+			Float64("dispatch_us", nom.DispatchUs).Msg("adaptive: backend figures")
+	}
+	s.e = newEngine(cfg.Bandit, models, cfg.Seed)
+	s.shards = make([]shard, cfg.Shards)
+	for i := range s.shards {
+		s.shards[i].m = map[shapeKey]entry{}
+	}
+	s.shardMask = uint64(cfg.Shards - 1)
+	if cfg.Store != nil {
+		s.loaded = map[history.Key]bandit.NormalGamma{}
+		err := cfg.Store.Load(func(k history.Key, p bandit.NormalGamma) { s.loaded[k] = p })
+		if err != nil {
+			return nil, fmt.Errorf("adaptive: loading posteriors: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// figures returns the backend's cost-model figures: its Nominal, with
+// zero figures calibrated (CPUs) or defaulted.
+func (s *Scheduler) figures(b backends.Backend, info backends.Info) (backends.Nominal, error) {
+	nom := info.Nominal
+	if info.Kind == backends.GPU {
+		return fillNominal(nom, defaultGPU), nil
+	}
+	if nom.GFLOPS > 0 && nom.MemGBps > 0 && nom.DispatchUs > 0 || s.cfg.NoCalibration {
+		return fillNominal(nom, defaultCPU), nil
+	}
+	cal, err := calibrateCPU(b, s.cfg.CalibrationFile)
+	if err != nil {
+		s.log.Warn().Err(err).Str("backend", info.Name).Msg("adaptive: calibration failed; using default CPU figures")
+		cal = defaultCPU
+	}
+	return fillNominal(nom, cal), nil
+}
+
+// Decision is the Scheduler's choice for one op: which backend, in which
+// bucket, why, and what each backend was estimated to cost. It is a value
+// (fixed arrays, no allocation); hand it back to Observe with the
+// measured timing.
+type Decision struct {
+	Backend int    // index into Config.Backends
+	Name    string // the backend's Info().Name
+	Bucket  BucketID
+	Reason  Reason
+	// Estimates[i] is backend i's cost in µs as the decision saw it: the
+	// Thompson sample (or posterior mean, for strategies that do not
+	// sample) plus the predicted transfer of its non-resident inputs; NaN
+	// for a backend that was not a candidate or is not configured.
+	Estimates [MaxBackends]float64
+	// Transfer[i] is the predicted transfer in µs included in
+	// Estimates[i].
+	Transfer [MaxBackends]float64
+
+	b *bucket
+	s *Scheduler
+}
+
+// Select chooses the backend for spec given where its inputs are. It is
+// SelectExcept with nothing excluded.
+func (s *Scheduler) Select(spec kernels.Spec, res Residency) (Decision, error) {
+	return s.SelectExcept(spec, res, 0, 0)
+}
+
+// SelectExcept chooses the backend for spec among those not in exclude:
+// the Executor's retry after a backend ran out of memory or failed. why,
+// when MemoryConstraint or Fallback and exclude is not empty, becomes the
+// decision's Reason. An invalid spec returns Validate's error; an op that
+// no allowed backend can run returns an error wrapping ErrNoBackend. It
+// does not allocate once the op's shape has been seen, and is safe for
+// concurrent use.
+func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask, why Reason) (Decision, error) {
+	if s.closed.Load() {
+		return Decision{}, ErrClosed
+	}
+	k, ok := shapeKeyOf(&spec)
+	var ent entry
+	if ok {
+		sh := &s.shards[k.hash()&s.shardMask]
+		sh.mu.RLock()
+		ent, ok = sh.m[k]
+		sh.mu.RUnlock()
+		if !ok {
+			var err error
+			if ent, err = s.miss(spec, sh, k); err != nil {
+				return Decision{}, err
+			}
+		}
+	} else {
+		var err error
+		if ent, err = s.miss(spec, nil, k); err != nil {
+			return Decision{}, err
+		}
+	}
+	allowed := ent.capable &^ exclude
+	if allowed == 0 || s.only >= 0 && !allowed.Has(s.only) {
+		return Decision{}, s.noBackend(spec, ent.capable, exclude)
+	}
+	b := ent.b
+	d := Decision{Bucket: b.id, b: b, s: s}
+	var extra *[MaxBackends]float64
+	if res.N > 0 && s.transfers(&res, allowed, &d.Transfer) {
+		extra = &d.Transfer
+	}
+	b.mu.Lock()
+	c := s.decide(b, allowed, extra, &d.Estimates)
+	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
+		c.reason = why
+	}
+	b.record(c.arm, c.reason, c.switched)
+	b.mu.Unlock()
+	for i := s.n; i < MaxBackends; i++ {
+		d.Estimates[i] = math.NaN()
+	}
+	d.Backend, d.Name, d.Reason = c.arm, s.names[c.arm], c.reason
+	if c.switched {
+		s.log.Info().Str("bucket", b.name).Str("to", d.Name).Msg("adaptive: incumbent switched")
+	}
+	if ev := s.log.Debug(); ev != nil {
+		ev.Str("bucket", b.name).Str("backend", d.Name).Str("reason", d.Reason.String()).
+			Floats64("estimates_us", d.Estimates[:s.n]).Msg("adaptive: decision")
+	}
+	return d, nil
+}
+
+// decide applies the strategy (b.mu held).
+func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]float64) choice {
+	var pref Mask
+	switch s.cfg.Strategy.kind {
+	case only:
+		s.e.means(b, allowed, extra, est)
+		return choice{arm: s.only, reason: UserPreference}
+	case gpuPreferred:
+		pref = s.gpus
+	case cpuPreferred:
+		pref = ^s.gpus
+	default:
+		return s.e.choose(b, allowed, extra, est)
+	}
+	if p := allowed & pref; p != 0 {
+		s.e.means(b, allowed, extra, est)
+		return choice{arm: lowest(p), reason: UserPreference}
+	}
+	c := s.e.choose(b, allowed, extra, est)
+	c.reason = Unsupported
+	if s.cfg.Strategy.kind == gpuPreferred && s.gpus == 0 {
+		c.reason = GPUUnavailable
+	}
+	return c
+}
+
+// transfers adds each allowed backend's predicted transfer of the inputs
+// it lacks into t (µs) and reports whether any is charged. Data on a GPU
+// reaches a shared-memory backend through that GPU's device→host link,
+// and another GPU through host memory (both links).
+func (s *Scheduler) transfers(res *Residency, allowed Mask, t *[MaxBackends]float64) bool {
+	any := false
+	for i := range min(res.N, MaxInputs) {
+		in := res.Inputs[i]
+		if in.Bytes <= 0 {
+			continue
+		}
+		on := in.On
+		if on == 0 {
+			on = Host
+		}
+		bytes := float64(in.Bytes)
+		toHost := 0.0
+		if on&(Host|s.shared) == 0 {
+			g := bits.TrailingZeros16(uint16(on))
+			if g < s.n && s.links[g][1] != nil {
+				toHost = s.links[g][1].predict(bytes)
+			}
+		}
+		for a := range s.n {
+			if !allowed.Has(a) || on.Has(a) {
+				continue
+			}
+			c := toHost
+			if !s.shared.Has(a) {
+				c += s.links[a][0].predict(bytes)
+			}
+			if c > 0 {
+				t[a] += c
+				any = true
+			}
+		}
+	}
+	return any
+}
+
+// miss handles a shape not in the cache: validate the spec, find or make
+// its bucket, ask every backend whether it supports the shape, and cache
+// the answer in sh (nil: a shape the cache cannot key).
+func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k shapeKey) (entry, error) {
+	if err := spec.Validate(); err != nil {
+		return entry{}, err
+	}
+	var capable Mask
+	for i, be := range s.cfg.Backends {
+		if be.Supports(spec) == nil {
+			capable |= Backend(i)
+		}
+	}
+	ent := entry{b: s.bucketFor(spec), capable: capable}
+	if sh == nil {
+		return ent, nil
+	}
+	sh.mu.Lock()
+	if len(sh.m) >= maxShapes {
+		sh.m = map[shapeKey]entry{}
+	}
+	sh.m[k] = ent
+	sh.mu.Unlock()
+	return ent, nil
+}
+
+// bucketFor returns spec's bucket, creating it (with priors and any stored
+// posteriors) on first sight.
+func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
+	key := bucketKeyOf(spec)
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if b := s.byKey[key]; b != nil {
+		return b
+	}
+	w := spec.Work()
+	name := key.String()
+	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.family(), int(key.class), float64(w.FLOPs), float64(w.Bytes()))
+	for a := range s.n {
+		if p, ok := s.loaded[history.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+			b.warm(a, p)
+		}
+	}
+	s.byKey[key] = b
+	s.buckets = append(s.buckets, b)
+	return b
+}
+
+// validPosterior reports whether a stored posterior can be used.
+func validPosterior(p bandit.NormalGamma) bool {
+	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	return ok(p.Mu) && ok(p.Kappa) && ok(p.Alpha) && ok(p.Beta) && p.Kappa > 0 && p.Alpha > 0 && p.Beta > 0
+}
+
+// noBackend builds the ErrNoBackend error: each backend's reason.
+func (s *Scheduler) noBackend(spec kernels.Spec, capable, exclude Mask) error {
+	var why []string
+	for i, b := range s.cfg.Backends {
+		switch {
+		case s.only >= 0 && i != s.only:
+			continue
+		case exclude.Has(i):
+			why = append(why, s.names[i]+": excluded")
+		case !capable.Has(i):
+			why = append(why, fmt.Sprintf("%s: %v", s.names[i], b.Supports(spec)))
+		}
+	}
+	return fmt.Errorf("%w: %v (%s)", ErrNoBackend, spec, strings.Join(why, "; "))
+}
+
+// maxObservedUs bounds a credible duration (about 11.6 days).
+const maxObservedUs = 1e12
+
+// Observe folds the measured compute duration of a decision's op into its
+// bucket's posterior (transfers go to ObserveTransfer) and hands the
+// posterior to the store. It does not allocate and is safe for concurrent
+// use. It returns ErrForeignDecision for a decision this Scheduler did not
+// make and ErrBadTiming for a non-positive or absurd duration.
+func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
+	if d.s != s || d.b == nil || d.Backend < 0 || d.Backend >= s.n {
+		return ErrForeignDecision
+	}
+	us := t.Micros()
+	if !(us > 0 && us < maxObservedUs) {
+		return fmt.Errorf("%w: %v on %s", ErrBadTiming, t.Duration, d.Name)
+	}
+	b := d.b
+	b.mu.Lock()
+	alarm := s.e.observe(b, d.Backend, us)
+	p := b.bb.Arms[d.Backend]
+	b.mu.Unlock()
+	if s.cfg.Store != nil {
+		s.cfg.Store.Put(history.Key{Backend: s.names[d.Backend], Bucket: b.name}, p)
+	}
+	if alarm {
+		s.log.Info().Str("bucket", b.name).Str("backend", d.Name).Float64("us", us).
+			Float64("mean_us", p.MeanUs()).Msg("adaptive: change alarm; posterior widened")
+	}
+	return nil
+}
+
+// ObserveTransfer folds one measured copy of bytes over backend's link
+// (toDevice: host→device, else device→host) into the link model. It
+// returns an error wrapping ErrUnknownBackend for a name that is not a
+// configured backend with a link (shared-memory backends have none), and
+// ErrBadTiming for a non-positive duration or byte count.
+func (s *Scheduler) ObserveTransfer(backend string, toDevice bool, bytes int64, t backends.Timing) error {
+	i := s.index(backend)
+	if i < 0 || s.links[i][0] == nil {
+		return fmt.Errorf("%w: %q has no host link", ErrUnknownBackend, backend)
+	}
+	us := t.Micros()
+	if bytes <= 0 || !(us > 0 && us < maxObservedUs) {
+		return fmt.Errorf("%w: %d bytes in %v", ErrBadTiming, bytes, t.Duration)
+	}
+	dir := 1
+	if toDevice {
+		dir = 0
+	}
+	s.links[i][dir].observe(float64(bytes), us)
+	return nil
+}
+
+// index returns the index of the backend called name, or −1.
+func (s *Scheduler) index(name string) int {
+	for i := range s.n {
+		if s.names[i] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Backends returns the configured backends' names in Config order. The
+// caller owns the returned slice.
+func (s *Scheduler) Backends() []string { return append([]string(nil), s.names[:s.n]...) }
+
+// BucketName returns the stable name of bucket id, or "" for an id this
+// Scheduler has not assigned.
+func (s *Scheduler) BucketName(id BucketID) string {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if int(id) >= len(s.buckets) {
+		return ""
+	}
+	return s.buckets[id].name
+}
+
+// PredictTransfer returns the link model's current prediction, in µs, of
+// moving bytes over backend's link in one direction; 0 for a shared-memory
+// backend, −1 for an unknown name.
+func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) float64 {
+	i := s.index(backend)
+	switch {
+	case i < 0:
+		return -1
+	case s.links[i][0] == nil:
+		return 0
+	case toDevice:
+		return s.links[i][0].predict(float64(bytes))
+	}
+	return s.links[i][1].predict(float64(bytes))
+}
+
+// Close stops the Scheduler: later Selects fail with ErrClosed. It hands
+// every bucket's posteriors to the store one last time (the store's own
+// Close flushes them; the Scheduler does not close it). Close is
+// idempotent.
+func (s *Scheduler) Close() error {
+	if s.closed.Swap(true) || s.cfg.Store == nil {
+		return nil
+	}
+	for _, b := range s.snapshotBuckets() {
+		b.mu.Lock()
+		for a := range s.n {
+			if b.seen.Has(a) {
+				s.cfg.Store.Put(history.Key{Backend: s.names[a], Bucket: b.name}, b.bb.Arms[a])
+			}
+		}
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// snapshotBuckets returns the buckets made so far.
+func (s *Scheduler) snapshotBuckets() []*bucket {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	return append([]*bucket(nil), s.buckets...)
+}

@@ -1,0 +1,189 @@
+package adaptive
+
+import (
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+)
+
+// Telemetry is a snapshot of what the Scheduler did and learned (DESIGN.md
+// § Strategies and telemetry). The caller owns it.
+type Telemetry struct {
+	At       time.Time // Config.Now at the snapshot
+	Backends []BackendTelemetry
+	Buckets  []BucketTelemetry // in BucketID order
+	Links    []LinkTelemetry   // one per direction of each backend with a link
+	// Decisions counts Selects; Reasons counts them by reason.
+	Decisions int64
+	Reasons   map[Reason]int64
+	// ExplorationShare is the fraction of decisions whose reason was
+	// Explore (0 with no decisions).
+	ExplorationShare float64
+}
+
+// BackendTelemetry is one backend's totals.
+type BackendTelemetry struct {
+	Name         string
+	Kind         backends.Kind
+	Decisions    int64         // ops Select placed here
+	Ops          int64         // ops observed here (Observe)
+	Time         time.Duration // total observed compute time
+	Switches     int64         // incumbent switches to this backend
+	Explorations int64         // decisions here with reason Explore
+}
+
+// BucketTelemetry summarises one bucket.
+type BucketTelemetry struct {
+	Name         string
+	Incumbent    string // "" before the first bandit choice
+	Switches     int64
+	Alarms       int64 // change alarms
+	Observations int64 // in this process
+	Arms         []ArmTelemetry
+}
+
+// ArmTelemetry is one backend's posterior in a bucket: the expected
+// duration exp(μ + E[σ²]/2) in µs with a 90% credible interval from μ's
+// Student-t marginal, and the observations behind it.
+type ArmTelemetry struct {
+	Backend        string
+	MeanUs         float64
+	Lo90Us, Hi90Us float64
+	N              int64   // observations in this process
+	Evidence       float64 // κ − κ0: pseudo-observations after discounting (stored ones included)
+}
+
+// LinkTelemetry is one link direction's current transfer model.
+type LinkTelemetry struct {
+	Backend   string
+	ToDevice  bool
+	LatencyUs float64
+	GBps      float64
+	Copies    int64 // copies observed
+}
+
+// interval returns the 90% credible interval of the expected duration
+// exp(μ + E[σ²]/2) in µs: μ's marginal posterior is Student-t with 2α
+// degrees of freedom, location Mu and scale √(β/(ακ)).
+func interval(p bandit.NormalGamma) (lo, hi float64) {
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 2 * p.Alpha}
+	q := t.Quantile(0.95) * math.Sqrt(p.Beta/(p.Alpha*p.Kappa))
+	c := p.Mu + p.Variance()/2
+	return math.Exp(c - q), math.Exp(c + q)
+}
+
+// Telemetry returns a snapshot. It locks each bucket briefly in turn, so it
+// may run beside Select and Observe.
+func (s *Scheduler) Telemetry() Telemetry {
+	t := Telemetry{At: s.cfg.Now(), Reasons: map[Reason]int64{}}
+	t.Backends = make([]BackendTelemetry, s.n)
+	for a := range s.n {
+		t.Backends[a] = BackendTelemetry{Name: s.names[a], Kind: s.kinds[a]}
+	}
+	var reasons [numReasons]int64
+	for _, b := range s.snapshotBuckets() {
+		b.mu.Lock()
+		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms), Observations: b.obs}
+		if inc := b.bb.Incumbent; inc >= 0 {
+			bt.Incumbent = s.names[inc]
+		}
+		for a := range s.n {
+			p := b.bb.Arms[a]
+			lo, hi := interval(p)
+			bt.Arms = append(bt.Arms, ArmTelemetry{
+				Backend: s.names[a], MeanUs: p.MeanUs(), Lo90Us: lo, Hi90Us: hi,
+				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa,
+			})
+			bk := &t.Backends[a]
+			bk.Decisions += b.per[a].decisions
+			bk.Ops += b.per[a].ops
+			bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
+			bk.Switches += b.per[a].switchesTo
+			bk.Explorations += b.per[a].explorations
+		}
+		for r := range reasons {
+			reasons[r] += b.reasons[r]
+		}
+		b.mu.Unlock()
+		t.Buckets = append(t.Buckets, bt)
+	}
+	for r := UserPreference; r < numReasons; r++ {
+		if reasons[r] > 0 {
+			t.Reasons[r] = reasons[r]
+		}
+		t.Decisions += reasons[r]
+	}
+	if t.Decisions > 0 {
+		t.ExplorationShare = float64(reasons[Explore]) / float64(t.Decisions)
+	}
+	for a := range s.n {
+		for dir, l := range s.links[a] {
+			if l == nil {
+				continue
+			}
+			lat, gbps := l.figures()
+			l.mu.Lock()
+			n := l.n
+			l.mu.Unlock()
+			t.Links = append(t.Links, LinkTelemetry{Backend: s.names[a], ToDevice: dir == 0, LatencyUs: lat, GBps: gbps, Copies: n})
+		}
+	}
+	return t
+}
+
+// collector is one Prometheus counter family per backend, summed over the
+// buckets at scrape time: the hot path only bumps plain fields under the
+// bucket's lock it already holds.
+type collector struct {
+	s    *Scheduler
+	desc *prometheus.Desc
+	get  func(b *bucket, a int) float64
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	var sum [MaxBackends]float64
+	for _, b := range c.s.snapshotBuckets() {
+		b.mu.Lock()
+		for a := range c.s.n {
+			sum[a] += c.get(b, a)
+		}
+		b.mu.Unlock()
+	}
+	for a := range c.s.n {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, sum[a], c.s.names[a])
+	}
+}
+
+// Collectors returns the Scheduler's Prometheus collectors, counters
+// labelled by backend: adaptsched_ops_total, adaptsched_op_seconds_total
+// (observed compute time), adaptsched_switches_total (incumbent switches
+// to the backend) and adaptsched_explorations_total. The program registers
+// them on its own registry if it wants them; the library never touches
+// the default registry. Each call returns new collectors.
+func (s *Scheduler) Collectors() []prometheus.Collector {
+	label := []string{"backend"}
+	mk := func(name, help string, get func(b *bucket, a int) float64) prometheus.Collector {
+		return &collector{s: s, desc: prometheus.NewDesc(name, help, label, nil), get: get}
+	}
+	return []prometheus.Collector{
+		mk("adaptsched_ops_total", "Ops observed on the backend.",
+			func(b *bucket, a int) float64 { return float64(b.per[a].ops) }),
+		mk("adaptsched_op_seconds_total", "Observed compute time of ops on the backend, in seconds.",
+			func(b *bucket, a int) float64 { return b.per[a].timeUs * 1e-6 }),
+		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.",
+			func(b *bucket, a int) float64 { return float64(b.per[a].switchesTo) }),
+		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).",
+			func(b *bucket, a int) float64 { return float64(b.per[a].explorations) }),
+	}
+}
