@@ -1,0 +1,6 @@
+package all
+
+// One import per backend package; each registers itself in init.
+import (
+	_ "github.com/adaptsched/adaptsched/backends/cpu"
+)

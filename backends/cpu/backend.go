@@ -1,0 +1,157 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Backend runs ops on the host CPU: the kernels package's parallel kernels
+// on a worker pool of its own, matmul through a CBLAS loaded at run time or
+// gonum. Buffers are host memory (backends.HostBuffer). Backend is safe for
+// concurrent use; Close must not race with other calls.
+type Backend struct {
+	name string
+	pool *kernels.Pool
+	cpu  *kernels.CPU
+	path blasPath
+	info backends.Info
+
+	closeOnce sync.Once
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// New opens a CPU backend called name (its Info.Name). It fails only on
+// invalid options (ErrInvalidOptions): without a CBLAS it runs on gonum
+// and logs why, once per process.
+func New(name string, opts Options) (*Backend, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty backend name", ErrInvalidOptions)
+	}
+	threads, err := opts.threads()
+	if err != nil {
+		return nil, err
+	}
+	path := selectPath(opts.Gonum)
+	logPath(opts.Logger, path)
+	pool := kernels.NewPool(threads)
+	b := &Backend{
+		name: name,
+		pool: pool,
+		cpu:  kernels.NewCPU(pool, panelGemm(pool, path.serial, splitMACs)),
+		path: path,
+		info: backends.Info{
+			Name:         name,
+			Kind:         backends.CPU,
+			Platform:     "host",
+			Model:        cpuModel(),
+			Arch:         runtime.GOARCH,
+			Runtime:      path.runtime,
+			Threads:      pool.Threads(),
+			SharedMemory: true,
+		},
+	}
+	return b, nil
+}
+
+// BLAS returns the matmul path in use: "OpenBLAS (libopenblas.so.0)", or
+// "gonum (pure Go): " followed by why no CBLAS runs.
+func (b *Backend) BLAS() string { return b.path.String() }
+
+// Info implements backends.Backend. Nominal figures are left zero: the
+// scheduler calibrates CPUs.
+func (b *Backend) Info() backends.Info { return b.info }
+
+// Supports implements backends.Backend: every op of the catalogue except
+// Opaque, at every size and dtype that kernels.Spec.Validate accepts.
+func (b *Backend) Supports(s kernels.Spec) error {
+	if s.Op == kernels.Opaque {
+		return fmt.Errorf("%w: %s: %v is not executable", backends.ErrUnsupported, b.name, s.Op)
+	}
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", backends.ErrUnsupported, b.name, err)
+	}
+	return nil
+}
+
+// Alloc implements backends.Backend. A negative size, or one beyond the
+// machine's physical memory, fails with ErrOutOfMemory.
+func (b *Backend) Alloc(n int64) (backends.Buffer, error) {
+	if n < 0 || n > maxAlloc() {
+		return nil, &backends.DeviceError{Backend: b.name, Op: "alloc",
+			Err: fmt.Errorf("%w: %d bytes (physical memory %d)", backends.ErrOutOfMemory, n, maxAlloc())}
+	}
+	return backends.NewHostBuffer(b, n), nil
+}
+
+// Write implements backends.Backend: a copy, timed by the wall clock.
+func (b *Backend) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	d, err := backends.HostBytes(b, dst)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "write", Err: err}
+	}
+	if len(d) != len(src) {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "write",
+			Err: fmt.Errorf("%w: buffer of %d bytes, source of %d", kernels.ErrBufferSize, len(d), len(src))}
+	}
+	start := time.Now()
+	copy(d, src)
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+}
+
+// Read implements backends.Backend: a copy, timed by the wall clock.
+func (b *Backend) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	s, err := backends.HostBytes(b, src)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "read", Err: err}
+	}
+	if len(dst) != len(s) {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "read",
+			Err: fmt.Errorf("%w: buffer of %d bytes, destination of %d", kernels.ErrBufferSize, len(s), len(dst))}
+	}
+	start := time.Now()
+	copy(dst, s)
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+}
+
+// maxInline is the input count whose byte slices Run keeps on the stack.
+const maxInline = 4
+
+// Run implements backends.Backend. The timing is the monotonic clock
+// around the kernel alone, buffer checks excluded.
+func (b *Backend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	var inline [maxInline][]byte
+	bufs := inline[:0]
+	for i, buf := range in {
+		d, err := backends.HostBytes(b, buf)
+		if err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
+				Err: fmt.Errorf("input %d: %w", i, err)}
+		}
+		bufs = append(bufs, d)
+	}
+	o, err := backends.HostBytes(b, out)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
+			Err: fmt.Errorf("output: %w", err)}
+	}
+	start := time.Now()
+	err = b.cpu.Run(s, bufs, o)
+	d := time.Since(start)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
+	}
+	return backends.Timing{Duration: d, Clock: backends.WallClock}, nil
+}
+
+// Close implements backends.Backend: it stops the worker pool. Close is
+// idempotent.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(b.pool.Close)
+	return nil
+}

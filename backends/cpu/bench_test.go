@@ -1,0 +1,157 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/rs/zerolog"
+)
+
+// benchRun times s on b with inputs already resident, reporting GFLOP/s
+// for a matmul and GB/s (bytes read and written) otherwise.
+func benchRun(b *testing.B, be backends.Backend, s kernels.Spec) {
+	r := rand.New(rand.NewPCG(11, 12))
+	in := randInputs(b, r, s)
+	bufs := make([]backends.Buffer, len(in))
+	for i, d := range in {
+		buf, err := be.Alloc(int64(len(d)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := be.Write(buf, d); err != nil {
+			b.Fatal(err)
+		}
+		bufs[i] = buf
+	}
+	out, err := be.Alloc(s.OutBytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := be.Run(s, bufs, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds()
+	w := s.Work()
+	if s.Op == kernels.MatMul || s.Op == kernels.QuantizedMatMul {
+		b.ReportMetric(float64(w.FLOPs)*float64(b.N)/sec/1e9, "GFLOP/s")
+	} else {
+		b.ReportMetric(float64(w.Bytes())*float64(b.N)/sec/1e9, "GB/s")
+	}
+}
+
+func benchBackend(b *testing.B, name string, opts Options) *Backend {
+	be, err := New(name, opts.WithLogger(zerolog.Nop()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	return be
+}
+
+func square(n int) kernels.Spec {
+	return kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{n, n}, {n, n}}}
+}
+
+// BenchmarkMatMul measures a 1024³ f32 matmul through the backend on
+// every core: the CBLAS path (which must load, see cblasOrFail) and the
+// gonum path beside it.
+func BenchmarkMatMul(b *testing.B) {
+	b.Run("1024x1024x1024", func(b *testing.B) {
+		cblasOrFail(b)
+		benchRun(b, benchBackend(b, "cpu", DefaultOptions()), square(1024))
+	})
+	b.Run("gonum/1024x1024x1024", func(b *testing.B) {
+		benchRun(b, benchBackend(b, "cpu", DefaultOptions().WithGonum(true)), square(1024))
+	})
+}
+
+// BenchmarkCrossover runs the same op on "cpu1" (one worker) and "cpu"
+// (every core) across sizes: the size from which "cpu" wins is where
+// splitting an op starts to pay on this machine.
+func BenchmarkCrossover(b *testing.B) {
+	type backendDef struct {
+		name    string
+		threads int
+	}
+	defs := []backendDef{{"cpu1", 1}, {"cpu", runtime.NumCPU()}}
+	bes := make([]*Backend, len(defs))
+	for i, d := range defs {
+		bes[i] = benchBackend(b, d.name, DefaultOptions().WithThreads(d.threads))
+	}
+	for _, n := range []int{16, 32, 64, 128, 256, 512, 1024} {
+		for i, be := range bes {
+			b.Run(fmt.Sprintf("MatMul/%dx%dx%d/%s", n, n, n, defs[i].name), func(b *testing.B) {
+				benchRun(b, be, square(n))
+			})
+		}
+	}
+	for _, rows := range []int{1, 4, 16, 64, 256, 1024, 4096} {
+		s := kernels.Spec{Op: kernels.Softmax, In: []kernels.Shape{{rows, 4096}}}
+		for i, be := range bes {
+			b.Run(fmt.Sprintf("Softmax/%dx4096/%s", rows, defs[i].name), func(b *testing.B) {
+				benchRun(b, be, s)
+			})
+		}
+	}
+}
+
+// BenchmarkPanelShape compares the two ways of splitting a 1024³ product
+// over every core with the CBLAS path: row panels (what panelGemm does
+// for square and tall C) and column panels.
+func BenchmarkPanelShape(b *testing.B) {
+	serial := cblasOrFail(b).serial
+	pool := kernels.NewPool(runtime.NumCPU())
+	defer pool.Close()
+	const n = 1024
+	r := rand.New(rand.NewPCG(1, 2))
+	x, y, z := randSlice(r, n*n), randSlice(r, n*n), make([]float32, n*n)
+	t := pool.Threads()
+	shapes := map[string]func(){
+		"rows": func() { panelGemm(pool, serial, minParallelMACs)(n, n, n, x, n, y, n, z, n) },
+		"cols": func() {
+			pool.Parallel(t, func(lo, hi int) {
+				for q := lo; q < hi; q++ {
+					s, e := q*n/t, (q+1)*n/t
+					serial(n, e-s, n, x, n, y[s:], n, z[s:], n)
+				}
+			})
+		},
+	}
+	for _, name := range []string{"rows", "cols"} {
+		b.Run(name+"/1024x1024x1024", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				shapes[name]()
+			}
+			b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkDecode measures the single-row products of token-by-token
+// decoding on one thread, through the path the backend loaded (sgemv for
+// a CBLAS that has it) and through gonum.
+func BenchmarkDecode(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	paths := []blasPath{cblasOrFail(b), selectPath(true)}
+	for _, sh := range [][2]int{{512, 256}, {4096, 4096}} {
+		k, n := sh[0], sh[1]
+		x, w, y := randSlice(r, k), randSlice(r, k*n), make([]float32, n)
+		for _, p := range paths {
+			b.Run(fmt.Sprintf("%s/1x%dx%d", p.runtime, k, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					p.serial(1, n, k, x, k, w, n, y, n)
+				}
+				b.ReportMetric(2*float64(n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

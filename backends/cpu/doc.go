@@ -1,0 +1,52 @@
+// Package cpu is the host-CPU backend of adaptsched: the kernels package's
+// parallel kernels on a worker pool of the backend's own, with matmul
+// through a CBLAS loaded at run time, or through gonum.
+//
+// It registers two backends: "cpu" (one worker per core) and "cpu1" (one
+// worker), so that the scheduler learns for each op and size whether
+// spreading it over the cores pays (BenchmarkCrossover measures where it
+// starts to). Either takes the argument "gonum" ("cpu:gonum") to force
+// the pure-Go matmul.
+//
+// # Matmul
+//
+// At the first New, the package dlopens libopenblas.so.0, then
+// libblis.so.4, libblis.so.3, libblis.so, then libmkl_rt.so.2,
+// libmkl_rt.so, and takes the first that exports cblas_sgemm. It links
+// only libdl and includes no BLAS header, so it builds on machines without
+// any BLAS; a CGO_ENABLED=0 build always runs on gonum. The library's own
+// threading is set to one thread (openblas_set_num_threads and its BLIS
+// and MKL equivalents): that setting is process-wide, while "cpu" and
+// "cpu1" live in one process with different thread counts. The backend
+// instead splits C into one panel per worker (rows, or columns when C has
+// few rows) and calls the single-threaded sgemm on each (sgemv for a
+// single row of C, where OpenBLAS's sgemm is several times slower).
+// Products under 2^23 multiply-adds (about 203³) are not split: on the
+// 2-core machine this was tuned on, waking a worker cost more than it
+// saved below that.
+//
+// Without a CBLAS, or with Options.Gonum, matmul runs through gonum's
+// Sgemm, tiled so that gonum never starts goroutines of its own (it would
+// otherwise use every core even in "cpu1"), and split over the pool the
+// same way. One log line per process and path says which path runs and,
+// for gonum, every library tried with its dlerror text; Backend.BLAS
+// returns the same text.
+//
+// # Timing
+//
+// Run times the kernel alone with the monotonic clock (time.Now, Since):
+// Timing{Clock: backends.WallClock}. Write and Read are copies, timed the
+// same way; the backend shares host memory (Info.SharedMemory).
+//
+// # Usage
+//
+//	import _ "github.com/adaptsched/adaptsched/backends/cpu"
+//
+//	b, err := backends.Open("cpu")   // or cpu.New("cpu", cpu.DefaultOptions().WithThreads(4))
+//	if err != nil { ... }
+//	defer b.Close()
+//	fmt.Println(b.(interface{ BLAS() string }).BLAS()) // OpenBLAS (libopenblas.so.0)
+//	a, _ := b.Alloc(spec.InBytes(0))
+//	...
+//	t, err := b.Run(spec, []backends.Buffer{a, w}, out)
+package cpu

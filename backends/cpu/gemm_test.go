@@ -1,0 +1,121 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+)
+
+// goParallel is a minimal stand-in for kernels.Pool: one goroutine per
+// chunk. It lets the panel split be tested on its own.
+type goParallel int
+
+func (g goParallel) Threads() int { return int(g) }
+
+func (g goParallel) Parallel(n int, fn func(lo, hi int)) {
+	var wg sync.WaitGroup
+	t := int(g)
+	for i := range t {
+		lo, hi := i*n/t, (i+1)*n/t
+		if lo == hi {
+			continue
+		}
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// naiveGemm is the independent reference: triple loop, float64 sums.
+func naiveGemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	for i := range m {
+		for j := range n {
+			var s float64
+			for l := range k {
+				s += float64(a[i*lda+l]) * float64(b[l*ldb+j])
+			}
+			c[i*ldc+j] = float32(s)
+		}
+	}
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+// cblasOrFail returns the loaded CBLAS path; without one the test fails
+// (the CBLAS path is a point of the package, not an option) unless
+// ADAPTSCHED_NO_BLAS=1 says this machine has none on purpose.
+func cblasOrFail(t testing.TB) blasPath {
+	t.Helper()
+	p := selectPath(false)
+	if p.runtime == "gonum" {
+		if os.Getenv("ADAPTSCHED_NO_BLAS") == "1" {
+			t.Skipf("ADAPTSCHED_NO_BLAS=1: no CBLAS on this machine (%s)", p.reason)
+		}
+		t.Fatalf("no CBLAS loaded, so the OpenBLAS path is untested: %s\n"+
+			"install it (apt-get install libopenblas0) or set ADAPTSCHED_NO_BLAS=1", p.reason)
+	}
+	return p
+}
+
+func gemmShapes() [][3]int {
+	return [][3]int{
+		{1, 1, 1}, {1, 4096, 64}, {3, 5, 7}, {17, 33, 65}, {64, 64, 64},
+		{100, 1, 300}, {1, 700, 257}, {129, 97, 513}, {2, 300, 40}, {257, 190, 31},
+	}
+}
+
+func testGemm(t *testing.T, serial gemmFunc) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, threads := range []int{1, 2, 3} {
+		g := panelGemm(goParallel(threads), serial, 0)
+		for _, sh := range gemmShapes() {
+			m, n, k := sh[0], sh[1], sh[2]
+			// Leading dimensions wider than the matrices: panels must honour them.
+			lda, ldb, ldc := k+3, n+1, n+2
+			a, b := randSlice(r, m*lda), randSlice(r, k*ldb)
+			got, want := randSlice(r, m*ldc), make([]float32, m*ldc)
+			copy(want, got)
+			g(m, n, k, a, lda, b, ldb, got, ldc)
+			naiveGemm(m, n, k, a, lda, b, ldb, want, ldc)
+			for i := range m {
+				for j := range ldc {
+					x, y := got[i*ldc+j], want[i*ldc+j]
+					// f32 accumulation error grows with sqrt(k) on N(0,1) data.
+					if tol := 1e-5 * float64(k) * 4; math.Abs(float64(x-y)) > tol {
+						t.Fatalf("threads %d, %dx%dx%d: c[%d,%d] = %v, want %v", threads, m, n, k, i, j, x, y)
+					}
+				}
+			}
+		}
+	}
+}
+
+// forceSplit makes backends opened during the test split every product,
+// however small, so that the panels are exercised on test-sized inputs.
+func forceSplit(t *testing.T) {
+	saved := splitMACs
+	splitMACs = 0
+	t.Cleanup(func() { splitMACs = saved })
+}
+
+func TestGemmCBLAS(t *testing.T) { testGemm(t, cblasOrFail(t).serial) }
+
+func TestGemmGonum(t *testing.T) { testGemm(t, gonumGemm) }
+
+func TestGemmZeroK(t *testing.T) {
+	for name, g := range map[string]gemmFunc{"gonum": gonumGemm, "cblas": selectPath(false).serial} {
+		c := []float32{1, 2, 3, 4}
+		g(2, 2, 0, nil, 1, nil, 2, c, 2)
+		if fmt.Sprint(c) != "[0 0 0 0]" {
+			t.Errorf("%s: K=0 product %v, want zeros", name, c)
+		}
+	}
+}

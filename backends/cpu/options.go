@@ -1,0 +1,52 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/log"
+)
+
+// Options configure a CPU backend. They are passed by value; the zero
+// value is usable (every core, CBLAS when one loads, no log line), and
+// DefaultOptions differs from it only by logging through zerolog's global
+// logger.
+type Options struct {
+	// Threads is the number of worker threads the backend's kernels and
+	// matmul panels run on; 0 means runtime.NumCPU().
+	Threads int
+	// Gonum forces the pure-Go matmul (gonum) even when a CBLAS loads.
+	Gonum bool
+	// Logger receives the one line per process that says which matmul path
+	// runs. The zero Logger discards it.
+	Logger zerolog.Logger
+}
+
+// DefaultOptions returns every core, CBLAS when one loads, and zerolog's
+// global logger (github.com/rs/zerolog/log.Logger).
+func DefaultOptions() Options {
+	return Options{Logger: log.Logger}
+}
+
+// WithThreads returns o with n worker threads. Default: 0, meaning
+// runtime.NumCPU(); a negative n makes New fail.
+func (o Options) WithThreads(n int) Options { o.Threads = n; return o }
+
+// WithGonum returns o with the pure-Go matmul forced on (true) or off.
+// Default: false, so a CBLAS is used when one loads.
+func (o Options) WithGonum(force bool) Options { o.Gonum = force; return o }
+
+// WithLogger returns o logging to l. Default: zerolog's global logger.
+func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
+
+// threads validates o and returns its thread count.
+func (o Options) threads() (int, error) {
+	switch {
+	case o.Threads < 0:
+		return 0, fmt.Errorf("%w: %d threads", ErrInvalidOptions, o.Threads)
+	case o.Threads == 0:
+		return runtime.NumCPU(), nil
+	}
+	return o.Threads, nil
+}

@@ -1,0 +1,104 @@
+package backends_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+)
+
+// argError carries the argument a factory received, so that tests see how
+// Open split the name.
+type argError struct{ arg string }
+
+func (e argError) Error() string { return "arg " + e.arg }
+
+func argFactory(arg string) (backends.Backend, error) { return nil, argError{arg} }
+
+// mustPanic returns the panic value of f, failing the test when f returns.
+func mustPanic(t *testing.T, what string, f func()) (v any) {
+	t.Helper()
+	defer func() { v = recover() }()
+	f()
+	t.Fatalf("%s: no panic", what)
+	return nil
+}
+
+// CONVENTIONS.md § 1: Register panics on a nil factory, an empty or
+// duplicate name (and a name with ':', which Open could never reach).
+func TestRegisterPanics(t *testing.T) {
+	backends.Register("test-reg-dup", argFactory)
+	cases := []struct {
+		what, name string
+		f          backends.Factory
+		msg        string
+	}{
+		{"nil factory", "test-reg-nil", nil, "factory is nil"},
+		{"empty name", "", argFactory, `name "" is empty`},
+		{"colon", "test:reg", argFactory, `"test:reg" is empty or contains ':'`},
+		{"duplicate", "test-reg-dup", argFactory, "twice for test-reg-dup"},
+	}
+	for _, c := range cases {
+		v := mustPanic(t, c.what, func() { backends.Register(c.name, c.f) })
+		if s := fmt.Sprint(v); !strings.Contains(s, c.msg) {
+			t.Errorf("%s: panic %q, want it to contain %q", c.what, s, c.msg)
+		}
+	}
+	for _, n := range []string{"test-reg-nil", "", "test:reg"} {
+		if slices.Contains(backends.Drivers(), n) {
+			t.Errorf("rejected name %q was registered", n)
+		}
+	}
+}
+
+func TestDriversSorted(t *testing.T) {
+	for _, n := range []string{"test-sort-c", "test-sort-a", "test-sort-b"} {
+		backends.Register(n, argFactory)
+	}
+	d := backends.Drivers()
+	if !slices.IsSorted(d) {
+		t.Fatalf("Drivers() = %v, not sorted", d)
+	}
+	i := slices.Index(d, "test-sort-a")
+	if i < 0 || i+2 >= len(d) || d[i+1] != "test-sort-b" || d[i+2] != "test-sort-c" {
+		t.Fatalf("Drivers() = %v, want test-sort-a, -b, -c adjacent", d)
+	}
+	// The caller owns the slice: changing it must not change the registry.
+	d[i] = "zzz"
+	if backends.Drivers()[i] != "test-sort-a" {
+		t.Fatal("Drivers() returned the registry's own storage")
+	}
+}
+
+func TestOpenUnknown(t *testing.T) {
+	_, err := backends.Open("nope")
+	const want = `backends: unknown backend "nope" (forgotten import?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Open(\"nope\") error = %v, want %q", err, want)
+	}
+	// The driver part alone names the backend.
+	_, err = backends.Open("nope:arg")
+	if err == nil || err.Error() != want {
+		t.Fatalf("Open(\"nope:arg\") error = %v, want %q", err, want)
+	}
+}
+
+func TestOpenSplitsArg(t *testing.T) {
+	backends.Register("test-split", argFactory)
+	for name, want := range map[string]string{
+		"test-split":          "",
+		"test-split:":         "",
+		"test-split:mi300x":   "mi300x",
+		"test-split:a:b":      "a:b", // only the first ':' splits
+		"test-split:with spc": "with spc",
+	} {
+		_, err := backends.Open(name)
+		var ae argError
+		if !errors.As(err, &ae) || ae.arg != want {
+			t.Errorf("Open(%q): factory got %v, want arg %q", name, err, want)
+		}
+	}
+}

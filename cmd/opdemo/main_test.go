@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+func TestRunTable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run([]string{"-backends", "cpu1, nope", "-reps", "2", "-sizes", "small"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("run: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	text := out.String()
+	if !strings.Contains(text, `nope: skipped: backends: unknown backend "nope" (forgotten import?)`) {
+		t.Errorf("no skip line for the unknown backend:\n%s", text)
+	}
+	if !strings.Contains(text, "cpu1: cpu ") {
+		t.Errorf("no header line for cpu1:\n%s", text)
+	}
+	rows := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) < 6 || strings.TrimSpace(f[0]) == "op" {
+			continue
+		}
+		rows++
+		if strings.TrimSpace(f[3]) != "cpu1" || strings.TrimSpace(f[5]) != "ok" {
+			t.Errorf("row %q: want backend cpu1 and ok", line)
+		}
+	}
+	if want := len(kernels.Ops()); rows != want {
+		t.Errorf("%d rows, want one per op (%d):\n%s", rows, want, text)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-reps", "0"}, {"-sizes", "huge"}, {"-backends", " , "}, {"extra"}, {"-nope"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(args, &out, &errOut)
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run([]string{"-backends", "nope", "-sizes", "small"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "no backend could be opened") {
+		t.Errorf("only unknown backends: %v", err)
+	}
+}
+
+func TestSpecsValid(t *testing.T) {
+	for _, op := range kernels.Ops() {
+		for _, size := range sizeNames {
+			if err := specFor(op, size).Validate(); err != nil {
+				t.Errorf("%v %s: %v", op, size, err)
+			}
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{3}}}
+	want := kernels.AsBytes([]float32{1, -200, 3})
+	near := kernels.AsBytes([]float32{1.1, -200, 3}) // 0.1 ≤ 1e-3 × 200
+	far := kernels.AsBytes([]float32{1, -200, 3.3})
+	if err := compare(s, near, want); err != nil {
+		t.Errorf("within tolerance: %v", err)
+	}
+	if err := compare(s, far, want); !errors.Is(err, errMismatch) {
+		t.Errorf("beyond tolerance: %v", err)
+	}
+	c := kernels.Spec{Op: kernels.Copy, DType: kernels.F16, In: []kernels.Shape{{2}}}
+	if err := compare(c, []byte{1, 2, 3, 4}, []byte{1, 2, 3, 5}); !errors.Is(err, errMismatch) {
+		t.Errorf("f16 bytes differ: %v", err)
+	}
+}
