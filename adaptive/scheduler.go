@@ -460,10 +460,15 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	b := d.b
 	b.mu.Lock()
 	alarm := s.e.observe(b, d.Backend, us)
-	p := b.bb.Arms[d.Backend]
+	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]
 	b.mu.Unlock()
 	if s.cfg.Store != nil {
-		s.cfg.Store.Put(history.Key{Backend: s.names[d.Backend], Bucket: b.name}, p)
+		k := history.Key{Backend: s.names[d.Backend], Bucket: b.name}
+		if pp, ok := s.cfg.Store.(history.PriorPutter); ok {
+			pp.PutWithPrior(k, prior, p)
+		} else {
+			s.cfg.Store.Put(k, p)
+		}
 	}
 	if alarm {
 		s.log.Info().Str("bucket", b.name).Str("backend", d.Name).Float64("us", us).

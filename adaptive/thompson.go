@@ -11,7 +11,9 @@ import (
 // thompson is the "thompson" policy of the simulator's harness and replay:
 // the Scheduler's bucket logic (engine) keyed by Task.Bucket, priors from
 // the same roofline on each Arm's nominal figures, transfers of
-// Task.Transfer bytes over each arm's nominal link.
+// Task.Transfer bytes over each arm's nominal link. An arm without a link
+// (a CPU, shared memory) receives its bytes from a device, over that
+// device's link: the first arm that has one, as in a CPU+GPU pair.
 type thompson struct {
 	e       *engine
 	arms    []bandit.Arm
@@ -53,6 +55,17 @@ func NewThompsonSeed(cfg bandit.Config, arms []bandit.Arm, seed uint64) (bandit.
 		models[i] = newRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
 		if f.LinkGBps > 0 {
 			p.links[i] = newLink(f.LinkLatencyUs, f.LinkGBps)
+		}
+	}
+	for i := range p.links {
+		if p.links[i] != nil {
+			continue
+		}
+		for _, l := range p.links {
+			if l != nil && !arms[i].GPU {
+				p.links[i] = l
+				break
+			}
 		}
 	}
 	p.e = newEngine(cfg, models, seed)

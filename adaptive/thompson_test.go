@@ -74,6 +74,20 @@ func TestThompsonPolicy(t *testing.T) {
 	if arm := q.Choose(tk); arm != 1 {
 		t.Errorf("nothing to move: arm %d, want the gpu", arm)
 	}
+	// The CPU has no link of its own: bytes resident on the GPU reach it
+	// over the GPU's link (1 GiB at 25 GB/s: 43 ms). A 1×16384 add, which
+	// the CPU wins on its own (1 µs dispatch against the GPU's 10), goes
+	// to the GPU when its input must first come back from there.
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{1, 16384}, {1, 16384}}}
+	tk = task(2, add)
+	if arm := q.Choose(tk); arm != 0 {
+		t.Errorf("small add, nothing to move: arm %d, want the cpu", arm)
+	}
+	tk = task(3, add)
+	tk.Transfer = []float64{1 << 30, 0}
+	if arm := q.Choose(tk); arm != 1 {
+		t.Errorf("small add with 1 GiB to bring back from the gpu: arm %d, want the gpu", arm)
+	}
 	for _, arms := range [][]bandit.Arm{nil, make([]bandit.Arm, 9)} {
 		if _, err := NewThompson(bandit.Config{}, arms); !errors.Is(err, ErrConfig) {
 			t.Errorf("%d arms: %v", len(arms), err)

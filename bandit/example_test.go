@@ -9,12 +9,13 @@ import (
 )
 
 // A bucket with a CPU arm whose cost model says 100 µs and a GPU arm said
-// to be 1,000 µs, although the GPU really takes 30 µs: the bandit learns.
+// to be 300 µs, although the GPU really takes 30 µs (a prior wrong by 10×,
+// DESIGN.md § The bandit): the bandit learns.
 func ExampleBucket() {
 	cfg := bandit.DefaultConfig()
 	b := bandit.NewBucket([]bandit.NormalGamma{
 		bandit.NewPrior(100, cfg.PriorStrength, cfg.PriorSpread),
-		bandit.NewPrior(1000, cfg.PriorStrength, cfg.PriorSpread),
+		bandit.NewPrior(300, cfg.PriorStrength, cfg.PriorSpread),
 	})
 	r := rand.New(rand.NewPCG(1, 2))
 	costs := make([]float64, 2)

@@ -79,11 +79,13 @@ func TestMergeEqualsSequential(t *testing.T) {
 }
 
 // TestNewPrior: the prior's lognormal mean is the estimate (DESIGN.md §
-// The bandit: μ0 = ln(estimate) − s0²/2, β0 = (α0−1)s0²).
+// The bandit: μ0 = ln(estimate) − s0²/2, β0 = (α0−1)s0²; with α0 = 3 and
+// s0 = 0.2, β0 = 2·0.04 = 0.08).
 func TestNewPrior(t *testing.T) {
 	p := bandit.NewPrior(100, 1, 0.2)
 	near(t, "Mu", p.Mu, math.Log(100)-0.02, 1e-12)
-	near(t, "Beta", p.Beta, 0.04, 1e-12)
+	near(t, "Alpha", p.Alpha, 3, 0)
+	near(t, "Beta", p.Beta, 0.08, 1e-12)
 	near(t, "MeanUs", p.MeanUs(), 100, 1e-9)
 }
 
