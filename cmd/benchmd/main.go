@@ -31,7 +31,7 @@ const (
 
 // result is one benchmark line.
 type result struct {
-	name    string   // without the Benchmark prefix and the -GOMAXPROCS suffix
+	name    string // without the Benchmark prefix and the -GOMAXPROCS suffix
 	iters   int64
 	metrics []metric // in the order printed
 }
