@@ -158,6 +158,9 @@ func render(pkgs []pkgResults, cpu string) string {
 	if x := crossovers(pkgs); x != "" {
 		b.WriteString(x)
 	}
+	if x := targets(pkgs); x != "" {
+		b.WriteString(x)
+	}
 	for _, p := range pkgs {
 		fmt.Fprintf(&b, "### %s\n\n", strings.TrimPrefix(p.pkg, "github.com/adaptsched/adaptsched/"))
 		b.WriteString("| benchmark | iterations | figures |\n|---|---:|---|\n")
@@ -249,6 +252,74 @@ func crossovers(pkgs []pkgResults) string {
 		summary = append(summary, fmt.Sprintf("- %s: all cores win from %s on", op, cross))
 	}
 	b.WriteString("\n" + strings.Join(summary, "\n") + "\n\n")
+	return b.String()
+}
+
+// targets renders the simulator's BenchmarkTargets/<scenario>/<profile>
+// results, whose metrics are named <policy>_<figure>, as one table: a row
+// per scenario and profile, a column per policy, thompson first.
+func targets(pkgs []pkgResults) string {
+	var rows []result
+	for _, p := range pkgs {
+		for _, r := range p.results {
+			if strings.HasPrefix(r.name, "Targets/") {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	policyOf := func(unit string) (policy, figure string, ok bool) {
+		for _, f := range []string{"_post_event_regret_pct", "_gpu_share_minus_oracle_pts", "_regret_pct"} {
+			if p, found := strings.CutSuffix(unit, f); found {
+				return p, strings.TrimPrefix(f, "_"), true
+			}
+		}
+		return "", "", false
+	}
+	var policies []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, m := range r.metrics {
+			if p, _, ok := policyOf(m.unit); ok && !seen[p] {
+				seen[p] = true
+				policies = append(policies, p)
+			}
+		}
+	}
+	slices.SortStableFunc(policies, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "thompson":
+			return -1
+		case b == "thompson":
+			return 1
+		}
+		return 0
+	})
+	var b strings.Builder
+	b.WriteString("### Simulator targets (sim.BenchmarkTargets, full size)\n\n")
+	b.WriteString("Regret in % of the oracle (post_event: over the 20,000 ops after a ×3 throttle; gpu_share_minus_oracle_pts: the GPU's share of decisions minus the oracle's, in points).\n\n")
+	b.WriteString("| scenario | figure | " + strings.Join(policies, " | ") + " |\n|---|---|" + strings.Repeat("---:|", len(policies)) + "\n")
+	for _, r := range rows {
+		vals := map[string]float64{}
+		figure := ""
+		for _, m := range r.metrics {
+			if p, f, ok := policyOf(m.unit); ok {
+				vals[p], figure = m.value, f
+			}
+		}
+		cells := make([]string, len(policies))
+		for i, p := range policies {
+			if v, ok := vals[p]; ok {
+				cells[i] = fmt.Sprintf("%.2f", v)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", strings.TrimPrefix(r.name, "Targets/"), figure, strings.Join(cells, " | "))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

@@ -48,3 +48,20 @@ func TestSpliceKeepsHandWrittenSections(t *testing.T) {
 		t.Errorf("splice lost or kept the wrong text:\n%s", got)
 	}
 }
+
+func TestTargetsTable(t *testing.T) {
+	out := `pkg: sim
+BenchmarkTargets/mixed-serving/h100-2 1 100 ns/op 5.5 static2x_regret_pct 0.42 thompson_regret_pct
+BenchmarkTargets/throttle-x3/h100-2 1 100 ns/op 1.5 static2x_post_event_regret_pct -0.6 thompson_post_event_regret_pct
+`
+	pkgs, _, err := parse(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := targets(pkgs)
+	for _, want := range []string{"| scenario | figure | thompson | static2x |", "| mixed-serving/h100 | regret_pct | 0.42 | 5.50 |", "| throttle-x3/h100 | post_event_regret_pct | -0.60 | 1.50 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets table lacks %q:\n%s", want, got)
+		}
+	}
+}
