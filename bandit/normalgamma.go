@@ -70,6 +70,19 @@ func Merge(prior, p, q NormalGamma) NormalGamma {
 	return prior.withStats(stats{n: a.n + b.n, sum: a.sum + b.sum, sumSq: a.sumSq + b.sumSq})
 }
 
+// Rebase returns to updated by the observations that turned from into p,
+// recovered from their sufficient statistics: how a posterior grown from
+// one prior (an old hardware fingerprint, another machine's cost model)
+// carries its evidence over to another. p with no evidence beyond from
+// gives to.
+func Rebase(from, p, to NormalGamma) NormalGamma {
+	s := p.statsSince(from)
+	if s.n <= 0 {
+		return to
+	}
+	return to.withStats(s)
+}
+
 // Discount pulls p back toward prior by forgetting a fraction 1−gamma of
 // its evidence: the observations' weights are scaled by gamma (0 < gamma
 // ≤ 1), so the effective memory is about 1/(1−gamma) observations.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -204,7 +203,7 @@ func mergeRecords(a, b Record) (out Record, exact bool) {
 	}
 	q := b.Posterior
 	if b.Prior != a.Prior {
-		q = rebase(b.Prior, b.Posterior, a.Prior)
+		q = bandit.Rebase(b.Prior, b.Posterior, a.Prior)
 	}
 	out = a
 	out.Posterior = bandit.Merge(a.Prior, a.Posterior, q)
@@ -213,21 +212,4 @@ func mergeRecords(a, b Record) (out Record, exact bool) {
 		out.Updated = b.Updated
 	}
 	return out, true
-}
-
-// rebase returns to updated by the observations that turned from into p,
-// recovered from the sufficient statistics (n, Σy, Σy²):
-// κ = κ0+n, κμ = κ0μ0+Σy, β = β0 + (Σy² + κ0μ0² − κμ²)/2. bandit keeps
-// these statistics private; this is the same algebra.
-func rebase(from, p, to bandit.NormalGamma) bandit.NormalGamma {
-	n := p.Kappa - from.Kappa
-	if n <= 0 {
-		return to
-	}
-	sum := p.Kappa*p.Mu - from.Kappa*from.Mu
-	sumSq := 2*(p.Beta-from.Beta) - from.Kappa*from.Mu*from.Mu + p.Kappa*p.Mu*p.Mu
-	k := to.Kappa + n
-	mu := (to.Kappa*to.Mu + sum) / k
-	beta := math.Max(to.Beta+(sumSq+to.Kappa*to.Mu*to.Mu-k*mu*mu)/2, to.Beta)
-	return bandit.NormalGamma{Mu: mu, Kappa: k, Alpha: to.Alpha + n/2, Beta: beta}
 }
