@@ -9,7 +9,7 @@ GO        ?= go
 DEB_PKGS  ?= libopenblas0 libamdhip64-5
 BENCHTIME ?= 300ms
 
-.PHONY: all build deps test vet bench demo clean
+.PHONY: all build deps test vet bench demo ops clean
 
 all: build
 
@@ -41,8 +41,14 @@ bench: deps
 	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md
 	@rm -f bench.out
 
+# demo replays the embedded mixed-serving trace through every placement
+# policy, prints the comparison and writes the plot to replay.png.
 demo: deps
+	$(GO) run ./cmd/replay -plot replay.png
+
+# ops runs every op on every backend available here and prints µs.
+ops: deps
 	$(GO) run ./cmd/opdemo
 
 clean:
-	rm -f bench.out
+	rm -f bench.out replay.png

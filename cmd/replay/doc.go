@@ -1,0 +1,67 @@
+// Command replay replays operations through placement policies and
+// compares each with the oracle, the best fixed backend per bucket in
+// hindsight (DESIGN.md § Evaluation): the engineer's check, before
+// deploying, of what adaptsched's thompson would have done on a recorded
+// workload against the static cost models it replaces.
+//
+// Inputs:
+//
+//   - an adaptsched JSONL trace (history.Recorder's format, gzip
+//     accepted; "-" reads stdin, spooled to a temporary file because the
+//     replay reads its input twice);
+//   - a Chrome trace (PyTorch profiler / Kineto) through
+//     history.ImportChrome: its ops carry GPU durations only, so the CPU's
+//     come from -profile / -cpu-profile or -table;
+//   - a perf table alone (-table FILE.csv: sim's table workload);
+//   - a simulator workload (-workload mixed-serving|decode|prefill with
+//     -profile GPU and -cpu-profile CPU);
+//   - nothing: an embedded mixed-serving trace, recorded by this
+//     project's recorder from a simulator run (sim:h100 + sim:cpu2, placed
+//     by thompson, with 5% shadow runs).
+//
+// A trace is replayed in two streaming passes, in memory bounded by the
+// number of distinct ops and buckets, whatever its length. Pass 1 keeps,
+// per bucket and backend, the count, mean µs and spread of ln µs of every
+// measurement (the backend an op ran on, and shadow runs). Pass 2 drives
+// every policy event by event: the duration of the backend a policy
+// chooses is the event's own measurement there when it has one, else a
+// counterfactual drawn lognormal around the bucket's measured mean on
+// that backend elsewhere in the trace, else around a -table or -profile
+// model's mean (draws are deterministic by -seed, one stream per policy).
+// A bucket with neither a measurement nor a model on some backend is left
+// out of the comparison and listed; the report counts the decisions by
+// the source of their duration. The oracle of a bucket is the backend
+// with the lowest mean, times the bucket's ops. Transfers are not
+// replayed: a trace records only the transfer of the backend chosen.
+// Simulator workloads and perf tables run through sim.Env instead.
+//
+// The report is a table, one row per policy (total time, ratio to the
+// oracle, regret %, switches, exploration %, the share of decisions that
+// used counterfactuals, the share of ops per backend), then the buckets
+// where the policies disagree most; -json prints the same as one JSON
+// object. -plot draws cumulative regret per policy and thompson's
+// decision map. -db warm-starts thompson from a posterior store and saves
+// to it (thompson then runs as adaptive.Scheduler over stand-in
+// backends, keyed as a deployed scheduler keys its posteriors).
+//
+// Bad flags print the usage and exit 2; bad input prints
+// "file:line: message" and exits 1, or with -skip-bad the bad lines are
+// counted in the report.
+//
+// # Usage
+//
+//	replay                                   # the embedded default trace
+//	replay -plot replay.png                  # and its plot
+//	replay trace.jsonl.gz                    # a recorded trace
+//	replay -profile mi300x trace.jsonl       # counterfactuals from a profile
+//	replay -table perf.csv trace.jsonl       # ... or from a perf table
+//	replay -profile h100 kineto.json         # a PyTorch profiler trace
+//	replay -workload mixed-serving -profile mi250 -ops 200000
+//	replay -table perf.csv -ops 100000       # a perf table's workload
+//	replay -json -policies thompson,roofline,oracle trace.jsonl
+//	replay -db ~/.cache/adaptsched/db trace.jsonl
+//
+// The default trace is regenerated with
+// go run ./cmd/replay -record-default cmd/replay/testdata/default.jsonl.gz
+// (or go test ./cmd/replay -rewrite, which rewrites the golden files too).
+package main

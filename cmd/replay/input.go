@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// defaultTrace is the trace replayed without arguments: a mixed-serving
+// run of the simulator recorded by history.Recorder (recordDefault;
+// regenerate with go run ./cmd/replay -record-default
+// cmd/replay/testdata/default.jsonl.gz, or go test ./cmd/replay -rewrite).
+//
+//go:embed testdata/default.jsonl.gz
+var defaultTrace []byte
+
+// defaultName is how the report names the embedded trace.
+const defaultName = "default"
+
+// replay runs the replay that o asks for and returns its report.
+func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, error) {
+	var table *sim.Table
+	if o.table != "" {
+		f, err := os.Open(o.table)
+		if err != nil {
+			return nil, nil, fmt.Errorf("replay: -table: %w", err)
+		}
+		table, err = sim.LoadTable(f, o.table)
+		f.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	var rs *runSet
+	var pd *plotData
+	var err error
+	switch {
+	case o.workload != "":
+		rs, pd, err = replayWorkload(&o, stderr)
+	case o.input == "" && table != nil:
+		rs, pd, err = replayTable(&o, table, stderr)
+	default:
+		var in *traceInput
+		var cleanup func()
+		prog := newProgress(stderr, o.progressMin)
+		in, cleanup, err = openInput(&o, stdin, prog)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer cleanup()
+		rs, pd, err = replayTrace(&o, in, table, prog, stderr)
+		prog.done()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	pd.runs = rs.runs
+	return rs.report(), pd, nil
+}
+
+// openInput returns the trace that o names: the embedded default, stdin
+// (spooled to a temporary file, since the replay reads it twice), or a
+// file, as an adaptsched trace or a Chrome trace. cleanup removes what it
+// made.
+func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func(), error) {
+	cleanup := func() {}
+	ropts := history.ReaderOptions{SkipBad: o.skipBad}
+	if o.input == "" {
+		if o.profile == "" {
+			o.profile = defaultGPUProfile
+		}
+		in := memoryTrace(defaultName, defaultTrace, ropts)
+		in.note = fmt.Sprintf("default trace: %d ops of mixed serving (Llama-3.2-1B) on sim:h100 + sim:cpu2, placed by thompson, %.0f%% shadow runs; counterfactuals without a measurement come from profiles %s / %s",
+			defaultOps, defaultShadow*100, o.profile, o.cpuProfile)
+		return in, cleanup, readHeader(in)
+	}
+	path, name := o.input, o.input
+	if o.input == "-" {
+		f, err := os.CreateTemp("", "replay-stdin-*")
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("replay: spooling stdin: %w", err)
+		}
+		cleanup = func() { os.Remove(f.Name()) }
+		_, err = io.Copy(f, stdin)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("replay: spooling stdin: %w", err)
+		}
+		path, name = f.Name(), "stdin"
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		cleanup()
+		return nil, func() {}, fmt.Errorf("replay: %w", err)
+	}
+	format := o.format
+	if format == "auto" {
+		if format, err = sniff(path); err != nil {
+			cleanup()
+			return nil, func() {}, err
+		}
+	}
+	if format == "chrome" {
+		in, err := openChrome(o, path, name)
+		return in, cleanup, err
+	}
+	in := &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("replay: %w", err)
+		}
+		rd, err := history.NewReader(prog.reader(f, st.Size()), name, ropts)
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return rd, f, nil
+	}}
+	if err := readHeader(in); err != nil {
+		cleanup()
+		return nil, func() {}, err
+	}
+	return in, cleanup, nil
+}
+
+// memoryTrace is a trace held in memory (the embedded default).
+func memoryTrace(name string, b []byte, ropts history.ReaderOptions) *traceInput {
+	return &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
+		rd, err := history.NewReader(bytes.NewReader(b), name, ropts)
+		return rd, io.NopCloser(nil), err
+	}}
+}
+
+// readHeader opens in once for its header.
+func readHeader(in *traceInput) error {
+	it, c, err := in.open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	in.header = it.(*history.Reader).Header()
+	return nil
+}
+
+// sniff tells an adaptsched trace from a Chrome trace: a Chrome trace
+// names its "traceEvents" within its first MiB (after gunzip); anything
+// else is read as adaptsched JSONL, whose reader names what is wrong.
+func sniff(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return "jsonl", nil // the reader reports it with the file's name
+		}
+		r = gz
+	}
+	head := make([]byte, 1<<20)
+	n, err := io.ReadFull(r, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "jsonl", nil
+	}
+	head = head[:n]
+	first, _, _ := bytes.Cut(head, []byte("\n"))
+	if bytes.Contains(first, []byte(`"`+history.TraceFormat+`"`)) {
+		return "jsonl", nil
+	}
+	if bytes.Contains(head, []byte(`"traceEvents"`)) {
+		return "chrome", nil
+	}
+	return "jsonl", nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// options are the parsed flags.
+type options struct {
+	policies    []string // names, in sim.PolicyNames order
+	ops         int
+	seed        uint64
+	json        bool
+	plot        string
+	db          string
+	bandit      bandit.Config
+	skipBad     bool
+	table       string
+	workload    string
+	model       string
+	profile     string
+	cpuProfile  string
+	zipf        float64
+	format      string
+	top         int
+	record      string
+	progressMin int64 // input bytes from which a terminal gets a progress bar
+	input       string
+}
+
+// run is the command: it parses args, replays, writes the report to stdout
+// and errors to stderr, and returns the exit status (0 ok, 1 failure, 2 a
+// usage error).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.record != "" {
+		if err := recordDefault(o.record); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+	rep, pd, err := replay(o, stdin, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if o.json {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "replay:", err)
+		return 1
+	}
+	if o.plot != "" {
+		if err := writePlot(o.plot, rep, pd); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+const usageText = `usage: replay [flags] [TRACE]
+
+Replays operations through placement policies and compares each with the
+oracle (the best fixed backend per bucket in hindsight).
+
+TRACE is an adaptsched JSONL trace (gzip accepted; "-" reads stdin) or a
+Chrome trace (PyTorch profiler / Kineto). Without TRACE, -workload replays
+a simulator workload, -table a perf table's workload, and with neither an
+embedded mixed-serving trace is replayed.
+
+flags:
+`
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	pol := fs.String("policies", strings.Join(sim.PolicyNames, ","), "comma-separated policies to compare")
+	fs.IntVar(&o.ops, "ops", 0, "replay at most N ops (0: the whole trace; simulator workloads default to 50000)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random draw (policies, counterfactuals, workloads)")
+	fs.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	fs.StringVar(&o.plot, "plot", "", "draw cumulative regret and thompson's decision map to `FILE` (.png or .svg)")
+	fs.StringVar(&o.db, "db", "", "warm-start thompson from the posterior store in `DIR` and save to it")
+	fs.Float64Var(&o.bandit.Hysteresis, "hysteresis", 0, "thompson's hysteresis margin (0: bandit's default; negative: none)")
+	fs.Float64Var(&o.bandit.Discount, "discount", 0, "thompson's discount γ per observation of a bucket (0: default)")
+	fs.Float64Var(&o.bandit.PriorStrength, "prior-strength", 0, "thompson's prior strength κ0 in pseudo-observations (0: default)")
+	fs.BoolVar(&o.skipBad, "skip-bad", false, "skip malformed trace lines (counted in the report) instead of failing")
+	fs.StringVar(&o.table, "table", "", "perf table `FILE.csv`: a workload of its own, or a counterfactual model for TRACE")
+	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
+	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
+	fs.StringVar(&o.profile, "profile", "", "GPU profile: the simulated GPU of -workload (default h100), or a counterfactual model for TRACE")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "cpu2", "CPU profile paired with -profile")
+	fs.Float64Var(&o.zipf, "zipf", 1, "Zipf exponent of a perf table's workload (0: rows uniform)")
+	fs.StringVar(&o.format, "format", "auto", "TRACE format: auto, jsonl or chrome")
+	fs.IntVar(&o.top, "top", 5, "buckets listed where the policies disagree most")
+	fs.StringVar(&o.record, "record-default", "", "write the embedded default trace to `FILE` and exit (maintainers)")
+	fs.Int64Var(&o.progressMin, "progress-min", 64<<20, "input `BYTES` from which a terminal stderr shows a progress bar")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	fail := func(format string, args ...any) (options, error) {
+		fmt.Fprintf(stderr, "replay: "+format+"\n", args...)
+		fs.Usage()
+		return o, errUsage
+	}
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		o.input = fs.Arg(0)
+	default:
+		return fail("one TRACE at most, got %d", fs.NArg())
+	}
+	for _, p := range strings.Split(*pol, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(sim.PolicyNames, p) {
+			return fail("unknown policy %q (known: %s)", p, strings.Join(sim.PolicyNames, ", "))
+		}
+		if !slices.Contains(o.policies, p) {
+			o.policies = append(o.policies, p)
+		}
+	}
+	if len(o.policies) == 0 {
+		return fail("-policies names no policy")
+	}
+	if err := o.bandit.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	switch {
+	case o.ops < 0:
+		return fail("-ops %d: want ≥ 0", o.ops)
+	case o.top < 0:
+		return fail("-top %d: want ≥ 0", o.top)
+	case !(o.zipf >= 0):
+		return fail("-zipf %v: want ≥ 0", o.zipf)
+	case o.format != "auto" && o.format != "jsonl" && o.format != "chrome":
+		return fail("-format %q: want auto, jsonl or chrome", o.format)
+	case o.input != "" && o.workload != "":
+		return fail("-workload replays the simulator: give it no TRACE")
+	case o.workload != "" && o.table != "":
+		return fail("-workload and -table are two workloads: give one")
+	}
+	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
+		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))
+	}
+	for _, p := range []struct{ flag, name string }{{"profile", o.profile}, {"cpu-profile", o.cpuProfile}} {
+		if p.name == "" {
+			continue
+		}
+		if _, err := sim.LookupProfile(p.name); err != nil {
+			return fail("-%s: %v", p.flag, err)
+		}
+	}
+	return o, nil
+}

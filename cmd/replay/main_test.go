@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/history"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files and the embedded default trace")
+
+// replayRun runs the command and returns its exit status and outputs.
+func replayRun(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestGolden checks the table and the -json output of small traces, a
+// trace with a perf-table model, a small Chrome trace (hand-written, in
+// the Kineto layout) with a profile model, a perf table's workload and a simulator
+// workload against testdata/*.golden (go test ./cmd/replay -rewrite).
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"small", []string{"testdata/small.jsonl"}},
+		{"small-table", []string{"-table", "testdata/table.csv", "testdata/small.jsonl"}},
+		{"small-profile", []string{"-profile", "mi250", "-policies", "thompson,roofline,oracle,cpu,gpu", "testdata/small.jsonl"}},
+		{"exact", []string{"testdata/exact.jsonl"}},
+		{"table-workload", []string{"-table", "testdata/table.csv", "-ops", "3000"}},
+		{"decode", []string{"-workload", "decode", "-ops", "3000", "-policies", "thompson,roofline,oracle,gpu,cpu"}},
+		{"chrome", []string{"-profile", "h100", "-policies", "thompson,roofline,oracle,cpu,gpu", "testdata/chrome.json"}},
+		{"tuned", []string{"-hysteresis", "0.3", "-discount", "0.99", "-prior-strength", "1", "-seed", "3", "-policies", "thompson,oracle", "testdata/small.jsonl"}},
+	}
+	for _, c := range cases {
+		for _, js := range []bool{false, true} {
+			name, args := c.name, c.args
+			if js {
+				name, args = name+".json", append([]string{"-json"}, args...)
+			}
+			t.Run(name, func(t *testing.T) {
+				code, out, errs := replayRun(t, "", args...)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errs)
+				}
+				golden := filepath.Join("testdata", name+".golden")
+				if *rewrite {
+					if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test ./cmd/replay -rewrite)", err)
+				}
+				if out != string(want) {
+					t.Errorf("output differs from %s:\n%s\nwant:\n%s", golden, out, want)
+				}
+			})
+		}
+	}
+}
+
+// event is the part of a trace event that the exact test reads, decoded
+// with encoding/json independently of history's reader.
+type event struct {
+	Op      string             `json:"op"`
+	DType   string             `json:"dtype"`
+	Shape   [][]int            `json:"shape"`
+	Backend string             `json:"backend"`
+	Actual  float64            `json:"actual_duration_us"`
+	Shadow  map[string]float64 `json:"shadow_us"`
+}
+
+// TestExactTotals replays a trace whose every op was measured on both
+// backends, so no duration is drawn: cpu's and gpu's totals are the sums
+// of the measurements, and the oracle (DESIGN.md § Evaluation) is Σ over
+// buckets of n_b × the lowest mean, all worked out here from the file.
+func TestExactTotals(t *testing.T) {
+	f, err := os.Open("testdata/exact.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	sum := map[string]float64{}
+	type key struct{ op, shape string }
+	per := map[key]map[string][]float64{}
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		k := key{e.Op, strings.TrimSpace(strings.ReplaceAll(sc.Text()[strings.Index(sc.Text(), `"shape"`):strings.Index(sc.Text(), `"backend"`)], " ", ""))}
+		if per[k] == nil {
+			per[k] = map[string][]float64{}
+		}
+		m := map[string]float64{e.Backend: e.Actual}
+		for b, v := range e.Shadow {
+			m[b] = v
+		}
+		for b, v := range m {
+			sum[b] += v
+			per[k][b] = append(per[k][b], v)
+		}
+	}
+	var oracle float64
+	for _, byBackend := range per {
+		best := math.Inf(1)
+		n := 0
+		for _, vs := range byBackend {
+			var s float64
+			for _, v := range vs {
+				s += v
+			}
+			best = math.Min(best, s/float64(len(vs)))
+			n = len(vs)
+		}
+		oracle += float64(n) * best
+	}
+	code, out, errs := replayRun(t, "", "-json", "-policies", "cpu,gpu,oracle,thompson", "testdata/exact.jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	near := func(what string, got, want float64) {
+		if math.Abs(got-want) > 1e-6*want {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	got := map[string]PolicyResult{}
+	for _, p := range rep.Policies {
+		got[p.Name] = p
+		near(p.Name+" oracle_us", p.OracleUs, oracle)
+		if p.CounterfactualPct != 0 {
+			t.Errorf("%s used counterfactuals (%v%%) in a fully measured trace", p.Name, p.CounterfactualPct)
+		}
+	}
+	near("cpu total_us", got["cpu"].TotalUs, sum["cpu"])
+	near("gpu total_us", got["gpu"].TotalUs, sum["rocm"])
+	if got["cpu"].Share["cpu"] != 1 || got["gpu"].Share["rocm"] != 1 {
+		t.Errorf("fixed shares: cpu %v, gpu %v", got["cpu"].Share, got["gpu"].Share)
+	}
+	if r := got["thompson"].RegretPct; !(r > -50 && r < 50) {
+		t.Errorf("thompson regret %v%%, want a bounded figure", r)
+	}
+	if rep.Ops != 40 || rep.Buckets != 4 {
+		t.Errorf("ops %d buckets %d, want 40 and 4", rep.Ops, rep.Buckets)
+	}
+}
+
+// TestErrors checks every error path: its exit status and message.
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"bad flag", []string{"-nope"}, 2, "flag provided but not defined"},
+		{"bad flag value", []string{"-ops", "x"}, 2, "invalid value"},
+		{"negative ops", []string{"-ops", "-1"}, 2, "-ops -1"},
+		{"unknown policy", []string{"-policies", "thompson,magic"}, 2, `unknown policy "magic" (known: thompson, static2x`},
+		{"no policy", []string{"-policies", ","}, 2, "names no policy"},
+		{"unknown profile", []string{"-profile", "tpu9"}, 2, `unknown profile "tpu9"`},
+		{"unknown cpu profile", []string{"-cpu-profile", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
+		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
+		{"workload and trace", []string{"-workload", "decode", "testdata/small.jsonl"}, 2, "give it no TRACE"},
+		{"workload and table", []string{"-workload", "decode", "-table", "testdata/table.csv"}, 2, "give one"},
+		{"two traces", []string{"testdata/small.jsonl", "testdata/exact.jsonl"}, 2, "one TRACE at most"},
+		{"bad format", []string{"-format", "xml", "testdata/small.jsonl"}, 2, "-format"},
+		{"bad hysteresis", []string{"-hysteresis", "2"}, 2, "Hysteresis"},
+		{"bad discount", []string{"-discount", "1.5"}, 2, "Discount"},
+		{"bad prior strength", []string{"-prior-strength", "100"}, 2, "PriorStrength"},
+		{"missing file", []string{"testdata/nope.jsonl"}, 1, "no such file"},
+		{"missing table", []string{"-table", "testdata/nope.csv"}, 1, "no such file"},
+		{"malformed line", []string{"testdata/bad.jsonl"}, 1, "testdata/bad.jsonl:4: column 41: unterminated string"},
+		{"unknown model", []string{"-workload", "decode", "-model", "gpt-9"}, 1, `unknown model "gpt-9"`},
+		{"bad plot extension", []string{"-plot", filepath.Join(t.TempDir(), "x.gif"), "testdata/exact.jsonl"}, 1, "want a .png or .svg"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := replayRun(t, "", c.args...)
+			if code != c.code || !strings.Contains(errs, c.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, c.code, c.msg)
+			}
+		})
+	}
+	// An invalid op on a line of its own, once the malformed one is gone.
+	dir := t.TempDir()
+	lines := strings.Split(readFile(t, "testdata/bad.jsonl"), "\n")
+	lines[3] = ""
+	p := filepath.Join(dir, "op.jsonl")
+	writeFile(t, p, strings.Join(lines, "\n"))
+	if code, _, errs := replayRun(t, "", p); code != 1 || !strings.Contains(errs, p+":6: event 4: kernels: unknown op") {
+		t.Errorf("invalid op: exit %d, %q", code, errs)
+	}
+	// Bad durations, a header of another format, an empty file, a bad table.
+	for name, c := range map[string]struct{ body, msg string }{
+		"negative": {header + `{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"backend":"cpu","actual_duration_us":-3}` + "\n", ":2: actual_duration_us -3"},
+		"shadow":   {header + `{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"backend":"cpu","actual_duration_us":3,"shadow_us":{"gpu":-1}}` + "\n", `:2: shadow_us["gpu"] -1`},
+		"format":   {`{"format":"other","version":1}` + "\n", `:1: format "other"`},
+		"empty":    {"", ":0: empty trace"},
+		"nothing":  {header + `{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":3}` + "\n", "no event names a backend"},
+	} {
+		p := filepath.Join(dir, name+".jsonl")
+		writeFile(t, p, c.body)
+		if code, _, errs := replayRun(t, "", p); code != 1 || !strings.Contains(errs, c.msg) {
+			t.Errorf("%s: exit %d, %q; want 1 and %q", name, code, errs, c.msg)
+		}
+	}
+	tbl := filepath.Join(dir, "bad.csv")
+	writeFile(t, tbl, "op,shape,backend,mean_us,std_us,n\nMatMul,4x4;4x4,cpu,-1,,1\n")
+	if code, _, errs := replayRun(t, "", "-table", tbl); code != 1 || !strings.Contains(errs, tbl+":2: mean_us") {
+		t.Errorf("bad table: exit %d, %q", code, errs)
+	}
+}
+
+const header = `{"format":"adaptsched-trace","version":1}` + "\n"
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSkipBad counts the skipped lines instead of failing.
+func TestSkipBad(t *testing.T) {
+	code, out, errs := replayRun(t, "", "-skip-bad", "-json", "testdata/bad.jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// bad.jsonl: 7 events, line 4 malformed and line 6 an unknown op.
+	if rep.Skipped != 2 || rep.Ops+rep.ExcludedOps != 5 {
+		t.Errorf("skipped %d, ops %d + excluded %d; want 2 skipped of 7 events", rep.Skipped, rep.Ops, rep.ExcludedOps)
+	}
+}
+
+// TestStdin reads the trace from stdin (spooled: the replay reads twice)
+// and gives the same figures as from the file.
+func TestStdin(t *testing.T) {
+	_, fromFile, _ := replayRun(t, "", "-json", "testdata/small.jsonl")
+	code, fromStdin, errs := replayRun(t, readFile(t, "testdata/small.jsonl"), "-json", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Replace(fromStdin, `"input": "stdin"`, `"input": "testdata/small.jsonl"`, 1) != fromFile {
+		t.Errorf("stdin and file replays differ:\n%s\n%s", fromStdin, fromFile)
+	}
+}
+
+// TestDefault replays the embedded trace with no arguments, and checks
+// that the embedded file is what the generator writes now.
+func TestDefault(t *testing.T) {
+	b, err := defaultTraceBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *rewrite {
+		if err := os.WriteFile("testdata/default.jsonl.gz", b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(b, defaultTrace) {
+		t.Errorf("testdata/default.jsonl.gz is stale: regenerate it with go test ./cmd/replay -rewrite")
+	}
+	if len(defaultTrace) > 1<<20 {
+		t.Errorf("default trace is %d bytes, want ≤ 1 MiB", len(defaultTrace))
+	}
+	code, out, errs := replayRun(t, "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"replay default:", "thompson", "oracle", "buckets where the policies disagree most"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if errs != "" {
+		t.Errorf("stderr not empty (not a terminal): %q", errs)
+	}
+}
+
+// TestPlot writes both formats; the PNG must decode.
+func TestPlot(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"r.png", "r.svg"} {
+		p := filepath.Join(dir, f)
+		if code, _, errs := replayRun(t, "", "-plot", p, "testdata/small.jsonl"); code != 0 {
+			t.Fatalf("%s: exit %d: %s", f, code, errs)
+		}
+		st, err := os.Stat(p)
+		if err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "r.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
+		t.Errorf("plot is %v", b)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dir, "r.svg")), "<svg") {
+		t.Error("r.svg is not SVG")
+	}
+}
+
+// TestDB warm-starts thompson from a store that a first replay saved:
+// the second run loads posteriors and explores no more than the first.
+func TestDB(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-json", "-db", dir, "-policies", "thompson,oracle", "testdata/small.jsonl"}
+	var reps [2]Report
+	for i := range reps {
+		code, out, errs := replayRun(t, "", args...)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &reps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(strings.Join(reps[0].Notes, ";"), "(0 posteriors loaded)") {
+		t.Errorf("first run notes %q, want 0 posteriors loaded", reps[0].Notes)
+	}
+	if strings.Contains(strings.Join(reps[1].Notes, ";"), "(0 posteriors loaded)") {
+		t.Errorf("second run notes %q: nothing was loaded", reps[1].Notes)
+	}
+	if a, b := reps[0].Policies[0].ExplorePct, reps[1].Policies[0].ExplorePct; b > a {
+		t.Errorf("warm start explored %v%%, more than the cold start's %v%%", b, a)
+	}
+}
+
+// FuzzReplayParse feeds arbitrary bytes, as a trace, through the reader
+// and both passes of the replay that the command runs on a file (in
+// memory: writing a file per input slows the fuzzer to a crawl): every
+// input ends in a report or an error naming the problem, never a panic,
+// and a report's figures are finite where its costs are.
+func FuzzReplayParse(f *testing.F) {
+	// Seeds are a few lines each: the fuzzer minimises every input that
+	// finds new coverage, and whole test traces make that crawl.
+	for _, p := range []string{"testdata/small.jsonl", "testdata/exact.jsonl", "testdata/bad.jsonl"} {
+		lines := strings.SplitAfter(readFileF(f, p), "\n")
+		f.Add([]byte(strings.Join(lines[:min(len(lines), 6)], "")), false)
+	}
+	f.Add([]byte(header+`{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"backend":"cpu","actual_duration_us":3,"shadow_us":{"gpu":null}}`+"\n"), true)
+	f.Fuzz(func(t *testing.T, data []byte, skipBad bool) {
+		o := options{policies: []string{"thompson", "calibrate", "oracle", "cpu"}, seed: 1, top: 3, skipBad: skipBad}
+		if skipBad {
+			o.profile, o.cpuProfile = "h100", "cpu2"
+		}
+		if err := o.bandit.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		in := memoryTrace("fuzz", data, history.ReaderOptions{SkipBad: skipBad})
+		if err := readHeader(in); err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz:") {
+				t.Fatalf("header error without the file's name: %v", err)
+			}
+			return
+		}
+		rs, _, err := replayTrace(&o, in, nil, nil, io.Discard)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		rep := rs.report()
+		for _, p := range rep.Policies {
+			if p.OracleUs > 0 && !math.IsInf(p.OracleUs, 0) && math.IsNaN(p.RegretPct) {
+				t.Fatalf("%s: regret NaN with oracle %v", p.Name, p.OracleUs)
+			}
+		}
+		if err := writeJSON(io.Discard, rep); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func readFileF(f *testing.F, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return string(b)
+}

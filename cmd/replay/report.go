@@ -1,0 +1,308 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// source is where the duration of one replayed decision came from.
+type source uint8
+
+const (
+	srcMeasured source = iota // the event ran on the chosen backend
+	srcShadow                 // a shadow run of the event on the chosen backend
+	srcTrace                  // counterfactual: the bucket's measurements elsewhere in the trace
+	srcTable                  // counterfactual: the -table perf table
+	srcProfile                // counterfactual: the -profile / -cpu-profile model
+	srcSim                    // the simulator drew it (-workload, -table without TRACE)
+	numSources
+)
+
+var sourceNames = [numSources]string{"measured", "shadow", "trace", "table", "profile", "sim"}
+
+var _ fmt.Stringer = srcTrace
+
+// String returns the source's name in the report, or source(n).
+func (s source) String() string {
+	if s < numSources {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("source(%d)", uint8(s))
+}
+
+// counterfactual reports whether the duration was not measured on the op.
+func (s source) counterfactual() bool { return s == srcTrace || s == srcTable || s == srcProfile }
+
+// Report is the comparison the command prints, as a table or as JSON.
+type Report struct {
+	Input    string   `json:"input"`
+	Ops      int64    `json:"ops"`
+	Buckets  int      `json:"buckets"`
+	Backends []string `json:"backends"`
+	Seed     uint64   `json:"seed"`
+	// Policies are in the order of -policies.
+	Policies []PolicyResult `json:"policies"`
+	// Counterfactual counts every policy's decisions by where their
+	// duration came from (sources that fed no decision are left out).
+	Counterfactual map[string]int64 `json:"counterfactual,omitempty"`
+	// Excluded are the ops (and their buckets) left out because some
+	// backend had neither a measurement nor a model for them.
+	ExcludedOps     int64          `json:"excluded_ops,omitempty"`
+	ExcludedBuckets []string       `json:"excluded_buckets,omitempty"`
+	Skipped         int            `json:"skipped,omitempty"`
+	Notes           []string       `json:"notes,omitempty"`
+	Disagreements   []Disagreement `json:"disagreements,omitempty"`
+}
+
+// PolicyResult is one policy's replay against the oracle.
+type PolicyResult struct {
+	Name     string  `json:"name"`
+	TotalUs  float64 `json:"total_us"`
+	OracleUs float64 `json:"oracle_us"`
+	// Ratio is TotalUs / OracleUs.
+	Ratio      float64            `json:"ratio"`
+	RegretPct  float64            `json:"regret_pct"`
+	Switches   int64              `json:"switches"`
+	ExplorePct float64            `json:"explore_pct"`
+	Share      map[string]float64 `json:"share"`
+	// CounterfactualPct is the share of its decisions whose duration was
+	// not measured on the op itself (trace statistics, table, profile).
+	CounterfactualPct float64 `json:"counterfactual_pct"`
+}
+
+// Disagreement is a bucket where the policies' placements differ most.
+// Split is 1 − the largest mean share of one backend over the policies
+// that learn or follow a rule (fixed cpu and gpu are left out: they
+// differ everywhere by construction): 0 when they all place the bucket
+// alike, up to 1 − 1/backends when they spread it evenly.
+type Disagreement struct {
+	Bucket string            `json:"bucket"`
+	Ops    int64             `json:"ops"`
+	Split  float64           `json:"split"`
+	Oracle string            `json:"oracle"`
+	Choice map[string]string `json:"choice"` // policy → its majority backend
+}
+
+// point is a policy's and the oracle's cumulative cost before op op.
+type point struct {
+	op               int64
+	policyUs, oracle float64
+}
+
+// policyRun is what a replay of one policy yields, in either mode.
+type policyRun struct {
+	name              string
+	totalUs, oracleUs float64
+	ops               int64
+	switches, explore int64
+	counts            []int64   // per arm
+	perBucket         [][]int64 // [bucket][arm]
+	sources           [numSources]int64
+	points            []point
+}
+
+// runSet is every policy's run over the same ops.
+type runSet struct {
+	input        string
+	arms         []string
+	bucketNames  []string
+	bucketOps    []int64
+	oracleArm    []int // per bucket: the oracle's majority arm
+	runs         []policyRun
+	excludedOps  int64
+	excludedBkts []string
+	skipped      int
+	notes        []string
+	seed         uint64
+	top          int
+}
+
+// report turns runs into the printed Report.
+func (rs *runSet) report() *Report {
+	r := &Report{Input: rs.input, Backends: rs.arms, Seed: rs.seed, ExcludedOps: rs.excludedOps,
+		ExcludedBuckets: rs.excludedBkts, Skipped: rs.skipped, Notes: rs.notes}
+	for _, n := range rs.bucketOps {
+		if n > 0 {
+			r.Buckets++
+		}
+	}
+	var cf [numSources]int64
+	for _, run := range rs.runs {
+		r.Ops = run.ops
+		pr := PolicyResult{Name: run.name, TotalUs: run.totalUs, OracleUs: run.oracleUs, Switches: run.switches,
+			Share: map[string]float64{}}
+		if run.oracleUs > 0 {
+			pr.Ratio = run.totalUs / run.oracleUs
+			pr.RegretPct = (run.totalUs - run.oracleUs) / run.oracleUs * 100
+		}
+		var cfn int64
+		for s, n := range run.sources {
+			cf[s] += n
+			if source(s).counterfactual() {
+				cfn += n
+			}
+		}
+		if run.ops > 0 {
+			pr.ExplorePct = float64(run.explore) / float64(run.ops) * 100
+			pr.CounterfactualPct = float64(cfn) / float64(run.ops) * 100
+			for a, c := range run.counts {
+				pr.Share[rs.arms[a]] = float64(c) / float64(run.ops)
+			}
+		}
+		r.Policies = append(r.Policies, pr)
+	}
+	for s, n := range cf {
+		if n > 0 {
+			if r.Counterfactual == nil {
+				r.Counterfactual = map[string]int64{}
+			}
+			r.Counterfactual[source(s).String()] = n
+		}
+	}
+	r.Disagreements = rs.disagreements()
+	return r
+}
+
+// disagreements returns the top buckets by Split × ops.
+func (rs *runSet) disagreements() []Disagreement {
+	var ds []Disagreement
+	var score []float64
+	for b, name := range rs.bucketNames {
+		n := rs.bucketOps[b]
+		if n == 0 {
+			continue
+		}
+		mean := make([]float64, len(rs.arms))
+		np := 0
+		for _, run := range rs.runs {
+			if fixedPolicy(run.name) {
+				continue
+			}
+			np++
+			for a, c := range run.perBucket[b] {
+				mean[a] += float64(c) / float64(n)
+			}
+		}
+		if np == 0 {
+			continue
+		}
+		split := 1 - slices.Max(mean)/float64(np)
+		if split < 1e-9 {
+			continue
+		}
+		d := Disagreement{Bucket: name, Ops: n, Split: split, Choice: map[string]string{}}
+		if a := rs.oracleArm[b]; a >= 0 {
+			d.Oracle = rs.arms[a]
+		}
+		for _, run := range rs.runs {
+			c := run.perBucket[b]
+			d.Choice[run.name] = rs.arms[slices.Index(c, slices.Max(c))]
+		}
+		ds = append(ds, d)
+		score = append(score, split*float64(n))
+	}
+	idx := make([]int, len(ds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case score[a] > score[b]:
+			return -1
+		case score[a] < score[b]:
+			return 1
+		}
+		return strings.Compare(ds[a].Bucket, ds[b].Bucket)
+	})
+	out := make([]Disagreement, 0, min(rs.top, len(ds)))
+	for _, i := range idx[:min(rs.top, len(ds))] {
+		out = append(out, ds[i])
+	}
+	return out
+}
+
+func fixedPolicy(name string) bool { return name == "cpu" || name == "gpu" }
+
+func writeJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func writeTable(w io.Writer, r *Report) error {
+	fmt.Fprintf(w, "replay %s: %d ops, %d buckets, backends %s, seed %d\n",
+		r.Input, r.Ops, r.Buckets, strings.Join(r.Backends, ", "), r.Seed)
+	if len(r.Counterfactual) > 0 {
+		keys := make([]string, 0, len(r.Counterfactual))
+		for _, s := range sourceNames {
+			if _, ok := r.Counterfactual[s]; ok {
+				keys = append(keys, s)
+			}
+		}
+		var total, cf int64
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			n := r.Counterfactual[k]
+			total += n
+			if k == "trace" || k == "table" || k == "profile" {
+				cf += n
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+		fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
+	}
+	if r.ExcludedOps > 0 {
+		fmt.Fprintf(w, "excluded: %d ops of %d buckets with no measurement or model on some backend: %s\n",
+			r.ExcludedOps, len(r.ExcludedBuckets), strings.Join(r.ExcludedBuckets, ", "))
+	}
+	if r.Skipped > 0 {
+		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "policy\ttotal ms\t×oracle\tregret %\tswitches\texplore %\tcf %"
+	for _, b := range r.Backends {
+		head += "\t" + b
+	}
+	fmt.Fprintln(tw, head+"\t")
+	for _, p := range r.Policies {
+		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d\t%.2f\t%.1f", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct,
+			p.Switches, p.ExplorePct, p.CounterfactualPct)
+		for _, b := range r.Backends {
+			line += fmt.Sprintf("\t%.1f%%", p.Share[b]*100)
+		}
+		fmt.Fprintln(tw, line+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Policies) > 0 {
+		fmt.Fprintf(w, "oracle: %.3f ms\n", r.Policies[0].OracleUs/1e3)
+	}
+	if len(r.Disagreements) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nbuckets where the policies disagree most (split: 1 − the largest mean share of one backend; majority backend of each policy):\n")
+	for _, d := range r.Disagreements {
+		fmt.Fprintf(w, "  %s  %d ops  split %.2f  oracle %s\n", d.Bucket, d.Ops, d.Split, d.Oracle)
+		for _, b := range r.Backends {
+			var names []string
+			for _, p := range r.Policies {
+				if d.Choice[p.Name] == b {
+					names = append(names, p.Name)
+				}
+			}
+			if len(names) > 0 {
+				fmt.Fprintf(w, "    %s: %s\n", b, strings.Join(names, ", "))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// workloadNames are the simulator workloads of -workload.
+var workloadNames = []string{"mixed-serving", "decode", "prefill"}
+
+// The simulator workloads' defaults.
+const (
+	defaultSimOps = 50_000 // ops of -workload and -table without -ops
+	decodeBatch   = 8      // sequences of -workload decode
+	decodeContext = 1024   // their starting context, tokens
+	defaultGPU    = "h100" // -workload's GPU without -profile
+)
+
+// replayWorkload runs -workload on the simulator: the GPU of -profile
+// and the CPU of -cpu-profile, through sim's harness.
+func replayWorkload(o *options, stderr io.Writer) (*runSet, *plotData, error) {
+	m, err := sim.LookupModel(o.model)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay: -model: %w", err)
+	}
+	n := o.ops
+	if n == 0 {
+		n = defaultSimOps
+	}
+	mk := func() (sim.Workload, error) {
+		switch o.workload {
+		case "decode":
+			return sim.Decode(m, decodeBatch, decodeContext, n)
+		case "prefill":
+			return sim.Prefill(m, n, o.seed)
+		}
+		return sim.MixedServing(m, n, o.seed, sim.ServingOptions{})
+	}
+	gpu := o.profile
+	if gpu == "" {
+		gpu = defaultGPU
+	}
+	arms := []sim.Arm{{Profile: sim.MustProfile(gpu)}, {Profile: sim.MustProfile(o.cpuProfile)}}
+	return replayEnv(o, mk, arms, stderr)
+}
+
+// replayTable runs a perf table's workload (rows drawn with Zipf
+// frequencies, durations lognormal around the measured means).
+func replayTable(o *options, t *sim.Table, stderr io.Writer) (*runSet, *plotData, error) {
+	n := o.ops
+	if n == 0 {
+		n = defaultSimOps
+	}
+	mk := func() (sim.Workload, error) { return t.Workload(n, o.zipf, o.seed) }
+	return replayEnv(o, mk, t.Arms(), stderr)
+}
+
+// replayEnv replays a simulator workload under every policy with
+// sim.Env (each policy's durations drawn with the seed -seed).
+func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stderr io.Writer) (*runSet, *plotData, error) {
+	w, err := mk()
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := sim.NewEnv(w, arms, sim.EnvOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, done, notes, err := buildPolicies(o, env.Arms(), env.Truth, &storeSetup{log: stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	rs := &runSet{input: env.Name(), bucketNames: env.Buckets(), notes: notes, seed: o.seed, top: o.top}
+	for _, a := range env.Arms() {
+		rs.arms = append(rs.arms, a.Name)
+	}
+	pd := &plotData{arms: rs.arms}
+	for _, p := range ps {
+		pr := &probePolicy{Policy: p}
+		if _, ok := p.(specSetter); ok {
+			if pr.feed, err = mk(); err != nil {
+				done()
+				return nil, nil, err
+			}
+		}
+		if p.Name() == "thompson" {
+			pr.dmap = newDecisionMap(int64(env.Ops()), len(arms))
+			pd.dmap = pr.dmap
+		}
+		res, err := env.Run(pr, o.seed)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		rs.runs = append(rs.runs, runOf(res))
+		if rs.bucketOps == nil {
+			for _, b := range res.Buckets {
+				rs.bucketOps = append(rs.bucketOps, b.Ops)
+				best := 0
+				for a := range b.Oracle {
+					if b.Oracle[a] > b.Oracle[best] {
+						best = a
+					}
+				}
+				rs.oracleArm = append(rs.oracleArm, best)
+			}
+		}
+	}
+	if err := done(); err != nil {
+		return nil, nil, err
+	}
+	return rs, pd, nil
+}
+
+// runOf converts a harness result.
+func runOf(res sim.Result) policyRun {
+	r := policyRun{name: res.Policy, totalUs: res.TotalUs, oracleUs: res.OracleUs, ops: res.Ops, switches: res.Switches,
+		explore: int64(res.ExplorePct/100*float64(res.Ops) + 0.5)}
+	r.sources[srcSim] = res.Ops
+	for _, s := range res.Share {
+		r.counts = append(r.counts, int64(s*float64(res.Ops)+0.5))
+	}
+	for _, b := range res.Buckets {
+		r.perBucket = append(r.perBucket, b.Decisions)
+	}
+	for _, p := range res.Points {
+		r.points = append(r.points, point{op: p.Op, policyUs: p.PolicyUs, oracle: p.OracleUs})
+	}
+	return r
+}
+
+// probePolicy wraps a policy that the harness runs: it records thompson's
+// decision map and feeds a store-backed thompson the op itself, from a
+// second copy of the (deterministic) workload, in step with the harness,
+// which asks for one decision per op in order.
+type probePolicy struct {
+	bandit.Policy
+	feed sim.Workload
+	dmap *decisionMap
+	op   int64
+}
+
+func (p *probePolicy) Choose(t *bandit.Task) int {
+	if p.feed != nil {
+		if op, ok := p.feed.Next(); ok {
+			p.Policy.(specSetter).setSpec(&op.Spec)
+		}
+	}
+	a := p.Policy.Choose(t)
+	if p.dmap != nil && a >= 0 && a < p.dmap.arms {
+		w := kernels.Work{FLOPs: int64(t.FLOPs), BytesRead: int64(t.BytesRead), BytesWritten: int64(t.BytesWritten)}
+		p.dmap.add(p.op, adaptive.SizeClass(w), a)
+	}
+	p.op++
+	return a
+}

@@ -1,0 +1,717 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// maxArms is the most backends a replay compares: thompson's limit.
+const maxArms = adaptive.MaxBackends
+
+// eventIter is a stream of trace events: a history.Reader, or the ops of
+// an imported Chrome trace.
+type eventIter interface {
+	Next() (history.Event, error)
+	Line() int
+	Skipped() int
+}
+
+// traceInput is a trace that can be read twice (the replay's two passes).
+type traceInput struct {
+	name   string
+	header history.Header
+	note   string // said in the report
+	// open returns a fresh stream positioned at the first event.
+	open func() (eventIter, io.Closer, error)
+}
+
+// armInfo is one backend of a trace replay.
+type armInfo struct {
+	name     string
+	gpu      bool
+	nominal  bandit.Figures
+	prof     *sim.Profile // model of counterfactual durations, or nil
+	tableCol int          // column of the -table model, or -1
+	model    bool         // added for a model: no event ran on it
+	// described is true when the header or the backend's name (a
+	// profile's) gave its nominal figures; otherwise a model's profile
+	// gives them, or the defaults.
+	described bool
+}
+
+// welford accumulates a bucket's measurements on one backend: the sum of
+// µs (for the mean that the oracle compares) and the running mean and M2
+// of ln µs (for the spread of counterfactual draws).
+type welford struct {
+	n        int64
+	sum      float64
+	mean, m2 float64
+}
+
+func (w *welford) add(us float64) {
+	w.n++
+	w.sum += us
+	y := math.Log(us)
+	d := y - w.mean
+	w.mean += d / float64(w.n)
+	w.m2 += d * (y - w.mean)
+}
+
+func (w *welford) meanUs() float64 { return w.sum / float64(w.n) }
+
+// sigma is the spread of ln µs, sim.DefaultSpread from fewer than two
+// measurements.
+func (w *welford) sigma() float64 {
+	if w.n < 2 {
+		return sim.DefaultSpread
+	}
+	return math.Sqrt(w.m2 / float64(w.n-1))
+}
+
+// specEntry is one distinct op of the trace: its task and, per backend,
+// its model's mean duration (0: no model).
+type specEntry struct {
+	task  bandit.Task
+	spec  kernels.Spec
+	class int // adaptive.SizeClass of its work
+	n     int64
+	model [maxArms]float64
+	sigma [maxArms]float64
+	msrc  [maxArms]source
+}
+
+// bucketState is one bucket's statistics (pass 1) and oracle.
+type bucketState struct {
+	name     string
+	ops      int64
+	meas     [maxArms]welford
+	modelSum [maxArms]float64
+	modelN   [maxArms]int64
+	mean     [maxArms]float64 // the oracle's mean µs per backend
+	oracle   int
+	excluded bool
+}
+
+// scanner is pass 1: it learns the backends, buckets and distinct ops of a
+// trace, and each bucket's measurements per backend, in memory bounded by
+// the number of distinct ops and buckets, not events.
+type scanner struct {
+	o       *options
+	in      *traceInput
+	arms    []armInfo
+	armIdx  map[string]int
+	buckets []*bucketState
+	bktIdx  map[string]int
+	specs   map[string]*specEntry
+	key     []byte
+	ops     int64
+	bad     int // events skipped for bad content (-skip-bad)
+	table   *sim.Table
+	tblEnv  map[*specEntry][]float64
+}
+
+func newScanner(o *options, in *traceInput, table *sim.Table) (*scanner, error) {
+	s := &scanner{o: o, in: in, armIdx: map[string]int{}, bktIdx: map[string]int{}, specs: map[string]*specEntry{}, table: table}
+	for _, info := range in.header.Backends {
+		if _, err := s.arm(info.Name, &info); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// arm returns the index of the backend called name, adding it on first
+// sight (info, when known, gives its kind and nominal figures).
+func (s *scanner) arm(name string, info *backends.Info) (int, error) {
+	if i, ok := s.armIdx[name]; ok {
+		return i, nil
+	}
+	if len(s.arms) == maxArms {
+		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %q)", errInput, s.in.name, maxArms, maxArms+1, name)
+	}
+	a := armInfo{name: name, tableCol: -1}
+	prof, _ := sim.LookupProfile(strings.TrimPrefix(name, "sim:"))
+	switch {
+	case info != nil && info.Name != "":
+		a.gpu = info.Kind == backends.GPU
+		a.nominal = figures(info.Nominal, a.gpu, info.SharedMemory)
+		a.described = true
+	case prof != nil:
+		a.gpu = prof.Kind == backends.GPU
+		a.described = true
+	default:
+		a.gpu = !strings.HasPrefix(strings.ToLower(name), "cpu")
+	}
+	if a.nominal.GFLOPS == 0 {
+		a.nominal = defaultNominal(a.gpu, prof)
+	}
+	s.armIdx[name] = len(s.arms)
+	s.arms = append(s.arms, a)
+	return len(s.arms) - 1, nil
+}
+
+// figures converts a backend's nominal figures as sim.Profile.Arm does:
+// a GPU's round trip is two copy latencies (two dispatches when it shares
+// host memory).
+func figures(n backends.Nominal, gpu, shared bool) bandit.Figures {
+	f := bandit.Figures{GFLOPS: n.GFLOPS, MemGBps: n.MemGBps, DispatchUs: n.DispatchUs, LinkGBps: n.LinkGBps, LinkLatencyUs: n.LinkLatencyUs}
+	if gpu {
+		f.RoundTripUs = 2 * n.LinkLatencyUs
+		if shared {
+			f.RoundTripUs = 2 * n.DispatchUs
+		}
+	}
+	return f
+}
+
+// defaultNominal are the figures of a backend the trace does not
+// describe: its profile's when its name is one, else cpu2's for a CPU and
+// the RLX cost model's ROCm defaults for a GPU, as sim.Table.Arms does.
+func defaultNominal(gpu bool, prof *sim.Profile) bandit.Figures {
+	if prof != nil {
+		return prof.Arm().Nominal
+	}
+	if !gpu {
+		return sim.MustProfile("cpu2").Arm().Nominal
+	}
+	return bandit.Figures{GFLOPS: 10000, MemGBps: 800, DispatchUs: 3, RoundTripUs: 40, LinkGBps: 25, LinkLatencyUs: 20}
+}
+
+// appendKey appends what identifies e's op (and bucket) to b.
+func appendKey(b []byte, e *history.Event) []byte {
+	b = append(b, e.Op...)
+	b = append(b, 0)
+	b = append(b, e.DType...)
+	b = append(b, 0)
+	b = append(b, e.Bucket...)
+	b = append(b, 0)
+	for _, sh := range e.Shape {
+		for _, d := range sh {
+			b = strconv.AppendInt(b, int64(d), 10)
+			b = append(b, 'x')
+		}
+		b = append(b, ';')
+	}
+	p := &e.Params
+	if p.Causal {
+		b = append(b, 'c')
+	}
+	for _, f := range [...]float32{p.Scale, p.Eps, p.RopeBase} {
+		b = append(b, ',')
+		b = strconv.AppendUint(b, uint64(math.Float32bits(f)), 16)
+	}
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(p.Pos), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, p.FLOPs, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, p.Bytes, 10)
+	b = append(b, ',')
+	return append(b, p.Name...)
+}
+
+// entry returns e's distinct op, creating it (and its bucket) on first
+// sight; an invalid op is an error.
+func (s *scanner) entry(e *history.Event) (*specEntry, error) {
+	s.key = appendKey(s.key[:0], e)
+	if ent, ok := s.specs[string(s.key)]; ok {
+		return ent, nil
+	}
+	spec, err := e.Spec()
+	if err != nil {
+		return nil, err
+	}
+	bname := e.Bucket
+	if bname == "" {
+		bname = adaptive.BucketName(spec)
+	}
+	b, ok := s.bktIdx[bname]
+	if !ok {
+		b = len(s.buckets)
+		s.bktIdx[bname] = b
+		s.buckets = append(s.buckets, &bucketState{name: bname, oracle: -1})
+	}
+	w := spec.Work()
+	name := spec.Op.String()
+	if spec.Op == kernels.Opaque && spec.Params.Name != "" {
+		name = spec.Params.Name
+	}
+	ent := &specEntry{spec: spec, class: adaptive.SizeClass(w), task: bandit.Task{
+		Bucket: b, Op: name, Class: bandit.Class(spec.Op.Class()), Elements: spec.OutShape().Elements(),
+		FLOPs: float64(w.FLOPs), BytesRead: float64(w.BytesRead), BytesWritten: float64(w.BytesWritten),
+	}}
+	s.specs[string(s.key)] = ent
+	return ent, nil
+}
+
+// maxUs bounds a measured duration (about 11.6 days): beyond it a
+// figure is a corrupt record, and sums of such figures would overflow.
+const maxUs = 1e12
+
+// checkDurations rejects durations no measurement can have. NaN (null)
+// and 0 mean "not measured".
+func checkDurations(e *history.Event) error {
+	bad := func(us float64) bool { return us < 0 || us > maxUs }
+	if bad(e.ActualUs) {
+		return fmt.Errorf("actual_duration_us %v: want a duration in [0, %g] µs", e.ActualUs, maxUs)
+	}
+	for k, v := range e.Shadow {
+		if bad(v) {
+			return fmt.Errorf("shadow_us[%q] %v: want a duration in [0, %g] µs", k, v, maxUs)
+		}
+		if k == "" {
+			return errors.New("shadow_us with an empty backend name")
+		}
+	}
+	return nil
+}
+
+func measured(us float64) bool { return us > 0 && !math.IsInf(us, 0) }
+
+// badLine formats an error about the event just read.
+func badLine(in *traceInput, it eventIter, err error) error {
+	return fmt.Errorf("%s:%d: %w", in.name, it.Line(), err)
+}
+
+// next returns the next event to replay and its op, skipping (with
+// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops. Pass 2
+// calls it with the scanner that pass 1 filled, so both passes see the
+// same events.
+func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *specEntry, error) {
+	for {
+		if s.o.ops > 0 && *read >= int64(s.o.ops) {
+			return nil, nil, io.EOF
+		}
+		ev, err := it.Next()
+		if err != nil {
+			return nil, nil, err
+		}
+		ent, err := s.entry(&ev)
+		if err == nil {
+			err = checkDurations(&ev)
+		}
+		if err != nil {
+			if s.o.skipBad {
+				*bad++
+				continue
+			}
+			return nil, nil, badLine(s.in, it, err)
+		}
+		*read++
+		return &ev, ent, nil
+	}
+}
+
+// scan is pass 1.
+func (s *scanner) scan() error {
+	it, c, err := s.in.open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		ev, ent, err := s.next(it, &s.ops, &s.bad)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b := s.buckets[ent.task.Bucket]
+		b.ops++
+		ent.n++
+		if ev.Backend != "" {
+			a, err := s.arm(ev.Backend, nil)
+			if err != nil {
+				return badLine(s.in, it, err)
+			}
+			if measured(ev.ActualUs) {
+				b.meas[a].add(ev.ActualUs)
+			}
+		}
+		for k, v := range ev.Shadow {
+			a, err := s.arm(k, nil)
+			if err != nil {
+				return badLine(s.in, it, err)
+			}
+			if measured(v) {
+				b.meas[a].add(v)
+			}
+		}
+	}
+	s.bad += it.Skipped()
+	return nil
+}
+
+// finish adds the backends that only a model knows, attaches the models,
+// and sets every bucket's oracle; it returns notes for the report.
+func (s *scanner) finish() ([]string, error) {
+	var notes []string
+	var gpuProf, cpuProf *sim.Profile
+	if s.o.profile != "" {
+		gpuProf = sim.MustProfile(s.o.profile)
+		cpuProf = sim.MustProfile(s.o.cpuProfile)
+	}
+	hasKind := func(gpu bool) bool {
+		for _, a := range s.arms {
+			if a.gpu == gpu {
+				return true
+			}
+		}
+		return false
+	}
+	addModel := func(name string, gpu bool, prof *sim.Profile) error {
+		if _, ok := s.armIdx[name]; ok {
+			return nil
+		}
+		i, err := s.arm(name, nil)
+		if err != nil {
+			return err
+		}
+		s.arms[i].gpu, s.arms[i].model = gpu, true
+		s.arms[i].nominal = defaultNominal(gpu, prof)
+		return nil
+	}
+	if s.table != nil {
+		for _, label := range s.table.Backends() {
+			if s.matchTable(label) < 0 {
+				p, _ := sim.LookupProfile(strings.TrimPrefix(label, "sim:"))
+				if err := addModel(label, !strings.HasPrefix(strings.ToLower(label), "cpu"), p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if gpuProf != nil {
+		if !hasKind(false) {
+			if err := addModel("cpu", false, cpuProf); err != nil {
+				return nil, err
+			}
+		}
+		if !hasKind(true) {
+			if err := addModel("gpu", true, gpuProf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range s.arms {
+		a := &s.arms[i]
+		if s.table != nil {
+			for c, label := range s.table.Backends() {
+				if sameBackend(label, a.name) {
+					a.tableCol = c
+				}
+			}
+		}
+		if gpuProf != nil {
+			a.prof = cpuProf
+			if a.gpu {
+				a.prof = gpuProf
+			}
+			if !a.described {
+				a.nominal = a.prof.Arm().Nominal
+			}
+		}
+	}
+	if len(s.arms) < 2 {
+		notes = append(notes, "one backend only: give -profile (with -cpu-profile) or -table to model the others")
+	}
+	if len(s.arms) == 0 {
+		return notes, fmt.Errorf("%w: %s: no event names a backend, and no model adds one", errInput, s.in.name)
+	}
+	// Models per distinct op, then per bucket.
+	var tableCols []int
+	if s.table != nil {
+		for range s.table.Backends() {
+			tableCols = append(tableCols, 0)
+		}
+	}
+	for _, ent := range s.specs {
+		if ent.n == 0 {
+			continue
+		}
+		var tbl []float64
+		if s.table != nil {
+			tbl = tableMeans(s.table, ent.spec)
+		}
+		for a := range s.arms {
+			arm := &s.arms[a]
+			switch {
+			case tbl != nil && arm.tableCol >= 0:
+				ent.model[a], ent.sigma[a], ent.msrc[a] = tbl[arm.tableCol], sim.DefaultSpread, srcTable
+			case arm.prof != nil && ent.spec.Op != kernels.Opaque:
+				ent.model[a], ent.sigma[a], ent.msrc[a] = arm.prof.MeanUs(ent.spec), arm.prof.Sigma, srcProfile
+			default:
+				continue
+			}
+			b := s.buckets[ent.task.Bucket]
+			b.modelSum[a] += float64(ent.n) * ent.model[a]
+			b.modelN[a] += ent.n
+		}
+	}
+	for _, b := range s.buckets {
+		if b.ops == 0 {
+			continue
+		}
+		best := math.Inf(1)
+		for a := range s.arms {
+			switch {
+			case b.meas[a].n > 0:
+				b.mean[a] = b.meas[a].meanUs()
+			case b.modelN[a] == b.ops:
+				b.mean[a] = b.modelSum[a] / float64(b.ops)
+			default:
+				b.excluded = true
+				continue
+			}
+			if b.mean[a] < best {
+				best, b.oracle = b.mean[a], a
+			}
+		}
+	}
+	return notes, nil
+}
+
+// matchTable returns the trace backend that a table column stands for, or -1.
+func (s *scanner) matchTable(label string) int {
+	for i, a := range s.arms {
+		if sameBackend(label, a.name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func sameBackend(a, b string) bool {
+	return strings.TrimPrefix(a, "sim:") == strings.TrimPrefix(b, "sim:")
+}
+
+// tableMeans returns the table's mean µs of spec on each of its backends,
+// or nil when the table lacks it on one. sim.Table keeps its lookup
+// unexported; a one-op Env over the table's arms reaches the same figures
+// through the harness's ground truth (Env.Truth: the mean of the op on an
+// arm, with no transfers on table arms).
+func tableMeans(t *sim.Table, spec kernels.Spec) []float64 {
+	env, err := sim.NewEnv(&oneOp{spec: spec}, t.Arms(), sim.EnvOptions{})
+	if err != nil {
+		return nil
+	}
+	out := make([]float64, len(t.Backends()))
+	for a := range out {
+		out[a] = env.Truth(0, a)
+	}
+	return out
+}
+
+// oneOp is a workload of one op.
+type oneOp struct {
+	spec kernels.Spec
+	done bool
+}
+
+func (w *oneOp) Name() string { return "op" }
+
+func (w *oneOp) Next() (sim.Op, bool) {
+	if w.done {
+		return sim.Op{}, false
+	}
+	w.done = true
+	return sim.Op{Spec: w.spec, BucketName: "op"}, true
+}
+
+// seedOf derives a policy's stream from the seed and its name.
+func seedOf(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
+// tracePolicy is one policy of a trace replay with its own accounting.
+type tracePolicy struct {
+	p    bandit.Policy
+	r    *rand.Rand
+	run  policyRun
+	last []int8 // per bucket, the previous decision (-1: none)
+	dmap *decisionMap
+}
+
+// replayTrace is the two-pass replay of a trace.
+func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, stderr io.Writer) (rs *runSet, pd *plotData, err error) {
+	s, err := newScanner(o, in, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	prog.phase("pass 1/2")
+	if err := s.scan(); err != nil {
+		return nil, nil, err
+	}
+	notes, err := s.finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.note != "" {
+		notes = append([]string{in.note}, notes...)
+	}
+	rs = &runSet{input: in.name, skipped: s.bad, notes: notes, seed: o.seed, top: o.top}
+	var included int64
+	for _, a := range s.arms {
+		rs.arms = append(rs.arms, a.name)
+	}
+	for _, b := range s.buckets {
+		rs.bucketNames = append(rs.bucketNames, b.name)
+		if b.excluded {
+			rs.excludedOps += b.ops
+			rs.excludedBkts = append(rs.excludedBkts, b.name)
+			rs.bucketOps = append(rs.bucketOps, 0)
+			rs.oracleArm = append(rs.oracleArm, -1)
+			continue
+		}
+		included += b.ops
+		rs.bucketOps = append(rs.bucketOps, b.ops)
+		rs.oracleArm = append(rs.oracleArm, b.oracle)
+	}
+	if included == 0 {
+		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
+			errInput, in.name, s.ops, rs.excludedOps)
+	}
+	arms := make([]bandit.Arm, len(s.arms))
+	for i, a := range s.arms {
+		arms[i] = bandit.Arm{Name: a.name, GPU: a.gpu, Nominal: a.nominal}
+	}
+	truth := func(bucket, arm int) float64 {
+		if bucket < 0 || bucket >= len(s.buckets) || arm < 0 || arm >= len(s.arms) || s.buckets[bucket].excluded {
+			return math.Inf(1)
+		}
+		return s.buckets[bucket].mean[arm]
+	}
+	ps, closeDB, pnotes, err := buildPolicies(o, arms, truth, &storeSetup{fingerprint: in.header.Fingerprint, log: stderr})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if cerr := closeDB(); cerr != nil && err == nil {
+			rs, pd, err = nil, nil, cerr
+		}
+	}()
+	rs.notes = append(rs.notes, pnotes...)
+	every := max(included/200, 1)
+	pd = &plotData{arms: rs.arms}
+	tps := make([]*tracePolicy, len(ps))
+	for i, p := range ps {
+		tp := &tracePolicy{p: p, r: seedOf(o.seed, p.Name()), last: make([]int8, len(s.buckets)),
+			run: policyRun{name: p.Name(), counts: make([]int64, len(arms)), perBucket: make([][]int64, len(s.buckets))}}
+		for b := range tp.last {
+			tp.last[b] = -1
+			tp.run.perBucket[b] = make([]int64, len(arms))
+		}
+		if p.Name() == "thompson" {
+			tp.dmap = newDecisionMap(included, len(arms))
+			pd.dmap = tp.dmap
+		}
+		tps[i] = tp
+	}
+	prog.phase("pass 2/2")
+	it, c, err := in.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	var read, op int64
+	var bad int
+	var oracleUs float64
+	var meas [maxArms]float64
+	var msrc [maxArms]source
+	for {
+		ev, ent, err := s.next(it, &read, &bad)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if ent.n == 0 {
+			return nil, nil, badLine(in, it, errors.New("an op that the first pass did not see: the input changed while it was replayed"))
+		}
+		b := s.buckets[ent.task.Bucket]
+		if b.excluded {
+			continue
+		}
+		if op%every == 0 {
+			for _, tp := range tps {
+				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+			}
+		}
+		meas = [maxArms]float64{}
+		if ev.Backend != "" && measured(ev.ActualUs) {
+			a := s.armIdx[ev.Backend]
+			meas[a], msrc[a] = ev.ActualUs, srcMeasured
+		}
+		for k, v := range ev.Shadow {
+			if a, ok := s.armIdx[k]; ok && measured(v) && meas[a] == 0 {
+				meas[a], msrc[a] = v, srcShadow
+			}
+		}
+		oracleUs += b.mean[b.oracle]
+		for _, tp := range tps {
+			if sp, ok := tp.p.(specSetter); ok {
+				sp.setSpec(&ent.spec)
+			}
+			a := tp.p.Choose(&ent.task)
+			if a < 0 || a >= len(arms) {
+				return nil, nil, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(arms))
+			}
+			us, src := meas[a], msrc[a]
+			if us == 0 {
+				us, src = drawCounterfactual(b, ent, a, tp.r)
+			}
+			tp.p.Observe(&ent.task, a, us)
+			run := &tp.run
+			run.totalUs += us
+			run.ops++
+			run.counts[a]++
+			run.perBucket[ent.task.Bucket][a]++
+			run.sources[src]++
+			if l := tp.last[ent.task.Bucket]; l >= 0 && int(l) != a {
+				run.switches++
+			}
+			tp.last[ent.task.Bucket] = int8(a)
+			if a != b.oracle {
+				run.explore++
+			}
+			if tp.dmap != nil {
+				tp.dmap.add(op, ent.class, a)
+			}
+		}
+		op++
+	}
+	for _, tp := range tps {
+		tp.run.oracleUs = oracleUs
+		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+		rs.runs = append(rs.runs, tp.run)
+	}
+	return rs, pd, nil
+}
+
+// drawCounterfactual returns a counterfactual duration of ent on arm a: lognormal
+// around the bucket's measured mean on a (σ of its ln µs), or else around
+// the model's mean for the op; the draw's mean is that mean.
+func drawCounterfactual(b *bucketState, ent *specEntry, a int, r *rand.Rand) (float64, source) {
+	mean, sigma, src := ent.model[a], ent.sigma[a], ent.msrc[a]
+	if w := &b.meas[a]; w.n > 0 {
+		mean, sigma, src = w.meanUs(), w.sigma(), srcTrace
+	}
+	return mean * math.Exp(sigma*r.NormFloat64()-sigma*sigma/2), src
+}
