@@ -1,0 +1,44 @@
+package adaptive_test
+
+import (
+	"fmt"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// ExampleExecutor runs an op on an Executor over two CPU backends and a
+// simulated GPU exactly as on one backend.
+func ExampleExecutor() {
+	var bes []backends.Backend
+	for _, name := range []string{"cpu", "cpu1", "sim:h100"} {
+		b, err := backends.Open(name)
+		if err != nil {
+			panic(err)
+		}
+		defer b.Close()
+		bes = append(bes, b)
+	}
+	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+		Backends: bes, NoCalibration: true, CalibrationFile: "-", Seed: 1}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+
+	var be backends.Backend = e // drop-in
+	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{2, 2}, {2}}}
+	x, _ := be.Alloc(s.InBytes(0))
+	y, _ := be.Alloc(s.InBytes(1))
+	out, _ := be.Alloc(s.OutBytes())
+	be.Write(x, kernels.AsBytes([]float32{1, 2, 3, 4}))
+	be.Write(y, kernels.AsBytes([]float32{10, 20}))
+	if _, err := be.Run(s, []backends.Buffer{x, y}, out); err != nil {
+		panic(err)
+	}
+	got := make([]float32, 4)
+	be.Read(kernels.AsBytes(got), out)
+	fmt.Println(got)
+	// Output: [11 22 13 24]
+}

@@ -1,0 +1,659 @@
+package adaptive_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	_ "github.com/adaptsched/adaptsched/backends/cpu"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// open opens a registered backend or fails the test.
+func open(t testing.TB, name string) backends.Backend {
+	t.Helper()
+	b, err := backends.Open(name)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// newExec builds an Executor over bes with test settings.
+func newExec(t testing.TB, cfg adaptive.ExecutorConfig, bes ...backends.Backend) *adaptive.Executor {
+	t.Helper()
+	cfg.Backends = bes
+	cfg.NoCalibration = true
+	cfg.CalibrationFile = "-"
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	e, err := adaptive.NewExecutor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// randF32 returns n deterministic values in [-1, 1).
+func randF32(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = 2*r.Float32() - 1
+	}
+	return x
+}
+
+// inputBytes returns valid input data for input i of s.
+func inputBytes(t testing.TB, r *rand.Rand, s kernels.Spec, i int) []byte {
+	t.Helper()
+	sh := s.In[i]
+	switch dt := s.InDType(i); dt {
+	case kernels.F32:
+		return append([]byte(nil), kernels.AsBytes(randF32(r, int(sh.Elements())))...)
+	case kernels.F16:
+		b := make([]byte, 2*sh.Elements())
+		for j := range sh.Elements() {
+			h := kernels.F16FromFloat32(2*r.Float32() - 1)
+			b[2*j], b[2*j+1] = byte(h), byte(h>>8)
+		}
+		return b
+	default:
+		q, err := kernels.Quantize(dt, randF32(r, int(sh.Elements())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+}
+
+// catalogue is one spec per executable op (and dtype variant).
+func catalogue() []kernels.Spec {
+	sh := func(d ...int) kernels.Shape { return kernels.Shape(d) }
+	return []kernels.Spec{
+		{Op: kernels.MatMul, In: []kernels.Shape{sh(8, 32), sh(32, 16)}},
+		{Op: kernels.MatMul, In: []kernels.Shape{sh(2, 4, 8), sh(2, 8, 3)}},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{sh(4, 64), sh(16, 64)}},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q4_0, In: []kernels.Shape{sh(3, 64), sh(8, 64)}},
+		{Op: kernels.Softmax, In: []kernels.Shape{sh(4, 33)}},
+		{Op: kernels.Attention, In: []kernels.Shape{sh(2, 4, 3, 16), sh(2, 2, 5, 16), sh(2, 2, 5, 16)}, Params: kernels.Params{Causal: true}},
+		{Op: kernels.Add, In: []kernels.Shape{sh(4, 16), sh(16)}},
+		{Op: kernels.Mul, In: []kernels.Shape{sh(4, 16), sh(4, 16)}},
+		{Op: kernels.Scale, In: []kernels.Shape{sh(4, 16)}, Params: kernels.Params{Scale: 0.5}},
+		{Op: kernels.RMSNorm, In: []kernels.Shape{sh(4, 16), sh(16)}},
+		{Op: kernels.LayerNorm, In: []kernels.Shape{sh(4, 16), sh(16), sh(16)}},
+		{Op: kernels.RoPE, In: []kernels.Shape{sh(2, 3, 4, 16)}, Params: kernels.Params{Pos: 5}},
+		{Op: kernels.SiLU, In: []kernels.Shape{sh(4, 16)}},
+		{Op: kernels.SwiGLU, In: []kernels.Shape{sh(4, 16), sh(4, 16)}},
+		{Op: kernels.GELU, In: []kernels.Shape{sh(4, 16)}},
+		{Op: kernels.Dequantize, DType: kernels.Q8_0, In: []kernels.Shape{sh(4, 64)}},
+		{Op: kernels.Dequantize, DType: kernels.F16, In: []kernels.Shape{sh(4, 16)}},
+		{Op: kernels.Copy, In: []kernels.Shape{sh(4, 16)}},
+		{Op: kernels.Copy, DType: kernels.Q8_0, In: []kernels.Shape{sh(2, 64)}},
+		{Op: kernels.Transpose, In: []kernels.Shape{sh(3, 4, 5)}},
+	}
+}
+
+// near reports the first element where got and want (f32 bytes, or raw
+// bytes for other dtypes) differ by more than tol (absolute + relative).
+func near(dt kernels.DType, got, want []byte, tol float64) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d bytes, want %d", len(got), len(want))
+	}
+	if dt != kernels.F32 {
+		if !bytes.Equal(got, want) {
+			return errors.New("bytes differ")
+		}
+		return nil
+	}
+	g, w := kernels.AsF32(got), kernels.AsF32(want)
+	for i := range g {
+		if d := math.Abs(float64(g[i] - w[i])); !(d <= tol*(1+math.Abs(float64(w[i])))) {
+			return fmt.Errorf("element %d: %v, want %v", i, g[i], w[i])
+		}
+	}
+	return nil
+}
+
+// runOn writes inputs into fresh buffers of b, runs s and reads the output.
+func runOn(t testing.TB, b backends.Backend, s kernels.Spec, ins [][]byte) []byte {
+	t.Helper()
+	bufs := make([]backends.Buffer, len(ins))
+	for i, x := range ins {
+		buf, err := b.Alloc(int64(len(x)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Free()
+		if _, err := b.Write(buf, x); err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = buf
+	}
+	out, err := b.Alloc(s.OutBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Free()
+	if _, err := b.Run(s, bufs, out); err != nil {
+		t.Fatalf("%v on %s: %v", s, b.Info().Name, err)
+	}
+	got := make([]byte, s.OutBytes())
+	if _, err := b.Read(got, out); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestExecutorMatchesSingleBackend checks every op of the catalogue on the
+// Executor against the plain "cpu" backend and the reference kernels
+// (issue 6, Tests: op by op), with each strategy so that every backend
+// runs every op.
+func TestExecutorMatchesSingleBackend(t *testing.T) {
+	cpu := open(t, "cpu")
+	strategies := []adaptive.Strategy{adaptive.Automatic, adaptive.Only("cpu"), adaptive.Only("cpu1"), adaptive.Only("sim:h100")}
+	for _, st := range strategies {
+		e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: st}},
+			open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
+		r := rand.New(rand.NewPCG(7, 7))
+		for _, s := range catalogue() {
+			ins := make([][]byte, len(s.In))
+			for i := range ins {
+				ins[i] = inputBytes(t, r, s, i)
+			}
+			want := make([]byte, s.OutBytes())
+			if err := kernels.Reference(s, ins, want); err != nil {
+				t.Fatal(err)
+			}
+			single := runOn(t, cpu, s, ins)
+			for rep := range 3 {
+				got := runOn(t, e, s, ins)
+				if err := near(s.OutDType(), got, single, 1e-4); err != nil {
+					t.Errorf("%v %v rep %d: executor vs cpu: %v", st, s, rep, err)
+				}
+				if err := near(s.OutDType(), got, want, 1e-3); err != nil {
+					t.Errorf("%v %v rep %d: executor vs reference: %v", st, s, rep, err)
+				}
+			}
+		}
+		st := e.Stats()
+		var total int64
+		for _, b := range st.Backends {
+			total += b.Ops
+		}
+		if want := int64(3 * len(catalogue())); total != want {
+			t.Errorf("%v: %d ops counted, want %d", st, total, want)
+		}
+	}
+}
+
+// countingBackend counts a backend's copies.
+type countingBackend struct {
+	backends.Backend
+	writes, reads, runs atomic.Int64
+}
+
+func (c *countingBackend) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	c.writes.Add(1)
+	return c.Backend.Write(dst, src)
+}
+
+func (c *countingBackend) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	c.reads.Add(1)
+	return c.Backend.Read(dst, src)
+}
+
+func (c *countingBackend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	c.runs.Add(1)
+	return c.Backend.Run(s, in, out)
+}
+
+// chainOp is one op of a test chain: out = op(prev, weight).
+type chain struct {
+	spec  kernels.Spec
+	x     []byte   // the chain's input
+	ws    [][]byte // one weight per op
+	want  [][]byte // each op's output, by the reference kernels
+	ops   []kernels.Op
+	shape kernels.Shape
+}
+
+// newChain builds n alternating Add/Mul/RMSNorm ops on [rows, cols]
+// activations, with the reference result of each.
+func newChain(t testing.TB, r *rand.Rand, n, rows, cols int) *chain {
+	c := &chain{shape: kernels.Shape{rows, cols}}
+	c.x = kernels.AsBytes(randF32(r, rows*cols))
+	prev := c.x
+	for i := range n {
+		op := [...]kernels.Op{kernels.Add, kernels.Mul, kernels.RMSNorm}[i%3]
+		w := kernels.AsBytes(randF32(r, cols))
+		s := c.specOf(op)
+		out := make([]byte, s.OutBytes())
+		if err := kernels.Reference(s, [][]byte{prev, w}, out); err != nil {
+			t.Fatal(err)
+		}
+		c.ops, c.ws, c.want = append(c.ops, op), append(c.ws, w), append(c.want, out)
+		prev = out
+	}
+	return c
+}
+
+func (c *chain) specOf(op kernels.Op) kernels.Spec {
+	return kernels.Spec{Op: op, In: []kernels.Shape{c.shape, {c.shape[1]}}}
+}
+
+// run runs the chain on b, keeping every intermediate tensor, and returns
+// them (the caller frees them).
+func (c *chain) run(t testing.TB, b backends.Backend) (x backends.Buffer, ws, outs []backends.Buffer) {
+	t.Helper()
+	alloc := func(data []byte) backends.Buffer {
+		buf, err := b.Alloc(int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Write(buf, data); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	x = alloc(c.x)
+	prev := x
+	for i, op := range c.ops {
+		w := alloc(c.ws[i])
+		out, err := b.Alloc(int64(len(c.want[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Run(c.specOf(op), []backends.Buffer{prev, w}, out); err != nil {
+			t.Fatalf("op %d (%v): %v", i, op, err)
+		}
+		ws, outs = append(ws, w), append(outs, out)
+		prev = out
+	}
+	return x, ws, outs
+}
+
+// check reads every op's output from b and compares it with the reference.
+func (c *chain) check(t testing.TB, b backends.Backend, outs []backends.Buffer) {
+	t.Helper()
+	for i, o := range outs {
+		got := make([]byte, o.Size())
+		if _, err := b.Read(got, o); err != nil {
+			t.Fatalf("read op %d: %v", i, err)
+		}
+		if err := near(kernels.F32, got, c.want[i], 1e-4); err != nil {
+			t.Errorf("op %d (%v): %v", i, c.ops[i], err)
+		}
+	}
+}
+
+// TestExecutorResidency checks that a chain of ops on one GPU moves each
+// input there once and reads back only what the caller reads (issue 6,
+// Residency).
+func TestExecutorResidency(t *testing.T) {
+	const n = 12
+	gpu := &countingBackend{Backend: open(t, "sim:h100")}
+	cpu := &countingBackend{Backend: open(t, "cpu")}
+	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	c := newChain(t, rand.New(rand.NewPCG(1, 2)), n, 4, 64)
+	_, ws, outs := c.run(t, e)
+	if got := gpu.writes.Load(); got != n+1 {
+		t.Errorf("%d copies to the GPU for %d host tensors", got, n+1)
+	}
+	if got := gpu.reads.Load() + cpu.writes.Load() + cpu.reads.Load(); got != 0 {
+		t.Errorf("%d other copies before any read", got)
+	}
+	// A second pass over the same weights moves only the new input.
+	prev := outs[len(outs)-1]
+	for i, op := range c.ops {
+		out, _ := e.Alloc(prev.Size())
+		if _, err := e.Run(c.specOf(op), []backends.Buffer{prev, ws[i]}, out); err != nil {
+			t.Fatal(err)
+		}
+		prev = out
+	}
+	if got := gpu.writes.Load(); got != n+1 {
+		t.Errorf("weights moved again: %d copies to the GPU", got)
+	}
+	c.check(t, e, outs)
+	if got := gpu.reads.Load(); got != n {
+		t.Errorf("%d reads from the GPU for %d outputs read", got, n)
+	}
+	// Read again: served from the cached host copy.
+	c.check(t, e, outs)
+	if got := gpu.reads.Load(); got != n {
+		t.Errorf("%d reads from the GPU after reading twice", got)
+	}
+	if v := outs[0].(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(1) {
+		t.Errorf("output valid on %b, want host and GPU", v)
+	}
+	// Writing a tensor invalidates its device copy: the next op moves it.
+	if _, err := e.Write(ws[0], c.ws[0]); err != nil {
+		t.Fatal(err)
+	}
+	if v := ws[0].(*adaptive.Tensor).Valid(); v != adaptive.Host {
+		t.Errorf("written tensor valid on %b, want host only", v)
+	}
+	out, _ := e.Alloc(outs[0].Size())
+	x, _ := e.Alloc(int64(len(c.x)))
+	e.Write(x, c.x)
+	if _, err := e.Run(c.specOf(c.ops[0]), []backends.Buffer{x, ws[0]}, out); err != nil {
+		t.Fatal(err)
+	}
+	if got := gpu.writes.Load(); got != n+3 {
+		t.Errorf("%d copies to the GPU, want %d (x and the rewritten weight)", got, n+3)
+	}
+	st := e.Stats()
+	if st.Backends[1].CopiesIn != n+3 || st.Backends[1].BytesIn <= 0 {
+		t.Errorf("stats: %+v", st.Backends[1])
+	}
+	tel := e.Scheduler().Telemetry()
+	if len(tel.Links) == 0 || tel.Links[0].Copies == 0 {
+		t.Errorf("transfers did not reach the link model: %+v", tel.Links)
+	}
+}
+
+// fakeClock is an injectable clock that tests advance.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestExecutorFaults runs a chain twice on a simulated GPU that fails:
+// transient errors in the first pass, out of memory and then the device
+// lost in the second (issue 6, Fallback, Memory pressure). Every op must
+// complete with the right result; ops lost with the device are recomputed
+// from their lineage. The second pass reuses the first pass's tensors, so
+// that the out-of-memory event hits a Run rather than an Alloc (the
+// simulator counts its events in Run calls, and a failed Alloc does not
+// advance them). Each pass makes one GPU Run per op (about 40), so run 50
+// and run 65 fall in the second pass.
+func TestExecutorFaults(t *testing.T) {
+	dev, err := sim.Open("h100", sim.DefaultOptions().WithEvents(
+		sim.Event{At: 3, Kind: sim.TransientError, Span: 2},
+		sim.Event{At: 50, Kind: sim.OutOfMemory, Span: 1},
+		sim.Event{At: 65, Kind: sim.DeviceLost},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	var trace bytes.Buffer
+	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred, Now: clock.now},
+		Recorder: rec, BackoffBase: 10 * time.Millisecond}, open(t, "cpu"), dev)
+	const n = 40
+	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 8, 64)
+	x, _ := e.Alloc(int64(len(c.x)))
+	ws := make([]backends.Buffer, n)
+	outs := make([]backends.Buffer, n)
+	for i := range n {
+		ws[i], _ = e.Alloc(int64(len(c.ws[i])))
+		e.Write(ws[i], c.ws[i])
+		outs[i], _ = e.Alloc(int64(len(c.want[i])))
+	}
+	// Run the chain one op at a time, advancing the clock so that the
+	// failed GPU is probed again after its back-off.
+	for pass := range 2 {
+		e.Write(x, c.x)
+		prev := x
+		for i, op := range c.ops {
+			if _, err := e.Run(c.specOf(op), []backends.Buffer{prev, ws[i]}, outs[i]); err != nil {
+				t.Fatalf("pass %d op %d: %v", pass, i, err)
+			}
+			prev = outs[i]
+			clock.advance(15 * time.Millisecond)
+		}
+	}
+	c.check(t, e, outs)
+	st := e.Stats()
+	cpuSt, gpuSt := st.Backends[0], st.Backends[1]
+	if gpuSt.Failures < 3 {
+		t.Errorf("GPU failures %d, want at least 3 (2 transient, lost)", gpuSt.Failures)
+	}
+	if gpuSt.Ops < 50 {
+		t.Errorf("GPU ran %d ops: it was not probed back after its failures", gpuSt.Ops)
+	}
+	if cpuSt.Ops+gpuSt.Ops != 2*n+st.Recoveries {
+		t.Errorf("%d + %d ops for %d ops and %d recoveries", cpuSt.Ops, gpuSt.Ops, 2*n, st.Recoveries)
+	}
+	if st.MemoryRetries == 0 || st.Evictions == 0 {
+		t.Errorf("out of memory not handled: %+v", st)
+	}
+	if st.Recoveries == 0 || st.Invalidated == 0 {
+		t.Errorf("device loss not handled: %+v", st)
+	}
+	if gpuSt.Healthy || !strings.Contains(gpuSt.LastError, "device lost") {
+		t.Errorf("lost GPU reported healthy: %+v", gpuSt)
+	}
+	tel := e.Scheduler().Telemetry()
+	if tel.Reasons[adaptive.Fallback] == 0 || tel.Reasons[adaptive.MemoryConstraint] == 0 {
+		t.Errorf("reasons %v: want Fallback and MemoryConstraint", tel.Reasons)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	if got := int64(len(lines) - 1); got != 2*n+st.Recoveries {
+		t.Errorf("%d trace events, want %d", got, 2*n+st.Recoveries)
+	}
+	if !strings.Contains(trace.String(), `"reason":"MemoryConstraint"`) || !strings.Contains(trace.String(), `"backend":"sim:h100"`) {
+		t.Errorf("trace lacks the memory fallback or the GPU:\n%s", trace.String()[:min(len(trace.String()), 2000)])
+	}
+}
+
+// TestExecutorAllFail checks the error when every backend fails: it wraps
+// ErrAllFailed and names each backend's failure.
+func TestExecutorAllFail(t *testing.T) {
+	lost := sim.DefaultOptions().WithEvents(sim.Event{At: 0, Kind: sim.DeviceLost})
+	a, _ := sim.Open("h100", lost)
+	b, _ := sim.Open("mi300x", lost)
+	e := newExec(t, adaptive.ExecutorConfig{}, a, b)
+	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 1, 2, 32)
+	x, _ := e.Alloc(int64(len(c.x)))
+	e.Write(x, c.x)
+	w, _ := e.Alloc(int64(len(c.ws[0])))
+	e.Write(w, c.ws[0])
+	out, _ := e.Alloc(int64(len(c.want[0])))
+	_, err := e.Run(c.specOf(c.ops[0]), []backends.Buffer{x, w}, out)
+	if !errors.Is(err, adaptive.ErrAllFailed) || !errors.Is(err, backends.ErrDeviceLost) {
+		t.Fatalf("error %v: want ErrAllFailed wrapping ErrDeviceLost", err)
+	}
+	var de *backends.DeviceError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "sim:h100") || !strings.Contains(err.Error(), "sim:mi300x") {
+		t.Errorf("error %q does not name each backend's failure", err)
+	}
+}
+
+// TestExecutorLostTensor checks the documented limit of recovery: a
+// tensor whose input changed after it was computed cannot be recomputed.
+func TestExecutorLostTensor(t *testing.T) {
+	dev, _ := sim.Open("h100", sim.DefaultOptions().WithEvents(sim.Event{At: 1, Kind: sim.DeviceLost}))
+	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	c := newChain(t, rand.New(rand.NewPCG(8, 9)), 2, 2, 32)
+	x, ws, outs := c.run(t, e)
+	// outs[0] ran on the GPU; outs[1] fell back to the CPU after
+	// recomputing outs[0] there, so both are intact.
+	c.check(t, e, outs)
+	// Now compute on the lost device's replacement and break the lineage.
+	e2 := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+		open(t, "cpu"), mustSim(t, sim.Event{At: 1, Kind: sim.DeviceLost}))
+	x2, _ := e2.Alloc(int64(len(c.x)))
+	e2.Write(x2, c.x)
+	w2, _ := e2.Alloc(int64(len(c.ws[0])))
+	e2.Write(w2, c.ws[0])
+	o2, _ := e2.Alloc(int64(len(c.want[0])))
+	if _, err := e2.Run(c.specOf(c.ops[0]), []backends.Buffer{x2, w2}, o2); err != nil {
+		t.Fatal(err)
+	}
+	e2.Write(x2, make([]byte, len(c.x))) // the input changes
+	// The next op on the GPU fails (lost) and drops o2's only copy.
+	o3, _ := e2.Alloc(int64(len(c.want[0])))
+	_, err := e2.Run(c.specOf(c.ops[0]), []backends.Buffer{o2, w2}, o3)
+	if !errors.Is(err, adaptive.ErrTensorLost) {
+		t.Fatalf("error %v, want ErrTensorLost", err)
+	}
+	_, _ = x, ws
+}
+
+func mustSim(t *testing.T, ev ...sim.Event) *sim.Device {
+	d, err := sim.Open("h100", sim.DefaultOptions().WithEvents(ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestExecutorBadInput checks that malformed calls return errors naming
+// the problem, never panic.
+func TestExecutorBadInput(t *testing.T) {
+	cpu := open(t, "cpu")
+	e := newExec(t, adaptive.ExecutorConfig{}, open(t, "cpu1"))
+	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4, 16}, {16}}}
+	a, _ := e.Alloc(s.InBytes(0))
+	b, _ := e.Alloc(s.InBytes(1))
+	out, _ := e.Alloc(s.OutBytes())
+	small, _ := e.Alloc(8)
+	foreign, _ := cpu.Alloc(s.InBytes(1))
+	cases := []struct {
+		name string
+		spec kernels.Spec
+		in   []backends.Buffer
+		out  backends.Buffer
+		want error
+	}{
+		{"input count", s, []backends.Buffer{a}, out, kernels.ErrBufferSize},
+		{"input size", s, []backends.Buffer{a, small}, out, kernels.ErrBufferSize},
+		{"output size", s, []backends.Buffer{a, b}, small, kernels.ErrBufferSize},
+		{"foreign", s, []backends.Buffer{a, foreign}, out, backends.ErrForeignBuffer},
+		{"invalid spec", kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4, 16}, {3}}}, []backends.Buffer{a, b}, out, kernels.ErrInvalidSpec},
+		{"opaque", kernels.Spec{Op: kernels.Opaque, In: []kernels.Shape{{4, 16}}}, []backends.Buffer{a}, a, adaptive.ErrNoBackend},
+	}
+	for _, c := range cases {
+		if _, err := e.Run(c.spec, c.in, c.out); !errors.Is(err, c.want) {
+			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := e.Write(a, make([]byte, 3)); !errors.Is(err, kernels.ErrBufferSize) {
+		t.Errorf("short write: %v", err)
+	}
+	if _, err := e.Read(make([]byte, 3), a); !errors.Is(err, kernels.ErrBufferSize) {
+		t.Errorf("short read: %v", err)
+	}
+	if _, err := e.Alloc(-1); err == nil {
+		t.Error("negative Alloc succeeded")
+	}
+	a.Free()
+	a.Free()
+	if _, err := e.Run(s, []backends.Buffer{a, b}, out); !errors.Is(err, adaptive.ErrBadTensor) {
+		t.Errorf("freed input: %v", err)
+	}
+	if _, err := adaptive.NewExecutor(adaptive.ExecutorConfig{}); !errors.Is(err, adaptive.ErrConfig) {
+		t.Errorf("no backends: %v", err)
+	}
+	if err := e.Supports(kernels.Spec{Op: kernels.Opaque, In: []kernels.Shape{{4}}}); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("Supports(opaque): %v", err)
+	}
+}
+
+// TestExecutorConcurrent runs independent chains from many goroutines
+// over shared weights (run it with -race).
+func TestExecutorConcurrent(t *testing.T) {
+	e := newExec(t, adaptive.ExecutorConfig{}, open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
+	c := newChain(t, rand.New(rand.NewPCG(10, 11)), 24, 4, 64)
+	ws := make([]backends.Buffer, len(c.ws))
+	for i, w := range c.ws {
+		ws[i], _ = e.Alloc(int64(len(w)))
+		e.Write(ws[i], w)
+	}
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for g := range workers {
+		wg.Go(func() {
+			for rep := range 3 {
+				x, _ := e.Alloc(int64(len(c.x)))
+				e.Write(x, c.x)
+				prev := x
+				for i, op := range c.ops {
+					out, _ := e.Alloc(int64(len(c.want[i])))
+					if _, err := e.Run(c.specOf(op), []backends.Buffer{prev, ws[i]}, out); err != nil {
+						errs <- fmt.Errorf("worker %d rep %d op %d: %w", g, rep, i, err)
+						return
+					}
+					prev = out
+				}
+				got := make([]byte, prev.Size())
+				if _, err := e.Read(got, prev); err != nil {
+					errs <- err
+					return
+				}
+				if err := near(kernels.F32, got, c.want[len(c.want)-1], 1e-4); err != nil {
+					errs <- fmt.Errorf("worker %d rep %d: %w", g, rep, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var total int64
+	for _, b := range e.Stats().Backends {
+		total += b.Ops
+	}
+	if want := int64(workers * 3 * len(c.ops)); total != want {
+		t.Errorf("%d ops counted, want %d", total, want)
+	}
+}
+
+// TestExecutorRegistry opens an Executor through backends.Open.
+func TestExecutorRegistry(t *testing.T) {
+	b, err := backends.Open("adaptive:cpu,cpu1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Info().Name != "adaptive" || !strings.Contains(b.Info().Model, "cpu1") {
+		t.Errorf("info %+v", b.Info())
+	}
+	s := catalogue()[0]
+	r := rand.New(rand.NewPCG(1, 1))
+	ins := [][]byte{inputBytes(t, r, s, 0), inputBytes(t, r, s, 1)}
+	want := make([]byte, s.OutBytes())
+	kernels.Reference(s, ins, want)
+	if err := near(kernels.F32, runOn(t, b, s, ins), want, 1e-3); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"adaptive", "adaptive:nope", "adaptive:cpu,cpu"} {
+		if b, err := backends.Open(bad); err == nil {
+			b.Close()
+			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+)
+
+var tiny = ModelConfig{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 96, Ctx: 16, Seed: 3}
+
+func openT(t testing.TB, name string) backends.Backend {
+	t.Helper()
+	b, err := backends.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// decode runs steps of greedy decoding of a batch of 2 on be and returns
+// each step's logits.
+func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
+	t.Helper()
+	m, err := NewModel(be, tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	bt, err := m.NewBatch(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	cur := []int{5, 17}
+	var out [][]float32
+	for range steps {
+		next, err := bt.Step(cur, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]float32(nil), bt.Logits...))
+		cur = next
+	}
+	return out
+}
+
+// TestForwardPassMatchesSingleBackend decodes with the Executor over cpu,
+// cpu1 and a simulated GPU and with plain "cpu": the logits agree within
+// float tolerance at every step (issue 6, Tests: a whole forward pass).
+func TestForwardPassMatchesSingleBackend(t *testing.T) {
+	const steps = 8
+	want := decode(t, openT(t, "cpu"), steps)
+	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+		Backends:      []backends.Backend{openT(t, "cpu"), openT(t, "cpu1"), openT(t, "sim:h100")},
+		NoCalibration: true, CalibrationFile: "-", Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := decode(t, e, steps)
+	for s := range steps {
+		for i, w := range want[s] {
+			if d := math.Abs(float64(got[s][i] - w)); d > 2e-3*(1+math.Abs(float64(w))) {
+				t.Fatalf("step %d logit %d: %v, want %v", s, i, got[s][i], w)
+			}
+		}
+	}
+	var used int
+	for _, b := range e.Stats().Backends {
+		if b.Ops > 0 {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("the Executor used %d backend(s): %+v", used, e.Stats().Backends)
+	}
+	// The logits are not degenerate: steps differ.
+	if math.Abs(float64(want[0][0]-want[1][0])) == 0 {
+		t.Error("logits do not change between steps")
+	}
+}
+
+// TestParams checks the default size against the issue's "about 100M".
+func TestParams(t *testing.T) {
+	// 12 × (2·768² + 2·768·256 + 3·768·2048 + 2·768) + 32000·768 + 768.
+	if got, want := DefaultModel.Params(), int64(100_092_672); got != want {
+		t.Errorf("params %d, want %d", got, want)
+	}
+}
+
+// TestRunJSON runs the command end to end on a tiny model.
+func TestRunJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"-backends", "cpu,cpu1,sim:h100", "-tokens", "4", "-batch", "2", "-requests", "2", "-prompt", "2",
+		"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json",
+		"-db", t.TempDir(), "-trace", t.TempDir() + "/t.jsonl"}
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var s Summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(15+2) {
+		t.Errorf("summary %+v", s)
+	}
+	var total float64
+	for _, v := range s.Share {
+		total += v
+	}
+	if len(s.Share) != 3 || math.Abs(total-1) > 1e-9 {
+		t.Errorf("shares %v", s.Share)
+	}
+}
+
+// TestFlags checks that bad flags are errors.
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-tokens", "0"}, {"-strategy", "fastest"}, {"-dim", "100"}, {"-prompt", "600"}, {"-heads", "5"}, {"-backends", "nope"},
+	} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// BenchmarkDecode measures decode throughput (tokens/s) of a 21.8M
+// parameter model (dim 512, 6 layers, 8 heads, 4 KV heads, FFN 1408,
+// vocab 8000) on the Executor over cpu and cpu1, adaptive and pinned to
+// each, at batch 1 and 16. Each variant first decodes 8 warm-up steps
+// (untimed); a step at the end of the context starts over.
+func BenchmarkDecode(b *testing.B) {
+	cfg := ModelConfig{Dim: 512, Layers: 6, Heads: 8, KVHeads: 4, FFN: 1408, Vocab: 8000, Ctx: 64, Seed: 1}
+	for _, batch := range []int{1, 16} {
+		for _, st := range []struct {
+			name string
+			s    adaptive.Strategy
+		}{{"auto", adaptive.Automatic}, {"only-cpu", adaptive.Only("cpu")}, {"only-cpu1", adaptive.Only("cpu1")}} {
+			b.Run("batch"+itoa(batch)+"/"+st.name, func(b *testing.B) {
+				e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+					Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: st.s, Seed: 1}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				m, err := NewModel(e, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Free()
+				bt, err := m.NewBatch(batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer bt.Free()
+				r := rand.New(rand.NewPCG(1, 2))
+				cur := make([]int, batch)
+				for i := range cur {
+					cur[i] = r.IntN(cfg.Vocab)
+				}
+				step := func() {
+					if bt.Pos() == cfg.Ctx {
+						bt.Reset()
+					}
+					if cur, err = bt.Step(cur, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for range 8 {
+					step()
+				}
+				b.ReportAllocs()
+				n := 0
+				for b.Loop() {
+					step()
+					n++
+				}
+				b.ReportMetric(float64(n*batch)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// ModelConfig is the shape of the decoder-only transformer: Llama-style
+// (RMSNorm, RoPE, grouped-query attention with a KV cache, SwiGLU FFN),
+// matmul weights in Q8_0, norms in f32, output tied to the embedding.
+type ModelConfig struct {
+	Dim, Layers, Heads, KVHeads, FFN, Vocab, Ctx int
+	Seed                                         uint64
+}
+
+// DefaultModel is about 100M parameters (100.1M: see Params).
+var DefaultModel = ModelConfig{Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Vocab: 32000, Ctx: 512, Seed: 1}
+
+var errModel = errors.New("infer: invalid model config")
+
+func (c ModelConfig) validate() error {
+	switch {
+	case c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.FFN <= 0 || c.Vocab <= 0 || c.Ctx <= 0:
+		return fmt.Errorf("%w: every size must be positive: %+v", errModel, c)
+	case c.Dim%c.Heads != 0 || (c.Dim/c.Heads)%2 != 0:
+		return fmt.Errorf("%w: dim %d is not an even head size times %d heads", errModel, c.Dim, c.Heads)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("%w: %d KV heads do not divide %d heads", errModel, c.KVHeads, c.Heads)
+	case c.Dim%kernels.QK != 0 || c.FFN%kernels.QK != 0:
+		return fmt.Errorf("%w: dim %d and ffn %d must be multiples of %d (Q8_0 blocks)", errModel, c.Dim, c.FFN, kernels.QK)
+	}
+	return nil
+}
+
+func (c ModelConfig) headDim() int { return c.Dim / c.Heads }
+func (c ModelConfig) kvDim() int   { return c.KVHeads * c.headDim() }
+
+// Params returns the parameter count (the tied output counted once).
+func (c ModelConfig) Params() int64 {
+	d, kv, f := int64(c.Dim), int64(c.kvDim()), int64(c.FFN)
+	layer := 2*d*d + 2*d*kv + 3*d*f + 2*d
+	return int64(c.Layers)*layer + int64(c.Vocab)*d + d
+}
+
+// layer holds one block's weights on the backend.
+type layer struct {
+	attnNorm, ffnNorm          backends.Buffer
+	wq, wk, wv, wo, w1, w2, w3 backends.Buffer
+}
+
+// Model is the transformer's weights on one backend (an Executor or a
+// single backend: the code is the same).
+type Model struct {
+	cfg    ModelConfig
+	be     backends.Backend
+	embed  []float32 // host: rows are looked up and written as inputs
+	layers []layer
+	norm   backends.Buffer
+	out    backends.Buffer // Q8_0 of the embedding (tied)
+}
+
+// NewModel makes the weights, deterministic from cfg.Seed, on be.
+func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: cfg, be: be}
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x11a3a))
+	uniform := func(n int, scale float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = (2*r.Float32() - 1) * scale
+		}
+		return x
+	}
+	var err error
+	put := func(data []byte) backends.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b backends.Buffer
+		if b, err = be.Alloc(int64(len(data))); err != nil {
+			return nil
+		}
+		if _, err = be.Write(b, data); err != nil {
+			return nil
+		}
+		return b
+	}
+	q8 := func(rows, cols int) backends.Buffer {
+		// Uniform weights of variance 1/cols keep activations near unit scale.
+		q, qerr := kernels.Quantize(kernels.Q8_0, uniform(rows*cols, float32(math.Sqrt(3/float64(cols)))))
+		if qerr != nil {
+			err = qerr
+			return nil
+		}
+		return put(q)
+	}
+	norm := func() backends.Buffer {
+		w := make([]float32, cfg.Dim)
+		for i := range w {
+			w[i] = 1 + 0.1*(2*r.Float32()-1)
+		}
+		return put(kernels.AsBytes(w))
+	}
+	d, kv := cfg.Dim, cfg.kvDim()
+	m.embed = uniform(cfg.Vocab*d, 1)
+	for range cfg.Layers {
+		m.layers = append(m.layers, layer{
+			attnNorm: norm(), ffnNorm: norm(),
+			wq: q8(d, d), wk: q8(kv, d), wv: q8(kv, d), wo: q8(d, d),
+			w1: q8(cfg.FFN, d), w3: q8(cfg.FFN, d), w2: q8(d, cfg.FFN),
+		})
+	}
+	m.norm = norm()
+	q, qerr := kernels.Quantize(kernels.Q8_0, m.embed)
+	if qerr != nil {
+		return nil, qerr
+	}
+	m.out = put(q)
+	if err != nil {
+		m.Free()
+		return nil, fmt.Errorf("infer: loading weights: %w", err)
+	}
+	return m, nil
+}
+
+// Free releases the weights.
+func (m *Model) Free() {
+	free := func(bs ...backends.Buffer) {
+		for _, b := range bs {
+			if b != nil {
+				b.Free()
+			}
+		}
+	}
+	for _, l := range m.layers {
+		free(l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3)
+	}
+	free(m.norm, m.out)
+}
+
+// scratch is one layer's activations for a batch, reused every step. Each
+// is written once per step, so that the Executor can recompute any of
+// them from its lineage if a device is lost mid-step.
+type scratch struct {
+	h, q, k, v, qr, kr, att, o, x1, h2, g, u, sw, d, x2 backends.Buffer
+}
+
+// Batch decodes B sequences in lockstep: one token of each per Step.
+type Batch struct {
+	m      *Model
+	b      int
+	pos    int
+	x0     backends.Buffer
+	hn     backends.Buffer
+	logits backends.Buffer
+	layers []scratch
+	kc, vc [][]float32 // host KV cache per layer: [B][KVHeads][Ctx][headDim]
+	kvBuf  []byte
+	rowBuf []float32
+	Logits []float32 // the last step's logits, [B][Vocab]
+}
+
+// NewBatch prepares a batch of b sequences.
+func (m *Model) NewBatch(b int) (*Batch, error) {
+	if b <= 0 {
+		return nil, fmt.Errorf("infer: batch %d, must be positive", b)
+	}
+	c := m.cfg
+	bt := &Batch{m: m, b: b}
+	var err error
+	f32 := func(n int) backends.Buffer {
+		if err != nil {
+			return nil
+		}
+		var buf backends.Buffer
+		buf, err = m.be.Alloc(int64(4 * n))
+		return buf
+	}
+	bt.x0, bt.hn, bt.logits = f32(b*c.Dim), f32(b*c.Dim), f32(b*c.Vocab)
+	d, kv, ff := b*c.Dim, b*c.kvDim(), b*c.FFN
+	for range c.Layers {
+		bt.layers = append(bt.layers, scratch{
+			h: f32(d), q: f32(d), k: f32(kv), v: f32(kv), qr: f32(d), kr: f32(kv), att: f32(d), o: f32(d),
+			x1: f32(d), h2: f32(d), g: f32(ff), u: f32(ff), sw: f32(ff), d: f32(d), x2: f32(d),
+		})
+		bt.kc = append(bt.kc, make([]float32, b*c.KVHeads*c.Ctx*c.headDim()))
+		bt.vc = append(bt.vc, make([]float32, b*c.KVHeads*c.Ctx*c.headDim()))
+	}
+	if err != nil {
+		bt.Free()
+		return nil, err
+	}
+	bt.Logits = make([]float32, b*c.Vocab)
+	bt.rowBuf = make([]float32, kv)
+	return bt, nil
+}
+
+// Free releases the batch's buffers.
+func (bt *Batch) Free() {
+	for _, b := range []backends.Buffer{bt.x0, bt.hn, bt.logits} {
+		if b != nil {
+			b.Free()
+		}
+	}
+	for _, s := range bt.layers {
+		for _, b := range []backends.Buffer{s.h, s.q, s.k, s.v, s.qr, s.kr, s.att, s.o, s.x1, s.h2, s.g, s.u, s.sw, s.d, s.x2} {
+			if b != nil {
+				b.Free()
+			}
+		}
+	}
+}
+
+// Pos returns the position of the next token.
+func (bt *Batch) Pos() int { return bt.pos }
+
+// Reset starts the batch over at position 0.
+func (bt *Batch) Reset() { bt.pos = 0 }
+
+// run runs one op on the model's backend.
+func (bt *Batch) run(s kernels.Spec, out backends.Buffer, in ...backends.Buffer) error {
+	if _, err := bt.m.be.Run(s, in, out); err != nil {
+		return fmt.Errorf("infer: step %d: %w", bt.pos, err)
+	}
+	return nil
+}
+
+// Step feeds one token per sequence at the current position, returns the
+// greedy (argmax) next token of each, and advances the position. Ops are
+// counted into ops.
+func (bt *Batch) Step(tokens []int, ops *int64) ([]int, error) {
+	m, c, B := bt.m, bt.m.cfg, bt.b
+	if len(tokens) != B {
+		return nil, fmt.Errorf("infer: %d tokens for a batch of %d", len(tokens), B)
+	}
+	if bt.pos >= c.Ctx {
+		return nil, fmt.Errorf("infer: position %d beyond the context of %d", bt.pos, c.Ctx)
+	}
+	x := make([]float32, B*c.Dim)
+	for i, tok := range tokens {
+		if tok < 0 || tok >= c.Vocab {
+			return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
+		}
+		copy(x[i*c.Dim:], m.embed[tok*c.Dim:(tok+1)*c.Dim])
+	}
+	if _, err := m.be.Write(bt.x0, kernels.AsBytes(x)); err != nil {
+		return nil, err
+	}
+	hd, T := c.headDim(), bt.pos+1
+	act := kernels.Shape{B, c.Dim}
+	vec := kernels.Shape{c.Dim}
+	qmm := func(in kernels.Shape, rows int) kernels.Spec {
+		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
+	}
+	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, vec}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{act, act}}
+	ffAct := kernels.Shape{B, c.FFN}
+	kvShape := kernels.Shape{B, c.KVHeads, T, hd}
+	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, 1, hd}, kvShape, kvShape}, Params: kernels.Params{Causal: true}}
+	n := int64(0)
+	xin := bt.x0
+	kvBytes := 4 * B * c.KVHeads * T * hd
+	for li := range m.layers {
+		l, s := &m.layers[li], &bt.layers[li]
+		steps := []struct {
+			spec kernels.Spec
+			out  backends.Buffer
+			in   []backends.Buffer
+		}{
+			{rms, s.h, []backends.Buffer{xin, l.attnNorm}},
+			{qmm(act, c.Dim), s.q, []backends.Buffer{s.h, l.wq}},
+			{qmm(act, c.kvDim()), s.k, []backends.Buffer{s.h, l.wk}},
+			{qmm(act, c.kvDim()), s.v, []backends.Buffer{s.h, l.wv}},
+			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.Heads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.qr, []backends.Buffer{s.q}},
+			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.kr, []backends.Buffer{s.k}},
+		}
+		for _, st := range steps {
+			if err := bt.run(st.spec, st.out, st.in...); err != nil {
+				return nil, err
+			}
+			n++
+		}
+		// Append this position's keys and values to the host cache, and
+		// hand the attention the packed [B, KVHeads, T, headDim] caches.
+		kt, err := bt.appendKV(s.kr, bt.kc[li], T, kvBytes)
+		if err != nil {
+			return nil, err
+		}
+		vt, err := bt.appendKV(s.v, bt.vc[li], T, kvBytes)
+		if err != nil {
+			kt.Free()
+			return nil, err
+		}
+		err = bt.run(attn, s.att, s.qr, kt, vt)
+		n++
+		if err == nil {
+			steps = steps[:0]
+			steps = append(steps, []struct {
+				spec kernels.Spec
+				out  backends.Buffer
+				in   []backends.Buffer
+			}{
+				{qmm(act, c.Dim), s.o, []backends.Buffer{s.att, l.wo}},
+				{add, s.x1, []backends.Buffer{xin, s.o}},
+				{rms, s.h2, []backends.Buffer{s.x1, l.ffnNorm}},
+				{qmm(act, c.FFN), s.g, []backends.Buffer{s.h2, l.w1}},
+				{qmm(act, c.FFN), s.u, []backends.Buffer{s.h2, l.w3}},
+				{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, s.sw, []backends.Buffer{s.g, s.u}},
+				{qmm(ffAct, c.Dim), s.d, []backends.Buffer{s.sw, l.w2}},
+				{add, s.x2, []backends.Buffer{s.x1, s.d}},
+			}...)
+			for _, st := range steps {
+				if err = bt.run(st.spec, st.out, st.in...); err != nil {
+					break
+				}
+				n++
+			}
+		}
+		kt.Free()
+		vt.Free()
+		if err != nil {
+			return nil, err
+		}
+		xin = s.x2
+	}
+	if err := bt.run(rms, bt.hn, xin, m.norm); err != nil {
+		return nil, err
+	}
+	if err := bt.run(qmm(act, c.Vocab), bt.logits, bt.hn, m.out); err != nil {
+		return nil, err
+	}
+	n += 2
+	if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
+		return nil, err
+	}
+	next := make([]int, B)
+	for i := range next {
+		row := bt.Logits[i*c.Vocab : (i+1)*c.Vocab]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		next[i] = best
+	}
+	bt.pos++
+	if ops != nil {
+		*ops += n
+	}
+	return next, nil
+}
+
+// appendKV reads this position's rows (src: [B, KVHeads, headDim]) into
+// the host cache (at bt.pos) and returns a new buffer holding the packed
+// cache of the first T positions.
+func (bt *Batch) appendKV(src backends.Buffer, cache []float32, T, bytes int) (backends.Buffer, error) {
+	c := bt.m.cfg
+	hd := c.headDim()
+	if _, err := bt.m.be.Read(kernels.AsBytes(bt.rowBuf), src); err != nil {
+		return nil, err
+	}
+	for b := range bt.b {
+		for h := range c.KVHeads {
+			dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos) * hd
+			copy(cache[dst:dst+hd], bt.rowBuf[(b*c.KVHeads+h)*hd:])
+		}
+	}
+	if cap(bt.kvBuf) < bytes {
+		bt.kvBuf = make([]byte, bytes)
+	}
+	packed := kernels.AsF32(bt.kvBuf[:bytes])
+	for b := range bt.b {
+		for h := range c.KVHeads {
+			from := (b*c.KVHeads + h) * c.Ctx * hd
+			to := (b*c.KVHeads + h) * T * hd
+			copy(packed[to:to+T*hd], cache[from:from+T*hd])
+		}
+	}
+	buf, err := bt.m.be.Alloc(int64(bytes))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bt.m.be.Write(buf, bt.kvBuf[:bytes]); err != nil {
+		buf.Free()
+		return nil, err
+	}
+	return buf, nil
+}
