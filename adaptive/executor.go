@@ -13,22 +13,6 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// Executor errors. (They sit here rather than in errors.go because the
-// Executor was written beside the Scheduler by another hand.)
-var (
-	// ErrAllFailed marks an op that every capable backend failed; the
-	// error joins each backend's *backends.DeviceError.
-	ErrAllFailed = errors.New("adaptive: every capable backend failed")
-	// ErrTensorLost marks a tensor whose only valid copy was on a lost
-	// device and that cannot be recomputed: it was written by the host
-	// and never read back, or an input of the op that produced it has
-	// since been written or freed.
-	ErrTensorLost = errors.New("adaptive: tensor lost with its device")
-	// ErrBadTensor marks a buffer that is not a live Tensor of this
-	// Executor, or one whose size does not match the op.
-	ErrBadTensor = errors.New("adaptive: bad tensor")
-)
-
 // ExecutorConfig configures an Executor: the Scheduler's Config plus what
 // the Executor adds. Zero fields take the documented defaults.
 type ExecutorConfig struct {
