@@ -146,6 +146,10 @@ func (d *Device) Alloc(n int64) (backends.Buffer, error) {
 		return nil, d.fail("alloc", backends.ErrDeviceLost)
 	}
 	if err := d.injected(d.runs, true); err != nil {
+		// A failed allocation counts as one of the event's Span attempts,
+		// as a failed run does: otherwise a device that runs out of memory
+		// on allocations would stay out of memory for ever.
+		d.runs++
 		return nil, d.fail("alloc", err)
 	}
 	if d.prof.Memory > 0 && d.used+n > d.prof.Memory {

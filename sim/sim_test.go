@@ -558,3 +558,24 @@ func FuzzLoadTable(f *testing.F) {
 		}
 	})
 }
+
+// TestOutOfMemoryOnAlloc: an OutOfMemory event fails Span allocations
+// (each failed Alloc is one of the attempts), then the device allocates
+// again; before the fix a device out of memory on Alloc never recovered.
+func TestOutOfMemoryOnAlloc(t *testing.T) {
+	d, err := Open("h100", DefaultOptions().WithEvents(Event{At: 0, Kind: OutOfMemory, Span: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for i := range 2 {
+		if _, err := d.Alloc(64); !errors.Is(err, backends.ErrOutOfMemory) {
+			t.Fatalf("alloc %d: %v, want out of memory", i, err)
+		}
+	}
+	b, err := d.Alloc(64)
+	if err != nil {
+		t.Fatalf("alloc after the event's span: %v", err)
+	}
+	b.Free()
+}
