@@ -21,7 +21,14 @@ type parser struct {
 	i      int
 	scr    []byte
 	dims   []int
+	ends   []int
 	intern map[string]string
+	recent [64]string // intern1's cache
+	// reuse mode (Reader.NextInto): an event's shapes and shadow map
+	// live in these buffers, valid until the next event.
+	reuse     bool
+	shapes    [][]int
+	shadowMap map[string]float64
 }
 
 func (p *parser) fail(format string, args ...any) error {
@@ -29,6 +36,9 @@ func (p *parser) fail(format string, args ...any) error {
 }
 
 func (p *parser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return // the common case: no space
+	}
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\r', '\n':
@@ -111,25 +121,31 @@ func (p *parser) rawString() ([]byte, error) {
 	if err := p.expect('"'); err != nil {
 		return nil, err
 	}
+	b := p.b
 	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
+	ascii := true
+	for i := start; i < len(b); i++ {
+		c := b[i]
 		switch {
 		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			if !utf8.Valid(s) {
+			s := b[start:i]
+			p.i = i + 1
+			if !ascii && !utf8.Valid(s) {
 				p.scr = appendValidUTF8(p.scr[:0], s)
 				return p.scr, nil
 			}
 			return s, nil
 		case c == '\\':
+			p.i = i
 			return p.slowString(start)
 		case c < 0x20:
+			p.i = i
 			return nil, p.fail("control character in string")
+		case c >= 0x80:
+			ascii = false
 		}
-		p.i++
 	}
+	p.i = len(b)
 	return nil, p.fail("unterminated string")
 }
 
@@ -246,17 +262,36 @@ func (p *parser) istr() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return p.intern1(b), nil
+}
+
+// intern1 returns b as a string, the same string for the same bytes.
+func (p *parser) intern1(b []byte) string {
+	// A small direct-mapped cache in front of the map: most lookups hit
+	// it, and comparing one string is cheaper than hashing it.
+	h := len(b)
+	if len(b) > 0 {
+		h = h*31 + int(b[0])
+		h = h*31 + int(b[len(b)-1])
+		h = h*31 + int(b[len(b)/2])
+	}
+	slot := &p.recent[h&(len(p.recent)-1)]
+	if *slot == string(b) && len(b) > 0 {
+		return *slot
+	}
 	if s, ok := p.intern[string(b)]; ok {
-		return s, nil
+		*slot = s
+		return s
 	}
 	s := string(b)
+	*slot = s
 	if p.intern == nil {
 		p.intern = make(map[string]string)
 	}
 	if len(p.intern) < 4096 {
 		p.intern[s] = s
 	}
-	return s, nil
+	return s
 }
 
 // number returns the bytes of a JSON number, checked against the grammar;
@@ -301,6 +336,9 @@ func (p *parser) number() (num []byte, integer bool, err error) {
 }
 
 func (p *parser) int(bits int) (int64, error) {
+	if v, ok := p.fastInt(); ok {
+		return v, nil
+	}
 	if p.null() {
 		return 0, nil
 	}
@@ -318,9 +356,102 @@ func (p *parser) int(bits int) (int64, error) {
 	return v, nil
 }
 
+// fastInt reads an integer of at most 18 digits (in range for every
+// size that int reads) with no fraction or exponent; otherwise it
+// consumes nothing and the general path decides.
+func (p *parser) fastInt() (int64, bool) {
+	p.ws()
+	b, i := p.b, p.i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var v int64
+	for i < len(b) && i-start < 19 {
+		c := b[i]
+		if c < '0' || c > '9' {
+			break
+		}
+		v = v*10 + int64(c-'0')
+		i++
+	}
+	n := i - start
+	if n == 0 || n > 18 || (n > 1 && b[start] == '0') {
+		return 0, false
+	}
+	if i < len(b) {
+		if c := b[i]; c == '.' || c == 'e' || c == 'E' {
+			return 0, false
+		}
+	}
+	p.i = i
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// pow10 are the powers of ten that a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// fastFloat64 reads a number of at most 15 significant digits with no
+// exponent, as strconv's exact path does: the digits and the power of ten
+// are exact in a float64, so one division rounds correctly. Otherwise it
+// consumes nothing and the general path decides.
+func (p *parser) fastFloat64() (float64, bool) {
+	p.ws()
+	b, i := p.b, p.i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var m uint64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		m = m*10 + uint64(b[i]-'0')
+		i++
+	}
+	intDigits := i - start
+	if intDigits == 0 || (intDigits > 1 && b[start] == '0') {
+		return 0, false
+	}
+	frac := 0
+	if i < len(b) && b[i] == '.' {
+		i++
+		fs := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			m = m*10 + uint64(b[i]-'0')
+			i++
+		}
+		frac = i - fs
+		if frac == 0 {
+			return 0, false
+		}
+	}
+	if intDigits+frac > 15 {
+		return 0, false
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		return 0, false
+	}
+	p.i = i
+	v := float64(m) / pow10[frac]
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
 // float reads a number; null (how the recorder writes NaN and ±Inf)
 // reads as NaN.
 func (p *parser) float(bits int) (float64, error) {
+	if bits == 64 {
+		if v, ok := p.fastFloat64(); ok {
+			return v, nil
+		}
+	}
 	if p.null() {
 		return math.NaN(), nil
 	}
@@ -401,34 +532,98 @@ func (p *parser) skip() error {
 	return p.fail("want a value")
 }
 
+// shape reads an event's shapes. In reuse mode the result lives in the
+// parser's buffers, valid until the next event; otherwise it has one
+// backing array of its own.
 func (p *parser) shape() ([][]int, error) {
 	if p.null() {
 		return nil, nil
 	}
 	p.dims = p.dims[:0]
-	var ends []int
-	var stack [8]int
-	ends = stack[:0]
-	err := p.array(func() error {
-		err := p.array(func() error {
-			v, err := p.int(strconv.IntSize)
-			p.dims = append(p.dims, int(v))
-			return err
-		})
-		ends = append(ends, len(p.dims))
-		return err
-	})
-	if err != nil {
+	p.ends = p.ends[:0]
+	if err := p.expect('['); err != nil {
 		return nil, err
 	}
-	all := append([]int(nil), p.dims...)
-	out := make([][]int, len(ends))
+	if p.peek() == ']' {
+		p.i++
+	} else {
+		for {
+			if err := p.dimList(); err != nil {
+				return nil, err
+			}
+			p.ends = append(p.ends, len(p.dims))
+			if done, err := p.arrayNext(); err != nil {
+				return nil, err
+			} else if done {
+				break
+			}
+		}
+	}
+	var all []int
+	var out [][]int
+	if p.reuse {
+		if len(p.dims) > 0 {
+			all = p.dims
+		}
+		out = p.shapes[:0]
+		if out == nil {
+			out = [][]int{}
+		}
+	} else {
+		all = append([]int(nil), p.dims...)
+		out = make([][]int, 0, len(p.ends))
+	}
 	start := 0
-	for i, end := range ends {
-		out[i] = all[start:end:end]
+	for _, end := range p.ends {
+		out = append(out, all[start:end:end])
 		start = end
 	}
+	if p.reuse {
+		p.shapes = out
+	}
 	return out, nil
+}
+
+// dimList appends one shape's dimensions (an array of integers, or null)
+// to p.dims.
+func (p *parser) dimList() error {
+	if p.null() {
+		return nil
+	}
+	if err := p.expect('['); err != nil {
+		return err
+	}
+	if p.peek() == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		v, err := p.int(strconv.IntSize)
+		p.dims = append(p.dims, int(v))
+		if err != nil {
+			return err
+		}
+		if done, err := p.arrayNext(); err != nil || done {
+			return err
+		}
+	}
+}
+
+// arrayNext consumes what follows an array's element: done after the
+// closing bracket.
+func (p *parser) arrayNext() (done bool, err error) {
+	switch p.peek() {
+	case ',':
+		p.i++
+		return false, nil
+	case ']':
+		p.i++
+		return true, nil
+	case 0:
+		return false, p.fail("unexpected end of line in array")
+	default:
+		return false, p.fail("unexpected %q in array", p.b[p.i])
+	}
 }
 
 func (p *parser) params(ps *Params) error {
@@ -471,12 +666,20 @@ func (p *parser) shadow(into map[string]float64) (map[string]float64, error) {
 	if p.null() {
 		return nil, nil
 	}
-	m := map[string]float64{}
-	if into != nil {
-		m = into // duplicate members merge, as encoding/json does
+	m := into // duplicate members merge, as encoding/json does
+	if m == nil {
+		if p.reuse {
+			if p.shadowMap == nil {
+				p.shadowMap = map[string]float64{}
+			}
+			m = p.shadowMap
+			clear(m)
+		} else {
+			m = map[string]float64{}
+		}
 	}
 	err := p.object(func(key []byte) error {
-		k := string(key)
+		k := p.intern1(key)
 		v, err := p.float(64)
 		m[k] = v
 		return err

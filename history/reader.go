@@ -86,30 +86,48 @@ func (r *Reader) Line() int { return r.line }
 // Next returns the next event, or io.EOF after the last. Blank lines are
 // ignored. The event owns its slices and map.
 func (r *Reader) Next() (Event, error) {
+	var e Event
+	r.p.reuse = false
+	err := r.next(&e)
+	return e, err
+}
+
+// NextInto is Next decoding into e, for callers that hold one event at a
+// time: it allocates nothing once its buffers have grown, because e's
+// Shape and Shadow then live in the Reader's buffers, valid until the
+// next call. Every field of e is overwritten; at io.EOF or an error e is
+// zero.
+func (r *Reader) NextInto(e *Event) error {
+	r.p.reuse = true
+	return r.next(e)
+}
+
+func (r *Reader) next(e *Event) error {
 	for {
+		*e = Event{}
 		line, err := r.readLine()
 		if err == io.EOF {
-			return Event{}, io.EOF
+			return io.EOF
 		}
 		if err != nil {
 			if errors.Is(err, ErrLineTooLong) && r.opts.SkipBad {
 				r.skipped++
 				continue
 			}
-			return Event{}, err
+			return err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var e Event
-		if err := r.p.event(line, &e); err != nil {
+		if err := r.p.event(line, e); err != nil {
 			if r.opts.SkipBad {
 				r.skipped++
 				continue
 			}
-			return Event{}, r.errorf(ErrTrace, "%v", err)
+			*e = Event{}
+			return r.errorf(ErrTrace, "%v", err)
 		}
-		return e, nil
+		return nil
 	}
 }
 

@@ -45,12 +45,14 @@ type chromeIter struct {
 	i   int
 }
 
-func (c *chromeIter) Next() (history.Event, error) {
+func (c *chromeIter) NextInto(e *history.Event) error {
 	if c.i >= len(c.ops) {
-		return history.Event{}, io.EOF
+		*e = history.Event{}
+		return io.EOF
 	}
 	c.i++
-	return c.ops[c.i-1].Event, nil
+	*e = c.ops[c.i-1].Event
+	return nil
 }
 
 func (c *chromeIter) Line() int    { return c.i }

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -24,7 +24,9 @@ const maxArms = adaptive.MaxBackends
 // eventIter is a stream of trace events: a history.Reader, or the ops of
 // an imported Chrome trace.
 type eventIter interface {
-	Next() (history.Event, error)
+	// NextInto decodes the next event into e (history.Reader.NextInto):
+	// e's slices and map are valid until the next call.
+	NextInto(e *history.Event) error
 	Line() int
 	Skipped() int
 }
@@ -117,6 +119,7 @@ type scanner struct {
 	bktIdx  map[string]int
 	specs   map[string]*specEntry
 	key     []byte
+	ev      history.Event // the event just read, reused
 	ops     int64
 	bad     int // events skipped for bad content (-skip-bad)
 	table   *sim.Table
@@ -190,36 +193,36 @@ func defaultNominal(gpu bool, prof *sim.Profile) bandit.Figures {
 	return bandit.Figures{GFLOPS: 10000, MemGBps: 800, DispatchUs: 3, RoundTripUs: 40, LinkGBps: 25, LinkLatencyUs: 20}
 }
 
-// appendKey appends what identifies e's op (and bucket) to b.
+// appendKey appends what identifies e's op (and bucket) to b: strings
+// with their lengths, numbers in binary, so that distinct ops have
+// distinct keys and building one costs little (it runs per event).
 func appendKey(b []byte, e *history.Event) []byte {
+	le := binary.LittleEndian
+	b = binary.AppendUvarint(b, uint64(len(e.Op)))
 	b = append(b, e.Op...)
-	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(e.DType)))
 	b = append(b, e.DType...)
-	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(e.Bucket)))
 	b = append(b, e.Bucket...)
-	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(e.Shape)))
 	for _, sh := range e.Shape {
+		b = binary.AppendUvarint(b, uint64(len(sh)))
 		for _, d := range sh {
-			b = strconv.AppendInt(b, int64(d), 10)
-			b = append(b, 'x')
+			b = le.AppendUint64(b, uint64(d))
 		}
-		b = append(b, ';')
 	}
 	p := &e.Params
+	c := byte(0)
 	if p.Causal {
-		b = append(b, 'c')
+		c = 1
 	}
-	for _, f := range [...]float32{p.Scale, p.Eps, p.RopeBase} {
-		b = append(b, ',')
-		b = strconv.AppendUint(b, uint64(math.Float32bits(f)), 16)
-	}
-	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(p.Pos), 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, p.FLOPs, 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, p.Bytes, 10)
-	b = append(b, ',')
+	b = append(b, c)
+	b = le.AppendUint32(b, math.Float32bits(p.Scale))
+	b = le.AppendUint32(b, math.Float32bits(p.Eps))
+	b = le.AppendUint32(b, math.Float32bits(p.RopeBase))
+	b = le.AppendUint64(b, uint64(p.Pos))
+	b = le.AppendUint64(b, uint64(p.FLOPs))
+	b = le.AppendUint64(b, uint64(p.Bytes))
 	return append(b, p.Name...)
 }
 
@@ -233,6 +236,9 @@ func (s *scanner) entry(e *history.Event) (*specEntry, error) {
 	spec, err := e.Spec()
 	if err != nil {
 		return nil, err
+	}
+	for i, sh := range spec.In { // e's shapes are the reader's buffers
+		spec.In[i] = append(kernels.Shape(nil), sh...)
 	}
 	bname := e.Bucket
 	if bname == "" {
@@ -295,13 +301,13 @@ func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *sp
 		if s.o.ops > 0 && *read >= int64(s.o.ops) {
 			return nil, nil, io.EOF
 		}
-		ev, err := it.Next()
-		if err != nil {
+		ev := &s.ev
+		if err := it.NextInto(ev); err != nil {
 			return nil, nil, err
 		}
-		ent, err := s.entry(&ev)
+		ent, err := s.entry(ev)
 		if err == nil {
-			err = checkDurations(&ev)
+			err = checkDurations(ev)
 		}
 		if err != nil {
 			if s.o.skipBad {
@@ -311,7 +317,7 @@ func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *sp
 			return nil, nil, badLine(s.in, it, err)
 		}
 		*read++
-		return &ev, ent, nil
+		return ev, ent, nil
 	}
 }
 
