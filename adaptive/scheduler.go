@@ -77,8 +77,11 @@ func (c *Config) validate() error {
 		}
 		seen[name] = true
 	}
-	if c.Strategy.kind > only {
+	if c.Strategy.kind > placement {
 		return fmt.Errorf("%w: unknown strategy %v", ErrConfig, c.Strategy)
+	}
+	if c.Strategy.kind == placement && c.Strategy.policy == nil {
+		return fmt.Errorf("%w: Placement with a nil policy", ErrConfig)
 	}
 	if c.Strategy.kind == only && !seen[c.Strategy.name] {
 		return fmt.Errorf("%w: %v names no configured backend", ErrConfig, c.Strategy)
@@ -137,6 +140,7 @@ type Scheduler struct {
 	shared Mask                       // backends that read host memory directly
 	only   int                        // Only's backend index
 	links  [MaxBackends][2]*linkModel // [toDevice, toHost]; nil for shared-memory backends
+	place  *placer                    // Placement's policy; nil for the other strategies
 	log    zerolog.Logger
 
 	shards    []shard
@@ -183,6 +187,9 @@ func New(cfg Config) (*Scheduler, error) {
 			Float64("dispatch_us", nom.DispatchUs).Msg("adaptive: backend figures")
 	}
 	s.e = newEngine(cfg.Bandit, models, cfg.Seed)
+	if cfg.Strategy.kind == placement {
+		s.place = newPlacer(cfg.Strategy.policy, s.n)
+	}
 	s.shards = make([]shard, cfg.Shards)
 	for i := range s.shards {
 		s.shards[i].m = map[shapeKey]entry{}
@@ -234,8 +241,9 @@ type Decision struct {
 	// Estimates[i].
 	Transfer [MaxBackends]float64
 
-	b *bucket
-	s *Scheduler
+	b    *bucket
+	s    *Scheduler
+	work placeWork // the op's Task, for a Placement policy's Observe
 }
 
 // Select chooses the backend for spec given where its inputs are. It is
@@ -285,7 +293,12 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 		extra = &d.Transfer
 	}
 	b.mu.Lock()
-	c := s.decide(b, allowed, extra, &d.Estimates)
+	var c choice
+	if s.place != nil {
+		c = s.placeDecide(&spec, &res, b, allowed, extra, &d)
+	} else {
+		c = s.decide(b, allowed, extra, &d.Estimates)
+	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
 	}
@@ -446,8 +459,10 @@ const maxObservedUs = 1e12
 
 // Observe folds the measured compute duration of a decision's op into its
 // bucket's posterior (transfers go to ObserveTransfer) and hands the
-// posterior to the store. It does not allocate and is safe for concurrent
-// use. It returns ErrForeignDecision for a decision this Scheduler did not
+// posterior to the store; under a Placement strategy it also reports the
+// duration to the policy (Policy.Observe, under the policy's lock). It
+// does not allocate and is safe for concurrent use. It returns
+// ErrForeignDecision for a decision this Scheduler did not
 // make and ErrBadTiming for a non-positive or absurd duration.
 func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	if d.s != s || d.b == nil || d.Backend < 0 || d.Backend >= s.n {
@@ -462,6 +477,9 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	alarm := s.e.observe(b, d.Backend, us)
 	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]
 	b.mu.Unlock()
+	if s.place != nil && d.work.ok {
+		s.place.observe(&d, us)
+	}
 	if s.cfg.Store != nil {
 		k := history.Key{Backend: s.names[d.Backend], Bucket: b.name}
 		if pp, ok := s.cfg.Store.(history.PriorPutter); ok {

@@ -3,6 +3,8 @@ package adaptive
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/adaptsched/adaptsched/bandit"
 )
 
 // MaxBackends is the most backends one Scheduler chooses among: decisions
@@ -18,17 +20,19 @@ const (
 	gpuPreferred
 	cpuPreferred
 	only
+	placement
 )
 
 // Strategy is how the Scheduler picks a backend, as the HybridScheduler
 // it replaces did (DESIGN.md § Strategies and telemetry). The zero value is
 // Automatic.
 type Strategy struct {
-	kind strategyKind
-	name string // Only's backend
+	kind   strategyKind
+	name   string        // Only's backend
+	policy bandit.Policy // Placement's policy
 }
 
-// The fixed strategies. Only(name) builds the fourth.
+// The fixed strategies. Only(name) and Placement(policy) build the others.
 var (
 	// Automatic lets the per-bucket Thompson-sampling bandit choose among
 	// the capable backends.
@@ -49,8 +53,8 @@ func Only(name string) Strategy { return Strategy{kind: only, name: name} }
 
 var _ fmt.Stringer = Automatic
 
-// String returns "automatic", "gpu-preferred", "cpu-preferred" or
-// "only(name)".
+// String returns "automatic", "gpu-preferred", "cpu-preferred",
+// "only(name)" or "placement(policy name)".
 func (s Strategy) String() string {
 	switch s.kind {
 	case automatic:
@@ -61,6 +65,11 @@ func (s Strategy) String() string {
 		return "cpu-preferred"
 	case only:
 		return "only(" + s.name + ")"
+	case placement:
+		if s.policy == nil {
+			return "placement(nil)"
+		}
+		return "placement(" + s.policy.Name() + ")"
 	}
 	return fmt.Sprintf("Strategy(%d)", uint8(s.kind))
 }
@@ -71,8 +80,8 @@ type Reason uint8
 
 // The reasons.
 const (
-	// UserPreference: the strategy (GPUPreferred, CPUPreferred, Only)
-	// named this backend and it can run the op.
+	// UserPreference: the strategy (GPUPreferred, CPUPreferred, Only, or
+	// the policy of a Placement) named this backend and it can run the op.
 	UserPreference Reason = iota + 1
 	// GPUUnavailable: GPUPreferred, but no GPU backend is configured or
 	// allowed.

@@ -6,8 +6,22 @@
 //
 // Usage:
 //
-//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu] [-tokens N] [-batch N]
-//	      [-requests N] [-db DIR] [-trace FILE] [-json] [model flags]
+//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
+//	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
+//	      [-json [-step-times]] [model flags]
+//
+// static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
+// through the Executor; oracle (simulated backends only) places each op
+// where the simulator's true mean duration plus transfer is lowest.
+//
+// Two throughputs are reported: tokens per wall-clock second, and tokens
+// per modelled second, the sum of the durations the backends reported for
+// every op and copy. With simulated devices only the modelled figure means
+// anything (they report modelled durations without sleeping); compare
+// strategies on sim:* backends by modelled_tokens_per_s. The first -warmup
+// decode steps are left out of both figures (cold_modelled_tokens_per_s
+// keeps them), so strategies that learn and those that do not can be
+// compared after the same warm-up.
 //
 // Ctrl-C stops after the current step and flushes the store and trace. On
 // a terminal a status line on stderr shows tokens/s, each backend's share
@@ -27,6 +41,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -44,8 +59,8 @@ import (
 type options struct {
 	backends, strategy, db, trace string
 	tokens, batch, requests       int
-	prompt                        int
-	json, stream                  bool
+	prompt, warmup                int
+	json, stream, stepTimes       bool
 	model                         ModelConfig
 }
 
@@ -54,14 +69,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("infer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
-	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, or only:NAME")
+	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
 	fs.StringVar(&o.trace, "trace", "", "write a trace (JSON Lines) to this file")
 	fs.IntVar(&o.tokens, "tokens", 32, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
 	fs.IntVar(&o.requests, "requests", 1, "batches to serve (0: until Ctrl-C)")
 	fs.IntVar(&o.prompt, "prompt", 4, "prompt tokens per request (random ids)")
+	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
+	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
 	fs.BoolVar(&o.stream, "stream", false, "print each generated token (request:token) on stdout")
 	fs.IntVar(&o.model.Dim, "dim", o.model.Dim, "model width")
 	fs.IntVar(&o.model.Layers, "layers", o.model.Layers, "transformer blocks")
@@ -75,43 +92,42 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0:
-		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests not negative")
+	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
+		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
 	return o, o.model.validate()
 }
 
-// parseStrategy reads -strategy.
-func parseStrategy(s string) (adaptive.Strategy, error) {
-	switch {
-	case s == "auto":
-		return adaptive.Automatic, nil
-	case s == "gpu":
-		return adaptive.GPUPreferred, nil
-	case s == "cpu":
-		return adaptive.CPUPreferred, nil
-	case strings.HasPrefix(s, "only:") && len(s) > 5:
-		return adaptive.Only(s[5:]), nil
-	}
-	return adaptive.Strategy{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME)", s)
-}
-
 // Summary is the -json output.
 type Summary struct {
-	Strategy   string             `json:"strategy"`
-	Backends   []string           `json:"backends"`
-	Params     int64              `json:"params"`
-	Batch      int                `json:"batch"`
-	Tokens     int64              `json:"tokens"`
-	Seconds    float64            `json:"seconds"`
-	TokensPerS float64            `json:"tokens_per_s"`
-	Ops        int64              `json:"ops"`
-	Share      map[string]float64 `json:"share"`
-	Switches   int64              `json:"switches"`
-	Fallbacks  int64              `json:"fallbacks"`
-	Stopped    bool               `json:"stopped"` // by a signal
+	Strategy   string   `json:"strategy"`
+	Backends   []string `json:"backends"`
+	Params     int64    `json:"params"`
+	Batch      int      `json:"batch"`
+	Tokens     int64    `json:"tokens"`
+	Seconds    float64  `json:"seconds"`
+	TokensPerS float64  `json:"tokens_per_s"`
+	// ModelledSeconds is the sum of the durations the backends reported
+	// for the ops and copies of the measured steps; ModelledTokensPerS is
+	// Tokens over it.
+	ModelledSeconds    float64 `json:"modelled_seconds"`
+	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
+	// WarmupSteps decode steps (WarmupTokens tokens) ran before the
+	// measured ones and are in no figure above; ColdModelledTokensPerS
+	// counts them too.
+	WarmupSteps            int     `json:"warmup_steps"`
+	WarmupTokens           int64   `json:"warmup_tokens"`
+	ColdModelledTokensPerS float64 `json:"cold_modelled_tokens_per_s"`
+	// StepModelledUs is each decode step's modelled µs, warm-up included
+	// (with -step-times).
+	StepModelledUs []float64          `json:"step_modelled_us,omitempty"`
+	Ops            int64              `json:"ops"`
+	Share          map[string]float64 `json:"share"`
+	Switches       int64              `json:"switches"`
+	Fallbacks      int64              `json:"fallbacks"`
+	Stopped        bool               `json:"stopped"` // by a signal
 }
 
 func main() {
@@ -130,10 +146,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	st, err := parseStrategy(o.strategy)
-	if err != nil {
-		return err
-	}
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {
@@ -141,13 +153,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}()
 	var infos []backends.Info
+	busy := new(atomic.Int64) // ns the backends reported
 	for _, name := range strings.Split(o.backends, ",") {
 		b, err := backends.Open(strings.TrimSpace(name))
 		if err != nil {
 			return err
 		}
-		bes = append(bes, b)
+		bes = append(bes, metered{Backend: b, ns: busy})
 		infos = append(infos, b.Info())
+	}
+	st, err := parseStrategy(o.strategy, bes)
+	if err != nil {
+		return err
 	}
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	cfg := adaptive.ExecutorConfig{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
@@ -190,9 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		status = &statusLine{w: stderr, e: e}
 	}
-	start := time.Now()
-	sum.Tokens, sum.Ops, err = serve(ctx, m, o, stdout, status)
-	sum.Seconds = time.Since(start).Seconds()
+	sv, err := serve(ctx, m, o, stdout, status, busy)
 	if status != nil {
 		status.clear()
 	}
@@ -200,7 +215,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	sum.Stopped = ctx.Err() != nil
-	sum.TokensPerS = float64(sum.Tokens) / sum.Seconds
+	sv.summarise(&sum, o.stepTimes)
 	stats, tel := e.Stats(), e.Scheduler().Telemetry()
 	sum.Share = shares(stats)
 	sum.Fallbacks = stats.Fallbacks
@@ -210,23 +225,64 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if o.json {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s, %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
-		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
+	fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
+		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	placementTable(stdout, tel)
 	return nil
 }
 
+// served is what serve measured: totals, and the warm-up's share of
+// them.
+type served struct {
+	tokens, ops        int64
+	wall, busy         time.Duration // whole run: wall clock, backends' reported durations
+	warmSteps          int
+	warmTokens         int64
+	warmWall, warmBusy time.Duration
+	stepBusyUs         []float64
+}
+
+// summarise fills sum's throughput figures.
+func (sv *served) summarise(sum *Summary, steps bool) {
+	sum.Tokens, sum.Ops = sv.tokens-sv.warmTokens, sv.ops
+	sum.Seconds = (sv.wall - sv.warmWall).Seconds()
+	sum.ModelledSeconds = (sv.busy - sv.warmBusy).Seconds()
+	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
+	rate := func(tokens int64, s float64) float64 {
+		if s <= 0 {
+			return 0
+		}
+		return float64(tokens) / s
+	}
+	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
+	sum.ModelledTokensPerS = rate(sum.Tokens, sum.ModelledSeconds)
+	sum.ColdModelledTokensPerS = rate(sv.tokens, sv.busy.Seconds())
+	if steps {
+		sum.StepModelledUs = sv.stepBusyUs
+	}
+}
+
 // serve decodes -requests batches (forever with 0) until ctx ends, and
-// returns the tokens generated and the ops run.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine) (tokens, ops int64, err error) {
+// returns the tokens generated, the ops run, and the time they took by
+// the wall clock and by the backends' reports (busy, in ns). The first
+// -warmup steps are recorded apart.
+func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, busy *atomic.Int64) (sv served, err error) {
 	bt, err := m.NewBatch(o.batch)
 	if err != nil {
-		return 0, 0, err
+		return sv, err
 	}
 	defer bt.Free()
 	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
 	start := time.Now()
+	busy0 := busy.Load()
 	last := start
+	step := 0
+	defer func() {
+		sv.wall, sv.busy = time.Since(start), time.Duration(busy.Load()-busy0)
+		if step <= o.warmup {
+			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmBusy = step, sv.tokens, sv.wall, sv.busy
+		}
+	}()
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
 		bt.Reset()
 		cur := make([]int, o.batch)
@@ -239,33 +295,42 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		}
 		for p := 0; p < o.prompt+o.tokens-1; p++ {
 			if err := ctx.Err(); err != nil {
-				return tokens, ops, err
+				return sv, err
 			}
-			next, err := bt.Step(cur, &ops)
+			before := busy.Load()
+			next, err := bt.Step(cur, &sv.ops)
 			if err != nil {
-				return tokens, ops, err
+				return sv, err
 			}
-			if p+1 < o.prompt {
+			if o.stepTimes {
+				sv.stepBusyUs = append(sv.stepBusyUs, float64(busy.Load()-before)/1e3)
+			}
+			step++
+			if p+1 >= o.prompt {
+				cur = next
+				sv.tokens += int64(o.batch)
+				if o.stream {
+					for i, tok := range next {
+						fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
+					}
+					fmt.Fprintln(stdout)
+				}
+			} else {
 				for i := range cur {
 					cur[i] = prompts[i][p+1]
 				}
-				continue
 			}
-			cur = next
-			tokens += int64(o.batch)
-			if o.stream {
-				for i, tok := range next {
-					fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
-				}
-				fmt.Fprintln(stdout)
+			if step == o.warmup {
+				sv.warmSteps, sv.warmTokens = step, sv.tokens
+				sv.warmWall, sv.warmBusy = time.Since(start), time.Duration(busy.Load()-busy0)
 			}
 			if status != nil && time.Since(last) >= 250*time.Millisecond {
 				last = time.Now()
-				status.show(tokens, time.Since(start))
+				status.show(sv.tokens, time.Since(start))
 			}
 		}
 	}
-	return tokens, ops, nil
+	return sv, nil
 }
 
 // shares returns each backend's share of the ops that ran.

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// parseStrategy reads -strategy for the backends bes (Config order): auto,
+// gpu, cpu, only:NAME, or one of the baseline placements of DESIGN.md §
+// Evaluation run through the Executor: static2x (HybridScheduler), pcie5x
+// (BackendSelector), oracle (the lowest true mean per op, simulated
+// backends only: see simOracle).
+func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) {
+	switch {
+	case s == "auto":
+		return adaptive.Automatic, nil
+	case s == "gpu":
+		return adaptive.GPUPreferred, nil
+	case s == "cpu":
+		return adaptive.CPUPreferred, nil
+	case strings.HasPrefix(s, "only:") && len(s) > 5:
+		return adaptive.Only(s[5:]), nil
+	case s == "static2x":
+		return adaptive.Placement(bandit.NewStatic2x(adaptive.ArmsOf(bes))), nil
+	case s == "pcie5x":
+		return adaptive.Placement(bandit.NewPCIe5x(adaptive.ArmsOf(bes))), nil
+	case s == "oracle":
+		o, err := newSimOracle(bes)
+		if err != nil {
+			return adaptive.Strategy{}, err
+		}
+		return adaptive.Placement(o), nil
+	}
+	return adaptive.Strategy{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, oracle)", s)
+}
+
+// simOracle is the "oracle" placement for simulated backends: each op
+// goes to the backend with the lowest true expected duration
+// (sim.Profile.MeanUs of the op's shape) plus the true time to move the
+// inputs it lacks there (sim.Profile.LinkUs per input, over the source
+// device's link and the destination's). It knows the simulator's ground
+// truth, which no other policy sees, but it is greedy per op: it does not
+// weigh where the output will be needed next, and it ignores the
+// simulator's first-run warm-up. It learns nothing (Observe does nothing).
+type simOracle struct {
+	profs  []*sim.Profile
+	shared adaptive.Mask // backends that read host memory
+}
+
+var (
+	_ bandit.Policy      = (*simOracle)(nil)
+	_ adaptive.OpChooser = (*simOracle)(nil)
+)
+
+// newSimOracle builds the oracle over backends named "sim:<profile>".
+func newSimOracle(bes []backends.Backend) (*simOracle, error) {
+	o := &simOracle{}
+	for i, b := range bes {
+		in := b.Info()
+		name, ok := strings.CutPrefix(in.Name, "sim:")
+		if !ok {
+			return nil, fmt.Errorf("infer: -strategy oracle needs simulated backends (sim:<profile>), not %q", in.Name)
+		}
+		p, err := sim.LookupProfile(name)
+		if err != nil {
+			return nil, fmt.Errorf("infer: -strategy oracle: %w", err)
+		}
+		o.profs = append(o.profs, p)
+		if in.SharedMemory || in.Kind == backends.CPU {
+			o.shared |= adaptive.Backend(i)
+		}
+	}
+	return o, nil
+}
+
+// Name returns "oracle".
+func (o *simOracle) Name() string { return "oracle" }
+
+// Choose is never called by the Scheduler (ChooseOp is); without the
+// op's shape there is no truth to consult, so it picks no arm (the
+// Scheduler then falls back to its bandit).
+func (o *simOracle) Choose(*bandit.Task) int { return -1 }
+
+// Observe does nothing: the oracle knows the truth already.
+func (o *simOracle) Observe(*bandit.Task, int, float64) {}
+
+// ChooseOp implements adaptive.OpChooser.
+func (o *simOracle) ChooseOp(spec kernels.Spec, res adaptive.Residency, _ *bandit.Task) int {
+	best, bestUs := -1, 0.0
+	for a, p := range o.profs {
+		us := p.MeanUs(spec) + o.transferUs(&res, a)
+		if best < 0 || us < bestUs {
+			best, bestUs = a, us
+		}
+	}
+	return best
+}
+
+// transferUs is the true time to bring res's inputs to backend a: data on
+// a device alone crosses that device's link to host memory, then a's link
+// unless a reads host memory.
+func (o *simOracle) transferUs(res *adaptive.Residency, a int) float64 {
+	var us float64
+	for i := range min(res.N, adaptive.MaxInputs) {
+		in := res.Inputs[i]
+		on := in.On
+		if on == 0 {
+			on = adaptive.Host
+		}
+		if in.Bytes <= 0 || on.Has(a) || o.shared.Has(a) && on&(adaptive.Host|o.shared) != 0 {
+			continue
+		}
+		if on&(adaptive.Host|o.shared) == 0 {
+			for g := range o.profs {
+				if on.Has(g) {
+					us += o.profs[g].LinkUs(in.Bytes)
+					break
+				}
+			}
+		}
+		if !o.shared.Has(a) {
+			us += o.profs[a].LinkUs(in.Bytes)
+		}
+	}
+	return us
+}
+
+// metered wraps a backend and sums the durations it reports for every op
+// and copy: simulated devices model them without sleeping (so wall-clock
+// tokens/s says nothing of the simulated machine), real ones time them
+// with events or timers. The sum is the devices' busy time, one after the
+// other, as the Executor runs ops one at a time per caller.
+type metered struct {
+	backends.Backend
+	ns *atomic.Int64
+}
+
+func (m metered) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	t, err := m.Backend.Run(s, in, out)
+	if err == nil {
+		m.ns.Add(int64(t.Duration))
+	}
+	return t, err
+}
+
+func (m metered) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	t, err := m.Backend.Write(dst, src)
+	if err == nil {
+		m.ns.Add(int64(t.Duration))
+	}
+	return t, err
+}
+
+func (m metered) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	t, err := m.Backend.Read(dst, src)
+	if err == nil {
+		m.ns.Add(int64(t.Duration))
+	}
+	return t, err
+}

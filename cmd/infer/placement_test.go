@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// TestParseStrategyPlacements: the baseline placements parse, and the
+// oracle refuses backends that are not simulated.
+func TestParseStrategyPlacements(t *testing.T) {
+	simBes := []backends.Backend{openT(t, "sim:cpu2"), openT(t, "sim:h100")}
+	for s, want := range map[string]string{"static2x": "placement(static2x)", "pcie5x": "placement(pcie5x)",
+		"oracle": "placement(oracle)", "auto": "automatic", "only:sim:h100": "only(sim:h100)"} {
+		st, err := parseStrategy(s, simBes)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if st.String() != want {
+			t.Errorf("%s: %v, want %s", s, st, want)
+		}
+	}
+	if _, err := parseStrategy("oracle", []backends.Backend{openT(t, "cpu"), openT(t, "sim:h100")}); err == nil {
+		t.Error("oracle over a real cpu: no error")
+	}
+	if _, err := parseStrategy("fastest", simBes); err == nil {
+		t.Error("unknown strategy: no error")
+	}
+}
+
+// TestSimOracle: the oracle picks the backend of the lowest true mean
+// plus true transfer (DESIGN.md § Evaluation: only the oracle sees the
+// simulator's truth).
+func TestSimOracle(t *testing.T) {
+	o, err := newSimOracle([]backends.Backend{openT(t, "sim:cpu2"), openT(t, "sim:h100")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, gpu := sim.MustProfile("cpu2"), sim.MustProfile("h100")
+	for _, spec := range []kernels.Spec{
+		{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{1, 64}, {64, 64}}},
+		{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{512, 2048}, {2048, 2048}}},
+	} {
+		for _, on := range []adaptive.Mask{adaptive.Host, adaptive.Backend(1)} {
+			var res adaptive.Residency
+			for i := range spec.In {
+				res.Add(on, spec.InBytes(i))
+			}
+			cpuUs, gpuUs := cpu.MeanUs(spec), gpu.MeanUs(spec)
+			for i := range spec.In {
+				if on == adaptive.Host {
+					gpuUs += gpu.LinkUs(spec.InBytes(i))
+				} else {
+					cpuUs += gpu.LinkUs(spec.InBytes(i))
+				}
+			}
+			want := 0
+			if gpuUs < cpuUs {
+				want = 1
+			}
+			if got := o.ChooseOp(spec, res, nil); got != want {
+				t.Errorf("%v on %v: arm %d, want %d (cpu %.1f µs, gpu %.1f µs)", spec, on, got, want, cpuUs, gpuUs)
+			}
+		}
+	}
+}
+
+// TestRunModelled: on simulated backends the summary carries the modelled
+// throughput, the warm-up steps are left out of it, and -step-times lists
+// every step.
+func TestRunModelled(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"-backends", "sim:cpu2,sim:h100", "-strategy", "oracle", "-tokens", "6", "-batch", "2", "-prompt", "2",
+		"-warmup", "3", "-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50",
+		"-ctx", "8", "-json", "-step-times"}
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var s Summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	// 7 steps: 1 prompt step, then 6 that each yield a token per sequence;
+	// the first 3 steps (2 tokens per sequence) are warm-up.
+	if s.WarmupSteps != 3 || s.WarmupTokens != 4 || s.Tokens != 8 || len(s.StepModelledUs) != 7 {
+		t.Fatalf("summary %+v", s)
+	}
+	var measured float64
+	for _, us := range s.StepModelledUs[3:] {
+		measured += us
+	}
+	if s.ModelledSeconds <= 0 || s.ModelledTokensPerS <= 0 || s.ColdModelledTokensPerS <= 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	// The steps' own sums leave out the embedding writes between steps
+	// (none here: the Executor keeps them in host memory), so they match.
+	if d := measured/1e6 - s.ModelledSeconds; d > 1e-9 || d < -1e-9 {
+		t.Errorf("steps sum to %.9f s, summary %.9f s", measured/1e6, s.ModelledSeconds)
+	}
+}
+
+// simModel is BenchmarkSimPlacement's model: 15.9M parameters.
+var simModel = []string{"-dim", "512", "-layers", "4", "-heads", "8", "-kv-heads", "4", "-ffn", "1408", "-vocab", "8000", "-ctx", "64"}
+
+// Sim placement workload: one request of simPrompt prompt tokens and
+// simTokens generated ones; the first simWarmup steps are left out of
+// modelled-tokens/s for every strategy alike.
+const simPrompt, simTokens, simWarmup = 4, 40, 8
+
+// runSim decodes the workload on sim:cpu2 and sim:<gpu> under strategy.
+func runSim(b *testing.B, gpu, strategy string, batch int) Summary {
+	args := append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
+		"-prompt", strconv.Itoa(simPrompt), "-tokens", strconv.Itoa(simTokens), "-warmup", strconv.Itoa(simWarmup),
+		"-json", "-step-times"}, simModel...)
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		b.Fatalf("%v\n%s", err, errb.String())
+	}
+	var s Summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkSimPlacement is issue 6's comparison: decode throughput in
+// modelled tokens per second (the simulated devices' reported durations,
+// not the wall clock) of the adaptive Executor (auto) against the oracle
+// placement, the static2x and pcie5x baselines, and everything on the GPU
+// (gpu) or the CPU (cpu), on a simulated 2-core
+// CPU (sim:cpu2) with a simulated H100 or MI300X, at batch 1 and 16.
+// Every strategy decodes the same prompt after the same warm-up of
+// simWarmup steps; cold-modelled-tokens/s includes it. The log line of
+// each configuration gives auto's gap to each placement and learn-steps:
+// the first step from which auto's remaining modelled time stays within 3%
+// of the oracle's. The oracle is greedy per op (see simOracle): a fixed
+// placement (gpu) can beat it, so the line also names the best placement.
+func BenchmarkSimPlacement(b *testing.B) {
+	strategies := []string{"auto", "oracle", "static2x", "pcie5x", "gpu", "cpu"}
+	for _, gpu := range []string{"h100", "mi300x"} {
+		for _, batch := range []int{1, 16} {
+			got := map[string]Summary{}
+			for _, st := range strategies {
+				b.Run(gpu+"/batch"+strconv.Itoa(batch)+"/"+st, func(b *testing.B) {
+					var s Summary
+					for b.Loop() {
+						s = runSim(b, gpu, st, batch)
+					}
+					got[st] = s
+					b.ReportMetric(s.ModelledTokensPerS, "modelled-tokens/s")
+					b.ReportMetric(s.ColdModelledTokensPerS, "cold-modelled-tokens/s")
+				})
+			}
+			if len(got) == len(strategies) {
+				b.Logf("%s batch %d: %s; learn-steps %d", gpu, batch, compare(got), learnSteps(got["auto"].StepModelledUs, got["oracle"].StepModelledUs, 0.03))
+			}
+		}
+	}
+}
+
+// compare formats auto's modelled throughput relative to each placement.
+func compare(got map[string]Summary) string {
+	a := got["auto"].ModelledTokensPerS
+	var parts []string
+	best, bestTPS := "", 0.0
+	for _, st := range []string{"oracle", "static2x", "pcie5x", "gpu", "cpu"} {
+		g := got[st].ModelledTokensPerS
+		parts = append(parts, st+" "+strconv.FormatFloat(100*(a/g-1), 'f', 1, 64)+"%")
+		if g > bestTPS {
+			best, bestTPS = st, g
+		}
+	}
+	return "auto vs " + strings.Join(parts, ", ") + " (best placement: " + best + ")"
+}
+
+// learnSteps returns the first step s from which the policy's modelled
+// time over steps s… stays within tol of the oracle's over the same steps
+// (len(policy) when it never does).
+func learnSteps(policy, oracle []float64, tol float64) int {
+	n := min(len(policy), len(oracle))
+	first := n
+	var p, o float64
+	for s := n - 1; s >= 0; s-- {
+		p += policy[s]
+		o += oracle[s]
+		if p > (1+tol)*o {
+			break
+		}
+		first = s
+	}
+	return first
+}
