@@ -21,12 +21,14 @@ import (
 
 // TestTransfers checks DESIGN.md § Priors (transfers): each backend's
 // cost includes latency + bytes/bandwidth of the inputs it lacks, over the
-// nominal 20 µs, 25 GB/s link of the test GPU.
+// nominal 20 µs, 25 GB/s link of the test GPU, and of sending its output
+// back to where its largest moved input lived.
 func TestTransfers(t *testing.T) {
 	s := newTestScheduler(t, Config{Strategy: CPUPreferred, Seed: 1})
 	spec := matmul(64, 512, 512)
 	link := func(bytes float64) float64 { return 20 + bytes/25e3 }
 	a, w := float64(spec.InBytes(0)), float64(spec.InBytes(1))
+	o := float64(spec.OutBytes())
 
 	var host Residency
 	host.Add(Host, spec.InBytes(0))
@@ -35,7 +37,8 @@ func TestTransfers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := link(a) + link(w); math.Abs(d.Transfer[1]-want) > 1e-9 || d.Transfer[0] != 0 {
+	// The GPU fetches both inputs from host memory and returns the output.
+	if want := link(a) + link(w) + link(o); math.Abs(d.Transfer[1]-want) > 1e-9 || d.Transfer[0] != 0 {
 		t.Errorf("host inputs: transfers %v, want [0 %v]", d.Transfer[:2], want)
 	}
 	// Means, not samples, under CPUPreferred: the estimate is the prior
@@ -48,8 +51,11 @@ func TestTransfers(t *testing.T) {
 	mixed.Add(Host, spec.InBytes(0))
 	mixed.Add(Backend(1), spec.InBytes(1)) // weights on the GPU
 	d, _ = s.Select(spec, mixed)
-	if math.Abs(d.Transfer[1]-link(a)) > 1e-9 || math.Abs(d.Transfer[0]-link(w)) > 1e-9 {
-		t.Errorf("mixed: transfers %v, want [%v %v]", d.Transfer[:2], link(w), link(a))
+	// The GPU fetches the activations from host memory and returns its
+	// output there; the CPU fetches the weights (the larger input) from
+	// the GPU and sends its output back to it.
+	if math.Abs(d.Transfer[1]-link(a)-link(o)) > 1e-9 || math.Abs(d.Transfer[0]-link(w)-link(o)) > 1e-9 {
+		t.Errorf("mixed: transfers %v, want [%v %v]", d.Transfer[:2], link(w)+link(o), link(a)+link(o))
 	}
 
 	// Automatic: 1 GiB of weights in host memory make the CPU cheaper

@@ -123,6 +123,7 @@ type shard struct {
 type entry struct {
 	b       *bucket
 	capable Mask
+	out     int64 // the output's bytes
 }
 
 // Scheduler places ops on backends (DESIGN.md § The data path). Select,
@@ -289,7 +290,7 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 	b := ent.b
 	d := Decision{Bucket: b.id, b: b, s: s}
 	var extra *[MaxBackends]float64
-	if res.N > 0 && s.transfers(&res, allowed, &d.Transfer) {
+	if res.N > 0 && s.transfers(&res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
 	}
 	b.mu.Lock()
@@ -345,11 +346,12 @@ func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]flo
 }
 
 // transfers adds each allowed backend's predicted transfer of the inputs
-// it lacks into t (µs) and reports whether any is charged. Data on a GPU
-// reaches a shared-memory backend through that GPU's device→host link,
-// and another GPU through host memory (both links).
-func (s *Scheduler) transfers(res *Residency, allowed Mask, t *[MaxBackends]float64) bool {
+// it lacks, and of its output (out bytes) back to where the largest of
+// those inputs lived, into t (µs), and reports whether any is charged.
+func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
 	any := false
+	var home [MaxBackends]Mask // where each arm's largest moved input came from
+	var homeBytes [MaxBackends]int64
 	for i := range min(res.N, MaxInputs) {
 		in := res.Inputs[i]
 		if in.Bytes <= 0 {
@@ -359,29 +361,66 @@ func (s *Scheduler) transfers(res *Residency, allowed Mask, t *[MaxBackends]floa
 		if on == 0 {
 			on = Host
 		}
-		bytes := float64(in.Bytes)
-		toHost := 0.0
-		if on&(Host|s.shared) == 0 {
-			g := bits.TrailingZeros16(uint16(on))
-			if g < s.n && s.links[g][1] != nil {
-				toHost = s.links[g][1].predict(bytes)
-			}
-		}
 		for a := range s.n {
 			if !allowed.Has(a) || on.Has(a) {
 				continue
 			}
-			c := toHost
-			if !s.shared.Has(a) {
-				c += s.links[a][0].predict(bytes)
+			if c := s.move(on, a, float64(in.Bytes)); c > 0 {
+				t[a] += c
+				any = true
 			}
-			if c > 0 {
+			if in.Bytes > homeBytes[a] {
+				home[a], homeBytes[a] = on, in.Bytes
+			}
+		}
+	}
+	// The output of an op that pulled its inputs away from where they
+	// lived goes back there for the ops that follow (the pipeline runs
+	// where its data is): without this charge a small op looks cheap on
+	// the CPU in the middle of a GPU pipeline, and the activations
+	// ping-pong over the link (sim decode at batch 16: 22% slower than
+	// leaving everything on the GPU).
+	if out > 0 {
+		for a := range s.n {
+			if home[a] == 0 {
+				continue
+			}
+			if c := s.move(Backend(a), lowestHome(home[a], s.n), float64(out)); c > 0 {
 				t[a] += c
 				any = true
 			}
 		}
 	}
 	return any
+}
+
+// lowestHome returns the backend index that stands for residency mask on:
+// its lowest backend, or -1 for host memory only.
+func lowestHome(on Mask, n int) int {
+	if b := bits.TrailingZeros16(uint16(on &^ Host)); b < n {
+		return b
+	}
+	return -1
+}
+
+// move predicts the µs to bring bytes resident on the backends in on to
+// backend a (a = -1: host memory). Data on a GPU reaches a shared-memory
+// backend or the host through that GPU's device→host link, and another
+// GPU through host memory (both links).
+func (s *Scheduler) move(on Mask, a int, bytes float64) float64 {
+	if a >= 0 && on.Has(a) {
+		return 0
+	}
+	c := 0.0
+	if on&(Host|s.shared) == 0 {
+		if g := bits.TrailingZeros16(uint16(on)); g < s.n && s.links[g][1] != nil {
+			c = s.links[g][1].predict(bytes)
+		}
+	}
+	if a >= 0 && !s.shared.Has(a) {
+		c += s.links[a][0].predict(bytes)
+	}
+	return c
 }
 
 // miss handles a shape not in the cache: validate the spec, find or make
@@ -397,7 +436,7 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k shapeKey) (entry, error
 			capable |= Backend(i)
 		}
 	}
-	ent := entry{b: s.bucketFor(spec), capable: capable}
+	ent := entry{b: s.bucketFor(spec), capable: capable, out: spec.OutBytes()}
 	if sh == nil {
 		return ent, nil
 	}

@@ -103,8 +103,10 @@ func (p *thompson) Choose(t *bandit.Task) int {
 	if t.Transfer != nil {
 		p.extra = [MaxBackends]float64{}
 		for i, l := range p.links {
-			if l != nil && i < len(t.Transfer) {
-				p.extra[i] = l.predict(t.Transfer[i])
+			if l != nil && i < len(t.Transfer) && t.Transfer[i] > 0 {
+				// Inputs that must come to arm i come from where the
+				// pipeline runs, and the output must go back there.
+				p.extra[i] = l.predict(t.Transfer[i]) + l.predict(t.BytesWritten)
 			}
 		}
 		extra = &p.extra
