@@ -864,20 +864,28 @@ func containsTensor(ts []*Tensor, t *Tensor) bool {
 	return false
 }
 
-// invalidate drops every copy on backend a, which was lost: tensors left
-// without a valid copy are recomputed when next needed.
-func (e *Executor) invalidate(a int) {
+// dropCopies frees every tensor's copy on backend a, marks it invalid and
+// returns how many copies it dropped.
+func (e *Executor) dropCopies(a int) int64 {
+	var n int64
 	for _, t := range e.residentOn(a) {
 		t.mu.Lock()
 		if c := t.copies[a]; c != nil {
 			c.Free()
 			t.copies[a] = nil
 			t.valid &^= Backend(a)
-			e.invalidated.Add(1)
+			n++
 		}
 		t.mu.Unlock()
 		e.unregister(t, Backend(a))
 	}
+	return n
+}
+
+// invalidate drops every copy on backend a, which was lost: tensors left
+// without a valid copy are recomputed when next needed.
+func (e *Executor) invalidate(a int) {
+	e.invalidated.Add(e.dropCopies(a))
 }
 
 // unhealthy returns the backends in back-off, and those whose back-off
@@ -1035,16 +1043,7 @@ func (e *Executor) Close() error {
 	e.closeOnce.Do(func() {
 		errs := []error{e.s.Close()}
 		for a := range e.n {
-			for _, t := range e.residentOn(a) {
-				t.mu.Lock()
-				if c := t.copies[a]; c != nil {
-					c.Free()
-					t.copies[a] = nil
-					t.valid &^= Backend(a)
-				}
-				t.mu.Unlock()
-				e.unregister(t, Backend(a))
-			}
+			e.dropCopies(a)
 		}
 		if e.cfg.CloseBackends {
 			for _, b := range e.bes {
