@@ -78,7 +78,12 @@ type Executor struct {
 	n      int
 	names  []string
 	shared Mask // backends reading host memory directly: no link to observe
-	info   backends.Info
+	// alias holds the CPU backends that work on a tensor's host copy in
+	// place (backends.HostMapper): wherever the host copy is valid, so is
+	// theirs, and an op they run writes the host copy. No copy is ever
+	// made for them and none is registered against their memory.
+	alias Mask
+	info  backends.Info
 
 	ids  atomic.Uint64
 	tick atomic.Int64 // op counter: last-use stamps and trace sequence
@@ -134,12 +139,31 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		if in.SharedMemory || in.Kind == backends.CPU {
 			e.shared |= Backend(i)
 		}
+		if in.Kind == backends.CPU && mapsHost(b) {
+			e.alias |= Backend(i)
+		}
 		e.resident[i] = map[*Tensor]struct{}{}
 	}
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
 	e.scratchPool.New = func() any { return new(opScratch) }
 	return e, nil
+}
+
+// mapsHost reports whether b maps host memory: it implements
+// backends.HostMapper (a wrapper may forward it without the wrapped
+// backend supporting it) and maps a probe.
+func mapsHost(b backends.Backend) bool {
+	hm, ok := b.(backends.HostMapper)
+	if !ok {
+		return false
+	}
+	buf, err := hm.MapHost(allocHost(4))
+	if err != nil {
+		return false
+	}
+	buf.Free()
+	return true
 }
 
 // Scheduler returns the Executor's Scheduler, for Telemetry and
@@ -187,6 +211,28 @@ type Tensor struct {
 	lastUse [MaxBackends]int64
 	version uint64
 	lin     lineage
+	// readers is where the current version has been read (backends whose
+	// ops read it, Host for the program); consumers is where the last
+	// version that was read was: where a new version will likely be
+	// needed too, which Select charges moving the output to
+	// (Residency.Consumers).
+	readers, consumers Mask
+}
+
+// newVersion notes that t is being overwritten (t.mu held).
+func (t *Tensor) newVersion() {
+	t.consumers = t.consumersHint()
+	t.readers = 0
+}
+
+// consumersHint is where the value about to overwrite t will likely be
+// read: where t's current value was, else where the last one read was
+// (t.mu held).
+func (t *Tensor) consumersHint() Mask {
+	if t.readers != 0 {
+		return t.readers
+	}
+	return t.consumers
 }
 
 // lineage is the op that produced a tensor's current version: enough to
@@ -283,7 +329,8 @@ func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, erro
 		t.host = allocHost(t.size)
 	}
 	copy(t.host, src)
-	t.valid = Host
+	t.valid = Host | e.alias
+	t.newVersion()
 	t.version++
 	t.lin.ok = false
 	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
@@ -318,6 +365,7 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 			}
 		}
 		copy(dst, t.host)
+		t.readers |= Host
 		t.mu.Unlock()
 		return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 	}
@@ -357,7 +405,7 @@ func (e *Executor) toHost(t *Tensor, depth int) error {
 		return err
 	}
 	e.observeCopy(j, false, t.size, tm)
-	t.valid |= Host
+	t.valid |= Host | e.alias
 	return nil
 }
 
@@ -448,6 +496,9 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 	why := Reason(0)
 	for {
 		res.N = 0
+		o.mu.RLock()
+		res.Consumers = o.consumersHint()
+		o.mu.RUnlock()
 		for _, t := range ts {
 			t.mu.RLock()
 			v := t.valid
@@ -590,7 +641,11 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 			unlockSet(sc, locks)
 			return backends.Timing{}, xferUs, &backendFailure{a: a, err: err}
 		}
+		o.newVersion()
 		o.valid = Backend(a)
+		if e.alias.Has(a) {
+			o.valid = Host | e.alias // written in place in the host copy
+		}
 		o.lastUse[a] = stamp
 		if !restore {
 			o.version++
@@ -658,7 +713,8 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, 
 			t.mu.Unlock()
 			return us, fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
 		}
-		if t.valid.Has(a) {
+		t.readers |= Backend(a)
+		if t.valid.Has(a) && t.copies[a] != nil {
 			t.lastUse[a] = stamp
 			t.mu.Unlock()
 			return us, nil
@@ -673,6 +729,14 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, 
 			}
 		}
 		be := e.bes[a]
+		if e.alias.Has(a) {
+			err := e.mapHost(t, a) // the host copy is valid: no copy to make
+			if err == nil {
+				t.lastUse[a] = stamp
+			}
+			t.mu.Unlock()
+			return us, err
+		}
 		if t.copies[a] == nil {
 			c, err := be.Alloc(t.size)
 			if err != nil {
@@ -696,6 +760,24 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, 
 	}
 }
 
+// mapHost makes t's copy on alias backend a its host copy, allocating
+// that (t.mu held). The mapping holds no memory of a's: it is not
+// registered, so neither eviction nor a lost device drops it.
+func (e *Executor) mapHost(t *Tensor, a int) error {
+	if t.copies[a] != nil {
+		return nil
+	}
+	if t.host == nil {
+		t.host = allocHost(t.size)
+	}
+	c, err := e.bes[a].(backends.HostMapper).MapHost(t.host)
+	if err != nil {
+		return &backendFailure{a: a, err: err}
+	}
+	t.copies[a] = c
+	return nil
+}
+
 // outputOn allocates o's copy on backend a if it has none.
 func (e *Executor) outputOn(o *Tensor, a int) error {
 	o.mu.Lock()
@@ -705,6 +787,9 @@ func (e *Executor) outputOn(o *Tensor, a int) error {
 	}
 	if o.copies[a] != nil {
 		return nil
+	}
+	if e.alias.Has(a) {
+		return e.mapHost(o, a)
 	}
 	c, err := e.bes[a].Alloc(o.size)
 	if err != nil {
@@ -842,7 +927,7 @@ func (e *Executor) evict(a int, ts []*Tensor, o *Tensor) int64 {
 				continue // keep the only copy
 			}
 			e.observeCopy(a, false, t.size, tm)
-			t.valid |= Host
+			t.valid |= Host | e.alias
 		}
 		c.Free()
 		t.copies[a] = nil

@@ -15,6 +15,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/cpu"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
@@ -654,6 +655,144 @@ func TestExecutorRegistry(t *testing.T) {
 		if b, err := backends.Open(bad); err == nil {
 			b.Close()
 			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+}
+
+// mappingBackend is a countingBackend that maps host memory through the
+// backend it wraps; with okMaps > 0, only its first okMaps maps succeed.
+type mappingBackend struct {
+	*countingBackend
+	maps   atomic.Int64
+	okMaps int64
+}
+
+func (m *mappingBackend) MapHost(b []byte) (backends.Buffer, error) {
+	if n := m.maps.Add(1); m.okMaps > 0 && n > m.okMaps {
+		return nil, fmt.Errorf("%w: mapping refused", backends.ErrUnsupported)
+	}
+	return m.Backend.(backends.HostMapper).MapHost(b)
+}
+
+// TestExecutorHostMapping: a CPU backend that maps host memory
+// (backends.HostMapper) works on the Executor's host copies in place: a
+// chain of ops on it copies nothing in or out, its outputs are valid in
+// host memory at once, and data read back from a GPU is valid on it
+// without a copy. A CPU whose first mapping fails is copied into instead;
+// one whose mapping fails later is fallen back from.
+func TestExecutorHostMapping(t *testing.T) {
+	const n = 9
+	cpu := &mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}}
+	gpu := &countingBackend{Backend: open(t, "sim:h100")}
+	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 4, 64)
+
+	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, cpu, gpu)
+	_, _, outs := c.run(t, e)
+	if w, r := cpu.writes.Load(), cpu.reads.Load(); w != 0 || r != 0 {
+		t.Errorf("%d copies into and %d out of the mapping CPU", w, r)
+	}
+	if got := cpu.runs.Load(); got != n {
+		t.Errorf("%d runs on the CPU, want %d", got, n)
+	}
+	for i, o := range outs {
+		if v := o.(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0) {
+			t.Fatalf("output %d valid on %b, want host and the CPU", i, v)
+		}
+	}
+	c.check(t, e, outs)
+	if st := e.Stats(); st.Backends[0].CopiesIn != 0 || st.Backends[0].ResidentMB != 0 {
+		t.Errorf("stats of the mapping CPU: %+v", st.Backends[0])
+	}
+
+	// On the GPU, outputs live there; reading one back makes it valid on
+	// the mapping CPU too, with no copy into it.
+	g := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	_, _, gouts := c.run(t, g)
+	if v := gouts[0].(*adaptive.Tensor).Valid(); v != adaptive.Backend(1) {
+		t.Errorf("GPU output valid on %b, want the GPU only", v)
+	}
+	c.check(t, g, gouts)
+	if v := gouts[0].(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0)|adaptive.Backend(1) {
+		t.Errorf("GPU output read back: valid on %b, want host, CPU and GPU", v)
+	}
+	if w := cpu.writes.Load(); w != 0 {
+		t.Errorf("%d copies into the mapping CPU", w)
+	}
+
+	// A CPU that refuses every mapping (the Executor probes once) is
+	// copied into like any backend.
+	refuses := &refusing{&mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}}}
+	r := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, refuses, gpu)
+	_, _, routs := c.run(t, r)
+	c.check(t, r, routs)
+	if st := r.Stats(); st.Backends[0].Ops != n || st.Backends[0].CopiesIn == 0 {
+		t.Errorf("refusing mapper: %+v", st.Backends[0])
+	}
+
+	// A CPU whose mapping fails after the probe: every op falls back to
+	// the GPU and succeeds.
+	bad := &mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}, okMaps: 1}
+	f := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.CPUPreferred}}, bad, gpu)
+	_, _, fouts := c.run(t, f)
+	c.check(t, f, fouts)
+	if bad.maps.Load() < 2 || bad.runs.Load() != 0 {
+		t.Errorf("failing mapper: %d maps, %d runs", bad.maps.Load(), bad.runs.Load())
+	}
+	if st := f.Stats(); st.Fallbacks == 0 || st.Backends[0].Failures == 0 || st.Backends[1].Ops != n {
+		t.Errorf("no fallback counted: %+v", st)
+	}
+}
+
+// refusing is a CPU whose MapHost always fails.
+type refusing struct{ *mappingBackend }
+
+func (r *refusing) MapHost([]byte) (backends.Buffer, error) {
+	r.maps.Add(1)
+	return nil, fmt.Errorf("%w: no mapping here", backends.ErrUnsupported)
+}
+
+// consumerSpy is a placement that runs everything on one backend and
+// records the Consumers of each op's Residency.
+type consumerSpy struct {
+	arm  int
+	seen []adaptive.Mask
+}
+
+func (c *consumerSpy) Name() string                       { return "spy" }
+func (c *consumerSpy) Choose(*bandit.Task) int            { return c.arm }
+func (c *consumerSpy) Observe(*bandit.Task, int, float64) {}
+func (c *consumerSpy) ChooseOp(_ kernels.Spec, res adaptive.Residency, _ *bandit.Task) int {
+	c.seen = append(c.seen, res.Consumers)
+	return c.arm
+}
+
+// TestExecutorConsumers: the Residency of an op that overwrites a tensor
+// says where the tensor's previous value was read: by the backends whose
+// ops read it, and by the program (Host).
+func TestExecutorConsumers(t *testing.T) {
+	spy := &consumerSpy{arm: 1}
+	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Placement(spy)}},
+		open(t, "cpu"), open(t, "sim:h100"))
+	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 2, 4, 64)
+	x, ws, outs := c.run(t, e) // op 0 writes outs[0], op 1 reads it on the GPU
+	spec := c.specOf(c.ops[0])
+	if _, err := e.Run(spec, []backends.Buffer{x, ws[0]}, outs[0]); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, outs[0].Size())
+	if _, err := e.Read(got, outs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(spec, []backends.Buffer{x, ws[0]}, outs[0]); err != nil {
+		t.Fatal(err)
+	}
+	want := []adaptive.Mask{0, 0, adaptive.Backend(1), adaptive.Host}
+	if len(spy.seen) != len(want) {
+		t.Fatalf("%d decisions, want %d", len(spy.seen), len(want))
+	}
+	for i, w := range want {
+		if spy.seen[i] != w {
+			t.Errorf("decision %d: consumers %b, want %b", i, spy.seen[i], w)
 		}
 	}
 }

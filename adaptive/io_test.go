@@ -58,6 +58,22 @@ func TestTransfers(t *testing.T) {
 		t.Errorf("mixed: transfers %v, want [%v %v]", d.Transfer[:2], link(w)+link(o), link(a)+link(o))
 	}
 
+	// Where the output was read last time (Residency.Consumers) replaces
+	// the guess: read by the GPU, the CPU pays sending it there and the
+	// GPU nothing; read by the program, the GPU pays bringing it back.
+	gpuReads := mixed
+	gpuReads.Consumers = Backend(1)
+	d, _ = s.Select(spec, gpuReads)
+	if math.Abs(d.Transfer[1]-link(a)) > 1e-9 || math.Abs(d.Transfer[0]-link(w)-link(o)) > 1e-9 {
+		t.Errorf("read by the GPU: transfers %v, want [%v %v]", d.Transfer[:2], link(w)+link(o), link(a))
+	}
+	hostReads := mixed
+	hostReads.Consumers = Host | Backend(0)
+	d, _ = s.Select(spec, hostReads)
+	if math.Abs(d.Transfer[1]-link(a)-link(o)) > 1e-9 || math.Abs(d.Transfer[0]-link(w)) > 1e-9 {
+		t.Errorf("read by the host: transfers %v, want [%v %v]", d.Transfer[:2], link(w), link(a)+link(o))
+	}
+
 	// Automatic: 1 GiB of weights in host memory make the CPU cheaper
 	// (5.4 ms of compute against 43 ms of copying); on the GPU, the GPU.
 	s = newTestScheduler(t, Config{Seed: 2})

@@ -290,7 +290,7 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 	b := ent.b
 	d := Decision{Bucket: b.id, b: b, s: s}
 	var extra *[MaxBackends]float64
-	if res.N > 0 && s.transfers(&res, ent.out, allowed, &d.Transfer) {
+	if (res.N > 0 || res.Consumers != 0) && s.transfers(&res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
 	}
 	b.mu.Lock()
@@ -380,7 +380,16 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 	// the CPU in the middle of a GPU pipeline, and the activations
 	// ping-pong over the link (sim decode at batch 16: 22% slower than
 	// leaving everything on the GPU).
-	if out > 0 {
+	if out > 0 && res.Consumers != 0 {
+		for a := range s.n {
+			if allowed.Has(a) {
+				if c := s.toConsumers(a, res.Consumers, float64(out)); c > 0 {
+					t[a] += c
+					any = true
+				}
+			}
+		}
+	} else if out > 0 {
 		for a := range s.n {
 			if home[a] == 0 {
 				continue
@@ -392,6 +401,23 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 		}
 	}
 	return any
+}
+
+// toConsumers predicts the µs to bring bytes of output made on backend a
+// to where they will be read (Residency.Consumers): host memory and the
+// shared-memory backends through a's device→host link, each other GPU
+// over its own link as well.
+func (s *Scheduler) toConsumers(a int, consumers Mask, bytes float64) float64 {
+	c := 0.0
+	if consumers&(Host|s.shared) != 0 {
+		c = s.move(Backend(a), -1, bytes)
+	}
+	for g := range s.n {
+		if g != a && consumers.Has(g) && !s.shared.Has(g) {
+			c += s.move(Backend(a), g, bytes)
+		}
+	}
+	return c
 }
 
 // lowestHome returns the backend index that stands for residency mask on:

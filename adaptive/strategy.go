@@ -178,6 +178,13 @@ type Input struct {
 type Residency struct {
 	N      int // entries in use
 	Inputs [MaxInputs]Input
+	// Consumers is where the output's previous value was read: the
+	// backends whose ops read it, and Host when the program did. The
+	// Executor fills it for a tensor written again (a decode loop's
+	// activations), and each backend is charged moving the output there.
+	// 0 means unknown: then a backend that pulls inputs away from where
+	// they live is charged sending its output back.
+	Consumers Mask
 }
 
 // Add records bytes of input resident on the backends in on. When the

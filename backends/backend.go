@@ -127,3 +127,16 @@ type Backend interface {
 	// Close releases the device. Buffers must not be used afterwards.
 	Close() error
 }
+
+// HostMapper is implemented by backends whose kernels work on host memory
+// in place (CPU backends). A caller that keeps its data in host memory,
+// as the adaptive Executor does, hands that memory to such a backend
+// instead of copying it into a buffer of the backend's own: an op on the
+// CPU then costs no copy in and none out.
+type HostMapper interface {
+	// MapHost returns a buffer of this backend that aliases b (4-byte
+	// aligned): Run reads and writes b itself. Freeing the buffer leaves
+	// b to its owner. It fails with an error wrapping ErrUnsupported when
+	// the backend cannot, and ErrForeignBuffer when b is misaligned.
+	MapHost(b []byte) (Buffer, error)
+}

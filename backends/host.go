@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -20,6 +21,16 @@ func NewHostBuffer(owner any, n int64) *HostBuffer {
 	words := make([]float32, (n+3)/4)
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*4)
 	return &HostBuffer{owner: owner, data: b[:n:n]}
+}
+
+// WrapHost returns a HostBuffer of owner over b itself, without copying:
+// how a HostMapper maps host memory. b must be 4-byte aligned, so that it
+// can be viewed as float32; otherwise it returns ErrForeignBuffer.
+func WrapHost(owner any, b []byte) (*HostBuffer, error) {
+	if len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 != 0 {
+		return nil, fmt.Errorf("%w: host memory at %p is not 4-byte aligned", ErrForeignBuffer, unsafe.SliceData(b))
+	}
+	return &HostBuffer{owner: owner, data: b[:len(b):len(b)]}, nil
 }
 
 // Size implements Buffer.

@@ -159,17 +159,45 @@ func (d *Device) Alloc(n int64) (backends.Buffer, error) {
 	return &simBuffer{HostBuffer: backends.NewHostBuffer(d, n), dev: d}, nil
 }
 
-// simBuffer returns its bytes to the device's memory count when freed.
+// MapHost implements backends.HostMapper for CPU profiles, whose kernels
+// run on host memory in place: the buffer aliases b and counts against no
+// device memory. Other profiles fail with ErrUnsupported (an integrated
+// GPU's buffers are its own allocations, copied into).
+func (d *Device) MapHost(b []byte) (backends.Buffer, error) {
+	if d.prof.Kind != backends.CPU {
+		return nil, d.fail("map", fmt.Errorf("%w: %s is not a CPU", backends.ErrUnsupported, d.prof.Name))
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, d.fail("map", backends.ErrDeviceLost)
+	}
+	h, err := backends.WrapHost(d, b)
+	if err != nil {
+		return nil, d.fail("map", err)
+	}
+	return &simBuffer{HostBuffer: h, dev: d, mapped: true}, nil
+}
+
+var _ backends.HostMapper = (*Device)(nil)
+
+// simBuffer returns its bytes to the device's memory count when freed
+// (a mapped one holds none).
 type simBuffer struct {
 	*backends.HostBuffer
-	dev  *Device
-	once sync.Once
+	dev    *Device
+	mapped bool
+	once   sync.Once
 }
 
 // Free implements backends.Buffer.
 func (b *simBuffer) Free() {
 	b.once.Do(func() {
 		b.HostBuffer.Free()
+		if b.mapped {
+			return
+		}
 		b.dev.mu.Lock()
 		b.dev.used -= b.Size()
 		b.dev.mu.Unlock()

@@ -89,6 +89,17 @@ func (b *Backend) Alloc(n int64) (backends.Buffer, error) {
 	return backends.NewHostBuffer(b, n), nil
 }
 
+// MapHost implements backends.HostMapper: the kernels run on b in place.
+func (b *Backend) MapHost(data []byte) (backends.Buffer, error) {
+	h, err := backends.WrapHost(b, data)
+	if err != nil {
+		return nil, &backends.DeviceError{Backend: b.name, Op: "map", Err: err}
+	}
+	return h, nil
+}
+
+var _ backends.HostMapper = (*Backend)(nil)
+
 // Write implements backends.Backend: a copy, timed by the wall clock.
 func (b *Backend) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
 	d, err := backends.HostBytes(b, dst)

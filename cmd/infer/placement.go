@@ -142,6 +142,17 @@ type metered struct {
 	ns *atomic.Int64
 }
 
+// MapHost forwards backends.HostMapper, so that a metered CPU still works
+// on the Executor's host memory in place (mapping copies nothing: there
+// is no time to meter).
+func (m metered) MapHost(b []byte) (backends.Buffer, error) {
+	hm, ok := m.Backend.(backends.HostMapper)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s does not map host memory", backends.ErrUnsupported, m.Info().Name)
+	}
+	return hm.MapHost(b)
+}
+
 func (m metered) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	t, err := m.Backend.Run(s, in, out)
 	if err == nil {
