@@ -356,7 +356,7 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: backends.ErrForeignBuffer}
 		}
 		if t.valid&Host == 0 {
-			if err := e.toHost(t, attempt); err != nil {
+			if _, err := e.toHost(t, attempt); err != nil {
 				t.mu.Unlock()
 				if attempt < maxAttempts {
 					continue
@@ -377,20 +377,20 @@ const maxAttempts = 8
 // toHost makes t's host copy valid (t.mu held, t.valid has no Host bit).
 // With no valid copy left it recomputes t (releasing and retaking t.mu).
 // A failed read marks its backend failed and returns the error; the caller
-// retries.
-func (e *Executor) toHost(t *Tensor, depth int) error {
+// retries. It returns the read's µs.
+func (e *Executor) toHost(t *Tensor, depth int) (float64, error) {
 	if t.valid == 0 {
 		t.mu.Unlock()
 		err := e.recover(t, depth)
 		t.mu.Lock()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if t.valid&Host != 0 {
-			return nil
+			return 0, nil
 		}
 		if t.valid == 0 {
-			return fmt.Errorf("%w: tensor %d lost again during recovery", ErrTensorLost, t.id)
+			return 0, fmt.Errorf("%w: tensor %d lost again during recovery", ErrTensorLost, t.id)
 		}
 	}
 	j := e.sourceOf(t.valid)
@@ -402,11 +402,11 @@ func (e *Executor) toHost(t *Tensor, depth int) error {
 		t.mu.Unlock()
 		e.failed(j, err)
 		t.mu.Lock()
-		return err
+		return 0, err
 	}
 	e.observeCopy(j, false, t.size, tm)
 	t.valid |= Host | e.alias
-	return nil
+	return tm.Micros(), nil
 }
 
 // sourceOf picks the copy to read from: a shared-memory backend if one
@@ -703,8 +703,9 @@ func unlockSet(sc *opScratch, n int) {
 
 // ensureOn makes t valid on backend a: allocated there and copied from
 // host memory (itself filled from another device if need be). It returns
-// the copy time in µs. A failure of a is a *backendFailure for a; a
-// failed read from another backend marks that one failed and retries.
+// the copies' time in µs, the read from another device included. A
+// failure of a is a *backendFailure for a; a failed read from another
+// backend marks that one failed and retries.
 func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, error) {
 	var us float64
 	for attempt := 0; ; attempt++ {
@@ -720,7 +721,9 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, 
 			return us, nil
 		}
 		if t.valid&Host == 0 {
-			if err := e.toHost(t, depth+1); err != nil {
+			down, err := e.toHost(t, depth+1)
+			us += down
+			if err != nil {
 				t.mu.Unlock()
 				if errors.Is(err, ErrTensorLost) || attempt >= maxAttempts {
 					return us, err
