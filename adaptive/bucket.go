@@ -1,8 +1,11 @@
 package adaptive
 
 import (
+	"hash/maphash"
 	"math"
+	"math/bits"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -82,82 +85,113 @@ const maxKeyInputs = 3
 
 // shapeKey is what the hot path hashes to find a bucket without computing
 // Work (which allocates): the op, dtype and every dimension of a catalogue
-// op, or an opaque op's name and size class. It is comparable, so it keys
-// a map without allocating.
+// op, or an opaque op's name and what decides its Work (and so its size
+// class). It is comparable (the shards' maps key on it) and 72 bytes, so
+// that a slot of the shape table (key and entry) spans two cache lines.
 type shapeKey struct {
-	op     kernels.Op
-	dtype  kernels.DType
-	ranks  [maxKeyInputs]uint8
-	nIn    uint8
-	class  int16 // Opaque ops: the size class (dims unused)
-	causal bool  // Params.Causal: it decides whether an Attention shape is valid
-	dims   [maxKeyInputs * kernels.MaxRank]uint32
-	opaque string
+	// head packs the op, dtype, number of inputs, Params.Causal (it
+	// decides whether an Attention shape is valid) and each input's rank,
+	// one byte each.
+	head uint64
+	// dims holds the dimensions of a catalogue op, two 32-bit values per
+	// word (input i's dimension j at i·MaxRank+j); an opaque op's FLOPs,
+	// bytes and elements.
+	dims [maxKeyInputs * kernels.MaxRank / 2]uint64
+	name string // Opaque ops only
 }
 
-// shapeKeyOf builds the lookup key of spec; ok is false for a spec that
+// set makes k, zero before, the lookup key of spec, in place (returning
+// the 72-byte key by value copies it twice); ok is false for a spec that
 // no valid spec resembles (too many inputs, too high a rank, parameters
 // Validate rejects whatever the shapes), which the slow path then rejects
 // with Validate's error, and for a dimension of 2^32 or more (dimensions
 // are kept in 32 bits to keep the key small), which the slow path serves
 // without the cache. The other parameters (a RoPE position, a scale)
 // do not change the bucket, so they stay out of the key.
-func shapeKeyOf(spec *kernels.Spec) (k shapeKey, ok bool) {
-	k.op, k.dtype, k.causal = spec.Op, spec.DType, spec.Params.Causal
+func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
+	k.head = uint64(spec.Op) | uint64(spec.DType)<<8 | uint64(b2u(spec.Params.Causal))<<24
 	if p := &spec.Params; !finite32(p.Scale) || !(p.Eps >= 0) || !(p.RopeBase >= 0) ||
 		math.IsInf(float64(p.Eps), 0) || math.IsInf(float64(p.RopeBase), 0) || p.Pos < 0 {
-		return k, false
+		return false
 	}
 	if spec.Op == kernels.Opaque {
-		// Work of an opaque op is a sum over its shapes: no allocation.
+		// An opaque op's Work is its FLOPs and bytes, or its elements as
+		// f32 when the bytes are unknown: keying on those rather than on
+		// the size class spares a call and a logarithm before the lookup.
+		var elems int64
 		for _, sh := range spec.In {
+			n := int64(1)
 			for _, d := range sh {
 				if d <= 0 {
-					return k, false
+					return false
 				}
+				n *= int64(d)
 			}
+			elems += n
 		}
 		if spec.Params.FLOPs < 0 || spec.Params.Bytes < 0 {
-			return k, false
+			return false
 		}
-		k.class = int16(SizeClass(spec.Work()))
-		k.opaque = spec.Params.Name
-		return k, true
+		k.dims[0], k.dims[1], k.dims[2] = uint64(spec.Params.FLOPs), uint64(spec.Params.Bytes), uint64(elems)
+		k.name = spec.Params.Name
+		return true
 	}
 	if len(spec.In) > maxKeyInputs {
-		return k, false
+		return false
 	}
-	k.nIn = uint8(len(spec.In))
+	k.head |= uint64(len(spec.In)) << 16
 	for i, sh := range spec.In {
 		if len(sh) > kernels.MaxRank {
-			return k, false
+			return false
 		}
-		k.ranks[i] = uint8(len(sh))
+		k.head |= uint64(len(sh)) << (32 + 8*i)
 		for j, d := range sh {
 			if uint64(d) > math.MaxUint32 {
-				return k, false
+				return false
 			}
-			k.dims[i*kernels.MaxRank+j] = uint32(d)
+			x := i*kernels.MaxRank + j
+			k.dims[x/2] |= uint64(d) << (32 * (x % 2))
 		}
 	}
-	return k, true
+	return true
 }
 
 func finite32(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 
-// hash mixes the key for shard selection (the map hashes it again: this
-// only spreads keys over shards).
+// nameSeed seeds the hash of opaque ops' names (the hash only places keys
+// in the shape table).
+var nameSeed = maphash.MakeSeed()
+
+// hash returns the key's hash: its low bits index a shard's table, its
+// high bits pick the shard. The words are mixed by independent 64×64→128
+// multiplications (wyhash's mum) rather than a chain, so that the hash
+// costs a few cycles of latency before the table lookup can start.
 func (k *shapeKey) hash() uint64 {
-	const m = 0x9E3779B97F4A7C15
-	h := uint64(k.op)<<8 | uint64(k.dtype) | uint64(uint16(k.class))<<16 | uint64(k.nIn)<<32 | uint64(b2u(k.causal))<<40
-	h *= m
-	for _, d := range k.dims {
-		h = (h ^ uint64(d)) * m
+	const (
+		p0 = 0xa0761d6478bd642f
+		p1 = 0xe7037ed1a0b428db
+		p2 = 0x8ebc6af09c88c6e3
+		p3 = 0x589965cc75374cc3
+	)
+	h := mum(k.head^p0, k.dims[0]^p1) ^ mum(k.dims[1]^p2, k.dims[2]^p3) ^
+		mum(k.dims[3]^p1, k.dims[4]^p0) ^ mum(k.dims[5]^p3, p2)
+	if k.name != "" {
+		h ^= maphash.String(nameSeed, k.name)
 	}
-	for i := 0; i < len(k.opaque); i++ {
-		h = (h ^ uint64(k.opaque[i])) * m
-	}
-	return h ^ h>>31
+	return mum(h, p1)
+}
+
+// equal reports whether k and o are the same key. The generated == calls
+// memequal for the dimensions and again for the name.
+func (k *shapeKey) equal(o *shapeKey) bool {
+	return k.head == o.head && k.dims[0] == o.dims[0] && k.dims[1] == o.dims[1] && k.dims[2] == o.dims[2] &&
+		k.dims[3] == o.dims[3] && k.dims[4] == o.dims[4] && k.dims[5] == o.dims[5] && k.name == o.name
+}
+
+// mum folds the 128-bit product of a and b to 64 bits.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 func b2u(b bool) uint8 {
@@ -165,4 +199,82 @@ func b2u(b bool) uint8 {
 		return 1
 	}
 	return 0
+}
+
+// shapeTable is an open-addressing hash table of cached shapes, at most
+// half full, with linear probing. Lookups read it without a lock: a slot
+// is written once, its bucket pointer last (atomically), and a table that
+// has been outgrown is replaced, never changed. Each slot holds its key
+// and entry inline, two cache lines, where a map's lookup chases its
+// control word, its slot and a string.
+type shapeTable struct {
+	slots []shapeSlot // a power of two
+	n     int         // slots in use
+}
+
+// shapeSlot is one cached shape: 96 bytes, so that it spans two cache
+// lines.
+type shapeSlot struct {
+	key     shapeKey
+	id      BucketID
+	capable Mask
+	out     int64
+	b       atomic.Pointer[bucket] // nil: an empty slot
+}
+
+// find returns the entry cached for k, whose hash is h.
+func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
+	if t == nil {
+		return entry{}, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		b := sl.b.Load()
+		if b == nil {
+			return entry{}, false
+		}
+		if sl.key.equal(k) {
+			return entry{b: b, id: sl.id, capable: sl.capable, out: sl.out}, true
+		}
+	}
+}
+
+// put writes k's entry into a free slot of t (the shard's mu held).
+func (t *shapeTable) put(k *shapeKey, h uint64, e entry) {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].b.Load() != nil {
+		i = (i + 1) & mask
+	}
+	sl := &t.slots[i]
+	sl.key, sl.id, sl.capable, sl.out = *k, e.id, e.capable, e.out
+	sl.b.Store(e.b)
+	t.n++
+}
+
+// add caches e under k (hash h). Past maxShapes shapes the shard starts
+// over. A table that would pass half full is replaced by one twice the
+// size, rebuilt from m.
+func (sh *shard) add(k *shapeKey, h uint64, e entry) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.m[*k]; ok {
+		return
+	}
+	if len(sh.m) >= maxShapes {
+		sh.m = map[shapeKey]entry{}
+		sh.tab.Store(nil)
+	}
+	sh.m[*k] = e
+	t := sh.tab.Load()
+	if t != nil && 2*(t.n+1) <= len(t.slots) {
+		t.put(k, h, e)
+		return
+	}
+	t = &shapeTable{slots: make([]shapeSlot, max(16, 1<<bits.Len(uint(2*len(sh.m)-1))))}
+	for k, e := range sh.m {
+		t.put(&k, k.hash(), e)
+	}
+	sh.tab.Store(t)
 }

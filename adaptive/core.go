@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/bandit"
 )
@@ -45,42 +44,35 @@ type family struct {
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The hot fields come first and the posteriors live in the bucket
-	// itself (bb's slices point into arms and priors): one Select touches
-	// a few adjacent cache lines, not four heap objects.
-	mu     sync.Mutex
-	bb     bandit.Bucket
-	rng    rand.Rand
-	pcg    rand.PCG
-	seen   Mask  // arms with data (observed, or loaded from the store)
-	obs    int64 // observations in this process
-	arms   [MaxBackends]bandit.NormalGamma
-	priors [MaxBackends]bandit.NormalGamma
+	// The fields one Select and Observe touch come first (a bucket's size
+	// class, over 512 bytes, is a multiple of 64, so it starts a cache
+	// line): the mutex, the bandit and the PCG state fill two lines, the
+	// posteriors and priors one line per arm, the counters one or two
+	// more. The rand.Rand around the PCG lives on each Select's stack.
+	mu  sync.Mutex
+	bb  bandit.Bucket
+	pcg rand.PCG
+	// post holds the posteriors then the priors, n of each, adjacent
+	// whatever n is (bb.Arms and bb.Priors are slices of it).
+	post [2 * MaxBackends]bandit.NormalGamma
+	seen Mask // arms with data (observed, or loaded from the store)
+	per  [MaxBackends]armCounts
+	// picks counts decisions by arm and reason: one counter per Select.
+	picks [MaxBackends][numReasons]int64
 
-	id    BucketID
-	name  string
-	class int
-	fam   *family
-
-	per     [MaxBackends]armState
-	reasons [numReasons]int64
+	id         BucketID
+	class      int
+	name       string
+	fam        *family
+	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
+	switchesTo [MaxBackends]int64
 }
 
-// armState is one arm's model figure and counters in a bucket, kept
-// together so that a decision touches one cache line per arm.
-type armState struct {
-	lnModel float64 // ln of the uncorrected model estimate, µs
-	// ratio is ln(posterior mean / model estimate), published for the
-	// priors of neighbouring buckets (NaN bits: no data yet).
-	ratio        atomic.Uint64
-	decisions    int64
-	explorations int64
-	switchesTo   int64
-	ops          int64
-	timeUs       float64
+// armCounts is what Observe counts for one arm.
+type armCounts struct {
+	ops    int64
+	timeUs float64
 }
-
-var nanBits = math.Float64bits(math.NaN())
 
 // newBucket builds a bucket whose arms start from the cost model's
 // estimate of an op of flops and bytes, corrected by what the family's
@@ -98,32 +90,34 @@ func (e *engine) newBucket(id BucketID, name, fam string, class int, flops, byte
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
-	b.rng = *rand.New(&b.pcg)
 
-	priors := b.priors[:e.n]
+	arms, priors := b.post[:e.n], b.post[e.n:2*e.n]
 	f.mu.Lock()
 	for a := range e.n {
 		est := e.model[a].computeUs(flops, bytes)
-		b.per[a].lnModel = math.Log(est)
+		b.lnModel[a] = math.Log(est)
 		corr := f.correction(class, a)
 		priors[a] = bandit.NewPrior(est*math.Exp(corr), e.cfg.PriorStrength, e.cfg.PriorSpread)
-		b.per[a].ratio.Store(nanBits)
 	}
 	f.buckets = append(f.buckets, b)
 	f.mu.Unlock()
-	copy(b.arms[:], priors)
-	b.bb = bandit.Bucket{Arms: b.arms[:e.n], Priors: priors, Incumbent: -1,
+	copy(arms, priors)
+	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
 		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
 	return b
 }
 
 // correction returns the learned ln(actual/predicted) for arm a at size
-// class c from the family's observed buckets (f.mu held).
+// class c from the family's buckets with data on a (f.mu held): each
+// one's ln(posterior mean / model estimate), read under its lock here
+// rather than published by every Observe.
 func (f *family) correction(c, a int) float64 {
 	var sum, weight float64
 	for _, nb := range f.buckets {
-		r := math.Float64frombits(nb.per[a].ratio.Load())
-		if math.IsNaN(r) {
+		nb.mu.Lock()
+		ok, r := nb.seen.Has(a), nb.ratio(a)
+		nb.mu.Unlock()
+		if !ok {
 			continue
 		}
 		w := neighbourWeight(c - nb.class)
@@ -140,13 +134,13 @@ func (f *family) correction(c, a int) float64 {
 func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
 	b.seen |= Backend(a)
-	b.publish(a)
 }
 
-// publish updates arm a's learned ratio from its posterior.
-func (b *bucket) publish(a int) {
+// ratio returns arm a's learned ln(posterior mean / model estimate)
+// (b.mu held).
+func (b *bucket) ratio(a int) float64 {
 	p := &b.bb.Arms[a]
-	b.per[a].ratio.Store(math.Float64bits(p.Mu + p.Variance()/2 - b.per[a].lnModel))
+	return p.Mu + p.Variance()/2 - b.lnModel[a]
 }
 
 // choice is what choose decided.
@@ -167,7 +161,7 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 		e.means(b, allowed, extra, est)
 		r := Unsupported
 		if e.n == 1 {
-			r = e.dataReason(b, a, a, false)
+			r = e.dataReason(b, a, allowed, nil, false)
 		}
 		return choice{arm: a, reason: r}
 	}
@@ -188,24 +182,24 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 		ext = extra[:e.n]
 	}
 	before := b.bb.Switches
-	arm, held := b.bb.Choose(&e.cfg, ext, &b.rng, est[:e.n])
+	arm, held := b.bb.Choose(&e.cfg, ext, rand.New(&b.pcg), est[:e.n])
 	for a := range e.n {
 		if !allowed.Has(a) {
 			est[a] = math.NaN()
 		}
 	}
-	best := e.bestMean(b, allowed, extra)
-	return choice{arm: arm, reason: e.dataReason(b, arm, best, held), switched: b.bb.Switches != before}
+	return choice{arm: arm, reason: e.dataReason(b, arm, allowed, extra, held), switched: b.bb.Switches != before}
 }
 
-// dataReason classifies a bandit choice (DESIGN.md § Strategies).
-func (e *engine) dataReason(b *bucket, arm, best int, held bool) Reason {
+// dataReason classifies a bandit choice (DESIGN.md § Strategies); only
+// Explore against Exploit needs the posterior means.
+func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64, held bool) Reason {
 	switch {
 	case b.seen == 0:
 		return Prior
 	case held:
 		return HysteresisHold
-	case arm == best:
+	case arm == e.bestMean(b, allowed, extra):
 		return Exploit
 	}
 	return Explore
@@ -252,13 +246,9 @@ func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est
 
 // record counts a decision's telemetry (b.mu held).
 func (b *bucket) record(arm int, r Reason, switched bool) {
-	b.per[arm].decisions++
-	b.reasons[r]++
-	if r == Explore {
-		b.per[arm].explorations++
-	}
+	b.picks[arm][r]++
 	if switched {
-		b.per[arm].switchesTo++
+		b.switchesTo[arm]++
 	}
 }
 
@@ -267,10 +257,8 @@ func (b *bucket) record(arm int, r Reason, switched bool) {
 func (e *engine) observe(b *bucket, arm int, us float64) (alarm bool) {
 	alarm = b.bb.Observe(&e.cfg, arm, us)
 	b.seen |= Backend(arm)
-	b.obs++
 	b.per[arm].ops++
 	b.per[arm].timeUs += us
-	b.publish(arm)
 	return alarm
 }
 

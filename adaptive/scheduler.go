@@ -112,16 +112,22 @@ func (c *Config) validate() error {
 const maxShapes = 1 << 14
 
 // shard is one slice of the shape→bucket cache, padded to its own cache
-// lines.
+// lines. Lookups read tab without a lock (shapeTable); adds take mu and
+// keep every cached shape in m as well, which a bigger table is rebuilt
+// from.
 type shard struct {
-	mu sync.RWMutex
-	m  map[shapeKey]entry
-	_  [96]byte
+	tab atomic.Pointer[shapeTable]
+	mu  sync.Mutex
+	m   map[shapeKey]entry
+	_   [104]byte
 }
 
-// entry is a cached shape: its bucket and the backends that support it.
+// entry is a cached shape: its bucket (and the bucket's ID, read here
+// rather than from a cache line of the bucket) and the backends that
+// support it.
 type entry struct {
 	b       *bucket
+	id      BucketID
 	capable Mask
 	out     int64 // the output's bytes
 }
@@ -129,8 +135,9 @@ type entry struct {
 // Scheduler places ops on backends (DESIGN.md § The data path). Select,
 // SelectExcept, Observe, ObserveTransfer, Telemetry and the collectors
 // are safe for concurrent use from many goroutines: buckets are found
-// through a sharded cache with a read lock per shard, and each bucket has
-// its own mutex and random source; no lock is global on the hot path.
+// through a sharded cache that lookups read without a lock, and each
+// bucket has its own mutex and random source; no lock is global on the
+// hot path.
 type Scheduler struct {
 	cfg    Config
 	e      *engine
@@ -264,22 +271,21 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 	if s.closed.Load() {
 		return Decision{}, ErrClosed
 	}
-	k, ok := shapeKeyOf(&spec)
+	var k shapeKey
+	ok := k.set(&spec)
 	var ent entry
 	if ok {
-		sh := &s.shards[k.hash()&s.shardMask]
-		sh.mu.RLock()
-		ent, ok = sh.m[k]
-		sh.mu.RUnlock()
-		if !ok {
+		h := k.hash()
+		sh := &s.shards[h>>32&s.shardMask]
+		if ent, ok = sh.tab.Load().find(&k, h); !ok {
 			var err error
-			if ent, err = s.miss(spec, sh, k); err != nil {
+			if ent, err = s.miss(spec, sh, &k, h); err != nil {
 				return Decision{}, err
 			}
 		}
 	} else {
 		var err error
-		if ent, err = s.miss(spec, nil, k); err != nil {
+		if ent, err = s.miss(spec, nil, nil, 0); err != nil {
 			return Decision{}, err
 		}
 	}
@@ -288,7 +294,7 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 		return Decision{}, s.noBackend(spec, ent.capable, exclude)
 	}
 	b := ent.b
-	d := Decision{Bucket: b.id, b: b, s: s}
+	d := Decision{Bucket: ent.id, b: b, s: s}
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(&res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
@@ -451,8 +457,9 @@ func (s *Scheduler) move(on Mask, a int, bytes float64) float64 {
 
 // miss handles a shape not in the cache: validate the spec, find or make
 // its bucket, ask every backend whether it supports the shape, and cache
-// the answer in sh (nil: a shape the cache cannot key).
-func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k shapeKey) (entry, error) {
+// the answer in sh under k, whose hash is h (sh nil: a shape the cache
+// cannot key).
+func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (entry, error) {
 	if err := spec.Validate(); err != nil {
 		return entry{}, err
 	}
@@ -462,16 +469,11 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k shapeKey) (entry, error
 			capable |= Backend(i)
 		}
 	}
-	ent := entry{b: s.bucketFor(spec), capable: capable, out: spec.OutBytes()}
-	if sh == nil {
-		return ent, nil
+	b := s.bucketFor(spec)
+	ent := entry{b: b, id: b.id, capable: capable, out: spec.OutBytes()}
+	if sh != nil {
+		sh.add(k, h, ent)
 	}
-	sh.mu.Lock()
-	if len(sh.m) >= maxShapes {
-		sh.m = map[shapeKey]entry{}
-	}
-	sh.m[k] = ent
-	sh.mu.Unlock()
 	return ent, nil
 }
 

@@ -88,7 +88,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 	var reasons [numReasons]int64
 	for _, b := range s.snapshotBuckets() {
 		b.mu.Lock()
-		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms), Observations: b.obs}
+		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
 		if inc := b.bb.Incumbent; inc >= 0 {
 			bt.Incumbent = s.names[inc]
 		}
@@ -99,15 +99,16 @@ func (s *Scheduler) Telemetry() Telemetry {
 				Backend: s.names[a], MeanUs: p.MeanUs(), Lo90Us: lo, Hi90Us: hi,
 				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa,
 			})
+			bt.Observations += b.per[a].ops
 			bk := &t.Backends[a]
-			bk.Decisions += b.per[a].decisions
 			bk.Ops += b.per[a].ops
 			bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
-			bk.Switches += b.per[a].switchesTo
-			bk.Explorations += b.per[a].explorations
-		}
-		for r := range reasons {
-			reasons[r] += b.reasons[r]
+			bk.Switches += b.switchesTo[a]
+			bk.Explorations += b.picks[a][Explore]
+			for r, c := range b.picks[a] {
+				bk.Decisions += c
+				reasons[r] += c
+			}
 		}
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
@@ -182,8 +183,8 @@ func (s *Scheduler) Collectors() []prometheus.Collector {
 		mk("adaptsched_op_seconds_total", "Observed compute time of ops on the backend, in seconds.",
 			func(b *bucket, a int) float64 { return b.per[a].timeUs * 1e-6 }),
 		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.",
-			func(b *bucket, a int) float64 { return float64(b.per[a].switchesTo) }),
+			func(b *bucket, a int) float64 { return float64(b.switchesTo[a]) }),
 		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).",
-			func(b *bucket, a int) float64 { return float64(b.per[a].explorations) }),
+			func(b *bucket, a int) float64 { return float64(b.picks[a][Explore]) }),
 	}
 }

@@ -64,7 +64,10 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 	if math.IsNaN(us) || math.IsInf(us, 0) {
 		return false
 	}
-	y := math.Log(math.Max(us, minUs))
+	if us < minUs {
+		us = minUs
+	}
+	y := math.Log(us)
 	p := &b.Arms[arm]
 	if arm == b.Incumbent {
 		sd := math.Sqrt(p.Variance() * (1 + 1/p.Kappa))

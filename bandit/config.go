@@ -136,4 +136,4 @@ func (c *Config) Validate() error {
 }
 
 // margin returns the hysteresis Choose applies: negative means none.
-func (c *Config) margin() float64 { return math.Max(c.Hysteresis, 0) }
+func (c *Config) margin() float64 { return pos0(c.Hysteresis) }

@@ -22,13 +22,22 @@ func (d *CUSUM) Add(z float64) (alarm bool) {
 	if math.IsNaN(z) {
 		return false
 	}
-	d.pos = math.Max(0, d.pos+z-d.K)
-	d.neg = math.Max(0, d.neg-z-d.K)
+	// Plain comparisons: math.Max is an assembly call on amd64.
+	d.pos = pos0(d.pos + z - d.K)
+	d.neg = pos0(d.neg - z - d.K)
 	if d.pos > d.H || d.neg > d.H {
 		d.Reset()
 		return true
 	}
 	return false
+}
+
+// pos0 returns max(0, x) for a non-NaN x.
+func pos0(x float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return 0
 }
 
 // Reset clears both sums (for a new incumbent, or after an alarm).
