@@ -25,3 +25,26 @@ func BenchmarkStorePut(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkFlush measures one batch on disk: 1,024 updates over 64 records
+// (the shape of BenchmarkSelectObserve's batches), then Flush, which
+// returns once Badger has applied the write (its memtable flushes and
+// compactions run later, in the background).
+func BenchmarkFlush(b *testing.B) {
+	o, _ := testOpts(b, b.TempDir())
+	db := mustOpen(b, o.WithFlushEvery(1<<30))
+	defer db.Close()
+	keys := make([]Key, 64)
+	for i := range keys {
+		keys[i] = Key{"cpu", "MatMul/f32/s" + strconv.Itoa(i)}
+	}
+	p := grown(1, 2)
+	for b.Loop() {
+		for j := range 1024 {
+			db.PutWithPrior(keys[j&63], prior0, p)
+		}
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

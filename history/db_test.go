@@ -176,18 +176,51 @@ func TestWriteBehind(t *testing.T) {
 	}
 }
 
+// Put finds a record by its key's content, whether the caller passes the
+// same strings every time (as the scheduler does) or builds them afresh,
+// with more keys than the lookup cache has slots.
+func TestPutKeys(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	const keys, rounds = 3000, 6
+	stable := make([]Key, keys)
+	for i := range stable {
+		stable[i] = Key{"cpu", "b" + strconv.Itoa(i)}
+	}
+	for round := range rounds {
+		for i, k := range stable {
+			if round%3 == 2 {
+				k = Key{strings.Clone(k.Backend), strings.Clone(k.Bucket)}
+			}
+			db.Put(k, grown(float64(i)))
+		}
+	}
+	recs := db.Records()
+	if len(recs) != keys {
+		t.Fatalf("%d records, want %d", len(recs), keys)
+	}
+	for _, r := range recs {
+		if r.N != rounds {
+			t.Fatalf("%v: N = %d, want %d", r.Key, r.N, rounds)
+		}
+	}
+}
+
 func TestPutRejects(t *testing.T) {
 	o, _ := testOpts(t, "")
 	db := mustOpen(t, o)
 	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1})
 	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{})
 	db.PutWithPrior(Key{"cpu", "a"}, bandit.NormalGamma{Kappa: -1, Alpha: 1, Beta: 1}, grown())
+	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: math.Inf(-1), Kappa: 1, Alpha: 1, Beta: 1})
+	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: 1, Kappa: 1, Alpha: 1, Beta: math.Inf(1)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	db.Put(Key{"cpu", "a"}, grown(1))
-	if s := db.Stats(); s.Rejected != 4 || s.Records != 0 {
-		t.Errorf("stats %+v, want 4 rejected and no record", s)
+	if s := db.Stats(); s.Rejected != 6 || s.Records != 0 {
+		t.Errorf("stats %+v, want 6 rejected and no record", s)
 	}
 	if err := db.Close(); !errors.Is(err, ErrClosed) {
 		t.Errorf("second Close: %v, want ErrClosed", err)
