@@ -352,8 +352,9 @@ func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]flo
 }
 
 // transfers adds each allowed backend's predicted transfer of the inputs
-// it lacks, and of its output (out bytes) back to where the largest of
-// those inputs lived, into t (µs), and reports whether any is charged.
+// it lacks, and of its output (out bytes) to res.Consumers, or, when
+// those are unknown, back to where the largest moved input lived, into t
+// (µs), and reports whether any is charged.
 func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
 	any := false
 	var home [MaxBackends]Mask // where each arm's largest moved input came from
