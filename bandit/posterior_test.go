@@ -190,6 +190,39 @@ func TestCUSUM(t *testing.T) {
 	}
 }
 
+// TestCUSUMDefaults: the defaults (K = 0.5, H = 10; config.go says why)
+// catch a 2σ shift on the 7th residual (S = 10.5 > 10) and a 5.5σ one
+// (TestDrift's 3× slowdown at σ = 0.2) on the 3rd, and false-alarm rarely:
+// Siegmund's approximation gives a two-sided run length near 70,000;
+// accepted ≥ 25,000 over 2,000,000 standard normal draws.
+func TestCUSUMDefaults(t *testing.T) {
+	cfg := defaultCfg(t)
+	for _, c := range []struct {
+		z  float64
+		at int
+	}{{2, 7}, {-2, 7}, {5.5, 3}} {
+		d := bandit.CUSUM{K: cfg.CUSUMK, H: cfg.CUSUMH}
+		for i := 1; i <= c.at; i++ {
+			if got := d.Add(c.z); got != (i == c.at) {
+				t.Errorf("z=%v: alarm at %d = %v, want the alarm at %d", c.z, i, got, c.at)
+			}
+		}
+	}
+	d := bandit.CUSUM{K: cfg.CUSUMK, H: cfg.CUSUMH}
+	r := rand.New(rand.NewPCG(6, 6))
+	alarms := 0
+	const n = 2_000_000
+	for range n {
+		if d.Add(r.NormFloat64()) {
+			alarms++
+		}
+	}
+	t.Logf("%d false alarms in %d draws", alarms, n)
+	if alarms > n/25_000 {
+		t.Errorf("%d false alarms in %d draws, want ≤ %d (run length ≥ 25,000)", alarms, n, n/25_000)
+	}
+}
+
 // TestConfigValidate: zero fields take the defaults, impossible values
 // are rejected with ErrConfig.
 func TestConfigValidate(t *testing.T) {

@@ -37,7 +37,7 @@ func tuningWorlds() []struct {
 // per cell; run with -benchtime=1x. The figures are quoted beside the
 // defaults in config.go.
 func BenchmarkTuning(b *testing.B) {
-	for _, h := range []float64{-1, 0.05, 0.1, 0.2, 0.5, 1.0} {
+	for _, h := range []float64{-1, 0.05, 0.1, 0.15, 0.2, 0.5, 1.0} {
 		for _, g := range []float64{1, 0.999, 0.995, 0.99, 0.95} {
 			name := fmt.Sprintf("h=%g/gamma=%g", max(h, 0), g)
 			b.Run(name, func(b *testing.B) {
