@@ -9,7 +9,8 @@ import "math"
 //
 // and it alarms when either sum exceeds H. K is the slack and H the
 // threshold, both in standard deviations; with K = 0.5 and H = 5 a 2σ
-// shift is detected in about 4 observations. The zero value with K and H
+// shift is detected in about 4 observations, with the defaults (K = 0.5,
+// H = 10, Config) in 7. The zero value with K and H
 // set is ready to use; it is not safe for concurrent use.
 type CUSUM struct {
 	K, H     float64
