@@ -141,7 +141,8 @@ func runSim(b *testing.B, gpu, strategy string, batch int) Summary {
 // simWarmup steps; cold-modelled-tokens/s includes it. The log line of
 // each configuration gives auto's gap to each placement and learn-steps:
 // the first step from which auto's remaining modelled time stays within 3%
-// of the oracle's. The oracle is greedy per op (see simOracle): a fixed
+// of the oracle's. late-modelled-tokens/s covers only the last simLate
+// steps: what a strategy has settled on. The oracle is greedy per op (see simOracle): a fixed
 // placement (gpu) can beat it, so the line also names the best placement.
 func BenchmarkSimPlacement(b *testing.B) {
 	strategies := []string{"auto", "oracle", "static2x", "pcie5x", "gpu", "cpu"}
@@ -157,6 +158,7 @@ func BenchmarkSimPlacement(b *testing.B) {
 					got[st] = s
 					b.ReportMetric(s.ModelledTokensPerS, "modelled-tokens/s")
 					b.ReportMetric(s.ColdModelledTokensPerS, "cold-modelled-tokens/s")
+					b.ReportMetric(lateTokensPerS(s, batch), "late-modelled-tokens/s")
 				})
 			}
 			if len(got) == len(strategies) {
@@ -179,6 +181,24 @@ func compare(got map[string]Summary) string {
 		}
 	}
 	return "auto vs " + strings.Join(parts, ", ") + " (best placement: " + best + ")"
+}
+
+// simLate is how many final steps late-modelled-tokens/s covers: the
+// placement a strategy has settled on, with its learning left out.
+const simLate = 16
+
+// lateTokensPerS returns the modelled tokens per second of the last
+// simLate decode steps (each yields one token per sequence).
+func lateTokensPerS(s Summary, batch int) float64 {
+	st := s.StepModelledUs
+	if len(st) < simLate {
+		return 0
+	}
+	us := 0.0
+	for _, v := range st[len(st)-simLate:] {
+		us += v
+	}
+	return float64(simLate*batch) / (us / 1e6)
 }
 
 // learnSteps returns the first step s from which the policy's modelled
