@@ -56,7 +56,10 @@ type bucket struct {
 	// whatever n is (bb.Arms and bb.Priors are slices of it).
 	post [2 * MaxBackends]bandit.NormalGamma
 	seen Mask // arms with data (observed, or loaded from the store)
-	per  [MaxBackends]armCounts
+	// queued: the bucket is on the Scheduler's stack of buckets for the
+	// store to collect (storeSource); next links that stack.
+	queued bool
+	per    [MaxBackends]armCounts
 	// picks counts decisions by arm and reason: one counter per Select.
 	picks [MaxBackends][numReasons]int64
 
@@ -66,6 +69,8 @@ type bucket struct {
 	fam        *family
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
+	next       *bucket            // the store's stack of queued buckets
+	collected  [MaxBackends]int64 // per[a].ops when the store last collected arm a
 }
 
 // armCounts is what Observe counts for one arm.

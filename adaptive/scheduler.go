@@ -35,7 +35,10 @@ type Config struct {
 	Bandit bandit.Config
 	// Store, when not nil, warm-starts the posteriors (loaded in New,
 	// keyed by backend name and BucketName) and receives every updated
-	// posterior (Put after each Observe). The Scheduler does not close it.
+	// posterior: a history.Puller (history.DB) collects them from the
+	// Scheduler at each of its flushes, any other Store gets PutWithPrior
+	// (history.PriorPutter) or Put after each Observe. The Scheduler does
+	// not close it.
 	Store history.Store
 	// Logger receives decisions at debug level, incumbent switches and
 	// change alarms at info. The zero value, like zerolog.Nop(), logs
@@ -159,7 +162,24 @@ type Scheduler struct {
 	buckets []*bucket // by BucketID
 	loaded  map[history.Key]bandit.NormalGamma
 
+	// The store's pull path (nil pull: none). Observe queues a bucket on
+	// dirty when it first changes after a collection, and counts its
+	// updates in counts, one padded counter per stripe of buckets (by
+	// BucketID), reporting them to the store every chunk updates of a
+	// stripe. See storeSource.
+	pull      history.Attachment
+	dirty     atomic.Pointer[bucket]
+	counts    []stripeCount
+	countMask BucketID
+	chunk     uint64 // a power of two
+
 	closed atomic.Bool
+}
+
+// stripeCount is one stripe's update counter, alone on its cache line.
+type stripeCount struct {
+	n atomic.Uint64
+	_ [56]byte
 }
 
 // New validates cfg, settles each backend's cost-model figures
@@ -209,8 +229,71 @@ func New(cfg Config) (*Scheduler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("adaptive: loading posteriors: %w", err)
 		}
+		if p, ok := cfg.Store.(history.Puller); ok {
+			s.attach(p)
+		}
 	}
 	return s, nil
+}
+
+// attach makes the store pull the posteriors from s. Observe then counts
+// updates per stripe of buckets rather than in one counter, which every
+// core would pull to itself on every Observe; a stripe reports to the store
+// every chunk updates. The flush trigger so lags by less than the stripes
+// times chunk: chunk is the largest power of two at most Threshold / (8 ·
+// stripes), so the lag stays under an eighth of Threshold (exact when
+// Threshold < 16 · stripes), and the store's counter is touched once per
+// chunk updates of a stripe (16 for the defaults, 1,024 and 8 stripes).
+func (s *Scheduler) attach(p history.Puller) {
+	stripes := len(s.shards)
+	s.counts = make([]stripeCount, stripes)
+	s.countMask = BucketID(stripes - 1)
+	s.pull = p.Attach((*storeSource)(s))
+	s.chunk = 1
+	for s.chunk*2*8*uint64(stripes) <= uint64(s.pull.Threshold()) {
+		s.chunk *= 2
+	}
+}
+
+// storeSource is the Scheduler as the history.Source of its store, kept
+// off the Scheduler's own methods.
+type storeSource Scheduler
+
+// Collect implements history.Source: it empties the stack of queued
+// buckets and emits, under each bucket's lock, the posterior of every arm
+// with data, with its prior and its observations since the last
+// collection. The arms not observed are emitted too (n = 0): an
+// observation of a bucket discounts every arm (DESIGN.md § The bandit),
+// and the store keeps the scheduler's posteriors as they are.
+func (src *storeSource) Collect(emit func(k history.Key, prior, p bandit.NormalGamma, n uint64)) {
+	s := (*Scheduler)(src)
+	for b := s.dirty.Swap(nil); b != nil; {
+		b.mu.Lock()
+		next := b.next
+		b.next, b.queued = nil, false
+		for a := range s.n {
+			if b.seen.Has(a) {
+				n := b.per[a].ops - b.collected[a]
+				b.collected[a] = b.per[a].ops
+				emit(history.Key{Backend: s.names[a], Bucket: b.name}, b.bb.Priors[a], b.bb.Arms[a], uint64(n))
+			}
+		}
+		b.mu.Unlock()
+		b = next
+	}
+}
+
+// queue pushes b onto the stack for the store to collect (b.mu held, b not
+// queued).
+func (s *Scheduler) queue(b *bucket) {
+	b.queued = true
+	for {
+		top := s.dirty.Load()
+		b.next = top
+		if s.dirty.CompareAndSwap(top, b) {
+			return
+		}
+	}
 }
 
 // figures returns the backend's cost-model figures: its Nominal, with
@@ -526,10 +609,13 @@ func (s *Scheduler) noBackend(spec kernels.Spec, capable, exclude Mask) error {
 const maxObservedUs = 1e12
 
 // Observe folds the measured compute duration of a decision's op into its
-// bucket's posterior (transfers go to ObserveTransfer) and hands the
-// posterior to the store; under a Placement strategy it also reports the
-// duration to the policy (Policy.Observe, under the policy's lock). It
-// does not allocate and is safe for concurrent use. It returns
+// bucket's posterior (transfers go to ObserveTransfer) and makes it the
+// store's: with a store that pulls (history.Puller, as history.DB) it only
+// marks the bucket for the store's next flush to collect and counts the
+// update toward the store's flush trigger; any other store is handed the
+// posterior (PutWithPrior or Put). Under a Placement strategy it also
+// reports the duration to the policy (Policy.Observe, under the policy's
+// lock). It does not allocate and is safe for concurrent use. It returns
 // ErrForeignDecision for a decision this Scheduler did not
 // make and ErrBadTiming for a non-positive or absurd duration.
 func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
@@ -543,12 +629,22 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	b := d.b
 	b.mu.Lock()
 	alarm := s.e.observe(b, d.Backend, us)
+	// Queued under b.mu, with closed read there: Close's pass over the
+	// buckets' locks then knows every Observe that queued has finished.
+	pulled := s.pull != nil && !s.closed.Load()
+	if pulled && !b.queued {
+		s.queue(b)
+	}
 	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]
 	b.mu.Unlock()
 	if s.place != nil && d.work.ok {
 		s.place.observe(&d, us)
 	}
-	if s.cfg.Store != nil {
+	if pulled {
+		if s.counts[b.id&s.countMask].n.Add(1)&(s.chunk-1) == 0 {
+			s.pull.Updated(int(s.chunk))
+		}
+	} else if s.cfg.Store != nil {
 		k := history.Key{Backend: s.names[d.Backend], Bucket: b.name}
 		if pp, ok := s.cfg.Store.(history.PriorPutter); ok {
 			pp.PutWithPrior(k, prior, p)
@@ -628,10 +724,23 @@ func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) 
 
 // Close stops the Scheduler: later Selects fail with ErrClosed. It hands
 // every bucket's posteriors to the store one last time (the store's own
-// Close flushes them; the Scheduler does not close it). Close is
+// Close flushes them; the Scheduler does not close it): a store that pulls
+// collects what is queued and is detached, and Observes after Close hand
+// their posterior to the store by PutWithPrior or Put. Close is
 // idempotent.
 func (s *Scheduler) Close() error {
 	if s.closed.Swap(true) || s.cfg.Store == nil {
+		return nil
+	}
+	if s.pull != nil {
+		// An Observe that saw the Scheduler open queued its bucket under
+		// the bucket's lock: once every lock has been taken, each has, and
+		// the last collection finds them all.
+		for _, b := range s.snapshotBuckets() {
+			b.mu.Lock()
+			b.mu.Unlock() // empty: it waits for the Observes inside
+		}
+		s.pull.Detach()
 		return nil
 	}
 	for _, b := range s.snapshotBuckets() {

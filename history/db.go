@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -17,7 +19,9 @@ import (
 // DB is the Badger-backed posterior store. Put records the posterior in
 // memory and returns; a background goroutine writes the dirty records in
 // one batch per flush (every FlushInterval or FlushEvery updates,
-// whichever comes first) and on Close. All methods are safe for
+// whichever comes first) and on Close. Sources attached by Attach are
+// collected at the start of each flush (and by Records, Load and Stats,
+// so that those include their pending updates). All methods are safe for
 // concurrent use.
 type DB struct {
 	opts Options
@@ -25,14 +29,24 @@ type DB struct {
 	fp   string
 	log  zerolog.Logger
 
-	mu      sync.Mutex
-	recs    map[Key]*entry // every record of the current fingerprint
-	dirty   []*entry
-	spare   []*entry
-	pending int  // updates since the last flush
-	kicked  bool // the flusher was kicked for the pending batch
-	closed  bool
-	stats   Stats
+	mu     sync.Mutex
+	recs   map[Key]*entry // every record of the current fingerprint
+	dirty  []*entry
+	spare  []*entry
+	pushed int // Puts and imported records since the last flush took its batch
+	pulled int // updates collected from Sources since then
+	closed bool
+	stats  Stats
+	srcs   []*attachment
+	emit   func(k Key, prior, p bandit.NormalGamma, n uint64) // db.collected
+
+	// waiting counts the updates that attached Sources reported through
+	// Updated and the last flush did not collect: it lags the updates
+	// they hold by what they have not reported yet, and goes below zero
+	// when a flush collected some of those. Atomic, so that a Source
+	// reports without db.mu.
+	waiting atomic.Int64
+	kicked  atomic.Bool // the flusher was kicked for the waiting batch
 
 	old map[Key]bandit.NormalGamma // weakened records of other fingerprints
 
@@ -77,16 +91,17 @@ type Stats struct {
 	Records  int    // records of the current fingerprint (in memory)
 	Old      int    // records of other fingerprints offered by Load as weakened priors
 	Skipped  int    // stored values skipped at Open: undecodable, unknown version, bad key
-	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close
+	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close; also invalid collected posteriors
 	Flushes  int    // successful flushes that wrote at least one record
 	Failed   int    // flushes that failed (their records stay dirty and are retried)
-	Pending  int    // updates waiting for the next flush
-	Durable  uint64 // updates (Puts) written by successful flushes, counted per record as N
+	Pending  int    // updates waiting for the next flush (attached Sources' included: Stats collects them)
+	Durable  uint64 // updates (Puts, and those collected from Sources) written by successful flushes, counted per record as N
 }
 
 var (
 	_ Store       = (*DB)(nil)
 	_ PriorPutter = (*DB)(nil)
+	_ Puller      = (*DB)(nil)
 )
 
 // Open opens (creating it, mode 0700) the store that opts describe and
@@ -129,6 +144,7 @@ func Open(opts Options) (*DB, error) {
 		recs: make(map[Key]*entry), old: make(map[Key]bandit.NormalGamma),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	db.emit = db.collected
 	if err := db.load(); err != nil {
 		bdb.Close()
 		return nil, err
@@ -253,10 +269,12 @@ func (db *DB) Load(fn func(k Key, p bandit.NormalGamma)) error {
 }
 
 // Records returns the current fingerprint's records, pending updates
-// included, in no particular order. The caller owns the slice.
+// included (it collects the attached Sources first), in no particular
+// order. The caller owns the slice.
 func (db *DB) Records() []Record {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.pull()
 	out := make([]Record, 0, len(db.recs))
 	for _, e := range db.recs {
 		out = append(out, e.rec)
@@ -289,26 +307,103 @@ func (db *DB) put(k Key, prior *bandit.NormalGamma, p bandit.NormalGamma) {
 		e.rec.Prior = *prior
 	}
 	e.rec.N++
+	db.markDirty(e)
+	db.pushed++
+	kick := db.pushed+int(db.waiting.Load()) >= db.opts.FlushEvery && db.claimKick()
+	db.mu.Unlock()
+	if kick {
+		db.kickFlusher()
+	}
+}
+
+// markDirty queues e for the next flush. Callers hold db.mu.
+func (db *DB) markDirty(e *entry) {
 	if !e.dirty {
 		e.dirty = true
 		db.dirty = append(db.dirty, e)
 	}
-	db.pending++
-	// One kick per batch. Kicking on every update past the threshold
-	// queued a second flush right behind each batch, for the few updates
-	// that came in while it was written (BenchmarkSelectObserve: 800 to
-	// 900 updates per flush; 1,400 to 1,500 with one kick), and a kick
-	// that wakes the flusher costs this goroutine a futex call (10 to
-	// 12 µs on the 2-core test VM).
-	kick := db.pending >= db.opts.FlushEvery && !db.kicked
-	db.kicked = db.kicked || kick
-	db.mu.Unlock()
-	if kick {
-		select {
-		case db.kick <- struct{}{}:
-		default:
-		}
+}
+
+// claimKick reports whether the caller is the one to kick the flusher for
+// the batch under way. One kick per batch: kicking on every update past
+// the threshold queued a second flush right behind each batch, for the few
+// updates that came in while it was written (BenchmarkSelectObserve: 800
+// to 900 updates per flush; 1,400 to 1,500 with one kick), and a kick
+// that wakes the flusher costs the caller a futex call (10 to 12 µs on
+// the 2-core test VM).
+func (db *DB) claimKick() bool { return !db.kicked.Load() && db.kicked.CompareAndSwap(false, true) }
+
+func (db *DB) kickFlusher() {
+	select {
+	case db.kick <- struct{}{}:
+	default:
 	}
+}
+
+// Attach implements Puller: from now on each flush, Close, Records, Load
+// and Stats first collect src into the store's memory, where its
+// posteriors replace the records of their keys (prior included) and add
+// their n to the records' N. src's reports through Updated count toward
+// FlushEvery like Puts. A collected posterior or prior that is not finite
+// and positive is refused and counted (Stats.Rejected). Attach after Close
+// returns an Attachment that does nothing.
+func (db *DB) Attach(src Source) Attachment {
+	a := &attachment{db: db, src: src}
+	db.mu.Lock()
+	if !db.closed {
+		db.srcs = append(db.srcs, a)
+	}
+	db.mu.Unlock()
+	return a
+}
+
+// attachment is a Source attached to a DB.
+type attachment struct {
+	db  *DB
+	src Source
+}
+
+// Updated counts the Sources' reports only, not the Puts waiting with
+// them (which would take db.mu): a store written both ways flushes by
+// count a little late.
+func (a *attachment) Updated(n int) {
+	if a.db.waiting.Add(int64(n)) >= int64(a.db.opts.FlushEvery) && a.db.claimKick() {
+		a.db.kickFlusher()
+	}
+}
+
+func (a *attachment) Threshold() int { return a.db.opts.FlushEvery }
+
+func (a *attachment) Detach() {
+	db := a.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if i := slices.Index(db.srcs, a); i >= 0 {
+		a.src.Collect(db.emit)
+		db.srcs = slices.Delete(db.srcs, i, i+1)
+	}
+}
+
+// pull collects every attached Source into recs. Callers hold db.mu (which
+// also keeps one Collect at a time).
+func (db *DB) pull() {
+	for _, a := range db.srcs {
+		a.src.Collect(db.emit)
+	}
+}
+
+// collected is the emit function of pull: a Source's posterior of k, grown
+// from prior by n updates since the last collection. Callers hold db.mu.
+func (db *DB) collected(k Key, prior, p bandit.NormalGamma, n uint64) {
+	if !validNG(p) || !validNG(prior) {
+		db.stats.Rejected++
+		return
+	}
+	e := db.lookup(k)
+	e.rec.Posterior, e.rec.Prior = p, prior
+	e.rec.N += n
+	db.markDirty(e)
+	db.pulled += int(n)
 }
 
 // lookup returns k's entry, creating it. Callers hold db.mu.
@@ -355,16 +450,26 @@ func (db *DB) run() {
 	}
 }
 
-// Flush writes the pending records now, in one batch, and returns when
-// they are written. The background flusher calls it; callers rarely need
-// to (Close and Export flush).
-func (db *DB) Flush() error {
+// Flush collects the attached Sources, writes the pending records now, in
+// one batch, and returns when they are written. The background flusher
+// calls it; callers rarely need to (Close and Export flush).
+func (db *DB) Flush() error { return db.flush(false) }
+
+// flush is Flush; last (Close's flush) makes its collection the last: the
+// Sources are let go.
+func (db *DB) flush(last bool) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
 	db.mu.Lock()
+	db.pull()
+	if last {
+		db.srcs = nil
+	}
 	batch := db.dirty
 	db.dirty, db.spare = db.spare[:0], nil
-	db.pending, db.kicked = 0, false
+	db.waiting.Add(-int64(db.pulled))
+	db.pushed, db.pulled = 0, 0
+	db.kicked.Store(false)
 	now := time.Now()
 	db.slab, db.items = db.slab[:0], db.items[:0]
 	for _, e := range batch {
@@ -388,10 +493,8 @@ func (db *DB) Flush() error {
 	if err != nil {
 		db.stats.Failed++
 		for _, it := range db.items {
-			if !it.e.dirty {
-				it.e.dirty = true
-				db.dirty = append(db.dirty, it.e)
-			}
+			db.markDirty(it.e)
+			db.pushed += int(it.n - it.e.flushedN)
 		}
 	} else {
 		db.stats.Flushes++
@@ -444,22 +547,25 @@ func (db *DB) write() error {
 	return nil
 }
 
-// Stats returns the DB's counters.
+// Stats returns the DB's counters. It collects the attached Sources first,
+// so that Pending counts their updates exactly.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.pull()
 	s := db.stats
 	s.Records = len(db.recs)
-	s.Pending = db.pending
+	s.Pending = db.pushed + db.pulled
 	return s
 }
 
 // Fingerprint returns the fingerprint that scopes this DB's records.
 func (db *DB) Fingerprint() Fingerprint { return db.opts.Fingerprint }
 
-// Close implements Store: it stops the flusher, writes what is pending and
-// closes Badger. Puts after Close are refused (Stats.Rejected); a second
-// Close returns ErrClosed.
+// Close implements Store: it stops the flusher, collects the attached
+// Sources a last time, writes what is pending and closes Badger. Puts after
+// Close are refused (Stats.Rejected), and Sources are no longer collected;
+// a second Close returns ErrClosed.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -470,7 +576,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	close(db.stop)
 	<-db.done
-	ferr := db.Flush()
+	ferr := db.flush(true)
 	return errors.Join(ferr, db.bdb.Close())
 }
 

@@ -3,11 +3,16 @@
 //
 // The posterior store, DB, keeps one bandit.NormalGamma per (backend,
 // bucket) in Badger, under a schema version and a hardware Fingerprint.
-// Put only touches memory; a background goroutine writes the dirty records
-// in one batch per flush (every second or 1,024 updates by default) and on
-// Close, so a crash loses at most the last interval and never corrupts the
-// store. Each record keeps the prior it grew from (PutWithPrior), which is
-// what makes Export/Import with ImportMerge exact: posteriors are
+// Updates reach it two ways. A Source attached with Attach (the way
+// adaptive.Scheduler uses it) is pulled: its owner only marks what changed
+// and reports a count, and each flush starts by collecting the changed
+// posteriors from it, so the store costs the scheduler's hot path next to
+// nothing. Put (and PutWithPrior) pushes one posterior, into memory only.
+// Either way a background goroutine writes the dirty records in one batch
+// per flush (every second or 1,024 updates by default) and on Close, so a
+// crash loses at most the last interval and never corrupts the store.
+// Each record keeps the prior it grew from (a Source's, or PutWithPrior's),
+// which is what makes Export/Import with ImportMerge exact: posteriors are
 // sufficient statistics, so a fleet of identical machines can pool what
 // each learned. Opening with another fingerprint keeps the old records and
 // offers them through Load only as weakened priors.
@@ -24,7 +29,9 @@
 //	if err != nil { ... }        // history.ErrLocked: another process has dir
 //	defer db.Close()
 //	db.Load(func(k history.Key, p bandit.NormalGamma) { ... }) // warm start
-//	db.PutWithPrior(k, prior, posterior)                        // never waits for the disk
+//	att := db.Attach(src)                                       // or: pulled at each flush
+//	att.Updated(n)                                              // n updates wait in src
+//	db.PutWithPrior(k, prior, posterior)                        // or: pushed; never waits for the disk
 //	db.Export(w)                                                // JSON snapshot
 //	db.Import(r, history.ImportMerge)                           // pool another machine's
 //

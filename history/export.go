@@ -179,13 +179,14 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 				st.Inexact++
 			}
 		}
-		if !e.dirty {
-			e.dirty = true
-			db.dirty = append(db.dirty, e)
-		}
-		db.pending++
+		db.markDirty(e)
+		db.pushed++
 	}
+	kick := db.pushed+int(db.waiting.Load()) >= db.opts.FlushEvery && db.claimKick()
 	db.mu.Unlock()
+	if kick {
+		db.kickFlusher()
+	}
 	return st, nil
 }
 
