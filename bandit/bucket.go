@@ -52,9 +52,9 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 
 // Observe records a measured compute duration of us µs on arm: if arm is
 // the incumbent, its standardized residual against the posterior
-// predictive goes to the CUSUM detector; the arm's posterior is updated
-// with ln(us); every arm of the bucket is discounted toward its prior by
-// cfg.Discount; on a change alarm the incumbent is widened (Widen) so that
+// predictive, clipped to ±residualClip, goes to the CUSUM detector; the
+// arm's posterior is updated with ln(us); every arm of the bucket is
+// discounted toward its prior by cfg.Discount; on a change alarm the incumbent is widened (Widen) so that
 // its mean can move within a few observations, and alarm is true.
 //
 // us ≤ 0 is clamped to 1 ns; NaN and ±Inf are ignored. An arm out of range
@@ -72,7 +72,7 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 	if arm == b.Incumbent {
 		sd := math.Sqrt(p.Variance() * (1 + 1/p.Kappa))
 		b.Detector.K, b.Detector.H = cfg.CUSUMK, cfg.CUSUMH
-		alarm = b.Detector.Add((y - p.Mu) / sd)
+		alarm = b.Detector.Add(clip((y-p.Mu)/sd, residualClip))
 	}
 	p.Update(y)
 	if cfg.Discount < 1 {
@@ -85,4 +85,21 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 		b.Alarms++
 	}
 	return alarm
+}
+
+// residualClip bounds the standardized residual the change detector sees:
+// one outlier (a preempted thread, a page fault: real timings are heavy
+// tailed) adds at most residualClip − K to the CUSUM, so it takes several
+// in a row to raise an alarm, as a real change does.
+const residualClip = 3
+
+// clip returns z limited to [−c, c].
+func clip(z, c float64) float64 {
+	if z > c {
+		return c
+	}
+	if z < -c {
+		return -c
+	}
+	return z
 }

@@ -2,6 +2,7 @@ package bandit_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -239,5 +240,44 @@ func TestRetryRateFalls(t *testing.T) {
 	}
 	if defLate == 0 {
 		t.Errorf("defaults: the worse arm was never re-tried late")
+	}
+}
+
+// TestOutlierNoAlarm checks the clipped residual the change detector sees
+// (bucket.go, residualClip): on an incumbent that has settled (300
+// observations at 100 µs, σ = 0.1), isolated 100× outliers (a preempted
+// thread) raise no alarm, even two in a row, while a sustained 3× slowdown
+// (11σ) raises one on its 5th observation (clipped residuals add 2.5 each:
+// 12.5 > H = 10).
+func TestOutlierNoAlarm(t *testing.T) {
+	cfg := defaultCfg(t)
+	r := rand.New(rand.NewPCG(9, 9))
+	settle := func() *bandit.Bucket {
+		b := bandit.NewBucket(bandittest.Priors(&cfg, 100, 200))
+		b.Incumbent = 0
+		for range 300 {
+			b.Observe(&cfg, 0, 100*math.Exp(0.1*r.NormFloat64()))
+		}
+		if b.Alarms != 0 {
+			t.Fatalf("%d alarms while settling", b.Alarms)
+		}
+		return b
+	}
+	b := settle()
+	for i := range 40 {
+		us := 100 * math.Exp(0.1*r.NormFloat64())
+		if i%10 == 0 || i%10 == 1 {
+			us = 10_000 // two outliers in a row, every 10 observations
+		}
+		if b.Observe(&cfg, 0, us) {
+			t.Fatalf("alarm on observation %d (%.0f µs): outliers must not alarm", i, us)
+		}
+	}
+	b = settle()
+	b.Detector.Reset() // what settling left in the sums would advance the alarm
+	for i := 1; i <= 5; i++ {
+		if got := b.Observe(&cfg, 0, 300); got != (i == 5) {
+			t.Errorf("3× slowdown: alarm on observation %d = %v, want the alarm on the 5th", i, got)
+		}
 	}
 }

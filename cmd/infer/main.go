@@ -381,7 +381,7 @@ func (s *statusLine) clear() { io.WriteString(s.w, "\r\033[K") }
 // mean µs, and the bucket's switches.
 func placementTable(w io.Writer, tel adaptive.Telemetry) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprint(tw, "bucket\tincumbent\tswitches")
+	fmt.Fprint(tw, "bucket\tincumbent\tswitches\talarms")
 	for _, b := range tel.Backends {
 		fmt.Fprintf(tw, "\t%s ops\t%s µs", b.Name, b.Name)
 	}
@@ -396,7 +396,7 @@ func placementTable(w io.Writer, tel adaptive.Telemetry) {
 		if total == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d", bk.Name, bk.Incumbent, bk.Switches)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d", bk.Name, bk.Incumbent, bk.Switches, bk.Alarms)
 		for _, a := range bk.Arms {
 			fmt.Fprintf(tw, "\t%d (%.0f%%)\t%.1f", a.N, 100*float64(a.N)/float64(total), a.MeanUs)
 		}
