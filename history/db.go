@@ -309,6 +309,12 @@ func (db *DB) put(k Key, prior *bandit.NormalGamma, p bandit.NormalGamma) {
 	e.rec.N++
 	db.markDirty(e)
 	db.pushed++
+	db.unlockKicking()
+}
+
+// unlockKicking releases db.mu and wakes the flusher once the updates
+// pushed and reported reach FlushEvery (once per batch: claimKick).
+func (db *DB) unlockKicking() {
 	kick := db.pushed+int(db.waiting.Load()) >= db.opts.FlushEvery && db.claimKick()
 	db.mu.Unlock()
 	if kick {

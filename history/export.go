@@ -182,11 +182,7 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		db.markDirty(e)
 		db.pushed++
 	}
-	kick := db.pushed+int(db.waiting.Load()) >= db.opts.FlushEvery && db.claimKick()
-	db.mu.Unlock()
-	if kick {
-		db.kickFlusher()
-	}
+	db.unlockKicking()
 	return st, nil
 }
 
