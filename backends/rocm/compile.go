@@ -88,7 +88,7 @@ func writeCache(path string, b []byte) {
 }
 
 // function returns kernel's handle, compiling and loading its program at
-// first use (device thread).
+// first use (under do).
 func (d *Device) function(kernel string) (uintptr, error) {
 	if f, ok := d.functions[kernel]; ok {
 		return f, nil

@@ -178,6 +178,20 @@ func TestFakeOps(t *testing.T) {
 	}
 }
 
+// TestFakeConcurrent runs ops from 8 goroutines at once through the fake
+// runtime (under -race in CI): every result matches the reference.
+func TestFakeConcurrent(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	specs := []kernels.Spec{
+		{Op: kernels.Add, In: []kernels.Shape{{3, 5, 8}, {8}}},
+		{Op: kernels.SiLU, In: []kernels.Shape{{1000}}},
+		{Op: kernels.MatMul, In: []kernels.Shape{{2, 5, 7}, {7, 3}}},
+	}
+	if err := runConcurrently(d, specs, 8, 20, 1e-5); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFakeEventTiming checks that a Run's Timing is what the events
 // measured around the launch: at least the fake kernel's 3 ms, at most the
 // wall clock around Run.

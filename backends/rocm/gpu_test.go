@@ -80,6 +80,16 @@ func TestGPUOps(t *testing.T) {
 	}
 }
 
+// TestGPUConcurrent runs every op from 16 goroutines at once on the real
+// device: callers on different OS threads each bind to the device, and
+// every result matches the reference.
+func TestGPUConcurrent(t *testing.T) {
+	d := openGPU(t)
+	if err := runConcurrently(d, gpuSpecs(), 16, 3*len(gpuSpecs()), 1e-3); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGPUEventTiming checks the events against the wall clock: a matmul's
 // event time is positive and no longer than the call around it.
 func TestGPUEventTiming(t *testing.T) {

@@ -1,10 +1,13 @@
 package rocm
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -41,4 +44,70 @@ func compareF32(got, want []byte, tol float64) error {
 		}
 	}
 	return nil
+}
+
+// runConcurrently runs every spec from workers goroutines at once, each
+// op with its own buffers, and returns the first result that differs from
+// kernels.Reference (tolerance tol) or the first error. The Device
+// serialises the vendor calls of callers on different OS threads.
+func runConcurrently(d backends.Backend, specs []kernels.Spec, workers, reps int, tol float64) error {
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range reps {
+				s := specs[(w+r)%len(specs)]
+				if err := runChecked(d, s, uint64(w*reps+r), tol); err != nil {
+					errs <- fmt.Errorf("worker %d, %v: %w", w, s, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// runChecked writes s's inputs, runs it, reads the output back and
+// compares it with kernels.Reference.
+func runChecked(d backends.Backend, s kernels.Spec, seed uint64, tol float64) error {
+	in, err := specInputs(s, seed)
+	if err != nil {
+		return err
+	}
+	bufs := make([]backends.Buffer, len(in))
+	for i, b := range in {
+		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
+			return err
+		}
+		defer bufs[i].Free()
+		if _, err := d.Write(bufs[i], b); err != nil {
+			return err
+		}
+	}
+	out, err := d.Alloc(s.OutBytes())
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	if _, err := d.Run(s, bufs, out); err != nil {
+		return err
+	}
+	got := make([]byte, s.OutBytes())
+	if _, err := d.Read(got, out); err != nil {
+		return err
+	}
+	want := make([]byte, s.OutBytes())
+	if err := kernels.Reference(s, in, want); err != nil {
+		return err
+	}
+	if s.OutDType() != kernels.F32 {
+		// Quantized or half blocks are copied, not computed: bit-exact.
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("%v output differs from the reference", s.OutDType())
+		}
+		return nil
+	}
+	return compareF32(got, want, tol)
 }

@@ -13,7 +13,7 @@ import (
 // list and the next allocation of that class reuses it without a driver
 // call. When the driver reports out of memory, the pool releases every
 // cached block and tries once more. pool is safe for concurrent use; the
-// alloc and release functions run the driver calls (on the device thread).
+// alloc and release functions run the driver calls (through Device.do).
 type pool struct {
 	alloc   func(n int64) (uintptr, error) // n is a class size
 	release func(p uintptr)
