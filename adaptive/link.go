@@ -7,40 +7,48 @@ import (
 )
 
 // linkModel is the online transfer model of one link direction (DESIGN.md
-// § Priors, transfers): duration_us = latency + bytes / bandwidth, fitted
-// by recursive least squares with forgetting on (1, MB) → µs, each copy
-// weighted by its relative error so that one large copy does not swamp the
-// latency. It starts from the nominal figures. The fit sits under a mutex
-// (ObserveTransfer is off the hot path); the published latency and slope
-// are atomics that Select reads without locking. A hand-written 2×2 RLS:
-// gonum has batch least squares but no recursive form.
+// § Priors, transfers): duration_us = latency + bytes / bandwidth. It is a
+// weighted least-squares fit of (1, MB) → µs over the copies seen, each
+// copy weighted by 1/duration² (relative errors, so that one large copy
+// does not swamp the latency) and by linkForget^age, regularised toward
+// the nominal figures as if by linkPriorWeight copies at each of them.
+//
+// Ridge regression on decayed sufficient statistics, not recursive least
+// squares: copies of a single size (a decode loop's activations) say
+// nothing about the bandwidth, and RLS's covariance grows without bound
+// in that direction until noise alone moves the slope. On an H100 it
+// did: after a few thousand 3 KiB copies the predicted copy reached
+// 4×10⁹ µs and kept every op off the GPU (TestLinkSmallCopiesStayBounded).
+// Here an unobserved direction falls back to the nominal figure. The fit
+// sits under a mutex (ObserveTransfer is off the hot path); the published
+// latency and slope are atomics that Select reads without locking. A
+// hand-written 2×2 solve: gonum has batch least squares but no decayed
+// sufficient statistics.
 type linkModel struct {
 	mu    sync.Mutex
-	theta [2]float64    // latency µs, µs per MB
-	p     [2][2]float64 // covariance (in units of the relative noise)
+	prior [2]float64    // nominal latency µs, µs per MB
+	xx    [2][2]float64 // Σ wᵢ xᵢ xᵢᵀ, x = (1, MB), decayed
+	xy    [2]float64    // Σ wᵢ xᵢ yᵢ, decayed
 	n     int64
 
 	lat, perMB atomic.Uint64 // float64 bits, published after each fit
 }
 
 const (
-	linkForget = 0.98 // RLS forgetting factor per copy: memory of ~50 copies
-	linkMaxP   = 1e6  // bound on the covariance diagonal (no windup without excitation)
+	linkForget      = 0.98 // weight of a copy per later copy: memory of ~50 copies
+	linkPriorWeight = 0.5  // the nominal figures count as this many copies
 )
 
 // newLink returns a model at the nominal latency (µs) and bandwidth (GB/s).
 func newLink(latencyUs, gbps float64) *linkModel {
-	l := &linkModel{}
-	l.theta = [2]float64{latencyUs, 1e3 / gbps}
-	// A loose prior: the first few copies dominate it.
-	l.p = [2][2]float64{{math.Max(latencyUs*latencyUs, 1), 0}, {0, l.theta[1] * l.theta[1]}}
-	l.publish()
+	l := &linkModel{prior: [2]float64{math.Max(latencyUs, 0), 1e3 / gbps}}
+	l.publish(l.prior)
 	return l
 }
 
-func (l *linkModel) publish() {
-	l.lat.Store(math.Float64bits(math.Max(l.theta[0], 0)))
-	l.perMB.Store(math.Float64bits(math.Max(l.theta[1], 1e-6)))
+func (l *linkModel) publish(theta [2]float64) {
+	l.lat.Store(math.Float64bits(math.Max(theta[0], 0)))
+	l.perMB.Store(math.Float64bits(math.Max(theta[1], 1e-6)))
 }
 
 // predict returns the predicted duration in µs of moving bytes; 0 for none.
@@ -61,32 +69,29 @@ func (l *linkModel) observe(bytes, us float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	x := [2]float64{1, bytes * 1e-6}
-	pred := l.theta[0] + l.theta[1]*x[1]
-	// Weight by 1/size of the copy: relative errors.
-	w := 1 / math.Max(math.Max(pred, us), 1)
-	x[0] *= w
-	x[1] *= w
-	y := us * w
-	px := [2]float64{l.p[0][0]*x[0] + l.p[0][1]*x[1], l.p[1][0]*x[0] + l.p[1][1]*x[1]}
-	den := linkForget + x[0]*px[0] + x[1]*px[1]
-	k := [2]float64{px[0] / den, px[1] / den}
-	e := y - (l.theta[0]*x[0] + l.theta[1]*x[1])
-	l.theta[0] += k[0] * e
-	l.theta[1] += k[1] * e
+	w := 1 / math.Pow(math.Max(math.Max(l.predict(bytes), us), 1), 2)
 	for i := range 2 {
 		for j := range 2 {
-			l.p[i][j] = (l.p[i][j] - k[i]*px[j]) / linkForget
+			l.xx[i][j] = linkForget*l.xx[i][j] + w*x[i]*x[j]
 		}
-	}
-	for i := range 2 {
-		if l.p[i][i] > linkMaxP*(1+l.theta[i]*l.theta[i]) {
-			s := linkMaxP * (1 + l.theta[i]*l.theta[i]) / l.p[i][i]
-			l.p[i][0] *= s
-			l.p[i][1] *= s
-			l.p[0][i] *= s
-			l.p[1][i] *= s
-		}
+		l.xy[i] = linkForget*l.xy[i] + w*x[i]*us
 	}
 	l.n++
-	l.publish()
+	l.publish(l.solve())
+}
+
+// solve returns the ridge estimate (XᵀWX + Λ)⁻¹ (XᵀWy + Λ θ₀), where Λ
+// gives each nominal figure the weight of linkPriorWeight copies that
+// measure it alone: a latency-sized copy for the latency, a 1 MB copy at
+// the nominal bandwidth for the slope.
+func (l *linkModel) solve() [2]float64 {
+	lat0, slope0 := math.Max(l.prior[0], 1), l.prior[1]
+	lam := [2]float64{
+		linkPriorWeight / (lat0 * lat0),
+		linkPriorWeight / math.Pow(l.prior[0]+slope0, 2),
+	}
+	a := [2][2]float64{{l.xx[0][0] + lam[0], l.xx[0][1]}, {l.xx[1][0], l.xx[1][1] + lam[1]}}
+	b := [2]float64{l.xy[0] + lam[0]*l.prior[0], l.xy[1] + lam[1]*slope0}
+	det := a[0][0]*a[1][1] - a[0][1]*a[1][0]
+	return [2]float64{(b[0]*a[1][1] - a[0][1]*b[1]) / det, (a[0][0]*b[1] - a[1][0]*b[0]) / det}
 }
