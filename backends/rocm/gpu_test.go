@@ -31,6 +31,9 @@ func gpuSpecs() []kernels.Spec {
 		{Op: kernels.MatMul, In: sh(kernels.Shape{2, 33, 17}, kernels.Shape{2, 17, 29})},
 		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: sh(kernels.Shape{5, 96}, kernels.Shape{40, 96})},
 		{Op: kernels.QuantizedMatMul, DType: kernels.Q4_0, In: sh(kernels.Shape{2, 3, 64}, kernels.Shape{33, 64})},
+		// Tile edges: rows and outputs not multiples of the kernel's 8×8.
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: sh(kernels.Shape{17, 2048}, kernels.Shape{300, 2048})},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q4_0, In: sh(kernels.Shape{9, 1024}, kernels.Shape{37, 1024})},
 		{Op: kernels.Softmax, In: sh(kernels.Shape{7, 1000})},
 		{Op: kernels.Attention, In: sh(kernels.Shape{2, 4, 5, 64}, kernels.Shape{2, 2, 300, 64}, kernels.Shape{2, 2, 300, 64}), Params: kernels.Params{Causal: true}},
 		{Op: kernels.Attention, In: sh(kernels.Shape{1, 2, 3, 16}, kernels.Shape{1, 2, 9, 16}, kernels.Shape{1, 2, 9, 16}), Params: kernels.Params{Scale: 0.3}},
@@ -153,6 +156,8 @@ func BenchmarkGPUOps(b *testing.B) {
 		{Op: kernels.MatMul, In: []kernels.Shape{{64, 4096}, {4096, 4096}}},
 		{Op: kernels.MatMul, In: []kernels.Shape{{1024, 1024}, {1024, 1024}}},
 		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{1, 4096}, {4096, 4096}}},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{16, 768}, {32000, 768}}},
+		{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{1, 768}, {768, 768}}},
 		{Op: kernels.Softmax, In: []kernels.Shape{{32, 4096}}},
 		{Op: kernels.Attention, In: []kernels.Shape{{1, 32, 1, 128}, {1, 8, 2048, 128}, {1, 8, 2048, 128}}, Params: kernels.Params{Causal: true}},
 		{Op: kernels.Add, In: []kernels.Shape{{1 << 20}, {1 << 20}}},

@@ -181,7 +181,9 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		if s.DType == kernels.Q4_0 {
 			k = "qmatmul_q4_0"
 		}
-		return opPlan{launches: []launch{{k, dim3(min(nn, maxGrid), int(min(m, maxGridYZ)), 1), dim3(blockSize, 1, 1),
+		// QROWS = 2 weight rows and QM = 8 activation rows per block
+		// (quant.hip); the kernel's loops cover a grid cut at the limits.
+		return opPlan{launches: []launch{{k, dim3(min((nn+1)/2, maxGrid), int(min((m+7)/8, maxGridYZ)), 1), dim3(blockSize, 1, 1),
 			[]arg{out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd)}}}}, nil
 	case kernels.MatMul:
 		return planMatMul(s, blas)
