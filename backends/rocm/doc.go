@@ -15,9 +15,10 @@
 //
 // A Device makes its vendor calls on the caller's OS thread, one caller at
 // a time, after binding that thread to the device (the primary context on
-// NVIDIA, hipSetDevice on AMD): no hand-off to another thread on the
-// path of an op. It owns one stream and its events. Device memory comes from a caching pool; transfers go
-// through pinned staging memory as asynchronous copies on the stream.
+// NVIDIA, hipSetDevice on AMD): no hand-off to another thread on the path
+// of an op. It owns one stream and its events. Device memory comes from a
+// caching pool; transfers go through pinned staging memory as
+// asynchronous copies on the stream.
 // Every op and transfer is timed by events recorded around it on the
 // stream: the Timing (Clock backends.DeviceEvents) is the device-measured
 // actual_duration_us of DESIGN.md. Reading it means waiting for the end
