@@ -84,35 +84,9 @@ func openFake(t *testing.T, o Options) *Device {
 // the reference output.
 func runSpec(t *testing.T, d backends.Backend, s kernels.Spec) (got, want []byte, tm backends.Timing) {
 	t.Helper()
-	in, err := specInputs(s, 1)
+	got, want, tm, err := runRef(d, s, 1)
 	if err != nil {
-		t.Fatal(err)
-	}
-	bufs := make([]backends.Buffer, len(in))
-	for i, b := range in {
-		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
-			t.Fatal(err)
-		}
-		defer bufs[i].Free()
-		if _, err := d.Write(bufs[i], b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := d.Alloc(s.OutBytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Free()
-	if tm, err = d.Run(s, bufs, out); err != nil {
 		t.Fatalf("%v: %v", s, err)
-	}
-	got = make([]byte, s.OutBytes())
-	if _, err := d.Read(got, out); err != nil {
-		t.Fatal(err)
-	}
-	want = make([]byte, s.OutBytes())
-	if err := kernels.Reference(s, in, want); err != nil {
-		t.Fatal(err)
 	}
 	return got, want, tm
 }

@@ -69,37 +69,11 @@ func runConcurrently(d backends.Backend, specs []kernels.Spec, workers, reps int
 	return <-errs
 }
 
-// runChecked writes s's inputs, runs it, reads the output back and
-// compares it with kernels.Reference.
+// runChecked runs s on inputs of seed (runRef) and compares its output
+// with kernels.Reference.
 func runChecked(d backends.Backend, s kernels.Spec, seed uint64, tol float64) error {
-	in, err := specInputs(s, seed)
+	got, want, _, err := runRef(d, s, seed)
 	if err != nil {
-		return err
-	}
-	bufs := make([]backends.Buffer, len(in))
-	for i, b := range in {
-		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
-			return err
-		}
-		defer bufs[i].Free()
-		if _, err := d.Write(bufs[i], b); err != nil {
-			return err
-		}
-	}
-	out, err := d.Alloc(s.OutBytes())
-	if err != nil {
-		return err
-	}
-	defer out.Free()
-	if _, err := d.Run(s, bufs, out); err != nil {
-		return err
-	}
-	got := make([]byte, s.OutBytes())
-	if _, err := d.Read(got, out); err != nil {
-		return err
-	}
-	want := make([]byte, s.OutBytes())
-	if err := kernels.Reference(s, in, want); err != nil {
 		return err
 	}
 	if s.OutDType() != kernels.F32 {
@@ -110,4 +84,40 @@ func runChecked(d backends.Backend, s kernels.Spec, seed uint64, tol float64) er
 		return nil
 	}
 	return compareF32(got, want, tol)
+}
+
+// runRef uploads inputs of seed (specInputs), runs s, reads the output
+// back and returns it with kernels.Reference's output and the Timing.
+func runRef(d backends.Backend, s kernels.Spec, seed uint64) (got, want []byte, tm backends.Timing, err error) {
+	in, err := specInputs(s, seed)
+	if err != nil {
+		return nil, nil, tm, err
+	}
+	bufs := make([]backends.Buffer, len(in))
+	for i, b := range in {
+		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
+			return nil, nil, tm, err
+		}
+		defer bufs[i].Free()
+		if _, err := d.Write(bufs[i], b); err != nil {
+			return nil, nil, tm, err
+		}
+	}
+	out, err := d.Alloc(s.OutBytes())
+	if err != nil {
+		return nil, nil, tm, err
+	}
+	defer out.Free()
+	if tm, err = d.Run(s, bufs, out); err != nil {
+		return nil, nil, tm, err
+	}
+	got = make([]byte, s.OutBytes())
+	if _, err := d.Read(got, out); err != nil {
+		return nil, nil, tm, err
+	}
+	want = make([]byte, s.OutBytes())
+	if err := kernels.Reference(s, in, want); err != nil {
+		return nil, nil, tm, err
+	}
+	return got, want, tm, nil
 }
