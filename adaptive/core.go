@@ -20,13 +20,16 @@ type engine struct {
 	n     int           // arms
 	model [MaxBackends]roofline
 	seed  uint64
+	// warmup holds the arms whose first run in a bucket is a device's
+	// warm-up (GPUs): see observe.
+	warmup Mask
 
 	famMu sync.Mutex
 	fams  map[string]*family
 }
 
-func newEngine(cfg bandit.Config, models []roofline, seed uint64) *engine {
-	e := &engine{cfg: cfg, n: len(models), seed: seed, fams: map[string]*family{}}
+func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *engine {
+	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*family{}}
 	copy(e.model[:], models)
 	return e
 }
@@ -56,6 +59,9 @@ type bucket struct {
 	// whatever n is (bb.Arms and bb.Priors are slices of it).
 	post [2 * MaxBackends]bandit.NormalGamma
 	seen Mask // arms with data (observed, or loaded from the store)
+	// warmed holds the warm-up arms whose first run in the bucket has
+	// been set aside (engine.observe).
+	warmed Mask
 	// queued: the bucket is on the Scheduler's stack of buckets for the
 	// store to collect (storeSource); next links that stack.
 	queued bool
@@ -70,13 +76,16 @@ type bucket struct {
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the store's stack of queued buckets
-	collected  [MaxBackends]int64 // per[a].ops when the store last collected arm a
+	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
 }
 
-// armCounts is what Observe counts for one arm.
+// armCounts is what Observe counts for one arm: every op run (ops,
+// timeUs), and those the posterior learned from (learned: all but a
+// warm-up run).
 type armCounts struct {
-	ops    int64
-	timeUs float64
+	ops     int64
+	timeUs  float64
+	learned int64
 }
 
 // newBucket builds a bucket whose arms start from the cost model's
@@ -259,12 +268,30 @@ func (b *bucket) record(arm int, r Reason, switched bool) {
 
 // observe folds a measured compute duration of us µs on arm into the
 // bucket (b.mu held) and reports a change alarm.
-func (e *engine) observe(b *bucket, arm int, us float64) (alarm bool) {
-	alarm = b.bb.Observe(&e.cfg, arm, us)
-	b.seen |= Backend(arm)
+//
+// The first run of a warm-up arm (a GPU) in a bucket with no data for it
+// is counted but not learned from: it is the first run of the bucket's
+// first shape on that device, which pays for loading the kernel's module,
+// the library's heuristics and the first touch of its workspace (H100:
+// a kernel's first run costs a median 1.4× its later runs; the
+// simulator's profiles charge 4×). StarPU discards the first sample for
+// the same reason. Learned from, that one run was the GPU arm's whole
+// evidence: with the prior's spread of 0.2 it put the arm 4× too slow
+// and the arm was not tried again within a decode's few hundred steps
+// (sim:mi300x, batch 16: Add, RMSNorm and RoPE stayed on the CPU, 5.6%
+// slower than all-GPU). Later first runs of new shapes are learned from:
+// by then the arm's evidence dilutes them.
+func (e *engine) observe(b *bucket, arm int, us float64) (alarm, learned bool) {
 	b.per[arm].ops++
 	b.per[arm].timeUs += us
-	return alarm
+	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 {
+		b.warmed |= a
+		return false, false
+	}
+	alarm = b.bb.Observe(&e.cfg, arm, us)
+	b.seen |= Backend(arm)
+	b.per[arm].learned++
+	return alarm, true
 }
 
 // lowest returns the index of m's lowest backend bit.

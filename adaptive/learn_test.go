@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -256,5 +257,59 @@ func TestPriors(t *testing.T) {
 	cpuAdd := 1 + 3*4*65536/50e3
 	if got := mean(BucketName(add), 0); math.Abs(got/cpuAdd-1) > 1e-9 {
 		t.Errorf("Add prior %v µs, want the model's %v", got, cpuAdd)
+	}
+}
+
+// TestGPUWarmup: the first run of an op on a GPU in a bucket without GPU
+// data is its warm-up, counted but not learned from; the second is
+// learned from, as is a CPU's first run. A 4× warm-up (the simulator's)
+// learned from would leave the GPU looking slower than the CPU.
+func TestGPUWarmup(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	s := newTestScheduler(t, Config{Seed: 9})
+	d, err := s.Select(spec, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm := func(i int) ArmTelemetry { return s.Telemetry().Buckets[0].Arms[i] }
+	prior := arm(1)
+	d.Backend, d.Name = 1, "gpu"
+	if err := s.Observe(d, us(4*13)); err != nil { // 4× a 13 µs op
+		t.Fatal(err)
+	}
+	if a := arm(1); a.N != 1 || !a.Warmup || a.MeanUs != prior.MeanUs || a.Evidence != 0 {
+		t.Fatalf("after the GPU's first run: %+v, want N 1, Warmup and the prior's mean %v", a, prior.MeanUs)
+	}
+	if err := s.Observe(d, us(13)); err != nil {
+		t.Fatal(err)
+	}
+	if a := arm(1); a.N != 2 || a.Evidence <= 0.99 || math.Abs(a.MeanUs/13-1) > 0.2 {
+		t.Fatalf("after the second: %+v, want one observation learned, mean near 13 µs", a)
+	}
+	cpu := arm(0)
+	d.Backend, d.Name = 0, "cpu"
+	if err := s.Observe(d, us(4*cpu.MeanUs)); err != nil {
+		t.Fatal(err)
+	}
+	if a := arm(0); a.Warmup || a.Evidence <= 0.99 || a.MeanUs < 2*cpu.MeanUs {
+		t.Fatalf("after the CPU's first run at 4× its prior: %+v, want it learned from", a)
+	}
+	if tel := s.Telemetry(); tel.Backends[1].Ops != 2 || tel.Backends[0].Ops != 1 {
+		t.Errorf("ops %d cpu, %d gpu: want 1 and 2 (the warm-up run counted)", tel.Backends[0].Ops, tel.Backends[1].Ops)
+	}
+
+	// A GPU arm warm-started from a store has data: its first run here is
+	// learned from.
+	st := &memStore{}
+	st.Put(history.Key{Backend: "gpu", Bucket: BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
+	s = newTestScheduler(t, Config{Seed: 9, Store: st})
+	d, _ = s.Select(spec, Residency{})
+	d.Backend, d.Name = 1, "gpu"
+	before := arm(1)
+	if err := s.Observe(d, us(20)); err != nil {
+		t.Fatal(err)
+	}
+	if a := arm(1); a.Warmup || a.Evidence <= before.Evidence {
+		t.Errorf("warm-started GPU arm after its first run here: %+v (before %+v), want it learned from", a, before)
 	}
 }

@@ -214,7 +214,7 @@ func New(cfg Config) (*Scheduler, error) {
 			Float64("gflops", nom.GFLOPS).Float64("mem_gbps", nom.MemGBps).
 			Float64("dispatch_us", nom.DispatchUs).Msg("adaptive: backend figures")
 	}
-	s.e = newEngine(cfg.Bandit, models, cfg.Seed)
+	s.e = newEngine(cfg.Bandit, models, s.gpus, cfg.Seed)
 	if cfg.Strategy.kind == placement {
 		s.place = newPlacer(cfg.Strategy.policy, s.n)
 	}
@@ -273,8 +273,8 @@ func (src *storeSource) Collect(emit func(k history.Key, prior, p bandit.NormalG
 		b.next, b.queued = nil, false
 		for a := range s.n {
 			if b.seen.Has(a) {
-				n := b.per[a].ops - b.collected[a]
-				b.collected[a] = b.per[a].ops
+				n := b.per[a].learned - b.collected[a]
+				b.collected[a] = b.per[a].learned
 				emit(history.Key{Backend: s.names[a], Bucket: b.name}, b.bb.Priors[a], b.bb.Arms[a], uint64(n))
 			}
 		}
@@ -610,9 +610,12 @@ const maxObservedUs = 1e12
 
 // Observe folds the measured compute duration of a decision's op into its
 // bucket's posterior (transfers go to ObserveTransfer) and makes it the
-// store's: with a store that pulls (history.Puller, as history.DB) it only
-// marks the bucket for the store's next flush to collect and counts the
-// update toward the store's flush trigger; any other store is handed the
+// store's. The first run of an op on a GPU in a bucket that has no data
+// for it is the device's warm-up: it is counted in telemetry (Warmup) but
+// neither learned from nor stored (see engine.observe). Otherwise, with a
+// store that pulls (history.Puller, as history.DB) it only marks the
+// bucket for the store's next flush to collect and counts the update
+// toward the store's flush trigger; any other store is handed the
 // posterior (PutWithPrior or Put). Under a Placement strategy it also
 // reports the duration to the policy (Policy.Observe, under the policy's
 // lock). It does not allocate and is safe for concurrent use. It returns
@@ -628,10 +631,14 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	}
 	b := d.b
 	b.mu.Lock()
-	alarm := s.e.observe(b, d.Backend, us)
+	alarm, learned := s.e.observe(b, d.Backend, us)
 	// Queued under b.mu, with closed read there: Close's pass over the
-	// buckets' locks then knows every Observe that queued has finished.
+	// buckets' locks then knows every Observe that queued has finished. A
+	// warm-up run (engine.observe) changed no posterior: the store has
+	// nothing to learn from it.
 	pulled := s.pull != nil && !s.closed.Load()
+	pushed := learned && s.cfg.Store != nil && !pulled
+	pulled = pulled && learned
 	if pulled && !b.queued {
 		s.queue(b)
 	}
@@ -644,7 +651,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 		if s.counts[b.id&s.countMask].n.Add(1)&(s.chunk-1) == 0 {
 			s.pull.Updated(int(s.chunk))
 		}
-	} else if s.cfg.Store != nil {
+	} else if pushed {
 		k := history.Key{Backend: s.names[d.Backend], Bucket: b.name}
 		if pp, ok := s.cfg.Store.(history.PriorPutter); ok {
 			pp.PutWithPrior(k, prior, p)

@@ -56,6 +56,9 @@ type ArmTelemetry struct {
 	Lo90Us, Hi90Us float64
 	N              int64   // observations in this process
 	Evidence       float64 // κ − κ0: pseudo-observations after discounting (stored ones included)
+	// Warmup reports that the first of the N was a GPU's warm-up run,
+	// counted but not learned from (Scheduler.Observe).
+	Warmup bool
 }
 
 // LinkTelemetry is one link direction's current transfer model.
@@ -97,7 +100,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 			lo, hi := interval(p)
 			bt.Arms = append(bt.Arms, ArmTelemetry{
 				Backend: s.names[a], MeanUs: p.MeanUs(), Lo90Us: lo, Hi90Us: hi,
-				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa,
+				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa, Warmup: b.warmed.Has(a),
 			})
 			bt.Observations += b.per[a].ops
 			bk := &t.Backends[a]

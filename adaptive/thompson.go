@@ -68,7 +68,13 @@ func NewThompsonSeed(cfg bandit.Config, arms []bandit.Arm, seed uint64) (bandit.
 			}
 		}
 	}
-	p.e = newEngine(cfg, models, seed)
+	var gpus Mask
+	for i, a := range arms {
+		if a.GPU {
+			gpus |= Backend(i)
+		}
+	}
+	p.e = newEngine(cfg, models, gpus, seed)
 	p.all = Mask(1)<<uint(len(arms)) - 1
 	return p, nil
 }

@@ -95,7 +95,7 @@ func TestPullPath(t *testing.T) {
 				for _, at := range bt.Arms {
 					k := history.Key{Backend: at.Backend, Bucket: bt.Name}
 					rec, ok := got[k]
-					if at.N == 0 {
+					if learned(at) == 0 {
 						if ok {
 							t.Errorf("%v: stored, but the scheduler has no data", k)
 						}
@@ -106,8 +106,8 @@ func TestPullPath(t *testing.T) {
 						t.Errorf("%v: not stored (%d observations)", k, at.N)
 						continue
 					}
-					if rec.N != uint64(at.N) || rec.Prior == (bandit.NormalGamma{}) {
-						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, at.N)
+					if rec.N != uint64(learned(at)) || rec.Prior == (bandit.NormalGamma{}) {
+						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, learned(at))
 					}
 					// The push path after Close writes the observed arm only;
 					// the other arms of its bucket keep the discount before it.
@@ -126,8 +126,29 @@ func TestPullPath(t *testing.T) {
 	}
 }
 
+// learned returns the observations an arm's posterior learned from: a
+// GPU's warm-up run is counted in N but neither learned from nor stored.
+func learned(at adaptive.ArmTelemetry) int64 {
+	if at.Warmup {
+		return at.N - 1
+	}
+	return at.N
+}
+
+// learnedTotal returns the observations every posterior of s learned from.
+func learnedTotal(s *adaptive.Scheduler) int {
+	n := 0
+	for _, bt := range s.Telemetry().Buckets {
+		for _, at := range bt.Arms {
+			n += int(learned(at))
+		}
+	}
+	return n
+}
+
 // Issue 4, write-behind: FlushEvery updates collected from a scheduler
-// trigger a flush before the interval, and fewer do not. Below 16 times
+// trigger a flush before the interval, and fewer do not. An update is an
+// Observe that changed a posterior (not a GPU's warm-up run). Below 16 times
 // the scheduler's stripes of counters (at least 128) it counts every
 // update; at the default, 1,024, a flush may come up to an eighth late.
 func TestPullFlushEvery(t *testing.T) {
@@ -142,9 +163,11 @@ func TestPullFlushEvery(t *testing.T) {
 		db := openPullDB(t, t.TempDir(), c.every)
 		s := newPullScheduler(t, db)
 		rng := rand.New(rand.NewPCG(6, 6))
-		observe := func(n int) {
-			for i := range n {
+		i := 0
+		observe := func(n int) { // until n updates in all
+			for learnedTotal(s) < n {
 				spec := warmSpecs[i%len(warmSpecs)]
+				i++
 				d, err := s.Select(spec, adaptive.Residency{})
 				if err != nil {
 					t.Fatal(err)
@@ -157,7 +180,7 @@ func TestPullFlushEvery(t *testing.T) {
 		if st := db.Stats(); st.Flushes != 0 || st.Pending != c.none || st.Durable != 0 {
 			t.Fatalf("every %d: after %d updates: %+v, want no flush and %d pending", c.every, c.none, st, c.none)
 		}
-		observe(c.flush - c.none)
+		observe(c.flush)
 		st := waitFlush(db)
 		if st.Flushes != 1 || st.Durable < uint64(c.every) || st.Durable+uint64(st.Pending) != uint64(c.flush) {
 			t.Fatalf("every %d: after %d updates: %+v, want one flush of at least %d", c.every, c.flush, st, c.every)
@@ -197,6 +220,10 @@ func TestPullConcurrent(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	want := learnedTotal(s)
+	if want < workers*each-2*len(warmSpecs) {
+		t.Fatalf("%d of %d Observes learned from: more than one warm-up run per bucket and GPU", want, workers*each)
+	}
 	s.Close()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -207,7 +234,7 @@ func TestPullConcurrent(t *testing.T) {
 	for _, rec := range db.Records() {
 		total += rec.N
 	}
-	if total != workers*each {
-		t.Errorf("stored N add up to %d, want %d Observes", total, workers*each)
+	if total != uint64(want) {
+		t.Errorf("stored N add up to %d, want the %d Observes learned from", total, want)
 	}
 }

@@ -59,7 +59,7 @@ type Device struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	runs   int64           // Run calls so far: the op index events count
-	seen   map[string]bool // ops already run once (warm-up)
+	seen   map[string]bool // kernels (op, dtype) already run once (warm-up)
 	used   int64           // bytes allocated and not freed
 	closed bool
 }
@@ -307,8 +307,11 @@ func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) 
 		d.mu.Unlock()
 		return backends.Timing{}, d.fail(op, err)
 	}
-	key := s.String()
-	first := !d.seen[key]
+	key := s.Op.String() + "/" + s.DType.String()
+	if s.Op == kernels.Opaque {
+		key = s.Params.Name + "/" + s.DType.String()
+	}
+	first := !d.seen[key] // the kernel's first run (Profile.WarmupFactor)
 	d.seen[key] = true
 	compute, _ := slowdown(d.opt.events, i)
 	us := d.prof.sample(d.rng, d.prof.BaseUs(s)*compute, first)

@@ -49,7 +49,7 @@ type EnvOptions struct {
 // segments, and in each the oracle keeps one arm per bucket. Its cost is
 // the expected cost of that assignment: Σ true mean compute (noise mean
 // 1, spikes at SpikeProb·SpikeFactor, warm-up on the first run of each
-// spec on each arm, events) + the transfers that the assignment implies.
+// kernel on each arm, events) + the transfers that the assignment implies.
 // Transfers couple buckets, so the assignment is found by coordinate
 // descent from the compute-optimal one (each (segment, bucket) moved to
 // the arm that lowers the total, until none does): a local optimum, so a
@@ -65,6 +65,7 @@ type Env struct {
 	nA       int
 	ops      []opRec
 	keys     []keyInfo
+	kernels  map[string]int32 // kernel (op or opaque name, dtype) → index: what warms up
 	bNames   []string
 	bounds   []int64     // segment starts, bounds[0] = 0
 	factor   [][]float64 // [segment][arm] compute slowdown
@@ -84,9 +85,10 @@ type opRec struct {
 }
 
 type keyInfo struct {
-	task  bandit.Task
-	base  []float64 // per arm: noise-free mean, µs (spikes excluded)
-	sigma []float64 // per arm: σ of ln
+	task   bandit.Task
+	kernel int32     // index in Env.kernels
+	base   []float64 // per arm: noise-free mean, µs (spikes excluded)
+	sigma  []float64 // per arm: σ of ln
 }
 
 // NewEnv reads w to its end and prepares it against arms. Every op must be
@@ -95,7 +97,7 @@ func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
 	if len(arms) == 0 {
 		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
 	}
-	e := &Env{name: w.Name(), arms: arms, nA: len(arms)}
+	e := &Env{name: w.Name(), arms: arms, nA: len(arms), kernels: map[string]int32{}}
 	seen := map[string]bool{}
 	for i, a := range arms {
 		if a.Profile == nil {
@@ -177,6 +179,13 @@ func (e *Env) newKey(op Op) (keyInfo, error) {
 		},
 		base: make([]float64, e.nA), sigma: make([]float64, e.nA),
 	}
+	kn := name + "/" + s.DType.String()
+	kid, ok := e.kernels[kn]
+	if !ok {
+		kid = int32(len(e.kernels))
+		e.kernels[kn] = kid
+	}
+	k.kernel = kid
 	for a, arm := range e.arms {
 		k.sigma[a] = arm.Profile.Sigma
 		switch {
@@ -357,7 +366,7 @@ func (e *Env) solveOracle() {
 		}
 	}
 	// The oracle's expected cost, op by op, warm-up included.
-	warm := make([]bool, len(e.keys)*nA)
+	warm := make([]bool, len(e.kernels)*nA)
 	e.oShare = make([]int64, nA)
 	e.oBucket = make([][]int64, nb)
 	for b := range e.oBucket {
@@ -372,7 +381,7 @@ func (e *Env) solveOracle() {
 		}
 		a := int(e.assign[unit[t]])
 		c := e.mean(o, int(unit[t])/nb, a)
-		if w := &warm[int(o.key)*nA+a]; !*w {
+		if w := &warm[int(e.keys[o.key].kernel)*nA+a]; !*w {
 			*w = true
 			if f := e.arms[a].Profile.WarmupFactor; f > 1 {
 				c *= f
@@ -505,7 +514,7 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 	for b := range last {
 		last[b] = -1
 	}
-	warm := make([]bool, len(e.keys)*nA)
+	warm := make([]bool, len(e.kernels)*nA)
 	var explore int64
 	loc, seg, oi := -1, 0, 0
 	for t, o := range e.ops {
@@ -536,7 +545,7 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 		if prof.SpikeProb > 0 && r.Float64() < prof.SpikeProb {
 			us *= prof.SpikeFactor
 		}
-		if w := &warm[int(o.key)*nA+a]; !*w {
+		if w := &warm[int(k.kernel)*nA+a]; !*w {
 			*w = true
 			if prof.WarmupFactor > 1 {
 				us *= prof.WarmupFactor

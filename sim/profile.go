@@ -26,7 +26,13 @@ import (
 // for the others (PeakGFLOPS and PeakMemGBps default to the datasheet's
 // figures). A sample multiplies it by lognormal noise of mean 1
 // (σ = Sigma of ln), by SpikeFactor with probability SpikeProb, and by
-// WarmupFactor on the first run of each distinct op on the device.
+// WarmupFactor on the first run of each kernel (op and dtype; an opaque
+// op's name and dtype) on the device. Warm-up is per kernel, not per
+// shape: on an H100 (cmd/replay/testdata/h100-decode.md) a kernel's first
+// run took a median 1.4× its later runs and a new shape of a kernel
+// already run 1.07×; a module loads, and a library picks its heuristics,
+// once per kernel. Per shape, every decode step's attention (a new KV
+// length) would pay the warm-up again.
 type Profile struct {
 	Name    string
 	Kind    backends.Kind
@@ -55,7 +61,7 @@ type Profile struct {
 	Sigma                   float64 // run-to-run σ of ln(duration)
 	SpikeProb               float64 // probability that one run is a spike
 	SpikeFactor             float64 // a spike's slowdown (×)
-	WarmupFactor            float64 // the first run of each distinct op is this much slower (×)
+	WarmupFactor            float64 // the first run of each kernel is this much slower (×)
 }
 
 // The profiles. Nominal figures are vendor datasheet numbers (cited);

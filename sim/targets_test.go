@@ -114,11 +114,28 @@ func TestTargetThrottle(t *testing.T) {
 	}
 }
 
+// TestTargetSpikes: 1% of the GPU's runs take 100× (a preempted GPU, a
+// page fault). The spikes must not starve the GPU (StarPU's failure): its
+// share stays within 3 points of the oracle's or above it, and the regret
+// within half a point of the oracle policy's (which pays the same spikes).
+//
+// Above is allowed: the spikes double the GPU's true mean, so in the
+// buckets where the CPU is within 2× the oracle prefers the CPU (GPU
+// share 96.0%), while the lognormal mean that the bandit scores by
+// (DESIGN.md § The bandit) puts a 1% × 100 mixture at about 1.16× its
+// base and keeps the GPU (99.9%). Those buckets are near ties: thompson's
+// regret is 7.23% against the oracle policy's 7.15% (the spikes' sampling
+// noise). Before the GPU's warm-up run was set aside (adaptive's
+// engine.observe) the shares matched (97.5%) by accident: the 4× first
+// runs pushed near-tie buckets to the CPU.
 func TestTargetSpikes(t *testing.T) {
 	rs := runAll(t, scenario(t, MustProfile("h100").WithSpikes(0.01, 100), nil, reducedOps, 0))
 	th := rs["thompson"]
-	if d := (th.Share[0] - th.OracleShare[0]) * 100; d > 3 || d < -3 {
-		t.Errorf("spikes: thompson's GPU share %.2f%%, oracle's %.2f%%: want within 3 points", th.Share[0]*100, th.OracleShare[0]*100)
+	if d := (th.Share[0] - th.OracleShare[0]) * 100; d < -3 {
+		t.Errorf("spikes: thompson's GPU share %.2f%%, oracle's %.2f%%: want no more than 3 points below", th.Share[0]*100, th.OracleShare[0]*100)
+	}
+	if o := rs["oracle"].RegretPct; th.RegretPct > o+0.5 {
+		t.Errorf("spikes: thompson's regret %.2f%%, the oracle policy's %.2f%%: want within half a point", th.RegretPct, o)
 	}
 }
 
