@@ -75,8 +75,12 @@ type bucket struct {
 	fam        *family
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
-	next       *bucket            // the store's stack of queued buckets
-	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
+	next       *bucket // the store's stack of queued buckets
+	// held is 1 + the Scheduler's flushes when a collection that was not
+	// a flush's took this bucket's records: while no flush has come
+	// since, the store holds them (storeSource.Collect).
+	held      uint64
+	collected [MaxBackends]int64 // per[a].learned when the store last collected arm a
 }
 
 // armCounts is what Observe counts for one arm: every op run (ops,

@@ -18,8 +18,8 @@ import (
 
 // DB is the Badger-backed posterior store. Put records the posterior in
 // memory and returns; a background goroutine writes the dirty records in
-// one batch per flush (every FlushInterval or FlushEvery updates,
-// whichever comes first) and on Close. Sources attached by Attach are
+// one batch per flush (every FlushInterval, or as soon as FlushEvery
+// records wait, whichever comes first) and on Close. Sources attached by Attach are
 // collected at the start of each flush (and by Records, Load and Stats,
 // so that those include their pending updates). All methods are safe for
 // concurrent use.
@@ -33,20 +33,21 @@ type DB struct {
 	recs   map[Key]*entry // every record of the current fingerprint
 	dirty  []*entry
 	spare  []*entry
-	pushed int // Puts and imported records since the last flush took its batch
-	pulled int // updates collected from Sources since then
 	closed bool
 	stats  Stats
 	srcs   []*attachment
 	emit   func(k Key, prior, p bandit.NormalGamma, n uint64) // db.collected
 
-	// waiting counts the updates that attached Sources reported through
-	// Updated and the last flush did not collect: it lags the updates
-	// they hold by what they have not reported yet, and goes below zero
-	// when a flush collected some of those. Atomic, so that a Source
+	// waiting counts the records that attached Sources reported through
+	// Updated since the last flush's collection: it lags the records they
+	// hold by what they have not reported yet. Atomic, so that a Source
 	// reports without db.mu.
 	waiting atomic.Int64
-	kicked  atomic.Bool // the flusher was kicked for the waiting batch
+	// held is len(dirty), for Sources' reports to read without db.mu.
+	// FlushEvery counts records waiting (held + waiting), not updates: a
+	// flush writes each record once however often it changed.
+	held   atomic.Int64
+	kicked atomic.Bool // the flusher was kicked for the waiting batch
 
 	old map[Key]bandit.NormalGamma // weakened records of other fingerprints
 
@@ -94,7 +95,7 @@ type Stats struct {
 	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close; also invalid collected posteriors
 	Flushes  int    // successful flushes that wrote at least one record
 	Failed   int    // flushes that failed (their records stay dirty and are retried)
-	Pending  int    // updates waiting for the next flush (attached Sources' included: Stats collects them)
+	Pending  int    // records waiting for the next flush (attached Sources' included: Stats collects them)
 	Durable  uint64 // updates (Puts, and those collected from Sources) written by successful flushes, counted per record as N
 }
 
@@ -274,7 +275,7 @@ func (db *DB) Load(fn func(k Key, p bandit.NormalGamma)) error {
 func (db *DB) Records() []Record {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull()
+	db.pull(false)
 	out := make([]Record, 0, len(db.recs))
 	for _, e := range db.recs {
 		out = append(out, e.rec)
@@ -308,14 +309,13 @@ func (db *DB) put(k Key, prior *bandit.NormalGamma, p bandit.NormalGamma) {
 	}
 	e.rec.N++
 	db.markDirty(e)
-	db.pushed++
 	db.unlockKicking()
 }
 
-// unlockKicking releases db.mu and wakes the flusher once the updates
+// unlockKicking releases db.mu and wakes the flusher once the records
 // pushed and reported reach FlushEvery (once per batch: claimKick).
 func (db *DB) unlockKicking() {
-	kick := db.pushed+int(db.waiting.Load()) >= db.opts.FlushEvery && db.claimKick()
+	kick := int64(len(db.dirty))+db.waiting.Load() >= int64(db.opts.FlushEvery) && db.claimKick()
 	db.mu.Unlock()
 	if kick {
 		db.kickFlusher()
@@ -324,10 +324,12 @@ func (db *DB) unlockKicking() {
 
 // markDirty queues e for the next flush. Callers hold db.mu.
 func (db *DB) markDirty(e *entry) {
-	if !e.dirty {
-		e.dirty = true
-		db.dirty = append(db.dirty, e)
+	if e.dirty {
+		return
 	}
+	e.dirty = true
+	db.dirty = append(db.dirty, e)
+	db.held.Store(int64(len(db.dirty)))
 }
 
 // claimKick reports whether the caller is the one to kick the flusher for
@@ -369,11 +371,11 @@ type attachment struct {
 	src Source
 }
 
-// Updated counts the Sources' reports only, not the Puts waiting with
-// them (which would take db.mu): a store written both ways flushes by
-// count a little late.
+// Updated adds the Source's report to the records waiting and kicks the
+// flusher once they and the records the store holds (held) reach
+// FlushEvery.
 func (a *attachment) Updated(n int) {
-	if a.db.waiting.Add(int64(n)) >= int64(a.db.opts.FlushEvery) && a.db.claimKick() {
+	if a.db.waiting.Add(int64(n))+a.db.held.Load() >= int64(a.db.opts.FlushEvery) && a.db.claimKick() {
 		a.db.kickFlusher()
 	}
 }
@@ -385,16 +387,17 @@ func (a *attachment) Detach() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if i := slices.Index(db.srcs, a); i >= 0 {
-		a.src.Collect(db.emit)
+		a.src.Collect(db.emit, false)
 		db.srcs = slices.Delete(db.srcs, i, i+1)
 	}
 }
 
-// pull collects every attached Source into recs. Callers hold db.mu (which
-// also keeps one Collect at a time).
-func (db *DB) pull() {
+// pull collects every attached Source into recs; flush says that this is
+// a flush's collection (Source.Collect). Callers hold db.mu (which also
+// keeps one Collect at a time).
+func (db *DB) pull(flush bool) {
 	for _, a := range db.srcs {
-		a.src.Collect(db.emit)
+		a.src.Collect(db.emit, flush)
 	}
 }
 
@@ -409,7 +412,6 @@ func (db *DB) collected(k Key, prior, p bandit.NormalGamma, n uint64) {
 	e.rec.Posterior, e.rec.Prior = p, prior
 	e.rec.N += n
 	db.markDirty(e)
-	db.pulled += int(n)
 }
 
 // lookup returns k's entry, creating it. Callers hold db.mu.
@@ -443,14 +445,16 @@ func (db *DB) run() {
 	t := time.NewTicker(db.opts.FlushInterval)
 	defer t.Stop()
 	for {
+		full := false
 		select {
 		case <-t.C:
 		case <-db.kick:
+			full = true
 		case <-db.stop:
 			close(db.done)
 			return
 		}
-		if err := db.Flush(); err != nil {
+		if err := db.flush(false, full); err != nil {
 			db.log.Error().Err(err).Msg("history: flush failed; will retry")
 		}
 	}
@@ -459,22 +463,33 @@ func (db *DB) run() {
 // Flush collects the attached Sources, writes the pending records now, in
 // one batch, and returns when they are written. The background flusher
 // calls it; callers rarely need to (Close and Export flush).
-func (db *DB) Flush() error { return db.flush(false) }
+func (db *DB) Flush() error { return db.flush(false, false) }
 
 // flush is Flush; last (Close's flush) makes its collection the last: the
-// Sources are let go.
-func (db *DB) flush(last bool) error {
+// Sources are let go. full (the flush a kick asked for) writes only if
+// FlushEvery records wait once the Sources are collected: reports lag and
+// may, in a race with a collection, count a record twice, so the
+// collected count decides.
+func (db *DB) flush(last, full bool) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
 	db.mu.Lock()
-	db.pull()
+	// Every record reported so far is collected now: the count restarts
+	// from the reports that come after.
+	reported := db.waiting.Load()
+	db.pull(true)
+	db.waiting.Add(-reported)
+	if full && len(db.dirty) < db.opts.FlushEvery {
+		db.kicked.Store(false)
+		db.mu.Unlock()
+		return nil
+	}
 	if last {
 		db.srcs = nil
 	}
 	batch := db.dirty
 	db.dirty, db.spare = db.spare[:0], nil
-	db.waiting.Add(-int64(db.pulled))
-	db.pushed, db.pulled = 0, 0
+	db.held.Store(0)
 	db.kicked.Store(false)
 	now := time.Now()
 	db.slab, db.items = db.slab[:0], db.items[:0]
@@ -500,7 +515,6 @@ func (db *DB) flush(last bool) error {
 		db.stats.Failed++
 		for _, it := range db.items {
 			db.markDirty(it.e)
-			db.pushed += int(it.n - it.e.flushedN)
 		}
 	} else {
 		db.stats.Flushes++
@@ -516,8 +530,7 @@ func (db *DB) flush(last bool) error {
 
 // smallBatch is the most records written in one transaction rather than a
 // WriteBatch: a WriteBatch starts goroutines and throttles, which costs
-// more than the write itself when a few hot buckets are flushed every 1,024
-// updates (BenchmarkSelectObserve/store).
+// more than the write itself for a few hot records (BenchmarkFlush).
 const smallBatch = 256
 
 // write sends the encoded batch to Badger in one transaction, or one
@@ -558,10 +571,10 @@ func (db *DB) write() error {
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull()
+	db.pull(false)
 	s := db.stats
 	s.Records = len(db.recs)
-	s.Pending = db.pushed + db.pulled
+	s.Pending = len(db.dirty)
 	return s
 }
 
@@ -582,7 +595,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	close(db.stop)
 	<-db.done
-	ferr := db.flush(true)
+	ferr := db.flush(true, false)
 	return errors.Join(ferr, db.bdb.Close())
 }
 

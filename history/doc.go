@@ -9,8 +9,10 @@
 // posteriors from it, so the store costs the scheduler's hot path next to
 // nothing. Put (and PutWithPrior) pushes one posterior, into memory only.
 // Either way a background goroutine writes the dirty records in one batch
-// per flush (every second or 1,024 updates by default) and on Close, so a
-// crash loses at most the last interval and never corrupts the store.
+// per flush (every second, or once 1,024 changed records wait, by
+// default) and on Close, so a crash loses at most the last interval and
+// never corrupts the store. A record changed many times between two
+// flushes is written once.
 // Each record keeps the prior it grew from (a Source's, or PutWithPrior's),
 // which is what makes Export/Import with ImportMerge exact: posteriors are
 // sufficient statistics, so a fleet of identical machines can pool what

@@ -180,7 +180,6 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 			}
 		}
 		db.markDirty(e)
-		db.pushed++
 	}
 	db.unlockKicking()
 	return st, nil

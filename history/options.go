@@ -23,7 +23,8 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults for a store in dir: flushed every
-// second or every 1,024 updates, the host's fingerprint (HostFingerprint),
+// second or as soon as 1,024 changed records wait, the host's fingerprint
+// (HostFingerprint),
 // prior weight 0.1, warnings logged to stderr.
 func DefaultOptions(dir string) Options {
 	return Options{
@@ -44,8 +45,11 @@ func (o Options) WithInMemory(b bool) Options { o.InMemory = b; return o }
 // it is written: a crash loses at most this much. Default 1s.
 func (o Options) WithFlushInterval(d time.Duration) Options { o.FlushInterval = d; return o }
 
-// WithFlushEvery sets how many updates trigger a flush before the interval
-// is up. Default 1024.
+// WithFlushEvery sets how many records waiting to be written (posteriors
+// changed since the last flush, one per key however often it changed)
+// trigger a flush before the interval is up: it bounds a flush's batch
+// and what a crash can lose to that many records' changes, or the
+// interval's. Default 1024.
 func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
 
 // WithFingerprint sets the hardware fingerprint that scopes the records
@@ -75,7 +79,7 @@ func (o Options) validate() error {
 	case o.FlushInterval <= 0:
 		return fmt.Errorf("%w: flush interval %v, must be positive", ErrInvalidOptions, o.FlushInterval)
 	case o.FlushEvery <= 0:
-		return fmt.Errorf("%w: flush every %d updates, must be positive", ErrInvalidOptions, o.FlushEvery)
+		return fmt.Errorf("%w: flush every %d records, must be positive", ErrInvalidOptions, o.FlushEvery)
 	case !(o.PriorWeight >= 0 && o.PriorWeight <= 1):
 		return fmt.Errorf("%w: prior weight %v, must be in [0, 1]", ErrInvalidOptions, o.PriorWeight)
 	case o.Fingerprint.Hash == "":

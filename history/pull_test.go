@@ -10,6 +10,7 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/rs/zerolog"
 )
 
@@ -146,11 +147,25 @@ func learnedTotal(s *adaptive.Scheduler) int {
 	return n
 }
 
-// Issue 4, write-behind: FlushEvery updates collected from a scheduler
-// trigger a flush before the interval, and fewer do not. An update is an
-// Observe that changed a posterior (not a GPU's warm-up run). Below 16 times
-// the scheduler's stripes of counters (at least 128) it counts every
-// update; at the default, 1,024, a flush may come up to an eighth late.
+// withData returns how many arms of s have learned from an observation:
+// the records a store holds for s before any flush.
+func withData(s *adaptive.Scheduler) int {
+	n := 0
+	for _, bt := range s.Telemetry().Buckets {
+		for _, at := range bt.Arms {
+			if learned(at) > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Issue 4, write-behind: FlushEvery records collected from a scheduler
+// trigger a flush before the interval, and fewer do not, however often
+// they change. Below 16 times the scheduler's stripes of counters (at
+// least 128) it counts every record; at the default, 1,024, a flush may
+// come up to an eighth late.
 func TestPullFlushEvery(t *testing.T) {
 	waitFlush := func(db *history.DB) history.Stats {
 		deadline := time.Now().Add(5 * time.Second)
@@ -159,31 +174,58 @@ func TestPullFlushEvery(t *testing.T) {
 		}
 		return db.Stats()
 	}
-	for _, c := range []struct{ every, none, flush int }{{100, 99, 100}, {1024, 1023, 1024 + 1024/8}} {
-		db := openPullDB(t, t.TempDir(), c.every)
+	for _, every := range []int{10, 40} {
+		db := openPullDB(t, t.TempDir(), every)
 		s := newPullScheduler(t, db)
 		rng := rand.New(rand.NewPCG(6, 6))
 		i := 0
-		observe := func(n int) { // until n updates in all
-			for learnedTotal(s) < n {
-				spec := warmSpecs[i%len(warmSpecs)]
-				i++
-				d, err := s.Select(spec, adaptive.Residency{})
-				if err != nil {
-					t.Fatal(err)
+		observe := func() {
+			spec := warmSpecs[i%len(warmSpecs)]
+			i++
+			d, err := s.Select(spec, adaptive.Residency{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Observe(d, backends.Timing{Duration: time.Duration(trueUs(d.Name, spec, rng) * 1e3), Clock: backends.Simulated})
+		}
+		for withData(s) < every-1 {
+			observe()
+		}
+		// Observe the arms with data again and again: their records
+		// change, no new one waits.
+		specOf := map[string]kernels.Spec{}
+		for _, sp := range warmSpecs {
+			specOf[adaptive.BucketName(sp)] = sp
+		}
+		names := s.Backends()
+		for range 20 {
+			for _, bt := range s.Telemetry().Buckets {
+				for a, at := range bt.Arms {
+					if learned(at) == 0 {
+						continue
+					}
+					d, err := s.Select(specOf[bt.Name], adaptive.Residency{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.Backend, d.Name = a, names[a]
+					s.Observe(d, backends.Timing{Duration: time.Duration(trueUs(d.Name, specOf[bt.Name], rng) * 1e3), Clock: backends.Simulated})
 				}
-				s.Observe(d, backends.Timing{Duration: time.Duration(trueUs(d.Name, spec, rng) * 1e3), Clock: backends.Simulated})
 			}
 		}
-		observe(c.none)
-		time.Sleep(20 * time.Millisecond)
-		if st := db.Stats(); st.Flushes != 0 || st.Pending != c.none || st.Durable != 0 {
-			t.Fatalf("every %d: after %d updates: %+v, want no flush and %d pending", c.every, c.none, st, c.none)
+		if n := withData(s); n != every-1 {
+			t.Fatalf("every %d: %d records after re-observing, want %d", every, n, every-1)
 		}
-		observe(c.flush)
+		time.Sleep(20 * time.Millisecond)
+		if st := db.Stats(); st.Flushes != 0 || st.Pending != every-1 || st.Durable != 0 {
+			t.Fatalf("every %d: %d records waiting after %d updates: %+v, want no flush", every, every-1, learnedTotal(s), st)
+		}
+		for withData(s) < every {
+			observe()
+		}
 		st := waitFlush(db)
-		if st.Flushes != 1 || st.Durable < uint64(c.every) || st.Durable+uint64(st.Pending) != uint64(c.flush) {
-			t.Fatalf("every %d: after %d updates: %+v, want one flush of at least %d", c.every, c.flush, st, c.every)
+		if st.Flushes != 1 || st.Durable != uint64(learnedTotal(s)) {
+			t.Fatalf("every %d: after the %dth record: %+v, want one flush of all %d updates", every, every, st, learnedTotal(s))
 		}
 		s.Close()
 		db.Close()

@@ -47,11 +47,14 @@ type Source interface {
 	// previous Collect: its key, the prior it grew from, the posterior,
 	// and n, the updates (observations) it has had since, which the
 	// store adds to the record's N; n may be 0 for a posterior changed
-	// otherwise (discounted by its bucket's other observations). The
-	// store calls Collect from one goroutine at a time; emit must not
-	// call back into the Source, and Collect must not call into the
-	// store.
-	Collect(emit func(k Key, prior, p bandit.NormalGamma, n uint64))
+	// otherwise (discounted by its bucket's other observations). flush
+	// says that the store writes what it collects now; otherwise (Stats,
+	// Records, Load) it holds the records until its next flush, and the
+	// Source does not report them again (Attachment.Updated) when they
+	// change before then. The store calls Collect from one goroutine at
+	// a time; emit must not call back into the Source, and Collect must
+	// not call into the store.
+	Collect(emit func(k Key, prior, p bandit.NormalGamma, n uint64), flush bool)
 }
 
 // Puller is an optional capability of a Store: pulling posteriors from a
@@ -67,12 +70,13 @@ type Puller interface {
 
 // Attachment is a Source's registration with a Puller.
 type Attachment interface {
-	// Updated reports n more updates waiting in the Source. It only
-	// counts: once Threshold updates (pushed or reported) wait, the store
-	// flushes before its interval is up. It never blocks or does I/O, and
-	// is safe for concurrent use.
+	// Updated reports n more records waiting in the Source: posteriors
+	// changed since its last collection (one per key, however often it
+	// changed). It only counts: once Threshold records (pushed or
+	// reported) wait, the store flushes before its interval is up. It
+	// never blocks or does I/O, and is safe for concurrent use.
 	Updated(n int)
-	// Threshold returns how many waiting updates trigger a flush (DB:
+	// Threshold returns how many waiting records trigger a flush (DB:
 	// Options.FlushEvery).
 	Threshold() int
 	// Detach collects the Source one last time, keeps what it gives for
