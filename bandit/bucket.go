@@ -23,6 +23,16 @@ type Bucket struct {
 	Detector  CUSUM         // change detector on the incumbent (K, H set from Config by Observe)
 	Switches  int           // changes of incumbent (the first choice is not one)
 	Alarms    int           // change alarms raised
+
+	// The re-check of an incumbent that a change displaced (Choose):
+	// recheck is 1 + its arm (0: none, so that a literal Bucket has
+	// none), due the decision at which its posterior is next widened, gap
+	// the decisions until the one after. changed reports an alarm on the
+	// incumbent since it took over.
+	changed   bool
+	recheck   int
+	due, gap  int64
+	decisions int64
 }
 
 // NewBucket returns a bucket whose arms start at priors (copied).
@@ -39,16 +49,50 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // a switch and resets the detector. extra and costs are as for Choose.
 // cfg must have been validated. It does not allocate.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
+	b.decisions++
+	if b.recheck > 0 && b.decisions >= b.due {
+		if a := b.recheck - 1; a != b.Incumbent {
+			b.Arms[a].Widen(b.Priors[a])
+		}
+		b.gap *= 2
+		b.due = b.decisions + b.gap
+		if b.gap > maxRecheckGap {
+			b.recheck = 0
+		}
+	}
 	arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
 	if arm != b.Incumbent {
 		if b.Incumbent >= 0 {
 			b.Switches++
+			if b.changed {
+				b.recheck, b.gap = b.Incumbent+1, firstRecheckGap
+				b.due = b.decisions + b.gap
+			}
 		}
 		b.Incumbent = arm
+		b.changed = false
 		b.Detector.Reset()
 	}
 	return arm, held
 }
+
+// An incumbent that loses the bucket after a change alarm is re-checked:
+// its posterior is widened (Widen) firstRecheckGap decisions later, then
+// after twice as many, and so on up to maxRecheckGap, whenever it is not
+// the incumbent then (a re-check that wins the bucket back while the
+// change lasts loses it again, without an alarm: its schedule goes on).
+// A change is often a passing one (another process holding a core of a
+// shared CPU, a GPU clocking down for a while), and the arm's evidence
+// from it, believed as firmly as any, would keep it away until the
+// discount wore it down: about a thousand decisions for γ = 0.999
+// (TestPassingSlowdown: 3 of 10 seeds stayed away, none with re-checks).
+// Each re-check costs a few tries of the arm if the change persists
+// (TestDrift), and none happen without an alarm, so a stationary bucket
+// is not disturbed (TestConvergence, TestHysteresis).
+const (
+	firstRecheckGap = 64
+	maxRecheckGap   = 4096
+)
 
 // Observe records a measured compute duration of us µs on arm: if arm is
 // the incumbent, its standardized residual against the posterior
@@ -83,6 +127,7 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 	if alarm {
 		p.Widen(b.Priors[arm])
 		b.Alarms++
+		b.changed = true
 	}
 	return alarm
 }

@@ -125,6 +125,33 @@ func TestDrift(t *testing.T) {
 	}
 }
 
+// TestPassingSlowdown is what a shared CPU does to a bucket (traced on
+// the 2-core test machine, cmd/infer -backends cpu,cpu1, QuantizedMatMul
+// s46): the best arm (300 µs against 390) runs at 500 µs while another
+// process holds a core, for decisions 1,000–1,400, then recovers. The
+// bucket moves to the other arm during the slowdown and must come back:
+// the recovered arm takes ≥ 80% of decisions 1,700–2,000 on each seed.
+func TestPassingSlowdown(t *testing.T) {
+	cfg := defaultCfg(t)
+	mean := func(i, arm int) float64 {
+		if arm == 0 && i >= 1000 && i < 1400 {
+			return 500
+		}
+		return []float64{300, 390}[arm]
+	}
+	for seed := range uint64(10) {
+		ch, b := runBucket(cfg, bandittest.World{Mean: mean, Sigma: 0.1}, []float64{300, 390}, 2000, 400+seed)
+		during, after := bandittest.Share(ch, 1, 1100, 1400), bandittest.Share(ch, 0, 1700, 2000)
+		t.Logf("seed %d: other arm's share during %.3f, recovered arm's after %.3f, alarms %d, switches %d", seed, during, after, b.Alarms, b.Switches)
+		if during < 0.5 {
+			t.Errorf("seed %d: the other arm took %.3f of decisions 1100–1400, during the slowdown", seed, during)
+		}
+		if after < 0.8 {
+			t.Errorf("seed %d: the recovered arm took %.3f of decisions 1700–2000, want ≥ 0.8", seed, after)
+		}
+	}
+}
+
 // TestHysteresis checks DESIGN.md § The bandit, hysteresis, on two arms
 // within 3% of each other (100 and 103 µs): at most 20 switches in 10,000
 // decisions under the defaults, on each of 10 seeds (measured 4–17 over 40
