@@ -111,7 +111,7 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 	if us < minUs {
 		us = minUs
 	}
-	y := math.Log(us)
+	y := log(us)
 	p := &b.Arms[arm]
 	if arm == b.Incumbent {
 		sd := math.Sqrt(p.Variance() * (1 + 1/p.Kappa))
