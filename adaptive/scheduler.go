@@ -271,11 +271,12 @@ type storeSource Scheduler
 // Collect implements history.Source: it empties the stack of queued
 // buckets and emits, under each bucket's lock, the posterior of every arm
 // with data, with its prior and its observations since the last
-// collection. A collection that is not a flush's marks each bucket held
-// (with the count of flushes so far), so that Observe does not report its
-// records again until the store has written them. The arms not observed are emitted too (n = 0): an
+// collection. The arms not observed are emitted too (n = 0): an
 // observation of a bucket discounts every arm (DESIGN.md § The bandit),
-// and the store keeps the scheduler's posteriors as they are.
+// and the store keeps the scheduler's posteriors as they are. A
+// collection that is not a flush's marks each bucket held (with the count
+// of flushes so far), so that Observe does not report its records again
+// until the store has written them.
 func (src *storeSource) Collect(emit func(k history.Key, prior, p bandit.NormalGamma, n uint64), flush bool) {
 	s := (*Scheduler)(src)
 	held := uint64(0) // a flush's collection: the store holds nothing after it

@@ -19,9 +19,9 @@ import (
 // DB is the Badger-backed posterior store. Put records the posterior in
 // memory and returns; a background goroutine writes the dirty records in
 // one batch per flush (every FlushInterval, or as soon as FlushEvery
-// records wait, whichever comes first) and on Close. Sources attached by Attach are
-// collected at the start of each flush (and by Records, Load and Stats,
-// so that those include their pending updates). All methods are safe for
+// records wait, whichever comes first) and on Close. Sources attached by
+// Attach are collected at the start of each flush (and by Records, Load
+// and Stats, so that those include their pending updates). All methods are safe for
 // concurrent use.
 type DB struct {
 	opts Options
@@ -39,8 +39,8 @@ type DB struct {
 	emit   func(k Key, prior, p bandit.NormalGamma, n uint64) // db.collected
 
 	// waiting counts the records that attached Sources reported through
-	// Updated since the last flush's collection: it lags the records they
-	// hold by what they have not reported yet. Atomic, so that a Source
+	// Updated since the last collection: it lags the records they hold by
+	// what they have not reported yet. Atomic, so that a Source
 	// reports without db.mu.
 	waiting atomic.Int64
 	// held is len(dirty), for Sources' reports to read without db.mu.
@@ -393,12 +393,16 @@ func (a *attachment) Detach() {
 }
 
 // pull collects every attached Source into recs; flush says that this is
-// a flush's collection (Source.Collect). Callers hold db.mu (which also
-// keeps one Collect at a time).
+// a flush's collection (Source.Collect). Every record reported so far is
+// collected then (and counted in held): waiting restarts from the reports
+// that come after. Callers hold db.mu (which also keeps one Collect at a
+// time).
 func (db *DB) pull(flush bool) {
+	reported := db.waiting.Load()
 	for _, a := range db.srcs {
 		a.src.Collect(db.emit, flush)
 	}
+	db.waiting.Add(-reported)
 }
 
 // collected is the emit function of pull: a Source's posterior of k, grown
@@ -469,21 +473,22 @@ func (db *DB) Flush() error { return db.flush(false, false) }
 // Sources are let go. full (the flush a kick asked for) writes only if
 // FlushEvery records wait once the Sources are collected: reports lag and
 // may, in a race with a collection, count a record twice, so the
-// collected count decides.
+// collected count decides. That first collection is not a flush's (the
+// Sources hold back their reports of what it took); when the count is
+// reached, a flush's collection follows and the batch is written.
 func (db *DB) flush(last, full bool) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
 	db.mu.Lock()
-	// Every record reported so far is collected now: the count restarts
-	// from the reports that come after.
-	reported := db.waiting.Load()
-	db.pull(true)
-	db.waiting.Add(-reported)
-	if full && len(db.dirty) < db.opts.FlushEvery {
-		db.kicked.Store(false)
-		db.mu.Unlock()
-		return nil
+	if full {
+		db.pull(false)
+		if len(db.dirty) < db.opts.FlushEvery {
+			db.kicked.Store(false)
+			db.mu.Unlock()
+			return nil
+		}
 	}
+	db.pull(true)
 	if last {
 		db.srcs = nil
 	}
