@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestPoolCoversOnce checks that Parallel visits every index exactly once,
@@ -84,5 +85,39 @@ func BenchmarkPoolParallel(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Parallel(64, fn)
+	}
+}
+
+// BenchmarkPoolGap measures a Parallel call that comes some time after
+// the last one (the single-threaded ops of a decode step in between):
+// wall time of the call alone, in call-ns/op, for a body of about 1 µs
+// per chunk that shares nothing. Right after the last call the workers are
+// still polling; past spinFor they have blocked and must be woken.
+func BenchmarkPoolGap(b *testing.B) {
+	for _, gap := range []time.Duration{0, 200 * time.Microsecond, 2 * spinFor} {
+		b.Run(gap.String(), func(b *testing.B) {
+			p := NewPool(0)
+			defer p.Close()
+			chunks := p.Threads() * chunksPerThread
+			out := make([]float64, chunks*8) // a cache line per chunk
+			fn := func(lo, hi int) {
+				for c := lo; c < hi; c++ {
+					x := 1.0
+					for range 300 {
+						x = x*1.0000001 + 1e-9
+					}
+					out[c*8] = x
+				}
+			}
+			var in time.Duration
+			for b.Loop() {
+				for t := time.Now(); time.Since(t) < gap; {
+				}
+				t := time.Now()
+				p.Parallel(chunks, fn)
+				in += time.Since(t)
+			}
+			b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "call-ns/op")
+		})
 	}
 }
