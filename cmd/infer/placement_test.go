@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -106,6 +107,53 @@ func TestRunModelled(t *testing.T) {
 		t.Errorf("steps sum to %.9f s, summary %.9f s", measured/1e6, s.ModelledSeconds)
 	}
 }
+
+// TestSimPlacement is issue 6's simulated-GPU target on a small model
+// (2.5M parameters, 16 tokens after 6 of warm-up), which keeps its
+// character: at batch 16 everything on the GPU beats the per-op oracle.
+// Auto must beat the all-GPU rule (static2x) and stay within 3% of the
+// oracle or above it, at batch 1 and 16. Modelled time is deterministic.
+// Before the GPU's warm-up run was set aside (adaptive/core.go) and the
+// simulator's warm-up was made per kernel, h100 at batch 16 failed: auto
+// 38,804 modelled tokens/s against static2x 39,759.
+func TestSimPlacement(t *testing.T) {
+	registerSimNoCompute()
+	small := []string{"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
+	tps := func(gpu, strategy string, batch int) float64 {
+		args := append([]string{"-backends", "simnc:cpu2,simnc:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
+			"-prompt", "4", "-tokens", "16", "-warmup", "6", "-json"}, small...)
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("%v\n%s", err, errb.String())
+		}
+		var s Summary
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.ModelledTokensPerS
+	}
+	for _, c := range []struct {
+		gpu   string
+		batch int
+	}{{"h100", 1}, {"mi300x", 1}, {"h100", 16}, {"mi300x", 16}} {
+		auto, static, oracle := tps(c.gpu, "auto", c.batch), tps(c.gpu, "static2x", c.batch), tps(c.gpu, "oracle", c.batch)
+		t.Logf("%s batch %d: auto %.0f, static2x %.0f, oracle %.0f modelled tokens/s", c.gpu, c.batch, auto, static, oracle)
+		if auto <= static || auto < 0.97*oracle {
+			t.Errorf("%s batch %d: auto %.0f modelled tokens/s, want above static2x's %.0f and within 3%% of the oracle's %.0f",
+				c.gpu, c.batch, auto, static, oracle)
+		}
+	}
+}
+
+// registerSimNoCompute registers "simnc:<profile>": the simulator's
+// devices without their reference kernels. A placement depends on the
+// modelled durations only, and computing every op under the race detector
+// took this package's tests from 1 s to 48.
+var registerSimNoCompute = sync.OnceFunc(func() {
+	backends.Register("simnc", func(profile string) (backends.Backend, error) {
+		return sim.Open(profile, sim.DefaultOptions().WithSkipCompute(true))
+	})
+})
 
 // simModel is BenchmarkSimPlacement's model: 15.9M parameters.
 var simModel = []string{"-dim", "512", "-layers", "4", "-heads", "8", "-kv-heads", "4", "-ffn", "1408", "-vocab", "8000", "-ctx", "64"}
