@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -184,9 +187,41 @@ func BenchmarkDecode(b *testing.B) {
 					n++
 				}
 				b.ReportMetric(float64(n*batch)/b.Elapsed().Seconds(), "tokens/s")
+				logPlacement(b, e.Scheduler().Telemetry())
 			})
 		}
 	}
+}
+
+// logPlacement logs (with -v) where the ops went: each backend's ops and
+// share of the measured time, then, for each bucket with over 2% of it,
+// the ops and mean µs on each backend, so that a run that went wrong
+// says where.
+func logPlacement(b *testing.B, tel adaptive.Telemetry) {
+	var line strings.Builder
+	var total time.Duration
+	for _, bk := range tel.Backends {
+		total += bk.Time
+	}
+	us := total.Seconds() * 1e6
+	for _, bk := range tel.Backends {
+		fmt.Fprintf(&line, "%s: %d ops, %.0f%% of the time; ", bk.Name, bk.Ops, 100*bk.Time.Seconds()*1e6/max(us, 1))
+	}
+	for _, bt := range tel.Buckets {
+		var t float64
+		for _, at := range bt.Arms {
+			t += at.MeanUs * float64(at.N)
+		}
+		if t < 0.02*us {
+			continue
+		}
+		line.WriteString(bt.Name)
+		for _, at := range bt.Arms {
+			fmt.Fprintf(&line, " %s %d×%.0fµs", at.Backend, at.N, at.MeanUs)
+		}
+		line.WriteString("; ")
+	}
+	b.Log(line.String())
 }
 
 func itoa(n int) string {
