@@ -46,8 +46,9 @@ func NewBucket(priors []NormalGamma) *Bucket {
 
 // Choose picks an arm with Choose (the package function) under
 // cfg.Hysteresis and makes it the incumbent; a change of incumbent counts
-// a switch and resets the detector. extra and costs are as for Choose.
-// cfg must have been validated. It does not allocate.
+// a switch and resets the detector, and an incumbent displaced after a
+// change alarm is re-checked later (firstRecheckGap). extra and costs are
+// as for Choose. cfg must have been validated. It does not allocate.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	b.decisions++
 	if b.recheck > 0 && b.decisions >= b.due {
