@@ -120,17 +120,8 @@ func TestSimPlacement(t *testing.T) {
 	registerSimNoCompute()
 	small := []string{"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
 	tps := func(gpu, strategy string, batch int) float64 {
-		args := append([]string{"-backends", "simnc:cpu2,simnc:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
-			"-prompt", "4", "-tokens", "16", "-warmup", "6", "-json"}, small...)
-		var out, errb bytes.Buffer
-		if err := run(context.Background(), args, &out, &errb); err != nil {
-			t.Fatalf("%v\n%s", err, errb.String())
-		}
-		var s Summary
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-			t.Fatal(err)
-		}
-		return s.ModelledTokensPerS
+		return runSummary(t, append([]string{"-backends", "simnc:cpu2,simnc:" + gpu, "-strategy", strategy,
+			"-batch", strconv.Itoa(batch), "-prompt", "4", "-tokens", "16", "-warmup", "6", "-json"}, small...)).ModelledTokensPerS
 	}
 	for _, c := range []struct {
 		gpu   string
@@ -165,16 +156,22 @@ const simPrompt, simTokens, simWarmup = 4, 40, 8
 
 // runSim decodes the workload on sim:cpu2 and sim:<gpu> under strategy.
 func runSim(b *testing.B, gpu, strategy string, batch int) Summary {
-	args := append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
+	return runSummary(b, append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
 		"-prompt", strconv.Itoa(simPrompt), "-tokens", strconv.Itoa(simTokens), "-warmup", strconv.Itoa(simWarmup),
-		"-json", "-step-times"}, simModel...)
+		"-json", "-step-times"}, simModel...))
+}
+
+// runSummary runs infer with args (which include -json) and returns the
+// summary it prints.
+func runSummary(tb testing.TB, args []string) Summary {
+	tb.Helper()
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), args, &out, &errb); err != nil {
-		b.Fatalf("%v\n%s", err, errb.String())
+		tb.Fatalf("%v\n%s", err, errb.String())
 	}
 	var s Summary
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return s
 }
