@@ -660,21 +660,18 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	pushed := learned && s.cfg.Store != nil && !pulled
 	var queued uint64 // records the store's next collection gains from b
 	if learned && pulled {
+		// Counted already: b's records when b is queued, or when the store
+		// holds them since a collection after its last flush. Then only an
+		// arm's first data is a new record.
+		counted := b.queued || b.held == s.flushes.Load()+1
+		if !b.queued {
+			s.queue(b)
+		}
 		switch {
-		case b.queued:
-			if b.seen != had {
-				queued = 1 // an arm's first data, in a bucket already queued
-			}
-		case b.held == s.flushes.Load()+1:
-			// The store holds b's records since a collection after its
-			// last flush: only an arm's first data is a new one.
-			s.queue(b)
-			if b.seen != had {
-				queued = 1
-			}
-		default:
-			s.queue(b)
+		case !counted:
 			queued = uint64(b.seen.Count())
+		case b.seen != had:
+			queued = 1
 		}
 	}
 	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]

@@ -45,10 +45,12 @@ func NewThompsonSeed(cfg bandit.Config, arms []bandit.Arm, seed uint64) (bandit.
 	}
 	p := &thompson{arms: append([]bandit.Arm(nil), arms...), links: make([]*linkModel, len(arms))}
 	models := make([]roofline, len(arms))
+	var gpus Mask
 	for i, a := range arms {
 		def := defaultCPU
 		if a.GPU {
 			def = defaultGPU
+			gpus |= Backend(i)
 		}
 		f := a.Nominal
 		nom := fillNominal(backends.Nominal{GFLOPS: f.GFLOPS, MemGBps: f.MemGBps, DispatchUs: f.DispatchUs}, def)
@@ -66,12 +68,6 @@ func NewThompsonSeed(cfg bandit.Config, arms []bandit.Arm, seed uint64) (bandit.
 				p.links[i] = l
 				break
 			}
-		}
-	}
-	var gpus Mask
-	for i, a := range arms {
-		if a.GPU {
-			gpus |= Backend(i)
 		}
 	}
 	p.e = newEngine(cfg, models, gpus, seed)

@@ -21,8 +21,8 @@ import (
 // one batch per flush (every FlushInterval, or as soon as FlushEvery
 // records wait, whichever comes first) and on Close. Sources attached by
 // Attach are collected at the start of each flush (and by Records, Load
-// and Stats, so that those include their pending updates). All methods are safe for
-// concurrent use.
+// and Stats, so that those include their pending updates). All methods
+// are safe for concurrent use.
 type DB struct {
 	opts Options
 	bdb  *badger.DB

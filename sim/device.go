@@ -307,10 +307,7 @@ func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) 
 		d.mu.Unlock()
 		return backends.Timing{}, d.fail(op, err)
 	}
-	key := s.Op.String() + "/" + s.DType.String()
-	if s.Op == kernels.Opaque {
-		key = s.Params.Name + "/" + s.DType.String()
-	}
+	key := kernelKey(s)
 	first := !d.seen[key] // the kernel's first run (Profile.WarmupFactor)
 	d.seen[key] = true
 	compute, _ := slowdown(d.opt.events, i)
@@ -347,5 +344,17 @@ func (p *Profile) sample(r *rand.Rand, base float64, first bool) float64 {
 	}
 	return us
 }
+
+// opName names s's op: its op, or an opaque op's own name.
+func opName(s kernels.Spec) string {
+	if s.Op == kernels.Opaque && s.Params.Name != "" {
+		return s.Params.Name
+	}
+	return s.Op.String()
+}
+
+// kernelKey names the kernel that runs s, what warms up once per device
+// (Profile.WarmupFactor): its op (or opaque name) and dtype, not its shape.
+func kernelKey(s kernels.Spec) string { return opName(s) + "/" + s.DType.String() }
 
 func micros(us float64) time.Duration { return time.Duration(math.Round(us * 1e3)) }

@@ -166,10 +166,7 @@ func (e *Env) newKey(op Op) (keyInfo, error) {
 		return keyInfo{}, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, len(e.ops), err)
 	}
 	w := s.Work()
-	name := s.Op.String()
-	if s.Op == kernels.Opaque && s.Params.Name != "" {
-		name = s.Params.Name
-	}
+	name := opName(s)
 	k := keyInfo{
 		task: bandit.Task{
 			Bucket: op.Bucket, Op: name, Class: bandit.Class(s.Op.Class()),
@@ -179,7 +176,7 @@ func (e *Env) newKey(op Op) (keyInfo, error) {
 		},
 		base: make([]float64, e.nA), sigma: make([]float64, e.nA),
 	}
-	kn := name + "/" + s.DType.String()
+	kn := kernelKey(s)
 	kid, ok := e.kernels[kn]
 	if !ok {
 		kid = int32(len(e.kernels))
