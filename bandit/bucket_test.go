@@ -308,3 +308,28 @@ func TestOutlierNoAlarm(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledSpikes checks the winsorized update of a settled arm
+// (bucket.go, settledAfter): the GPU (190 µs against the CPU's 400, σ =
+// 0.1) has run about 28 times when 3 spikes of 100× in a row (a preempted
+// process) hit it. Clipped to 3 predictive standard deviations, they
+// leave its mean and noise variance nearly as they were, and it keeps the
+// bucket: ≥ 95% of the next 200 decisions on each of 10 seeds. Learned
+// unclipped (as before winsorizing), they moved its mean by 100×'s
+// logarithm over 30 and inflated its noise variance, and the GPU fell
+// below 95% on 9 of the 10 seeds (2 spikes: 6 of 10).
+func TestSettledSpikes(t *testing.T) {
+	cfg := defaultCfg(t)
+	w := bandittest.World{Mean: bandittest.Static(190, 400), Sigma: 0.1,
+		Override: func(i, arm, _ int) (float64, bool) {
+			return 19_000, arm == 0 && i >= 30 && i < 33
+		}}
+	for seed := range uint64(10) {
+		ch, b := runBucket(cfg, w, []float64{190, 400}, 233, 900+seed)
+		s := bandittest.Share(ch, 0, 33, 233)
+		t.Logf("seed %d: GPU share of decisions 33–233 %.3f, alarms %d, switches %d", seed, s, b.Alarms, b.Switches)
+		if s < 0.95 {
+			t.Errorf("seed %d: GPU share %.3f after 3 spikes, want ≥ 0.95", seed, s)
+		}
+	}
+}
