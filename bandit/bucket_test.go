@@ -153,23 +153,34 @@ func TestPassingSlowdown(t *testing.T) {
 }
 
 // TestHysteresis checks DESIGN.md § The bandit, hysteresis, on two arms
-// within 3% of each other (100 and 103 µs): at most 20 switches in 10,000
-// decisions under the defaults, on each of 10 seeds (measured 4–17 over 40
-// seeds; config.go gives the tuning), at least 4× fewer than with no
-// margin, and Bucket.Switches agreeing with the count of incumbent
-// changes.
+// within 3% of each other (100 and 103 µs, σ = 0.2): at most 20 switches
+// in 10,000 decisions under the defaults, stated as a tolerance over 60
+// seeds: ≤ 20 on at least 57 of them (95%) and ≤ 25 on every one; at
+// least 4× fewer than with no margin; Bucket.Switches agreeing with the
+// count of incumbent changes. Measured (alarmEvidence = 2): 548 switches
+// over the 60 seeds, 2 seeds above 20 (21, 22). It is not ≤ 20 on every
+// seed: before alarmEvidence it was 563, 2 above 20 (21, 23), although
+// the 10 seeds this test then ran (1–10) were all within. Most switches
+// come in the first 1,000 decisions, while both posteriors are wide;
+// later ones come in pairs (a challenger whose evidence the discount has
+// worn down wins one draw, then loses the next).
 func TestHysteresis(t *testing.T) {
+	const seeds, bound, hardBound = 60, 20, 25
 	cfg := defaultCfg(t)
 	none := cfg
 	none.Hysteresis = -1 // no margin
 	w := bandittest.World{Mean: bandittest.Static(100, 103), Sigma: 0.2}
-	var with, without int
-	for seed := uint64(1); seed <= 10; seed++ {
+	var with, without, over int
+	for seed := uint64(1); seed <= seeds; seed++ {
 		ch, b := runBucket(cfg, w, []float64{100, 100}, 10_000, seed)
 		n := bandittest.Switches(ch)
 		with += n
-		if n > 20 {
-			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ 20", seed, n)
+		if n > bound {
+			over++
+			t.Logf("seed %d: %d switches in 10000 decisions", seed, n)
+		}
+		if n > hardBound {
+			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, hardBound)
 		}
 		if n != b.Switches {
 			t.Errorf("Bucket.Switches = %d, counted %d", b.Switches, n)
@@ -177,7 +188,10 @@ func TestHysteresis(t *testing.T) {
 		ch, _ = runBucket(none, w, []float64{100, 100}, 10_000, seed)
 		without += bandittest.Switches(ch)
 	}
-	t.Logf("switches over 10 seeds: h=%.2f %d, h=0 %d", cfg.Hysteresis, with, without)
+	t.Logf("switches over %d seeds: h=%.2f %d (%d seeds above %d), h=0 %d", seeds, cfg.Hysteresis, with, over, bound, without)
+	if over > seeds/20 {
+		t.Errorf("%d of %d seeds above %d switches, want at most %d", over, seeds, bound, seeds/20)
+	}
 	if 4*with > without {
 		t.Errorf("hysteresis %v: %d switches, no margin %d: want at least 4× fewer", cfg.Hysteresis, with, without)
 	}

@@ -135,59 +135,88 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// BenchmarkDecode measures decode throughput (tokens/s) of a 21.8M
-// parameter model (dim 512, 6 layers, 8 heads, 4 KV heads, FFN 1408,
-// vocab 8000) on the Executor over cpu and cpu1, adaptive and pinned to
-// each, at batch 1 and 16. Each variant first decodes 8 warm-up steps
-// (untimed); a step at the end of the context starts over.
+// decodeModel is BenchmarkDecode's model: 21.8M parameters, small enough
+// that a run holds many decode steps.
+var decodeModel = ModelConfig{Dim: 512, Layers: 6, Heads: 8, KVHeads: 4, FFN: 1408, Vocab: 8000, Ctx: 64, Seed: 1}
+
+// decodeStrategies are the strategies the decode benchmarks compare on
+// cpu+cpu1.
+var decodeStrategies = []struct {
+	name string
+	s    adaptive.Strategy
+}{{"auto", adaptive.Automatic}, {"only-cpu", adaptive.Only("cpu")}, {"only-cpu1", adaptive.Only("cpu1")}}
+
+// decodeServer is one decode loop on its own Executor over cpu and cpu1,
+// as a server runs it: a batch of requests, each step's tokens fed back.
+type decodeServer struct {
+	e     *adaptive.Executor
+	bt    *Batch
+	cur   []int
+	ctx   int
+	steps int
+}
+
+// newDecodeServer builds a server of batch requests under strategy s
+// and runs 8 warm-up steps; b's cleanup frees it.
+func newDecodeServer(b *testing.B, s adaptive.Strategy, batch int) *decodeServer {
+	b.Helper()
+	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+		Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: s, Seed: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	m, err := NewModel(e, decodeModel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Free)
+	bt, err := m.NewBatch(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(bt.Free)
+	r := rand.New(rand.NewPCG(1, 2))
+	d := &decodeServer{e: e, bt: bt, cur: make([]int, batch), ctx: decodeModel.Ctx}
+	for i := range d.cur {
+		d.cur[i] = r.IntN(decodeModel.Vocab)
+	}
+	for range 8 {
+		d.step(b)
+	}
+	d.steps = 0
+	return d
+}
+
+// step decodes one token per request, starting the requests over when
+// the context is full.
+func (d *decodeServer) step(b *testing.B) {
+	if d.bt.Pos() == d.ctx {
+		d.bt.Reset()
+	}
+	var err error
+	if d.cur, err = d.bt.Step(d.cur, nil); err != nil {
+		b.Fatal(err)
+	}
+	d.steps++
+}
+
+// BenchmarkDecode measures decode on cpu+cpu1 (the real-hardware
+// target): tokens/s of the adaptive Executor and of each backend alone,
+// each sub-benchmark on a fresh Executor. Its runs follow one another, so
+// a slow spell of the shared machine lands on one strategy and not the
+// others: BenchmarkDecodePaired interleaves them.
 func BenchmarkDecode(b *testing.B) {
-	cfg := ModelConfig{Dim: 512, Layers: 6, Heads: 8, KVHeads: 4, FFN: 1408, Vocab: 8000, Ctx: 64, Seed: 1}
 	for _, batch := range []int{1, 16} {
-		for _, st := range []struct {
-			name string
-			s    adaptive.Strategy
-		}{{"auto", adaptive.Automatic}, {"only-cpu", adaptive.Only("cpu")}, {"only-cpu1", adaptive.Only("cpu1")}} {
+		for _, st := range decodeStrategies {
 			b.Run("batch"+itoa(batch)+"/"+st.name, func(b *testing.B) {
-				e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
-					Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: st.s, Seed: 1}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer e.Close()
-				m, err := NewModel(e, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer m.Free()
-				bt, err := m.NewBatch(batch)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer bt.Free()
-				r := rand.New(rand.NewPCG(1, 2))
-				cur := make([]int, batch)
-				for i := range cur {
-					cur[i] = r.IntN(cfg.Vocab)
-				}
-				step := func() {
-					if bt.Pos() == cfg.Ctx {
-						bt.Reset()
-					}
-					if cur, err = bt.Step(cur, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for range 8 {
-					step()
-				}
+				d := newDecodeServer(b, st.s, batch)
 				b.ReportAllocs()
-				n := 0
 				for b.Loop() {
-					step()
-					n++
+					d.step(b)
 				}
-				b.ReportMetric(float64(n*batch)/b.Elapsed().Seconds(), "tokens/s")
-				logPlacement(b, e.Scheduler().Telemetry())
+				b.ReportMetric(float64(d.steps*batch)/b.Elapsed().Seconds(), "tokens/s")
+				logPlacement(b, d.e.Scheduler().Telemetry())
 			})
 		}
 	}
@@ -219,7 +248,7 @@ func logPlacement(b *testing.B, tel adaptive.Telemetry) {
 		for _, at := range bt.Arms {
 			fmt.Fprintf(&line, " %s %d×%.0fµs", at.Backend, at.N, at.MeanUs)
 		}
-		line.WriteString("; ")
+		fmt.Fprintf(&line, " (%d switches, %d alarms); ", bt.Switches, bt.Alarms)
 	}
 	b.Log(line.String())
 }
