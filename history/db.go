@@ -121,12 +121,13 @@ func Open(opts Options) (*DB, error) {
 	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: create %s: %w", opts.Dir, err)
 	}
-	// The store holds a few thousand 81-byte records: small tables and
-	// caches keep Open fast and the footprint near a few MiB.
+	// The store holds a few thousand 81-byte records: small value log
+	// files and caches keep Open fast; the memtable is sized for rewrites
+	// (DefaultMemTableSize).
 	bo = bo.WithLogger(badgerLogger{opts.Logger}).
 		WithSyncWrites(opts.SyncWrites).
 		WithNumVersionsToKeep(1).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(opts.MemTableSize).
 		WithValueLogFileSize(16 << 20).
 		WithBlockCacheSize(8 << 20).
 		WithNumCompactors(2).

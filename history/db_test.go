@@ -237,6 +237,7 @@ func TestOptionsValidate(t *testing.T) {
 		"weight":      base.WithPriorWeight(1.5),
 		"weight NaN":  base.WithPriorWeight(math.NaN()),
 		"fingerprint": base.WithFingerprint(Fingerprint{}),
+		"memtable":    base.WithMemTableSize(4096),
 	} {
 		if _, err := Open(o); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%s: %v, want ErrInvalidOptions", name, err)
