@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,14 +159,19 @@ var manySpecs = func() []kernels.Spec {
 // store attached (issue 4: at most 10% more with it), on the warm-start
 // workload (warmSpecs: 45 records, rewritten by the interval's flush
 // once a second) and on 10,000 buckets (manySpecs: a flush of 1,024
-// records every 512 or so Observes).
+// records every 512 or so Observes), serially and, over 10,000 buckets,
+// from GOMAXPROCS goroutines, where the flusher has no idle core to use.
 func BenchmarkSelectObserve(b *testing.B) {
 	for _, c := range []struct {
-		name      string
-		specs     []kernels.Spec
-		withStore bool
-	}{{"nostore", warmSpecs, false}, {"store", warmSpecs, true}, {"10k-buckets/nostore", manySpecs, false}, {"10k-buckets/store", manySpecs, true}} {
-		specs, withStore := c.specs, c.withStore
+		name                string
+		specs               []kernels.Spec
+		withStore, parallel bool
+	}{
+		{"nostore", warmSpecs, false, false}, {"store", warmSpecs, true, false},
+		{"10k-buckets/nostore", manySpecs, false, false}, {"10k-buckets/store", manySpecs, true, false},
+		{"10k-buckets/parallel/nostore", manySpecs, false, true}, {"10k-buckets/parallel/store", manySpecs, true, true},
+	} {
+		specs, withStore, parallel := c.specs, c.withStore, c.parallel
 		b.Run(c.name, func(b *testing.B) {
 			cfg := adaptive.Config{Backends: warmBackends(), Seed: 1, NoCalibration: true, CalibrationFile: "-"}
 			if withStore {
@@ -194,6 +200,22 @@ func BenchmarkSelectObserve(b *testing.B) {
 				s.Observe(d, timings[i&1023])
 			}
 			b.ReportAllocs()
+			if parallel {
+				var start atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(start.Add(1)) * 104729 // goroutines start apart
+					for pb.Next() {
+						d, err := s.Select(specs[i%len(specs)], adaptive.Residency{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						s.Observe(d, timings[i&1023])
+						i++
+					}
+				})
+				return
+			}
 			i := 0
 			for b.Loop() {
 				d, err := s.Select(specs[i%len(specs)], adaptive.Residency{})
