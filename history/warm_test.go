@@ -202,6 +202,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 			b.ReportAllocs()
 			if parallel {
 				var start atomic.Int64
+				b.ResetTimer() // RunParallel, unlike b.Loop, would time the setup above
 				b.RunParallel(func(pb *testing.PB) {
 					i := int(start.Add(1)) * 104729 // goroutines start apart
 					for pb.Next() {
