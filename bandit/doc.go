@@ -3,7 +3,8 @@
 // per arm (NormalGamma), its Thompson draw scored by the lognormal mean,
 // the choice with hysteresis (Choose), discounting and widening toward the
 // prior, a CUSUM change detector, the per-bucket loop that wires them
-// together (Bucket), its tuning (Config) and the baseline policies the
+// together (Bucket, which also winsorizes a settled arm's slow outliers
+// and re-checks an incumbent a change displaced), its tuning (Config) and the baseline policies the
 // evaluation compares against (DESIGN.md § Evaluation), all behind Policy.
 //
 // The package does no I/O, reads no clock and takes its randomness from
