@@ -192,12 +192,18 @@ func BenchmarkSelectObserve(b *testing.B) {
 			for i := range timings {
 				timings[i] = backends.Timing{Duration: time.Duration(20e3 * math.Exp(0.1*r.NormFloat64())), Clock: backends.Simulated}
 			}
-			for i, sp := range specs { // every bucket made before the timing
-				d, err := s.Select(sp, adaptive.Residency{})
+			// op is the i-th Select+Observe: spec i (cyclically), timing i.
+			op := func(i int) error {
+				d, err := s.Select(specs[i%len(specs)], adaptive.Residency{})
 				if err != nil {
+					return err
+				}
+				return s.Observe(d, timings[i&1023])
+			}
+			for i := range specs { // every bucket made before the timing
+				if err := op(i); err != nil {
 					b.Fatal(err)
 				}
-				s.Observe(d, timings[i&1023])
 			}
 			b.ReportAllocs()
 			if parallel {
@@ -206,12 +212,10 @@ func BenchmarkSelectObserve(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					i := int(start.Add(1)) * 104729 // goroutines start apart
 					for pb.Next() {
-						d, err := s.Select(specs[i%len(specs)], adaptive.Residency{})
-						if err != nil {
+						if err := op(i); err != nil {
 							b.Error(err)
 							return
 						}
-						s.Observe(d, timings[i&1023])
 						i++
 					}
 				})
@@ -219,11 +223,9 @@ func BenchmarkSelectObserve(b *testing.B) {
 			}
 			i := 0
 			for b.Loop() {
-				d, err := s.Select(specs[i%len(specs)], adaptive.Residency{})
-				if err != nil {
+				if err := op(i); err != nil {
 					b.Fatal(err)
 				}
-				s.Observe(d, timings[i&1023])
 				i++
 			}
 		})
