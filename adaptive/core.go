@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"unsafe"
 
 	"github.com/adaptsched/adaptsched/bandit"
 )
@@ -146,6 +147,20 @@ func (f *family) correction(c, a int) float64 {
 		return 0
 	}
 	return math.Max(-correctionMax, math.Min(correctionMax, sum/(weight+correctionShrink)))
+}
+
+// prefetch starts loading, all at once, the cache lines of b that Select
+// and Observe touch with n arms: the header, the posteriors and priors,
+// and the counters. Over 10,000 buckets (BenchmarkSelectObserve) they are
+// out of cache, and without it each was fetched in turn as the code
+// reached it (the lock, the draws, the decision's counter), one memory
+// latency (about 150 ns on the test VM) after another. 8 alternating runs,
+// medians: 2 backends 523 → 491 ns serial, 306 → 275 parallel; 4
+// backends 782 → 623 and 447 → 349.
+func (b *bucket) prefetch(n int) {
+	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.post)+uintptr(2*n)*unsafe.Sizeof(b.post[0]))
+	prefetch(unsafe.Pointer(&b.per), uintptr(n)*unsafe.Sizeof(b.per[0]))
+	prefetch(unsafe.Pointer(&b.picks), uintptr(n)*unsafe.Sizeof(b.picks[0]))
 }
 
 // warm installs a posterior loaded from the store as arm a's.

@@ -396,6 +396,7 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 		return Decision{}, s.noBackend(spec, ent.capable, exclude)
 	}
 	b := ent.b
+	b.prefetch(s.n)
 	d := Decision{Bucket: ent.id, b: b, s: s}
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(&res, ent.out, allowed, &d.Transfer) {

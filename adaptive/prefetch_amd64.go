@@ -1,0 +1,12 @@
+package adaptive
+
+import "unsafe"
+
+// prefetch asks the CPU to bring the cache lines of [p, p+n) into cache
+// (PREFETCHT0 every 64 bytes), without waiting for them; n > 0. It is a
+// hint: no memory is read as far as the program (or the race detector)
+// can tell, so it may touch lines that other goroutines write under
+// their locks. Go has no prefetch intrinsic outside the runtime.
+//
+//go:noescape
+func prefetch(p unsafe.Pointer, n uintptr)
