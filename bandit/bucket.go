@@ -21,7 +21,7 @@ type Bucket struct {
 	Priors    []NormalGamma // the priors the posteriors grew from
 	Incumbent int           // the arm hysteresis protects; −1 before the first choice
 	Detector  CUSUM         // change detector on the incumbent (K, H set from Config by Observe)
-	Switches  int           // changes of incumbent (the first choice is not one)
+	Switches  int           // changes of incumbent, each a change of the arm chosen (the first choice is not one)
 	Alarms    int           // change alarms raised
 
 	// The re-check of an incumbent that a change displaced (Choose):

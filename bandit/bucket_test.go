@@ -154,33 +154,27 @@ func TestPassingSlowdown(t *testing.T) {
 
 // TestHysteresis checks DESIGN.md § The bandit, hysteresis, on two arms
 // within 3% of each other (100 and 103 µs, σ = 0.2): at most 20 switches
-// in 10,000 decisions under the defaults, stated as a tolerance over 60
-// seeds: ≤ 20 on at least 57 of them (95%) and ≤ 25 on every one; at
-// least 4× fewer than with no margin; Bucket.Switches agreeing with the
-// count of incumbent changes. Measured (alarmEvidence = 2): 548 switches
-// over the 60 seeds, 2 seeds above 20 (21, 22). It is not ≤ 20 on every
-// seed: before alarmEvidence it was 563, 2 above 20 (21, 23), although
-// the 10 seeds this test then ran (1–10) were all within. Most switches
-// come in the first 1,000 decisions, while both posteriors are wide;
-// later ones come in pairs (a challenger whose evidence the discount has
-// worn down wins one draw, then loses the next).
+// (changes of the arm chosen, each a change of incumbent) in 10,000
+// decisions under the defaults, on every one of 200 seeds; at least 4×
+// fewer than with no margin; Bucket.Switches agreeing with the count.
+// Measured since Choose also holds the challenger to the incumbent's
+// posterior mean: mean 5.8, at most 20 (1,000 seeds: mean 5.8, max 20);
+// before, mean 9.1 and 21 of 1,000 seeds above 20 (max 39), most of the
+// late switches pairs in which a challenger won one draw and lost the next.
 func TestHysteresis(t *testing.T) {
-	const seeds, bound, hardBound = 60, 20, 25
+	const seeds, bound = 200, 20
 	cfg := defaultCfg(t)
 	none := cfg
 	none.Hysteresis = -1 // no margin
 	w := bandittest.World{Mean: bandittest.Static(100, 103), Sigma: 0.2}
-	var with, without, over int
+	var with, without, most int
 	for seed := uint64(1); seed <= seeds; seed++ {
 		ch, b := runBucket(cfg, w, []float64{100, 100}, 10_000, seed)
 		n := bandittest.Switches(ch)
 		with += n
+		most = max(most, n)
 		if n > bound {
-			over++
-			t.Logf("seed %d: %d switches in 10000 decisions", seed, n)
-		}
-		if n > hardBound {
-			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, hardBound)
+			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, bound)
 		}
 		if n != b.Switches {
 			t.Errorf("Bucket.Switches = %d, counted %d", b.Switches, n)
@@ -188,10 +182,7 @@ func TestHysteresis(t *testing.T) {
 		ch, _ = runBucket(none, w, []float64{100, 100}, 10_000, seed)
 		without += bandittest.Switches(ch)
 	}
-	t.Logf("switches over %d seeds: h=%.2f %d (%d seeds above %d), h=0 %d", seeds, cfg.Hysteresis, with, over, bound, without)
-	if over > seeds/20 {
-		t.Errorf("%d of %d seeds above %d switches, want at most %d", over, seeds, bound, seeds/20)
-	}
+	t.Logf("switches over %d seeds: h=%.2f %d (mean %.1f, most %d), h=0 %d", seeds, cfg.Hysteresis, with, float64(with)/seeds, most, without)
 	if 4*with > without {
 		t.Errorf("hysteresis %v: %d switches, no margin %d: want at least 4× fewer", cfg.Hysteresis, with, without)
 	}

@@ -7,9 +7,17 @@ import "math/rand/v2"
 // i; nil means none), writes each arm's cost into costs and picks the
 // cheapest, subject to hysteresis (DESIGN.md § The bandit): the incumbent
 // (−1 = none) is kept unless the cheapest challenger costs less than
-// (1−h)·the incumbent's cost. held reports that the incumbent was kept
-// although a challenger sampled cheaper. h ≤ 0 is no margin; h ≥ 1 never
-// leaves the incumbent.
+// (1−h)·the incumbent's cost, both its sampled cost and its posterior mean
+// cost (MeanUs plus extra). held reports that the incumbent was kept
+// although a challenger sampled cheaper. h ≤ 0 is no margin (plain
+// Thompson sampling); h ≥ 1 never leaves the incumbent.
+//
+// The incumbent runs at every decision it holds, so its own uncertainty
+// resolves without exploring it: a draw of it above its mean is noise, not
+// evidence against it. Without the mean, such draws made switches in
+// pairs: a challenger the discount had worn down won one draw, and after
+// its one run its posterior, now the incumbent's, was still wide enough
+// for a high draw to hand the bucket back (config.go has the figures).
 //
 // costs must hold at least len(arms) values and extra, when not nil, as
 // many: shorter slices are a programmer error and panic. Choose does not
@@ -33,10 +41,19 @@ func Choose(arms []NormalGamma, incumbent int, h float64, extra []float64, r *ra
 	if incumbent < 0 || incumbent >= len(arms) || best == incumbent {
 		return best, false
 	}
-	if costs[best] < (1-h)*costs[incumbent] {
-		return best, false
+	if !(costs[best] < (1-h)*costs[incumbent]) {
+		return incumbent, true
 	}
-	return incumbent, true
+	if h > 0 {
+		m := arms[incumbent].MeanUs()
+		if extra != nil {
+			m += extra[incumbent]
+		}
+		if !(costs[best] < (1-h)*m) {
+			return incumbent, true
+		}
+	}
+	return best, false
 }
 
 // Widen keeps p's mean but resets its evidence to the prior's strength

@@ -159,6 +159,38 @@ func TestChooseHysteresis(t *testing.T) {
 		}
 		near(t, "costs[1]", costs[1], c.wantCost, 1e-6)
 	}
+	// The incumbent's posterior mean bars a challenger too: against a
+	// wide incumbent (mean cost 102 µs) a tight challenger at 95 µs never
+	// undercuts 0.9 × 102, however high the incumbent draws (it draws
+	// above 105.6, which would hand it over on its draw alone, about a
+	// third of the time); one at 85 µs does whenever it undercuts both.
+	wide := []bandit.NormalGamma{{Mu: math.Log(100), Kappa: 1, Alpha: 3, Beta: 0.08}, tight(95)}
+	overDraw := 0
+	for range 1000 {
+		if arm, _ := bandit.Choose(wide, 0, 0.1, nil, r, costs); arm != 0 {
+			t.Fatalf("a challenger at 95 µs took the bucket from an incumbent whose mean is %.1f µs", wide[0].MeanUs())
+		}
+		if costs[1] < 0.9*costs[0] {
+			overDraw++
+		}
+	}
+	if overDraw < 100 {
+		t.Errorf("the incumbent drew above 95/0.9 µs %d times in 1000, want ≥ 100 for the check to mean anything", overDraw)
+	}
+	wide[1] = tight(85)
+	switched := 0
+	for range 1000 {
+		arm, _ := bandit.Choose(wide, 0, 0.1, nil, r, costs)
+		if want := costs[1] < 0.9*min(costs[0], wide[0].MeanUs()); (arm == 1) != want {
+			t.Fatalf("challenger at 85 µs, incumbent drew %.1f (mean %.1f): chose %d", costs[0], wide[0].MeanUs(), arm)
+		}
+		if arm == 1 {
+			switched++
+		}
+	}
+	if switched < 500 {
+		t.Errorf("a challenger at 85 µs took the bucket %d times in 1000, want ≥ 500", switched)
+	}
 }
 
 // TestCUSUM: a 2σ shift alarms on the 4th residual (S = 1.5, 3, 4.5, 6 > 5)
