@@ -589,3 +589,52 @@ func crashChild(dir string) {
 		}
 	}
 }
+
+// Issue 4, write-behind off the hot path: records that change faster than
+// they can be written (a new one at every update, as 10,000 buckets
+// observed in turn give) do not keep the flusher writing without pause.
+// FlushEvery still triggers flushes before the interval (here an hour),
+// each after a pause of flushPace times the last one's duration, so the
+// time spent flushing stays near 1/(1+flushPace) of the time; nothing is
+// lost. Measured over 2,000 records: 5.5% of the time with flushPace 19
+// (8 flushes in 1.5 s; 5.9% under -race), 10.9% with 9; unpaced
+// (flushPace 0), 99% (147 flushes).
+func TestFlushPacing(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o.WithFlushEvery(256))
+	keys := make([]Key, 2000)
+	for i := range keys {
+		keys[i] = Key{"cpu", "Opaque/kernel_" + strconv.Itoa(i)}
+	}
+	p := grown(1, 2)
+	start := time.Now()
+	puts := 0
+	for time.Since(start) < 1500*time.Millisecond {
+		for range 1000 {
+			db.PutWithPrior(keys[puts%len(keys)], prior0, p)
+			puts++
+		}
+	}
+	s := db.Stats()
+	elapsed := time.Since(start)
+	t.Logf("%d puts in %v: %d flushes, %v flushing (%.1f%%)", puts, elapsed, s.Flushes, s.Busy, 100*s.Busy.Seconds()/elapsed.Seconds())
+	if s.Flushes < 2 {
+		t.Errorf("%d flushes in %v with FlushEvery 256: the count no longer triggers them", s.Flushes, elapsed)
+	}
+	if share := s.Busy.Seconds() / elapsed.Seconds(); share > 0.2 {
+		t.Errorf("flushing took %.0f%% of the time, want at most 20%%", 100*share)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o)
+	defer db.Close()
+	var total uint64
+	for _, rec := range db.Records() {
+		total += rec.N
+	}
+	if total != uint64(puts) {
+		t.Errorf("%d updates stored after Close, want all %d", total, puts)
+	}
+}

@@ -67,7 +67,9 @@ func (o Options) WithFlushInterval(d time.Duration) Options { o.FlushInterval = 
 // changed since the last flush, one per key however often it changed)
 // trigger a flush before the interval is up: it bounds a flush's batch
 // and what a crash can lose to that many records' changes, or the
-// interval's. Default 1024.
+// interval's. Under overload, when records change faster than about 5% of
+// a core can write them, those flushes are paced (flushPace in db.go)
+// and more records wait, still for at most the interval. Default 1024.
 func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
 
 // WithFingerprint sets the hardware fingerprint that scopes the records

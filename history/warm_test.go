@@ -3,6 +3,7 @@ package history_test
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -174,8 +175,10 @@ func BenchmarkSelectObserve(b *testing.B) {
 		specs, withStore, parallel := c.specs, c.withStore, c.parallel
 		b.Run(c.name, func(b *testing.B) {
 			cfg := adaptive.Config{Backends: warmBackends(), Seed: 1, NoCalibration: true, CalibrationFile: "-"}
+			var db *history.DB
 			if withStore {
-				db, err := history.Open(history.DefaultOptions(b.TempDir()).WithLogger(zerolog.Nop()))
+				var err error
+				db, err = history.Open(history.DefaultOptions(b.TempDir()).WithLogger(zerolog.Nop()))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -205,6 +208,14 @@ func BenchmarkSelectObserve(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			if db != nil { // and its records written
+				if err := db.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The previous round's store (64 MiB of memtable) is garbage:
+			// collected here, not while timed.
+			runtime.GC()
 			b.ReportAllocs()
 			if parallel {
 				var start atomic.Int64
