@@ -54,14 +54,21 @@ import (
 // with the residuals clipped to ±3, which keeps a lone outlier from
 // alarming, the 3× slowdown takes 5.
 //
-// Thompson's regret in the simulator (BenchmarkTargets; measured before
-// Choose's mean bar, not since): h = 0.1, H = 5 → h = 0.15, H = 10 →
-// residuals clipped:
+// Thompson's regret in the simulator (BenchmarkTargets): h = 0.1, H = 5
+// → h = 0.15, H = 10 → residuals clipped:
 //
 //	mi300x 0.36 → 0.07 → 0.16%, mi250 0.08 → 0.17 → 0.47%,
 //	rx7900xtx −0.24 → −0.11 → 0.00%, h100 −0.05 → −0.04 → −0.04%,
 //	igpu 0.24 → 0.27 → 0.27%, slowlink −0.31 → −0.30 → −0.13%,
 //	h100 prior ×10 0.42 → 0.16 → 0.24%, throttle −0.60 → −0.60 → −0.60%.
+//
+// Choose's mean bar left it where the changes since had put it (the code
+// just before → with it, same day): mi300x −0.104 → −0.104%, mi250
+// −0.098 → −0.091%, rx7900xtx −0.217 → −0.217%, h100 0.016 → 0.016%,
+// igpu 0.231 → 0.219%, slowlink −0.229 → −0.229%, h100 prior ×10 0.098
+// → 0.097%, throttle −0.545 → −0.590%; decode on cpu+cpu1
+// (DecodePaired, 5 alternating runs at batch 1, 3 at batch 16): auto/best
+// medians 0.998 → 0.996 and 1.12 → 1.10, within the runs' spread.
 //
 // The clip costs the simulator up to 0.3 points of regret; on real CPUs
 // it pays: decode on cpu+cpu1 at batch 16 (infer -backends cpu,cpu1
