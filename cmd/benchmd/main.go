@@ -97,22 +97,28 @@ func nameOr(s, d string) string {
 	return s
 }
 
-// parse reads go test output and groups benchmark lines by package.
+// parse reads go test output and groups benchmark lines by package. A
+// package that appears again (make bench's second pass, with a longer
+// benchtime) adds to its first section.
 func parse(r io.Reader) (pkgs []pkgResults, cpu string, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var cur *pkgResults
+	cur := -1
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "pkg: "):
-			pkgs = append(pkgs, pkgResults{pkg: strings.TrimPrefix(line, "pkg: ")})
-			cur = &pkgs[len(pkgs)-1]
+			name := strings.TrimPrefix(line, "pkg: ")
+			cur = slices.IndexFunc(pkgs, func(p pkgResults) bool { return p.pkg == name })
+			if cur < 0 {
+				pkgs = append(pkgs, pkgResults{pkg: name})
+				cur = len(pkgs) - 1
+			}
 		case strings.HasPrefix(line, "cpu: "):
 			cpu = strings.TrimPrefix(line, "cpu: ")
-		case strings.HasPrefix(line, "Benchmark") && cur != nil:
+		case strings.HasPrefix(line, "Benchmark") && cur >= 0:
 			if res, ok := parseLine(line); ok {
-				cur.results = append(cur.results, res)
+				pkgs[cur].results = append(pkgs[cur].results, res)
 			}
 		}
 	}
