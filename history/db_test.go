@@ -630,11 +630,21 @@ func TestFlushPacing(t *testing.T) {
 	}
 	db = mustOpen(t, o)
 	defer db.Close()
-	var total uint64
-	for _, rec := range db.Records() {
-		total += rec.N
+	recs := db.Records()
+	if len(recs) != len(keys) {
+		t.Fatalf("%d records stored after Close, want %d", len(recs), len(keys))
 	}
-	if total != uint64(puts) {
-		t.Errorf("%d updates stored after Close, want all %d", total, puts)
+	for _, rec := range recs { // key i had puts/len(keys) Puts, one more if i < puts%len(keys)
+		i, _ := strconv.Atoi(strings.TrimPrefix(rec.Key.Bucket, "Opaque/kernel_"))
+		if want := uint64(puts/len(keys) + b2i(i < puts%len(keys))); rec.N != want {
+			t.Errorf("%s: N = %d after Close, want all %d Puts", rec.Key.Bucket, rec.N, want)
+		}
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
