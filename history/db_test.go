@@ -636,15 +636,12 @@ func TestFlushPacing(t *testing.T) {
 	}
 	for _, rec := range recs { // key i had puts/len(keys) Puts, one more if i < puts%len(keys)
 		i, _ := strconv.Atoi(strings.TrimPrefix(rec.Key.Bucket, "Opaque/kernel_"))
-		if want := uint64(puts/len(keys) + b2i(i < puts%len(keys))); rec.N != want {
+		want := uint64(puts / len(keys))
+		if i < puts%len(keys) {
+			want++
+		}
+		if rec.N != want {
 			t.Errorf("%s: N = %d after Close, want all %d Puts", rec.Key.Bucket, rec.N, want)
 		}
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
