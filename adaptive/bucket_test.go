@@ -11,7 +11,8 @@ import (
 // TestShapeCache checks the shape→bucket cache of the data path (DESIGN.md
 // § The data path): from four goroutines at once, shapes first seen and
 // then found again land in their BucketName's bucket while the shards'
-// tables grow (run it with -race); opaque ops of one name and size class
+// tables grow (run it with -race), and a table keeps its entries in
+// first-sight order as it grows; opaque ops of one name and size class
 // share a bucket whatever their exact work; a shard that passes maxShapes
 // starts over and still answers.
 func TestShapeCache(t *testing.T) {
@@ -66,9 +67,18 @@ func TestShapeCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if i == 1000 { // the table has grown 6 times: its entries are still in first-sight order
+			tab := one.shards[0].tab.Load()
+			for j := range i + 1 {
+				k, _ := keyOf(t, kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + j}}, Params: kernels.Params{Name: "grow"}})
+				if j >= tab.n || !tab.slots[j].key.equal(k) {
+					t.Fatalf("entry %d of %d is not the %dth shape seen", j, tab.n, j)
+				}
+			}
+		}
 		if i == maxShapes+9 {
-			if e, ok := one.shards[0].tab.Load().find(keyOf(t, spec)); !ok || e.id != d.Bucket || len(one.shards[0].m) != 10 {
-				t.Errorf("after starting over: entry %+v (found %v), %d shapes", e, ok, len(one.shards[0].m))
+			if e, ok := one.shards[0].tab.Load().find(keyOf(t, spec)); !ok || e.id != d.Bucket || one.shards[0].tab.Load().n != 10 {
+				t.Errorf("after starting over: entry %+v (found %v), %d shapes", e, ok, one.shards[0].tab.Load().n)
 			}
 		}
 	}

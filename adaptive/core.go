@@ -27,6 +27,25 @@ type engine struct {
 
 	famMu sync.Mutex
 	fams  map[string]*family
+	slab  []bucket // buckets not yet handed out (famMu held)
+}
+
+// slabBuckets is how many buckets engine.alloc takes from the heap at a
+// time (about 110 KiB).
+const slabBuckets = 64
+
+// alloc returns a zero bucket (e.famMu held). Buckets are handed out of
+// slabs in first-sight order, so that an inference loop, which replays
+// its ops in that order, walks them in address order, as it walks the
+// shape table's entries: the hardware prefetches them (a bucket on its
+// own was wherever the heap had room).
+func (e *engine) alloc() *bucket {
+	if len(e.slab) == 0 {
+		e.slab = make([]bucket, slabBuckets)
+	}
+	b := &e.slab[0]
+	e.slab = e.slab[1:]
+	return b
 }
 
 func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *engine {
@@ -103,9 +122,10 @@ func (e *engine) newBucket(id BucketID, name, fam string, class int, flops, byte
 		f = &family{}
 		e.fams[fam] = f
 	}
+	b := e.alloc()
 	e.famMu.Unlock()
 
-	b := &bucket{id: id, name: name, class: class, fam: f}
+	b.id, b.name, b.class, b.fam = id, name, class, f
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())

@@ -115,14 +115,11 @@ func (c *Config) validate() error {
 const maxShapes = 1 << 14
 
 // shard is one slice of the shape→bucket cache, padded to its own cache
-// lines. Lookups read tab without a lock (shapeTable); adds take mu and
-// keep every cached shape in m as well, which a bigger table is rebuilt
-// from.
+// lines. Lookups read tab without a lock (shapeTable); adds take mu.
 type shard struct {
 	tab atomic.Pointer[shapeTable]
 	mu  sync.Mutex
-	m   map[shapeKey]entry
-	_   [104]byte
+	_   [112]byte
 }
 
 // entry is a cached shape: its bucket (and the bucket's ID, read here
@@ -220,9 +217,6 @@ func New(cfg Config) (*Scheduler, error) {
 		s.place = newPlacer(cfg.Strategy.policy, s.n)
 	}
 	s.shards = make([]shard, cfg.Shards)
-	for i := range s.shards {
-		s.shards[i].m = map[shapeKey]entry{}
-	}
 	s.shardMask = uint64(cfg.Shards - 1)
 	if cfg.Store != nil {
 		s.loaded = map[history.Key]bandit.NormalGamma{}
