@@ -27,24 +27,32 @@ type engine struct {
 
 	famMu sync.Mutex
 	fams  map[string]*family
-	slab  []bucket // buckets not yet handed out (famMu held)
+	// The slabs that alloc hands buckets, posteriors and counters out of.
+	slab    []bucket
+	ngSlab  []bandit.NormalGamma
+	cntSlab []armCounts
 }
 
 // slabBuckets is how many buckets engine.alloc takes from the heap at a
-// time (about 110 KiB).
+// time (28 KiB, and as many posteriors and counters).
 const slabBuckets = 64
 
-// alloc returns a zero bucket (e.famMu held). Buckets are handed out of
-// slabs in first-sight order, so that an inference loop, which replays
-// its ops in that order, walks them in address order, as it walks the
-// shape table's entries: the hardware prefetches them (a bucket on its
-// own was wherever the heap had room).
+// alloc returns a zero bucket whose bb.Arms, bb.Priors and per are n long
+// (e.famMu held). Buckets, their posteriors and their counters are handed
+// out of slabs in first-sight order, so that an inference loop, which
+// replays its ops in that order, walks each slab in address order, as it
+// walks the shape table's entries: the hardware prefetches them.
 func (e *engine) alloc() *bucket {
 	if len(e.slab) == 0 {
 		e.slab = make([]bucket, slabBuckets)
+		e.ngSlab = make([]bandit.NormalGamma, 2*e.n*slabBuckets)
+		e.cntSlab = make([]armCounts, e.n*slabBuckets)
 	}
 	b := &e.slab[0]
-	e.slab = e.slab[1:]
+	b.bb.Arms = e.ngSlab[:e.n:e.n]
+	b.bb.Priors = e.ngSlab[e.n : 2*e.n : 2*e.n]
+	b.per = e.cntSlab[:e.n:e.n]
+	e.slab, e.ngSlab, e.cntSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:]
 	return b
 }
 
@@ -67,49 +75,48 @@ type family struct {
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The fields one Select and Observe touch come first (a bucket's size
-	// class, over 512 bytes, is a multiple of 64, so it starts a cache
-	// line): the mutex, the bandit and the PCG state fill two lines, the
-	// posteriors and priors one line per arm, the counters one or two
-	// more. The rand.Rand around the PCG lives on each Select's stack.
+	// The fields one Select and Observe touch come first: the mutex, the
+	// bandit and the PCG state fill three lines. The posteriors and
+	// priors (bb.Arms, bb.Priors) and the counters (per) are exactly n
+	// long, from the engine's slabs (engine.alloc), rather than arrays of
+	// MaxBackends inline: inline, a bucket of 2 arms spanned 1,768 bytes
+	// to use 500 of them, and a loop over 10,000 buckets walked 18 MB.
+	// The rand.Rand around the PCG lives on each Select's stack.
 	mu  sync.Mutex
 	bb  bandit.Bucket
 	pcg rand.PCG
-	// post holds the posteriors then the priors, n of each, adjacent
-	// whatever n is (bb.Arms and bb.Priors are slices of it).
-	post [2 * MaxBackends]bandit.NormalGamma
-	seen Mask // arms with data (observed, or loaded from the store)
+	per []armCounts
+	// seen holds the arms with data (observed, or loaded from the store).
+	seen Mask
 	// warmed holds the warm-up arms whose first run in the bucket has
 	// been set aside (engine.observe).
 	warmed Mask
 	// queued: the bucket is on the Scheduler's stack of buckets for the
 	// store to collect (storeSource); next links that stack.
 	queued bool
-	per    [MaxBackends]armCounts
-	// picks counts decisions by arm and reason: one counter per Select.
-	picks [MaxBackends][numReasons]int64
+	id     BucketID
+	// held is 1 + the Scheduler's flushes when a collection that was not
+	// a flush's took this bucket's records: while no flush has come
+	// since, the store holds them (storeSource.Collect).
+	held uint64
 
-	id         BucketID
 	class      int
 	name       string
 	fam        *family
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
-	next       *bucket // the store's stack of queued buckets
-	// held is 1 + the Scheduler's flushes when a collection that was not
-	// a flush's took this bucket's records: while no flush has come
-	// since, the store holds them (storeSource.Collect).
-	held      uint64
-	collected [MaxBackends]int64 // per[a].learned when the store last collected arm a
+	next       *bucket            // the store's stack of queued buckets
+	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
 }
 
-// armCounts is what Observe counts for one arm: every op run (ops,
-// timeUs), and those the posterior learned from (learned: all but a
-// warm-up run).
+// armCounts is what one arm of a bucket counts: every op run (ops,
+// timeUs), those the posterior learned from (learned: all but a warm-up
+// run), and the decisions by reason (picks: one per Select).
 type armCounts struct {
 	ops     int64
 	timeUs  float64
 	learned int64
+	picks   [numReasons]int64
 }
 
 // newBucket builds a bucket whose arms start from the cost model's
@@ -130,7 +137,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, class int, flops, byte
 	h.Write([]byte(name))
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
 
-	arms, priors := b.post[:e.n], b.post[e.n:2*e.n]
+	arms, priors := b.bb.Arms, b.bb.Priors
 	f.mu.Lock()
 	for a := range e.n {
 		est := e.model[a].computeUs(flops, bytes)
@@ -178,9 +185,9 @@ func (f *family) correction(c, a int) float64 {
 // medians: 2 backends 523 → 491 ns serial, 306 → 275 parallel; 4
 // backends 782 → 623 and 447 → 349.
 func (b *bucket) prefetch(n int) {
-	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.post)+uintptr(2*n)*unsafe.Sizeof(b.post[0]))
-	prefetch(unsafe.Pointer(&b.per), uintptr(n)*unsafe.Sizeof(b.per[0]))
-	prefetch(unsafe.Pointer(&b.picks), uintptr(n)*unsafe.Sizeof(b.picks[0]))
+	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.held)+unsafe.Sizeof(b.held))
+	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
+	prefetch(unsafe.Pointer(unsafe.SliceData(b.per)), uintptr(n)*unsafe.Sizeof(b.per[0]))
 }
 
 // warm installs a posterior loaded from the store as arm a's.
@@ -299,7 +306,7 @@ func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est
 
 // record counts a decision's telemetry (b.mu held).
 func (b *bucket) record(arm int, r Reason, switched bool) {
-	b.picks[arm][r]++
+	b.per[arm].picks[r]++
 	if switched {
 		b.switchesTo[arm]++
 	}

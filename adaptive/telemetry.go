@@ -107,8 +107,8 @@ func (s *Scheduler) Telemetry() Telemetry {
 			bk.Ops += b.per[a].ops
 			bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
 			bk.Switches += b.switchesTo[a]
-			bk.Explorations += b.picks[a][Explore]
-			for r, c := range b.picks[a] {
+			bk.Explorations += b.per[a].picks[Explore]
+			for r, c := range b.per[a].picks {
 				bk.Decisions += c
 				reasons[r] += c
 			}
@@ -188,6 +188,6 @@ func (s *Scheduler) Collectors() []prometheus.Collector {
 		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.",
 			func(b *bucket, a int) float64 { return float64(b.switchesTo[a]) }),
 		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).",
-			func(b *bucket, a int) float64 { return float64(b.picks[a][Explore]) }),
+			func(b *bucket, a int) float64 { return float64(b.per[a].picks[Explore]) }),
 	}
 }
