@@ -259,33 +259,44 @@ func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackend
 		return Prior
 	case held:
 		return HysteresisHold
-	case arm == e.bestMean(b, allowed, extra):
+	case e.bestMean(b, arm, allowed, extra):
 		return Exploit
 	}
 	return Explore
 }
 
-// bestMean returns the allowed arm with the lowest posterior mean cost
-// (transfer included). Without transfers it compares ln means and skips
-// the exponentials.
-func (e *engine) bestMean(b *bucket, allowed Mask, extra *[MaxBackends]float64) int {
-	best, bestC := -1, math.Inf(1)
+// bestMean reports whether arm has the lowest posterior mean cost
+// (transfer included) of the allowed arms, the lowest index winning a
+// tie. A mean cost is exp(μ + E[1/τ]/2) plus the transfer: an arm that
+// is no cheaper than arm in either term, or cheaper in both, is settled
+// without the exponentials, which only the arms that trade one term for
+// the other need.
+func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64) bool {
+	lnMean := func(a int) float64 { p := &b.bb.Arms[a]; return p.Mu + p.Variance()/2 }
+	l := lnMean(arm)
+	var x float64
+	if extra != nil {
+		x = extra[arm]
+	}
 	for a := range e.n {
-		if !allowed.Has(a) {
+		if a == arm || !allowed.Has(a) {
 			continue
 		}
-		p := &b.bb.Arms[a]
-		var c float64
-		if extra == nil {
-			c = p.Mu + p.Variance()/2
-		} else {
-			c = p.MeanUs() + extra[a]
+		la, xa := lnMean(a), 0.0
+		if extra != nil {
+			xa = extra[a]
 		}
-		if best < 0 || c < bestC {
-			best, bestC = a, c
+		switch {
+		case la > l && xa >= x || la >= l && xa > x || la == l && xa == x && a > arm:
+			continue // no cheaper
+		case la <= l && xa <= x:
+			return false // as cheap or cheaper, and first on a tie
+		}
+		if c, ca := b.bb.Arms[arm].MeanUs()+x, b.bb.Arms[a].MeanUs()+xa; ca < c || ca == c && a < arm {
+			return false
 		}
 	}
-	return best
+	return true
 }
 
 // means writes each allowed arm's posterior mean cost (transfer included)

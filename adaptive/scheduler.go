@@ -352,8 +352,9 @@ type Decision struct {
 
 // Select chooses the backend for spec given where its inputs are. It is
 // SelectExcept with nothing excluded.
-func (s *Scheduler) Select(spec kernels.Spec, res Residency) (Decision, error) {
-	return s.SelectExcept(spec, res, 0, 0)
+func (s *Scheduler) Select(spec kernels.Spec, res Residency) (d Decision, err error) {
+	err = s.selectInto(&d, &spec, &res, 0, 0)
+	return d, err
 }
 
 // SelectExcept chooses the backend for spec among those not in exclude:
@@ -363,43 +364,51 @@ func (s *Scheduler) Select(spec kernels.Spec, res Residency) (Decision, error) {
 // no allowed backend can run returns an error wrapping ErrNoBackend. It
 // does not allocate once the op's shape has been seen, and is safe for
 // concurrent use.
-func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask, why Reason) (Decision, error) {
+func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask, why Reason) (d Decision, err error) {
+	err = s.selectInto(&d, &spec, &res, exclude, why)
+	return d, err
+}
+
+// selectInto is SelectExcept writing into the caller's result (zero): a
+// Decision is 250 bytes, which returning it from here and again from
+// Select copied twice.
+func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, exclude Mask, why Reason) error {
 	if s.closed.Load() {
-		return Decision{}, ErrClosed
+		return ErrClosed
 	}
 	var k shapeKey
-	ok := k.set(&spec)
+	ok := k.set(spec)
 	var ent entry
 	if ok {
 		h := k.hash()
 		sh := &s.shards[h>>32&s.shardMask]
 		if ent, ok = sh.tab.Load().find(&k, h); !ok {
 			var err error
-			if ent, err = s.miss(spec, sh, &k, h); err != nil {
-				return Decision{}, err
+			if ent, err = s.miss(*spec, sh, &k, h); err != nil {
+				return err
 			}
 		}
 	} else {
 		var err error
-		if ent, err = s.miss(spec, nil, nil, 0); err != nil {
-			return Decision{}, err
+		if ent, err = s.miss(*spec, nil, nil, 0); err != nil {
+			return err
 		}
 	}
 	allowed := ent.capable &^ exclude
 	if allowed == 0 || s.only >= 0 && !allowed.Has(s.only) {
-		return Decision{}, s.noBackend(spec, ent.capable, exclude)
+		return s.noBackend(*spec, ent.capable, exclude)
 	}
 	b := ent.b
 	b.prefetch(s.n)
-	d := Decision{Bucket: ent.id, b: b, s: s}
+	d.Bucket, d.b, d.s = ent.id, b, s
 	var extra *[MaxBackends]float64
-	if (res.N > 0 || res.Consumers != 0) && s.transfers(&res, ent.out, allowed, &d.Transfer) {
+	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
 	}
 	b.mu.Lock()
 	var c choice
 	if s.place != nil {
-		c = s.placeDecide(&spec, &res, b, allowed, extra, &d)
+		c = s.placeDecide(spec, res, b, allowed, extra, d)
 	} else {
 		c = s.decide(b, allowed, extra, &d.Estimates)
 	}
@@ -419,7 +428,7 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 		ev.Str("bucket", b.name).Str("backend", d.Name).Str("reason", d.Reason.String()).
 			Floats64("estimates_us", d.Estimates[:s.n]).Msg("adaptive: decision")
 	}
-	return d, nil
+	return nil
 }
 
 // decide applies the strategy (b.mu held).

@@ -3,6 +3,7 @@ package adaptive
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -161,6 +162,52 @@ func TestHugeDimension(t *testing.T) {
 		}
 		if got := s.BucketName(d.Bucket); got != BucketName(spec) || got != "Scale/f32/s72" {
 			t.Errorf("bucket %q, want Scale/f32/s72", got)
+		}
+	}
+}
+
+// TestBestMean checks the test of Explore against Exploit, which settles
+// most arms without exponentials, against its definition: arm has the
+// lowest exp(μ + E[1/τ]/2) + transfer of the allowed arms, the lowest
+// index winning a tie. Means and transfers are drawn so that arms often
+// trade one term for the other, and some tie exactly.
+func TestBestMean(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	e := &engine{n: 4}
+	b := &bucket{}
+	b.bb.Arms = make([]bandit.NormalGamma, 4)
+	for trial := range 20000 {
+		var extra [MaxBackends]float64
+		for a := range 4 {
+			b.bb.Arms[a] = bandit.NewPrior(float64(1+r.IntN(4))*50, 1, 0.2)
+			extra[a] = float64(r.IntN(4)) * 40
+		}
+		allowed := Mask(1 + r.IntN(15))
+		ext := &extra
+		if trial%5 == 0 {
+			ext = nil
+		}
+		best, bestC := -1, math.Inf(1)
+		for a := range 4 {
+			if !allowed.Has(a) {
+				continue
+			}
+			c := b.bb.Arms[a].MeanUs()
+			if ext != nil {
+				c += ext[a]
+			}
+			if c < bestC {
+				best, bestC = a, c
+			}
+		}
+		for a := range 4 {
+			if !allowed.Has(a) {
+				continue
+			}
+			if got := e.bestMean(b, a, allowed, ext); got != (a == best) {
+				t.Fatalf("trial %d: arms %+v, transfers %v, allowed %04b: bestMean(%d) = %v, the cheapest is %d",
+					trial, b.bb.Arms, ext, allowed, a, got, best)
+			}
 		}
 	}
 }
