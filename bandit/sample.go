@@ -93,7 +93,7 @@ func gammaRand(r *rand.Rand, alpha float64) float64 {
 		v = v * v * v
 		u := r.Float64()
 		x2 := x * x
-		if u < 1-0.0331*x2*x2 || math.Log(u) < 0.5*x2+d*(1-v+math.Log(v)) {
+		if u < 1-0.0331*x2*x2 || log(u) < 0.5*x2+d*(1-v+log(v)) {
 			return boost * d * v
 		}
 	}
