@@ -177,13 +177,14 @@ func (f *family) correction(c, a int) float64 {
 }
 
 // prefetch starts loading, all at once, the cache lines of b that Select
-// and Observe touch with n arms: the header, the posteriors and priors,
-// and the counters. Over 10,000 buckets (BenchmarkSelectObserve) they are
-// out of cache, and without it each was fetched in turn as the code
+// and Observe touch with n arms: the header, then the posteriors and
+// priors and the counters in their slabs (their addresses are in the
+// header). Out of cache, each was otherwise fetched in turn as the code
 // reached it (the lock, the draws, the decision's counter), one memory
-// latency (about 150 ns on the test VM) after another. 8 alternating runs,
-// medians: 2 backends 523 → 491 ns serial, 306 → 275 parallel; 4
-// backends 782 → 623 and 447 → 349.
+// latency (about 150 ns on the test VM) after another: over 10,000
+// buckets, when a bucket's arrays were still inline, 8 alternating runs
+// gave medians of 523 → 491 ns serial and 306 → 275 parallel with 2
+// backends, 782 → 623 and 447 → 349 with 4.
 func (b *bucket) prefetch(n int) {
 	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.held)+unsafe.Sizeof(b.held))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
