@@ -80,9 +80,10 @@ type bucket struct {
 	// (TestBucketLayout), so that neighbours in a slab never share one.
 	// The posteriors and priors (bb.Arms, bb.Priors) and the counters
 	// (per) are exactly n long, from the engine's slabs (engine.alloc),
-	// rather than arrays of MaxBackends inline: inline, a bucket of 2 arms spanned 1,768 bytes
-	// to use 500 of them, and a loop over 10,000 buckets walked 18 MB.
-	// The rand.Rand around the PCG lives on each Select's stack.
+	// rather than arrays of MaxBackends inline: inline, a bucket of 2 arms
+	// spanned 1,768 bytes to use 500 of them, and a loop over 10,000
+	// buckets walked 18 MB. The rand.Rand around the PCG lives on each
+	// Select's stack.
 	mu  sync.Mutex
 	bb  bandit.Bucket
 	pcg rand.PCG
