@@ -133,12 +133,7 @@ func TestDrift(t *testing.T) {
 // the recovered arm takes ≥ 80% of decisions 1,700–2,000 on each seed.
 func TestPassingSlowdown(t *testing.T) {
 	cfg := defaultCfg(t)
-	mean := func(i, arm int) float64 {
-		if arm == 0 && i >= 1000 && i < 1400 {
-			return 500
-		}
-		return []float64{300, 390}[arm]
-	}
+	mean := spell(1000, 1400, 500, 300, 390)
 	for seed := range uint64(10) {
 		ch, b := runBucket(cfg, bandittest.World{Mean: mean, Sigma: 0.1}, []float64{300, 390}, 2000, 400+seed)
 		during, after := bandittest.Share(ch, 1, 1100, 1400), bandittest.Share(ch, 0, 1700, 2000)
@@ -161,12 +156,7 @@ func TestPassingSlowdown(t *testing.T) {
 // 16, the share was 0.855 on the worst seed (mean 0.921).
 func TestShortSpell(t *testing.T) {
 	cfg := defaultCfg(t)
-	mean := func(i, arm int) float64 {
-		if arm == 0 && i >= 2000 && i < 2020 {
-			return 900
-		}
-		return []float64{300, 540}[arm]
-	}
+	mean := spell(2000, 2020, 900, 300, 540)
 	moved := 0
 	for seed := range uint64(40) {
 		ch, b := runBucket(cfg, bandittest.World{Mean: mean, Sigma: 0.1}, []float64{300, 540}, 2300, 700+seed)
@@ -180,6 +170,17 @@ func TestShortSpell(t *testing.T) {
 	}
 	if moved < 30 {
 		t.Errorf("the bucket moved to arm 1 during the spell on %d of 40 seeds, want ≥ 30: the test no longer exercises the re-check", moved)
+	}
+}
+
+// spell returns the true means of arms at means, but for arm 0 at slow
+// during decisions [from, to).
+func spell(from, to int, slow float64, means ...float64) func(t, arm int) float64 {
+	return func(t, arm int) float64 {
+		if arm == 0 && t >= from && t < to {
+			return slow
+		}
+		return means[arm]
 	}
 }
 
