@@ -284,6 +284,17 @@ func (t *shapeTable) link(h uint64, pos uint32) {
 	t.index[i].Store(tag(h) | pos)
 }
 
+// grown returns a table twice t's size holding t's entries in the same
+// order.
+func (t *shapeTable) grown() *shapeTable {
+	g := newShapeTable(2 * len(t.slots))
+	g.n = copy(g.slots, t.slots[:t.n])
+	for i := range g.n {
+		g.link(g.slots[i].key.hash(), uint32(i+1))
+	}
+	return g
+}
+
 // add caches e under k (hash h). Past maxShapes shapes the shard starts
 // over. A full table is replaced by one twice the size holding the same
 // entries in the same order.
@@ -294,26 +305,15 @@ func (sh *shard) add(k *shapeKey, h uint64, e entry) {
 	if _, ok := t.find(k, h); ok {
 		return
 	}
-	if t != nil && t.n >= maxShapes {
-		t = nil
-	}
-	if t == nil || t.n == len(t.slots) {
-		old := t
-		n := 0
-		if old != nil {
-			n = old.n
-		}
-		t = newShapeTable(n + 1)
-		if old != nil {
-			copy(t.slots, old.slots[:n])
-			t.n = n
-			for i := range n {
-				t.link(t.slots[i].key.hash(), uint32(i+1))
-			}
-		}
+	switch {
+	case t == nil || t.n >= maxShapes:
+		t = newShapeTable(1)
+	case t.n == len(t.slots):
+		t = t.grown()
+	default: // a published table: the entry is written before its index word
 		t.put(k, h, e)
-		sh.tab.Store(t)
 		return
 	}
 	t.put(k, h, e)
+	sh.tab.Store(t)
 }
