@@ -100,13 +100,12 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 // time against only:cpu on the three groups of matmul shapes went from
 // 1.004–1.041 to 0.995–1.008 (a gap of 8 scores within 0.4% of 16, 32
 // 0.6–1.5% worse on the largest shape, 128 and no re-check worse still:
-// 1.058 and 1.11).
-// DecodePaired at batch 1, 20 alternating pairs: auto/best median 0.968
-// → 0.990; at batch 16, 5 pairs: 1.058 → 1.075. The price is in long
-// changes: BenchmarkTuning's 3,000-decision throttle costs the defaults
-// 1.04% → 1.45% (config.go), the simulator's throttle −0.590 → −0.577%,
-// and TestPassingSlowdown's other arm takes 0.967–0.990 of the slowdown
-// rather than 0.987–0.997 (10 seeds).
+// 1.058 and 1.11). DecodePaired at batch 1, 20 alternating pairs:
+// auto/best median 0.968 → 0.990; at batch 16, 5 pairs: 1.058 → 1.075.
+// The price is in long changes: BenchmarkTuning's 3,000-decision
+// throttle costs the defaults 1.04% → 1.45% (config.go), the simulator's
+// throttle −0.590 → −0.577%, and TestPassingSlowdown's other arm takes
+// 0.967–0.990 of the slowdown rather than 0.987–0.997 (10 seeds).
 const (
 	firstRecheckGap = 16
 	maxRecheckGap   = 4096

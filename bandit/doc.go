@@ -4,8 +4,9 @@
 // the choice with hysteresis (Choose), discounting and widening toward the
 // prior, a CUSUM change detector, the per-bucket loop that wires them
 // together (Bucket, which also winsorizes a settled arm's slow outliers
-// and re-checks an incumbent a change displaced), its tuning (Config) and the baseline policies the
-// evaluation compares against (DESIGN.md § Evaluation), all behind Policy.
+// and re-checks an incumbent a change displaced), its tuning (Config) and
+// the baseline policies the evaluation compares against (DESIGN.md §
+// Evaluation), all behind Policy.
 //
 // The package does no I/O, reads no clock and takes its randomness from
 // an injected *rand.Rand. Nothing in it is safe for concurrent use: the

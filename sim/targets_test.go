@@ -126,9 +126,10 @@ func TestTargetThrottle(t *testing.T) {
 // base and keeps the GPU (99.9%); since a settled arm's slow outliers are
 // winsorized (bandit/bucket.go, settledAfter) it sees little of the
 // spikes at all (100%). Those buckets are near ties: thompson's regret is
-// 8.674% against the oracle policy's 8.665% (8.671% before winsorizing). Before the GPU's warm-up run was set aside (adaptive's
-// engine.observe) the shares matched (97.5%) by accident: the 4× first
-// runs pushed near-tie buckets to the CPU.
+// 8.674% against the oracle policy's 8.665% (8.671% before winsorizing).
+// Before the GPU's warm-up run was set aside (adaptive's engine.observe)
+// the shares matched (97.5%) by accident: the 4× first runs pushed
+// near-tie buckets to the CPU.
 func TestTargetSpikes(t *testing.T) {
 	rs := runAll(t, scenario(t, MustProfile("h100").WithSpikes(0.01, 100), nil, reducedOps, 0))
 	th := rs["thompson"]
