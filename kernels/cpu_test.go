@@ -31,6 +31,8 @@ func fastCases() []Spec {
 		sp(QuantizedMatMul, Q4_0, none, Shape{7, 96}, Shape{70, 96}),
 		sp(QuantizedMatMul, Q4_0, none, Shape{9, 160}, Shape{131, 160}),
 		sp(QuantizedMatMul, Q8_0, none, Shape{2, 13, 128}, Shape{65, 128}),
+		sp(QuantizedMatMul, Q8_0, none, Shape{4, 768}, Shape{37, 768}),
+		sp(QuantizedMatMul, Q8_0, none, Shape{7, 32}, Shape{3, 32}),
 		sp(QuantizedMatMul, Q4_0, none, Shape{2, 3, 32}, Shape{5, 32}),
 		sp(Softmax, F32, none, Shape{1}),
 		sp(Softmax, F32, none, Shape{3, 5, 4099}),
