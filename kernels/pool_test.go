@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,4 +121,33 @@ func BenchmarkPoolGap(b *testing.B) {
 			b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "call-ns/op")
 		})
 	}
+}
+
+// BenchmarkPoolSpread measures whether a parallel loop's chunks really
+// run side by side: calls of chunksPerThread chunks a thread, each chunk
+// busy for 7 µs, back to back, as a decode step's matmuls come. It
+// reports the median and 90th-percentile call (p50-µs, p90-µs) against
+// the time the chunks take one after another (serial-µs): near
+// serial-µs/threads when every thread works, near serial-µs when the
+// caller runs them alone.
+func BenchmarkPoolSpread(b *testing.B) {
+	p := NewPool(0)
+	defer p.Close()
+	const chunk = 7 * time.Microsecond
+	chunks := p.Threads() * chunksPerThread
+	fn := func(lo, hi int) {
+		for t := time.Now(); time.Since(t) < time.Duration(hi-lo)*chunk; {
+		}
+	}
+	var calls []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		p.Parallel(chunks, fn)
+		calls = append(calls, time.Since(t))
+	}
+	slices.Sort(calls)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(calls[len(calls)/2]), "p50-µs")
+	b.ReportMetric(us(calls[len(calls)*9/10]), "p90-µs")
+	b.ReportMetric(us(time.Duration(chunks)*chunk), "serial-µs")
 }
