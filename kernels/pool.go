@@ -164,16 +164,19 @@ func (p *Pool) worker() {
 // processor between polls, before it blocks. A decode step runs a
 // parallel op every few tens or hundreds of µs, with single-threaded ops
 // in between (the cpu1 backend's, small ones inline); a worker that
-// blocked in such a gap had to be woken for the next op, which on the test
-// VM costs about 30 µs (BenchmarkPoolGap, 1ms: 37 µs against 5 right after
-// the last call). With the polls, decode with infer's BenchmarkDecode at
-// batch 1 went from 56–59 to 73–80 tokens/s for both only:cpu and auto
-// (3 alternating runs of each build; at batch 16, +3% and ±0). The cost:
-// a burst of calls with no gap runs about 1 µs slower per call (the
-// polling worker takes the job a little later than a woken one), and an
-// idle pool burns a core for spinFor after its last call. OpenMP runtimes
-// spin the same way before sleeping (KMP_BLOCKTIME, 200 ms by default).
-const spinFor = 500 * time.Microsecond
+// blocked in such a gap has to be woken for the next op, which on the
+// test VM costs 15–30 µs (BenchmarkPoolGap: 17.3 µs a call 1 ms after
+// the last, 2.6 right after). With 500 µs, the Executor's trials of cpu
+// after a stretch on cpu1 found the worker asleep and learned the wake-up
+// as the op's cost (a 10 µs matmul measured 37), and auto settled the
+// small matmuls on cpu1: infer's DecodePaired, 3 alternating runs of each
+// build, auto/best at batch 1 0.735–0.757 → 0.905–0.995 with 5 ms (batch
+// 16: 0.975–1.000 → 0.975–1.036). Before the caller's poll (callerSpin)
+// and the AVX2 matmul, 500 µs had been chosen on the decode loop against
+// blocking at once (batch 1 56–59 → 73–80 tokens/s). The cost: an idle
+// pool burns a core for spinFor after its last call; OpenMP runtimes spin
+// the same way before sleeping (KMP_BLOCKTIME, 200 ms by default).
+const spinFor = 5 * time.Millisecond
 
 // next returns the next job (nil: the pool is closing), polling for
 // spinFor before it blocks. Polls yield (runtime.Gosched), so goroutines
