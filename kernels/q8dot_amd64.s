@@ -5,6 +5,26 @@
 // is widened to four vectors of 8 floats (VPMOVSXBD, VCVTDQ2PS), scaled by
 // d (VCVTPH2PS, broadcast) and multiplied into the accumulators with FMA.
 
+// Q8BLOCK widens the block at SI into w0–w3, scaled by its d, through
+// scale (a vector register) and AX.
+#define Q8BLOCK(scalex, scale, w0, w1, w2, w3) \
+	MOVWLZX (SI), AX \
+	MOVQ AX, scalex \
+	VCVTPH2PS scalex, scalex \
+	VBROADCASTSS scalex, scale \
+	VPMOVSXBD 2(SI), w0 \
+	VPMOVSXBD 10(SI), w1 \
+	VPMOVSXBD 18(SI), w2 \
+	VPMOVSXBD 26(SI), w3 \
+	VCVTDQ2PS w0, w0 \
+	VCVTDQ2PS w1, w1 \
+	VCVTDQ2PS w2, w2 \
+	VCVTDQ2PS w3, w3 \
+	VMULPS scale, w0, w0 \
+	VMULPS scale, w1, w1 \
+	VMULPS scale, w2, w2 \
+	VMULPS scale, w3, w3
+
 // func q8Dot1(row *byte, x *float32, nb int) float32
 TEXT ·q8Dot1(SB), NOSPLIT, $0-28
 	MOVQ row+0(FP), SI
@@ -18,22 +38,7 @@ TEXT ·q8Dot1(SB), NOSPLIT, $0-28
 	JLE done1
 
 loop1:
-	MOVWLZX (SI), AX
-	MOVQ AX, X8
-	VCVTPH2PS X8, X8
-	VBROADCASTSS X8, Y8
-	VPMOVSXBD 2(SI), Y4
-	VPMOVSXBD 10(SI), Y5
-	VPMOVSXBD 18(SI), Y6
-	VPMOVSXBD 26(SI), Y7
-	VCVTDQ2PS Y4, Y4
-	VCVTDQ2PS Y5, Y5
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VMULPS Y8, Y4, Y4
-	VMULPS Y8, Y5, Y5
-	VMULPS Y8, Y6, Y6
-	VMULPS Y8, Y7, Y7
+	Q8BLOCK(X8, Y8, Y4, Y5, Y6, Y7)
 	VFMADD231PS (DI), Y4, Y0
 	VFMADD231PS 32(DI), Y5, Y1
 	VFMADD231PS 64(DI), Y6, Y2
@@ -79,22 +84,7 @@ TEXT ·q8Dot4(SB), NOSPLIT, $0-40
 	JLE done4
 
 loop4:
-	MOVWLZX (SI), AX
-	MOVQ AX, X12
-	VCVTPH2PS X12, X12
-	VBROADCASTSS X12, Y12
-	VPMOVSXBD 2(SI), Y8
-	VPMOVSXBD 10(SI), Y9
-	VPMOVSXBD 18(SI), Y10
-	VPMOVSXBD 26(SI), Y11
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
-	VCVTDQ2PS Y10, Y10
-	VCVTDQ2PS Y11, Y11
-	VMULPS Y12, Y8, Y8
-	VMULPS Y12, Y9, Y9
-	VMULPS Y12, Y10, Y10
-	VMULPS Y12, Y11, Y11
+	Q8BLOCK(X12, Y12, Y8, Y9, Y10, Y11)
 	VFMADD231PS (DI), Y8, Y0
 	VFMADD231PS 32(DI), Y9, Y1
 	VFMADD231PS 64(DI), Y10, Y0
