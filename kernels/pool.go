@@ -103,7 +103,7 @@ func (p *Pool) run(n int, t ranger) {
 		}
 	}
 	j.work()
-	j.await()
+	j.wait(callerSpin)
 	j.release()
 }
 
@@ -118,11 +118,12 @@ func (p *Pool) run(n int, t ranger) {
 // A chunk takes microseconds, so the poll seldom lasts long.
 const callerSpin = 200 * time.Microsecond
 
-// await returns once every chunk of j is done.
-func (j *job) await() {
+// wait returns once every chunk of j is done, polling for up to spin
+// before it blocks.
+func (j *job) wait(spin time.Duration) {
 	start := time.Now()
 	for i := 0; j.done.Load() < int64(j.chunks); i++ {
-		if i%64 == 63 && time.Since(start) > callerSpin {
+		if i%64 == 63 && time.Since(start) > spin {
 			break
 		}
 	}
@@ -156,7 +157,7 @@ func (p *Pool) worker() {
 			return
 		}
 		j.work()
-		j.awaitOthers()
+		j.wait(othersSpin)
 		j.release()
 	}
 }
@@ -177,18 +178,6 @@ func (p *Pool) worker() {
 // done, unless another goroutine calls Parallel meanwhile, which then
 // waits no longer than this job's last chunk.
 const othersSpin = 200 * time.Microsecond
-
-// awaitOthers returns once every chunk of j is done: a decode step's
-// chunks of microseconds end within the poll, a BLAS panel's after it.
-func (j *job) awaitOthers() {
-	start := time.Now()
-	for i := 0; j.done.Load() < int64(j.chunks); i++ {
-		if i%64 == 63 && time.Since(start) > othersSpin {
-			j.wg.Wait()
-			return
-		}
-	}
-}
 
 // spinFor is how long an idle worker keeps polling the queue, yielding the
 // processor between polls, before it blocks. A decode step runs a
