@@ -14,7 +14,8 @@
 //   - [CPU] runs the same ops fast: parallel over rows, heads or blocks on
 //     a [Pool] of long-lived workers, matrix products through a [Gemm]
 //     (OpenBLAS or gonum when the CPU backend supplies one, else a blocked
-//     pure-Go gemm), scratch from sync.Pools so a call allocates nothing.
+//     pure-Go gemm), Q8_0 matrix products through AVX2/FMA assembly where
+//     the CPU has it, scratch from sync.Pools so a call allocates nothing.
 //   - [Quantize], [QuantizeInto] and [DequantizeInto] encode and decode
 //     ggml's Q8_0 and Q4_0 blocks bit for bit, and IEEE binary16
 //     ([F16FromFloat32], [F16ToFloat32]).
