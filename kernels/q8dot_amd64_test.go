@@ -55,11 +55,11 @@ func TestQ8DotTails(t *testing.T) {
 	r := newRand(9)
 	for nb := range 6 {
 		k := nb * QK
-		w := make([]float32, max(k, QK))
+		w := make([]float32, k)
 		for i := range w {
 			w[i] = float32(r.NormFloat64())
 		}
-		q, err := Quantize(Q8_0, w[:k])
+		q, err := Quantize(Q8_0, w)
 		if err != nil {
 			t.Fatal(err)
 		}
