@@ -76,6 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		fmt.Fprintf(stderr, "replay: plot written to %s\n", o.plot)
 	}
 	return 0
 }

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/history"
 )
 
@@ -394,8 +397,12 @@ func TestPlot(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"r.png", "r.svg"} {
 		p := filepath.Join(dir, f)
-		if code, _, errs := replayRun(t, "", "-plot", p, "testdata/small.jsonl"); code != 0 {
+		code, _, errs := replayRun(t, "", "-plot", p, "testdata/small.jsonl")
+		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", f, code, errs)
+		}
+		if want := "replay: plot written to " + p + "\n"; errs != want {
+			t.Errorf("stderr %q, want %q", errs, want)
 		}
 		st, err := os.Stat(p)
 		if err != nil || st.Size() == 0 {
@@ -414,8 +421,27 @@ func TestPlot(t *testing.T) {
 	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
 		t.Errorf("plot is %v", b)
 	}
-	if !strings.Contains(readFile(t, filepath.Join(dir, "r.svg")), "<svg") {
+	svg := readFile(t, filepath.Join(dir, "r.svg"))
+	if !strings.Contains(svg, "<svg") {
 		t.Error("r.svg is not SVG")
+	}
+	// Every policy is named in the legend: the oracle as the reference,
+	// the others alone or grouped with the ones they run alongside.
+	for _, name := range eval.PolicyNames {
+		if !strings.Contains(svg, ">"+name) && !strings.Contains(svg, "≈ "+name) && !strings.Contains(svg, name+" ≈") {
+			t.Errorf("the plot's legend does not name %s", name)
+		}
+	}
+}
+
+// TestCloseCurves: curves closer than sameCurve everywhere are drawn as
+// one; one point further apart, or a different length, keeps them apart.
+func TestCloseCurves(t *testing.T) {
+	a := plotter.XYs{{X: 0, Y: 1}, {X: 10, Y: 2}}
+	near := plotter.XYs{{X: 0, Y: 1 + sameCurve/2}, {X: 10, Y: 2 - sameCurve/2}}
+	far := plotter.XYs{{X: 0, Y: 1}, {X: 10, Y: 2 + 2*sameCurve}}
+	if !closeCurves(a, near) || closeCurves(a, far) || closeCurves(a, a[:1]) {
+		t.Errorf("closeCurves: near %v, far %v, shorter %v", closeCurves(a, near), closeCurves(a, far), closeCurves(a, a[:1]))
 	}
 }
 
