@@ -158,10 +158,12 @@ func BenchmarkTargets(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			ps[0].(*Thompson).Close()
 			if ps, err = Policies(env.Arms(), env.Truth, adaptive.Config{Seed: 1}); err != nil {
 				b.Fatal(err)
 			}
 		}
+		ps[0].(*Thompson).Close()
 		for _, r := range rs {
 			unit, v := metric(r)
 			b.ReportMetric(v, r.Policy+"_"+unit)
