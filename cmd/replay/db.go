@@ -10,6 +10,7 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/clilog"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/rs/zerolog"
 )
@@ -72,8 +73,8 @@ func newStorePolicy(o *options, arms []bandit.Arm, st *storeSetup) (*storePolicy
 	if st != nil && st.log != nil {
 		logw = st.log
 	}
-	db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).
-		WithLogger(zerolog.New(logw).Level(zerolog.WarnLevel)))
+	db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).WithMoveDamaged(o.resetStore).
+		WithLogger(clilog.New(logw, o.logJSON, zerolog.WarnLevel)))
 	if err != nil {
 		return nil, fmt.Errorf("replay: -db: %w", err)
 	}

@@ -50,6 +50,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	default:
 		var in *traceInput
 		var cleanup func()
+		defer notifyInterrupt(stderr)()
 		prog := newProgress(stderr, o.progressMin)
 		in, cleanup, err = openInput(&o, stdin, prog)
 		if err != nil {
@@ -103,6 +104,18 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 	if err != nil {
 		cleanup()
 		return nil, func() {}, fmt.Errorf("replay: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		// The replay reads a trace twice; a pipe (<(gzip -c t.jsonl)) would
+		// be empty the second time, a FIFO without a writer or a device
+		// (/dev/zero) would block or never end. Checked before opening,
+		// which blocks on a FIFO.
+		way := "give a trace file"
+		if st.Mode()&os.ModeNamedPipe != 0 {
+			way = "pass it on stdin instead, which is read once and kept: replay [flags] - < " + path
+		}
+		return nil, func() {}, fmt.Errorf("%w: %s is not a regular file (%s) and the replay reads its trace twice: %s",
+			errInput, path, kindOf(st.Mode()), way)
 	}
 	format := o.format
 	if format == "auto" {
@@ -185,4 +198,21 @@ func sniff(path string) (string, error) {
 		return "chrome", nil
 	}
 	return "jsonl", nil
+}
+
+// kindOf names a file mode's type for a person.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a plain file"
 }

@@ -36,6 +36,7 @@ type options struct {
 	record      string
 	progressMin int64 // input bytes from which a terminal gets a progress bar
 	input       string
+	guardOptions
 }
 
 // run is the command: it parses args, replays, writes the report to stdout
@@ -59,6 +60,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, pd, err := replay(o, stdin, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		if errors.Is(err, errInterrupted) {
+			return 130
+		}
 		return 1
 	}
 	if o.json {
@@ -75,6 +79,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+	}
+	if interrupted.Load() {
+		return 130
 	}
 	return 0
 }
@@ -120,6 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.top, "top", 5, "buckets listed where the policies disagree most")
 	fs.StringVar(&o.record, "record-default", "", "write the embedded default trace to `FILE` and exit (maintainers)")
 	fs.Int64Var(&o.progressMin, "progress-min", 64<<20, "input `BYTES` from which a terminal stderr shows a progress bar")
+	o.guardOptions.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -151,6 +159,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-policies names no policy")
 	}
 	if err := o.bandit.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	if err := o.guardOptions.validate(); err != nil {
 		return fail("%v", err)
 	}
 	switch {

@@ -36,14 +36,14 @@ func TestGolden(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"small", []string{"testdata/small.jsonl"}},
+		{"small", []string{"-max-excluded", "25", "testdata/small.jsonl"}},
 		{"small-table", []string{"-table", "testdata/table.csv", "testdata/small.jsonl"}},
 		{"small-profile", []string{"-profile", "mi250", "-policies", "thompson,roofline,oracle,cpu,gpu", "testdata/small.jsonl"}},
 		{"exact", []string{"testdata/exact.jsonl"}},
 		{"table-workload", []string{"-table", "testdata/table.csv", "-ops", "3000"}},
 		{"decode", []string{"-workload", "decode", "-ops", "3000", "-policies", "thompson,roofline,oracle,gpu,cpu"}},
 		{"chrome", []string{"-profile", "h100", "-policies", "thompson,roofline,oracle,cpu,gpu", "testdata/chrome.json"}},
-		{"tuned", []string{"-hysteresis", "0.3", "-discount", "0.99", "-prior-strength", "1", "-seed", "3", "-policies", "thompson,oracle", "testdata/small.jsonl"}},
+		{"tuned", []string{"-hysteresis", "0.3", "-discount", "0.99", "-prior-strength", "1", "-seed", "3", "-policies", "thompson,oracle", "-max-excluded", "25", "testdata/small.jsonl"}},
 	}
 	for _, c := range cases {
 		for _, js := range []bool{false, true} {
@@ -254,7 +254,7 @@ func writeFile(t *testing.T, p, s string) {
 
 // TestSkipBad counts the skipped lines instead of failing.
 func TestSkipBad(t *testing.T) {
-	code, out, errs := replayRun(t, "", "-skip-bad", "-json", "testdata/bad.jsonl")
+	code, out, errs := replayRun(t, "", "-skip-bad", "-json", "-max-excluded", "100", "testdata/bad.jsonl")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -271,8 +271,8 @@ func TestSkipBad(t *testing.T) {
 // TestStdin reads the trace from stdin (spooled: the replay reads twice)
 // and gives the same figures as from the file.
 func TestStdin(t *testing.T) {
-	_, fromFile, _ := replayRun(t, "", "-json", "testdata/small.jsonl")
-	code, fromStdin, errs := replayRun(t, readFile(t, "testdata/small.jsonl"), "-json", "-")
+	_, fromFile, _ := replayRun(t, "", "-json", "-max-excluded", "25", "testdata/small.jsonl")
+	code, fromStdin, errs := replayRun(t, readFile(t, "testdata/small.jsonl"), "-json", "-max-excluded", "25", "-")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -319,7 +319,7 @@ func TestPlot(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"r.png", "r.svg"} {
 		p := filepath.Join(dir, f)
-		if code, _, errs := replayRun(t, "", "-plot", p, "testdata/small.jsonl"); code != 0 {
+		if code, _, errs := replayRun(t, "", "-plot", p, "-max-excluded", "25", "testdata/small.jsonl"); code != 0 {
 			t.Fatalf("%s: exit %d: %s", f, code, errs)
 		}
 		st, err := os.Stat(p)
@@ -348,7 +348,7 @@ func TestPlot(t *testing.T) {
 // the second run loads posteriors and explores no more than the first.
 func TestDB(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"-json", "-db", dir, "-policies", "thompson,oracle", "testdata/small.jsonl"}
+	args := []string{"-json", "-db", dir, "-policies", "thompson,oracle", "-max-excluded", "25", "testdata/small.jsonl"}
 	var reps [2]Report
 	for i := range reps {
 		code, out, errs := replayRun(t, "", args...)
@@ -384,7 +384,7 @@ func FuzzReplayParse(f *testing.F) {
 	}
 	f.Add([]byte(header+`{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"backend":"cpu","actual_duration_us":3,"shadow_us":{"gpu":null}}`+"\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, skipBad bool) {
-		o := options{policies: []string{"thompson", "calibrate", "oracle", "cpu"}, seed: 1, top: 3, skipBad: skipBad}
+		o := options{policies: []string{"thompson", "calibrate", "oracle", "cpu"}, seed: 1, top: 3, skipBad: skipBad, guardOptions: guardOptions{maxExcluded: 100}}
 		if skipBad {
 			o.profile, o.cpuProfile = "h100", "cpu2"
 		}

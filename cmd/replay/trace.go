@@ -121,7 +121,8 @@ type scanner struct {
 	key     []byte
 	ev      history.Event // the event just read, reused
 	ops     int64
-	bad     int // events skipped for bad content (-skip-bad)
+	events  [maxArms]int64 // events naming each backend (as run or shadow)
+	bad     int            // events skipped for bad content (-skip-bad)
 	table   *sim.Table
 	tblEnv  map[*specEntry][]float64
 }
@@ -329,6 +330,9 @@ func (s *scanner) scan() error {
 	}
 	defer c.Close()
 	for {
+		if interrupted.Load() {
+			return fmt.Errorf("%w during the first pass, after %d ops: nothing was replayed", errInterrupted, s.ops)
+		}
 		ev, ent, err := s.next(it, &s.ops, &s.bad)
 		if err == io.EOF {
 			break
@@ -344,6 +348,7 @@ func (s *scanner) scan() error {
 			if err != nil {
 				return badLine(s.in, it, err)
 			}
+			s.events[a]++
 			if measured(ev.ActualUs) {
 				b.meas[a].add(ev.ActualUs)
 			}
@@ -352,6 +357,9 @@ func (s *scanner) scan() error {
 			a, err := s.arm(k, nil)
 			if err != nil {
 				return badLine(s.in, it, err)
+			}
+			if k != ev.Backend {
+				s.events[a]++
 			}
 			if measured(v) {
 				b.meas[a].add(v)
@@ -593,6 +601,9 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
 			errInput, in.name, s.ops, rs.excludedOps)
 	}
+	if err := checkExcluded(o, s, rs.excludedOps, stderr); err != nil {
+		return nil, nil, err
+	}
 	arms := make([]bandit.Arm, len(s.arms))
 	for i, a := range s.arms {
 		arms[i] = bandit.Arm{Name: a.name, GPU: a.gpu, Nominal: a.nominal}
@@ -641,6 +652,13 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 	var meas [maxArms]float64
 	var msrc [maxArms]source
 	for {
+		if onOp != nil {
+			onOp(op)
+		}
+		if interrupted.Load() {
+			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: the figures cover the first %d of %d ops compared", op, included))
+			break
+		}
 		ev, ent, err := s.next(it, &read, &bad)
 		if err == io.EOF {
 			break
