@@ -47,7 +47,6 @@ var onOp func(op int64)
 
 // notifyInterrupt catches SIGINT and SIGTERM until stop is called.
 func notifyInterrupt(stderr io.Writer) (stop func()) {
-	interrupted.Store(false)
 	c := make(chan os.Signal, 2)
 	done := make(chan struct{})
 	signal.Notify(c, os.Interrupt, syscall.SIGTERM)

@@ -129,3 +129,72 @@ func TestInterruptReports(t *testing.T) {
 		t.Errorf("the store holds no posterior after the interrupted run: %+v", s)
 	}
 }
+
+// Issue 21: a perf table at the bounds it accepts (1 ns and 11.6 days,
+// std 100× the mean) gives finite totals and valid JSON, where means of
+// 1e300 and 5e-324 gave NaN totals and a -json error naming no file.
+func TestTableBoundsFinite(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "edge.csv")
+	csv := "op,shape,backend,mean_us,std_us,n\n" +
+		"Add,4;4,gpu,1e-3,0.1,2\nAdd,4;4,cpu,1e12,1e14,2\n" +
+		"Add,8;8,gpu,1e12,1e14,2\nAdd,8;8,cpu,1e-3,5e-324,2\n"
+	if err := os.WriteFile(p, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replayRun(t, "", "-json", "-table", p, "-ops", "2000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	if err := os.WriteFile(bad, []byte("op,shape,backend,mean_us,std_us,n\nAdd,4;4,gpu,1e300,1,2\nAdd,4;4,cpu,3,1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := replayRun(t, "", "-json", "-table", bad); code != 1 || !strings.Contains(errs, bad+":2: mean_us") {
+		t.Errorf("1e300: exit %d, %q", code, errs)
+	}
+}
+
+// Issue 21: a Chrome trace's negative kernel duration was reported as
+// "file:1: actual_duration_us", a line and a field the file does not
+// have; the error now names the event's index in traceEvents.
+func TestChromeLocation(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "neg.json")
+	trace := `{"traceEvents":[` +
+		`{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":10,"args":{"Input Dims":[[4],[4]],"Input type":["float","float"]}},` +
+		`{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1,"dur":2,"args":{"correlation":7}},` +
+		`{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":3,"dur":-5,"args":{"correlation":7}}]}`
+	if err := os.WriteFile(p, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := replayRun(t, "", "-profile", "h100", p)
+	if code != 1 || !strings.Contains(errs, "traceEvents[2] (kernel \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// Issue 21: a Chrome trace whose "traceEvents" key follows more than a
+// MiB of other keys was sniffed as JSONL ("no header").
+func TestSniffLateTraceEvents(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "late.json")
+	trace := `{"meta":"` + strings.Repeat("x", 2<<20) + `","deviceProperties":[{"a":[1,2,{"b":"}"}]}],"traceEvents":[` +
+		`{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":10,"args":{"Input Dims":[[4],[4]],"Input type":["float","float"]}}]}`
+	if err := os.WriteFile(p, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sniff(p); err != nil || f != "chrome" {
+		t.Errorf("sniff: %q, %v; want chrome", f, err)
+	}
+	for _, q := range []string{"testdata/small.jsonl", "testdata/chrome.json", "testdata/default.jsonl.gz"} {
+		want := "jsonl"
+		if strings.HasSuffix(q, ".json") {
+			want = "chrome"
+		}
+		if f, _ := sniff(q); f != want {
+			t.Errorf("sniff %s: %q, want %q", q, f, want)
+		}
+	}
+}

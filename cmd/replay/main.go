@@ -71,7 +71,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = writeTable(stdout, rep)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "replay:", err)
+		fmt.Fprintf(stderr, "replay: %s: writing the report: %v\n", rep.Input, err)
 		return 1
 	}
 	if o.plot != "" {

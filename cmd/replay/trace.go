@@ -290,6 +290,9 @@ func measured(us float64) bool { return us > 0 && !math.IsInf(us, 0) }
 
 // badLine formats an error about the event just read.
 func badLine(in *traceInput, it eventIter, err error) error {
+	if w, ok := it.(interface{ Where() string }); ok {
+		return fmt.Errorf("%s: %s: %w", in.name, w.Where(), err)
+	}
 	return fmt.Errorf("%s:%d: %w", in.name, it.Line(), err)
 }
 
