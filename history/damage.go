@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/rs/zerolog"
 )
 
 // stateFile is the store's own record of what it held, written beside
@@ -60,14 +61,19 @@ func writeState(dir string, st storeState) error {
 // checkFiles looks for damage before Badger opens dir, since Badger meets
 // some of it by deleting files and some by panicking in its own
 // goroutines, where it cannot be recovered: a MANIFEST that is missing,
-// unreadable or out of step with the tables on disk, and tables that do
-// not open or whose blocks fail their checksums (every table is read
+// unreadable or that lists a table the directory lacks, and tables that
+// do not open or whose blocks fail their checksums (every table is read
 // through Badger's own reader, with its panics recovered). It returns a
-// *DamagedError, or nil for a sound or a new store.
-func checkFiles(dir string) error {
+// *DamagedError, or nil for a sound or a new store, and the tables that
+// the MANIFEST does not list ("orphans"): a crash between writing a table
+// and recording it leaves those legitimately (Badger deletes them; their
+// records are in the WAL or in other tables), and so does a truncated
+// MANIFEST, where they hold records found nowhere else. Open tells the
+// two apart with trialOpen.
+func checkFiles(dir string) (orphans []string, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil // Badger reports what it cannot read
+		return nil, nil // Badger reports what it cannot read
 	}
 	tables := map[uint64]string{}
 	var hasManifest, hasState bool
@@ -88,18 +94,18 @@ func checkFiles(dir string) error {
 	}
 	if !hasManifest {
 		if len(tables) > 0 || hasState {
-			return damaged("its MANIFEST is missing (Badger would start an empty store and delete the %d tables)", len(tables))
+			return nil, damaged("its MANIFEST is missing (Badger would start an empty store and delete the %d tables)", len(tables))
 		}
-		return nil
+		return nil, nil
 	}
 	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
 	if err != nil {
-		return damaged("MANIFEST: %v", err)
+		return nil, damaged("MANIFEST: %v", err)
 	}
 	mf, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
 	f.Close()
 	if err != nil {
-		return damaged("MANIFEST: %v", err)
+		return nil, damaged("MANIFEST: %v", err)
 	}
 	ids := make([]uint64, 0, len(tables))
 	for id := range tables {
@@ -108,17 +114,73 @@ func checkFiles(dir string) error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		if _, ok := mf.Tables[id]; !ok {
-			return damaged("table %s is not in the MANIFEST (MANIFEST truncated? Badger would delete the table)", tables[id])
+			orphans = append(orphans, tables[id])
 		}
 	}
 	for id := range mf.Tables {
 		if _, ok := tables[id]; !ok {
-			return damaged("table %s, listed in the MANIFEST, is missing", table.IDToFilename(id))
+			return nil, damaged("table %s, listed in the MANIFEST, is missing", table.IDToFilename(id))
 		}
 	}
 	for _, id := range ids {
-		if err := checkTable(filepath.Join(dir, tables[id]), mf.Tables[id].Compression); err != nil {
-			return damaged("table %s: %v", tables[id], err)
+		c := badger.DefaultOptions("").Compression // Open's, for a table the MANIFEST does not describe
+		if tm, ok := mf.Tables[id]; ok {
+			c = tm.Compression
+		}
+		if err := checkTable(filepath.Join(dir, tables[id]), c); err != nil {
+			return nil, damaged("table %s: %v", tables[id], err)
+		}
+	}
+	return orphans, nil
+}
+
+// trialOpen opens a copy of dir, whose MANIFEST does not list the tables
+// orphans, the way Open would open dir (Badger deletes the orphans) and
+// checks the copy against the state file: a store that then holds what
+// its last flush recorded had orphans from a crash; one that holds less
+// had a truncated MANIFEST, and Open must not let Badger delete them in
+// dir. The copy is removed.
+func trialOpen(opts Options, orphans []string) error {
+	tmp, err := os.MkdirTemp("", "adaptsched-check-*")
+	if err != nil {
+		return fmt.Errorf("history: check %s: %w", opts.Dir, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyFiles(opts.Dir, tmp); err != nil {
+		return fmt.Errorf("history: check %s: %w", opts.Dir, err)
+	}
+	trial := opts
+	trial.Dir, trial.MoveDamaged, trial.Logger, trial.trial = tmp, false, zerolog.Nop(), true
+	db, err := open(trial)
+	if err == nil {
+		return db.Close()
+	}
+	var de *DamagedError
+	if errors.As(err, &de) {
+		return &DamagedError{Dir: opts.Dir, Reason: fmt.Sprintf(
+			"the MANIFEST does not list %s (MANIFEST truncated?), and without %s %s",
+			strings.Join(orphans, ", "), map[bool]string{true: "it", false: "them"}[len(orphans) == 1], de.Reason)}
+	}
+	return fmt.Errorf("history: check %s: %w", opts.Dir, err)
+}
+
+// copyFiles copies the regular files of dir (not Badger's pid file) into
+// to.
+func copyFiles(dir, to string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
+			return err
 		}
 	}
 	return nil

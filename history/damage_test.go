@@ -106,7 +106,7 @@ func TestDamagedStore(t *testing.T) {
 			if err := os.Truncate(p, sizeOf(t, p)/2); err != nil {
 				t.Fatal(err)
 			}
-		}, "not in the MANIFEST"},
+		}, "the MANIFEST does not list 000001.sst, 000002.sst"},
 		{"manifest-deleted", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
 				t.Fatal(err)

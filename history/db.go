@@ -157,14 +157,24 @@ func open(opts Options) (*DB, error) {
 		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("history: create %s: %w", opts.Dir, err)
 		}
-		free, err := lockFree(opts.Dir)
+		unlock, free, err := lockDir(opts.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("history: open %s: %w", opts.Dir, err)
 		}
 		if !free {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
-		if err := checkFiles(opts.Dir); err != nil {
+		orphans, err := checkFiles(opts.Dir)
+		if err == nil && len(orphans) > 0 && !opts.trial {
+			if _, ok, _ := readState(opts.Dir); ok {
+				err = trialOpen(opts, orphans)
+			} else {
+				opts.Logger.Warn().Str("dir", opts.Dir).Strs("tables", orphans).
+					Msg("history: tables not in the MANIFEST (left by a crash, or a MANIFEST truncated); the store has no state file to tell, so Badger deletes them")
+			}
+		}
+		unlock() // closing the descriptor releases the flock
+		if err != nil {
 			return nil, err
 		}
 	}

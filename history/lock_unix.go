@@ -9,21 +9,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFree reports whether no other process (or DB) holds dir's Badger
-// lock (the flock on the directory that Badger takes), so that Open reads
-// the files only of a store nobody writes. It takes the lock and releases
-// it at once: Badger takes it again when it opens.
-func lockFree(dir string) (bool, error) {
+// lockDir takes dir's Badger lock (the flock on the directory that Badger
+// takes) for Open's checks of the files, so that they read only a store
+// nobody writes; free is false when another process (or DB) holds it.
+// unlock releases it, just before Badger takes it again.
+func lockDir(dir string) (unlock func(), free bool, err error) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	defer f.Close()
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return false, nil
+			return nil, false, nil
 		}
-		return false, err
+		return nil, false, err
 	}
-	return true, unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return func() { f.Close() }, true, nil
 }

@@ -22,6 +22,8 @@ type Options struct {
 	SyncWrites    bool
 	MemTableSize  int64
 	MoveDamaged   bool
+
+	trial bool // Open of trialOpen's copy: no trial of its own
 }
 
 // DefaultOptions returns the defaults for a store in dir: flushed every
