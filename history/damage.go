@@ -122,12 +122,14 @@ func checkFiles(dir string) (orphans []string, err error) {
 			return nil, damaged("table %s, listed in the MANIFEST, is missing", table.IDToFilename(id))
 		}
 	}
+	// Only the listed tables are read: Badger deletes the others before it
+	// reads any table, and a crash may have left one half written.
 	for _, id := range ids {
-		c := badger.DefaultOptions("").Compression // Open's, for a table the MANIFEST does not describe
-		if tm, ok := mf.Tables[id]; ok {
-			c = tm.Compression
+		tm, ok := mf.Tables[id]
+		if !ok {
+			continue
 		}
-		if err := checkTable(filepath.Join(dir, tables[id]), c); err != nil {
+		if err := checkTable(filepath.Join(dir, tables[id]), tm.Compression); err != nil {
 			return nil, damaged("table %s: %v", tables[id], err)
 		}
 	}
