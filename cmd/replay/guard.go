@@ -72,11 +72,13 @@ func notifyInterrupt(stderr io.Writer) (stop func()) {
 
 // checkExcluded reports the ops that the comparison leaves out (their
 // bucket lacks a measurement and a model on some backend), naming the
-// backends that cause it and how many events name each: a warning on
-// stderr, or an error when they exceed -max-excluded percent.
-func checkExcluded(o *options, s *scanner, excluded int64, stderr io.Writer) error {
+// backends that cause it and how many events name each: a warning for
+// stderr, or an error when they exceed -max-excluded percent. The caller
+// prints the warning once the replay is under way, so that an error (a
+// damaged -db) comes first.
+func checkExcluded(o *options, s *scanner, excluded int64) (warning string, err error) {
 	if excluded == 0 || s.ops == 0 {
-		return nil
+		return "", nil
 	}
 	// Ops that each backend's missing durations leave out.
 	var cause [maxArms]int64
@@ -102,8 +104,7 @@ func checkExcluded(o *options, s *scanner, excluded int64, stderr io.Writer) err
 		"give -table or -profile to model the missing durations, or drop the events of a backend that appears only in a few",
 		s.in.name, excluded, s.ops, pct, strings.Join(names, ", "))
 	if pct > o.maxExcluded {
-		return fmt.Errorf("%w: %s (-max-excluded %g allows %g%%)", errInput, msg, o.maxExcluded, o.maxExcluded)
+		return "", fmt.Errorf("%w: %s (-max-excluded %g allows %g%%)", errInput, msg, o.maxExcluded, o.maxExcluded)
 	}
-	fmt.Fprintf(stderr, "replay: warning: %s\n", msg)
-	return nil
+	return "replay: warning: " + msg, nil
 }

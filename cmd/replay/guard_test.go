@@ -198,3 +198,29 @@ func TestSniffLateTraceEvents(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21: a store whose MANIFEST is gone opened empty ("0 posteriors
+// loaded"), its tables deleted, exit 0. Now the error naming the store is
+// the first thing on stderr; -reset-damaged-store moves it aside with a
+// plain warning line and replays.
+func TestDamagedDB(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	args := []string{"-db", dir, "-policies", "thompson,oracle", "-max-excluded", "25", "testdata/small.jsonl"}
+	if code, _, errs := replayRun(t, "", args...); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replayRun(t, "", args...)
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "replay: -db: history: store "+dir+" is damaged: its MANIFEST is missing") {
+		t.Fatalf("damaged: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, _, errs = replayRun(t, "", append([]string{"-reset-damaged-store"}, args...)...)
+	if code != 0 || !strings.Contains(errs, "WRN history: the store was damaged; moved it aside") || strings.Contains(errs, `{"level"`) {
+		t.Errorf("-reset-damaged-store: exit %d, stderr %q", code, errs)
+	}
+	if moved, _ := filepath.Glob(dir + ".damaged-*"); len(moved) != 1 {
+		t.Errorf("moved aside: %v", moved)
+	}
+}

@@ -604,7 +604,8 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
 			errInput, in.name, s.ops, rs.excludedOps)
 	}
-	if err := checkExcluded(o, s, rs.excludedOps, stderr); err != nil {
+	warning, err := checkExcluded(o, s, rs.excludedOps)
+	if err != nil {
 		return nil, nil, err
 	}
 	arms := make([]bandit.Arm, len(s.arms))
@@ -627,6 +628,9 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		}
 	}()
 	rs.notes = append(rs.notes, pnotes...)
+	if warning != "" {
+		fmt.Fprintln(stderr, warning)
+	}
 	every := max(included/200, 1)
 	pd = &plotData{arms: rs.arms}
 	tps := make([]*tracePolicy, len(ps))
