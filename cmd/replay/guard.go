@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -45,8 +44,10 @@ var interrupted atomic.Bool
 // onOp, when set (by tests), is called before each op of pass 2.
 var onOp func(op int64)
 
-// notifyInterrupt catches SIGINT and SIGTERM until stop is called.
-func notifyInterrupt(stderr io.Writer) (stop func()) {
+// notifyInterrupt catches SIGINT and SIGTERM until stop is called. It
+// only sets interrupted: the replay's goroutine says so on stderr, which
+// it alone writes.
+func notifyInterrupt() (stop func()) {
 	c := make(chan os.Signal, 2)
 	done := make(chan struct{})
 	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
@@ -54,7 +55,6 @@ func notifyInterrupt(stderr io.Writer) (stop func()) {
 		select {
 		case <-c:
 			interrupted.Store(true)
-			fmt.Fprintln(stderr, "replay: interrupted: reporting the ops replayed so far (again to quit at once)")
 		case <-done:
 			return
 		}

@@ -51,7 +51,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	default:
 		var in *traceInput
 		var cleanup func()
-		defer notifyInterrupt(stderr)()
+		defer notifyInterrupt()()
 		prog := newProgress(stderr, o.progressMin)
 		in, cleanup, err = openInput(&o, stdin, prog)
 		if err != nil {

@@ -663,6 +663,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			onOp(op)
 		}
 		if interrupted.Load() {
+			fmt.Fprintln(stderr, "replay: interrupted: reporting the ops replayed so far (again to quit at once)")
 			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: the figures cover the first %d of %d ops compared", op, included))
 			break
 		}
