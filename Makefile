@@ -1,6 +1,10 @@
 # adaptsched — build, test, benchmark, demo.
 # `make test` is what CI runs (.ci/run). It installs the Debian runtime
 # libraries the tests load at run time when they are missing (as root).
+# `make demo` needs nothing beyond Go. `make ops` and `make bench` run on
+# whatever this machine has: they name the libraries that are missing
+# (the CPU backend then uses its pure-Go matmul, the GPU backend reports
+# itself unavailable) and go on.
 
 GO        ?= go
 # Debian packages whose libraries are dlopen'ed by the tests: OpenBLAS for
@@ -9,7 +13,7 @@ GO        ?= go
 DEB_PKGS  ?= libopenblas0 libamdhip64-5
 BENCHTIME ?= 300ms
 
-.PHONY: all build deps test vet bench demo ops clean
+.PHONY: all build deps libs test vet bench demo ops clean
 
 all: build
 
@@ -28,6 +32,17 @@ deps:
 	  fi; \
 	fi
 
+# libs names the runtime libraries that are missing, without failing: the
+# programs that would load them report the backend or path unavailable.
+libs:
+	@if ! command -v dpkg >/dev/null 2>&1; then \
+	  echo "make: not a Debian system: OpenBLAS and HIP are used only if found at run time"; \
+	else \
+	  missing=""; \
+	  for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then echo "make: missing Debian packages:$$missing; going on without them (make deps installs them, as root)"; fi; \
+	fi
+
 vet:
 	$(GO) vet ./...
 
@@ -42,7 +57,7 @@ test: deps vet
 # either catches one or not (BENCHMARKS.md: +85% in one, +4% in 2 s runs).
 SLOWBENCH ?= SelectObserve/10k-buckets
 SLOWTIME  ?= 3s
-bench: deps
+bench: libs
 	$(GO) test -run '^$$' -bench . -skip '$(SLOWBENCH)' -benchtime $(BENCHTIME) -timeout 60m ./... 2>&1 | tee bench.out
 	$(GO) test -run '^$$' -bench '$(SLOWBENCH)' -benchtime $(SLOWTIME) -timeout 20m ./history 2>&1 | tee -a bench.out
 	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md
@@ -50,11 +65,11 @@ bench: deps
 
 # demo replays the embedded mixed-serving trace through every placement
 # policy, prints the comparison and writes the plot to replay.png.
-demo: deps
+demo:
 	$(GO) run ./cmd/replay -plot replay.png
 
 # ops runs every op on every backend available here and prints µs.
-ops: deps
+ops: libs
 	$(GO) run ./cmd/opdemo
 
 clean:

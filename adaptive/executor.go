@@ -1152,7 +1152,7 @@ func init() {
 // Executor that owns them, with the default Config.
 func openExecutor(arg string) (backends.Backend, error) {
 	if arg == "" {
-		return nil, &backends.UnavailableError{Backend: "adaptive", Reason: "no backends listed: open adaptive:cpu,cpu1,..."}
+		return nil, &backends.UnavailableError{Backend: "adaptive", Reason: "no backends listed: open adaptive:cpu,cpu1,...", NeedsParam: true}
 	}
 	var bes []backends.Backend
 	closeAll := func() {

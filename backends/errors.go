@@ -23,6 +23,10 @@ var (
 	// ErrForeignBuffer: a buffer of another backend, or a freed one, was
 	// passed in.
 	ErrForeignBuffer = errors.New("backends: buffer does not belong to this backend")
+	// ErrNeedsParam: the driver opens nothing by its bare name: it needs a
+	// parameter ("sim:h100", "adaptive:cpu,cpu1"). An *UnavailableError
+	// with NeedsParam set wraps it besides ErrUnavailable.
+	ErrNeedsParam = errors.New("backends: the driver needs a parameter (NAME:PARAM)")
 )
 
 // UnavailableError says why a backend could not be opened: every library
@@ -30,6 +34,9 @@ var (
 type UnavailableError struct {
 	Backend string
 	Reason  string
+	// NeedsParam says that the driver was opened without the parameter
+	// it needs (ErrNeedsParam), rather than being unavailable here.
+	NeedsParam bool
 }
 
 // Error implements error.
@@ -37,8 +44,13 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("backends: %s unavailable: %s", e.Backend, e.Reason)
 }
 
-// Unwrap returns ErrUnavailable.
-func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
+// Unwrap returns ErrUnavailable, and ErrNeedsParam when NeedsParam is set.
+func (e *UnavailableError) Unwrap() []error {
+	if e.NeedsParam {
+		return []error{ErrUnavailable, ErrNeedsParam}
+	}
+	return []error{ErrUnavailable}
+}
 
 // DeviceError is a failure of one op (or transfer, Op "write"/"read") on
 // one backend. Err wraps one of the sentinels or a kernels error.

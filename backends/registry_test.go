@@ -102,3 +102,16 @@ func TestOpenSplitsArg(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21: an UnavailableError with NeedsParam is both ErrUnavailable
+// and ErrNeedsParam; without, only ErrUnavailable.
+func TestNeedsParam(t *testing.T) {
+	var err error = &backends.UnavailableError{Backend: "sim", Reason: "no profile", NeedsParam: true}
+	if !errors.Is(err, backends.ErrUnavailable) || !errors.Is(err, backends.ErrNeedsParam) {
+		t.Errorf("%v: want ErrUnavailable and ErrNeedsParam", err)
+	}
+	err = &backends.UnavailableError{Backend: "rocm", Reason: "no library"}
+	if !errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrNeedsParam) {
+		t.Errorf("%v: want ErrUnavailable only", err)
+	}
+}

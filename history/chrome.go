@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -22,6 +23,7 @@ type ChromeOp struct {
 	Mapped   bool    // Event.Op is a catalogue op; otherwise "Opaque", with Source in Params.Name
 	LaunchUs float64 // the cpu_op's own dur: host launch time, never a CPU compute time
 	TsUs     float64 // the cpu_op's start, trace µs
+	Index    int     // the cpu_op's index in the trace's traceEvents array
 	Kernels  int     // kernels joined to it or to an op nested in it
 	Nested   int     // cpu_ops nested inside it (folded into it, not imported)
 }
@@ -52,15 +54,26 @@ type ChromeTrace struct {
 	Legacy bool
 }
 
+// MaxChromeUs bounds an event's dur in a Chrome trace (about 11.6 days,
+// the replay's bound on any duration): beyond it, or negative, or not a
+// number, ImportChrome rejects the trace, naming the event's index.
+const MaxChromeUs = 1e12
+
+// maxChromeTs bounds an event's ts: µs since the Unix epoch reach 1.8e15
+// in 2027, so 1e17 leaves room while keeping sums of durations exact
+// enough and finite.
+const maxChromeTs = 1e17
+
 type chromeEvent struct {
-	Ph   string          `json:"ph"`
-	Cat  string          `json:"cat"`
-	Name string          `json:"name"`
-	Pid  json.RawMessage `json:"pid"`
-	Tid  json.RawMessage `json:"tid"`
-	Ts   float64         `json:"ts"`
-	Dur  float64         `json:"dur"`
-	Args struct {
+	Ph    string          `json:"ph"`
+	Cat   string          `json:"cat"`
+	Name  string          `json:"name"`
+	Pid   json.RawMessage `json:"pid"`
+	Tid   json.RawMessage `json:"tid"`
+	Ts    float64         `json:"ts"`
+	Dur   float64         `json:"dur"`
+	index int             // in traceEvents
+	Args  struct {
 		Dims        []json.RawMessage `json:"Input Dims"`
 		Types       []json.RawMessage `json:"Input type"`
 		Correlation *int64            `json:"correlation"`
@@ -147,13 +160,20 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 			return nil, fail("traceEvents is not an array (%v)", err)
 		}
-		for dec.More() {
+		for i := 0; dec.More(); i++ {
 			var ev chromeEvent
 			if err := dec.Decode(&ev); err != nil {
-				return nil, fail("event: %v", err)
+				return nil, fail("traceEvents[%d]: %v", i, err)
 			}
 			if ev.Ph != "X" {
 				continue
+			}
+			ev.index = i
+			if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
+				return nil, fail("traceEvents[%d] (%s %q): dur %v: want a duration in [0, %g] µs", i, ev.Cat, ev.Name, ev.Dur, MaxChromeUs)
+			}
+			if !(math.Abs(ev.Ts) <= maxChromeTs) {
+				return nil, fail("traceEvents[%d] (%s %q): ts %v: want a time within ±%g µs", i, ev.Cat, ev.Name, ev.Ts, maxChromeTs)
 			}
 			switch ev.Cat {
 			case "cpu_op", "Operator":
@@ -338,7 +358,7 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 }
 
 func importOp(op *chromeOp) ChromeOp {
-	co := ChromeOp{Source: op.ev.Name, LaunchUs: op.ev.Dur, TsUs: op.ev.Ts, Mapped: op.spec != nil}
+	co := ChromeOp{Source: op.ev.Name, LaunchUs: op.ev.Dur, TsUs: op.ev.Ts, Index: op.ev.index, Mapped: op.spec != nil}
 	if op.spec != nil {
 		co.Event = EventOf(*op.spec)
 	} else {

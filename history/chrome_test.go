@@ -11,11 +11,11 @@ import (
 	"testing"
 )
 
-const tracesDir = "../../shared/data/traces"
+const tracesDir = "testdata/traces"
 
 // Issue 4: the importer on both real traces (provenance in
-// ../shared/data/traces/PROVENANCE.md). The expected counts come from
-// testdata/chrome_counts.py, an independent brute-force reading of the
+// testdata/traces/PROVENANCE.md, licence in testdata/traces/LICENSE). The
+// expected counts come from testdata/chrome_counts.py, an independent brute-force reading of the
 // same files with Python's json module (python3 testdata/chrome_counts.py
 // FILE): CPUOps = events with ph X and cat cpu_op; WithShapes = of those,
 // with at least one non-empty, all-positive Input Dims entry; Kernels =

@@ -25,3 +25,24 @@ var (
 	// ErrChrome marks a Chrome trace that cannot be imported.
 	ErrChrome = errors.New("history: bad chrome trace")
 )
+
+// ErrDamaged marks a store directory whose files are damaged, or that
+// opens with fewer records or an older version than it last held: Open
+// refuses it rather than let Badger replace or roll it back. The error is
+// a *DamagedError naming the directory and the way out.
+var ErrDamaged = errors.New("history: store is damaged")
+
+// DamagedError is Open's error for a damaged store: Dir is the store's
+// directory, Reason what is wrong with it. It wraps ErrDamaged.
+type DamagedError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *DamagedError) Error() string {
+	return "history: store " + e.Dir + " is damaged: " + e.Reason +
+		"; its tables and MANIFEST were left as they were. Restore it from a backup, or move it aside and start afresh " +
+		"(Options.WithMoveDamaged; the commands' -reset-damaged-store flag)"
+}
+
+func (e *DamagedError) Unwrap() error { return ErrDamaged }

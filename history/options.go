@@ -21,6 +21,9 @@ type Options struct {
 	PriorWeight   float64
 	SyncWrites    bool
 	MemTableSize  int64
+	MoveDamaged   bool
+
+	trial bool // Open of trialOpen's copy: no trial of its own
 }
 
 // DefaultOptions returns the defaults for a store in dir: flushed every
@@ -96,6 +99,12 @@ func (o Options) WithSyncWrites(b bool) Options { o.SyncWrites = b; return o }
 // Default DefaultMemTableSize; a smaller one saves memory where few
 // records change between flushes.
 func (o Options) WithMemTableSize(n int64) Options { o.MemTableSize = n; return o }
+
+// WithMoveDamaged makes Open move a damaged store aside (renamed to
+// DIR.damaged-TIMESTAMP, with a warning in the log) and start an empty
+// one in its place, where it would fail with a *DamagedError. Default
+// false: a damaged store is never replaced without being asked.
+func (o Options) WithMoveDamaged(b bool) Options { o.MoveDamaged = b; return o }
 
 func (o Options) validate() error {
 	switch {

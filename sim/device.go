@@ -14,7 +14,7 @@ import (
 func init() {
 	backends.Register("sim", func(arg string) (backends.Backend, error) {
 		if arg == "" {
-			return nil, &backends.UnavailableError{Backend: "sim", Reason: fmt.Sprintf("no profile named: open sim:<profile>, one of %v", Profiles())}
+			return nil, &backends.UnavailableError{Backend: "sim", Reason: fmt.Sprintf("no profile named: open sim:<profile>, one of %v", Profiles()), NeedsParam: true}
 		}
 		return Open(arg, DefaultOptions())
 	})

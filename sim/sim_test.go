@@ -405,6 +405,12 @@ func TestLoadTableErrors(t *testing.T) {
 		{head + "Add,4;4x,gpu,3,1,2\n", "t.csv:2: shape \"4;4x\""},
 		{head + "Add,4;4,gpu,3,1,2\n#c\nAdd,4;4,gpu,3,1,2\n", "t.csv:4: Add,4;4 on gpu measured again (first on line 2)"},
 		{head + "Add,4;4,,3,1,2\n", "t.csv:2: empty backend"},
+		// Issue 21: these loaded and gave NaN or infinite totals.
+		{head + "Add,4;4,gpu,1e300,1,2\n", "t.csv:2: mean_us \"1e300\""},
+		{head + "Add,4;4,gpu,5e-324,1,2\n", "t.csv:2: mean_us \"5e-324\""},
+		{head + "Add,4;4,gpu,3,1e300,2\n", "t.csv:2: std_us \"1e300\""},
+		{head + "Add,4;4,gpu,3,NaN,2\n", "t.csv:2: std_us \"NaN\""},
+		{head + "Add,4;4,gpu,1e-3,5e-324,2\nAdd,4;4,cpu,1e12,1e15,2\n", "t.csv:3: std_us \"1e15\""},
 		{"", "t.csv: no header"},
 	}
 	for _, c := range cases {

@@ -20,6 +20,20 @@ import (
 // s0, about 20%.
 const DefaultSpread = 0.2
 
+// MinTableUs and MaxTableUs bound a perf table's mean_us (1 ns to about
+// 11.6 days, the replay's bound on any duration): outside them, or with a
+// std_us above maxStdRatio times the mean, a row is rejected, since the
+// lognormal's σ and the workload's totals would overflow or vanish (a
+// mean of 5e-324 gave σ = NaN, one of 1e300 an infinite total).
+const (
+	MinTableUs = 1e-3
+	MaxTableUs = 1e12
+)
+
+// maxStdRatio bounds std_us / mean_us: 100 gives a lognormal σ of ln µs
+// of 3.03.
+const maxStdRatio = 100
+
 // Table is a perf table: measured mean durations of ops on backends, one
 // row per (op, shape, backend).
 //
@@ -111,14 +125,14 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 			return nil, bad(line, "%v", err)
 		}
 		mean, err := strconv.ParseFloat(f("mean_us"), 64)
-		if err != nil || !(mean > 0) || math.IsInf(mean, 0) {
-			return nil, bad(line, "mean_us %q: want a positive number", f("mean_us"))
+		if err != nil || !(mean >= MinTableUs && mean <= MaxTableUs) {
+			return nil, bad(line, "mean_us %q: want a positive number of µs in [%g, %g]", f("mean_us"), MinTableUs, MaxTableUs)
 		}
 		sigma := DefaultSpread
 		if s := f("std_us"); s != "" {
 			std, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(std >= 0) || math.IsInf(std, 0) {
-				return nil, bad(line, "std_us %q: want a non-negative number or blank", s)
+			if err != nil || !(std >= 0 && std <= maxStdRatio*mean) {
+				return nil, bad(line, "std_us %q: want a non-negative number of µs, at most %g× mean_us, or blank", s, float64(maxStdRatio))
 			}
 			sigma = math.Sqrt(math.Log1p(std * std / (mean * mean))) // lognormal with this mean and std
 		}

@@ -48,11 +48,13 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/log"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/clilog"
 )
 
 // options are the command's flags.
@@ -61,16 +63,34 @@ type options struct {
 	tokens, batch, requests       int
 	prompt, warmup                int
 	json, stream, stepTimes       bool
+	resetStore, logJSON, verbose  bool
 	model                         ModelConfig
 }
+
+const usageText = `usage: infer [flags]
+
+infer decodes batches of requests with a small Llama-style model (random
+Q8_0 weights) as a server would, every op placed by adaptsched on the
+backends given, and reports tokens per second and where each bucket ran.
+Ctrl-C stops after the current step and flushes the store and the trace.
+
+flags:
+`
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{model: DefaultModel}
 	fs := flag.NewFlagSet("infer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
 	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
+	fs.BoolVar(&o.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
+	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
+	fs.BoolVar(&o.verbose, "v", false, "log informational lines too (the CPU backend's matmul path)")
 	fs.StringVar(&o.trace, "trace", "", "write a trace (JSON Lines) to this file")
 	fs.IntVar(&o.tokens, "tokens", 32, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
@@ -92,12 +112,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
-	return o, o.model.validate()
+	if err := o.model.validate(); err != nil {
+		return o, err
+	}
+	avail, known := availableBytes()
+	return o, checkMemory(o.model, o.batch, avail, known)
 }
 
 // Summary is the -json output.
@@ -132,11 +158,12 @@ type Summary struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, err)
-		}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
@@ -146,6 +173,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
+	level := zerolog.WarnLevel
+	if o.verbose {
+		level = zerolog.InfoLevel
+	}
+	logger := clilog.New(stderr, o.logJSON, level)
+	log.Logger = logger // the backends' (the CPU backend's matmul path)
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {
@@ -166,10 +199,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	cfg := adaptive.ExecutorConfig{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)))
+		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
+			WithLogger(logger).WithMoveDamaged(o.resetStore))
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
+	"github.com/adaptsched/adaptsched/internal/clilog"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
@@ -25,8 +26,9 @@ import (
 var errMismatch = errors.New("opdemo: result differs from the reference")
 
 func main() {
-	// The CPU backend's one line about its matmul path, readable in a terminal.
-	log.Logger = log.Output(zerolog.ConsoleWriter{Out: os.Stderr})
+	// The CPU backend's one line about its matmul path: a plain line,
+	// coloured only on a terminal.
+	log.Logger = clilog.New(os.Stderr, false, zerolog.InfoLevel)
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -47,6 +49,7 @@ func (e usageError) Error() string { return "opdemo: " + e.msg }
 // config is the parsed command line.
 type config struct {
 	backends []string
+	named    bool // -backends named them: a driver that needs a parameter is an error
 	reps     int
 	sizes    []string // which of small, medium, large
 }
@@ -71,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	c := config{reps: *reps, backends: backends.Drivers()}
 	if *list != "" {
-		c.backends = splitList(*list)
+		c.backends, c.named = splitList(*list), true
 	}
 	for _, s := range splitList(*sizes) {
 		if !slices.Contains(sizeNames, s) {
@@ -103,8 +106,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var opened []backends.Backend
+	var param []string
 	for _, name := range c.backends {
 		b, err := backends.Open(name)
+		if errors.Is(err, backends.ErrNeedsParam) && !c.named {
+			param = append(param, name)
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: skipped: %v\n", name, err)
 			continue
@@ -116,6 +124,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(stdout, line)
 		opened = append(opened, b)
+	}
+	if len(param) > 0 {
+		fmt.Fprintf(stdout, "not run: %s (they need a parameter: -backends %s:...)\n", strings.Join(param, ", "), param[0])
 	}
 	if len(opened) == 0 {
 		return errors.New("opdemo: no backend could be opened")

@@ -80,3 +80,27 @@ func TestCompare(t *testing.T) {
 		t.Errorf("f16 bytes differ: %v", err)
 	}
 }
+
+// By default the drivers that need a parameter (sim:<profile>) are named
+// once as not run, not listed as skipped backends; named with -backends
+// they are still an error line.
+func TestParamDriversNotSkipped(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"-reps", "1", "-sizes", "small"}, &out, &errOut); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	if strings.Contains(text, "adaptive: skipped") || strings.Contains(text, "sim: skipped") {
+		t.Errorf("adaptive or sim listed as skipped:\n%s", text)
+	}
+	if !strings.Contains(text, "not run: sim (they need a parameter") {
+		t.Errorf("no line naming the drivers that need a parameter:\n%s", text)
+	}
+	out.Reset()
+	if err := run([]string{"-backends", "cpu1,sim", "-reps", "1", "-sizes", "small"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "sim: skipped: backends: sim unavailable: no profile named") {
+		t.Errorf("-backends sim: no skip line:\n%s", out.String())
+	}
+}

@@ -55,5 +55,16 @@ func (c *chromeIter) NextInto(e *history.Event) error {
 	return nil
 }
 
-func (c *chromeIter) Line() int    { return c.i }
+func (c *chromeIter) Line() int { return c.i }
+
+// Where names the op last returned by its place in the file: a Chrome
+// trace has no lines to point at (it is often one line), its events have
+// an index.
+func (c *chromeIter) Where() string {
+	if c.i == 0 || c.i > len(c.ops) {
+		return fmt.Sprintf("op %d", c.i)
+	}
+	op := &c.ops[c.i-1]
+	return fmt.Sprintf("traceEvents[%d] (%s)", op.Index, op.Source)
+}
 func (c *chromeIter) Skipped() int { return 0 }

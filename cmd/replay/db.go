@@ -10,6 +10,7 @@ import (
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/clilog"
 )
 
 // storeSetup is what -db needs besides the arms: the fingerprint that
@@ -34,8 +35,8 @@ func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loa
 	if st != nil && st.log != nil {
 		logw = st.log
 	}
-	db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).
-		WithLogger(zerolog.New(logw).Level(zerolog.WarnLevel)))
+	db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).WithMoveDamaged(o.resetStore).
+		WithLogger(clilog.New(logw, o.logJSON, zerolog.WarnLevel)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("replay: -db: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +27,7 @@ const defaultName = "default"
 
 // replay runs the replay that o asks for and returns its report.
 func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, error) {
+	interrupted.Store(false)
 	var table *sim.Table
 	if o.table != "" {
 		f, err := os.Open(o.table)
@@ -50,6 +51,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	default:
 		var in *traceInput
 		var cleanup func()
+		defer notifyInterrupt()()
 		prog := newProgress(stderr, o.progressMin)
 		in, cleanup, err = openInput(&o, stdin, prog)
 		if err != nil {
@@ -104,6 +106,18 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 		cleanup()
 		return nil, func() {}, fmt.Errorf("replay: %w", err)
 	}
+	if !st.Mode().IsRegular() {
+		// The replay reads a trace twice; a pipe (<(gzip -c t.jsonl)) would
+		// be empty the second time, a FIFO without a writer or a device
+		// (/dev/zero) would block or never end. Checked before opening,
+		// which blocks on a FIFO.
+		way := "give a trace file"
+		if st.Mode()&os.ModeNamedPipe != 0 {
+			way = "pass it on stdin instead, which is read once and kept: replay [flags] - < " + path
+		}
+		return nil, func() {}, fmt.Errorf("%w: %s is not a regular file (%s) and the replay reads its trace twice: %s",
+			errInput, path, kindOf(st.Mode()), way)
+	}
 	format := o.format
 	if format == "auto" {
 		if format, err = sniff(path); err != nil {
@@ -153,9 +167,12 @@ func readHeader(in *traceInput) error {
 	return nil
 }
 
-// sniff tells an adaptsched trace from a Chrome trace: a Chrome trace
-// names its "traceEvents" within its first MiB (after gunzip); anything
-// else is read as adaptsched JSONL, whose reader names what is wrong.
+// sniff tells an adaptsched trace from a Chrome trace: an adaptsched
+// trace names its format on its first line; a Chrome trace is one JSON
+// object with a "traceEvents" key among its top-level keys, found by
+// walking them wherever it comes (it may follow megabytes of metadata).
+// Anything else is read as adaptsched JSONL, whose reader names what is
+// wrong.
 func sniff(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -171,18 +188,67 @@ func sniff(path string) (string, error) {
 		}
 		r = gz
 	}
-	head := make([]byte, 1<<20)
-	n, err := io.ReadFull(r, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "jsonl", nil
-	}
-	head = head[:n]
-	first, _, _ := bytes.Cut(head, []byte("\n"))
+	rb := bufio.NewReaderSize(r, 64<<10)
+	first, _ := rb.Peek(64 << 10)
+	first, _, _ = bytes.Cut(first, []byte("\n"))
 	if bytes.Contains(first, []byte(`"`+history.TraceFormat+`"`)) {
 		return "jsonl", nil
 	}
-	if bytes.Contains(head, []byte(`"traceEvents"`)) {
+	if hasTopKey(rb, "traceEvents") {
 		return "chrome", nil
 	}
 	return "jsonl", nil
+}
+
+// hasTopKey reports whether r holds a JSON object with key among its
+// top-level keys, skipping the values of the others token by token (in
+// constant memory).
+func hasTopKey(r io.Reader, key string) bool {
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if k, _ := t.(string); k == key {
+			return true
+		}
+		depth := 0
+		for {
+			t, err := dec.Token()
+			if err != nil {
+				return false
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// kindOf names a file mode's type for a person.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a plain file"
 }

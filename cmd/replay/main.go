@@ -37,6 +37,7 @@ type options struct {
 	record      string
 	progressMin int64 // input bytes from which a terminal gets a progress bar
 	input       string
+	guardOptions
 }
 
 // run is the command: it parses args, replays, writes the report to stdout
@@ -60,6 +61,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, pd, err := replay(o, stdin, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
+		if errors.Is(err, errInterrupted) {
+			return 130
+		}
 		return 1
 	}
 	if o.json {
@@ -68,7 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = writeTable(stdout, rep)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "replay:", err)
+		fmt.Fprintf(stderr, "replay: %s: writing the report: %v\n", rep.Input, err)
 		return 1
 	}
 	if o.plot != "" {
@@ -77,6 +81,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stderr, "replay: plot written to %s\n", o.plot)
+	}
+	if interrupted.Load() {
+		return 130
 	}
 	return 0
 }
@@ -140,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.top, "top", 5, "buckets listed where the policies disagree most")
 	fs.StringVar(&o.record, "record-default", "", "write the embedded default trace to `FILE` and exit (maintainers)")
 	fs.Int64Var(&o.progressMin, "progress-min", 64<<20, "input `BYTES` from which a terminal stderr shows a progress bar")
+	o.guardOptions.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -171,6 +179,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-policies names no policy")
 	}
 	if err := o.bandit.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	if err := o.guardOptions.validate(); err != nil {
 		return fail("%v", err)
 	}
 	switch {

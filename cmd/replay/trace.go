@@ -121,7 +121,8 @@ type scanner struct {
 	key     []byte
 	ev      history.Event // the event just read, reused
 	ops     int64
-	bad     int // events skipped for bad content (-skip-bad)
+	events  [maxArms]int64 // events naming each backend (as run or shadow)
+	bad     int            // events skipped for bad content (-skip-bad)
 	table   *sim.Table
 	tblEnv  map[*specEntry][]float64
 }
@@ -273,6 +274,9 @@ func measured(us float64) bool { return us > 0 && !math.IsInf(us, 0) }
 
 // badLine formats an error about the event just read.
 func badLine(in *traceInput, it eventIter, err error) error {
+	if w, ok := it.(interface{ Where() string }); ok {
+		return fmt.Errorf("%s: %s: %w", in.name, w.Where(), err)
+	}
 	return fmt.Errorf("%s:%d: %w", in.name, it.Line(), err)
 }
 
@@ -313,6 +317,9 @@ func (s *scanner) scan() error {
 	}
 	defer c.Close()
 	for {
+		if interrupted.Load() {
+			return fmt.Errorf("%w during the first pass, after %d ops: nothing was replayed", errInterrupted, s.ops)
+		}
 		ev, ent, err := s.next(it, &s.ops, &s.bad)
 		if err == io.EOF {
 			break
@@ -328,6 +335,7 @@ func (s *scanner) scan() error {
 			if err != nil {
 				return badLine(s.in, it, err)
 			}
+			s.events[a]++
 			if measured(ev.ActualUs) {
 				b.meas[a].add(ev.ActualUs)
 			}
@@ -336,6 +344,9 @@ func (s *scanner) scan() error {
 			a, err := s.arm(k, nil)
 			if err != nil {
 				return badLine(s.in, it, err)
+			}
+			if k != ev.Backend {
+				s.events[a]++
 			}
 			if measured(v) {
 				b.meas[a].add(v)
@@ -565,6 +576,10 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
 			errInput, in.name, s.ops, rs.excludedOps)
 	}
+	warning, err := checkExcluded(o, s, rs.excludedOps)
+	if err != nil {
+		return nil, nil, err
+	}
 	arms := make([]eval.Arm, len(s.arms))
 	for i, a := range s.arms {
 		arms[i] = eval.ArmOf(a.info)
@@ -585,6 +600,9 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		}
 	}()
 	rs.notes = append(rs.notes, pnotes...)
+	if warning != "" {
+		fmt.Fprintln(stderr, warning)
+	}
 	every := max(included/200, 1)
 	pd = &plotData{arms: rs.arms}
 	tps := make([]*tracePolicy, len(ps))
@@ -614,6 +632,14 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 	var meas [maxArms]float64
 	var msrc [maxArms]source
 	for {
+		if onOp != nil {
+			onOp(op)
+		}
+		if interrupted.Load() {
+			fmt.Fprintln(stderr, "replay: interrupted: reporting the ops replayed so far (again to quit at once)")
+			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: the figures cover the first %d of %d ops compared", op, included))
+			break
+		}
 		ev, ent, err := s.next(it, &read, &bad)
 		if err == io.EOF {
 			break

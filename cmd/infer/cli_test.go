@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/rs/zerolog"
+)
+
+// tinyArgs run a model small enough for a test.
+var tinyArgs = []string{"-backends", "cpu,cpu1", "-tokens", "2", "-batch", "1", "-requests", "1", "-prompt", "2",
+	"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json"}
+
+// Issue 21: -h describes the program and is no error (main exits 0 on
+// flag.ErrHelp); a stray argument is refused.
+func TestHelpAndStrayArgs(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	if !strings.HasPrefix(errb.String(), "usage: infer [flags]\n\ninfer decodes batches") || !strings.Contains(errb.String(), "-reset-damaged-store") {
+		t.Errorf("-h printed %q", errb.String())
+	}
+	errb.Reset()
+	err := run(context.Background(), append(append([]string{}, tinyArgs...), "extra"), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), `unexpected argument "extra"`) {
+		t.Errorf("stray argument: %v", err)
+	}
+}
+
+// Issue 21: -batch 100000 of the default model needs 1.2 TiB; it is
+// refused before anything is allocated (it died with "fatal error:
+// runtime: out of memory").
+func TestMemoryChecked(t *testing.T) {
+	need, kv := DefaultModel.Bytes(100000)
+	if kv != 4*2*12*100000*256*512 || need < kv {
+		t.Errorf("Bytes(100000) = %v, KV %v", need, kv)
+	}
+	err := checkMemory(DefaultModel, 100000, 64<<30, true)
+	if err == nil || !strings.Contains(err.Error(), "-batch 100000") || !strings.Contains(err.Error(), "64.0 GiB available") {
+		t.Errorf("checkMemory: %v", err)
+	}
+	if err := checkMemory(DefaultModel, 1, 64<<30, true); err != nil {
+		t.Errorf("batch 1 in 64 GiB: %v", err)
+	}
+	if _, ok := availableBytes(); ok {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"-batch", "100000"}, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), "available") {
+			t.Errorf("run -batch 100000: %v", err)
+		}
+	}
+}
+
+// damagedStore returns a store directory whose MANIFEST is gone.
+func damagedStore(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Put(history.Key{Backend: "cpu", Bucket: "b"}, bandit.NewPrior(10, 1, 0.2))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Issue 21: infer's stderr holds no JSON: nothing at all on a good run
+// (the CPU backend's matmul line was a JSON info line before any error),
+// the error alone for a damaged store, and a plain warning line when
+// -reset-damaged-store moves it aside.
+func TestStderrPlain(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), tinyArgs, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if errb.Len() != 0 {
+		t.Errorf("stderr of a good run: %q", errb.String())
+	}
+	dir := damagedStore(t)
+	out.Reset()
+	err := run(context.Background(), append(append([]string{}, tinyArgs...), "-db", dir), &out, &errb)
+	if !errors.Is(err, history.ErrDamaged) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("damaged store: %v", err)
+	}
+	if errb.Len() != 0 {
+		t.Errorf("stderr before the error: %q", errb.String())
+	}
+	out.Reset()
+	err = run(context.Background(), append(append([]string{}, tinyArgs...), "-db", dir, "-reset-damaged-store"), &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := errb.String(); !strings.HasPrefix(s, "WRN history: the store was damaged; moved it aside") || strings.Contains(s, "{") || strings.Contains(s, "\x1b[") {
+		t.Errorf("stderr with -reset-damaged-store: %q", s)
+	}
+}

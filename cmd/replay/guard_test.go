@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/rs/zerolog"
+)
+
+// Issue 21: one event naming a third backend left 96 of 121 ops of
+// small.jsonl out of the comparison, silently, exit 0. Now the run fails
+// above -max-excluded (10% by default), naming the backend and how few
+// events name it; allowed, it warns on stderr.
+func TestThirdBackendExcludes(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "third.jsonl")
+	body := readFile(t, "testdata/small.jsonl") +
+		`{"seq":999,"op":"Add","dtype":"f32","shape":[[1,4096],[1,4096]],"backend":"npu","actual_duration_us":2.0}` + "\n"
+	if err := os.WriteFile(trace, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replayRun(t, "", trace)
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q; want 1 and no report", code, out)
+	}
+	for _, s := range []string{"96 of 121 ops (79.3%) are left out", "npu (named by 1 of 121 events", "-max-excluded 10"} {
+		if !strings.Contains(errs, s) {
+			t.Errorf("stderr %q does not say %q", errs, s)
+		}
+	}
+	code, out, errs = replayRun(t, "", "-json", "-max-excluded", "100", trace)
+	if code != 0 {
+		t.Fatalf("-max-excluded 100: exit %d: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExcludedOps != 96 || !strings.HasPrefix(errs, "replay: warning: ") || !strings.Contains(errs, "96 of 121 ops") {
+		t.Errorf("excluded %d, stderr %q", rep.ExcludedOps, errs)
+	}
+	if code, _, _ := replayRun(t, "", "-max-excluded", "101", trace); code != 2 {
+		t.Errorf("-max-excluded 101: exit %d, want 2", code)
+	}
+}
+
+// Issue 21: a trace that cannot be read twice is refused at once with the
+// way out: replay <(gzip -c t.jsonl) said "empty trace: no header" (the
+// first pass had drained the pipe), a FIFO without a writer and /dev/zero
+// hung.
+func TestNotRegularInput(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	go func() { w.Write([]byte(readFile(t, "testdata/small.jsonl"))); w.Close() }()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{fmt.Sprintf("/dev/fd/%d", r.Fd()), "replay [flags] - < /dev/fd/"},
+		{fifo, "replay [flags] - < " + fifo},
+		{"/dev/zero", "a character device"},
+	} {
+		done := make(chan struct{})
+		var code int
+		var errs string
+		go func() {
+			code, _, errs = replayRun(t, "", c.path)
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: still running after 20 s", c.path)
+		}
+		if code != 1 || !strings.Contains(errs, "is not a regular file") || !strings.Contains(errs, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", c.path, code, errs, c.want)
+		}
+	}
+}
+
+// Issue 21: Ctrl-C exited 130 with no report and without the last flush.
+// Now the first SIGINT stops the replay at the next op: the report of the
+// ops so far is printed (with a note), the store is closed and flushed,
+// and the exit status is 130.
+func TestInterruptReports(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	onOp = func(op int64) {
+		if op != 40 {
+			return
+		}
+		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
+		for deadline := time.Now().Add(10 * time.Second); !interrupted.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { onOp = nil }()
+	code, out, errs := replayRun(t, "", "-json", "-db", dir, "-policies", "thompson,oracle", "testdata/exact.jsonl")
+	if code != 130 {
+		t.Fatalf("exit %d, want 130: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("no report: %v: %q", err, out)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, ";"), "interrupted: the figures cover the first 40 of") || rep.Ops != 40 {
+		t.Errorf("notes %q, ops %d", rep.Notes, rep.Ops)
+	}
+	if !strings.Contains(errs, "replay: interrupted") {
+		t.Errorf("stderr %q", errs)
+	}
+	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
+		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if s := db.Stats(); s.Old == 0 {
+		t.Errorf("the store holds no posterior after the interrupted run: %+v", s)
+	}
+}
+
+// Issue 21: a perf table at the bounds it accepts (1 ns and 11.6 days,
+// std 100× the mean) gives finite totals and valid JSON, where means of
+// 1e300 and 5e-324 gave NaN totals and a -json error naming no file.
+func TestTableBoundsFinite(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "edge.csv")
+	csv := "op,shape,backend,mean_us,std_us,n\n" +
+		"Add,4;4,gpu,1e-3,0.1,2\nAdd,4;4,cpu,1e12,1e14,2\n" +
+		"Add,8;8,gpu,1e12,1e14,2\nAdd,8;8,cpu,1e-3,5e-324,2\n"
+	if err := os.WriteFile(p, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replayRun(t, "", "-json", "-table", p, "-ops", "2000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	if err := os.WriteFile(bad, []byte("op,shape,backend,mean_us,std_us,n\nAdd,4;4,gpu,1e300,1,2\nAdd,4;4,cpu,3,1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := replayRun(t, "", "-json", "-table", bad); code != 1 || !strings.Contains(errs, bad+":2: mean_us") {
+		t.Errorf("1e300: exit %d, %q", code, errs)
+	}
+}
+
+// Issue 21: a Chrome trace's negative kernel duration was reported as
+// "file:1: actual_duration_us", a line and a field the file does not
+// have; the error now names the event's index in traceEvents.
+func TestChromeLocation(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "neg.json")
+	trace := `{"traceEvents":[` +
+		`{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":10,"args":{"Input Dims":[[4],[4]],"Input type":["float","float"]}},` +
+		`{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1,"dur":2,"args":{"correlation":7}},` +
+		`{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":3,"dur":-5,"args":{"correlation":7}}]}`
+	if err := os.WriteFile(p, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := replayRun(t, "", "-profile", "h100", p)
+	if code != 1 || !strings.Contains(errs, "traceEvents[2] (kernel \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// Issue 21: a Chrome trace whose "traceEvents" key follows more than a
+// MiB of other keys was sniffed as JSONL ("no header").
+func TestSniffLateTraceEvents(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "late.json")
+	trace := `{"meta":"` + strings.Repeat("x", 2<<20) + `","deviceProperties":[{"a":[1,2,{"b":"}"}]}],"traceEvents":[` +
+		`{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":10,"args":{"Input Dims":[[4],[4]],"Input type":["float","float"]}}]}`
+	if err := os.WriteFile(p, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sniff(p); err != nil || f != "chrome" {
+		t.Errorf("sniff: %q, %v; want chrome", f, err)
+	}
+	for _, q := range []string{"testdata/small.jsonl", "testdata/chrome.json", "testdata/default.jsonl.gz"} {
+		want := "jsonl"
+		if strings.HasSuffix(q, ".json") {
+			want = "chrome"
+		}
+		if f, _ := sniff(q); f != want {
+			t.Errorf("sniff %s: %q, want %q", q, f, want)
+		}
+	}
+}
+
+// Issue 21: a store whose MANIFEST is gone opened empty ("0 posteriors
+// loaded"), its tables deleted, exit 0. Now the error naming the store is
+// the first thing on stderr; -reset-damaged-store moves it aside with a
+// plain warning line and replays.
+func TestDamagedDB(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	args := []string{"-db", dir, "-policies", "thompson,oracle", "-max-excluded", "25", "testdata/small.jsonl"}
+	if code, _, errs := replayRun(t, "", args...); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replayRun(t, "", args...)
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "replay: -db: history: store "+dir+" is damaged: its MANIFEST is missing") {
+		t.Fatalf("damaged: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, _, errs = replayRun(t, "", append([]string{"-reset-damaged-store"}, args...)...)
+	if code != 0 || !strings.Contains(errs, "WRN history: the store was damaged; moved it aside") || strings.Contains(errs, `{"level"`) {
+		t.Errorf("-reset-damaged-store: exit %d, stderr %q", code, errs)
+	}
+	if moved, _ := filepath.Glob(dir + ".damaged-*"); len(moved) != 1 {
+		t.Errorf("moved aside: %v", moved)
+	}
+}
