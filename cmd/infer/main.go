@@ -8,7 +8,19 @@
 //
 //	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [model flags]
+//	      [-json [-step-times]] [-metrics ADDR] [fleet flags] [model flags]
+//
+// Fleet learning (issue 22; package fleet): -fleet nats://HOST:PORT
+// shares the posteriors with the other processes of the same hardware
+// fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
+// -fleet-cert and -fleet-key pass credentials and TLS through);
+// -fleet-serve ADDR runs an embedded JetStream server in this process,
+// listening on ADDR (loopback unless a host is given), its data in
+// -fleet-dir, and shares through it. -fleet-node names this node (the
+// same across restarts). A server that is down is retried in the
+// background; the process schedules on its own evidence meanwhile.
+// -metrics ADDR serves the Scheduler's Prometheus collectors at /metrics
+// (loopback unless a host is given). Nothing listens unless asked.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -52,6 +64,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
+	"github.com/adaptsched/adaptsched/fleet"
 	"github.com/adaptsched/adaptsched/history"
 )
 
@@ -62,6 +75,7 @@ type options struct {
 	prompt, warmup                int
 	json, stream, stepTimes       bool
 	model                         ModelConfig
+	fleet                         fleetFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -88,7 +102,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.model.Vocab, "vocab", o.model.Vocab, "vocabulary size")
 	fs.IntVar(&o.model.Ctx, "ctx", o.model.Ctx, "context length")
 	fs.Uint64Var(&o.model.Seed, "seed", o.model.Seed, "seed of the weights, prompts and scheduler")
+	o.fleet.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.fleet.validate(); err != nil {
 		return o, err
 	}
 	switch {
@@ -127,7 +145,12 @@ type Summary struct {
 	Share          map[string]float64 `json:"share"`
 	Switches       int64              `json:"switches"`
 	Fallbacks      int64              `json:"fallbacks"`
-	Stopped        bool               `json:"stopped"` // by a signal
+	// ExplorePct is the share of decisions whose reason was Explore, in %
+	// (adaptive.Telemetry.ExplorationShare).
+	ExplorePct float64 `json:"explore_pct"`
+	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
+	Fleet   *fleet.Stats `json:"fleet,omitempty"`
+	Stopped bool         `json:"stopped"` // by a signal
 }
 
 func main() {
@@ -194,6 +217,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
+	node, stopFleet, err := startFleet(o.fleet, e.Scheduler(), history.FingerprintOf(infos), logger)
+	if err != nil {
+		return err
+	}
+	defer stopFleet()
+	stopMetrics, err := serveMetrics(o.fleet.metrics, e.Scheduler(), logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	m, err := NewModel(e, o.model)
 	if err != nil {
 		return err
@@ -219,6 +252,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	stats, tel := e.Stats(), e.Scheduler().Telemetry()
 	sum.Share = shares(stats)
 	sum.Fallbacks = stats.Fallbacks
+	sum.ExplorePct = tel.ExplorationShare * 100
+	if node != nil {
+		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
+		}
+		fs := node.Stats()
+		sum.Fleet = &fs
+	}
 	for _, b := range tel.Backends {
 		sum.Switches += b.Switches
 	}
