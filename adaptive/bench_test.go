@@ -19,7 +19,7 @@ func benchSpecs(n int) []kernels.Spec {
 	seen := map[string]bool{}
 	var specs []kernels.Spec
 	add := func(s kernels.Spec) {
-		name := BucketName(s)
+		name := kernels.BucketName(s)
 		if name != "" && !seen[name] && len(specs) < n {
 			seen[name] = true
 			specs = append(specs, s)

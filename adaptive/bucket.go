@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/kernels"
@@ -14,70 +13,6 @@ import (
 // order of first sight; Scheduler.BucketName turns it back into the
 // bucket's stable name.
 type BucketID uint32
-
-// SizeClass returns the half-octave size class of w:
-// floor(2·log2(max(FLOPs, bytes read + written))), 0 for an op without
-// work. Two ops in the same class differ in size by less than √2×.
-func SizeClass(w kernels.Work) int {
-	return sizeClass(float64(max(w.FLOPs, w.Bytes())))
-}
-
-func sizeClass(x float64) int {
-	if !(x > 1) {
-		return 0
-	}
-	return int(math.Floor(2 * math.Log2(x)))
-}
-
-// BucketName returns the stable name of spec's bucket, the key under which
-// its posteriors persist: "Op/dtype/sN" (N the SizeClass of its Work),
-// "Opaque:name/dtype/sN" for an op outside the catalogue. It returns "" for
-// a spec that Validate rejects.
-func BucketName(spec kernels.Spec) string {
-	if spec.Validate() != nil {
-		return ""
-	}
-	return bucketKeyOf(spec).String()
-}
-
-// bucketKey identifies a bucket: op × dtype × size class, and the source
-// name of an opaque op.
-type bucketKey struct {
-	op    kernels.Op
-	dtype kernels.DType
-	class int16
-	name  string // Opaque ops only
-}
-
-// bucketKeyOf computes the key of a valid spec (this allocates: Work
-// builds the output shape; the hot path reaches it through the shape
-// cache instead).
-func bucketKeyOf(spec kernels.Spec) bucketKey {
-	k := bucketKey{op: spec.Op, dtype: spec.DType, class: int16(SizeClass(spec.Work()))}
-	if spec.Op == kernels.Opaque {
-		k.name = spec.Params.Name
-	}
-	return k
-}
-
-// String formats the bucket's stable name.
-func (k bucketKey) String() string {
-	op := k.op.String()
-	if k.op == kernels.Opaque {
-		op += ":" + k.name
-	}
-	return op + "/" + k.dtype.String() + "/s" + strconv.Itoa(int(k.class))
-}
-
-// family is the key of a bucket's op family: the buckets of one op and
-// dtype at every size, whose learned corrections inform each other.
-func (k bucketKey) family() string {
-	op := k.op.String()
-	if k.op == kernels.Opaque {
-		op += ":" + k.name
-	}
-	return op + "/" + k.dtype.String()
-}
 
 // maxKeyInputs is the most inputs a catalogue op takes (Attention,
 // LayerNorm); shapeKey holds that many shapes inline.

@@ -29,7 +29,7 @@ func TestShapeCache(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got, want := s.BucketName(d.Bucket), BucketName(spec); got != want {
+		if got, want := s.BucketName(d.Bucket), kernels.BucketName(spec); got != want {
 			return fmt.Errorf("%v: bucket %q, want %q", spec, got, want)
 		}
 		return s.Observe(d, us(10))

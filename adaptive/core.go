@@ -118,7 +118,7 @@ type armCounts struct {
 	ops     int64
 	timeUs  float64
 	learned int64
-	picks   [numReasons]int64
+	picks   [NumReasons]int64
 }
 
 // newBucket builds a bucket whose arms start from the cost model's

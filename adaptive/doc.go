@@ -3,7 +3,7 @@
 // (DESIGN.md § The data path, § Priors, § Strategies and telemetry).
 //
 // Every op falls into a bucket: op × dtype × half-octave size class of its
-// work (BucketName, SizeClass). Each bucket runs a Thompson-sampling
+// work (kernels.BucketName, kernels.SizeClass). Each bucket runs a Thompson-sampling
 // bandit (package bandit) over the backends that support it. A new
 // bucket's prior comes from a static roofline cost model per backend
 // (dispatch + max(FLOPs / FLOP rate, bytes / bandwidth), with figures from
@@ -24,8 +24,9 @@
 // what it did; a zerolog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
 //
-// NewThompson wraps the same bucket logic as a bandit.Policy ("thompson")
-// for the simulator's regret harness and for replay.
+// The evaluation harness and replay (package eval) run this same
+// Scheduler through Select and Observe, so the regret they report is the
+// regret of the code a program runs.
 //
 // # Usage
 //

@@ -15,7 +15,6 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/cpu"
-	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
@@ -758,10 +757,9 @@ type consumerSpy struct {
 	seen []adaptive.Mask
 }
 
-func (c *consumerSpy) Name() string                       { return "spy" }
-func (c *consumerSpy) Choose(*bandit.Task) int            { return c.arm }
-func (c *consumerSpy) Observe(*bandit.Task, int, float64) {}
-func (c *consumerSpy) ChooseOp(_ kernels.Spec, res adaptive.Residency, _ *bandit.Task) int {
+func (c *consumerSpy) Name() string                             { return "spy" }
+func (c *consumerSpy) Observed(adaptive.BucketID, int, float64) {}
+func (c *consumerSpy) Place(_ *kernels.Spec, res *adaptive.Residency, _ adaptive.BucketID) int {
 	c.seen = append(c.seen, res.Consumers)
 	return c.arm
 }

@@ -255,7 +255,7 @@ func TestPriors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpuAdd := 1 + 3*4*65536/50e3
-	if got := mean(BucketName(add), 0); math.Abs(got/cpuAdd-1) > 1e-9 {
+	if got := mean(kernels.BucketName(add), 0); math.Abs(got/cpuAdd-1) > 1e-9 {
 		t.Errorf("Add prior %v µs, want the model's %v", got, cpuAdd)
 	}
 }
@@ -301,7 +301,7 @@ func TestGPUWarmup(t *testing.T) {
 	// A GPU arm warm-started from a store has data: its first run here is
 	// learned from.
 	st := &memStore{}
-	st.Put(history.Key{Backend: "gpu", Bucket: BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
+	st.Put(history.Key{Backend: "gpu", Bucket: kernels.BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
 	s = newTestScheduler(t, Config{Seed: 9, Store: st})
 	d, _ = s.Select(spec, Residency{})
 	d.Backend, d.Name = 1, "gpu"

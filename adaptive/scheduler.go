@@ -155,7 +155,7 @@ type Scheduler struct {
 	shardMask uint64
 
 	regMu   sync.Mutex
-	byKey   map[bucketKey]*bucket
+	byKey   map[kernels.BucketKey]*bucket
 	buckets []*bucket // by BucketID
 	loaded  map[history.Key]bandit.NormalGamma
 
@@ -187,7 +187,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[bucketKey]*bucket{}}
+	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[kernels.BucketKey]*bucket{}}
 	models := make([]roofline, s.n)
 	for i, b := range cfg.Backends {
 		info := b.Info()
@@ -215,7 +215,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s.e = newEngine(cfg.Bandit, models, s.gpus, cfg.Seed)
 	if cfg.Strategy.kind == placement {
-		s.place = newPlacer(cfg.Strategy.policy, s.n)
+		s.place = &placer{p: cfg.Strategy.policy}
 	}
 	s.shards = make([]shard, cfg.Shards)
 	s.shardMask = uint64(cfg.Shards - 1)
@@ -346,9 +346,9 @@ type Decision struct {
 	// Estimates[i].
 	Transfer [MaxBackends]float64
 
-	b    *bucket
-	s    *Scheduler
-	work placeWork // the op's Task, for a Placement policy's Observe
+	b      *bucket
+	s      *Scheduler
+	placed bool // a Placement policy chose it: Observe reports to the policy
 }
 
 // Select chooses the backend for spec given where its inputs are. It is
@@ -588,7 +588,7 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 // bucketFor returns spec's bucket, creating it (with priors and any stored
 // posteriors) on first sight.
 func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
-	key := bucketKeyOf(spec)
+	key := kernels.BucketKeyOf(spec)
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	if b := s.byKey[key]; b != nil {
@@ -596,7 +596,7 @@ func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
 	}
 	w := spec.Work()
 	name := key.String()
-	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.family(), int(key.class), float64(w.FLOPs), float64(w.Bytes()))
+	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), int(key.Class), float64(w.FLOPs), float64(w.Bytes()))
 	for a := range s.n {
 		if p, ok := s.loaded[history.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)
@@ -684,7 +684,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	}
 	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]
 	b.mu.Unlock()
-	if s.place != nil && d.work.ok {
+	if s.place != nil && d.placed {
 		s.place.observe(&d, us)
 	}
 	if queued > 0 {

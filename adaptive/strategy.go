@@ -3,8 +3,6 @@ package adaptive
 import (
 	"fmt"
 	"math/bits"
-
-	"github.com/adaptsched/adaptsched/bandit"
 )
 
 // MaxBackends is the most backends one Scheduler chooses among: decisions
@@ -28,8 +26,8 @@ const (
 // Automatic.
 type Strategy struct {
 	kind   strategyKind
-	name   string        // Only's backend
-	policy bandit.Policy // Placement's policy
+	name   string          // Only's backend
+	policy PlacementPolicy // Placement's policy
 }
 
 // The fixed strategies. Only(name) and Placement(policy) build the others.
@@ -106,7 +104,9 @@ const (
 	// Fallback: the caller excluded a backend that failed (SelectExcept)
 	// and this is the best remaining one.
 	Fallback
-	numReasons
+	// NumReasons is one past the last reason: the length of an array
+	// indexed by Reason.
+	NumReasons
 )
 
 var reasonNames = [...]string{
@@ -125,7 +125,7 @@ var _ fmt.Stringer = Exploit
 
 // String returns the reason's name, or Reason(n) for an unknown value.
 func (r Reason) String() string {
-	if r > 0 && r < numReasons {
+	if r > 0 && r < NumReasons {
 		return reasonNames[r]
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
@@ -134,8 +134,8 @@ func (r Reason) String() string {
 // Reasons returns every reason in declaration order. The caller owns the
 // returned slice.
 func Reasons() []Reason {
-	out := make([]Reason, 0, numReasons-1)
-	for r := UserPreference; r < numReasons; r++ {
+	out := make([]Reason, 0, NumReasons-1)
+	for r := UserPreference; r < NumReasons; r++ {
 		out = append(out, r)
 	}
 	return out

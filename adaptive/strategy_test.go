@@ -160,7 +160,7 @@ func TestHugeDimension(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.BucketName(d.Bucket); got != BucketName(spec) || got != "Scale/f32/s72" {
+		if got := s.BucketName(d.Bucket); got != kernels.BucketName(spec) || got != "Scale/f32/s72" {
 			t.Errorf("bucket %q, want Scale/f32/s72", got)
 		}
 	}

@@ -88,7 +88,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 	for a := range s.n {
 		t.Backends[a] = BackendTelemetry{Name: s.names[a], Kind: s.kinds[a]}
 	}
-	var reasons [numReasons]int64
+	var reasons [NumReasons]int64
 	for _, b := range s.snapshotBuckets() {
 		b.mu.Lock()
 		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
@@ -116,7 +116,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
 	}
-	for r := UserPreference; r < numReasons; r++ {
+	for r := UserPreference; r < NumReasons; r++ {
 		if reasons[r] > 0 {
 			t.Reasons[r] = reasons[r]
 		}

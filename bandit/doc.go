@@ -4,9 +4,8 @@
 // the choice with hysteresis (Choose), discounting and widening toward the
 // prior, a CUSUM change detector, the per-bucket loop that wires them
 // together (Bucket, which also winsorizes a settled arm's slow outliers
-// and re-checks an incumbent a change displaced), its tuning (Config) and
-// the baseline policies the evaluation compares against (DESIGN.md §
-// Evaluation), all behind Policy.
+// and re-checks an incumbent a change displaced) and its tuning (Config).
+// The baseline policies it is compared against live in package eval.
 //
 // The package does no I/O, reads no clock and takes its randomness from
 // an injected *rand.Rand. Nothing in it is safe for concurrent use: the
@@ -25,10 +24,4 @@
 //	arm, held := b.Choose(&cfg, transferUs, r, costs) // transferUs may be nil
 //	... run the op on arm, measure us ...
 //	b.Observe(&cfg, arm, us)
-//
-// Baselines are built for a fixed arm list and asked per Task:
-//
-//	p := bandit.NewPCIe5x(arms)
-//	arm := p.Choose(&task)
-//	p.Observe(&task, arm, us)
 package bandit

@@ -59,7 +59,7 @@ func TestPullPath(t *testing.T) {
 				}
 				if closeFirst {
 					s.Close()
-					last = history.Key{Backend: d.Name, Bucket: adaptive.BucketName(spec)}
+					last = history.Key{Backend: d.Name, Bucket: kernels.BucketName(spec)}
 				}
 				tm := backends.Timing{Duration: time.Duration(trueUs(d.Name, spec, rng) * 1e3), Clock: backends.Simulated}
 				if err := s.Observe(d, tm); err != nil {
@@ -195,7 +195,7 @@ func TestPullFlushEvery(t *testing.T) {
 		// change, no new one waits.
 		specOf := map[string]kernels.Spec{}
 		for _, sp := range warmSpecs {
-			specOf[adaptive.BucketName(sp)] = sp
+			specOf[kernels.BucketName(sp)] = sp
 		}
 		names := s.Backends()
 		for range 20 {

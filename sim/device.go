@@ -214,7 +214,7 @@ func (d *Device) bytesOf(b backends.Buffer) ([]byte, error) {
 
 // transfer returns the modelled time of a copy of n bytes.
 func (d *Device) transfer(n int64) backends.Timing {
-	_, link := slowdown(d.opt.events, d.runs)
+	_, link := Slowdown(d.opt.events, d.runs)
 	us := d.prof.LinkUs(n) * link
 	if d.prof.Shared {
 		_, gbps := d.prof.peaks()
@@ -307,10 +307,10 @@ func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) 
 		d.mu.Unlock()
 		return backends.Timing{}, d.fail(op, err)
 	}
-	key := kernelKey(s)
+	key := KernelKey(s)
 	first := !d.seen[key] // the kernel's first run (Profile.WarmupFactor)
 	d.seen[key] = true
-	compute, _ := slowdown(d.opt.events, i)
+	compute, _ := Slowdown(d.opt.events, i)
 	us := d.prof.sample(d.rng, d.prof.BaseUs(s)*compute, first)
 	d.mu.Unlock()
 	if !d.opt.skipCompute {
@@ -353,8 +353,8 @@ func opName(s kernels.Spec) string {
 	return s.Op.String()
 }
 
-// kernelKey names the kernel that runs s, what warms up once per device
+// KernelKey names the kernel that runs s, what warms up once per device
 // (Profile.WarmupFactor): its op (or opaque name) and dtype, not its shape.
-func kernelKey(s kernels.Spec) string { return opName(s) + "/" + s.DType.String() }
+func KernelKey(s kernels.Spec) string { return opName(s) + "/" + s.DType.String() }
 
 func micros(us float64) time.Duration { return time.Duration(math.Round(us * 1e3)) }

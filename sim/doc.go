@@ -1,7 +1,7 @@
-// Package sim simulates the devices adaptsched schedules onto, the
-// workloads it schedules, and the harness that measures a placement policy
-// against the oracle, so that the scheduler, the executor and every
-// comparison of DESIGN.md § Evaluation run end to end without a GPU.
+// Package sim simulates the devices adaptsched schedules onto and the
+// workloads it schedules, so that the scheduler, the executor and every
+// comparison of DESIGN.md § Evaluation (package eval) run end to end
+// without a GPU.
 //
 //   - Profiles (mi300x, mi250, rx7900xtx, h100, igpu, slowlink, cpu2,
 //     cpu64) hold each device's datasheet figures, which the policies see,
@@ -17,21 +17,11 @@
 //   - Workloads are deterministic op streams of real models (Llama-3-8B,
 //     Llama-3.2-1B, Qwen2.5-0.5B): Decode, Prefill, MixedServing; and perf
 //     tables (LoadTable), whose rows become a Zipf-distributed stream.
-//   - Env replays a workload under any bandit.Policy and reports total
-//     time, the oracle's, regret, switches, exploration, per-bucket
-//     decisions and regret over time; Policies lists every policy compared.
+//   - Arm pairs a profile (or a perf table's column) with scheduled
+//     events for an evaluation; Arm.Truth is its ground truth per op,
+//     which only the evaluation's oracle sees.
 //
 // # Usage
-//
-//	w, _ := sim.MixedServing(sim.Llama32_1B, 200_000, 1, sim.ServingOptions{})
-//	env, _ := sim.NewEnv(w, []sim.Arm{
-//		{Profile: sim.MustProfile("h100")},
-//		{Profile: sim.MustProfile("cpu2")},
-//	}, sim.EnvOptions{})
-//	for _, p := range sim.Policies(env.Arms(), env.Truth, 1) {
-//		r, _ := env.Run(p, 1)
-//		fmt.Printf("%-10s regret %.2f%%\n", r.Policy, r.RegretPct)
-//	}
 //
 // A simulated backend, for the Executor or a test:
 //

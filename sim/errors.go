@@ -19,7 +19,7 @@ var (
 	// ErrBadTable: a perf table has a malformed line; the error names the
 	// file and the line.
 	ErrBadTable = errors.New("sim: bad perf table")
-	// ErrInvalidSetup: a harness run was given no arms, duplicate arms,
-	// or an op that an arm cannot run.
-	ErrInvalidSetup = errors.New("sim: invalid harness setup")
+	// ErrInvalidSetup: an arm was asked for the truth of an op it cannot
+	// run (Arm.Truth).
+	ErrInvalidSetup = errors.New("sim: invalid setup")
 )

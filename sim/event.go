@@ -85,8 +85,8 @@ func (e Event) covers(i int64) bool {
 	return span == 0 || i < e.At+span
 }
 
-// slowdown returns the compute and link factors the events put on op i.
-func slowdown(events []Event, i int64) (compute, link float64) {
+// Slowdown returns the compute and link factors that events put on op i.
+func Slowdown(events []Event, i int64) (compute, link float64) {
 	compute, link = 1, 1
 	for _, e := range events {
 		if !e.covers(i) {

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -253,22 +252,6 @@ func (p *Profile) Info() backends.Info {
 		Name: "sim:" + p.Name, Kind: p.Kind, Platform: "sim", Model: p.Model, Arch: p.Arch,
 		Runtime: "sim", Threads: p.Threads, Memory: p.Memory, SharedMemory: p.Shared, Nominal: p.Nominal,
 	}
-}
-
-// Arm returns the bandit arm a policy sees for p: its name and nominal
-// figures, never its true behaviour. A GPU's round trip is taken as two
-// nominal copy latencies (one each way), as the RLX cost model counts it.
-func (p *Profile) Arm() bandit.Arm {
-	n := p.Nominal
-	f := bandit.Figures{GFLOPS: n.GFLOPS, MemGBps: n.MemGBps, DispatchUs: n.DispatchUs,
-		LinkGBps: n.LinkGBps, LinkLatencyUs: n.LinkLatencyUs}
-	if p.Kind == backends.GPU {
-		f.RoundTripUs = 2 * n.LinkLatencyUs
-		if p.Shared {
-			f.RoundTripUs = 2 * n.DispatchUs
-		}
-	}
-	return bandit.Arm{Name: "sim:" + p.Name, GPU: p.Kind == backends.GPU, Nominal: f}
 }
 
 // WithNominalScale returns a copy of p whose datasheet figures are wrong by

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -135,7 +134,7 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 		if !ok {
 			k = len(t.rows)
 			t.rowOf[specKey(spec)] = k
-			t.rows = append(t.rows, tableKey{spec: spec, label: label, bucket: adaptive.BucketName(spec)})
+			t.rows = append(t.rows, tableKey{spec: spec, label: label, bucket: kernels.BucketName(spec)})
 			t.cells = append(t.cells, make([]cell, len(t.backends)))
 		}
 		b, ok := backs[back]
@@ -232,6 +231,12 @@ func (t *Table) truth(s kernels.Spec, col int) (mean, sigma float64, ok bool) {
 	return c.mean, c.sigma, c.ok
 }
 
+// RLXROCm are the RLX cost model's defaults for a ROCm GPU (DESIGN.md §
+// Evaluation): 10 TFLOP/s sgemm, 800 GB/s, 3 µs dispatch, and a PCIe link
+// of 25 GB/s with 20 µs per copy (its 40 µs round trip). They stand for a
+// GPU whose figures are unknown, and eval's roofline baseline uses them.
+var RLXROCm = backends.Nominal{GFLOPS: 10_000, MemGBps: 800, DispatchUs: 3, LinkGBps: 25, LinkLatencyUs: 20}
+
 // Arms returns one harness arm per backend label. A label that names a
 // profile ("h100", "sim:h100") takes that profile's nominal figures for
 // the policies' priors; any other label takes those of cpu2 when it starts
@@ -248,7 +253,7 @@ func (t *Table) Arms() []Arm {
 				p = MustProfile("cpu2")
 			} else {
 				p = MustProfile("mi250")
-				p.Nominal = backends.Nominal{GFLOPS: 10000, MemGBps: 800, DispatchUs: 3, LinkGBps: 25, LinkLatencyUs: 20}
+				p.Nominal = RLXROCm
 			}
 		}
 		p.Name, p.Model = strings.TrimPrefix(label, "sim:"), "perf table "+t.name

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -19,7 +18,7 @@ type Op struct {
 	Key int
 	// Bucket is the dense index of the spec's bucket within the workload,
 	// in order of first appearance; BucketName is its stable name
-	// (adaptive.BucketName for catalogue ops).
+	// (kernels.BucketName for catalogue ops).
 	Bucket     int
 	BucketName string
 	// ActBytes is the bytes of the op's inputs that earlier ops produced
@@ -56,7 +55,7 @@ func (c *catalogue) number(ts []opTemplate) []Op {
 			k = len(c.keys)
 			c.keys[s] = k
 		}
-		name := adaptive.BucketName(t.spec)
+		name := kernels.BucketName(t.spec)
 		b, ok := c.buckets[name]
 		if !ok {
 			b = len(c.buckets)

@@ -146,18 +146,6 @@ func (c *BucketChooser) Choose(int) int {
 // Observe implements Chooser.
 func (c *BucketChooser) Observe(_, arm int, us float64) { c.B.Observe(c.Cfg, arm, us) }
 
-// PolicyChooser adapts a bandit.Policy to Chooser for one task (bucket).
-type PolicyChooser struct {
-	P    bandit.Policy
-	Task bandit.Task
-}
-
-// Choose implements Chooser.
-func (c *PolicyChooser) Choose(int) int { return c.P.Choose(&c.Task) }
-
-// Observe implements Chooser.
-func (c *PolicyChooser) Observe(_, arm int, us float64) { c.P.Observe(&c.Task, arm, us) }
-
 // Priors returns one prior per arm from predicted means (µs) under cfg.
 func Priors(cfg *bandit.Config, predictedUs ...float64) []bandit.NormalGamma {
 	p := make([]bandit.NormalGamma, len(predictedUs))
@@ -165,4 +153,20 @@ func Priors(cfg *bandit.Config, predictedUs ...float64) []bandit.NormalGamma {
 		p[i] = bandit.NewPrior(u, cfg.PriorStrength, cfg.PriorSpread)
 	}
 	return p
+}
+
+// SpikeWorld is the StarPU case (DESIGN.md § What it replaces): a GPU arm
+// (0) at 190 µs and a CPU arm (1) at 400 µs, σ = 0.1, whose first `spikes`
+// GPU measurements are 70–100 ms (a preempted GPU, a warm-up burst).
+func SpikeWorld(spikes int) World {
+	return World{
+		Mean:  Static(190, 400),
+		Sigma: 0.1,
+		Override: func(_, arm, nth int) (float64, bool) {
+			if arm == 0 && nth < spikes {
+				return 70_000 + 30_000*float64(nth%4)/3, true
+			}
+			return 0, false
+		},
+	}
 }

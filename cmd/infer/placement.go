@@ -7,7 +7,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -28,9 +28,9 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 	case strings.HasPrefix(s, "only:") && len(s) > 5:
 		return adaptive.Only(s[5:]), nil
 	case s == "static2x":
-		return adaptive.Placement(bandit.NewStatic2x(adaptive.ArmsOf(bes))), nil
+		return placement(eval.NewStatic2x, bes), nil
 	case s == "pcie5x":
-		return adaptive.Placement(bandit.NewPCIe5x(adaptive.ArmsOf(bes))), nil
+		return placement(eval.NewPCIe5x, bes), nil
 	case s == "oracle":
 		o, err := newSimOracle(bes)
 		if err != nil {
@@ -54,10 +54,7 @@ type simOracle struct {
 	shared adaptive.Mask // backends that read host memory
 }
 
-var (
-	_ bandit.Policy      = (*simOracle)(nil)
-	_ adaptive.OpChooser = (*simOracle)(nil)
-)
+var _ adaptive.PlacementPolicy = (*simOracle)(nil)
 
 // newSimOracle builds the oracle over backends named "sim:<profile>".
 func newSimOracle(bes []backends.Backend) (*simOracle, error) {
@@ -83,24 +80,26 @@ func newSimOracle(bes []backends.Backend) (*simOracle, error) {
 // Name returns "oracle".
 func (o *simOracle) Name() string { return "oracle" }
 
-// Choose is never called by the Scheduler (ChooseOp is); without the
-// op's shape there is no truth to consult, so it picks no arm (the
-// Scheduler then falls back to its bandit).
-func (o *simOracle) Choose(*bandit.Task) int { return -1 }
+// Observed does nothing: the oracle knows the truth already.
+func (o *simOracle) Observed(adaptive.BucketID, int, float64) {}
 
-// Observe does nothing: the oracle knows the truth already.
-func (o *simOracle) Observe(*bandit.Task, int, float64) {}
-
-// ChooseOp implements adaptive.OpChooser.
-func (o *simOracle) ChooseOp(spec kernels.Spec, res adaptive.Residency, _ *bandit.Task) int {
+// Place implements adaptive.PlacementPolicy.
+func (o *simOracle) Place(spec *kernels.Spec, res *adaptive.Residency, _ adaptive.BucketID) int {
 	best, bestUs := -1, 0.0
 	for a, p := range o.profs {
-		us := p.MeanUs(spec) + o.transferUs(&res, a)
+		us := p.MeanUs(*spec) + o.transferUs(res, a)
 		if best < 0 || us < bestUs {
 			best, bestUs = a, us
 		}
 	}
 	return best
+}
+
+// placement runs the eval baseline newPolicy, built over bes, through the
+// Scheduler.
+func placement(newPolicy func([]eval.Arm) eval.Policy, bes []backends.Backend) adaptive.Strategy {
+	arms := eval.ArmsOf(bes)
+	return adaptive.Placement(eval.Placement(newPolicy(arms), arms))
 }
 
 // transferUs is the true time to bring res's inputs to backend a: data on

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -17,7 +18,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 // options are the parsed flags.
 type options struct {
-	policies    []string // names, in sim.PolicyNames order
+	policies    []string // names, in eval.PolicyNames order
 	ops         int
 	seed        uint64
 	json        bool
@@ -75,6 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		fmt.Fprintf(stderr, "replay: plot written to %s\n", o.plot)
 	}
 	return 0
 }
@@ -89,6 +91,24 @@ Chrome trace (PyTorch profiler / Kineto). Without TRACE, -workload replays
 a simulator workload, -table a perf table's workload, and with neither an
 embedded mixed-serving trace is replayed.
 
+thompson is adaptsched's Scheduler itself, called as the Executor calls
+it (Select with where each op's inputs live, Observe with the measured
+duration); -db gives it a posterior store as in production.
+
+The report's columns, one row per policy:
+  total ms     the policy's total time over the ops (compute and transfers)
+  ×oracle      total / the oracle's expected total
+  regret %     (total − oracle) / oracle × 100; the oracle's row is 0 by
+               definition (a note says when its sampled total differs)
+  switches     decisions whose backend differs from the bucket's previous
+  explore %    decisions the policy made to learn: thompson's Explore and
+               Prior, egreedy's random picks, calibrate's forced samples,
+               ucb1's bonus picks; 0 for rules that never learn
+  off-oracle % decisions not on the oracle's backend for that op
+  cf %         decisions whose duration was not measured on the op itself
+               (drawn from trace statistics, a table or a profile)
+  <backend>    the share of decisions placed on each backend
+
 flags:
 `
 
@@ -100,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	pol := fs.String("policies", strings.Join(sim.PolicyNames, ","), "comma-separated policies to compare")
+	pol := fs.String("policies", strings.Join(eval.PolicyNames, ","), "comma-separated policies to compare")
 	fs.IntVar(&o.ops, "ops", 0, "replay at most N ops (0: the whole trace; simulator workloads default to 50000)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random draw (policies, counterfactuals, workloads)")
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON object")
@@ -140,8 +160,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if p == "" {
 			continue
 		}
-		if !slices.Contains(sim.PolicyNames, p) {
-			return fail("unknown policy %q (known: %s)", p, strings.Join(sim.PolicyNames, ", "))
+		if !slices.Contains(eval.PolicyNames, p) {
+			return fail("unknown policy %q (known: %s)", p, strings.Join(eval.PolicyNames, ", "))
 		}
 		if !slices.Contains(o.policies, p) {
 			o.policies = append(o.policies, p)

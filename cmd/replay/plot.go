@@ -60,9 +60,19 @@ var palette = []color.Color{
 	color.RGBA{23, 190, 207, 255}, color.RGBA{0, 0, 0, 255},
 }
 
+// Text sizes of the picture, readable at its default size (about 1,500
+// pixels wide): titles 14 pt, axis labels and legends 12, ticks 11.
+const (
+	titlePt  = 14
+	labelPt  = 12
+	tickPt   = 11
+	legendPt = 12
+)
+
 // writePlot draws cumulative regret over ops for each policy and
 // thompson's decision map (size class against time, colour = backend)
-// side by side into file, PNG or SVG by its extension.
+// side by side into file, PNG or SVG by its extension, each legend in a
+// strip of its own beside its data.
 func writePlot(file string, rep *Report, pd *plotData) error {
 	ext := strings.ToLower(filepath.Ext(file))
 	if ext != ".png" && ext != ".svg" {
@@ -73,18 +83,18 @@ func writePlot(file string, rep *Report, pd *plotData) error {
 		return err
 	}
 	var dm *plot.Plot
+	var mleg plot.Legend
 	if pd.dmap != nil {
-		if dm, err = mapPlot(pd); err != nil {
+		if dm, mleg, err = mapPlot(pd); err != nil {
 			return err
 		}
 	}
-	// Regret | its legend | the decision map: the legend of eleven
-	// policies gets a strip of its own rather than hiding the lines.
-	regretW, legendW, mapW := 16*vg.Centimeter, 3.5*vg.Centimeter, vg.Length(0)
+	// Regret | its legend | the decision map | its legend.
+	regretW, legendW, mapW, mlegW := 16*vg.Centimeter, 5*vg.Centimeter, vg.Length(0), vg.Length(0)
 	if dm != nil {
-		mapW = 16 * vg.Centimeter
+		mapW, mlegW = 15*vg.Centimeter, 3.5*vg.Centimeter
 	}
-	w, h := regretW+legendW+mapW, 12*vg.Centimeter
+	w, h := regretW+legendW+mapW+mlegW, 13*vg.Centimeter
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
@@ -95,10 +105,11 @@ func writePlot(file string, rep *Report, pd *plotData) error {
 		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
 	}
 	dc := draw.New(c)
-	regret.Draw(draw.Crop(dc, 0, -(legendW + mapW), 0, 0))
-	leg.Draw(draw.Crop(dc, regretW, -mapW, 0, -vg.Centimeter))
+	regret.Draw(draw.Crop(dc, 0, -(legendW + mapW + mlegW), 0, 0))
+	leg.Draw(draw.Crop(dc, regretW+vg.Centimeter/4, -(mapW + mlegW), 0, -vg.Centimeter))
 	if dm != nil {
-		dm.Draw(draw.Crop(dc, regretW+legendW, 0, 0, 0))
+		dm.Draw(draw.Crop(dc, regretW+legendW, -mlegW, 0, 0))
+		mleg.Draw(draw.Crop(dc, regretW+legendW+mapW+vg.Centimeter/4, 0, 0, -vg.Centimeter))
 	}
 	f, err := os.Create(file)
 	if err != nil {
@@ -114,16 +125,53 @@ func writePlot(file string, rep *Report, pd *plotData) error {
 	return nil
 }
 
-func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
-	p := plot.New()
+// styled sets a plot's text sizes.
+func styled(p *plot.Plot) *plot.Plot {
+	p.Title.TextStyle.Font.Size = vg.Points(titlePt)
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font.Size = vg.Points(labelPt)
+		a.Tick.Label.Font.Size = vg.Points(tickPt)
+	}
+	return p
+}
+
+// newLegend returns a legend for a strip of its own.
+func newLegend() plot.Legend {
 	leg := plot.NewLegend()
 	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = vg.Points(legendPt)
+	return leg
+}
+
+// dashes give policies that share a colour in a long list, or whose
+// curves cross, a second visual cue.
+var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
+
+// regretPlot draws each policy's cumulative regret against the oracle's
+// expected cost, which is the reference: a dashed line at 0, labelled
+// "oracle" (the oracle policy's own sampled curve is not drawn). Policies
+// whose curves agree within sameCurve at every point (everything on the
+// GPU, and a rule that always picks it, differ only by their sampled
+// durations) share one line and one legend entry, "a ≈ b", so that no
+// curve hides another unnamed.
+func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
+	p := styled(plot.New())
+	leg := newLegend()
 	p.Title.Text = "cumulative regret, " + rep.Input
 	p.X.Label.Text = "op"
 	p.X.Tick.Marker = intTicks{}
 	p.Y.Label.Text = "regret, % of the oracle"
 	p.Y.Tick.Marker = symlogTicks{}
-	for i, run := range pd.runs {
+	type curve struct {
+		names []string
+		pts   plotter.XYs
+	}
+	var curves []*curve
+	var lastOp float64
+	for _, run := range pd.runs {
+		if run.name == "oracle" {
+			continue
+		}
 		pts := make(plotter.XYs, 0, len(run.points))
 		for _, pt := range run.points {
 			if pt.oracle <= 0 {
@@ -134,17 +182,54 @@ func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(pts)
+		lastOp = max(lastOp, pts[len(pts)-1].X)
+		same := slices.IndexFunc(curves, func(c *curve) bool { return closeCurves(c.pts, pts) })
+		if same >= 0 {
+			curves[same].names = append(curves[same].names, run.name)
+			continue
+		}
+		curves = append(curves, &curve{names: []string{run.name}, pts: pts})
+	}
+	ref, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: lastOp, Y: 0}})
+	if err != nil {
+		return nil, leg, fmt.Errorf("replay: plot: %w", err)
+	}
+	ref.Color, ref.Width, ref.Dashes = color.Gray{Y: 90}, vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(4)}
+	p.Add(plotter.NewGrid(), ref)
+	leg.Add("oracle (reference, 0)", ref)
+	for i, c := range curves {
+		l, err := plotter.NewLine(c.pts)
 		if err != nil {
 			return nil, leg, fmt.Errorf("replay: plot: %w", err)
 		}
+		// Earlier curves are drawn wider, so that a later one that runs
+		// close by stays visible inside it.
 		l.Color = palette[i%len(palette)]
-		l.Width = vg.Points(1.2)
+		l.Width = vg.Points(1.5 + 0.3*float64(len(curves)-1-i))
+		l.Dashes = dashes[i/len(palette)%len(dashes)]
 		p.Add(l)
-		leg.Add(run.name, l)
+		leg.Add(strings.Join(c.names, " ≈ "), l)
 	}
-	p.Add(plotter.NewGrid())
 	return p, leg, nil
+}
+
+// sameCurve is how close, on the plot's symlog axis, two regret curves
+// must be at every point to be drawn as one: 0.02 is about 5% of a regret
+// above 10%, 0.05 points near 0, and about a pixel at the default size.
+const sameCurve = 0.02
+
+// closeCurves reports whether a and b, sampled at the same ops, agree
+// within sameCurve everywhere.
+func closeCurves(a, b plotter.XYs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].X != b[i].X || math.Abs(a[i].Y-b[i].Y) > sameCurve {
+			return false
+		}
+	}
+	return true
 }
 
 // symlog compresses regret, which spans -1% to 40,000%, onto one axis:
@@ -156,14 +241,16 @@ func symlog(x float64) float64 {
 	return log10p1(x)
 }
 
-func mapPlot(pd *plotData) (*plot.Plot, error) {
-	p := plot.New()
+// mapPlot draws thompson's decision map and returns its legend (which
+// backend each colour is) for a strip of its own.
+func mapPlot(pd *plotData) (*plot.Plot, plot.Legend, error) {
+	p := styled(plot.New())
+	leg := newLegend()
 	p.Title.Text = "thompson's decisions"
 	p.X.Label.Text = "op"
 	p.X.Tick.Marker = intTicks{}
 	p.Y.Label.Text = "size class (half-octaves of work)"
 	p.Y.Tick.Marker = intTicks{}
-	p.Legend.Top = true
 	m := pd.dmap
 	per := make([]plotter.XYs, m.arms)
 	for k, c := range m.counts {
@@ -183,15 +270,15 @@ func mapPlot(pd *plotData) (*plot.Plot, error) {
 		sortXY(pts)
 		s, err := plotter.NewScatter(pts)
 		if err != nil {
-			return nil, fmt.Errorf("replay: plot: %w", err)
+			return nil, leg, fmt.Errorf("replay: plot: %w", err)
 		}
 		s.GlyphStyle.Color = palette[a%len(palette)]
 		s.GlyphStyle.Shape = draw.BoxGlyph{}
 		s.GlyphStyle.Radius = vg.Points(2)
 		p.Add(s)
-		p.Legend.Add(pd.arms[a], s)
+		leg.Add(pd.arms[a], s)
 	}
-	return p, nil
+	return p, leg, nil
 }
 
 func log10p1(x float64) float64 { return math.Log10(1 + x) }

@@ -1,41 +1,54 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/eval"
 )
 
 // buildPolicies returns the policies of o.policies, in that order, built
-// for arms: sim.Policies' list (every policy of DESIGN.md § Evaluation,
-// the oracle given truth) with thompson rebuilt from the tuning flags, or
-// store-backed with -db (then done closes the store and must be called).
-// A policy that the arms cannot have (gpu without a GPU backend) is left
-// out with a note.
-func buildPolicies(o *options, arms []bandit.Arm, truth func(bucket, arm int) float64, st *storeSetup) (ps []bandit.Policy, done func() error, notes []string, err error) {
+// for arms: eval.Policies' list (every policy of DESIGN.md § Evaluation,
+// the oracle given truth), thompson a Scheduler with the tuning flags and,
+// with -db, the store (warm start and write-behind, as in production).
+// done closes thompson's Scheduler and the store, and must be called. A
+// policy that the arms cannot have (gpu without a GPU backend) is left out
+// with a note.
+func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) float64, st *storeSetup) (ps []eval.Policy, done func() error, notes []string, err error) {
 	done = func() error { return nil }
-	all, err := sim.Policies(arms, truth, o.seed)
+	cfg := adaptive.Config{Bandit: o.bandit, Seed: o.seed, Shards: 8}
+	var db interface{ Close() error }
+	if o.db != "" && slices.Contains(o.policies, "thompson") {
+		d, loaded, err := openStore(o, arms, st)
+		if err != nil {
+			return nil, done, nil, err
+		}
+		cfg.Store, db = d, d
+		notes = append(notes, fmt.Sprintf("thompson warm-started from and saved to %s (%d posteriors loaded)", o.db, loaded))
+	}
+	all, err := eval.Policies(arms, truth, cfg)
 	if err != nil {
+		if db != nil {
+			db.Close()
+		}
 		return nil, done, nil, fmt.Errorf("%w: %w", errInput, err)
 	}
-	byName := map[string]bandit.Policy{}
+	th := all[0].(*eval.Thompson)
+	done = func() error {
+		err := errors.Join(th.Err(), th.Close())
+		if db != nil {
+			err = errors.Join(err, db.Close())
+		}
+		if err != nil && o.db != "" {
+			return fmt.Errorf("replay: -db %s: %w", o.db, err)
+		}
+		return err
+	}
+	byName := map[string]eval.Policy{}
 	for _, p := range all {
 		byName[p.Name()] = p
-	}
-	if slices.Contains(o.policies, "thompson") {
-		if o.db != "" {
-			sp, err := newStorePolicy(o, arms, st)
-			if err != nil {
-				return nil, done, nil, err
-			}
-			byName["thompson"], done = sp, sp.close
-			notes = append(notes, fmt.Sprintf("thompson warm-started from and saved to %s (%d posteriors loaded)", o.db, sp.loaded))
-		} else if byName["thompson"], err = adaptive.NewThompsonSeed(o.bandit, arms, o.seed); err != nil {
-			return nil, done, nil, fmt.Errorf("%w: %w", errInput, err)
-		}
 	}
 	for _, name := range o.policies {
 		p, ok := byName[name]

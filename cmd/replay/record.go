@@ -9,8 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -39,18 +40,16 @@ func recordDefault(file string) error {
 	return nil
 }
 
-// recorder is a policy wrapper that keeps the duration of every op it
-// observes, in op order.
+// recorder keeps the arm and duration of every op of a run, in op order.
 type recorder struct {
-	bandit.Policy
+	eval.Policy
 	arm []int8
 	us  []float64
 }
 
-func (r *recorder) Observe(t *bandit.Task, arm int, us float64) {
+func (r *recorder) add(_ *eval.Task, arm int, us float64) {
 	r.arm = append(r.arm, int8(arm))
 	r.us = append(r.us, us)
-	r.Policy.Observe(t, arm, us)
 }
 
 // defaultTraceBytes runs the simulator three times over the same
@@ -69,21 +68,22 @@ func defaultTraceBytes() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := sim.NewEnv(w, arms, sim.EnvOptions{})
+	env, err := eval.NewEnv(w, arms, eval.EnvOptions{})
 	if err != nil {
 		return nil, err
 	}
-	th, err := sim.Policies(env.Arms(), env.Truth, defaultSeed)
+	th, err := eval.NewThompson(adaptive.Config{Seed: defaultSeed}, env.Arms())
 	if err != nil {
 		return nil, err
 	}
+	defer th.Close()
 	runs := []*recorder{
-		{Policy: bandit.NewFixed(env.Arms(), 0)},
-		{Policy: bandit.NewFixed(env.Arms(), 1)},
-		{Policy: th[0]}, // thompson
+		{Policy: eval.NewFixed(env.Arms(), 0)},
+		{Policy: eval.NewFixed(env.Arms(), 1)},
+		{Policy: th},
 	}
 	for i, r := range runs {
-		if _, err := env.Run(r, defaultSeed+uint64(i)); err != nil {
+		if _, err := env.RunEach(r.Policy, defaultSeed+uint64(i), r.add); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -64,11 +65,20 @@ type PolicyResult struct {
 	TotalUs  float64 `json:"total_us"`
 	OracleUs float64 `json:"oracle_us"`
 	// Ratio is TotalUs / OracleUs.
-	Ratio      float64            `json:"ratio"`
-	RegretPct  float64            `json:"regret_pct"`
-	Switches   int64              `json:"switches"`
-	ExplorePct float64            `json:"explore_pct"`
-	Share      map[string]float64 `json:"share"`
+	Ratio     float64 `json:"ratio"`
+	RegretPct float64 `json:"regret_pct"`
+	Switches  int64   `json:"switches"`
+	// ExplorePct is the share of its decisions the policy made to learn
+	// (thompson: reason Explore or Prior; egreedy: its random picks;
+	// calibrate: forced samples; ucb1: a bonus overturning the best mean).
+	ExplorePct float64 `json:"explore_pct"`
+	// OffOraclePct is the share of its decisions not on the oracle's
+	// backend for that op, whatever the reason.
+	OffOraclePct float64            `json:"off_oracle_pct"`
+	Share        map[string]float64 `json:"share"`
+	// Reasons counts thompson's decisions by the Scheduler's reason; they
+	// add up to its decisions.
+	Reasons map[string]int64 `json:"reasons,omitempty"`
 	// CounterfactualPct is the share of its decisions whose duration was
 	// not measured on the op itself (trace statistics, table, profile).
 	CounterfactualPct float64 `json:"counterfactual_pct"`
@@ -98,11 +108,15 @@ type policyRun struct {
 	name              string
 	totalUs, oracleUs float64
 	ops               int64
-	switches, explore int64
-	counts            []int64   // per arm
-	perBucket         [][]int64 // [bucket][arm]
-	sources           [numSources]int64
-	points            []point
+	switches          int64
+	// explore counts the decisions made to learn (eval.Explorer);
+	// offOracle those not on the oracle's backend.
+	explore, offOracle int64
+	reasons            map[string]int64 // thompson's decisions by reason
+	counts             []int64          // per arm
+	perBucket          [][]int64        // [bucket][arm]
+	sources            [numSources]int64
+	points             []point
 }
 
 // runSet is every policy's run over the same ops.
@@ -134,10 +148,18 @@ func (rs *runSet) report() *Report {
 	for _, run := range rs.runs {
 		r.Ops = run.ops
 		pr := PolicyResult{Name: run.name, TotalUs: run.totalUs, OracleUs: run.oracleUs, Switches: run.switches,
-			Share: map[string]float64{}}
+			Share: map[string]float64{}, Reasons: run.reasons}
 		if run.oracleUs > 0 {
 			pr.Ratio = run.totalUs / run.oracleUs
 			pr.RegretPct = (run.totalUs - run.oracleUs) / run.oracleUs * 100
+		}
+		if run.name == "oracle" {
+			// The reference: its regret is 0 by definition. Its realised
+			// total, from sampled durations, is said once in words.
+			if d := pr.RegretPct; math.Abs(d) >= 0.005 {
+				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's realised total (%.3f ms, sampled durations) is %.2f%% from the oracle's expected %.3f ms; every regret is against the expected total", run.totalUs/1e3, d, run.oracleUs/1e3))
+			}
+			pr.TotalUs, pr.Ratio, pr.RegretPct = run.oracleUs, 1, 0
 		}
 		var cfn int64
 		for s, n := range run.sources {
@@ -148,6 +170,7 @@ func (rs *runSet) report() *Report {
 		}
 		if run.ops > 0 {
 			pr.ExplorePct = float64(run.explore) / float64(run.ops) * 100
+			pr.OffOraclePct = float64(run.offOracle) / float64(run.ops) * 100
 			pr.CounterfactualPct = float64(cfn) / float64(run.ops) * 100
 			for a, c := range run.counts {
 				pr.Share[rs.arms[a]] = float64(c) / float64(run.ops)
@@ -267,14 +290,14 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "policy\ttotal ms\t×oracle\tregret %\tswitches\texplore %\tcf %"
+	head := "policy\ttotal ms\t×oracle\tregret %\tswitches\texplore %\toff-oracle %\tcf %"
 	for _, b := range r.Backends {
 		head += "\t" + b
 	}
 	fmt.Fprintln(tw, head+"\t")
 	for _, p := range r.Policies {
-		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d\t%.2f\t%.1f", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct,
-			p.Switches, p.ExplorePct, p.CounterfactualPct)
+		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d\t%.2f\t%.2f\t%.1f", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct,
+			p.Switches, p.ExplorePct, p.OffOraclePct, p.CounterfactualPct)
 		for _, b := range r.Backends {
 			line += fmt.Sprintf("\t%.1f%%", p.Share[b]*100)
 		}
@@ -285,6 +308,21 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	if len(r.Policies) > 0 {
 		fmt.Fprintf(w, "oracle: %.3f ms\n", r.Policies[0].OracleUs/1e3)
+	}
+	for _, p := range r.Policies {
+		if len(p.Reasons) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(p.Reasons))
+		for n := range p.Reasons {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = fmt.Sprintf("%s %d", n, p.Reasons[n])
+		}
+		fmt.Fprintf(w, "%s's reasons: %s\n", p.Name, strings.Join(parts, ", "))
 	}
 	if len(r.Disagreements) == 0 {
 		return nil

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -22,7 +22,7 @@ const (
 )
 
 // replayWorkload runs -workload on the simulator: the GPU of -profile
-// and the CPU of -cpu-profile, through sim's harness.
+// and the CPU of -cpu-profile, through eval's harness.
 func replayWorkload(o *options, stderr io.Writer) (*runSet, *plotData, error) {
 	m, err := sim.LookupModel(o.model)
 	if err != nil {
@@ -61,13 +61,13 @@ func replayTable(o *options, t *sim.Table, stderr io.Writer) (*runSet, *plotData
 }
 
 // replayEnv replays a simulator workload under every policy with
-// sim.Env (each policy's durations drawn with the seed -seed).
-func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stderr io.Writer) (*runSet, *plotData, error) {
+// eval.Env (each policy's durations drawn with the seed -seed).
+func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stderr io.Writer) (rs *runSet, pd *plotData, err error) {
 	w, err := mk()
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := sim.NewEnv(w, arms, sim.EnvOptions{})
+	env, err := eval.NewEnv(w, arms, eval.EnvOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,29 +75,34 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	rs := &runSet{input: env.Name(), bucketNames: env.Buckets(), notes: notes, seed: o.seed, top: o.top}
+	defer func() {
+		if cerr := done(); cerr != nil && err == nil {
+			rs, pd, err = nil, nil, cerr
+		}
+	}()
+	rs = &runSet{input: env.Name(), bucketNames: env.Buckets(), notes: notes, seed: o.seed, top: o.top}
 	for _, a := range env.Arms() {
 		rs.arms = append(rs.arms, a.Name)
 	}
-	pd := &plotData{arms: rs.arms}
+	pd = &plotData{arms: rs.arms}
 	for _, p := range ps {
-		pr := &probePolicy{Policy: p}
-		if _, ok := p.(specSetter); ok {
-			if pr.feed, err = mk(); err != nil {
-				done()
-				return nil, nil, err
+		var each func(t *eval.Task, arm int, us float64)
+		if p.Name() == "thompson" {
+			dm, op := newDecisionMap(int64(env.Ops()), len(arms)), int64(0)
+			pd.dmap = dm
+			each = func(t *eval.Task, arm int, _ float64) {
+				w := kernels.Work{FLOPs: int64(t.FLOPs), BytesRead: int64(t.BytesRead), BytesWritten: int64(t.BytesWritten)}
+				dm.add(op, kernels.SizeClass(w), arm)
+				op++
 			}
 		}
-		if p.Name() == "thompson" {
-			pr.dmap = newDecisionMap(int64(env.Ops()), len(arms))
-			pd.dmap = pr.dmap
-		}
-		res, err := env.Run(pr, o.seed)
+		res, err := env.RunEach(p, o.seed, each)
 		if err != nil {
-			done()
 			return nil, nil, err
 		}
-		rs.runs = append(rs.runs, runOf(res))
+		run := runOf(res)
+		run.reasons = reasonsOf(p)
+		rs.runs = append(rs.runs, run)
 		if rs.bucketOps == nil {
 			for _, b := range res.Buckets {
 				rs.bucketOps = append(rs.bucketOps, b.Ops)
@@ -111,16 +116,14 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 			}
 		}
 	}
-	if err := done(); err != nil {
-		return nil, nil, err
-	}
 	return rs, pd, nil
 }
 
 // runOf converts a harness result.
-func runOf(res sim.Result) policyRun {
+func runOf(res eval.Result) policyRun {
 	r := policyRun{name: res.Policy, totalUs: res.TotalUs, oracleUs: res.OracleUs, ops: res.Ops, switches: res.Switches,
-		explore: int64(res.ExplorePct/100*float64(res.Ops) + 0.5)}
+		explore:   int64(res.ExplorePct/100*float64(res.Ops) + 0.5),
+		offOracle: int64(res.OffOraclePct/100*float64(res.Ops) + 0.5)}
 	r.sources[srcSim] = res.Ops
 	for _, s := range res.Share {
 		r.counts = append(r.counts, int64(s*float64(res.Ops)+0.5))
@@ -134,28 +137,18 @@ func runOf(res sim.Result) policyRun {
 	return r
 }
 
-// probePolicy wraps a policy that the harness runs: it records thompson's
-// decision map and feeds a store-backed thompson the op itself, from a
-// second copy of the (deterministic) workload, in step with the harness,
-// which asks for one decision per op in order.
-type probePolicy struct {
-	bandit.Policy
-	feed sim.Workload
-	dmap *decisionMap
-	op   int64
-}
-
-func (p *probePolicy) Choose(t *bandit.Task) int {
-	if p.feed != nil {
-		if op, ok := p.feed.Next(); ok {
-			p.Policy.(specSetter).setSpec(&op.Spec)
+// reasonsOf returns thompson's decisions by reason (name → count), nil
+// for the other policies.
+func reasonsOf(p eval.Policy) map[string]int64 {
+	th, ok := p.(*eval.Thompson)
+	if !ok {
+		return nil
+	}
+	m := map[string]int64{}
+	for r, n := range th.Reasons() {
+		if n > 0 {
+			m[adaptive.Reason(r).String()] = n
 		}
 	}
-	a := p.Policy.Choose(t)
-	if p.dmap != nil && a >= 0 && a < p.dmap.arms {
-		w := kernels.Work{FLOPs: int64(t.FLOPs), BytesRead: int64(t.BytesRead), BytesWritten: int64(t.BytesWritten)}
-		p.dmap.add(p.op, adaptive.SizeClass(w), a)
-	}
-	p.op++
-	return a
+	return m
 }

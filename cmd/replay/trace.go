@@ -12,7 +12,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
@@ -44,10 +44,10 @@ type traceInput struct {
 type armInfo struct {
 	name     string
 	gpu      bool
-	nominal  bandit.Figures
-	prof     *sim.Profile // model of counterfactual durations, or nil
-	tableCol int          // column of the -table model, or -1
-	model    bool         // added for a model: no event ran on it
+	info     backends.Info // what policies see: kind and nominal figures
+	prof     *sim.Profile  // model of counterfactual durations, or nil
+	tableCol int           // column of the -table model, or -1
+	model    bool          // added for a model: no event ran on it
 	// described is true when the header or the backend's name (a
 	// profile's) gave its nominal figures; otherwise a model's profile
 	// gives them, or the defaults.
@@ -86,9 +86,9 @@ func (w *welford) sigma() float64 {
 // specEntry is one distinct op of the trace: its task and, per backend,
 // its model's mean duration (0: no model).
 type specEntry struct {
-	task  bandit.Task
+	task  eval.Task
 	spec  kernels.Spec
-	class int // adaptive.SizeClass of its work
+	class int // kernels.SizeClass of its work
 	n     int64
 	model [maxArms]float64
 	sigma [maxArms]float64
@@ -149,48 +149,39 @@ func (s *scanner) arm(name string, info *backends.Info) (int, error) {
 	prof, _ := sim.LookupProfile(strings.TrimPrefix(name, "sim:"))
 	switch {
 	case info != nil && info.Name != "":
-		a.gpu = info.Kind == backends.GPU
-		a.nominal = figures(info.Nominal, a.gpu, info.SharedMemory)
+		a.info = *info
 		a.described = true
 	case prof != nil:
-		a.gpu = prof.Kind == backends.GPU
+		a.info = prof.Info()
 		a.described = true
 	default:
-		a.gpu = !strings.HasPrefix(strings.ToLower(name), "cpu")
+		a.info.Kind = backends.GPU
+		if strings.HasPrefix(strings.ToLower(name), "cpu") {
+			a.info.Kind = backends.CPU
+		}
+		a.info.SharedMemory = a.info.Kind == backends.CPU
 	}
-	if a.nominal.GFLOPS == 0 {
-		a.nominal = defaultNominal(a.gpu, prof)
+	a.info.Name = name
+	a.gpu = a.info.Kind == backends.GPU
+	if a.info.Nominal.GFLOPS == 0 {
+		a.info.Nominal = defaultNominal(a.gpu, prof)
 	}
 	s.armIdx[name] = len(s.arms)
 	s.arms = append(s.arms, a)
 	return len(s.arms) - 1, nil
 }
 
-// figures converts a backend's nominal figures as sim.Profile.Arm does:
-// a GPU's round trip is two copy latencies (two dispatches when it shares
-// host memory).
-func figures(n backends.Nominal, gpu, shared bool) bandit.Figures {
-	f := bandit.Figures{GFLOPS: n.GFLOPS, MemGBps: n.MemGBps, DispatchUs: n.DispatchUs, LinkGBps: n.LinkGBps, LinkLatencyUs: n.LinkLatencyUs}
-	if gpu {
-		f.RoundTripUs = 2 * n.LinkLatencyUs
-		if shared {
-			f.RoundTripUs = 2 * n.DispatchUs
-		}
-	}
-	return f
-}
-
 // defaultNominal are the figures of a backend the trace does not
 // describe: its profile's when its name is one, else cpu2's for a CPU and
 // the RLX cost model's ROCm defaults for a GPU, as sim.Table.Arms does.
-func defaultNominal(gpu bool, prof *sim.Profile) bandit.Figures {
-	if prof != nil {
-		return prof.Arm().Nominal
+func defaultNominal(gpu bool, prof *sim.Profile) backends.Nominal {
+	switch {
+	case prof != nil:
+		return prof.Nominal
+	case !gpu:
+		return sim.MustProfile("cpu2").Nominal
 	}
-	if !gpu {
-		return sim.MustProfile("cpu2").Arm().Nominal
-	}
-	return bandit.Figures{GFLOPS: 10000, MemGBps: 800, DispatchUs: 3, RoundTripUs: 40, LinkGBps: 25, LinkLatencyUs: 20}
+	return sim.RLXROCm
 }
 
 // appendKey appends what identifies e's op (and bucket) to b: strings
@@ -242,7 +233,7 @@ func (s *scanner) entry(e *history.Event) (*specEntry, error) {
 	}
 	bname := e.Bucket
 	if bname == "" {
-		bname = adaptive.BucketName(spec)
+		bname = kernels.BucketName(spec)
 	}
 	b, ok := s.bktIdx[bname]
 	if !ok {
@@ -250,15 +241,8 @@ func (s *scanner) entry(e *history.Event) (*specEntry, error) {
 		s.bktIdx[bname] = b
 		s.buckets = append(s.buckets, &bucketState{name: bname, oracle: -1})
 	}
-	w := spec.Work()
-	name := spec.Op.String()
-	if spec.Op == kernels.Opaque && spec.Params.Name != "" {
-		name = spec.Params.Name
-	}
-	ent := &specEntry{spec: spec, class: adaptive.SizeClass(w), task: bandit.Task{
-		Bucket: b, Op: name, Class: bandit.Class(spec.Op.Class()), Elements: spec.OutShape().Elements(),
-		FLOPs: float64(w.FLOPs), BytesRead: float64(w.BytesRead), BytesWritten: float64(w.BytesWritten),
-	}}
+	ent := &specEntry{spec: spec, class: kernels.SizeClass(spec.Work())}
+	ent.task = eval.NewTask(b, &ent.spec)
 	s.specs[string(s.key)] = ent
 	return ent, nil
 }
@@ -387,8 +371,13 @@ func (s *scanner) finish() ([]string, error) {
 		if err != nil {
 			return err
 		}
-		s.arms[i].gpu, s.arms[i].model = gpu, true
-		s.arms[i].nominal = defaultNominal(gpu, prof)
+		a := &s.arms[i]
+		a.gpu, a.model = gpu, true
+		a.info.Kind, a.info.SharedMemory = backends.CPU, true
+		if gpu {
+			a.info.Kind, a.info.SharedMemory = backends.GPU, false
+		}
+		a.info.Nominal = defaultNominal(gpu, prof)
 		return nil
 	}
 	if s.table != nil {
@@ -428,7 +417,7 @@ func (s *scanner) finish() ([]string, error) {
 				a.prof = gpuProf
 			}
 			if !a.described {
-				a.nominal = a.prof.Arm().Nominal
+				a.info.Nominal = a.prof.Nominal
 			}
 		}
 	}
@@ -505,37 +494,19 @@ func sameBackend(a, b string) bool {
 	return strings.TrimPrefix(a, "sim:") == strings.TrimPrefix(b, "sim:")
 }
 
-// tableMeans returns the table's mean µs of spec on each of its backends,
-// or nil when the table lacks it on one. sim.Table keeps its lookup
-// unexported; a one-op Env over the table's arms reaches the same figures
-// through the harness's ground truth (Env.Truth: the mean of the op on an
-// arm, with no transfers on table arms).
+// tableMeans returns the table's mean µs of spec on each of its backends
+// (sim.Arm.Truth of its arms), or nil when the table lacks it on one.
 func tableMeans(t *sim.Table, spec kernels.Spec) []float64 {
-	env, err := sim.NewEnv(&oneOp{spec: spec}, t.Arms(), sim.EnvOptions{})
-	if err != nil {
-		return nil
-	}
-	out := make([]float64, len(t.Backends()))
-	for a := range out {
-		out[a] = env.Truth(0, a)
+	arms := t.Arms()
+	out := make([]float64, len(arms))
+	for a, arm := range arms {
+		base, _, err := arm.Truth(spec)
+		if err != nil {
+			return nil
+		}
+		out[a] = base * arm.Profile.SpikeMean()
 	}
 	return out
-}
-
-// oneOp is a workload of one op.
-type oneOp struct {
-	spec kernels.Spec
-	done bool
-}
-
-func (w *oneOp) Name() string { return "op" }
-
-func (w *oneOp) Next() (sim.Op, bool) {
-	if w.done {
-		return sim.Op{}, false
-	}
-	w.done = true
-	return sim.Op{Spec: w.spec, BucketName: "op"}, true
 }
 
 // seedOf derives a policy's stream from the seed and its name.
@@ -547,7 +518,8 @@ func seedOf(seed uint64, name string) *rand.Rand {
 
 // tracePolicy is one policy of a trace replay with its own accounting.
 type tracePolicy struct {
-	p    bandit.Policy
+	p    eval.Policy
+	ex   eval.Explorer // p's, or nil
 	r    *rand.Rand
 	run  policyRun
 	last []int8 // per bucket, the previous decision (-1: none)
@@ -593,9 +565,9 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
 			errInput, in.name, s.ops, rs.excludedOps)
 	}
-	arms := make([]bandit.Arm, len(s.arms))
+	arms := make([]eval.Arm, len(s.arms))
 	for i, a := range s.arms {
-		arms[i] = bandit.Arm{Name: a.name, GPU: a.gpu, Nominal: a.nominal}
+		arms[i] = eval.ArmOf(a.info)
 	}
 	truth := func(bucket, arm int) float64 {
 		if bucket < 0 || bucket >= len(s.buckets) || arm < 0 || arm >= len(s.arms) || s.buckets[bucket].excluded {
@@ -627,6 +599,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			tp.dmap = newDecisionMap(included, len(arms))
 			pd.dmap = tp.dmap
 		}
+		tp.ex, _ = p.(eval.Explorer)
 		tps[i] = tp
 	}
 	prog.phase("pass 2/2")
@@ -672,12 +645,12 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		}
 		oracleUs += b.mean[b.oracle]
 		for _, tp := range tps {
-			if sp, ok := tp.p.(specSetter); ok {
-				sp.setSpec(&ent.spec)
-			}
 			a := tp.p.Choose(&ent.task)
 			if a < 0 || a >= len(arms) {
 				return nil, nil, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(arms))
+			}
+			if tp.ex != nil && tp.ex.Explored() {
+				tp.run.explore++
 			}
 			us, src := meas[a], msrc[a]
 			if us == 0 {
@@ -695,7 +668,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			}
 			tp.last[ent.task.Bucket] = int8(a)
 			if a != b.oracle {
-				run.explore++
+				run.offOracle++
 			}
 			if tp.dmap != nil {
 				tp.dmap.add(op, ent.class, a)
@@ -704,6 +677,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		op++
 	}
 	for _, tp := range tps {
+		tp.run.reasons = reasonsOf(tp.p)
 		tp.run.oracleUs = oracleUs
 		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
 		rs.runs = append(rs.runs, tp.run)

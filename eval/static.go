@@ -1,6 +1,11 @@
-package bandit
+package eval
 
-import "math"
+import (
+	"math"
+
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
 
 // firstArm returns the first arm of the kind wanted (GPU or not). When the
 // arm set has no GPU the GPU-choosing rules fall back to the first CPU arm,
@@ -102,19 +107,21 @@ const (
 func NewThresholds(arms []Arm) Policy {
 	return newStatic("thresholds", arms, func(t *Task) bool {
 		switch t.Class {
-		case Reduction:
+		case kernels.Reduction:
 			return t.Elements > reductionGPUElements
-		case Matrix:
+		case kernels.Matrix:
 			return t.Elements > matrixGPUElements
 		}
 		return false
 	})
 }
 
-// RLXGPU are the RLX cost model's defaults for a ROCm GPU (DESIGN.md §
-// Evaluation), used by roofline in place of a GPU arm's nominal compute
-// figures; the link figures still come from the arm.
-var RLXGPU = Figures{GFLOPS: 10_000, MemGBps: 800, DispatchUs: 3, RoundTripUs: 40}
+// RLXGPU are the RLX cost model's compute defaults for a ROCm GPU
+// (sim.RLXROCm, its round trip two copy latencies), used by roofline in
+// place of a GPU arm's nominal compute figures; the link figures still
+// come from the arm.
+var RLXGPU = Figures{GFLOPS: sim.RLXROCm.GFLOPS, MemGBps: sim.RLXROCm.MemGBps,
+	DispatchUs: sim.RLXROCm.DispatchUs, RoundTripUs: 2 * sim.RLXROCm.LinkLatencyUs}
 
 type roofline struct {
 	arms []Arm
@@ -171,7 +178,7 @@ func rate(work, perUs float64) float64 {
 func (p *roofline) Cost(t *Task, i int) float64 {
 	f := p.figs[i]
 	c := f.RoundTripUs + f.DispatchUs
-	if t.Class == Matrix {
+	if t.Class == kernels.Matrix {
 		c += rate(t.FLOPs, f.GFLOPS*1e3) // 1 GFLOP/s = 1e3 FLOP/µs
 	} else {
 		c += rate(t.BytesRead+t.BytesWritten, f.MemGBps*1e3) // 1 GB/s = 1e3 B/µs

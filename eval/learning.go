@@ -1,4 +1,4 @@
-package bandit
+package eval
 
 import (
 	"math"
@@ -37,6 +37,7 @@ func (a *calArm) mean() float64 { return a.sum / float64(a.nsample) }
 type calibrate struct {
 	arms    int
 	buckets [][]calArm
+	forced  bool // the last Choose forced a calibration sample
 }
 
 // NewCalibrate returns "calibrate", StarPU's history-based model as
@@ -56,8 +57,10 @@ func (p *calibrate) Name() string { return "calibrate" }
 func (p *calibrate) Choose(t *Task) int {
 	st := perBucket(&p.buckets, t.Bucket, p.arms)
 	best, bestMean := 0, math.Inf(1)
+	p.forced = false
 	for i := range st {
 		if st[i].nsample < CalibrationMinimum {
+			p.forced = true
 			return i
 		}
 		if m := st[i].mean(); m < bestMean {
@@ -66,6 +69,10 @@ func (p *calibrate) Choose(t *Task) int {
 	}
 	return best
 }
+
+// Explored implements Explorer: the last choice forced a calibration
+// sample.
+func (p *calibrate) Explored() bool { return p.forced }
 
 func (p *calibrate) Observe(t *Task, arm int, us float64) {
 	st := perBucket(&p.buckets, t.Bucket, p.arms)
@@ -106,6 +113,9 @@ func CalibrationState(p Policy, bucket, arm int) (samples int, meanUs float64, o
 	return a.nsample, a.mean(), true
 }
 
+// minUs is the shortest duration ucb1 takes the log of (1 ns).
+const minUs = 1e-3
+
 type meanArm struct {
 	n    int
 	mean float64
@@ -121,6 +131,7 @@ type egreedy struct {
 	eps     float64
 	r       *rand.Rand
 	buckets [][]meanArm
+	random  bool // the last Choose was a random pick or an untried arm
 }
 
 // NewEpsilonGreedy returns "egreedy": per bucket, with probability eps a
@@ -134,6 +145,7 @@ func (p *egreedy) Name() string { return "egreedy" }
 
 func (p *egreedy) Choose(t *Task) int {
 	st := perBucket(&p.buckets, t.Bucket, p.arms)
+	p.random = true
 	if len(st) == 0 {
 		return 0
 	}
@@ -149,8 +161,13 @@ func (p *egreedy) Choose(t *Task) int {
 			best = i
 		}
 	}
+	p.random = false
 	return best
 }
+
+// Explored implements Explorer: the last choice was the ε draw or an arm
+// not yet tried.
+func (p *egreedy) Explored() bool { return p.random }
 
 func (p *egreedy) Observe(t *Task, arm int, us float64) {
 	st := perBucket(&p.buckets, t.Bucket, p.arms)
@@ -163,6 +180,7 @@ type ucb1 struct {
 	arms    int
 	buckets [][]meanArm
 	total   []int
+	bonus   bool // the last Choose was not the arm of the best mean
 }
 
 // NewUCB1 returns "ucb1": per bucket, each arm once, then the arm with the
@@ -180,7 +198,8 @@ func (p *ucb1) Choose(t *Task) int {
 		p.total = append(p.total, 0)
 	}
 	lnN := math.Log(float64(max(p.total[max(t.Bucket, 0)], 1)))
-	best, bestB := 0, math.Inf(1)
+	best, bestB, greedy := 0, math.Inf(1), 0
+	p.bonus = true
 	for i := range st {
 		if st[i].n == 0 {
 			return i
@@ -188,9 +207,17 @@ func (p *ucb1) Choose(t *Task) int {
 		if b := st[i].mean - math.Sqrt(2*lnN/float64(st[i].n)); b < bestB {
 			best, bestB = i, b
 		}
+		if st[i].mean < st[greedy].mean {
+			greedy = i
+		}
 	}
+	p.bonus = best != greedy
 	return best
 }
+
+// Explored implements Explorer: the last choice was an untried arm, or
+// its confidence bonus overturned the best mean.
+func (p *ucb1) Explored() bool { return p.bonus }
 
 func (p *ucb1) Observe(t *Task, arm int, us float64) {
 	st := perBucket(&p.buckets, t.Bucket, p.arms)

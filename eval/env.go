@@ -1,4 +1,4 @@
-package sim
+package eval
 
 import (
 	"fmt"
@@ -6,22 +6,10 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
 )
-
-// Arm is one simulated device of a harness run: a profile and the events
-// scheduled on it. The harness replays Throttle and Contention (their At
-// counts the workload's ops); error events are injected by Device only,
-// since a Policy has no way to be told of a failure.
-type Arm struct {
-	Profile *Profile
-	Events  []Event
-	// table, when set, replaces the profile's compute model by measured
-	// means: column col of a perf table (TableWorkload.Arms).
-	table *Table
-	col   int
-}
 
 // EnvOptions configure NewEnv.
 type EnvOptions struct {
@@ -56,12 +44,14 @@ type EnvOptions struct {
 // policy may beat it slightly, and regret can be a little negative.
 // Regret % = (policy − oracle) / oracle × 100.
 //
-// Exploration is the share of decisions not on the oracle's arm for that
-// op: every policy is measured the same way, whatever it believes.
+// Two shares describe a policy's decisions: OffOraclePct, the decisions
+// not on the oracle's arm for that op (every policy measured the same
+// way, whatever it believes), and ExplorePct, the decisions the policy
+// made to learn (Explorer; 0 for a policy that never explores).
 type Env struct {
 	name     string
-	arms     []Arm
-	bArms    []bandit.Arm
+	arms     []sim.Arm
+	bArms    []Arm
 	nA       int
 	ops      []opRec
 	keys     []keyInfo
@@ -85,7 +75,8 @@ type opRec struct {
 }
 
 type keyInfo struct {
-	task   bandit.Task
+	spec   kernels.Spec
+	task   Task
 	kernel int32     // index in Env.kernels
 	base   []float64 // per arm: noise-free mean, µs (spikes excluded)
 	sigma  []float64 // per arm: σ of ln
@@ -93,7 +84,7 @@ type keyInfo struct {
 
 // NewEnv reads w to its end and prepares it against arms. Every op must be
 // runnable by every arm (opaque ops only by table arms).
-func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
+func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if len(arms) == 0 {
 		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
 	}
@@ -106,7 +97,7 @@ func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
 		if err := a.Profile.Validate(); err != nil {
 			return nil, err
 		}
-		ba := a.Profile.Arm()
+		ba := ArmOf(a.Profile.Info())
 		if seen[ba.Name] {
 			return nil, fmt.Errorf("%w: arm %q twice", ErrInvalidSetup, ba.Name)
 		}
@@ -116,8 +107,8 @@ func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
 			if err := ev.Validate(); err != nil {
 				return nil, err
 			}
-			if ev.Kind != Throttle && ev.Kind != Contention {
-				return nil, fmt.Errorf("%w: the harness replays throttle and contention, not %v (inject errors through Device)", ErrInvalidEvent, ev.Kind)
+			if ev.Kind != sim.Throttle && ev.Kind != sim.Contention {
+				return nil, fmt.Errorf("%w: the harness replays throttle and contention, not %v (inject errors through sim.Device)", sim.ErrInvalidEvent, ev.Kind)
 			}
 		}
 	}
@@ -142,7 +133,7 @@ func NewEnv(w Workload, arms []Arm, opt EnvOptions) (*Env, error) {
 	return e, nil
 }
 
-func (e *Env) addOp(op Op) error {
+func (e *Env) addOp(op sim.Op) error {
 	if op.Key < 0 || op.Key > len(e.keys) || op.Bucket < 0 || op.Bucket > len(e.bNames) {
 		return fmt.Errorf("%w: op %d: key %d or bucket %d out of order", ErrInvalidSetup, len(e.ops), op.Key, op.Bucket)
 	}
@@ -160,23 +151,16 @@ func (e *Env) addOp(op Op) error {
 	return nil
 }
 
-func (e *Env) newKey(op Op) (keyInfo, error) {
+func (e *Env) newKey(op sim.Op) (keyInfo, error) {
 	s := op.Spec
 	if err := s.Validate(); err != nil {
 		return keyInfo{}, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, len(e.ops), err)
 	}
-	w := s.Work()
-	name := opName(s)
-	k := keyInfo{
-		task: bandit.Task{
-			Bucket: op.Bucket, Op: name, Class: bandit.Class(s.Op.Class()),
-			Elements: s.OutShape().Elements(), FLOPs: float64(w.FLOPs),
-			BytesRead: float64(w.BytesRead), BytesWritten: float64(w.BytesWritten),
-			Transfer: make([]float64, e.nA),
-		},
-		base: make([]float64, e.nA), sigma: make([]float64, e.nA),
-	}
-	kn := kernelKey(s)
+	k := keyInfo{spec: s, base: make([]float64, e.nA), sigma: make([]float64, e.nA)}
+	k.task.Bucket = op.Bucket
+	describe(&k.task, &k.spec)
+	k.task.Transfer = make([]float64, e.nA)
+	kn := sim.KernelKey(s)
 	kid, ok := e.kernels[kn]
 	if !ok {
 		kid = int32(len(e.kernels))
@@ -184,20 +168,11 @@ func (e *Env) newKey(op Op) (keyInfo, error) {
 	}
 	k.kernel = kid
 	for a, arm := range e.arms {
-		k.sigma[a] = arm.Profile.Sigma
-		switch {
-		case arm.table != nil:
-			m, sg, ok := arm.table.truth(s, arm.col)
-			if !ok {
-				return keyInfo{}, fmt.Errorf("%w: %v has no measurement on %s", ErrInvalidSetup, s, e.bArms[a].Name)
-			}
-			k.base[a] = m / arm.Profile.SpikeMean()
-			k.sigma[a] = sg
-		case s.Op == kernels.Opaque:
-			return keyInfo{}, fmt.Errorf("%w: opaque op %v cannot run on profile %s", ErrInvalidSetup, s, arm.Profile.Name)
-		default:
-			k.base[a] = arm.Profile.baseUs(s, float64(w.FLOPs), float64(w.Bytes()))
+		base, sigma, err := arm.Truth(s)
+		if err != nil {
+			return keyInfo{}, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, len(e.ops), err)
 		}
+		k.base[a], k.sigma[a] = base, sigma
 	}
 	return k, nil
 }
@@ -224,7 +199,7 @@ func (e *Env) segments() {
 	for s, at := range cuts {
 		e.factor[s] = make([]float64, e.nA)
 		for a, arm := range e.arms {
-			e.factor[s][a], _ = slowdown(arm.Events, at)
+			e.factor[s][a], _ = sim.Slowdown(arm.Events, at)
 		}
 	}
 }
@@ -399,9 +374,9 @@ func (e *Env) Name() string { return e.name }
 // Ops returns the number of ops.
 func (e *Env) Ops() int { return len(e.ops) }
 
-// Arms returns what the policies see of the arms: names and nominal
+// Arms returns what the policies see of the arms: names, kinds and nominal
 // figures. The caller owns the returned slice.
-func (e *Env) Arms() []bandit.Arm { return slices.Clone(e.bArms) }
+func (e *Env) Arms() []Arm { return slices.Clone(e.bArms) }
 
 // Buckets returns the bucket names, by index.
 func (e *Env) Buckets() []string { return slices.Clone(e.bNames) }
@@ -452,11 +427,15 @@ type Result struct {
 	// Switches counts decisions whose arm differs from the previous
 	// decision of the same bucket.
 	Switches int64
-	// ExplorePct is the share of decisions not on the oracle's arm, in %.
-	ExplorePct  float64
-	Share       []float64 // per arm, the policy's decisions
-	OracleShare []float64 // per arm, the oracle's
-	Buckets     []BucketResult
+	// ExplorePct is the share of decisions the policy made to learn, in %
+	// (Explorer; 0 for a policy without it).
+	ExplorePct float64
+	// OffOraclePct is the share of decisions not on the oracle's arm for
+	// that op, in %.
+	OffOraclePct float64
+	Share        []float64 // per arm, the policy's decisions
+	OracleShare  []float64 // per arm, the oracle's
+	Buckets      []BucketResult
 	// Points are cumulative costs every EnvOptions.Checkpoint ops, from op
 	// 0 to the end: regret over time.
 	Points []Point
@@ -492,7 +471,15 @@ func pct(policy, oracle float64) float64 {
 // for e.Arms(); it is told the compute µs of each op it placed. Runs of
 // one Env must not overlap (Truth reads the op being run). It fails when p
 // returns an arm out of range.
-func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
+func (e *Env) Run(p Policy, seed uint64) (Result, error) { return e.RunEach(p, seed, nil) }
+
+// RunEach is Run that also calls each, when not nil, after every op with
+// its Task (valid during the call), the arm chosen and the compute µs
+// drawn: what a recorder or a decision map needs, without wrapping p
+// (which would hide its optional capabilities).
+func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us float64)) (Result, error) {
+	xo, _ := p.(TransferObserver)
+	ex, _ := p.(Explorer)
 	nA, nb := e.nA, len(e.bNames)
 	r := rand.New(rand.NewPCG(seed, 0xa7e5))
 	res := Result{
@@ -512,7 +499,7 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 		last[b] = -1
 	}
 	warm := make([]bool, len(e.kernels)*nA)
-	var explore int64
+	var offOracle, explore int64
 	loc, seg, oi := -1, 0, 0
 	for t, o := range e.ops {
 		ti := int64(t)
@@ -524,6 +511,14 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 		seg = e.segOf(ti, seg)
 		k := &e.keys[o.key]
 		task := &k.task
+		task.Res = adaptive.Residency{}
+		if o.act > 0 {
+			on := adaptive.Host
+			if loc >= 0 {
+				on = adaptive.Backend(loc)
+			}
+			task.Res.Add(on, o.act)
+		}
 		for a := range nA {
 			task.Transfer[a] = 0
 			if o.act > 0 && e.linkUs(o.act, loc, a) > 0 {
@@ -531,6 +526,9 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 			}
 		}
 		a := p.Choose(task)
+		if ex != nil && ex.Explored() {
+			explore++
+		}
 		if a < 0 || a >= nA {
 			return Result{}, fmt.Errorf("%w: policy %s chose arm %d of %d", ErrInvalidSetup, p.Name(), a, nA)
 		}
@@ -549,7 +547,13 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 			}
 		}
 		p.Observe(task, a, us)
+		if each != nil {
+			each(task, a, us)
+		}
 		x := e.linkUs(o.act, loc, a)
+		if xo != nil && x > 0 {
+			e.reportCopies(xo, o.act, loc, a)
+		}
 		res.ComputeUs += us
 		res.TransferUs += x
 		res.TotalUs += us + x
@@ -561,13 +565,14 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 		}
 		last[o.bucket] = int32(a)
 		if int(e.assign[seg*nb+int(o.bucket)]) != a {
-			explore++
+			offOracle++
 		}
 	}
 	n := float64(len(e.ops))
 	res.Points = append(res.Points, Point{Op: int64(len(e.ops)), PolicyUs: res.TotalUs, OracleUs: e.oracle[len(e.oracle)-1]})
 	res.RegretPct = pct(res.TotalUs, e.oracleUs)
 	res.ExplorePct = float64(explore) / n * 100
+	res.OffOraclePct = float64(offOracle) / n * 100
 	for a := range nA {
 		res.Share[a] = float64(counts[a]) / n
 		res.OracleShare[a] = float64(e.oShare[a]) / n
@@ -582,9 +587,23 @@ func (e *Env) Run(p bandit.Policy, seed uint64) (Result, error) {
 	return res, nil
 }
 
+// reportCopies tells xo of the copies that moved bytes from arm from (-1:
+// host memory) to arm to: one over each end's link, as the Executor
+// reports each measured copy.
+func (e *Env) reportCopies(xo TransferObserver, bytes int64, from, to int) {
+	if from >= 0 {
+		if us := e.arms[from].Profile.LinkUs(bytes); us > 0 {
+			xo.ObserveTransfer(from, false, bytes, us)
+		}
+	}
+	if us := e.arms[to].Profile.LinkUs(bytes); us > 0 {
+		xo.ObserveTransfer(to, true, bytes, us)
+	}
+}
+
 // Run prepares w against arms and replays it under p: NewEnv and Env.Run
 // in one call, for a single policy. Build an Env to compare several.
-func Run(p bandit.Policy, w Workload, arms []Arm, seed uint64) (Result, error) {
+func Run(p Policy, w sim.Workload, arms []sim.Arm, seed uint64) (Result, error) {
 	e, err := NewEnv(w, arms, EnvOptions{})
 	if err != nil {
 		return Result{}, err

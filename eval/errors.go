@@ -1,0 +1,8 @@
+package eval
+
+import "errors"
+
+// ErrInvalidSetup: a harness run was given no arms, duplicate arms, an
+// op an arm cannot run, an empty workload, or a policy chose an arm out of
+// range.
+var ErrInvalidSetup = errors.New("eval: invalid harness setup")
