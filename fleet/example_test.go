@@ -72,7 +72,7 @@ func ExampleStart() {
 	b, nb := node("b")
 	defer nb.Close()
 	b.Select(spec, adaptive.Residency{}) // makes the bucket
-	k := history.Key{Backend: "cpu", Bucket: adaptive.BucketName(spec)}
+	k := history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
 	for {
 		if _, foreign, _ := b.Fold().Evidence(k); foreign.N > 0 {
 			// 100 runs, discounted by γ = 0.999 per run as a's bandit holds them.

@@ -104,7 +104,7 @@ func feed(t testing.TB, s *adaptive.Scheduler, os []obs) {
 
 // keyOf returns the history key of bucket i's cpu arm.
 func keyOf(i int) history.Key {
-	return history.Key{Backend: "cpu", Bucket: adaptive.BucketName(spec(i))}
+	return history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec(i))}
 }
 
 // pooled returns the evidence of one Scheduler fed every observation.
