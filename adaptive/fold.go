@@ -100,12 +100,18 @@ func (f *Fold) add(b *bucket, fresh bool) {
 
 // rebase makes arm a's prior its base updated by st, and its posterior
 // that prior updated by the arm's own evidence (f.mu and the bucket's
-// lock held).
+// lock held). An arm given foreign observations has data, as one warm
+// started from the store has: its decisions are Exploit or Explore, not
+// Prior, it informs its family's new buckets, and a GPU's first run in
+// the bucket is learned from (the fleet's evidence dilutes it).
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	bb := &fb.b.bb
 	own := bb.Arms[a].Since(bb.Priors[a])
 	bb.Priors[a] = fb.base[a].With(st)
 	bb.Arms[a] = bb.Priors[a].With(own)
+	if st.N > 0 {
+		fb.b.seen |= Backend(a)
+	}
 }
 
 // SetForeign makes st the evidence from elsewhere behind k's prior,

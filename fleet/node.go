@@ -88,6 +88,7 @@ type Node struct {
 
 	cancel   context.CancelFunc
 	done     chan struct{}
+	syncedCh chan struct{} // closed once the node is synced
 	flushReq chan chan error
 	once     sync.Once
 
@@ -145,7 +146,7 @@ func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger, nonce: binary.LittleEndian.Uint64(nb[:]),
-		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}),
+		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
 		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
 		local: map[history.Key]bandit.Stats{}, baseline: map[history.Key]bandit.Stats{},
 		nodes: map[string]int32{}, contrib: map[history.Key][]contribution{},
@@ -186,6 +187,21 @@ func (n *Node) Flush(ctx context.Context) error {
 	}
 }
 
+// WaitSynced waits until the node has read the fleet's values and folded
+// them into the Scheduler (and read back its own), or ctx ends: a program
+// that wants to start from the fleet's evidence calls it before its first
+// Select, with a timeout (a server that is down never syncs).
+func (n *Node) WaitSynced(ctx context.Context) error {
+	select {
+	case <-n.syncedCh:
+		return nil
+	case <-n.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Close collects and publishes one last time (if the server is
 // reachable), stops watching and stops the node. The Scheduler keeps the
 // evidence folded into its priors. It does not close the connection. A
@@ -210,10 +226,9 @@ func (n *Node) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			n.collect()
+			n.syncBeforeClose()
 			_ = n.publish(closeTimeout)
-			// The watcher ends with ctx (nats.go unsubscribes it in
-			// the background): Stop here would wait for a lost server.
-			n.kv, n.w = nil, nil
+			n.unwatch()
 			return
 		case e, ok := <-updates:
 			if !ok {
@@ -225,6 +240,31 @@ func (n *Node) loop(ctx context.Context) {
 			_ = n.tick(ctx)
 		case reply := <-n.flushReq:
 			reply <- n.tick(ctx)
+		}
+	}
+}
+
+// syncBeforeClose gives a node that has not synced yet (a short run)
+// closeTimeout to do so, so that Close can publish what it learned.
+func (n *Node) syncBeforeClose() {
+	if n.synced || !n.nc.IsConnected() {
+		return
+	}
+	deadline := time.Now().Add(closeTimeout)
+	if n.kv == nil {
+		n.setup(context.Background())
+	}
+	for n.w != nil && !n.synced {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case e, ok := <-n.w.Updates():
+			t.Stop()
+			if !ok {
+				return
+			}
+			n.entry(e)
+		case <-t.C:
+			return
 		}
 	}
 }
@@ -245,17 +285,22 @@ func (n *Node) tick(ctx context.Context) error {
 	n.expire()
 	n.foldChanged()
 	err := n.publish(requestTimeout)
-	n.mu.Lock()
-	n.st.Connected = n.kv != nil && n.nc.IsConnected()
-	n.st.Synced = n.synced
-	n.st.Keys = len(n.contrib)
+	n.gauges()
+	return err
+}
+
+// gauges updates the state that Stats reports besides the counters.
+func (n *Node) gauges() {
 	live := map[int32]bool{}
 	for ns := range n.seen {
 		live[ns.node] = true
 	}
+	n.mu.Lock()
+	n.st.Connected = n.kv != nil && n.nc.IsConnected()
+	n.st.Synced = n.synced
+	n.st.Keys = len(n.contrib)
 	n.st.Nodes = len(live)
 	n.mu.Unlock()
-	return err
 }
 
 // setup finds or creates the key-value bucket and watches this
@@ -388,8 +433,12 @@ func (n *Node) publish(timeout time.Duration) error {
 // entry applies one watched value (nil: the initial values are all in).
 func (n *Node) entry(e jetstream.KeyValueEntry) {
 	if e == nil {
-		n.synced = true
-		n.foldChanged()
+		if !n.synced {
+			n.synced = true
+			n.foldChanged()
+			n.gauges()
+			close(n.syncedCh)
+		}
 		return
 	}
 	rest, ok := strings.CutPrefix(e.Key(), n.prefix)

@@ -84,8 +84,10 @@ func Connect(url string, log zerolog.Logger, opts ...nats.Option) (*nats.Conn, e
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(Backoff),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Str("url", url).Msg("fleet: disconnected; retrying")
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() {
+				log.Warn().Err(err).Str("url", url).Msg("fleet: disconnected; retrying")
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("fleet: reconnected")

@@ -75,7 +75,8 @@ type options struct {
 	prompt, warmup                int
 	json, stream, stepTimes       bool
 	model                         ModelConfig
-	fleet                         fleetFlags
+	fleet                         fleet.Flags
+	metrics                       string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -102,11 +103,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.model.Vocab, "vocab", o.model.Vocab, "vocabulary size")
 	fs.IntVar(&o.model.Ctx, "ctx", o.model.Ctx, "context length")
 	fs.Uint64Var(&o.model.Seed, "seed", o.model.Seed, "seed of the weights, prompts and scheduler")
-	o.fleet.register(fs)
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics over HTTP on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given) at /metrics")
+	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if err := o.fleet.validate(); err != nil {
+	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
 	switch {
@@ -217,12 +219,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := startFleet(o.fleet, e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
 	if err != nil {
 		return err
 	}
 	defer stopFleet()
-	stopMetrics, err := serveMetrics(o.fleet.metrics, e.Scheduler(), logger)
+	stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
 	if err != nil {
 		return err
 	}
