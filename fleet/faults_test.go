@@ -37,8 +37,8 @@ func put(t *testing.T, nc *nats.Conn, bucket, key string, val []byte) {
 }
 
 // TestMalformedAndForeign puts values that no node of this fingerprint
-// wrote: undecodable, with non-finite statistics, of another
-// fingerprint, under a key that names no node. Each is skipped and
+// wrote: undecodable, with non-finite statistics, holding a key of
+// another shard, under a key that names no node, of another fingerprint. Each is skipped and
 // counted; a valid value put beside them is folded in.
 func TestMalformedAndForeign(t *testing.T) {
 	var p provider
@@ -52,19 +52,22 @@ func TestMalformedAndForeign(t *testing.T) {
 	flushed(t, n)
 	k := keyOf(0)
 	good := bandit.Stats{N: 10, Sum: 30, SumSq: 90.5}
-	enc := func(fp string, st bandit.Stats) []byte {
-		return appendValue(nil, &value{fingerprint: fp, node: "other", nonce: 1, recs: []record{{key: k, st: st}}})
+	enc := func(fp, node string, st bandit.Stats) []byte {
+		return appendValue(nil, &value{fingerprint: fp, node: node, nonce: 1, recs: []record{{key: k, st: st}}})
 	}
 	pre := testFP.Hash + "."
-	put(t, nc, "faults", pre+"other.s00", []byte("not a value"))
-	put(t, nc, "faults", pre+"other.s01", enc(testFP.Hash, bandit.Stats{N: 1, Sum: mathNaN(), SumSq: 1}))
-	put(t, nc, "faults", pre+"other.s02", enc("ffffffffffffffff", good))
-	put(t, nc, "faults", pre+"other.x.y", enc(testFP.Hash, good))
-	put(t, nc, "faults", pre+"other.s03", enc(testFP.Hash, good))
+	sh := fmt.Sprintf(".s%02d", shardOf(k.Bucket))
+	wrong := fmt.Sprintf(".s%02d", (shardOf(k.Bucket)+1)%Shards)
+	put(t, nc, "faults", pre+"o1"+sh, []byte("not a value"))
+	put(t, nc, "faults", pre+"o2"+sh, enc(testFP.Hash, "o2", bandit.Stats{N: 1, Sum: mathNaN(), SumSq: 1}))
+	put(t, nc, "faults", pre+"o3"+wrong, enc(testFP.Hash, "o3", good))
+	put(t, nc, "faults", pre+"o4.x.y", enc(testFP.Hash, "o4", good))
+	put(t, nc, "faults", pre+"o5"+sh, enc("ffffffffffffffff", "o5", good))
+	put(t, nc, "faults", pre+"o6"+sh, enc(testFP.Hash, "o6", good))
 	eventually(t, 10*time.Second, func() error {
 		st := n.Stats()
-		if st.Malformed != 3 || st.Foreign != 1 || st.Received != 1 {
-			return fmt.Errorf("stats %+v: want 3 malformed, 1 foreign, 1 received", st)
+		if st.Malformed != 4 || st.Foreign != 1 || st.Received != 1 {
+			return fmt.Errorf("stats %+v: want 4 malformed, 1 foreign, 1 received", st)
 		}
 		if _, foreign, _ := s.Fold().Evidence(k); foreign != good {
 			return fmt.Errorf("folded %+v, want %+v", foreign, good)

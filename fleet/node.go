@@ -113,9 +113,15 @@ type Node struct {
 	dirty      [Shards]bool
 	putAt      [Shards]time.Time
 	nodes      map[string]int32 // other nodes, by index into contributions
-	contrib    map[history.Key][]contribution
-	seen       map[nodeShard]time.Time // when each other node's value was put
-	changed    map[history.Key]struct{}
+	// The keys with foreign evidence (or a baseline), numbered in order of
+	// first sight: their IDs index keys, shard, contrib and marked.
+	ids     map[history.Key]int32
+	keys    []history.Key
+	contrib [][]contribution
+	held    int                     // keys with other nodes' evidence
+	seen    map[nodeShard]time.Time // when each other node's value was put
+	changed []int32                 // keys whose total changed, each once
+	marked  []bool
 }
 
 // contribution is one other node's evidence for a key.
@@ -149,8 +155,7 @@ func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
 		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
 		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
 		local: map[history.Key]bandit.Stats{}, baseline: map[history.Key]bandit.Stats{},
-		nodes: map[string]int32{}, contrib: map[history.Key][]contribution{},
-		seen: map[nodeShard]time.Time{}, changed: map[history.Key]struct{}{},
+		nodes: map[string]int32{}, ids: map[history.Key]int32{}, seen: map[nodeShard]time.Time{},
 	}
 	for i := range n.own {
 		n.own[i] = map[history.Key]struct{}{}
@@ -298,7 +303,7 @@ func (n *Node) gauges() {
 	n.mu.Lock()
 	n.st.Connected = n.kv != nil && n.nc.IsConnected()
 	n.st.Synced = n.synced
-	n.st.Keys = len(n.contrib)
+	n.st.Keys = n.held
 	n.st.Nodes = len(live)
 	n.mu.Unlock()
 }
@@ -454,7 +459,14 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 		}
 		return
 	}
-	if err := n.dec.decode(e.Value(), &n.val); err != nil || n.val.node != node {
+	err := n.dec.decode(e.Value(), &n.val)
+	if err == nil && n.val.node != node {
+		err = fmt.Errorf("%w: node %q under key %q", ErrMalformed, n.val.node, e.Key())
+	}
+	if err == nil {
+		err = checkShard(shard, n.val.recs)
+	}
+	if err != nil {
 		n.count(&n.st.Malformed)
 		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a malformed value")
 		return
@@ -471,7 +483,7 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 			for _, r := range n.val.recs {
 				n.baseline[r.key] = r.st
 				n.own[shardOf(r.key.Bucket)][r.key] = struct{}{}
-				n.changed[r.key] = struct{}{}
+				n.change(n.id(r.key))
 			}
 		default:
 			n.count(&n.st.Conflicts)
@@ -484,21 +496,67 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 		idx = int32(len(n.nodes))
 		n.nodes[node] = idx
 	}
+	// Before a node's first value of a shard it holds nothing of that
+	// shard's keys (checkShard): no need to search for its contribution.
+	_, known := n.seen[nodeShard{idx, shard}]
 	for _, r := range n.val.recs {
-		cs := n.contrib[r.key]
-		i := 0
-		for i < len(cs) && cs[i].node != idx {
-			i++
+		id := n.id(r.key)
+		cs := n.contrib[id]
+		i := len(cs)
+		if known { // a new node has no contribution yet: no search
+			i = 0
+			for i < len(cs) && cs[i].node != idx {
+				i++
+			}
 		}
 		if i == len(cs) {
-			n.contrib[r.key] = append(cs, contribution{node: idx, st: r.st})
+			if len(cs) == 0 {
+				n.held++
+			}
+			n.contrib[id] = append(cs, contribution{node: idx, st: r.st})
 		} else {
 			cs[i].st = r.st
 		}
-		n.changed[r.key] = struct{}{}
+		n.change(id)
 	}
 	n.seen[nodeShard{idx, shard}] = e.Created()
 	n.count(&n.st.Received)
+}
+
+// checkShard reports records that do not belong in the shard named
+// shard ("sNN"): a node's contributions are found by shard.
+func checkShard(shard string, recs []record) error {
+	var s int
+	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s >= Shards {
+		return fmt.Errorf("%w: shard %q", ErrMalformed, shard)
+	}
+	for _, r := range recs {
+		if shardOf(r.key.Bucket) != s {
+			return fmt.Errorf("%w: %s in shard %q", ErrMalformed, r.key.Bucket, shard)
+		}
+	}
+	return nil
+}
+
+// id returns k's ID, numbering it on first sight.
+func (n *Node) id(k history.Key) int32 {
+	id, ok := n.ids[k]
+	if !ok {
+		id = int32(len(n.keys))
+		n.ids[k] = id
+		n.keys = append(n.keys, k)
+		n.contrib = append(n.contrib, nil)
+		n.marked = append(n.marked, false)
+	}
+	return id
+}
+
+// change marks key id's total to be folded again.
+func (n *Node) change(id int32) {
+	if !n.marked[id] {
+		n.marked[id] = true
+		n.changed = append(n.changed, id)
+	}
 }
 
 // count adds one to a counter of st.
@@ -514,21 +572,19 @@ func (n *Node) drop(ns nodeShard, node string) {
 		return
 	}
 	delete(n.seen, ns)
-	for k, cs := range n.contrib {
-		if fmt.Sprintf("s%02d", shardOf(k.Bucket)) != ns.shard {
+	for id, cs := range n.contrib {
+		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(n.keys[id].Bucket)) != ns.shard {
 			continue
 		}
 		for i := range cs {
 			if cs[i].node == ns.node {
-				cs = append(cs[:i], cs[i+1:]...)
-				n.changed[k] = struct{}{}
+				n.contrib[id] = append(cs[:i], cs[i+1:]...)
+				n.change(int32(id))
+				if len(cs) == 1 {
+					n.held--
+				}
 				break
 			}
-		}
-		if len(cs) == 0 {
-			delete(n.contrib, k)
-		} else {
-			n.contrib[k] = cs
 		}
 	}
 }
@@ -554,12 +610,14 @@ func (n *Node) expire() {
 // foldChanged hands the Scheduler the new totals of the keys that
 // changed: this node's baseline plus every other node's evidence.
 func (n *Node) foldChanged() {
-	for k := range n.changed {
+	for _, id := range n.changed {
+		k := n.keys[id]
 		total := n.baseline[k]
-		for _, c := range n.contrib[k] {
+		for _, c := range n.contrib[id] {
 			total = total.Add(c.st)
 		}
 		n.fold.SetForeign(k, total)
+		n.marked[id] = false
 	}
-	clear(n.changed)
+	n.changed = n.changed[:0]
 }
