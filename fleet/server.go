@@ -85,7 +85,7 @@ func Connect(url string, log zerolog.Logger, opts ...nats.Option) (*nats.Conn, e
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(Backoff),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			if !nc.IsClosed() {
+			if err != nil && !nc.IsClosed() { // nil: closed by its owner
 				log.Warn().Err(err).Str("url", url).Msg("fleet: disconnected; retrying")
 			}
 		}),
