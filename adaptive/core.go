@@ -113,8 +113,9 @@ type bucket struct {
 	name  string
 	fam   *family
 	// epoch is the engine's epoch at the bucket's last prior refresh;
-	// loaded the arms warm-started from the store, whose priors are left
-	// alone (prior.go).
+	// loaded the arms whose posterior or prior holds evidence from
+	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
+	// leaves alone.
 	epoch      uint64
 	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs

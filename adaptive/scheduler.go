@@ -171,6 +171,7 @@ type Scheduler struct {
 	countMask BucketID
 	chunk     uint64 // a power of two
 
+	fold   atomic.Pointer[Fold] // nil until Fold is called
 	closed atomic.Bool
 }
 
@@ -601,6 +602,9 @@ func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
 		if p, ok := s.loaded[history.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)
 		}
+	}
+	if f := s.fold.Load(); f != nil {
+		f.made(b)
 	}
 	s.byKey[key] = b
 	s.buckets = append(s.buckets, b)

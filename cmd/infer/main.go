@@ -8,7 +8,19 @@
 //
 //	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [model flags]
+//	      [-json [-step-times]] [-metrics ADDR] [fleet flags] [model flags]
+//
+// Fleet learning (issue 22; package fleet): -fleet nats://HOST:PORT
+// shares the posteriors with the other processes of the same hardware
+// fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
+// -fleet-cert and -fleet-key pass credentials and TLS through);
+// -fleet-serve ADDR runs an embedded JetStream server in this process,
+// listening on ADDR (loopback unless a host is given), its data in
+// -fleet-dir, and shares through it. -fleet-node names this node (the
+// same across restarts). A server that is down is retried in the
+// background; the process schedules on its own evidence meanwhile.
+// -metrics ADDR serves the Scheduler's Prometheus collectors at /metrics
+// (loopback unless a host is given). Nothing listens unless asked.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -53,6 +65,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
+	"github.com/adaptsched/adaptsched/fleet"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
 )
@@ -65,6 +78,8 @@ type options struct {
 	json, stream, stepTimes       bool
 	resetStore, logJSON, verbose  bool
 	model                         ModelConfig
+	fleet                         fleet.Flags
+	metrics                       string
 }
 
 const usageText = `usage: infer [flags]
@@ -108,7 +123,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.model.Vocab, "vocab", o.model.Vocab, "vocabulary size")
 	fs.IntVar(&o.model.Ctx, "ctx", o.model.Ctx, "context length")
 	fs.Uint64Var(&o.model.Seed, "seed", o.model.Seed, "seed of the weights, prompts and scheduler")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics over HTTP on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given) at /metrics")
+	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
 	switch {
@@ -153,7 +173,12 @@ type Summary struct {
 	Share          map[string]float64 `json:"share"`
 	Switches       int64              `json:"switches"`
 	Fallbacks      int64              `json:"fallbacks"`
-	Stopped        bool               `json:"stopped"` // by a signal
+	// ExplorePct is the share of decisions whose reason was Explore, in %
+	// (adaptive.Telemetry.ExplorationShare).
+	ExplorePct float64 `json:"explore_pct"`
+	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
+	Fleet   *fleet.Stats `json:"fleet,omitempty"`
+	Stopped bool         `json:"stopped"` // by a signal
 }
 
 func main() {
@@ -227,6 +252,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
+	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
+	if err != nil {
+		return err
+	}
+	defer stopFleet()
+	stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	m, err := NewModel(e, o.model)
 	if err != nil {
 		return err
@@ -252,6 +287,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	stats, tel := e.Stats(), e.Scheduler().Telemetry()
 	sum.Share = shares(stats)
 	sum.Fallbacks = stats.Fallbacks
+	sum.ExplorePct = tel.ExplorationShare * 100
+	if node != nil {
+		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
+		}
+		fs := node.Stats()
+		sum.Fleet = &fs
+	}
 	for _, b := range tel.Backends {
 		sum.Switches += b.Switches
 	}

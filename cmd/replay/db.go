@@ -20,17 +20,23 @@ type storeSetup struct {
 	log         io.Writer
 }
 
-// openStore opens -db for thompson's Scheduler, scoped by the arms'
-// fingerprint (or st's), and counts the posteriors it holds.
-func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loaded int, err error) {
+// fingerprint returns the hardware fingerprint of thompson's posteriors:
+// the arms', or st's.
+func fingerprint(arms []eval.Arm, st *storeSetup) history.Fingerprint {
+	if st != nil && st.fingerprint != "" {
+		return history.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
+	}
 	infos := make([]backends.Info, len(arms))
 	for i, a := range arms {
 		infos[i] = a.Info
 	}
-	fp := history.FingerprintOf(infos)
-	if st != nil && st.fingerprint != "" {
-		fp = history.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
-	}
+	return history.FingerprintOf(infos)
+}
+
+// openStore opens -db for thompson's Scheduler, scoped by the arms'
+// fingerprint (or st's), and counts the posteriors it holds.
+func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loaded int, err error) {
+	fp := fingerprint(arms, st)
 	logw := io.Discard
 	if st != nil && st.log != nil {
 		logw = st.log

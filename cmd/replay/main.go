@@ -11,6 +11,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/fleet"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -38,6 +39,7 @@ type options struct {
 	progressMin int64 // input bytes from which a terminal gets a progress bar
 	input       string
 	guardOptions
+	fleet fleet.Flags // thompson's fleet (-fleet, -fleet-serve)
 }
 
 // run is the command: it parses args, replays, writes the report to stdout
@@ -100,7 +102,11 @@ embedded mixed-serving trace is replayed.
 
 thompson is adaptsched's Scheduler itself, called as the Executor calls
 it (Select with where each op's inputs live, Observe with the measured
-duration); -db gives it a posterior store as in production.
+duration); -db gives it a posterior store as in production, and -fleet
+nats://HOST:PORT (or -fleet-serve ADDR, an embedded JetStream server)
+shares its posteriors with the other processes of the same hardware
+fingerprint (package fleet): a later run starts from what earlier ones
+learned.
 
 The report's columns, one row per policy:
   total ms     the policy's total time over the ops (compute and transfers)
@@ -148,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.record, "record-default", "", "write the embedded default trace to `FILE` and exit (maintainers)")
 	fs.Int64Var(&o.progressMin, "progress-min", 64<<20, "input `BYTES` from which a terminal stderr shows a progress bar")
 	o.guardOptions.flags(fs)
+	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -183,6 +190,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.guardOptions.validate(); err != nil {
 		return fail("%v", err)
+	}
+	if err := o.fleet.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	if o.fleet.Enabled() && !slices.Contains(o.policies, "thompson") {
+		return fail("-fleet and -fleet-serve share thompson's evidence: -policies lacks thompson")
 	}
 	switch {
 	case o.ops < 0:

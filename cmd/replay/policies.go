@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+
+	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/eval"
@@ -36,7 +39,27 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 		return nil, done, nil, fmt.Errorf("%w: %w", errInput, err)
 	}
 	th := all[0].(*eval.Thompson)
+	stopFleet := func() {}
+	if o.fleet.Enabled() {
+		logw := io.Discard
+		if st != nil && st.log != nil {
+			logw = st.log
+		}
+		log := zerolog.New(zerolog.ConsoleWriter{Out: logw}).Level(zerolog.WarnLevel)
+		node, stop, err := o.fleet.Start(th.Scheduler(), fingerprint(arms, st), log)
+		if err != nil {
+			th.Close()
+			if db != nil {
+				db.Close()
+			}
+			return nil, done, nil, err
+		}
+		stopFleet = stop
+		fs := node.Stats()
+		notes = append(notes, fmt.Sprintf("thompson shares its evidence with the fleet (synced %v: %d other nodes, %d keys)", fs.Synced, fs.Nodes, fs.Keys))
+	}
 	done = func() error {
+		stopFleet() // publishes what thompson learned
 		err := errors.Join(th.Err(), th.Close())
 		if db != nil {
 			err = errors.Join(err, db.Close())

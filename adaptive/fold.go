@@ -1,0 +1,188 @@
+package adaptive
+
+import (
+	"sync"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+)
+
+// Fold is a Scheduler's link to evidence learned elsewhere: other machines
+// of the same kind (package fleet) whose statistics are folded into the
+// priors, and this Scheduler's own evidence, collected to be shared
+// (DESIGN.md § Persistence). Get it with Scheduler.Fold before the first
+// Select.
+//
+// For each bucket and backend the Fold keeps the base prior (the cost
+// model's, as the bucket was made) and the foreign evidence last set; the
+// arm's prior is the base updated by the foreign evidence, and the arm's
+// posterior is that prior updated by what this Scheduler learned itself
+// (its own evidence, discounted as the bandit discounts it). Foreign
+// evidence is never discounted away: discounting pulls a posterior back
+// toward its prior, which holds it. So, with Discount 1, the posterior is
+// exactly the base prior updated by the pooled observations of every node.
+//
+// A bucket made while a Fold is attached ignores posteriors its store
+// loaded: they hold the evidence the fleet gave before, and folding that
+// evidence again would count it twice; the fleet is the warm start.
+//
+// The Scheduler's hot path (Select, Observe) does not see the Fold:
+// Collect reads the buckets under their locks, and SetForeign changes the
+// priors under them. Its methods are safe for concurrent use.
+type Fold struct {
+	s  *Scheduler
+	mu sync.Mutex
+	// foreign holds the evidence last set for each key, for buckets made
+	// later; buckets and byName the buckets made so far.
+	foreign map[history.Key]bandit.Stats
+	buckets []*foldBucket
+	byName  map[string]*foldBucket
+}
+
+// foldBucket is what the Fold keeps of one bucket.
+type foldBucket struct {
+	b    *bucket
+	base [MaxBackends]bandit.NormalGamma // the prior before foreign evidence
+	// last is each arm's posterior when Collect last emitted it (or when
+	// the bucket was made), to find the arms that changed since.
+	last [MaxBackends]bandit.NormalGamma
+}
+
+// Fold returns the Scheduler's Fold, attaching one on the first call.
+// Buckets made before then keep their posteriors: what they hold beyond
+// their prior counts as this Scheduler's own evidence.
+func (s *Scheduler) Fold() *Fold {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if f := s.fold.Load(); f != nil {
+		return f
+	}
+	f := &Fold{s: s, foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f.mu.Lock()
+	for _, b := range s.buckets {
+		b.mu.Lock()
+		f.add(b, false)
+		b.mu.Unlock()
+	}
+	f.mu.Unlock()
+	s.fold.Store(f)
+	return f
+}
+
+// made registers a bucket that bucketFor has just built (s.regMu held,
+// the bucket not yet visible to other goroutines).
+func (f *Fold) made(b *bucket) {
+	f.mu.Lock()
+	f.add(b, true)
+	f.mu.Unlock()
+}
+
+// add registers b (f.mu and b's lock held, or b not yet visible). fresh:
+// b was just made, so its data (if any) came from the store, and is
+// dropped.
+func (f *Fold) add(b *bucket, fresh bool) {
+	fb := &foldBucket{b: b}
+	s := f.s
+	for a := range s.n {
+		if fresh && b.seen.Has(a) {
+			b.bb.Arms[a] = b.bb.Priors[a]
+			b.seen &^= Backend(a)
+			b.loaded &^= Backend(a)
+		}
+		fb.base[a] = b.bb.Priors[a]
+		if st, ok := f.foreign[history.Key{Backend: s.names[a], Bucket: b.name}]; ok {
+			f.rebase(fb, a, st)
+		}
+		fb.last[a] = b.bb.Arms[a]
+	}
+	f.buckets = append(f.buckets, fb)
+	f.byName[b.name] = fb
+}
+
+// rebase makes arm a's prior its base updated by st, and its posterior
+// that prior updated by the arm's own evidence (f.mu and the bucket's
+// lock held). An arm given foreign observations has data, as one warm
+// started from the store has: its decisions are Exploit or Explore, not
+// Prior, it informs its family's new buckets, and a GPU's first run in
+// the bucket is learned from (the fleet's evidence dilutes it).
+func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
+	bb := &fb.b.bb
+	own := bb.Arms[a].Since(bb.Priors[a])
+	bb.Priors[a] = fb.base[a].With(st)
+	bb.Arms[a] = bb.Priors[a].With(own)
+	// A prior that holds the fleet's evidence is not re-derived from this
+	// Scheduler's corrections (prior.go), which would drop it.
+	if st.N > 0 {
+		fb.b.seen |= Backend(a)
+		fb.b.loaded |= Backend(a)
+	} else {
+		fb.b.loaded &^= Backend(a)
+	}
+}
+
+// SetForeign makes st the evidence from elsewhere behind k's prior,
+// replacing what was set before (it is a total, not an increment: setting
+// the same value twice counts it once). Zero Stats removes it. A key
+// whose bucket has not been made yet, or whose backend is not configured,
+// is kept for when it is made. It reports whether a bucket of this
+// Scheduler changed.
+func (f *Fold) SetForeign(k history.Key, st bandit.Stats) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st == (bandit.Stats{}) {
+		delete(f.foreign, k)
+	} else {
+		f.foreign[k] = st
+	}
+	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)
+	if fb == nil || a < 0 {
+		return false
+	}
+	b := fb.b
+	b.mu.Lock()
+	unchanged := b.bb.Arms[a] == fb.last[a]
+	f.rebase(fb, a, st)
+	if unchanged {
+		fb.last[a] = b.bb.Arms[a]
+	}
+	b.mu.Unlock()
+	return true
+}
+
+// Collect calls emit for every arm whose posterior changed since the
+// previous Collect, other than by SetForeign: its key and its own
+// evidence, all of it (not the change). Arms this Scheduler never learned
+// from are not emitted. emit runs under the bucket's lock: it must not
+// call back into the Scheduler or the Fold.
+func (f *Fold) Collect(emit func(k history.Key, own bandit.Stats)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.s
+	for _, fb := range f.buckets {
+		b := fb.b
+		b.mu.Lock()
+		for a := range s.n {
+			if p := b.bb.Arms[a]; p != fb.last[a] {
+				fb.last[a] = p
+				emit(history.Key{Backend: s.names[a], Bucket: b.name}, p.Since(b.bb.Priors[a]))
+			}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// Evidence returns the evidence behind k's posterior: own, what this
+// Scheduler learned itself (its posterior since its prior), and foreign,
+// what SetForeign last gave. ok is false for a bucket not made yet or a
+// backend not configured.
+func (f *Fold) Evidence(k history.Key) (own, foreign bandit.Stats, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)
+	if fb == nil || a < 0 {
+		return own, foreign, false
+	}
+	fb.b.mu.Lock()
+	defer fb.b.mu.Unlock()
+	return fb.b.bb.Arms[a].Since(fb.b.bb.Priors[a]), f.foreign[k], true
+}

@@ -1,0 +1,87 @@
+package adaptive
+
+import (
+	"math"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// TestFold checks the Fold (DESIGN.md § Persistence): foreign evidence
+// set before a bucket is made becomes its prior when it is; set again
+// later it replaces the first (a total, not an increment) and keeps the
+// arm's own evidence; Collect emits only arms whose own evidence
+// changed; and a bucket made under a Fold drops the store's posterior.
+func TestFold(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	name := kernels.BucketName(spec)
+	kc, kg := history.Key{Backend: "cpu", Bucket: name}, history.Key{Backend: "gpu", Bucket: name}
+	store := &memStore{m: map[history.Key]bandit.NormalGamma{kg: {Mu: 9, Kappa: 50, Alpha: 25, Beta: 5}}}
+	s := newTestScheduler(t, Config{Store: store, Bandit: bandit.Config{Discount: 1}})
+	defer s.Close()
+	f := s.Fold()
+	if f != s.Fold() {
+		t.Fatal("a second Fold call attached another Fold")
+	}
+	foreign := bandit.Stats{N: 40, Sum: 40 * 5.5, SumSq: 40 * (5.5*5.5 + 0.04)}
+	if f.SetForeign(kc, foreign) {
+		t.Error("SetForeign before the bucket was made reported a change")
+	}
+	d, err := s.Select(spec, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, got, ok := f.Evidence(kg)
+	if !ok || own != (bandit.Stats{}) || got != (bandit.Stats{}) {
+		t.Errorf("gpu arm: own %+v, foreign %+v (%v): want the store's posterior dropped", own, got, ok)
+	}
+	own, got, _ = f.Evidence(kc)
+	if got != foreign || math.Abs(own.N) > 1e-12 {
+		t.Errorf("cpu arm: own %+v, foreign %+v: want none, %+v", own, got, foreign)
+	}
+	if d.Reason == Prior {
+		t.Errorf("decision %v: an arm with the fleet's evidence has data", d.Reason)
+	}
+	var emitted []history.Key
+	collect := func() {
+		emitted = emitted[:0]
+		f.Collect(func(k history.Key, _ bandit.Stats) { emitted = append(emitted, k) })
+	}
+	collect()
+	if len(emitted) != 0 {
+		t.Errorf("Collect before any Observe emitted %v", emitted)
+	}
+	// A GPU's first run in the bucket is its warm-up, not learned from.
+	for i := 0; len(emitted) == 0; i++ {
+		if i == 3 {
+			t.Fatal("Collect after 3 Observes emitted nothing")
+		}
+		if i > 0 {
+			if d, err = s.Select(spec, Residency{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Observe(d, us(250)); err != nil {
+			t.Fatal(err)
+		}
+		collect()
+	}
+	ownBefore, _, _ := f.Evidence(history.Key{Backend: d.Name, Bucket: name})
+	half := bandit.Stats{N: foreign.N / 2, Sum: foreign.Sum / 2, SumSq: foreign.SumSq / 2}
+	if !f.SetForeign(kc, half) || !f.SetForeign(kc, half) {
+		t.Error("SetForeign on a made bucket reported no change")
+	}
+	if _, got, _ := f.Evidence(kc); got != half {
+		t.Errorf("foreign %+v after setting %+v twice", got, half)
+	}
+	ownAfter, _, _ := f.Evidence(history.Key{Backend: d.Name, Bucket: name})
+	if math.Abs(ownAfter.N-ownBefore.N) > 1e-9 || math.Abs(ownAfter.Sum-ownBefore.Sum) > 1e-9*math.Abs(ownBefore.Sum) {
+		t.Errorf("own evidence %+v became %+v when the prior changed", ownBefore, ownAfter)
+	}
+	collect()
+	if len(emitted) != 0 {
+		t.Errorf("Collect after SetForeign alone emitted %v", emitted)
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+)
+
+// TestRunFleet runs the command twice on a tiny model through an embedded
+// JetStream server (-fleet-serve on loopback, one data directory), with
+// metrics served (-metrics): the second run holds the first's evidence.
+func TestRunFleet(t *testing.T) {
+	dir := t.TempDir()
+	var sums [2]Summary
+	for i, node := range []string{"a", "b"} {
+		var out, errb bytes.Buffer
+		args := []string{"-backends", "sim:cpu2,sim:h100", "-tokens", "4", "-batch", "2", "-prompt", "2",
+			"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json",
+			"-fleet-serve", "127.0.0.1:0", "-fleet-dir", dir, "-fleet-node", node, "-metrics", "127.0.0.1:0"}
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("run %s: %v\n%s", node, err, errb.String())
+		}
+		if err := json.Unmarshal(out.Bytes(), &sums[i]); err != nil {
+			t.Fatalf("%v: %q", err, out.String())
+		}
+	}
+	a, b := sums[0].Fleet, sums[1].Fleet
+	if a == nil || b == nil || !a.Synced || a.Published == 0 || !b.Synced || b.Nodes != 1 || b.Keys == 0 {
+		t.Errorf("fleet stats: a %+v, b %+v: want a published, b holding a's keys", a, b)
+	}
+}
+
+// TestFleetFlagErrors checks that fleet flags that do not go together
+// are errors.
+func TestFleetFlagErrors(t *testing.T) {
+	for _, args := range [][]string{{"-fleet-key", "k.pem"}, {"-fleet-ca", "ca.pem"}, {"-fleet-interval", "-1s", "-fleet-serve", "0"}} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+// Package fleet shares what Schedulers learn across a fleet of machines
+// of the same kind through NATS JetStream key-value (DESIGN.md §
+// Persistence): a new server starts from what the others have learned
+// instead of exploring from scratch.
+//
+// Posteriors are sufficient statistics. Each node publishes its own
+// evidence (bandit.Stats: N, Σy, Σy² per bucket and backend) under keys
+// of its own, FINGERPRINT.NODE.sNN, cumulative, and folds the sum of the
+// other nodes' evidence with the same fingerprint into its Scheduler's
+// priors (adaptive.Fold). Publishing and folding run on the node's own
+// goroutine every Options.Interval, never in Select or Observe. Keys of
+// departed nodes age out with the bucket's MaxAge (nats-server 2.9, which
+// has no per-key TTL, is enough).
+//
+// Faults: a server down at start or lost later leaves the Scheduler on
+// its own evidence while the connection retries (Connect, Backoff);
+// everything is republished on reconnection. Values that do not decode,
+// or come from other hardware, are skipped and counted (Stats). A node
+// restarted under the same NodeID reads its values back before it
+// publishes, so nothing is counted twice.
+//
+// # Usage
+//
+// With a server elsewhere:
+//
+//	nc, err := fleet.Connect("nats://10.0.0.5:4222", logger, nats.UserCredentials("node.creds"))
+//	...
+//	s, err := adaptive.New(cfg)
+//	...
+//	node, err := fleet.Start(nc, s, fleet.DefaultOptions("node-17", history.FingerprintOf(infos)))
+//	...
+//	defer nc.Close()
+//	defer node.Close() // publishes one last time
+//
+// On one machine, or in a demo, the server can run inside the process:
+// fleet.Serve("127.0.0.1:4222", dir) listens on loopback (other
+// processes connect to it), fleet.Serve("", dir) nowhere, and
+// fleet.Connect(nats.DefaultURL, logger, fleet.InProcess(ns)) reaches it
+// without a socket.
+package fleet

@@ -1,0 +1,623 @@
+package fleet
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/history"
+)
+
+// Shards is how many keys a node's evidence is spread over: bucket
+// names hash to one of them, and a change re-publishes only its shard.
+// 10,000 buckets × 2 backends make values of about 16 KB.
+const Shards = 64
+
+// Timeouts of one JetStream request (a put, the bucket's set-up) and of
+// a put by Close, and the back-off between failed set-ups.
+const (
+	requestTimeout = 5 * time.Second
+	closeTimeout   = time.Second
+	minBackoff     = 250 * time.Millisecond
+	maxBackoff     = 30 * time.Second
+)
+
+// Stats counts what a Node did. Malformed and Foreign values are
+// skipped whole.
+type Stats struct {
+	Connected bool // the key-value bucket is set up and the connection is up
+	// Synced: the node has read its own values of a previous run (its
+	// baseline) and publishes.
+	Synced    bool
+	Nodes     int    // other nodes whose values are held
+	Keys      int    // keys (bucket, backend) with other nodes' evidence
+	Published uint64 // values put
+	Received  uint64 // other nodes' values folded in
+	Malformed uint64 // values that do not decode, or whose key is not a node's
+	Foreign   uint64 // values of another fingerprint under this one's keys
+	Expired   uint64 // other nodes' values aged out (MaxAge)
+	Conflicts uint64 // values under this node's ID put by another process
+	Errors    uint64 // failed set-ups and puts
+}
+
+// Node shares a Scheduler's evidence with the other nodes of a fleet
+// through a NATS JetStream key-value bucket (DESIGN.md § Persistence).
+//
+// Each node puts its own evidence, per bucket and backend, under keys of
+// its own, FINGERPRINT.NODE.sNN (one writer per key: no conflicts), and
+// watches FINGERPRINT.>: the other nodes' evidence is summed per key and
+// folded into the Scheduler's priors (adaptive.Fold), so only machines of
+// the same kind are merged. A value is cumulative — everything the node
+// has learned, not the latest change — so a lost or repeated message
+// changes nothing, and a restarted node, which first reads its own values
+// back (its baseline), overwrites them rather than adding to them.
+//
+// Evidence is bandit.Stats: N, Σy and Σy² of y = ln(duration_us), as the
+// Scheduler's bandit holds them (discounted per bucket when
+// bandit.Config.Discount < 1; exactly the undiscounted sums with 1). With
+// Discount 1 the merged posterior is the posterior of the pooled
+// observations, whichever node made them.
+//
+// All the work is done by one goroutine every Interval, off the
+// Scheduler's hot path: collecting the Scheduler's changed arms
+// (Fold.Collect), publishing the shards that changed (and every shard
+// each MaxAge/4, so that live values do not age out), folding what
+// arrived. If the server is down the Scheduler runs on alone: the node
+// retries with back-off, and on reconnection republishes everything, so
+// nothing learned meanwhile is lost. Stats, Flush and Close are safe for
+// concurrent use.
+type Node struct {
+	opts   Options
+	nc     *nats.Conn
+	fold   *adaptive.Fold
+	log    zerolog.Logger
+	nonce  uint64
+	prefix string // "FINGERPRINT."
+
+	cancel   context.CancelFunc
+	done     chan struct{}
+	syncedCh chan struct{} // closed once the node is synced
+	flushReq chan chan error
+	once     sync.Once
+
+	mu sync.Mutex // guards st
+	st Stats
+
+	// The loop's state.
+	kv         jetstream.KeyValue
+	w          jetstream.KeyWatcher
+	maxAge     time.Duration // Options.MaxAge, or the bucket's if shorter
+	retryAt    time.Time
+	backoff    time.Duration
+	failing    bool
+	reconnects uint64
+	dec        decoder
+	val        value
+	buf        []byte
+	synced     bool
+	local      map[history.Key]bandit.Stats // the Scheduler's own evidence
+	baseline   map[history.Key]bandit.Stats // this node's values before this run
+	own        [Shards]map[history.Key]struct{}
+	dirty      [Shards]bool
+	putAt      [Shards]time.Time
+	nodes      map[string]int32 // other nodes, by index into contributions
+	// The keys with foreign evidence (or a baseline), numbered in order of
+	// first sight: their IDs index keys, shard, contrib and marked.
+	ids     map[history.Key]int32
+	keys    []history.Key
+	contrib [][]contribution
+	held    int                     // keys with other nodes' evidence
+	seen    map[nodeShard]time.Time // when each other node's value was put
+	changed []int32                 // keys whose total changed, each once
+	marked  []bool
+}
+
+// contribution is one other node's evidence for a key.
+type contribution struct {
+	node int32
+	st   bandit.Stats
+}
+
+// nodeShard names one value of another node.
+type nodeShard struct {
+	node  int32
+	shard string
+}
+
+// Start connects s to the fleet through nc, which the caller owns (and
+// closes after Close): it attaches s's Fold, and starts the node's
+// goroutine. It returns at once, whether the server is up or not. Call it
+// before s's first Select.
+func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if nc == nil || s == nil {
+		return nil, fmt.Errorf("%w: nil connection or scheduler", ErrOptions)
+	}
+	var nb [8]byte
+	_, _ = crand.Read(nb[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger, nonce: binary.LittleEndian.Uint64(nb[:]),
+		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
+		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
+		local: map[history.Key]bandit.Stats{}, baseline: map[history.Key]bandit.Stats{},
+		nodes: map[string]int32{}, ids: map[history.Key]int32{}, seen: map[nodeShard]time.Time{},
+	}
+	for i := range n.own {
+		n.own[i] = map[history.Key]struct{}{}
+	}
+	go n.loop(ctx)
+	return n, nil
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.st
+}
+
+// Flush collects the Scheduler's evidence, folds what has arrived and
+// publishes what changed now, rather than at the next Interval. It
+// returns ErrOffline when the node cannot publish (nothing is lost: it
+// publishes once it can), ErrClosed after Close.
+func (n *Node) Flush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case n.flushReq <- reply:
+	case <-n.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitSynced waits until the node has read the fleet's values and folded
+// them into the Scheduler (and read back its own), or ctx ends: a program
+// that wants to start from the fleet's evidence calls it before its first
+// Select, with a timeout (a server that is down never syncs).
+func (n *Node) WaitSynced(ctx context.Context) error {
+	select {
+	case <-n.syncedCh:
+		return nil
+	case <-n.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close collects and publishes one last time (if the server is
+// reachable), stops watching and stops the node. The Scheduler keeps the
+// evidence folded into its priors. It does not close the connection. A
+// second Close does nothing.
+func (n *Node) Close() error {
+	n.once.Do(n.cancel)
+	<-n.done
+	return nil
+}
+
+// loop is the node's goroutine.
+func (n *Node) loop(ctx context.Context) {
+	defer close(n.done)
+	t := time.NewTicker(n.opts.Interval)
+	defer t.Stop()
+	n.tick(ctx)
+	for {
+		var updates <-chan jetstream.KeyValueEntry
+		if n.w != nil {
+			updates = n.w.Updates()
+		}
+		select {
+		case <-ctx.Done():
+			n.collect()
+			n.syncBeforeClose()
+			_ = n.publish(closeTimeout)
+			n.unwatch()
+			return
+		case e, ok := <-updates:
+			if !ok {
+				n.fail(errors.New("watcher closed"))
+				continue
+			}
+			n.entry(e)
+		case <-t.C:
+			_ = n.tick(ctx)
+		case reply := <-n.flushReq:
+			reply <- n.tick(ctx)
+		}
+	}
+}
+
+// syncBeforeClose gives a node that has not synced yet (a short run)
+// closeTimeout to do so, so that Close can publish what it learned.
+func (n *Node) syncBeforeClose() {
+	if n.synced || !n.nc.IsConnected() {
+		return
+	}
+	deadline := time.Now().Add(closeTimeout)
+	if n.kv == nil {
+		n.setup(context.Background())
+	}
+	for n.w != nil && !n.synced {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case e, ok := <-n.w.Updates():
+			t.Stop()
+			if !ok {
+				return
+			}
+			n.entry(e)
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// tick sets the bucket up if needed, collects, ages out, folds and
+// publishes.
+func (n *Node) tick(ctx context.Context) error {
+	if r := n.nc.Stats().Reconnects; r != n.reconnects {
+		// The server may have restarted without its data: read
+		// everything again and republish everything.
+		n.reconnects = r
+		n.unwatch()
+	}
+	if n.kv == nil && !n.opts.Now().Before(n.retryAt) {
+		n.setup(ctx)
+	}
+	n.collect()
+	n.expire()
+	n.foldChanged()
+	err := n.publish(requestTimeout)
+	n.gauges()
+	return err
+}
+
+// gauges updates the state that Stats reports besides the counters.
+func (n *Node) gauges() {
+	live := map[int32]bool{}
+	for ns := range n.seen {
+		live[ns.node] = true
+	}
+	n.mu.Lock()
+	n.st.Connected = n.kv != nil && n.nc.IsConnected()
+	n.st.Synced = n.synced
+	n.st.Keys = n.held
+	n.st.Nodes = len(live)
+	n.mu.Unlock()
+}
+
+// setup finds or creates the key-value bucket and watches this
+// fingerprint's keys until ctx ends.
+func (n *Node) setup(loop context.Context) {
+	if !n.nc.IsConnected() {
+		return // the connection retries, with its own back-off
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		n.fail(err)
+		return
+	}
+	kv, err := js.KeyValue(ctx, n.opts.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// History 1 and MaxAge: what nats-server 2.9 offers (no per-key
+		// TTL, no limit markers).
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: n.opts.Bucket, Description: "adaptsched fleet evidence", History: 1, TTL: n.opts.MaxAge,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, n.opts.Bucket)
+		}
+	}
+	if err != nil {
+		n.fail(err)
+		return
+	}
+	n.maxAge = n.opts.MaxAge
+	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < n.maxAge {
+		n.maxAge = st.TTL()
+	}
+	w, err := kv.Watch(loop, n.prefix+">")
+	if err != nil {
+		n.fail(err)
+		return
+	}
+	n.kv, n.w = kv, w
+	n.backoff = minBackoff
+	for i := range n.dirty {
+		n.dirty[i] = len(n.own[i]) > 0
+	}
+	if n.failing {
+		n.log.Info().Str("bucket", n.opts.Bucket).Msg("fleet: connected")
+		n.failing = false
+	}
+}
+
+// fail drops the bucket after err and schedules the next set-up.
+func (n *Node) fail(err error) {
+	n.unwatch()
+	n.mu.Lock()
+	n.st.Errors++
+	n.mu.Unlock()
+	if !n.failing {
+		n.log.Warn().Err(err).Str("bucket", n.opts.Bucket).Msg("fleet: unavailable; scheduling on local evidence, retrying")
+		n.failing = true
+	}
+	n.retry()
+}
+
+// retry schedules the next set-up after a doubling back-off.
+func (n *Node) retry() {
+	n.retryAt = n.opts.Now().Add(n.backoff)
+	n.backoff = min(2*n.backoff, maxBackoff)
+}
+
+// unwatch stops the watcher and forgets the bucket. The watcher stops
+// in the background: unsubscribing waits for a lost server.
+func (n *Node) unwatch() {
+	if w := n.w; w != nil {
+		go func() { _ = w.Stop() }()
+	}
+	n.kv, n.w = nil, nil
+}
+
+// shardOf returns the shard of a bucket's keys.
+func shardOf(bucket string) int {
+	h := fnv.New32a()
+	h.Write([]byte(bucket))
+	return int(h.Sum32() % Shards)
+}
+
+// key returns the key of this node's shard s.
+func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.prefix, n.opts.NodeID, s) }
+
+// collect takes the Scheduler's changed evidence.
+func (n *Node) collect() {
+	n.fold.Collect(func(k history.Key, own bandit.Stats) {
+		n.local[k] = own
+		s := shardOf(k.Bucket)
+		n.own[s][k] = struct{}{}
+		n.dirty[s] = true
+	})
+}
+
+// publish puts every shard that changed, or is due to be rewritten
+// before it ages out, each put waiting at most timeout.
+func (n *Node) publish(timeout time.Duration) error {
+	if !n.synced || n.kv == nil || !n.nc.IsConnected() {
+		return ErrOffline
+	}
+	now := n.opts.Now()
+	for s := range Shards {
+		if len(n.own[s]) == 0 || !n.dirty[s] && now.Sub(n.putAt[s]) < n.maxAge/4 {
+			continue
+		}
+		n.val = value{fingerprint: n.opts.Fingerprint.Hash, node: n.opts.NodeID, nonce: n.nonce, recs: n.val.recs[:0]}
+		for k := range n.own[s] {
+			n.val.recs = append(n.val.recs, record{key: k, st: n.baseline[k].Add(n.local[k])})
+		}
+		n.buf = appendValue(n.buf[:0], &n.val)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, err := n.kv.Put(ctx, n.key(s), n.buf)
+		cancel()
+		if err != nil {
+			n.fail(err)
+			return err
+		}
+		n.dirty[s], n.putAt[s] = false, now
+		n.mu.Lock()
+		n.st.Published++
+		n.mu.Unlock()
+	}
+	return nil
+}
+
+// entry applies one watched value (nil: the initial values are all in).
+func (n *Node) entry(e jetstream.KeyValueEntry) {
+	if e == nil {
+		if !n.synced {
+			n.synced = true
+			n.foldChanged()
+			n.gauges()
+			close(n.syncedCh)
+		}
+		return
+	}
+	rest, ok := strings.CutPrefix(e.Key(), n.prefix)
+	node, shard, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || !idRE.MatchString(node) || strings.Contains(shard, ".") {
+		n.count(&n.st.Malformed)
+		n.log.Debug().Str("key", e.Key()).Msg("fleet: skipped a key that is not a node's")
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		if node != n.opts.NodeID {
+			n.drop(nodeShard{n.nodes[node], shard}, node)
+		}
+		return
+	}
+	err := n.dec.decode(e.Value(), &n.val)
+	if err == nil && n.val.node != node {
+		err = fmt.Errorf("%w: node %q under key %q", ErrMalformed, n.val.node, e.Key())
+	}
+	if err == nil {
+		err = checkShard(shard, n.val.recs)
+	}
+	if err != nil {
+		n.count(&n.st.Malformed)
+		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a malformed value")
+		return
+	}
+	if n.val.fingerprint != n.opts.Fingerprint.Hash {
+		n.count(&n.st.Foreign)
+		n.log.Debug().Str("key", e.Key()).Str("fingerprint", n.val.fingerprint).Msg("fleet: skipped a value of other hardware")
+		return
+	}
+	if node == n.opts.NodeID {
+		switch {
+		case n.val.nonce == n.nonce: // this process's own
+		case !n.synced:
+			for _, r := range n.val.recs {
+				n.baseline[r.key] = r.st
+				n.own[shardOf(r.key.Bucket)][r.key] = struct{}{}
+				n.change(n.id(r.key))
+			}
+		default:
+			n.count(&n.st.Conflicts)
+			n.log.Warn().Str("node", node).Msg("fleet: another process publishes under this node's ID")
+		}
+		return
+	}
+	idx, ok := n.nodes[node]
+	if !ok {
+		idx = int32(len(n.nodes))
+		n.nodes[node] = idx
+	}
+	// Before a node's first value of a shard it holds nothing of that
+	// shard's keys (checkShard): no need to search for its contribution.
+	_, known := n.seen[nodeShard{idx, shard}]
+	for _, r := range n.val.recs {
+		id := n.id(r.key)
+		cs := n.contrib[id]
+		i := len(cs)
+		if known { // a new node has no contribution yet: no search
+			i = 0
+			for i < len(cs) && cs[i].node != idx {
+				i++
+			}
+		}
+		if i == len(cs) {
+			if len(cs) == 0 {
+				n.held++
+			}
+			n.contrib[id] = append(cs, contribution{node: idx, st: r.st})
+		} else {
+			cs[i].st = r.st
+		}
+		n.change(id)
+	}
+	n.seen[nodeShard{idx, shard}] = e.Created()
+	n.count(&n.st.Received)
+}
+
+// checkShard reports records that do not belong in the shard named
+// shard ("sNN"): a node's contributions are found by shard.
+func checkShard(shard string, recs []record) error {
+	var s int
+	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s >= Shards {
+		return fmt.Errorf("%w: shard %q", ErrMalformed, shard)
+	}
+	for _, r := range recs {
+		if shardOf(r.key.Bucket) != s {
+			return fmt.Errorf("%w: %s in shard %q", ErrMalformed, r.key.Bucket, shard)
+		}
+	}
+	return nil
+}
+
+// id returns k's ID, numbering it on first sight.
+func (n *Node) id(k history.Key) int32 {
+	id, ok := n.ids[k]
+	if !ok {
+		id = int32(len(n.keys))
+		n.ids[k] = id
+		n.keys = append(n.keys, k)
+		n.contrib = append(n.contrib, nil)
+		n.marked = append(n.marked, false)
+	}
+	return id
+}
+
+// change marks key id's total to be folded again.
+func (n *Node) change(id int32) {
+	if !n.marked[id] {
+		n.marked[id] = true
+		n.changed = append(n.changed, id)
+	}
+}
+
+// count adds one to a counter of st.
+func (n *Node) count(c *uint64) {
+	n.mu.Lock()
+	*c++
+	n.mu.Unlock()
+}
+
+// drop removes another node's value ns (deleted, or aged out).
+func (n *Node) drop(ns nodeShard, node string) {
+	if _, ok := n.nodes[node]; !ok {
+		return
+	}
+	delete(n.seen, ns)
+	for id, cs := range n.contrib {
+		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(n.keys[id].Bucket)) != ns.shard {
+			continue
+		}
+		for i := range cs {
+			if cs[i].node == ns.node {
+				n.contrib[id] = append(cs[:i], cs[i+1:]...)
+				n.change(int32(id))
+				if len(cs) == 1 {
+					n.held--
+				}
+				break
+			}
+		}
+	}
+}
+
+// expire drops the other nodes' values older than MaxAge: a departed
+// node's evidence ages out here as its values do in the bucket (where
+// nats-server 2.9 deletes them without telling the watchers).
+func (n *Node) expire() {
+	now := n.opts.Now()
+	for ns, at := range n.seen {
+		if now.Sub(at) > n.maxAge {
+			for name, idx := range n.nodes {
+				if idx == ns.node {
+					n.drop(ns, name)
+					break
+				}
+			}
+			n.count(&n.st.Expired)
+		}
+	}
+}
+
+// foldChanged hands the Scheduler the new totals of the keys that
+// changed: this node's baseline plus every other node's evidence.
+func (n *Node) foldChanged() {
+	for _, id := range n.changed {
+		k := n.keys[id]
+		total := n.baseline[k]
+		for _, c := range n.contrib[id] {
+			total = total.Add(c.st)
+		}
+		n.fold.SetForeign(k, total)
+		n.marked[id] = false
+	}
+	n.changed = n.changed[:0]
+}

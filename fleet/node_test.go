@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+)
+
+// TestMergeEqualsPooled checks DESIGN.md § Persistence: evidence merged
+// over the fleet gives every node the posterior of the pooled
+// observations — the same observations split over 1 to 8 nodes at random
+// give, on each node, the posteriors of one Scheduler fed them all,
+// within 1e-9 relative.
+func TestMergeEqualsPooled(t *testing.T) {
+	const buckets = 3
+	all := observations(1800, buckets, 7)
+	want := pooled(t, buckets, all)
+	var p provider
+	p.start(t, t.TempDir())
+	nc := connect(t, &p)
+	for k := 1; k <= 8; k++ {
+		t.Run(fmt.Sprint(k, "nodes"), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(k), 3))
+			split := make([][]obs, k)
+			for _, o := range all {
+				i := r.IntN(k)
+				split[i] = append(split[i], o)
+			}
+			nodes := make([]*Node, k)
+			scheds := make([]*adaptive.Scheduler, k)
+			for i := range k {
+				s := newScheduler(t, 1)
+				scheds[i] = s
+				nodes[i] = startNode(t, nc, s, fmt.Sprint("n", i), fmt.Sprint("pool", k))
+				feed(t, s, split[i])
+				// A node that saw none of a bucket makes it now, to
+				// hold the others' evidence.
+				for b := range buckets {
+					if _, err := s.Select(spec(b), adaptive.Residency{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, n := range nodes {
+				flushed(t, n)
+			}
+			for i, s := range scheds {
+				eventually(t, 10*time.Second, func() error {
+					if err := matches(s, want); err != nil {
+						return fmt.Errorf("node %d: %w", i, err)
+					}
+					return nil
+				})
+			}
+		})
+	}
+}
+
+// TestRestartNoDoubleCount restarts a node under the same ID: it reads
+// its values back as its baseline, so the fleet counts what it learned
+// before the restart once, and what it learns after on top.
+func TestRestartNoDoubleCount(t *testing.T) {
+	const buckets = 2
+	all := observations(900, buckets, 11)
+	before, after := all[:500], all[500:]
+	want := pooled(t, buckets, all)
+	var p provider
+	p.start(t, t.TempDir())
+	nc := connect(t, &p)
+
+	a := newScheduler(t, 1)
+	na := startNode(t, nc, a, "a", "restart")
+	feed(t, a, before)
+	flushed(t, na)
+	na.Close()
+	a.Close()
+
+	b := newScheduler(t, 1)
+	nb := startNode(t, nc, b, "b", "restart")
+	for i := range buckets {
+		if _, err := b.Select(spec(i), adaptive.Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a2 := newScheduler(t, 1)
+	na2 := startNode(t, nc, a2, "a", "restart")
+	feed(t, a2, after)
+	flushed(t, na2)
+	for name, s := range map[string]*adaptive.Scheduler{"restarted a": a2, "b": b} {
+		eventually(t, 10*time.Second, func() error {
+			if err := matches(s, want); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if st := nb.Stats(); st.Nodes != 1 || st.Conflicts != 0 {
+		t.Errorf("b: %+v: want 1 other node, no conflicts", st)
+	}
+	if st := na2.Stats(); st.Conflicts != 0 {
+		t.Errorf("restarted a: %+v: want no conflicts", st)
+	}
+}
+
+// TestServerDownAtStart starts a node with no server: the Scheduler runs
+// on its own evidence, Flush reports ErrOffline, and once the server is
+// up the node publishes all it learned meanwhile.
+func TestServerDownAtStart(t *testing.T) {
+	const buckets = 2
+	all := observations(400, buckets, 13)
+	want := pooled(t, buckets, all)
+	var p provider
+	nc := connect(t, &p)
+	a := newScheduler(t, 1)
+	na := startNode(t, nc, a, "a", "down")
+	feed(t, a, all[:200])
+	if err := na.Flush(context.Background()); !errors.Is(err, ErrOffline) {
+		t.Fatalf("Flush with the server down: %v, want ErrOffline", err)
+	}
+	if st := na.Stats(); st.Connected || st.Synced {
+		t.Fatalf("server down: %+v", st)
+	}
+	feed(t, a, all[200:])
+	p.start(t, t.TempDir())
+	b := newScheduler(t, 1)
+	startNode(t, connect(t, &p), b, "b", "down")
+	for i := range buckets {
+		if _, err := b.Select(spec(i), adaptive.Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error { return matches(b, want) })
+}
+
+// TestServerLostMidRun stops the server while two nodes run and starts
+// it again on the same data: both keep scheduling, and what a learned
+// while it was down reaches b once it is back.
+func TestServerLostMidRun(t *testing.T) {
+	const buckets = 2
+	all := observations(600, buckets, 17)
+	want := pooled(t, buckets, all)
+	var p provider
+	dir := t.TempDir()
+	p.start(t, dir)
+	a, b := newScheduler(t, 1), newScheduler(t, 1)
+	na := startNode(t, connect(t, &p), a, "a", "lost")
+	startNode(t, connect(t, &p), b, "b", "lost")
+	for i := range buckets {
+		if _, err := b.Select(spec(i), adaptive.Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(t, a, all[:300])
+	flushed(t, na)
+	eventually(t, 10*time.Second, func() error { return matches(b, pooled(t, buckets, all[:300])) })
+
+	p.stop()
+	feed(t, a, all[300:])
+	if err := na.Flush(context.Background()); err == nil {
+		t.Fatal("Flush with the server stopped: nil error")
+	}
+	p.start(t, dir)
+	eventually(t, 15*time.Second, func() error { return matches(b, want) })
+}
+
+// TestServerLostNoData is TestServerLostMidRun with a server that comes
+// back without its data (another machine, a wiped disk): the nodes set
+// the bucket up again and republish everything.
+func TestServerLostNoData(t *testing.T) {
+	const buckets = 2
+	all := observations(400, buckets, 19)
+	want := pooled(t, buckets, all)
+	var p provider
+	p.start(t, t.TempDir())
+	a, b := newScheduler(t, 1), newScheduler(t, 1)
+	na := startNode(t, connect(t, &p), a, "a", "wiped")
+	startNode(t, connect(t, &p), b, "b", "wiped")
+	for i := range buckets {
+		if _, err := b.Select(spec(i), adaptive.Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(t, a, all[:200])
+	flushed(t, na)
+	p.stop()
+	feed(t, a, all[200:])
+	p.start(t, t.TempDir())
+	eventually(t, 15*time.Second, func() error { return matches(b, want) })
+}

@@ -1,0 +1,104 @@
+package fleet
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/history"
+)
+
+// Options configures a Node. Build them with DefaultOptions and the WithX
+// methods; Start validates them.
+type Options struct {
+	// NodeID names this node: its keys are its own (one writer per key).
+	// It must stay the same across restarts, so that a restarted node
+	// overwrites its values rather than adding a second set: 1 to 64 of
+	// A–Z a–z 0–9 _ -.
+	NodeID string
+	// Fingerprint scopes the statistics: only nodes with the same Hash
+	// are merged (history.FingerprintOf).
+	Fingerprint history.Fingerprint
+	// Bucket is the JetStream key-value bucket; default "adaptsched".
+	Bucket string
+	// Interval is how often the node collects its Scheduler's evidence,
+	// publishes what changed and folds in what others published;
+	// default 1 s.
+	Interval time.Duration
+	// MaxAge is how long a value lives in the bucket (the stream's
+	// MaxAge: nats-server 2.9 has no per-key TTL) and in the other
+	// nodes' memory: a departed node's evidence ages out after it. A live
+	// node rewrites each of its values every MaxAge/4. Default 24 h,
+	// at least 4 Intervals.
+	MaxAge time.Duration
+	// Logger receives connection trouble at warn level and skipped
+	// values at debug. The zero value logs nothing.
+	Logger zerolog.Logger
+	// Now is the clock that ages values; nil means time.Now.
+	Now func() time.Time
+}
+
+// The defaults that validate fills in.
+const (
+	DefaultBucket   = "adaptsched"
+	DefaultInterval = time.Second
+	DefaultMaxAge   = 24 * time.Hour
+)
+
+// DefaultOptions returns the options of node id for hardware fp, with the
+// defaults above.
+func DefaultOptions(id string, fp history.Fingerprint) Options {
+	return Options{NodeID: id, Fingerprint: fp, Bucket: DefaultBucket, Interval: DefaultInterval, MaxAge: DefaultMaxAge}
+}
+
+// WithBucket returns o with the key-value bucket b (default "adaptsched").
+func (o Options) WithBucket(b string) Options { o.Bucket = b; return o }
+
+// WithInterval returns o publishing and folding every d (default 1 s).
+func (o Options) WithInterval(d time.Duration) Options { o.Interval = d; return o }
+
+// WithMaxAge returns o with values aging out after d (default 24 h).
+func (o Options) WithMaxAge(d time.Duration) Options { o.MaxAge = d; return o }
+
+// WithLogger returns o logging to l (default: nothing).
+func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
+
+// WithClock returns o aging values by now (default time.Now).
+func (o Options) WithClock(now func() time.Time) Options { o.Now = now; return o }
+
+var (
+	idRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	bucketRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	fpRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
+
+// validate fills the defaults and rejects impossible values.
+func (o *Options) validate() error {
+	if o.Bucket == "" {
+		o.Bucket = DefaultBucket
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case !idRE.MatchString(o.NodeID):
+		return fmt.Errorf("%w: node ID %q: want 1 to 64 of A-Z a-z 0-9 _ -", ErrOptions, o.NodeID)
+	case !fpRE.MatchString(o.Fingerprint.Hash):
+		return fmt.Errorf("%w: fingerprint hash %q", ErrOptions, o.Fingerprint.Hash)
+	case !bucketRE.MatchString(o.Bucket):
+		return fmt.Errorf("%w: bucket %q", ErrOptions, o.Bucket)
+	case o.Interval < 0:
+		return fmt.Errorf("%w: Interval %v is negative", ErrOptions, o.Interval)
+	case o.MaxAge < 4*o.Interval:
+		return fmt.Errorf("%w: MaxAge %v is under 4 Intervals (%v)", ErrOptions, o.MaxAge, o.Interval)
+	}
+	return nil
+}
