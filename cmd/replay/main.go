@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.bandit.Discount, "discount", 0, "thompson's discount γ per observation of a bucket (0: default)")
 	fs.Float64Var(&o.bandit.PriorStrength, "prior-strength", 0, "thompson's prior strength κ0 in pseudo-observations (0: default)")
 	fs.BoolVar(&o.skipBad, "skip-bad", false, "skip malformed trace lines (counted in the report) instead of failing")
-	fs.StringVar(&o.table, "table", "", "perf table `FILE.csv`: a workload of its own, or a counterfactual model for TRACE")
+	fs.StringVar(&o.table, "table", "", "perf table `FILE.csv`, or a StarPU perfmodel file or codelets/45 directory: a workload of its own, or a counterfactual model for TRACE")
 	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
 	fs.StringVar(&o.profile, "profile", "", "GPU profile: the simulated GPU of -workload (default h100), or a counterfactual model for TRACE")
