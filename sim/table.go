@@ -288,43 +288,76 @@ func scanFigures(data []byte, bad func(int, string, ...any) error) (map[string]f
 		if len(words) < 2 || words[0] != "backend" || !strings.HasSuffix(words[1], ":") {
 			continue
 		}
-		line := i + 1
-		label := strings.TrimSuffix(words[1], ":")
-		if label == "" || len(words) < 3 {
-			return nil, bad(line, "backend figures: want \"# backend LABEL: key=value ...\" with keys %s", strings.Join(figureKeys, ", "))
+		label, fg, err := parseFigures(words[1:])
+		if err != nil {
+			return nil, bad(i+1, "%v", err)
 		}
 		if prev, dup := figs[label]; dup {
-			return nil, bad(line, "figures for backend %q again (first on line %d)", label, prev.line)
+			return nil, bad(i+1, "figures for backend %q again (first on line %d)", label, prev.line)
 		}
-		fg := figures{vals: map[string]float64{}, line: line}
-		for _, kv := range words[2:] {
-			k, v, _ := strings.Cut(kv, "=")
-			if !slices.Contains(figureKeys, k) {
-				return nil, bad(line, "backend %q: unknown figure %q (want %s)", label, k, strings.Join(figureKeys, ", "))
-			}
-			if _, dup := fg.vals[k]; dup || k == "kind" && fg.kind != "" {
-				return nil, bad(line, "backend %q: %s given twice", label, k)
-			}
-			if k == "kind" {
-				if v != "cpu" && v != "gpu" {
-					return nil, bad(line, "backend %q: kind %q, want cpu or gpu", label, v)
-				}
-				fg.kind = v
-				continue
-			}
-			x, err := strconv.ParseFloat(v, 64)
-			lo := 0.0 // dispatch, link bandwidth (0: shares host memory) and latency may be 0
-			if k == "gflops" || k == "membw_gbps" {
-				lo = 1e-3
-			}
-			if err != nil || !(x >= lo && x <= 1e9) {
-				return nil, bad(line, "backend %q: %s %q, want a number in [%g, 1e9]", label, k, v, lo)
-			}
-			fg.vals[k] = x
-		}
+		fg.line = i + 1
 		figs[label] = fg
 	}
 	return figs, nil
+}
+
+// parseFigures parses "LABEL: key=value ..." split into words.
+func parseFigures(words []string) (string, figures, error) {
+	label := ""
+	if len(words) > 0 {
+		label = strings.TrimSuffix(words[0], ":")
+	}
+	if len(words) < 2 || label == "" || !strings.HasSuffix(words[0], ":") {
+		return "", figures{}, fmt.Errorf("backend figures: want \"LABEL: key=value ...\" with keys %s", strings.Join(figureKeys, ", "))
+	}
+	fg := figures{vals: map[string]float64{}}
+	for _, kv := range words[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(figureKeys, k) {
+			return "", fg, fmt.Errorf("backend %q: unknown figure %q (want %s)", label, k, strings.Join(figureKeys, ", "))
+		}
+		if _, dup := fg.vals[k]; dup || k == "kind" && fg.kind != "" {
+			return "", fg, fmt.Errorf("backend %q: %s given twice", label, k)
+		}
+		if k == "kind" {
+			if v != "cpu" && v != "gpu" {
+				return "", fg, fmt.Errorf("backend %q: kind %q, want cpu or gpu", label, v)
+			}
+			fg.kind = v
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		lo := 0.0 // dispatch, link bandwidth (0: shares host memory) and latency may be 0
+		if k == "gflops" || k == "membw_gbps" {
+			lo = 1e-3
+		}
+		if err != nil || !(x >= lo && x <= 1e9) {
+			return "", fg, fmt.Errorf("backend %q: %s %q, want a number in [%g, 1e9]", label, k, v, lo)
+		}
+		fg.vals[k] = x
+	}
+	return label, fg, nil
+}
+
+// SetFigures gives a backend label the hardware figures its arm's prior
+// uses, in the form of a table's "# backend" line without the "#
+// backend": "gpu: kind=gpu gflops=10974 membw_gbps=480" (Table's doc). It
+// replaces figures the table gave that label; the label must have rows.
+// SetFigures is how figures reach arms whose source has no place for them
+// (a StarPU model); it is not safe for concurrent use with Arms.
+func (t *Table) SetFigures(s string) error {
+	label, fg, err := parseFigures(strings.Fields(s))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBadTable, t.name, err)
+	}
+	if !slices.Contains(t.backends, label) {
+		return fmt.Errorf("%w: %s: figures for backend %q, which has no rows (backends: %s)", ErrBadTable, t.name, label, strings.Join(t.backends, ", "))
+	}
+	if t.figures == nil {
+		t.figures = map[string]figures{}
+	}
+	t.figures[label] = fg
+	return nil
 }
 
 // apply replaces the figures of n that fg gives.

@@ -227,3 +227,29 @@ func TestTableFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestSetFigures gives figures to an arm from outside the file, as replay's
+// -figures does for a StarPU model.
+func TestSetFigures(t *testing.T) {
+	tab, err := LoadStarPU(strings.NewReader(miniModel(t, nil)), "m.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.SetFigures("cuda0_impl0: gflops=515 membw_gbps=150 dispatch_us=7"); err != nil {
+		t.Fatal(err)
+	}
+	want := RLXROCm
+	want.GFLOPS, want.MemGBps, want.DispatchUs = 515, 150, 7
+	if got := tab.Arms()[1].Profile.Nominal; got != want {
+		t.Errorf("figures %+v, want %+v", got, want)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"cuda9_impl0: gflops=1", `m.x: figures for backend "cuda9_impl0", which has no rows (backends: cpu0_impl0, cuda0_impl0)`},
+		{"cuda0_impl0 gflops=1", `m.x: backend figures: want "LABEL: key=value ..."`},
+		{"cuda0_impl0: gflops=x", `m.x: backend "cuda0_impl0": gflops "x"`},
+	} {
+		if err := tab.SetFigures(c.in); !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.in, err, c.want)
+		}
+	}
+}
