@@ -16,7 +16,9 @@
 //     StarPU's own history-based models (-table a .../codelets/45
 //     directory or one file in it: sim.LoadStarPU, one arm per device and
 //     implementation, one row per footprint; footprints not on every arm
-//     are listed on stderr and left out);
+//     are listed on stderr and left out); -figures "LABEL: gflops=..."
+//     gives a table's backend the hardware figures its prior uses, as a
+//     CSV's "# backend LABEL:" line does;
 //   - a simulator workload (-workload mixed-serving|decode|prefill with
 //     -profile GPU and -cpu-profile CPU);
 //   - nothing: an embedded mixed-serving trace, recorded by this
