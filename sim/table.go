@@ -48,14 +48,14 @@ const maxStdRatio = 100
 // shape lists the input shapes separated by ';', dimensions by 'x'
 // ("1x4096;4096x4096"); a catalogue op needs that form. An opaque op's
 // shape may be that form too (its In shapes, and so its bytes as f32 when
-// bytes is blank, if they make a valid spec), or any other text, which is then a key: a row of
-// opaque op "sgemm" with shape "M=1760,N=16" gets Params.Name
-// "sgemm[M=1760,N=16]", no In shapes and no work beyond its flops and
-// bytes columns (0, unknown, when blank). Putting the key in the name is
-// what keeps distinct shapes distinct specs and distinct buckets: an
-// opaque op's bucket is its name and the size class of its work, so rows
-// of unknown work that shared a name would all share one bucket, and one
-// posterior, however different their durations. The cost is that the
+// bytes is blank, if they make a valid spec), or any other text, which is
+// then a key: a row of opaque op "sgemm" with shape "M=1760,N=16" gets
+// Params.Name "sgemm[M=1760,N=16]", no In shapes and no work beyond its
+// flops and bytes columns (0, unknown, when blank). Putting the key in the
+// name is what keeps distinct shapes distinct specs and distinct buckets:
+// an opaque op's bucket is its name and the size class of its work, so
+// rows of unknown work that shared a name would all share one bucket, and
+// one posterior, however different their durations. The cost is that the
 // shapes of one op are separate op families (kernels.BucketKey.Family);
 // nothing about their work is invented to group them.
 //
@@ -64,9 +64,9 @@ const maxStdRatio = 100
 // DefaultSpread; n is the count of measurements (≥ 1), or blank when the
 // source does not say. flops and bytes give an opaque op its work. op and
 // shape are UTF-8 without control characters. An (op, shape, backend)
-// given twice is pooled into one lognormal of the two measurements'
-// mixture (weighted by n, 1 when blank): DeepBench lists some shapes
-// twice.
+// given again is pooled with the earlier lines into the lognormal of
+// their mixture (weighted by n, 1 when blank): DeepBench lists some
+// shapes twice.
 //
 // Lines starting with '#' are comments, except hardware figures for a
 // backend label, which its arm's prior then uses instead of the defaults
@@ -76,10 +76,11 @@ const maxStdRatio = 100
 //
 // A comment whose first words are "backend" and a word ending in ':' is
 // such a line: the label is that word without the ':', then come any of
-// kind (cpu or gpu), gflops, membw_gbps,
-// dispatch_us, link_gbps and link_latency_us (backends.Nominal's fields,
-// in its units), each once. A figure left out keeps the default of the
-// kind's base profile. The label must have rows in the table.
+// kind (cpu or gpu), gflops, membw_gbps, dispatch_us, link_gbps and
+// link_latency_us (backends.Nominal's fields, in its units), each once.
+// A figure left out keeps the default of the kind's base profile. The
+// label must have rows in the table. SetFigures gives the same figures
+// from outside the file.
 type Table struct {
 	name     string
 	backends []string // arm labels, in order of first appearance
