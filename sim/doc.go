@@ -16,7 +16,10 @@
 //     (transient errors, out of memory, device lost).
 //   - Workloads are deterministic op streams of real models (Llama-3-8B,
 //     Llama-3.2-1B, Qwen2.5-0.5B): Decode, Prefill, MixedServing; and perf
-//     tables (LoadTable), whose rows become a Zipf-distributed stream.
+//     tables, whose rows become a Zipf-distributed stream: a CSV as users
+//     have it (LoadTable: free-text shapes, BOM, blank counts, hardware
+//     figures per backend in "# backend LABEL:" lines) or StarPU's own
+//     history-based models, format 45 (LoadStarPU, LoadStarPUDir).
 //   - Arm pairs a profile (or a perf table's column) with scheduled
 //     events for an evaluation; Arm.Truth is its ground truth per op,
 //     which only the evaluation's oracle sees.

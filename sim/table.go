@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -20,37 +23,79 @@ import (
 // s0, about 20%.
 const DefaultSpread = 0.2
 
-// MinTableUs and MaxTableUs bound a perf table's mean_us (1 ns to about
-// 11.6 days, the replay's bound on any duration): outside them, or with a
-// std_us above maxStdRatio times the mean, a row is rejected, since the
-// lognormal's σ and the workload's totals would overflow or vanish (a
-// mean of 5e-324 gave σ = NaN, one of 1e300 an infinite total).
+// MinTableUs and MaxTableUs bound a measured mean (1 ns to about 11.6
+// days, the replay's bound on any duration): outside them the lognormal's
+// σ and the workload's totals would overflow or vanish (a mean of 5e-324
+// gives σ = NaN, one of 1e300 an infinite total). A deviation is 0 or a
+// normal float of at most MaxTableUs and maxStdRatio times the mean.
 const (
 	MinTableUs = 1e-3
 	MaxTableUs = 1e12
 )
 
-// maxStdRatio bounds std_us / mean_us: 100 gives a lognormal σ of ln µs
-// of 3.03.
+// maxStdRatio bounds std / mean: 100 gives a lognormal σ of ln µs of 3.03.
 const maxStdRatio = 100
 
 // Table is a perf table: measured mean durations of ops on backends, one
 // row per (op, shape, backend).
 //
 // The CSV has a header naming its columns, in any order: op, shape,
-// backend, mean_us, std_us, n, and optionally flops and bytes. op is a
-// catalogue op, optionally with its dtype ("QuantizedMatMul/q4_0"; f32
-// when absent), or any other name, which makes the op opaque. shape lists
-// the input shapes separated by ';', dimensions by 'x' ("1x4096;4096x4096").
-// mean_us must be positive; a blank std_us means DefaultSpread; n is the
-// count of measurements (≥ 1). flops and bytes give an opaque op its work.
-// Lines starting with '#' are comments.
+// backend, mean_us, std_us, n, and optionally flops and bytes. A UTF-8
+// byte-order mark before the header is skipped; lines may end in CRLF.
+// op is a catalogue op, optionally with its dtype ("QuantizedMatMul/q4_0";
+// f32 when absent), or any other name, which makes the op opaque.
+//
+// shape lists the input shapes separated by ';', dimensions by 'x'
+// ("1x4096;4096x4096"); a catalogue op needs that form. An opaque op's
+// shape may be that form too (its In shapes, and so its bytes as f32 when
+// bytes is blank, if they make a valid spec), or any other text, which is
+// then a key: a row of opaque op "sgemm" with shape "M=1760,N=16" gets
+// Params.Name "sgemm[M=1760,N=16]", no In shapes and no work beyond its
+// flops and bytes columns (0, unknown, when blank). Putting the key in the
+// name is what keeps distinct shapes distinct specs and distinct buckets:
+// an opaque op's bucket is its name and the size class of its work, so
+// rows of unknown work that shared a name would all share one bucket, and
+// one posterior, however different their durations. The cost is that the
+// shapes of one op are separate op families (kernels.BucketKey.Family);
+// nothing about their work is invented to group them.
+//
+// mean_us is in [MinTableUs, MaxTableUs]; std_us is 0 to at most
+// maxStdRatio × mean_us (a positive denormal is rejected), or blank for
+// DefaultSpread; n is the count of measurements (≥ 1), or blank when the
+// source does not say. flops and bytes give an opaque op its work. op and
+// shape are UTF-8 without control characters. An (op, shape, backend)
+// given again is pooled with the earlier lines into the lognormal of
+// their mixture (weighted by n, 1 when blank): DeepBench lists some
+// shapes twice.
+//
+// Lines starting with '#' are comments, except hardware figures for a
+// backend label, which its arm's prior then uses instead of the defaults
+// of Table.Arms:
+//
+//	# backend gpu: kind=gpu gflops=10974 membw_gbps=480 dispatch_us=5 link_gbps=12 link_latency_us=10
+//
+// A comment whose first words are "backend" and a word ending in ':' is
+// such a line: the label is that word without the ':', then come any of
+// kind (cpu or gpu), gflops, membw_gbps, dispatch_us, link_gbps and
+// link_latency_us (backends.Nominal's fields, in its units), each once.
+// A figure left out keeps the default of the kind's base profile. The
+// label must have rows in the table. SetFigures gives the same figures
+// from outside the file.
 type Table struct {
 	name     string
 	backends []string // arm labels, in order of first appearance
 	rows     []tableKey
 	rowOf    map[string]int // specKey → row
 	cells    [][]cell       // [row][backend]
+	figures  map[string]figures
+	dropped  []string // rows a reader left out, with why (StarPU)
+}
+
+// figures are hardware figures given for a backend label.
+type figures struct {
+	kind string             // "cpu", "gpu" or "" (the label's default)
+	vals map[string]float64 // backends.Nominal's fields given, by key
+	line int
 }
 
 type tableKey struct {
@@ -62,6 +107,10 @@ type tableKey struct {
 type cell struct {
 	mean, sigma float64
 	ok          bool
+	// Pooling repeated measurements: their count, total weight, Σ w·mean
+	// and Σ w·E[x²].
+	n          int
+	w, sx, sxx float64
 }
 
 var tableCols = []string{"op", "shape", "backend", "mean_us", "std_us", "n", "flops", "bytes"}
@@ -69,17 +118,24 @@ var tableCols = []string{"op", "shape", "backend", "mean_us", "std_us", "n", "fl
 // LoadTable reads a perf table. name is used in error messages, which
 // read "name:line: what is wrong" and wrap ErrBadTable.
 func LoadTable(r io.Reader, name string) (*Table, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.Comment = '#'
-	cr.TrimLeadingSpace = true
-	t := &Table{name: name, rowOf: map[string]int{}}
 	bad := func(line int, format string, args ...any) error {
 		return fmt.Errorf("%w: %s:%d: %s", ErrBadTable, name, line, fmt.Sprintf(format, args...))
 	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadTable, name, err)
+	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	figs, err := scanFigures(data, bad)
+	if err != nil {
+		return nil, err
+	}
+	cr := csv.NewReader(bytes.NewReader(data))
+	cr.FieldsPerRecord = -1
+	cr.Comment = '#'
+	cr.TrimLeadingSpace = true
+	t := &Table{name: name, rowOf: map[string]int{}, figures: figs}
 	col := map[string]int{}
-	backs := map[string]int{}
-	first := map[[2]int]int{} // (row, backend) → line
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -124,77 +180,224 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 		if err != nil {
 			return nil, bad(line, "%v", err)
 		}
-		mean, err := strconv.ParseFloat(f("mean_us"), 64)
-		if err != nil || !(mean >= MinTableUs && mean <= MaxTableUs) {
-			return nil, bad(line, "mean_us %q: want a positive number of µs in [%g, %g]", f("mean_us"), MinTableUs, MaxTableUs)
+		mean, sigma, err := parseMeanStd("mean_us", f("mean_us"), "std_us", f("std_us"))
+		if err != nil {
+			return nil, bad(line, "%v", err)
 		}
-		sigma := DefaultSpread
-		if s := f("std_us"); s != "" {
-			std, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(std >= 0 && std <= maxStdRatio*mean) {
-				return nil, bad(line, "std_us %q: want a non-negative number of µs, at most %g× mean_us, or blank", s, float64(maxStdRatio))
+		w := 1.0
+		if n := f("n"); n != "" {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || v < 1 || v > 1<<50 {
+				return nil, bad(line, "n %q: want a count in [1, 2^50], or blank", n)
 			}
-			sigma = math.Sqrt(math.Log1p(std * std / (mean * mean))) // lognormal with this mean and std
-		}
-		if n, err := strconv.ParseInt(f("n"), 10, 64); err != nil || n < 1 {
-			return nil, bad(line, "n %q: want a count of at least 1", f("n"))
+			w = float64(v)
 		}
 		back := f("backend")
 		if back == "" {
 			return nil, bad(line, "empty backend")
 		}
-		label := f("op") + "," + f("shape")
-		k, ok := t.rowOf[specKey(spec)]
-		if !ok {
-			k = len(t.rows)
-			t.rowOf[specKey(spec)] = k
-			t.rows = append(t.rows, tableKey{spec: spec, label: label, bucket: kernels.BucketName(spec)})
-			t.cells = append(t.cells, make([]cell, len(t.backends)))
-		}
-		b, ok := backs[back]
-		if !ok {
-			b = len(t.backends)
-			backs[back] = b
-			t.backends = append(t.backends, back)
-			for i := range t.cells {
-				t.cells[i] = append(t.cells[i], cell{})
-			}
-		}
-		if l, dup := first[[2]int{k, b}]; dup {
-			return nil, bad(line, "%s on %s measured again (first on line %d)", label, back, l)
-		}
-		first[[2]int{k, b}] = line
-		t.cells[k][b] = cell{mean: mean, sigma: sigma, ok: true}
+		t.add(spec, f("op")+","+f("shape"), back, mean, sigma, w)
 	}
+	t.pool()
 	if len(col) == 0 {
 		return nil, fmt.Errorf("%w: %s: no header", ErrBadTable, name)
 	}
 	if len(t.rows) == 0 {
 		return nil, fmt.Errorf("%w: %s: no rows", ErrBadTable, name)
 	}
+	for label, fg := range t.figures {
+		if !slices.Contains(t.backends, label) {
+			return nil, bad(fg.line, "figures for backend %q, which has no rows", label)
+		}
+	}
 	return t, nil
 }
 
-// parseTableSpec builds the spec of a table row.
+// add records a measurement of spec on backend back: mean µs, σ of ln,
+// and weight w (its count of runs), adding the row or the backend when
+// new. A second measurement of one cell is pooled with the first (pool).
+func (t *Table) add(spec kernels.Spec, label, back string, mean, sigma, w float64) {
+	row, ok := t.rowOf[specKey(spec)]
+	if !ok {
+		row = len(t.rows)
+		t.rowOf[specKey(spec)] = row
+		t.rows = append(t.rows, tableKey{spec: spec, label: label, bucket: kernels.BucketName(spec)})
+		t.cells = append(t.cells, make([]cell, len(t.backends)))
+	}
+	col := slices.Index(t.backends, back)
+	if col < 0 {
+		col = len(t.backends)
+		t.backends = append(t.backends, back)
+		for i := range t.cells {
+			t.cells[i] = append(t.cells[i], cell{})
+		}
+	}
+	c := &t.cells[row][col]
+	// E[x²] of a lognormal with this mean and σ is mean²·exp(σ²).
+	c.w, c.sx, c.sxx, c.n = c.w+w, c.sx+w*mean, c.sxx+w*mean*mean*math.Exp(sigma*sigma), c.n+1
+	c.mean, c.sigma, c.ok = mean, sigma, true
+}
+
+// pool turns the cells measured more than once into one lognormal with
+// the mixture's mean and variance: the means weighted by their counts of
+// runs (1 when unknown), the variance within and between them. DeepBench
+// lists some shapes twice, with different GPU figures.
+func (t *Table) pool() {
+	for _, cs := range t.cells {
+		for i := range cs {
+			c := &cs[i]
+			if c.n < 2 {
+				continue
+			}
+			m := c.sx / c.w
+			c.mean, c.sigma = m, math.Sqrt(max(0, math.Log(c.sxx/c.w/(m*m))))
+		}
+	}
+}
+
+// parseMeanStd checks a measured mean and deviation in µs (the deviation
+// blank for DefaultSpread) and returns the mean and the σ of ln of a
+// lognormal with that mean and deviation.
+// The errors call them meanName and stdName.
+func parseMeanStd(meanName, meanS, stdName, stdS string) (mean, sigma float64, err error) {
+	mean, err = strconv.ParseFloat(meanS, 64)
+	if err != nil || !(mean >= MinTableUs && mean <= MaxTableUs) {
+		return 0, 0, fmt.Errorf("%s %q: want a number of µs in [%g, %g]", meanName, meanS, MinTableUs, MaxTableUs)
+	}
+	if stdS == "" {
+		return mean, DefaultSpread, nil
+	}
+	std, err := strconv.ParseFloat(stdS, 64)
+	if err != nil || !(std == 0 || std >= 0x1p-1022 && std <= min(MaxTableUs, maxStdRatio*mean)) {
+		return 0, 0, fmt.Errorf("%s %q: want 0 or a normal number of µs up to %g× the mean and %g", stdName, stdS, float64(maxStdRatio), MaxTableUs)
+	}
+	return mean, math.Sqrt(math.Log1p(std / mean * (std / mean))), nil
+}
+
+var figureKeys = []string{"kind", "gflops", "membw_gbps", "dispatch_us", "link_gbps", "link_latency_us"}
+
+// scanFigures reads the "# backend LABEL: key=value ..." lines of a perf
+// table (Table's doc).
+func scanFigures(data []byte, bad func(int, string, ...any) error) (map[string]figures, error) {
+	figs := map[string]figures{}
+	for i, ln := range bytes.Split(data, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(bytes.TrimSpace(ln), []byte("#"))
+		if !ok {
+			continue
+		}
+		words := strings.Fields(string(rest))
+		if len(words) < 2 || words[0] != "backend" || !strings.HasSuffix(words[1], ":") {
+			continue
+		}
+		label, fg, err := parseFigures(words[1:])
+		if err != nil {
+			return nil, bad(i+1, "%v", err)
+		}
+		if prev, dup := figs[label]; dup {
+			return nil, bad(i+1, "figures for backend %q again (first on line %d)", label, prev.line)
+		}
+		fg.line = i + 1
+		figs[label] = fg
+	}
+	return figs, nil
+}
+
+// parseFigures parses "LABEL: key=value ..." split into words.
+func parseFigures(words []string) (string, figures, error) {
+	label := ""
+	if len(words) > 0 {
+		label = strings.TrimSuffix(words[0], ":")
+	}
+	if len(words) < 2 || label == "" || !strings.HasSuffix(words[0], ":") {
+		return "", figures{}, fmt.Errorf("backend figures: want \"LABEL: key=value ...\" with keys %s", strings.Join(figureKeys, ", "))
+	}
+	fg := figures{vals: map[string]float64{}}
+	for _, kv := range words[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(figureKeys, k) {
+			return "", fg, fmt.Errorf("backend %q: unknown figure %q (want %s)", label, k, strings.Join(figureKeys, ", "))
+		}
+		if _, dup := fg.vals[k]; dup || k == "kind" && fg.kind != "" {
+			return "", fg, fmt.Errorf("backend %q: %s given twice", label, k)
+		}
+		if k == "kind" {
+			if v != "cpu" && v != "gpu" {
+				return "", fg, fmt.Errorf("backend %q: kind %q, want cpu or gpu", label, v)
+			}
+			fg.kind = v
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		lo := 0.0 // dispatch, link bandwidth (0: shares host memory) and latency may be 0
+		if k == "gflops" || k == "membw_gbps" {
+			lo = 1e-3
+		}
+		if err != nil || !(x >= lo && x <= 1e9) {
+			return "", fg, fmt.Errorf("backend %q: %s %q, want a number in [%g, 1e9]", label, k, v, lo)
+		}
+		fg.vals[k] = x
+	}
+	return label, fg, nil
+}
+
+// SetFigures gives a backend label the hardware figures its arm's prior
+// uses, in the form of a table's "# backend" line without the "#
+// backend": "gpu: kind=gpu gflops=10974 membw_gbps=480" (Table's doc). It
+// replaces figures the table gave that label; the label must have rows.
+// SetFigures is how figures reach arms whose source has no place for them
+// (a StarPU model); it is not safe for concurrent use with Arms.
+func (t *Table) SetFigures(s string) error {
+	label, fg, err := parseFigures(strings.Fields(s))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBadTable, t.name, err)
+	}
+	if !slices.Contains(t.backends, label) {
+		return fmt.Errorf("%w: %s: figures for backend %q, which has no rows (backends: %s)", ErrBadTable, t.name, label, strings.Join(t.backends, ", "))
+	}
+	if t.figures == nil {
+		t.figures = map[string]figures{}
+	}
+	t.figures[label] = fg
+	return nil
+}
+
+// apply replaces the figures of n that fg gives.
+func (fg figures) apply(n *backends.Nominal) {
+	for k, v := range fg.vals {
+		*nominalField(n, k) = v
+	}
+}
+
+// nominalField returns the field of n that a figure key names, nil for
+// "kind" or an unknown key.
+func nominalField(n *backends.Nominal, key string) *float64 {
+	switch key {
+	case "gflops":
+		return &n.GFLOPS
+	case "membw_gbps":
+		return &n.MemGBps
+	case "dispatch_us":
+		return &n.DispatchUs
+	case "link_gbps":
+		return &n.LinkGBps
+	case "link_latency_us":
+		return &n.LinkLatencyUs
+	}
+	return nil
+}
+
+// parseTableSpec builds the spec of a table row (Table's doc).
 func parseTableSpec(op, shape, flops, bytes string) (kernels.Spec, error) {
+	for _, v := range []string{op, shape} {
+		if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return kernels.Spec{}, fmt.Errorf("%q: want UTF-8 text without control characters", v)
+		}
+	}
 	name, dt, _ := strings.Cut(op, "/")
 	if name == "" {
 		return kernels.Spec{}, errors.New("empty op")
 	}
-	var in []kernels.Shape
-	if shape != "" {
-		for _, part := range strings.Split(shape, ";") {
-			var sh kernels.Shape
-			for _, d := range strings.Split(strings.TrimSpace(part), "x") {
-				v, err := strconv.Atoi(d)
-				if err != nil || v <= 0 {
-					return kernels.Spec{}, fmt.Errorf("shape %q: dimension %q is not a positive integer", shape, d)
-				}
-				sh = append(sh, v)
-			}
-			in = append(in, sh)
-		}
-	}
+	in, shapeErr := parseShapes(shape)
 	s := kernels.Spec{DType: kernels.F32, In: in}
 	if dt != "" {
 		d, err := kernels.ParseDType(dt)
@@ -206,6 +409,9 @@ func parseTableSpec(op, shape, flops, bytes string) (kernels.Spec, error) {
 	o, err := kernels.ParseOp(name)
 	if err != nil || o == kernels.Opaque {
 		s.Op, s.Params.Name = kernels.Opaque, name
+		if shapeErr != nil || s.Validate() != nil { // free text: a key, in the name
+			s.In, s.Params.Name = nil, name+"["+shape+"]"
+		}
 		for _, w := range []struct {
 			v   string
 			dst *int64
@@ -213,17 +419,40 @@ func parseTableSpec(op, shape, flops, bytes string) (kernels.Spec, error) {
 			if w.v == "" {
 				continue
 			}
-			if *w.dst, err = strconv.ParseInt(w.v, 10, 64); err != nil || *w.dst < 0 {
-				return kernels.Spec{}, fmt.Errorf("flops/bytes %q: want a non-negative integer", w.v)
+			if *w.dst, err = strconv.ParseInt(w.v, 10, 64); err != nil || *w.dst < 0 || *w.dst > kernels.MaxFLOPs {
+				return kernels.Spec{}, fmt.Errorf("flops/bytes %q: want an integer in [0, 2^60]", w.v)
 			}
 		}
 	} else {
+		if shapeErr != nil {
+			return kernels.Spec{}, shapeErr
+		}
 		s.Op = o
 	}
 	if err := s.Validate(); err != nil {
 		return kernels.Spec{}, err
 	}
 	return s, nil
+}
+
+// parseShapes parses "1x4096;4096x4096" into shapes ("" is none).
+func parseShapes(shape string) ([]kernels.Shape, error) {
+	if shape == "" {
+		return nil, nil
+	}
+	var in []kernels.Shape
+	for _, part := range strings.Split(shape, ";") {
+		var sh kernels.Shape
+		for _, d := range strings.Split(strings.TrimSpace(part), "x") {
+			v, err := strconv.Atoi(d)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("shape %q: dimension %q is not a positive integer", shape, d)
+			}
+			sh = append(sh, v)
+		}
+		in = append(in, sh)
+	}
+	return in, nil
 }
 
 // Name returns the name the table was loaded under.
@@ -255,21 +484,25 @@ var RLXROCm = backends.Nominal{GFLOPS: 10_000, MemGBps: 800, DispatchUs: 3, Link
 // profile ("h100", "sim:h100") takes that profile's nominal figures for
 // the policies' priors; any other label takes those of cpu2 when it starts
 // with "cpu" and those of the RLX cost model's ROCm default otherwise
-// (10 TFLOP/s, 800 GB/s, 3 µs dispatch; DESIGN.md § Evaluation). The
-// durations are the table's, drawn lognormal around the measured means;
-// no spikes, warm-up or transfers are added to them.
+// (10 TFLOP/s, 800 GB/s, 3 µs dispatch; DESIGN.md § Evaluation). Figures
+// given in the table ("# backend", Table's doc) replace these: kind picks
+// cpu2 or that ROCm default as the base, and each figure given replaces
+// the base's. The durations are the table's, drawn lognormal around the
+// measured means; no spikes, warm-up or transfers are added to them.
 func (t *Table) Arms() []Arm {
 	arms := make([]Arm, len(t.backends))
 	for i, label := range t.backends {
+		fg := t.figures[label]
 		p, err := LookupProfile(strings.TrimPrefix(label, "sim:"))
-		if err != nil {
-			if strings.HasPrefix(strings.ToLower(label), "cpu") {
+		if err != nil || fg.kind != "" {
+			if fg.kind == "cpu" || fg.kind == "" && strings.HasPrefix(strings.ToLower(label), "cpu") {
 				p = MustProfile("cpu2")
 			} else {
 				p = MustProfile("mi250")
 				p.Nominal = RLXROCm
 			}
 		}
+		fg.apply(&p.Nominal)
 		p.Name, p.Model = strings.TrimPrefix(label, "sim:"), "perf table "+t.name
 		p.Shared, p.SpikeProb, p.WarmupFactor = true, 0, 0
 		arms[i] = Arm{Profile: p, table: t, col: i}

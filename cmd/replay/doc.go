@@ -12,7 +12,13 @@
 //   - a Chrome trace (PyTorch profiler / Kineto) through
 //     history.ImportChrome: its ops carry GPU durations only, so the CPU's
 //     come from -profile / -cpu-profile or -table;
-//   - a perf table alone (-table FILE.csv: sim's table workload);
+//   - a perf table alone (-table FILE.csv: sim's table workload), or
+//     StarPU's own history-based models (-table a .../codelets/45
+//     directory or one file in it: sim.LoadStarPU, one arm per device and
+//     implementation, one row per footprint; footprints not on every arm
+//     are listed on stderr and left out); -figures "LABEL: gflops=..."
+//     gives a table's backend the hardware figures its prior uses, as a
+//     CSV's "# backend LABEL:" line does;
 //   - a simulator workload (-workload mixed-serving|decode|prefill with
 //     -profile GPU and -cpu-profile CPU);
 //   - nothing: an embedded mixed-serving trace, recorded by this
@@ -67,6 +73,7 @@
 //	replay -profile h100 kineto.json         # a PyTorch profiler trace
 //	replay -workload mixed-serving -profile mi250 -ops 200000
 //	replay -table perf.csv -ops 100000       # a perf table's workload
+//	replay -table ~/.starpu/sampling/codelets/45 -ops 100000  # StarPU's models
 //	replay -json -policies thompson,roofline,oracle trace.jsonl
 //	replay -db ~/.cache/adaptsched/db trace.jsonl
 //

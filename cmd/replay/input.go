@@ -30,13 +30,8 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	interrupted.Store(false)
 	var table *sim.Table
 	if o.table != "" {
-		f, err := os.Open(o.table)
-		if err != nil {
-			return nil, nil, fmt.Errorf("replay: -table: %w", err)
-		}
-		table, err = sim.LoadTable(f, o.table)
-		f.Close()
-		if err != nil {
+		var err error
+		if table, err = loadTable(o.table, o.figures, stderr); err != nil {
 			return nil, nil, err
 		}
 	}

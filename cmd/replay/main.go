@@ -28,6 +28,7 @@ type options struct {
 	bandit      bandit.Config
 	skipBad     bool
 	table       string
+	figures     []string // -figures, in order
 	workload    string
 	model       string
 	profile     string
@@ -143,7 +144,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.bandit.Discount, "discount", 0, "thompson's discount γ per observation of a bucket (0: default)")
 	fs.Float64Var(&o.bandit.PriorStrength, "prior-strength", 0, "thompson's prior strength κ0 in pseudo-observations (0: default)")
 	fs.BoolVar(&o.skipBad, "skip-bad", false, "skip malformed trace lines (counted in the report) instead of failing")
-	fs.StringVar(&o.table, "table", "", "perf table `FILE.csv`: a workload of its own, or a counterfactual model for TRACE")
+	fs.StringVar(&o.table, "table", "", "perf table `FILE.csv`, or a StarPU perfmodel file or codelets/45 directory: a workload of its own, or a counterfactual model for TRACE")
+	fs.Func("figures", "hardware figures of a -table backend for the priors, `\"LABEL: key=value ...\"` with keys kind (cpu or gpu), gflops, membw_gbps, dispatch_us, link_gbps, link_latency_us (repeatable)", func(v string) error {
+		o.figures = append(o.figures, v)
+		return nil
+	})
 	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
 	fs.StringVar(&o.profile, "profile", "", "GPU profile: the simulated GPU of -workload (default h100), or a counterfactual model for TRACE")
@@ -210,6 +215,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-workload replays the simulator: give it no TRACE")
 	case o.workload != "" && o.table != "":
 		return fail("-workload and -table are two workloads: give one")
+	case len(o.figures) > 0 && o.table == "":
+		return fail("-figures gives a -table backend its figures: give -table")
 	}
 	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
 		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))
