@@ -1,0 +1,287 @@
+package peer
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Result is one scheduler's run of a stream. The halves split at the
+// drift (Stream.Drift.From).
+type Result struct {
+	Tasks int
+	// Total is the wall time from the first task's submission to the
+	// last one's end; Half1 ends, and Half2 starts, when the last task
+	// before the drift ends.
+	Total, Half1, Half2 time.Duration
+	// Kernel1 and Kernel2 are the time spent inside the implementations
+	// (peer_exec, drift included) in each half.
+	Kernel1, Kernel2 time.Duration
+	// Chosen counts the tasks of each half run by each implementation.
+	Chosen [2][numImpls]int
+	// PerShape holds, for each shape of the stream, each half and each
+	// implementation, the tasks run and their time inside the kernels.
+	PerShape [][2][numImpls]Cell
+	// EmptyAsync is StarPU's ns per empty task when they are all
+	// submitted and then waited for together (0 for adaptsched).
+	EmptyAsync float64
+}
+
+// Cell is a count of tasks and their summed kernel time.
+type Cell struct {
+	N  int
+	Ns int64
+}
+
+// Mean returns the cell's mean ns per task, or +Inf for an empty cell.
+func (c Cell) Mean() float64 {
+	if c.N == 0 {
+		return math.Inf(1)
+	}
+	return float64(c.Ns) / float64(c.N)
+}
+
+// RunOptions configure RunAdaptsched.
+type RunOptions struct {
+	// Store, when not nil, is the Scheduler's posterior store
+	// (Config.Store): an empty one starts cold and learns into it, one a
+	// previous run filled starts warm. The caller closes it.
+	Store history.Store
+	// Seed seeds the Scheduler (Config.Seed).
+	Seed uint64
+	// Only, when Fixed is set, runs every task on that implementation
+	// through the same loop, without a Scheduler: the oracle's
+	// measurement.
+	Only  Impl
+	Fixed bool
+}
+
+// matmul returns the spec of sh.
+func matmul(sh Shape) kernels.Spec {
+	return kernels.Spec{Op: kernels.MatMul, DType: kernels.F32,
+		In: []kernels.Shape{{sh.M, sh.K}, {sh.K, sh.N}}}
+}
+
+// operands are one shape's host matrices, mapped by each device.
+type operands struct {
+	spec kernels.Spec
+	res  adaptive.Residency
+	in   [numImpls][]backends.Buffer
+	out  [numImpls]backends.Buffer
+}
+
+// newScheduler opens both implementations and a Scheduler over them,
+// configured as for a cold start: no calibration (both take the same
+// documented CPU defaults), so that the cost model favours neither.
+func newScheduler(empty bool, o RunOptions) (*adaptive.Scheduler, [numImpls]*Device, error) {
+	var devs [numImpls]*Device
+	bes := make([]backends.Backend, numImpls)
+	for i := range numImpls {
+		d, err := NewDevice(i, empty)
+		if err != nil {
+			return nil, devs, err
+		}
+		devs[i], bes[i] = d, d
+	}
+	s, err := adaptive.New(adaptive.Config{Backends: bes, Store: o.Store, Seed: o.Seed,
+		NoCalibration: true, CalibrationFile: "-"})
+	return s, devs, err
+}
+
+// newOperands allocates sh's matrices in host memory (filled as the
+// StarPU program fills them) and maps them into every device, with the
+// residency the Executor would pass: inputs valid in host memory and so
+// on every device that maps it.
+func newOperands(sh Shape, devs [numImpls]*Device) (*operands, error) {
+	op := &operands{spec: matmul(sh)}
+	a, b, c := filled(sh.M*sh.K), filled(sh.K*sh.N), filled(sh.M*sh.N)
+	on := adaptive.Host
+	for i := range devs {
+		on |= adaptive.Backend(i)
+	}
+	op.res.Add(on, int64(4*len(a)))
+	op.res.Add(on, int64(4*len(b)))
+	for i, d := range devs {
+		for _, m := range [][]float32{a, b} {
+			buf, err := d.MapHost(kernels.AsBytes(m))
+			if err != nil {
+				return nil, err
+			}
+			op.in[i] = append(op.in[i], buf)
+		}
+		buf, err := d.MapHost(kernels.AsBytes(c))
+		if err != nil {
+			return nil, err
+		}
+		op.out[i] = buf
+	}
+	return op, nil
+}
+
+// filled returns n values, the same as peer_starpu.c's filled.
+func filled(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32((i*7919)%13)/13 - 0.5
+	}
+	return v
+}
+
+// RunAdaptsched runs st through an adaptive.Scheduler over the two
+// implementations, as the Executor drives it (adaptive.Executor.run):
+// Select with the inputs' residency, Run on the chosen backend, Observe
+// its Timing when positive. One goroutine runs every task, as StarPU's
+// one CPU worker does.
+func RunAdaptsched(st Stream, o RunOptions) (Result, error) {
+	s, devs, err := newScheduler(false, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	ops := make([]*operands, len(st.Shapes))
+	for i, sh := range st.Shapes {
+		if ops[i], err = newOperands(sh, devs); err != nil {
+			return Result{}, err
+		}
+	}
+	r := Result{Tasks: len(st.Tasks), PerShape: make([][2][numImpls]Cell, len(st.Shapes))}
+	var kern [2]time.Duration
+	half := 0
+	start := time.Now()
+	for i, t := range st.Tasks {
+		if i == st.Drift.From {
+			devs[st.Drift.Impl].SetDrift(st.Drift.Factor)
+			r.Half1, half = time.Since(start), 1
+		}
+		op := ops[t]
+		var d adaptive.Decision
+		if o.Fixed {
+			d.Backend = int(o.Only)
+		} else if d, err = s.Select(op.spec, op.res); err != nil {
+			return Result{}, fmt.Errorf("task %d: %w", i, err)
+		}
+		tm, err := devs[d.Backend].Run(op.spec, op.in[d.Backend], op.out[d.Backend])
+		if err != nil {
+			return Result{}, fmt.Errorf("task %d: %w", i, err)
+		}
+		if tm.Duration > 0 && !o.Fixed {
+			_ = s.Observe(d, tm) // as the Executor: a zero timing teaches nothing
+		}
+		kern[half] += tm.Duration
+		r.Chosen[half][d.Backend]++
+		c := &r.PerShape[t][half][d.Backend]
+		c.N++
+		c.Ns += int64(tm.Duration)
+	}
+	r.Total = time.Since(start)
+	if half == 0 {
+		r.Half1 = r.Total
+	}
+	r.Half2 = r.Total - r.Half1
+	r.Kernel1, r.Kernel2 = kern[0], kern[1]
+	return r, nil
+}
+
+// Overhead returns the wall time per task of n empty tasks through the
+// Scheduler (Select, Run of the empty probe, Observe): its per-task
+// scheduling overhead, to compare with StarPU's submit and wait of an
+// empty codelet.
+func Overhead(n int) (time.Duration, error) {
+	s, devs, err := newScheduler(true, RunOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	op, err := newOperands(Shape{M: 1, K: 1, N: 1}, devs)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for range n {
+		d, err := s.Select(op.spec, op.res)
+		if err != nil {
+			return 0, err
+		}
+		tm, err := devs[d.Backend].Run(op.spec, op.in[d.Backend], op.out[d.Backend])
+		if err != nil {
+			return 0, err
+		}
+		if tm.Duration > 0 {
+			_ = s.Observe(d, tm)
+		}
+	}
+	return time.Since(start) / time.Duration(n), nil
+}
+
+// Oracle is the best fixed implementation per shape in hindsight. Each
+// implementation is measured on every shape apart, before and under the
+// drift, by running the whole stream on it alone (RunOptions.Fixed): its
+// kernels then find the caches as the schedulers' runs leave them, which
+// timing one shape in a tight loop would not (there the operands stay in
+// cache, and the oracle came out 20–35% faster than any policy).
+type Oracle struct {
+	// Mean holds each shape's mean ns on each implementation, before
+	// (Mean[shape][0]) and under (Mean[shape][1]) the drift.
+	Mean [][2][numImpls]float64
+	// Half1 and Half2 are the oracle's kernel time over each half of the
+	// stream: each task at its shape's best mean; Total is their sum.
+	Total, Half1, Half2 time.Duration
+	// Fixed are the two single-implementation runs it was measured from.
+	Fixed [numImpls]Result
+}
+
+// MeasureOracle runs st on each implementation alone and returns the
+// oracle of st. A shape that a half of st does not hold takes the other
+// half's mean (times the drift's factor for the drifted implementation).
+func MeasureOracle(st Stream) (Oracle, error) {
+	o := Oracle{Mean: make([][2][numImpls]float64, len(st.Shapes))}
+	for impl := range numImpls {
+		r, err := RunAdaptsched(st, RunOptions{Fixed: true, Only: impl})
+		if err != nil {
+			return Oracle{}, err
+		}
+		o.Fixed[impl] = r
+		for i := range st.Shapes {
+			for h := range 2 {
+				o.Mean[i][h][impl] = r.PerShape[i][h][impl].Mean()
+			}
+			f := 1.0
+			if impl == st.Drift.Impl {
+				f = st.Drift.Factor
+			}
+			if math.IsInf(o.Mean[i][0][impl], 1) {
+				o.Mean[i][0][impl] = o.Mean[i][1][impl] / f
+			}
+			if math.IsInf(o.Mean[i][1][impl], 1) {
+				o.Mean[i][1][impl] = o.Mean[i][0][impl] * f
+			}
+		}
+	}
+	first, second := st.Counts()
+	var h [2]float64
+	for i := range st.Shapes {
+		h[0] += float64(first[i]) * o.Mean[i][0][o.Best(i, false)]
+		h[1] += float64(second[i]) * o.Mean[i][1][o.Best(i, true)]
+	}
+	o.Half1, o.Half2 = time.Duration(h[0]), time.Duration(h[1])
+	o.Total = o.Half1 + o.Half2
+	return o, nil
+}
+
+// Best returns the oracle's implementation for shape i before (drifted
+// false) or under the drift.
+func (o Oracle) Best(i int, drifted bool) Impl {
+	h := 0
+	if drifted {
+		h = 1
+	}
+	if o.Mean[i][h][Blocked] < o.Mean[i][h][BLAS] {
+		return Blocked
+	}
+	return BLAS
+}

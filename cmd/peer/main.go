@@ -1,0 +1,273 @@
+// Command peer runs adaptsched and StarPU side by side on one task stream
+// (make peer): both choose, per task, between the same two matmul
+// implementations (bench/peer's peerkern.c), and it prints each one's
+// time against the oracle and their per-task overheads.
+//
+// # Usage
+//
+//	peer -gen bench/peer/testdata/stream.txt          # write the stream (seed 24)
+//	peer -starpu bin/peer_starpu -stream FILE -rounds 3
+//
+// Each round runs, in alternating order, StarPU (dmda, a fresh
+// STARPU_HOME), adaptsched cold (no store), adaptsched with an empty store
+// (the store's cost, and what fills it) and adaptsched warm (that store,
+// reopened), each followed by its per-task overhead probe. Ratios are
+// taken within a round and their median printed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/adaptsched/adaptsched/bench/peer"
+	"github.com/adaptsched/adaptsched/history"
+)
+
+func main() {
+	gen := flag.String("gen", "", "write the generated stream to this file and exit")
+	seed := flag.Uint64("seed", 24, "the generator's seed")
+	tasks := flag.Int("tasks", 20000, "the generated stream's tasks")
+	stream := flag.String("stream", "bench/peer/testdata/stream.txt", "the task stream")
+	starpu := flag.String("starpu", "", "the StarPU program (make peer builds it); empty: adaptsched only")
+	rounds := flag.Int("rounds", 3, "rounds of alternated runs")
+	empty := flag.Int("empty", 20000, "empty tasks of each overhead probe")
+	flag.Parse()
+	var err error
+	if *gen != "" {
+		err = writeStream(*gen, peer.GenOptions{Seed: *seed, Tasks: *tasks})
+	} else {
+		err = run(os.Stdout, *stream, *starpu, *rounds, *empty)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		os.Exit(1)
+	}
+}
+
+func writeStream(path string, o peer.GenOptions) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := peer.Generate(o).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// round is one round's measurements.
+type round struct {
+	starpu, cold, primed, warm peer.Result
+	starpuEmpty, starpuAsync   float64 // ns per empty task
+	adaptEmpty                 float64 // ns per empty task
+	hasStarPU                  bool
+}
+
+func run(w io.Writer, path, bin string, rounds, empty int) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	st, err := peer.Read(f, path)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if err := peer.Load(); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "adaptsched-peer-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(w, "peer: %s: %d tasks over %d shapes; drift: %v %g× from task %d\n",
+		path, len(st.Tasks), len(st.Shapes), st.Drift.Impl, st.Drift.Factor, st.Drift.From)
+	o, err := peer.MeasureOracle(st)
+	if err != nil {
+		return err
+	}
+	printOracle(w, st, o)
+	var rs []round
+	for r := range rounds {
+		var rd round
+		steps := []func() error{
+			func() error {
+				if bin == "" {
+					return nil
+				}
+				var err error
+				rd.starpu, rd.starpuEmpty, err = peer.RunStarPU(bin, path, tmp, empty)
+				rd.starpuAsync, rd.hasStarPU = rd.starpu.EmptyAsync, err == nil
+				return err
+			},
+			func() error {
+				var err error
+				if rd.cold, err = peer.RunAdaptsched(st, peer.RunOptions{Seed: uint64(r)}); err != nil {
+					return err
+				}
+				ns, err := peer.Overhead(empty)
+				rd.adaptEmpty = float64(ns)
+				return err
+			},
+		}
+		warm := func() error { return primeAndWarm(st, filepath.Join(tmp, fmt.Sprintf("store-%d", r)), uint64(r), &rd) }
+		if r%2 == 0 {
+			steps = append(steps, warm)
+		} else {
+			steps = []func() error{steps[1], warm, steps[0]}
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		printRound(w, r+1, st, o, rd)
+		rs = append(rs, rd)
+	}
+	printChoices(w, st, o, rs[len(rs)-1])
+	summary(w, o, rs)
+	return nil
+}
+
+// primeAndWarm runs the stream into an empty store in dir (rd.primed),
+// closes it, and runs again from it (rd.warm).
+func primeAndWarm(st peer.Stream, dir string, seed uint64, rd *round) error {
+	for i, dst := range []*peer.Result{&rd.primed, &rd.warm} {
+		db, err := history.Open(history.DefaultOptions(dir))
+		if err != nil {
+			return err
+		}
+		*dst, err = peer.RunAdaptsched(st, peer.RunOptions{Store: db, Seed: seed + uint64(100*(i+1))})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printOracle(w io.Writer, st peer.Stream, o peer.Oracle) {
+	first, second := st.Counts()
+	fmt.Fprintf(w, "oracle: each implementation runs the whole stream alone; mean µs per task:\n")
+	fmt.Fprintf(w, "  %-12s %5s %5s  %9s %9s  %9s %9s  %s\n", "shape M·K·N", "n1", "n2", "blas", "blocked", "blas(d)", "blocked(d)", "best before/after drift")
+	for i, sh := range st.Shapes {
+		m := o.Mean[i]
+		fmt.Fprintf(w, "  %-12s %5d %5d  %9.1f %9.1f  %9.1f %9.1f  %v/%v\n", fmt.Sprintf("%d·%d·%d", sh.M, sh.K, sh.N),
+			first[i], second[i], m[0][peer.BLAS]/1e3, m[0][peer.Blocked]/1e3, m[1][peer.BLAS]/1e3, m[1][peer.Blocked]/1e3,
+			o.Best(i, false), o.Best(i, true))
+	}
+	fmt.Fprintf(w, "  oracle %.3f s (first half %.3f, second half %.3f); only blas %.3f s, only blocked %.3f s (kernels)\n",
+		o.Total.Seconds(), o.Half1.Seconds(), o.Half2.Seconds(),
+		(o.Fixed[peer.BLAS].Kernel1 + o.Fixed[peer.BLAS].Kernel2).Seconds(),
+		(o.Fixed[peer.Blocked].Kernel1 + o.Fixed[peer.Blocked].Kernel2).Seconds())
+}
+
+// printChoices prints, per shape and half, the share of each scheduler's
+// tasks on the oracle's implementation.
+func printChoices(w io.Writer, st peer.Stream, o peer.Oracle, rd round) {
+	fmt.Fprintf(w, "  tasks on the oracle's implementation, before / after the drift:\n")
+	fmt.Fprintf(w, "  %-12s", "shape")
+	names := []string{"adapt cold", "adapt warm"}
+	rs := []peer.Result{rd.cold, rd.warm}
+	if rd.hasStarPU {
+		names, rs = append([]string{"starpu"}, names...), append([]peer.Result{rd.starpu}, rs...)
+	}
+	for _, n := range names {
+		fmt.Fprintf(w, " %17s", n)
+	}
+	fmt.Fprintln(w)
+	for i, sh := range st.Shapes {
+		fmt.Fprintf(w, "  %-12s", fmt.Sprintf("%d·%d·%d", sh.M, sh.K, sh.N))
+		for _, r := range rs {
+			var cells [2]string
+			for h := range 2 {
+				best := o.Best(i, h == 1)
+				var n, on int
+				if i < len(r.PerShape) {
+					c := r.PerShape[i][h]
+					n, on = c[peer.BLAS].N+c[peer.Blocked].N, c[best].N
+				}
+				cells[h] = "-"
+				if n > 0 {
+					cells[h] = fmt.Sprintf("%.0f%%", 100*float64(on)/float64(n))
+				}
+			}
+			fmt.Fprintf(w, " %17s", cells[0]+" / "+cells[1])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func pct(x, ref time.Duration) float64 { return 100 * (float64(x) - float64(ref)) / float64(ref) }
+
+func printRound(w io.Writer, n int, st peer.Stream, o peer.Oracle, rd round) {
+	fmt.Fprintf(w, "round %d (regret: against the oracle's %.3f s; 2nd half: kernel time against its %.3f s):\n", n, o.Total.Seconds(), o.Half2.Seconds())
+	line := func(name string, r peer.Result, emptyNs float64) {
+		fmt.Fprintf(w, "  %-12s total %.3f s (regret %+5.1f%%)  kernels %.3f s (%+5.1f%%)  2nd half %.3f s (%+5.1f%%)  blas/blocked %d/%d then %d/%d",
+			name, r.Total.Seconds(), pct(r.Total, o.Total), (r.Kernel1 + r.Kernel2).Seconds(), pct(r.Kernel1+r.Kernel2, o.Total),
+			r.Kernel2.Seconds(), pct(r.Kernel2, o.Half2),
+			r.Chosen[0][peer.BLAS], r.Chosen[0][peer.Blocked], r.Chosen[1][peer.BLAS], r.Chosen[1][peer.Blocked])
+		if emptyNs > 0 {
+			fmt.Fprintf(w, "  empty task %.0f ns", emptyNs)
+		}
+		fmt.Fprintln(w)
+	}
+	if rd.hasStarPU {
+		line("starpu dmda", rd.starpu, rd.starpuEmpty)
+		fmt.Fprintf(w, "  %-12s empty tasks submitted together, waited for once: %.0f ns each\n", "", rd.starpuAsync)
+	}
+	line("adapt cold", rd.cold, rd.adaptEmpty)
+	line("adapt +store", rd.primed, 0)
+	line("adapt warm", rd.warm, 0)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func summary(w io.Writer, o peer.Oracle, rs []round) {
+	var cold, warm, spEmpty, adEmpty, coldH2, warmH2, spH2, coldReg, spReg []float64
+	for _, r := range rs {
+		adEmpty = append(adEmpty, r.adaptEmpty)
+		coldH2 = append(coldH2, pct(r.cold.Kernel2, o.Half2))
+		warmH2 = append(warmH2, pct(r.warm.Kernel2, o.Half2))
+		coldReg = append(coldReg, pct(r.cold.Total, o.Total))
+		if r.hasStarPU {
+			cold = append(cold, r.cold.Total.Seconds()/r.starpu.Total.Seconds())
+			warm = append(warm, r.warm.Total.Seconds()/r.starpu.Total.Seconds())
+			spEmpty = append(spEmpty, r.starpuEmpty)
+			spH2 = append(spH2, pct(r.starpu.Kernel2, o.Half2))
+			spReg = append(spReg, pct(r.starpu.Total, o.Total))
+		}
+	}
+	fmt.Fprintf(w, "medians over %d rounds:\n", len(rs))
+	fmt.Fprintf(w, "  regret of the total against the oracle: adaptsched cold %+.1f%%", median(coldReg))
+	if len(cold) > 0 {
+		fmt.Fprintf(w, ", starpu %+.1f%%", median(spReg))
+	}
+	fmt.Fprintf(w, "\n  second half (kernels) against the oracle's: adaptsched cold %+.1f%%, warm %+.1f%%", median(coldH2), median(warmH2))
+	if len(cold) > 0 {
+		fmt.Fprintf(w, ", starpu %+.1f%%", median(spH2))
+	}
+	fmt.Fprintln(w)
+	if len(cold) == 0 {
+		fmt.Fprintf(w, "peer: no StarPU run; adaptsched per-task overhead %.0f ns\n", median(adEmpty))
+		return
+	}
+	fmt.Fprintf(w, "peer: adaptsched/starpu total time %.2f (cold), %.2f (warm); per-task overhead adaptsched %.0f ns, starpu %.0f ns\n",
+		median(cold), median(warm), median(adEmpty), median(spEmpty))
+}
