@@ -9,10 +9,11 @@
 //	peer -starpu bin/peer_starpu -stream FILE -rounds 3
 //
 // Each round runs, in alternating order, StarPU (dmda, a fresh
-// STARPU_HOME), adaptsched cold (no store), adaptsched with an empty store
-// (the store's cost, and what fills it) and adaptsched warm (that store,
-// reopened), each followed by its per-task overhead probe. Ratios are
-// taken within a round and their median printed.
+// STARPU_HOME; then its per-task overhead probe), adaptsched cold (no
+// store; then its probe), adaptsched with an empty store (the store's
+// cost, and what fills it), adaptsched warm (that store, reopened), and
+// the oracle's measurement (the stream on each implementation alone).
+// Ratios and regrets are taken within a round and their medians printed.
 package main
 
 import (
@@ -61,12 +62,15 @@ func writeStream(path string, o peer.GenOptions) error {
 	return f.Close()
 }
 
-// round is one round's measurements.
+// round is one round's measurements. The oracle is measured in each
+// round too: on a shared machine the speed of the minutes in which the
+// policies ran is the only fair reference.
 type round struct {
 	starpu, cold, primed, warm peer.Result
 	starpuEmpty, starpuAsync   float64 // ns per empty task
 	adaptEmpty                 float64 // ns per empty task
 	hasStarPU                  bool
+	oracle                     peer.Oracle // measured in the round
 }
 
 func run(w io.Writer, path, bin string, rounds, empty int) error {
@@ -89,11 +93,6 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 	defer os.RemoveAll(tmp)
 	fmt.Fprintf(w, "peer: %s: %d tasks over %d shapes; drift: %v %g× from task %d\n",
 		path, len(st.Tasks), len(st.Shapes), st.Drift.Impl, st.Drift.Factor, st.Drift.From)
-	o, err := peer.MeasureOracle(st)
-	if err != nil {
-		return err
-	}
-	printOracle(w, st, o)
 	var rs []round
 	for r := range rounds {
 		var rd round
@@ -118,21 +117,28 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 			},
 		}
 		warm := func() error { return primeAndWarm(st, filepath.Join(tmp, fmt.Sprintf("store-%d", r)), uint64(r), &rd) }
+		oracle := func() error {
+			var err error
+			rd.oracle, err = peer.MeasureOracle(st)
+			return err
+		}
 		if r%2 == 0 {
-			steps = append(steps, warm)
+			steps = append(steps, warm, oracle)
 		} else {
-			steps = []func() error{steps[1], warm, steps[0]}
+			steps = []func() error{oracle, warm, steps[1], steps[0]}
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
 				return err
 			}
 		}
-		printRound(w, r+1, st, o, rd)
+		printRound(w, r+1, rd)
 		rs = append(rs, rd)
 	}
-	printChoices(w, st, o, rs[len(rs)-1])
-	summary(w, o, rs)
+	last := rs[len(rs)-1]
+	printOracle(w, st, last.oracle)
+	printChoices(w, st, last)
+	summary(w, rs)
 	return nil
 }
 
@@ -157,7 +163,7 @@ func primeAndWarm(st peer.Stream, dir string, seed uint64, rd *round) error {
 
 func printOracle(w io.Writer, st peer.Stream, o peer.Oracle) {
 	first, second := st.Counts()
-	fmt.Fprintf(w, "oracle: each implementation runs the whole stream alone; mean µs per task:\n")
+	fmt.Fprintf(w, "oracle of the last round: each implementation runs the whole stream alone; mean µs per task:\n")
 	fmt.Fprintf(w, "  %-12s %5s %5s  %9s %9s  %9s %9s  %s\n", "shape M·K·N", "n1", "n2", "blas", "blocked", "blas(d)", "blocked(d)", "best before/after drift")
 	for i, sh := range st.Shapes {
 		m := o.Mean[i]
@@ -173,7 +179,8 @@ func printOracle(w io.Writer, st peer.Stream, o peer.Oracle) {
 
 // printChoices prints, per shape and half, the share of each scheduler's
 // tasks on the oracle's implementation.
-func printChoices(w io.Writer, st peer.Stream, o peer.Oracle, rd round) {
+func printChoices(w io.Writer, st peer.Stream, rd round) {
+	o := rd.oracle
 	fmt.Fprintf(w, "  tasks on the oracle's implementation, before / after the drift:\n")
 	fmt.Fprintf(w, "  %-12s", "shape")
 	names := []string{"adapt cold", "adapt warm"}
@@ -209,7 +216,8 @@ func printChoices(w io.Writer, st peer.Stream, o peer.Oracle, rd round) {
 
 func pct(x, ref time.Duration) float64 { return 100 * (float64(x) - float64(ref)) / float64(ref) }
 
-func printRound(w io.Writer, n int, st peer.Stream, o peer.Oracle, rd round) {
+func printRound(w io.Writer, n int, rd round) {
+	o := rd.oracle
 	fmt.Fprintf(w, "round %d (regret: against the oracle's %.3f s; 2nd half: kernel time against its %.3f s):\n", n, o.Total.Seconds(), o.Half2.Seconds())
 	line := func(name string, r peer.Result, emptyNs float64) {
 		fmt.Fprintf(w, "  %-12s total %.3f s (regret %+5.1f%%)  kernels %.3f s (%+5.1f%%)  2nd half %.3f s (%+5.1f%%)  blas/blocked %d/%d then %d/%d",
@@ -239,9 +247,10 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func summary(w io.Writer, o peer.Oracle, rs []round) {
+func summary(w io.Writer, rs []round) {
 	var cold, warm, spEmpty, adEmpty, coldH2, warmH2, spH2, coldReg, spReg []float64
 	for _, r := range rs {
+		o := r.oracle
 		adEmpty = append(adEmpty, r.adaptEmpty)
 		coldH2 = append(coldH2, pct(r.cold.Kernel2, o.Half2))
 		warmH2 = append(warmH2, pct(r.warm.Kernel2, o.Half2))
