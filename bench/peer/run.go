@@ -285,3 +285,21 @@ func (o Oracle) Best(i int, drifted bool) Impl {
 	}
 	return BLAS
 }
+
+// Price returns the time r's choices would take at the oracle's means:
+// each task priced at its shape's mean on the implementation that r chose
+// for it, per half. Unlike r's own times it does not depend on how busy
+// the machine was while r ran, only on which implementation r picked, so
+// it compares schedulers that ran in different minutes of a shared
+// machine; its ratio to the oracle's halves is the decisions' regret.
+func (o Oracle) Price(r Result) (half1, half2 time.Duration) {
+	var h [2]float64
+	for s := range min(len(r.PerShape), len(o.Mean)) {
+		for half := range 2 {
+			for impl := range numImpls {
+				h[half] += float64(r.PerShape[s][half][impl].N) * o.Mean[s][half][impl]
+			}
+		}
+	}
+	return time.Duration(h[0]), time.Duration(h[1])
+}

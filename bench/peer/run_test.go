@@ -256,3 +256,19 @@ func TestStarPUProgram(t *testing.T) {
 		t.Errorf("first half %v: dmda did not calibrate both implementations", r.Chosen[0])
 	}
 }
+
+// TestPrice checks Price against a result worked out by hand.
+func TestPrice(t *testing.T) {
+	o := Oracle{Mean: [][2][numImpls]float64{
+		{{10, 20}, {30, 20}},
+		{{5, 50}, {15, 50}},
+	}}
+	r := Result{PerShape: [][2][numImpls]Cell{
+		{{{N: 2}, {N: 1}}, {{N: 1}, {N: 3}}}, // 2·10 + 20 | 30 + 3·20
+		{{{N: 4}, {}}, {{}, {N: 1}}},         // 4·5        | 50
+	}}
+	h1, h2 := o.Price(r)
+	if h1 != 60 || h2 != 140 {
+		t.Fatalf("Price = %v, %v; want 60ns, 140ns", h1, h2)
+	}
+}

@@ -22,7 +22,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/adaptsched/adaptsched/bench/peer"
@@ -48,6 +50,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(1)
 	}
+}
+
+// cpuModel returns /proc/cpuinfo's first model name, or GOARCH.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
 }
 
 func writeStream(path string, o peer.GenOptions) error {
@@ -91,6 +106,7 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	fmt.Fprintf(w, "peer: %s, %d logical CPUs, %s\n", cpuModel(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "peer: %s: %d tasks over %d shapes; drift: %v %g× from task %d\n",
 		path, len(st.Tasks), len(st.Shapes), st.Drift.Impl, st.Drift.Factor, st.Drift.From)
 	var rs []round
@@ -227,7 +243,9 @@ func printRound(w io.Writer, n int, rd round) {
 		if emptyNs > 0 {
 			fmt.Fprintf(w, "  empty task %.0f ns", emptyNs)
 		}
-		fmt.Fprintln(w)
+		p1, p2 := o.Price(r)
+		fmt.Fprintf(w, "\n  %-12s its choices at the oracle's means: %.3f s (%+5.1f%%), 2nd half %.3f s (%+5.1f%%)\n",
+			"", (p1 + p2).Seconds(), pct(p1+p2, o.Total), p2.Seconds(), pct(p2, o.Half2))
 	}
 	if rd.hasStarPU {
 		line("starpu dmda", rd.starpu, rd.starpuEmpty)
@@ -248,9 +266,21 @@ func median(v []float64) float64 {
 }
 
 func summary(w io.Writer, rs []round) {
-	var cold, warm, spEmpty, adEmpty, coldH2, warmH2, spH2, coldReg, spReg []float64
+	var cold, warm, spEmpty, spAsync, adEmpty, coldH2, warmH2, spH2, coldReg, warmReg, spReg []float64
+	var pCold, pWarm, pSP, pColdH2, pWarmH2, pSPH2 []float64
+	priced := func(r peer.Result, o peer.Oracle, tot, h2 *[]float64) {
+		p1, p2 := o.Price(r)
+		*tot, *h2 = append(*tot, pct(p1+p2, o.Total)), append(*h2, pct(p2, o.Half2))
+	}
 	for _, r := range rs {
 		o := r.oracle
+		warmReg = append(warmReg, pct(r.warm.Total, o.Total))
+		priced(r.cold, o, &pCold, &pColdH2)
+		priced(r.warm, o, &pWarm, &pWarmH2)
+		if r.hasStarPU {
+			priced(r.starpu, o, &pSP, &pSPH2)
+			spAsync = append(spAsync, r.starpuAsync)
+		}
 		adEmpty = append(adEmpty, r.adaptEmpty)
 		coldH2 = append(coldH2, pct(r.cold.Kernel2, o.Half2))
 		warmH2 = append(warmH2, pct(r.warm.Kernel2, o.Half2))
@@ -263,14 +293,23 @@ func summary(w io.Writer, rs []round) {
 			spReg = append(spReg, pct(r.starpu.Total, o.Total))
 		}
 	}
-	fmt.Fprintf(w, "medians over %d rounds:\n", len(rs))
-	fmt.Fprintf(w, "  regret of the total against the oracle: adaptsched cold %+.1f%%", median(coldReg))
+	fmt.Fprintf(w, "medians over %d rounds (each against its round's oracle):\n", len(rs))
+	fmt.Fprintf(w, "  measured: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(coldReg), median(warmReg))
 	if len(cold) > 0 {
 		fmt.Fprintf(w, ", starpu %+.1f%%", median(spReg))
 	}
-	fmt.Fprintf(w, "\n  second half (kernels) against the oracle's: adaptsched cold %+.1f%%, warm %+.1f%%", median(coldH2), median(warmH2))
+	fmt.Fprintf(w, "; second half (kernels): adaptsched cold %+.1f%%, warm %+.1f%%", median(coldH2), median(warmH2))
 	if len(cold) > 0 {
 		fmt.Fprintf(w, ", starpu %+.1f%%", median(spH2))
+	}
+	fmt.Fprintf(w, "\n  choices at the oracle's means: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(pCold), median(pWarm))
+	if len(cold) > 0 {
+		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSP))
+	}
+	fmt.Fprintf(w, "; second half: adaptsched cold %+.1f%%, warm %+.1f%%", median(pColdH2), median(pWarmH2))
+	if len(cold) > 0 {
+		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSPH2))
+		fmt.Fprintf(w, "\n  starpu empty tasks submitted together and waited for once: %.0f ns each", median(spAsync))
 	}
 	fmt.Fprintln(w)
 	if len(cold) == 0 {
