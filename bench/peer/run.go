@@ -54,11 +54,6 @@ type RunOptions struct {
 	Store history.Store
 	// Seed seeds the Scheduler (Config.Seed).
 	Seed uint64
-	// Only, when Fixed is set, runs every task on that implementation
-	// through the same loop, without a Scheduler: the oracle's
-	// measurement.
-	Only  Impl
-	Fixed bool
 }
 
 // matmul returns the spec of sh.
@@ -159,17 +154,15 @@ func RunAdaptsched(st Stream, o RunOptions) (Result, error) {
 			r.Half1, half = time.Since(start), 1
 		}
 		op := ops[t]
-		var d adaptive.Decision
-		if o.Fixed {
-			d.Backend = int(o.Only)
-		} else if d, err = s.Select(op.spec, op.res); err != nil {
+		d, err := s.Select(op.spec, op.res)
+		if err != nil {
 			return Result{}, fmt.Errorf("task %d: %w", i, err)
 		}
 		tm, err := devs[d.Backend].Run(op.spec, op.in[d.Backend], op.out[d.Backend])
 		if err != nil {
 			return Result{}, fmt.Errorf("task %d: %w", i, err)
 		}
-		if tm.Duration > 0 && !o.Fixed {
+		if tm.Duration > 0 {
 			_ = s.Observe(d, tm) // as the Executor: a zero timing teaches nothing
 		}
 		kern[half] += tm.Duration
@@ -220,10 +213,16 @@ func Overhead(n int) (time.Duration, error) {
 
 // Oracle is the best fixed implementation per shape in hindsight. Each
 // implementation is measured on every shape apart, before and under the
-// drift, by running the whole stream on it alone (RunOptions.Fixed): its
-// kernels then find the caches as the schedulers' runs leave them, which
-// timing one shape in a tight loop would not (there the operands stay in
-// cache, and the oracle came out 20–35% faster than any policy).
+// drift, by running the stream once with both implementations on every
+// task, one after the other on the same operands, the order alternating
+// with each occurrence of a shape. Both are so timed in the same minutes
+// and with the caches as the stream leaves them (half of the time after
+// the other implementation has read the operands, for each alike). Two
+// runs, one per implementation, were tried first: on this shared VM the
+// speed of the machine moved 2× between them and the best implementation
+// of a shape flipped from one round to the next; a shape timed in a
+// tight loop keeps its operands in cache and came out 20–35% faster than
+// any policy.
 type Oracle struct {
 	// Mean holds each shape's mean ns on each implementation, before
 	// (Mean[shape][0]) and under (Mean[shape][1]) the drift.
@@ -231,45 +230,75 @@ type Oracle struct {
 	// Half1 and Half2 are the oracle's kernel time over each half of the
 	// stream: each task at its shape's best mean; Total is their sum.
 	Total, Half1, Half2 time.Duration
-	// Fixed are the two single-implementation runs it was measured from.
-	Fixed [numImpls]Result
+	// Only is each implementation's time over the stream, alone.
+	Only [numImpls]time.Duration
 }
 
-// MeasureOracle runs st on each implementation alone and returns the
-// oracle of st. A shape that a half of st does not hold takes the other
-// half's mean (times the drift's factor for the drifted implementation).
+// MeasureOracle measures both implementations on every task of st and
+// returns the oracle of st. A shape that a half of st does not hold
+// takes the other half's mean (times the drift's factor for the drifted
+// implementation).
 func MeasureOracle(st Stream) (Oracle, error) {
-	o := Oracle{Mean: make([][2][numImpls]float64, len(st.Shapes))}
-	for impl := range numImpls {
-		r, err := RunAdaptsched(st, RunOptions{Fixed: true, Only: impl})
-		if err != nil {
-			return Oracle{}, err
+	if err := Load(); err != nil {
+		return Oracle{}, err
+	}
+	cells := make([][2][numImpls]Cell, len(st.Shapes))
+	type operand struct{ a, b, c []float32 }
+	ops := make([]operand, len(st.Shapes))
+	for i, sh := range st.Shapes {
+		ops[i] = operand{filled(sh.M * sh.K), filled(sh.K * sh.N), filled(sh.M * sh.N)}
+	}
+	seen := make([]int, len(st.Shapes))
+	for i, t := range st.Tasks {
+		half := 0
+		if i >= st.Drift.From {
+			half = 1
 		}
-		o.Fixed[impl] = r
-		for i := range st.Shapes {
-			for h := range 2 {
-				o.Mean[i][h][impl] = r.PerShape[i][h][impl].Mean()
+		op, sh := ops[t], st.Shapes[t]
+		for j := range numImpls {
+			impl := (Impl(seen[t]) + j) % numImpls
+			f := 1.0
+			if half == 1 && impl == st.Drift.Impl {
+				f = st.Drift.Factor
 			}
+			c := &cells[t][half][impl]
+			c.N++
+			c.Ns += execKernel(impl, false, f, sh, op.a, op.b, op.c)
+		}
+		seen[t]++
+	}
+	o := Oracle{Mean: make([][2][numImpls]float64, len(st.Shapes))}
+	for i := range st.Shapes {
+		for impl := range numImpls {
+			m := &o.Mean[i]
+			m[0][impl], m[1][impl] = cells[i][0][impl].Mean(), cells[i][1][impl].Mean()
 			f := 1.0
 			if impl == st.Drift.Impl {
 				f = st.Drift.Factor
 			}
-			if math.IsInf(o.Mean[i][0][impl], 1) {
-				o.Mean[i][0][impl] = o.Mean[i][1][impl] / f
+			if math.IsInf(m[0][impl], 1) {
+				m[0][impl] = m[1][impl] / f
 			}
-			if math.IsInf(o.Mean[i][1][impl], 1) {
-				o.Mean[i][1][impl] = o.Mean[i][0][impl] * f
+			if math.IsInf(m[1][impl], 1) {
+				m[1][impl] = m[0][impl] * f
 			}
 		}
 	}
 	first, second := st.Counts()
 	var h [2]float64
+	var only [numImpls]float64
 	for i := range st.Shapes {
 		h[0] += float64(first[i]) * o.Mean[i][0][o.Best(i, false)]
 		h[1] += float64(second[i]) * o.Mean[i][1][o.Best(i, true)]
+		for impl := range numImpls {
+			only[impl] += float64(first[i])*o.Mean[i][0][impl] + float64(second[i])*o.Mean[i][1][impl]
+		}
 	}
 	o.Half1, o.Half2 = time.Duration(h[0]), time.Duration(h[1])
 	o.Total = o.Half1 + o.Half2
+	for impl := range numImpls {
+		o.Only[impl] = time.Duration(only[impl])
+	}
 	return o, nil
 }
 
