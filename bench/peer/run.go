@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -223,14 +224,24 @@ func Overhead(n int) (time.Duration, error) {
 // of a shape flipped from one round to the next; a shape timed in a
 // tight loop keeps its operands in cache and came out 20–35% faster than
 // any policy.
+//
+// The best implementation of a shape is the one with the lower median:
+// a preemption of a few ms lands on a 20 µs kernel now and then whatever
+// runs it, and in a mean it outweighs the implementations' difference
+// (one shape's mean moved 3× between rounds where its median did not).
 type Oracle struct {
-	// Mean holds each shape's mean ns on each implementation, before
-	// (Mean[shape][0]) and under (Mean[shape][1]) the drift.
-	Mean [][2][numImpls]float64
+	// Mean and Median hold each shape's mean and median ns on each
+	// implementation, before ([shape][0]) and under ([shape][1]) the
+	// drift.
+	Mean, Median [][2][numImpls]float64
 	// Half1 and Half2 are the oracle's kernel time over each half of the
-	// stream: each task at its shape's best mean; Total is their sum.
+	// stream: each task at the mean of its shape's best implementation;
+	// Total is their sum. It compares with a scheduler's measured time.
 	Total, Half1, Half2 time.Duration
-	// Only is each implementation's time over the stream, alone.
+	// Typical1 and Typical2 are the same at the medians: what Price
+	// compares with.
+	Typical1, Typical2 time.Duration
+	// Only is each implementation's time over the stream, alone (means).
 	Only [numImpls]time.Duration
 }
 
@@ -242,7 +253,7 @@ func MeasureOracle(st Stream) (Oracle, error) {
 	if err := Load(); err != nil {
 		return Oracle{}, err
 	}
-	cells := make([][2][numImpls]Cell, len(st.Shapes))
+	samples := make([][2][numImpls][]int64, len(st.Shapes))
 	type operand struct{ a, b, c []float32 }
 	ops := make([]operand, len(st.Shapes))
 	for i, sh := range st.Shapes {
@@ -261,40 +272,48 @@ func MeasureOracle(st Stream) (Oracle, error) {
 			if half == 1 && impl == st.Drift.Impl {
 				f = st.Drift.Factor
 			}
-			c := &cells[t][half][impl]
-			c.N++
-			c.Ns += execKernel(impl, false, f, sh, op.a, op.b, op.c)
+			c := &samples[t][half][impl]
+			*c = append(*c, execKernel(impl, false, f, sh, op.a, op.b, op.c))
 		}
 		seen[t]++
 	}
-	o := Oracle{Mean: make([][2][numImpls]float64, len(st.Shapes))}
+	o := Oracle{Mean: make([][2][numImpls]float64, len(st.Shapes)), Median: make([][2][numImpls]float64, len(st.Shapes))}
 	for i := range st.Shapes {
 		for impl := range numImpls {
-			m := &o.Mean[i]
-			m[0][impl], m[1][impl] = cells[i][0][impl].Mean(), cells[i][1][impl].Mean()
 			f := 1.0
 			if impl == st.Drift.Impl {
 				f = st.Drift.Factor
 			}
-			if math.IsInf(m[0][impl], 1) {
-				m[0][impl] = m[1][impl] / f
-			}
-			if math.IsInf(m[1][impl], 1) {
-				m[1][impl] = m[0][impl] * f
+			for _, stat := range []struct {
+				m  *[2][numImpls]float64
+				fn func([]int64) float64
+			}{{&o.Mean[i], mean}, {&o.Median[i], median}} {
+				m := stat.m
+				m[0][impl], m[1][impl] = stat.fn(samples[i][0][impl]), stat.fn(samples[i][1][impl])
+				if math.IsInf(m[0][impl], 1) {
+					m[0][impl] = m[1][impl] / f
+				}
+				if math.IsInf(m[1][impl], 1) {
+					m[1][impl] = m[0][impl] * f
+				}
 			}
 		}
 	}
 	first, second := st.Counts()
-	var h [2]float64
+	var h, typ [2]float64
 	var only [numImpls]float64
 	for i := range st.Shapes {
-		h[0] += float64(first[i]) * o.Mean[i][0][o.Best(i, false)]
-		h[1] += float64(second[i]) * o.Mean[i][1][o.Best(i, true)]
+		b1, b2 := o.Best(i, false), o.Best(i, true)
+		h[0] += float64(first[i]) * o.Mean[i][0][b1]
+		h[1] += float64(second[i]) * o.Mean[i][1][b2]
+		typ[0] += float64(first[i]) * o.Median[i][0][b1]
+		typ[1] += float64(second[i]) * o.Median[i][1][b2]
 		for impl := range numImpls {
 			only[impl] += float64(first[i])*o.Mean[i][0][impl] + float64(second[i])*o.Mean[i][1][impl]
 		}
 	}
 	o.Half1, o.Half2 = time.Duration(h[0]), time.Duration(h[1])
+	o.Typical1, o.Typical2 = time.Duration(typ[0]), time.Duration(typ[1])
 	o.Total = o.Half1 + o.Half2
 	for impl := range numImpls {
 		o.Only[impl] = time.Duration(only[impl])
@@ -303,32 +322,57 @@ func MeasureOracle(st Stream) (Oracle, error) {
 }
 
 // Best returns the oracle's implementation for shape i before (drifted
-// false) or under the drift.
+// false) or under the drift: the lower median.
 func (o Oracle) Best(i int, drifted bool) Impl {
 	h := 0
 	if drifted {
 		h = 1
 	}
-	if o.Mean[i][h][Blocked] < o.Mean[i][h][BLAS] {
+	if o.Median[i][h][Blocked] < o.Median[i][h][BLAS] {
 		return Blocked
 	}
 	return BLAS
 }
 
-// Price returns the time r's choices would take at the oracle's means:
-// each task priced at its shape's mean on the implementation that r chose
-// for it, per half. Unlike r's own times it does not depend on how busy
-// the machine was while r ran, only on which implementation r picked, so
-// it compares schedulers that ran in different minutes of a shared
-// machine; its ratio to the oracle's halves is the decisions' regret.
+// Price returns the time r's choices would take at the oracle's medians:
+// each task priced at its shape's median on the implementation that r
+// chose for it, per half. Unlike r's own times it does not depend on how
+// busy the machine was while r ran, only on which implementation r
+// picked, so it compares schedulers that ran in different minutes of a
+// shared machine; its ratio to Typical1 and Typical2 is the decisions'
+// regret.
 func (o Oracle) Price(r Result) (half1, half2 time.Duration) {
 	var h [2]float64
-	for s := range min(len(r.PerShape), len(o.Mean)) {
+	for s := range min(len(r.PerShape), len(o.Median)) {
 		for half := range 2 {
 			for impl := range numImpls {
-				h[half] += float64(r.PerShape[s][half][impl].N) * o.Mean[s][half][impl]
+				h[half] += float64(r.PerShape[s][half][impl].N) * o.Median[s][half][impl]
 			}
 		}
 	}
 	return time.Duration(h[0]), time.Duration(h[1])
+}
+
+// mean returns the mean of v, or +Inf when v is empty.
+func mean(v []int64) float64 {
+	if len(v) == 0 {
+		return math.Inf(1)
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x)
+	}
+	return sum / float64(len(v))
+}
+
+// median returns the median of v (sorting it), or +Inf when v is empty.
+func median(v []int64) float64 {
+	if len(v) == 0 {
+		return math.Inf(1)
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (float64(v[n/2-1]) + float64(v[n/2])) / 2
+	}
+	return float64(v[len(v)/2])
 }

@@ -155,7 +155,10 @@ func TestMeasureOracle(t *testing.T) {
 	var h [2]float64
 	for s := range st.Shapes {
 		for half := range 2 {
-			h[half] += 100 * math.Min(o.Mean[s][half][BLAS], o.Mean[s][half][Blocked])
+			h[half] += 100 * o.Mean[s][half][o.Best(s, half == 1)]
+			if m := o.Median[s][half]; o.Best(s, half == 1) == BLAS && m[Blocked] < m[BLAS] {
+				t.Errorf("shape %d half %d: best blas, medians %v", s, half, m)
+			}
 		}
 	}
 	for i, got := range []time.Duration{o.Half1, o.Half2} {
@@ -257,9 +260,25 @@ func TestStarPUProgram(t *testing.T) {
 	}
 }
 
+// TestMedian checks the helpers against values worked out by hand.
+func TestMedian(t *testing.T) {
+	if m := median([]int64{5, 1, 3}); m != 3 {
+		t.Errorf("median = %g, want 3", m)
+	}
+	if m := median([]int64{4, 1, 3, 10}); m != 3.5 {
+		t.Errorf("median = %g, want 3.5", m)
+	}
+	if m := mean([]int64{4, 1, 3, 10}); m != 4.5 {
+		t.Errorf("mean = %g, want 4.5", m)
+	}
+	if !math.IsInf(median(nil), 1) || !math.IsInf(mean(nil), 1) {
+		t.Error("empty: want +Inf")
+	}
+}
+
 // TestPrice checks Price against a result worked out by hand.
 func TestPrice(t *testing.T) {
-	o := Oracle{Mean: [][2][numImpls]float64{
+	o := Oracle{Median: [][2][numImpls]float64{
 		{{10, 20}, {30, 20}},
 		{{5, 50}, {15, 50}},
 	}}

@@ -179,16 +179,17 @@ func primeAndWarm(st peer.Stream, dir string, seed uint64, rd *round) error {
 
 func printOracle(w io.Writer, st peer.Stream, o peer.Oracle) {
 	first, second := st.Counts()
-	fmt.Fprintf(w, "oracle of the last round: both implementations on every task, in turn; mean µs per task:\n")
+	fmt.Fprintf(w, "oracle of the last round: both implementations on every task, in turn; median µs per task (best: the lower):\n")
 	fmt.Fprintf(w, "  %-12s %5s %5s  %9s %9s  %9s %9s  %s\n", "shape M·K·N", "n1", "n2", "blas", "blocked", "blas(d)", "blocked(d)", "best before/after drift")
 	for i, sh := range st.Shapes {
-		m := o.Mean[i]
+		m := o.Median[i]
 		fmt.Fprintf(w, "  %-12s %5d %5d  %9.1f %9.1f  %9.1f %9.1f  %v/%v\n", fmt.Sprintf("%d·%d·%d", sh.M, sh.K, sh.N),
 			first[i], second[i], m[0][peer.BLAS]/1e3, m[0][peer.Blocked]/1e3, m[1][peer.BLAS]/1e3, m[1][peer.Blocked]/1e3,
 			o.Best(i, false), o.Best(i, true))
 	}
-	fmt.Fprintf(w, "  oracle %.3f s (first half %.3f, second half %.3f); only blas %.3f s, only blocked %.3f s\n",
-		o.Total.Seconds(), o.Half1.Seconds(), o.Half2.Seconds(), o.Only[peer.BLAS].Seconds(), o.Only[peer.Blocked].Seconds())
+	fmt.Fprintf(w, "  oracle at the means %.3f s (first half %.3f, second half %.3f), at the medians %.3f s (%.3f, %.3f); only blas %.3f s, only blocked %.3f s (means)\n",
+		o.Total.Seconds(), o.Half1.Seconds(), o.Half2.Seconds(), (o.Typical1 + o.Typical2).Seconds(), o.Typical1.Seconds(), o.Typical2.Seconds(),
+		o.Only[peer.BLAS].Seconds(), o.Only[peer.Blocked].Seconds())
 }
 
 // printChoices prints, per shape and half, the share of each scheduler's
@@ -242,8 +243,8 @@ func printRound(w io.Writer, n int, rd round) {
 			fmt.Fprintf(w, "  empty task %.0f ns", emptyNs)
 		}
 		p1, p2 := o.Price(r)
-		fmt.Fprintf(w, "\n  %-12s its choices at the oracle's means: %.3f s (%+5.1f%%), 2nd half %.3f s (%+5.1f%%)\n",
-			"", (p1 + p2).Seconds(), pct(p1+p2, o.Total), p2.Seconds(), pct(p2, o.Half2))
+		fmt.Fprintf(w, "\n  %-12s its choices at the oracle's medians: %.3f s (%+5.1f%%), 2nd half %.3f s (%+5.1f%%)\n",
+			"", (p1 + p2).Seconds(), pct(p1+p2, o.Typical1+o.Typical2), p2.Seconds(), pct(p2, o.Typical2))
 	}
 	if rd.hasStarPU {
 		line("starpu dmda", rd.starpu, rd.starpuEmpty)
@@ -268,7 +269,7 @@ func summary(w io.Writer, rs []round) {
 	var pCold, pWarm, pSP, pColdH2, pWarmH2, pSPH2 []float64
 	priced := func(r peer.Result, o peer.Oracle, tot, h2 *[]float64) {
 		p1, p2 := o.Price(r)
-		*tot, *h2 = append(*tot, pct(p1+p2, o.Total)), append(*h2, pct(p2, o.Half2))
+		*tot, *h2 = append(*tot, pct(p1+p2, o.Typical1+o.Typical2)), append(*h2, pct(p2, o.Typical2))
 	}
 	for _, r := range rs {
 		o := r.oracle
@@ -300,7 +301,7 @@ func summary(w io.Writer, rs []round) {
 	if len(cold) > 0 {
 		fmt.Fprintf(w, ", starpu %+.1f%%", median(spH2))
 	}
-	fmt.Fprintf(w, "\n  choices at the oracle's means: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(pCold), median(pWarm))
+	fmt.Fprintf(w, "\n  choices at the oracle's medians: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(pCold), median(pWarm))
 	if len(cold) > 0 {
 		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSP))
 	}
