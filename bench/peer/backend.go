@@ -17,8 +17,8 @@ import (
 // its tasks.
 type Device struct {
 	impl   Impl
-	empty  bool    // run the empty probe instead of the kernel
-	factor float64 // the drift factor in force (1: none)
+	empty  bool            // run the empty probe instead of the kernel
+	delays map[Shape]int64 // the drift in force: ns of busy-wait per shape (nil: none)
 	info   backends.Info
 }
 
@@ -35,15 +35,16 @@ func NewDevice(impl Impl, empty bool) (*Device, error) {
 	if err := Load(); err != nil {
 		return nil, err
 	}
-	return &Device{impl: impl, empty: empty, factor: 1, info: backends.Info{
+	return &Device{impl: impl, empty: empty, info: backends.Info{
 		Name: impl.String(), Kind: backends.CPU, Platform: "host", Arch: runtime.GOARCH,
 		Runtime: "peerkern", Threads: 1, SharedMemory: true,
 	}}, nil
 }
 
-// SetDrift sets the factor by which the device's kernels are slowed from
-// now on (1: none).
-func (d *Device) SetDrift(factor float64) { d.factor = factor }
+// SetDrift slows the device's kernels from now on: after a kernel on a
+// shape of delays it busy-waits that shape's delay (nil: no drift). The
+// device keeps delays; the caller must not change it afterwards.
+func (d *Device) SetDrift(delays map[Shape]int64) { d.delays = delays }
 
 // Info implements backends.Backend. Nominal figures are zero: the
 // benchmark's Scheduler takes the documented CPU defaults for both
@@ -111,7 +112,7 @@ func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) 
 		return backends.Timing{}, &backends.DeviceError{Backend: d.info.Name, Op: "run", Err: kernels.ErrBufferSize}
 	}
 	sh := Shape{M: s.In[0][0], K: s.In[0][1], N: s.In[1][1]}
-	ns := execKernel(d.impl, d.empty, d.factor, sh, kernels.AsF32(a), kernels.AsF32(b), kernels.AsF32(c))
+	ns := execKernel(d.impl, d.empty, d.delays[sh], sh, kernels.AsF32(a), kernels.AsF32(b), kernels.AsF32(c))
 	return backends.Timing{Duration: time.Duration(ns), Clock: backends.WallClock}, nil
 }
 

@@ -9,9 +9,10 @@
 // (dlopen'ed at run time, one thread) and a k-blocked C loop that wins
 // where OpenBLAS's call overhead or its slow M = 1 path dominates. The
 // drift is peerkern.c's too: from the stream's drift task on, one
-// implementation busy-waits after its kernel until Factor × the kernel's
-// own time has passed (a throttled or contended core), in both programs.
-// A kernel stretched by preemption is stretched by the factor as well.
+// implementation busy-waits after each kernel for (Factor − 1) × its
+// calibrated median time on that shape (Calibrate), so that it takes
+// Factor times its normal time (a throttled or contended core), in both
+// programs, with the same delays.
 //
 // StarPU registers both as cpu_funcs of one codelet with a history-based
 // model and runs under dmda with a fresh STARPU_HOME, STARPU_CALIBRATE=1
@@ -23,9 +24,11 @@
 // # Usage
 //
 //	st, err := peer.Read(f, "stream.txt")      // or peer.Generate(peer.GenOptions{Seed: 24})
-//	o, err := peer.MeasureOracle(st)           // each implementation alone: the oracle
-//	r, err := peer.RunAdaptsched(st, peer.RunOptions{})
-//	s, emptyNs, err := peer.RunStarPU("bin/peer_starpu", "stream.txt", os.TempDir(), 20000)
+//	delays, err := peer.Calibrate(st)          // the drift's busy-wait per shape
+//	o, err := peer.MeasureOracle(st, delays)   // both implementations on every task: the oracle
+//	r, err := peer.RunAdaptsched(st, peer.RunOptions{Delays: delays})
+//	err = peer.WriteDelays(f, delays)          // for the StarPU program
+//	s, emptyNs, err := peer.RunStarPU("bin/peer_starpu", "stream.txt", "delays.txt", os.TempDir(), 20000)
 //	ns, err := peer.Overhead(20000)             // adaptsched's per-task overhead
 //
 // cmd/peer runs them all in alternation and prints the comparison. Only

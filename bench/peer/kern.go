@@ -35,12 +35,12 @@ func Load() error {
 }
 
 // execKernel runs impl (or the empty probe, when empty) on c = a·b through
-// peerkern.c's peer_exec with the drift factor, and returns the ns it
-// took. Load must have succeeded.
-func execKernel(impl Impl, empty bool, factor float64, sh Shape, a, b, c []float32) int64 {
+// peerkern.c's peer_exec, then busy-waits extra ns (the drift), and
+// returns the ns it took. Load must have succeeded.
+func execKernel(impl Impl, empty bool, extra int64, sh Shape, a, b, c []float32) int64 {
 	if empty {
-		return int64(C.peer_exec(C.PEER_EMPTY, 1, 0, 0, 0, nil, nil, nil))
+		return int64(C.peer_exec(C.PEER_EMPTY, 0, 0, 0, 0, nil, nil, nil))
 	}
-	return int64(C.peer_exec(C.int(impl), C.double(factor), C.int(sh.M), C.int(sh.N), C.int(sh.K),
+	return int64(C.peer_exec(C.int(impl), C.int64_t(extra), C.int(sh.M), C.int(sh.N), C.int(sh.K),
 		(*C.float)(unsafe.Pointer(&a[0])), (*C.float)(unsafe.Pointer(&b[0])), (*C.float)(unsafe.Pointer(&c[0]))))
 }

@@ -66,7 +66,7 @@ static void peer_blocked(int m, int n, int k, const float *restrict a,
 	}
 }
 
-int64_t peer_exec(int impl, double factor, int m, int n, int k,
+int64_t peer_exec(int impl, int64_t extra_ns, int m, int n, int k,
                   const float *a, const float *b, float *c) {
 	int64_t t0 = peer_now_ns();
 	switch (impl) {
@@ -80,8 +80,8 @@ int64_t peer_exec(int impl, double factor, int m, int n, int k,
 		break;
 	}
 	int64_t t1 = peer_now_ns();
-	if (factor > 1) {
-		int64_t until = t0 + (int64_t)((double)(t1 - t0) * factor);
+	if (extra_ns > 0) {
+		int64_t until = t1 + extra_ns;
 		while ((t1 = peer_now_ns()) < until)
 			;
 	}

@@ -29,11 +29,13 @@ int peer_load_blas(char *err, int errlen);
 int64_t peer_now_ns(void);
 
 /* peer_exec runs implementation impl on the row-major product
- * c(m×n) = a(m×k)·b(k×n), and returns the ns it took. The drift: when
- * factor > 1 it then busy-waits until factor × the kernel's own time has
- * passed, so the call takes factor times as long as the kernel did (a
- * throttled or contended core), whatever the size. */
-int64_t peer_exec(int impl, double factor, int m, int n, int k,
+ * c(m×n) = a(m×k)·b(k×n), and returns the ns it took. The drift: it then
+ * busy-waits extra_ns more (0: none). The caller passes (factor − 1) ×
+ * the kernel's calibrated median time on that shape, so that the call
+ * takes factor times its normal time, as on a throttled or contended
+ * core; a fixed delay rather than a multiple of this call's own time,
+ * which would multiply a preemption during the kernel as well. */
+int64_t peer_exec(int impl, int64_t extra_ns, int m, int n, int k,
                   const float *a, const float *b, float *c);
 
 #endif

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"time"
@@ -55,6 +56,9 @@ type RunOptions struct {
 	Store history.Store
 	// Seed seeds the Scheduler (Config.Seed).
 	Seed uint64
+	// Delays are the drift's busy-wait per shape (Calibrate); nil runs
+	// the stream without its drift.
+	Delays []time.Duration
 }
 
 // matmul returns the spec of sh.
@@ -151,7 +155,9 @@ func RunAdaptsched(st Stream, o RunOptions) (Result, error) {
 	start := time.Now()
 	for i, t := range st.Tasks {
 		if i == st.Drift.From {
-			devs[st.Drift.Impl].SetDrift(st.Drift.Factor)
+			if o.Delays != nil {
+				devs[st.Drift.Impl].SetDrift(delayMap(st, o.Delays))
+			}
 			r.Half1, half = time.Since(start), 1
 		}
 		op := ops[t]
@@ -245,11 +251,63 @@ type Oracle struct {
 	Only [numImpls]time.Duration
 }
 
-// MeasureOracle measures both implementations on every task of st and
-// returns the oracle of st. A shape that a half of st does not hold
-// takes the other half's mean (times the drift's factor for the drifted
-// implementation).
-func MeasureOracle(st Stream) (Oracle, error) {
+// delayMap returns delays by shape.
+func delayMap(st Stream, delays []time.Duration) map[Shape]int64 {
+	m := make(map[Shape]int64, len(st.Shapes))
+	for i, sh := range st.Shapes {
+		m[sh] = int64(delays[i])
+	}
+	return m
+}
+
+// Calibrate returns the drift's busy-wait for each shape of st: (Factor −
+// 1) × the median time of the drifted implementation's kernel on it,
+// measured by running the first half of st (or, for a shape it lacks,
+// 11 calls in a row) on that implementation alone, so that its operands
+// find the caches as in the stream. Both schedulers get the same delays
+// (the StarPU program reads them from a file, WriteDelays).
+func Calibrate(st Stream) ([]time.Duration, error) {
+	if err := Load(); err != nil {
+		return nil, err
+	}
+	ops := make([][3][]float32, len(st.Shapes))
+	for i, sh := range st.Shapes {
+		ops[i] = [3][]float32{filled(sh.M * sh.K), filled(sh.K * sh.N), filled(sh.M * sh.N)}
+	}
+	samples := make([][]int64, len(st.Shapes))
+	run := func(t int) {
+		op := ops[t]
+		samples[t] = append(samples[t], execKernel(st.Drift.Impl, false, 0, st.Shapes[t], op[0], op[1], op[2]))
+	}
+	for _, t := range st.Tasks[:st.Drift.From] {
+		run(t)
+	}
+	delays := make([]time.Duration, len(st.Shapes))
+	for i := range st.Shapes {
+		for len(samples[i]) < 11 {
+			run(i)
+		}
+		delays[i] = time.Duration((st.Drift.Factor - 1) * median(samples[i]))
+	}
+	return delays, nil
+}
+
+// WriteDelays writes delays as the StarPU program reads them: one ns
+// count a line, in the stream's shape order.
+func WriteDelays(w io.Writer, delays []time.Duration) error {
+	for _, d := range delays {
+		if _, err := fmt.Fprintln(w, int64(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MeasureOracle measures both implementations on every task of st, with
+// the drift's delays, and returns the oracle of st. A shape that a half
+// of st does not hold takes the other half's mean (times the drift's
+// factor for the drifted implementation).
+func MeasureOracle(st Stream, delays []time.Duration) (Oracle, error) {
 	if err := Load(); err != nil {
 		return Oracle{}, err
 	}
@@ -268,12 +326,12 @@ func MeasureOracle(st Stream) (Oracle, error) {
 		op, sh := ops[t], st.Shapes[t]
 		for j := range numImpls {
 			impl := (Impl(seen[t]) + j) % numImpls
-			f := 1.0
-			if half == 1 && impl == st.Drift.Impl {
-				f = st.Drift.Factor
+			var extra int64
+			if half == 1 && impl == st.Drift.Impl && delays != nil {
+				extra = int64(delays[t])
 			}
 			c := &samples[t][half][impl]
-			*c = append(*c, execKernel(impl, false, f, sh, op.a, op.b, op.c))
+			*c = append(*c, execKernel(impl, false, extra, sh, op.a, op.b, op.c))
 		}
 		seen[t]++
 	}

@@ -76,22 +76,39 @@ func mapHost(t *testing.T, d *Device, v []float32) backends.Buffer {
 	return b
 }
 
-// TestDriftTriples checks the drift mechanism: with factor 3 a kernel's
-// call takes three times the kernel's own time. The fastest of 30
-// drifted calls must take at least 2.5× the fastest of 30 plain ones
-// (it takes 3× a kernel that is itself no faster than the fastest).
-func TestDriftTriples(t *testing.T) {
+// TestDrift checks the drift's mechanism and its calibration: a call
+// with a delay takes at least the delay and a kernel (at least half the
+// fastest plain call: a kernel varies a little), and Calibrate's
+// delays are (Factor − 1) × a kernel time that is at least the fastest
+// call's.
+func TestDrift(t *testing.T) {
 	needBLAS(t)
 	sh := Shape{16, 256, 256}
 	a, b, c := filled(sh.M*sh.K), filled(sh.K*sh.N), filled(sh.M*sh.N)
 	for impl := range numImpls {
-		var plain, drifted []int64
-		for range 30 {
-			plain = append(plain, execKernel(impl, false, 1, sh, a, b, c))
-			drifted = append(drifted, execKernel(impl, false, 3, sh, a, b, c))
+		var plain []int64
+		for range 10 {
+			plain = append(plain, execKernel(impl, false, 0, sh, a, b, c))
 		}
-		if p, d := slices.Min(plain), slices.Min(drifted); float64(d) < 2.5*float64(p) {
-			t.Errorf("%v: fastest drifted call %d ns, fastest plain %d ns: want ≥ 2.5×", impl, d, p)
+		const extra = 200_000
+		if d := execKernel(impl, false, extra, sh, a, b, c); d < extra+slices.Min(plain)/2 {
+			t.Errorf("%v: a call with %d ns of drift took %d ns; the fastest plain one %d", impl, extra, d, slices.Min(plain))
+		}
+	}
+	st := smallStream(200)
+	st.Drift.Factor = 3
+	delays, err := Calibrate(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range st.Shapes {
+		a, b, c := filled(sh.M*sh.K), filled(sh.K*sh.N), filled(sh.M*sh.N)
+		fastest := int64(math.MaxInt64)
+		for range 10 {
+			fastest = min(fastest, execKernel(st.Drift.Impl, false, 0, sh, a, b, c))
+		}
+		if float64(delays[i]) < 2*float64(fastest)*0.9 {
+			t.Errorf("%v: delay %v, want ≥ 2 × the fastest kernel (%d ns)", sh, delays[i], fastest)
 		}
 	}
 }
@@ -115,7 +132,11 @@ func smallStream(n int) Stream {
 func TestRunAdaptsched(t *testing.T) {
 	needBLAS(t)
 	st := smallStream(2000)
-	r, err := RunAdaptsched(st, RunOptions{Seed: 1})
+	delays, err := Calibrate(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunAdaptsched(st, RunOptions{Seed: 1, Delays: delays})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +169,7 @@ func TestRunAdaptsched(t *testing.T) {
 func TestMeasureOracle(t *testing.T) {
 	needBLAS(t)
 	st := smallStream(400)
-	o, err := MeasureOracle(st)
+	o, err := MeasureOracle(st, []time.Duration{time.Microsecond, 2 * time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +266,11 @@ func TestStarPUProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	r, empty, err := RunStarPU(bin, stream, dir, 100)
+	delays := filepath.Join(dir, "delays.txt")
+	if err := os.WriteFile(delays, []byte("1000\n2000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, empty, err := RunStarPU(bin, stream, delays, dir, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,16 +28,17 @@ func StarPUEnv(home string) []string {
 	)
 }
 
-// RunStarPU runs the StarPU program bin on the stream file stream, with a
-// fresh STARPU_HOME under tmp, then empty empty tasks, and returns its
-// result and its ns per empty task.
-func RunStarPU(bin, stream, tmp string, empty int) (Result, float64, error) {
+// RunStarPU runs the StarPU program bin on the stream file stream, with
+// the drift's delays from the file delays (WriteDelays) and a fresh
+// STARPU_HOME under tmp, then empty empty tasks, and returns its result
+// and its ns per empty task.
+func RunStarPU(bin, stream, delays, tmp string, empty int) (Result, float64, error) {
 	home, err := os.MkdirTemp(tmp, "starpu-home-")
 	if err != nil {
 		return Result{}, 0, err
 	}
 	defer os.RemoveAll(home)
-	cmd := exec.Command(bin, stream, strconv.Itoa(empty))
+	cmd := exec.Command(bin, stream, strconv.Itoa(empty), delays)
 	cmd.Env = StarPUEnv(home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -52,8 +52,9 @@ type Shape struct{ M, K, N int }
 func (s Shape) FLOPs() int64 { return 2 * int64(s.M) * int64(s.K) * int64(s.N) }
 
 // Drift is the injected slowdown: from task From on, implementation Impl
-// takes Factor times its own kernel time (peer_exec busy-waits the rest),
-// as a throttled or contended core would.
+// takes Factor times its normal time on each shape, as on a throttled or
+// contended core: after each kernel, peer_exec busy-waits (Factor − 1) ×
+// the kernel's calibrated median on that shape (Calibrate).
 type Drift struct {
 	Impl   Impl
 	Factor float64

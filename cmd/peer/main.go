@@ -109,6 +109,27 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 	fmt.Fprintf(w, "peer: %s, %d logical CPUs, %s\n", cpuModel(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "peer: %s: %d tasks over %d shapes; drift: %v %g× from task %d\n",
 		path, len(st.Tasks), len(st.Shapes), st.Drift.Impl, st.Drift.Factor, st.Drift.From)
+	delays, err := peer.Calibrate(st)
+	if err != nil {
+		return err
+	}
+	delayFile := filepath.Join(tmp, "delays.txt")
+	df, err := os.Create(delayFile)
+	if err != nil {
+		return err
+	}
+	err = peer.WriteDelays(df, delays)
+	if cerr := df.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "peer: the drift's busy-wait after each %v kernel, µs per shape:", st.Drift.Impl)
+	for _, d := range delays {
+		fmt.Fprintf(w, " %.1f", float64(d)/1e3)
+	}
+	fmt.Fprintln(w)
 	var rs []round
 	for r := range rounds {
 		var rd round
@@ -118,13 +139,13 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 					return nil
 				}
 				var err error
-				rd.starpu, rd.starpuEmpty, err = peer.RunStarPU(bin, path, tmp, empty)
+				rd.starpu, rd.starpuEmpty, err = peer.RunStarPU(bin, path, delayFile, tmp, empty)
 				rd.starpuAsync, rd.hasStarPU = rd.starpu.EmptyAsync, err == nil
 				return err
 			},
 			func() error {
 				var err error
-				if rd.cold, err = peer.RunAdaptsched(st, peer.RunOptions{Seed: uint64(r)}); err != nil {
+				if rd.cold, err = peer.RunAdaptsched(st, peer.RunOptions{Seed: uint64(r), Delays: delays}); err != nil {
 					return err
 				}
 				ns, err := peer.Overhead(empty)
@@ -132,10 +153,12 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 				return err
 			},
 		}
-		warm := func() error { return primeAndWarm(st, filepath.Join(tmp, fmt.Sprintf("store-%d", r)), uint64(r), &rd) }
+		warm := func() error {
+			return primeAndWarm(st, delays, filepath.Join(tmp, fmt.Sprintf("store-%d", r)), uint64(r), &rd)
+		}
 		oracle := func() error {
 			var err error
-			rd.oracle, err = peer.MeasureOracle(st)
+			rd.oracle, err = peer.MeasureOracle(st, delays)
 			return err
 		}
 		if r%2 == 0 {
@@ -160,13 +183,13 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 
 // primeAndWarm runs the stream into an empty store in dir (rd.primed),
 // closes it, and runs again from it (rd.warm).
-func primeAndWarm(st peer.Stream, dir string, seed uint64, rd *round) error {
+func primeAndWarm(st peer.Stream, delays []time.Duration, dir string, seed uint64, rd *round) error {
 	for i, dst := range []*peer.Result{&rd.primed, &rd.warm} {
 		db, err := history.Open(history.DefaultOptions(dir))
 		if err != nil {
 			return err
 		}
-		*dst, err = peer.RunAdaptsched(st, peer.RunOptions{Store: db, Seed: seed + uint64(100*(i+1))})
+		*dst, err = peer.RunAdaptsched(st, peer.RunOptions{Store: db, Seed: seed + uint64(100*(i+1)), Delays: delays})
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}

@@ -5,7 +5,10 @@
  * a history-based performance model, so that dmda calibrates each
  * (size, implementation) and then picks the one that seems fastest.
  *
- * Usage: peer_starpu STREAM [EMPTY_TASKS]
+ * Usage: peer_starpu STREAM EMPTY_TASKS DELAYS
+ * DELAYS holds one integer per shape of STREAM, in its order: the ns the
+ * drifted implementation busy-waits after its kernel from the drift task
+ * on (cmd/peer calibrates them and hands the same to adaptsched).
  * Run it as StarPU's users do: STARPU_SCHED=dmda, STARPU_CALIBRATE=1, a
  * fresh STARPU_HOME, STARPU_NCPU=1 (make peer and cmd/peer set these).
  *
@@ -33,8 +36,10 @@ struct shape {
 };
 
 static int drift_impl = -1;    /* the implementation the drift slows */
-static double drift_factor = 1; /* how much */
+static double drift_factor = 1; /* how much (the delays embody it) */
 static int drift_from;          /* the first drifted task */
+static int64_t *delays;         /* per shape: the drift's busy-wait, ns */
+static int *task_shape;         /* per task: its shape */
 static int64_t *ends;           /* per task: when its implementation returned */
 static int64_t *kerns;          /* per task: ns inside peer_exec */
 static int *chosen;             /* per task: the implementation that ran it */
@@ -53,8 +58,8 @@ static void run(int impl, void *buffers[], void *cl_arg) {
 	int m = STARPU_MATRIX_GET_NY(buffers[0]);
 	int k = STARPU_MATRIX_GET_NX(buffers[0]);
 	int n = STARPU_MATRIX_GET_NX(buffers[2]);
-	double f = impl == drift_impl && idx >= drift_from ? drift_factor : 1;
-	kerns[idx] = peer_exec(impl, f, m, n, k, a, b, c);
+	int64_t extra = impl == drift_impl && idx >= drift_from ? delays[task_shape[idx]] : 0;
+	kerns[idx] = peer_exec(impl, extra, m, n, k, a, b, c);
 	chosen[idx] = impl;
 	ends[idx] = peer_now_ns();
 }
@@ -78,11 +83,11 @@ static struct starpu_codelet gemm_cl = {
 
 static void empty_a(void *buffers[], void *cl_arg) {
 	(void)buffers, (void)cl_arg;
-	peer_exec(PEER_EMPTY, 1, 0, 0, 0, NULL, NULL, NULL);
+	peer_exec(PEER_EMPTY, 0, 0, 0, 0, NULL, NULL, NULL);
 }
 static void empty_b(void *buffers[], void *cl_arg) {
 	(void)buffers, (void)cl_arg;
-	peer_exec(PEER_EMPTY, 1, 0, 0, 0, NULL, NULL, NULL);
+	peer_exec(PEER_EMPTY, 0, 0, 0, 0, NULL, NULL, NULL);
 }
 
 static struct starpu_perfmodel empty_model = {
@@ -154,15 +159,29 @@ static float *filled(size_t n) {
 }
 
 int main(int argc, char **argv) {
-	if (argc < 2 || argc > 3)
-		die("usage: peer_starpu STREAM [EMPTY_TASKS]");
-	int nempty = argc == 3 ? atoi(argv[2]) : 20000;
+	if (argc != 4)
+		die("usage: peer_starpu STREAM EMPTY_TASKS DELAYS");
+	int nempty = atoi(argv[2]);
+	if (nempty <= 0)
+		die("EMPTY_TASKS must be positive");
 	char err[512];
 	if (peer_load_blas(err, sizeof err))
 		die(err);
 	struct shape *shapes;
 	int nshapes, *tasks;
 	int ntasks = read_stream(argv[1], &shapes, &nshapes, &tasks);
+	task_shape = tasks;
+	delays = calloc(nshapes, sizeof *delays);
+	FILE *df = fopen(argv[3], "r");
+	if (!df)
+		die("cannot open the delays");
+	for (int i = 0; i < nshapes; i++) {
+		long long d;
+		if (fscanf(df, "%lld", &d) != 1 || d < 0)
+			die("bad delays: want one ns count per shape");
+		delays[i] = d;
+	}
+	fclose(df);
 	ends = calloc(ntasks, sizeof *ends);
 	kerns = calloc(ntasks, sizeof *kerns);
 	chosen = calloc(ntasks, sizeof *chosen);
