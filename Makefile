@@ -13,7 +13,7 @@ GO        ?= go
 DEB_PKGS  ?= libopenblas0 libamdhip64-5
 BENCHTIME ?= 300ms
 
-.PHONY: all build deps libs test vet bench demo ops clean
+.PHONY: all build deps libs test vet bench demo ops peer clean
 
 all: build
 
@@ -68,9 +68,23 @@ bench: libs
 demo:
 	$(GO) run ./cmd/replay -plot replay.png
 
+# peer runs adaptsched and StarPU (dmda) side by side on the same stream
+# of matmuls, both choosing between the same two implementations
+# (bench/peer): it installs StarPU's and OpenBLAS's development packages,
+# builds the StarPU program, and runs PEER_ROUNDS rounds in alternation.
+PEER_PKGS   ?= libstarpu-dev libopenblas-dev pkg-config
+PEER_ROUNDS ?= 5
+PEER_BIN    ?= bin/peer_starpu
+peer:
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) $(PEER_PKGS)"
+	@mkdir -p $(dir $(PEER_BIN))
+	$(CC) -O3 -Wall -o $(PEER_BIN) bench/peer/starpu/peer_starpu.c bench/peer/peerkern.c \
+	  $$(pkg-config --cflags --libs starpu-1.3) -ldl
+	$(GO) run ./cmd/peer -starpu $(PEER_BIN) -stream bench/peer/testdata/stream.txt -rounds $(PEER_ROUNDS)
+
 # ops runs every op on every backend available here and prints µs.
 ops: libs
 	$(GO) run ./cmd/opdemo
 
 clean:
-	rm -f bench.out replay.png
+	rm -f bench.out replay.png $(PEER_BIN)

@@ -1,0 +1,279 @@
+package peer
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// Impl is one of the two matmul implementations both schedulers choose
+// between.
+type Impl uint8
+
+// The implementations, in the order of the StarPU codelet's cpu_funcs and
+// of the Scheduler's backends.
+const (
+	BLAS    Impl = iota // OpenBLAS cblas_sgemm, one thread
+	Blocked             // the k-blocked C loop of peerkern.c
+	numImpls
+)
+
+var _ fmt.Stringer = Blocked
+
+// String returns "blas", "blocked", or Impl(n).
+func (i Impl) String() string {
+	switch i {
+	case BLAS:
+		return "blas"
+	case Blocked:
+		return "blocked"
+	}
+	return fmt.Sprintf("Impl(%d)", uint8(i))
+}
+
+// parseImpl returns the implementation called s.
+func parseImpl(s string) (Impl, bool) {
+	for i := range numImpls {
+		if i.String() == s {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Shape is a row-major product C(M×N) = A(M×K)·B(K×N).
+type Shape struct{ M, K, N int }
+
+// FLOPs returns 2·M·K·N.
+func (s Shape) FLOPs() int64 { return 2 * int64(s.M) * int64(s.K) * int64(s.N) }
+
+// Drift is the injected slowdown: from task From on, implementation Impl
+// takes Factor times its normal time on each shape, as on a throttled or
+// contended core: after each kernel, peer_exec busy-waits (Factor − 1) ×
+// the kernel's calibrated median on that shape (Calibrate).
+type Drift struct {
+	Impl   Impl
+	Factor float64
+	From   int
+}
+
+// Stream is a task stream: the shapes, and the shape of each task in
+// order.
+type Stream struct {
+	Drift  Drift
+	Shapes []Shape
+	Tasks  []int // indices into Shapes
+}
+
+// Counts returns how many tasks of each shape fall before the drift
+// (first) and from it on (second). The caller owns the returned slices.
+func (s Stream) Counts() (first, second []int) {
+	first, second = make([]int, len(s.Shapes)), make([]int, len(s.Shapes))
+	for i, t := range s.Tasks {
+		if i < s.Drift.From {
+			first[t]++
+		} else {
+			second[t]++
+		}
+	}
+	return first, second
+}
+
+// The stream file, text:
+//
+//	adaptsched-peer-stream 1
+//	# comment lines anywhere before "tasks"
+//	drift blas 3 10000          (implementation, factor, first drifted task)
+//	shape 1 256 256             (M K N; shapes are numbered from 0)
+//	tasks 20000
+//	0 3 0 1 ...                 (one shape index per task, any number a line)
+const (
+	streamMagic   = "adaptsched-peer-stream"
+	streamVersion = 1
+	maxLine       = 1 << 16 // bytes in one line
+	maxDim        = 1 << 14
+	maxTasks      = 1 << 24
+	maxShapes     = 1 << 10
+)
+
+// WriteTo writes s in the stream format.
+func (s Stream) WriteTo(w io.Writer) (int64, error) {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s %d\n", streamMagic, streamVersion)
+	fmt.Fprintf(bw, "drift %v %g %d\n", s.Drift.Impl, s.Drift.Factor, s.Drift.From)
+	for _, sh := range s.Shapes {
+		fmt.Fprintf(bw, "shape %d %d %d\n", sh.M, sh.K, sh.N)
+	}
+	fmt.Fprintf(bw, "tasks %d\n", len(s.Tasks))
+	for i, t := range s.Tasks {
+		bw.WriteString(strconv.Itoa(t))
+		if i%40 == 39 || i == len(s.Tasks)-1 {
+			bw.WriteByte('\n')
+		} else {
+			bw.WriteByte(' ')
+		}
+	}
+	return 0, bw.Flush()
+}
+
+// Read parses a stream; name prefixes errors, which read
+// "name:line: what is wrong" and wrap ErrStream.
+func Read(r io.Reader, name string) (Stream, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), maxLine)
+	line := 0
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s:%d: %s", ErrStream, name, line, fmt.Sprintf(format, a...))
+	}
+	var s Stream
+	want := -1 // tasks announced; -1 before the tasks line
+	drift, header := false, false
+	for sc.Scan() {
+		line++
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || header && want < 0 && strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if !header {
+			if len(f) != 2 || f[0] != streamMagic || f[1] != strconv.Itoa(streamVersion) {
+				return Stream{}, bad("want %q first", fmt.Sprintf("%s %d", streamMagic, streamVersion))
+			}
+			header = true
+			continue
+		}
+		if want >= 0 {
+			for _, w := range f {
+				t, err := strconv.Atoi(w)
+				if err != nil || t < 0 || t >= len(s.Shapes) {
+					return Stream{}, bad("task %q is not a shape index below %d", w, len(s.Shapes))
+				}
+				if len(s.Tasks) == want {
+					return Stream{}, bad("more than the %d tasks announced", want)
+				}
+				s.Tasks = append(s.Tasks, t)
+			}
+			continue
+		}
+		switch f[0] {
+		case "drift":
+			if drift || len(f) != 4 {
+				return Stream{}, bad("want one line \"drift IMPL FACTOR FROM\"")
+			}
+			impl, ok := parseImpl(f[1])
+			factor, ferr := strconv.ParseFloat(f[2], 64)
+			from, terr := strconv.Atoi(f[3])
+			if !ok || ferr != nil || terr != nil || !(factor >= 1 && factor <= 1000) || from < 0 {
+				return Stream{}, bad("drift %q: want blas|blocked, a factor in [1, 1000], a task index ≥ 0", strings.Join(f[1:], " "))
+			}
+			s.Drift, drift = Drift{Impl: impl, Factor: factor, From: from}, true
+		case "shape":
+			if len(f) != 4 {
+				return Stream{}, bad("want \"shape M K N\"")
+			}
+			var d [3]int
+			for i := range d {
+				v, err := strconv.Atoi(f[1+i])
+				if err != nil || v <= 0 || v > maxDim {
+					return Stream{}, bad("dimension %q: want 1 to %d", f[1+i], maxDim)
+				}
+				d[i] = v
+			}
+			if len(s.Shapes) == maxShapes {
+				return Stream{}, bad("more than %d shapes", maxShapes)
+			}
+			s.Shapes = append(s.Shapes, Shape{M: d[0], K: d[1], N: d[2]})
+		case "tasks":
+			n, err := 0, error(nil)
+			if len(f) == 2 {
+				n, err = strconv.Atoi(f[1])
+			}
+			if len(f) != 2 || err != nil || n <= 0 || n > maxTasks {
+				return Stream{}, bad("want \"tasks N\", N from 1 to %d", maxTasks)
+			}
+			if len(s.Shapes) == 0 {
+				return Stream{}, bad("tasks before any shape")
+			}
+			want = n
+			s.Tasks = make([]int, 0, n)
+		default:
+			return Stream{}, bad("unknown line %q", f[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Stream{}, fmt.Errorf("%w: %s:%d: %w", ErrStream, name, line+1, err)
+	}
+	switch {
+	case line == 0:
+		return Stream{}, bad("empty")
+	case want < 0:
+		return Stream{}, bad("no tasks line")
+	case len(s.Tasks) != want:
+		return Stream{}, bad("%d tasks, %d announced", len(s.Tasks), want)
+	case !drift:
+		return Stream{}, bad("no drift line")
+	case s.Drift.From > want:
+		return Stream{}, bad("drift from task %d of %d", s.Drift.From, want)
+	}
+	return s, nil
+}
+
+// GenOptions configure Generate. Zero fields take the defaults named.
+type GenOptions struct {
+	Seed  uint64  // PCG seed; the checked-in stream uses 24
+	Tasks int     // tasks in the stream; default 20,000
+	Zipf  float64 // exponent s of the shape frequencies ∝ 1/rank^s; default 1.1
+	// Drift defaults to blas 3× from the middle of the stream.
+	Drift *Drift
+}
+
+// inferenceShapes are the shapes of a small transformer's matmuls (hidden
+// 256, MLP 1024) at 1 (decode), 4 and 16 tokens, and 64 (a prefill
+// chunk), plus a 64-wide projection and a 16³ attention-head product,
+// most frequent first: decode dominates an inference server's op stream.
+// Both sides of the crossover are there: measured on the 2-core EPYC,
+// the blocked kernel wins every M = 1 product (about 0.4× OpenBLAS's
+// sgemm, whose M = 1 path is slow) and OpenBLAS every M ≥ 4 (2× to 5×).
+var inferenceShapes = []Shape{
+	{1, 256, 256}, {1, 256, 1024}, {1, 1024, 256},
+	{4, 256, 256}, {1, 64, 64}, {4, 64, 64},
+	{4, 256, 1024}, {4, 1024, 256}, {16, 16, 16},
+	{16, 256, 256}, {16, 256, 1024}, {16, 1024, 256},
+	{64, 256, 256}, {64, 256, 1024}, {64, 1024, 256},
+}
+
+// Generate returns an inference-like stream: the shapes of
+// inferenceShapes drawn independently with Zipf frequencies, and the
+// drift.
+func Generate(o GenOptions) Stream {
+	if o.Tasks <= 0 {
+		o.Tasks = 20000
+	}
+	if o.Zipf <= 0 {
+		o.Zipf = 1.1
+	}
+	d := Drift{Impl: BLAS, Factor: 3, From: o.Tasks / 2}
+	if o.Drift != nil {
+		d = *o.Drift
+	}
+	cum := make([]float64, len(inferenceShapes))
+	sum := 0.0
+	for r := range cum {
+		sum += 1 / math.Pow(float64(r+1), o.Zipf)
+		cum[r] = sum
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
+	s := Stream{Drift: d, Shapes: append([]Shape(nil), inferenceShapes...), Tasks: make([]int, o.Tasks)}
+	for i := range s.Tasks {
+		u := rng.Float64() * sum
+		r := 0
+		for r < len(cum)-1 && cum[r] < u {
+			r++
+		}
+		s.Tasks[i] = r
+	}
+	return s
+}
