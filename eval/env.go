@@ -16,6 +16,10 @@ type EnvOptions struct {
 	// Checkpoint is the interval, in ops, of Result.Points (default: a
 	// hundredth of the workload, at least 1).
 	Checkpoint int64
+	// Stop, when set, is asked at every checkpoint: when it says true the
+	// run ends there (Ctrl-C in replay) and its Result covers the ops run
+	// so far, against the oracle's cost of those ops.
+	Stop func() bool
 }
 
 // Env is a workload materialised against a set of arms, with everything
@@ -62,6 +66,7 @@ type Env struct {
 	assign   []int32     // [segment·buckets + bucket] oracle arm
 	marginal []float64   // [(segment·buckets + bucket)·arms + arm] oracle's mean cost, µs
 	every    int64
+	stop     func() bool
 	oracle   []float64 // cumulative oracle cost at each checkpoint
 	oracleUs float64
 	oShare   []int64
@@ -124,6 +129,7 @@ func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if len(e.ops) == 0 {
 		return nil, fmt.Errorf("%w: workload %q is empty", ErrInvalidSetup, e.name)
 	}
+	e.stop = opt.Stop
 	e.every = opt.Checkpoint
 	if e.every <= 0 {
 		e.every = max(int64(len(e.ops))/100, 1)
@@ -439,6 +445,10 @@ type Result struct {
 	// Points are cumulative costs every EnvOptions.Checkpoint ops, from op
 	// 0 to the end: regret over time.
 	Points []Point
+	// Stopped reports that EnvOptions.Stop ended the run early: Ops,
+	// OracleUs and the figures above cover the ops run (the oracle's
+	// shares and per-bucket decisions still cover the whole workload).
+	Stopped bool
 }
 
 // RegretBetween returns the regret in percent of the ops in [from, to):
@@ -500,11 +510,16 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	}
 	warm := make([]bool, len(e.kernels)*nA)
 	var offOracle, explore int64
+	ran := int64(len(e.ops))
 	loc, seg, oi := -1, 0, 0
 	for t, o := range e.ops {
 		ti := int64(t)
 		e.cur = ti
 		if ti%e.every == 0 {
+			if ti > 0 && e.stop != nil && e.stop() {
+				res.Stopped, ran = true, ti
+				break
+			}
 			res.Points = append(res.Points, Point{Op: ti, PolicyUs: res.TotalUs, OracleUs: e.oracle[oi]})
 			oi++
 		}
@@ -568,9 +583,12 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 			offOracle++
 		}
 	}
-	n := float64(len(e.ops))
-	res.Points = append(res.Points, Point{Op: int64(len(e.ops)), PolicyUs: res.TotalUs, OracleUs: e.oracle[len(e.oracle)-1]})
-	res.RegretPct = pct(res.TotalUs, e.oracleUs)
+	n := float64(ran)
+	if res.Stopped {
+		res.Ops, res.OracleUs = ran, e.oracle[oi]
+	}
+	res.Points = append(res.Points, Point{Op: ran, PolicyUs: res.TotalUs, OracleUs: res.OracleUs})
+	res.RegretPct = pct(res.TotalUs, res.OracleUs)
 	res.ExplorePct = float64(explore) / n * 100
 	res.OffOraclePct = float64(offOracle) / n * 100
 	for a := range nA {

@@ -130,6 +130,46 @@ func TestInterruptReports(t *testing.T) {
 	}
 }
 
+// TestInterruptWorkload: Ctrl-C during a simulator workload's replay ends
+// the policy being run at the next checkpoint, reports the ops run so far
+// (the policies after it are not run), flushes the store and exits 130.
+func TestInterruptWorkload(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	onOp = func(op int64) {
+		if op != 2000 || interrupted.Load() {
+			return
+		}
+		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
+		for deadline := time.Now().Add(10 * time.Second); !interrupted.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { onOp = nil; interrupted.Store(false) }()
+	code, out, errs := replayRun(t, "", "-json", "-db", dir, "-workload", "mixed-serving", "-ops", "5000", "-policies", "thompson,oracle")
+	if code != 130 {
+		t.Fatalf("exit %d, want 130: %s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("no report: %v: %q", err, out)
+	}
+	if len(rep.Policies) != 1 || rep.Ops <= 2000 || rep.Ops >= 5000 {
+		t.Errorf("%d policies over %d ops, want thompson alone over 2,000 to 5,000", len(rep.Policies), rep.Ops)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, ";"), "interrupted: thompson covers the first") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
+		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if s := db.Stats(); s.Old == 0 {
+		t.Errorf("the store holds no posterior after the interrupted run: %+v", s)
+	}
+}
+
 // Issue 21: a perf table at the bounds it accepts (1 ns and 11.6 days,
 // std 100× the mean) gives finite totals and valid JSON, where means of
 // 1e300 and 5e-324 gave NaN totals and a -json error naming no file.

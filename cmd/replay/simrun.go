@@ -67,7 +67,8 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := eval.NewEnv(w, arms, eval.EnvOptions{})
+	defer notifyInterrupt()()
+	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -86,37 +87,59 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	}
 	pd = &plotData{arms: rs.arms}
 	for _, p := range ps {
-		var each func(t *eval.Task, arm int, us float64)
+		var dm *decisionMap
 		if p.Name() == "thompson" {
-			dm, op := newDecisionMap(int64(env.Ops()), len(arms)), int64(0)
+			dm = newDecisionMap(int64(env.Ops()), len(arms))
 			pd.dmap = dm
-			each = func(t *eval.Task, arm int, _ float64) {
+		}
+		op := int64(0)
+		each := func(t *eval.Task, arm int, _ float64) {
+			if onOp != nil {
+				onOp(op)
+			}
+			if dm != nil {
 				w := kernels.Work{FLOPs: int64(t.FLOPs), BytesRead: int64(t.BytesRead), BytesWritten: int64(t.BytesWritten)}
 				dm.add(op, kernels.SizeClass(w), arm)
-				op++
 			}
+			op++
 		}
 		res, err := env.RunEach(p, o.seed, each)
 		if err != nil {
 			return nil, nil, err
 		}
+		if res.Stopped {
+			fmt.Fprintln(stderr, "replay: interrupted: reporting the ops replayed so far (again to quit at once)")
+			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: %s covers the first %d of %d ops; the policies after it were not run", p.Name(), res.Ops, env.Ops()))
+			rs.runs = append(rs.runs, runOf(res))
+			if rs.bucketOps == nil {
+				rs.bucketOps, rs.oracleArm = bucketsOf(res)
+			}
+			break
+		}
 		run := runOf(res)
 		run.reasons = reasonsOf(p)
 		rs.runs = append(rs.runs, run)
 		if rs.bucketOps == nil {
-			for _, b := range res.Buckets {
-				rs.bucketOps = append(rs.bucketOps, b.Ops)
-				best := 0
-				for a := range b.Oracle {
-					if b.Oracle[a] > b.Oracle[best] {
-						best = a
-					}
-				}
-				rs.oracleArm = append(rs.oracleArm, best)
-			}
+			rs.bucketOps, rs.oracleArm = bucketsOf(res)
 		}
 	}
 	return rs, pd, nil
+}
+
+// bucketsOf returns each bucket's ops in a run and the oracle's majority
+// backend of it.
+func bucketsOf(res eval.Result) (ops []int64, oracleArm []int) {
+	for _, b := range res.Buckets {
+		ops = append(ops, b.Ops)
+		best := 0
+		for a := range b.Oracle {
+			if b.Oracle[a] > b.Oracle[best] {
+				best = a
+			}
+		}
+		oracleArm = append(oracleArm, best)
+	}
+	return ops, oracleArm
 }
 
 // runOf converts a harness result.
