@@ -289,7 +289,7 @@ func median(v []float64) float64 {
 
 func summary(w io.Writer, rs []round) {
 	var cold, warm, spEmpty, spAsync, adEmpty, coldH2, warmH2, spH2, coldReg, warmReg, spReg []float64
-	var pCold, pWarm, pSP, pColdH2, pWarmH2, pSPH2 []float64
+	var pCold, pWarm, pSP, pColdH2, pWarmH2, pSPH2, pRatioCold, pRatioWarm []float64
 	priced := func(r peer.Result, o peer.Oracle, tot, h2 *[]float64) {
 		p1, p2 := o.Price(r)
 		*tot, *h2 = append(*tot, pct(p1+p2, o.Typical1+o.Typical2)), append(*h2, pct(p2, o.Typical2))
@@ -302,6 +302,12 @@ func summary(w io.Writer, rs []round) {
 		if r.hasStarPU {
 			priced(r.starpu, o, &pSP, &pSPH2)
 			spAsync = append(spAsync, r.starpuAsync)
+			ratio := func(a peer.Result) float64 {
+				a1, a2 := o.Price(a)
+				s1, s2 := o.Price(r.starpu)
+				return float64(a1+a2) / float64(s1+s2)
+			}
+			pRatioCold, pRatioWarm = append(pRatioCold, ratio(r.cold)), append(pRatioWarm, ratio(r.warm))
 		}
 		adEmpty = append(adEmpty, r.adaptEmpty)
 		coldH2 = append(coldH2, pct(r.cold.Kernel2, o.Half2))
@@ -331,6 +337,7 @@ func summary(w io.Writer, rs []round) {
 	fmt.Fprintf(w, "; second half: adaptsched cold %+.1f%%, warm %+.1f%%", median(pColdH2), median(pWarmH2))
 	if len(cold) > 0 {
 		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSPH2))
+		fmt.Fprintf(w, "\n  choices at the oracle's medians, adaptsched/starpu: %.2f (cold), %.2f (warm)", median(pRatioCold), median(pRatioWarm))
 		fmt.Fprintf(w, "\n  starpu empty tasks submitted together and waited for once: %.0f ns each", median(spAsync))
 	}
 	fmt.Fprintln(w)
