@@ -5,9 +5,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // engine is the bucket logic that the Scheduler and the thompson policy
@@ -27,6 +29,10 @@ type engine struct {
 
 	famMu sync.Mutex
 	fams  map[string]*family
+	// corr holds the learned corrections above a family, and epoch counts
+	// what buckets have published into them (prior.go).
+	corr  corrections
+	epoch atomic.Uint64
 	// The slabs that alloc hands buckets, posteriors and counters out of.
 	slab    []bucket
 	ngSlab  []bandit.NormalGamma
@@ -67,6 +73,7 @@ func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *
 type family struct {
 	mu      sync.Mutex
 	buckets []*bucket
+	class   kernels.Class // the op's class: the level above the family
 }
 
 // bucket is one bucket's state: the bandit, its random source and its
@@ -102,13 +109,19 @@ type bucket struct {
 	// since, the store holds them (storeSource.Collect).
 	held uint64
 
-	class      int
-	name       string
-	fam        *family
+	class int
+	name  string
+	fam   *family
+	// epoch is the engine's epoch at the bucket's last prior refresh;
+	// loaded the arms warm-started from the store, whose priors are left
+	// alone (prior.go).
+	epoch      uint64
+	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the store's stack of queued buckets
 	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
+	_          [48]byte           // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,
@@ -118,17 +131,19 @@ type armCounts struct {
 	ops     int64
 	timeUs  float64
 	learned int64
+	lnMean  float64   // mean of the learned ln µs (bucket.learnLn)
+	pub     published // what the engine was last told (under engine.corr.mu)
 	picks   [NumReasons]int64
 }
 
 // newBucket builds a bucket whose arms start from the cost model's
 // estimate of an op of flops and bytes, corrected by what the family's
 // observed buckets have taught, and joins it to its family.
-func (e *engine) newBucket(id BucketID, name, fam string, class int, flops, bytes float64) *bucket {
+func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class, class int, flops, bytes float64) *bucket {
 	e.famMu.Lock()
 	f := e.fams[fam]
 	if f == nil {
-		f = &family{}
+		f = &family{class: opClass}
 		e.fams[fam] = f
 	}
 	b := e.alloc()
@@ -139,43 +154,25 @@ func (e *engine) newBucket(id BucketID, name, fam string, class int, flops, byte
 	h.Write([]byte(name))
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
 
-	arms, priors := b.bb.Arms, b.bb.Priors
-	f.mu.Lock()
 	for a := range e.n {
-		est := e.model[a].computeUs(flops, bytes)
-		b.lnModel[a] = math.Log(est)
-		corr := f.correction(class, a)
-		priors[a] = bandit.NewPrior(est*math.Exp(corr), e.cfg.PriorStrength, e.cfg.PriorSpread)
+		b.lnModel[a] = math.Log(e.model[a].computeUs(flops, bytes))
 	}
-	f.buckets = append(f.buckets, b)
-	f.mu.Unlock()
+	b.epoch = e.epoch.Load()
+	view := e.familyView(b)
+	arms, priors := b.bb.Arms, b.bb.Priors
+	e.corr.mu.Lock()
+	for a := range e.n {
+		est := math.Exp(b.lnModel[a] + e.priorRho(b, a, &view))
+		priors[a] = bandit.NewPrior(est, e.cfg.PriorStrength, e.cfg.PriorSpread)
+	}
+	e.corr.mu.Unlock()
 	copy(arms, priors)
 	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
 		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
+	f.mu.Lock()
+	f.buckets = append(f.buckets, b)
+	f.mu.Unlock()
 	return b
-}
-
-// correction returns the learned ln(actual/predicted) for arm a at size
-// class c from the family's buckets with data on a (f.mu held): each
-// one's ln(posterior mean / model estimate), read under its lock here
-// rather than published by every Observe.
-func (f *family) correction(c, a int) float64 {
-	var sum, weight float64
-	for _, nb := range f.buckets {
-		nb.mu.Lock()
-		ok, r := nb.seen.Has(a), nb.ratio(a)
-		nb.mu.Unlock()
-		if !ok {
-			continue
-		}
-		w := neighbourWeight(c - nb.class)
-		sum += w * r
-		weight += w
-	}
-	if weight == 0 {
-		return 0
-	}
-	return math.Max(-correctionMax, math.Min(correctionMax, sum/(weight+correctionShrink)))
 }
 
 // prefetch starts loading, all at once, the cache lines of b that Select
@@ -197,6 +194,7 @@ func (b *bucket) prefetch(n int) {
 func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
 	b.seen |= Backend(a)
+	b.loaded |= Backend(a)
 }
 
 // ratio returns arm a's learned ln(posterior mean / model estimate)
@@ -243,6 +241,12 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 	}
 	if extra != nil {
 		ext = extra[:e.n]
+	}
+	if b.seen&allowed != allowed {
+		if a, ok := e.trial(b, allowed, extra); ok {
+			e.means(b, allowed, extra, est)
+			return choice{arm: a, reason: Explore}
+		}
 	}
 	before := b.bb.Switches
 	arm, held := b.bb.Choose(&e.cfg, ext, rand.New(&b.pcg), est[:e.n])
@@ -351,6 +355,10 @@ func (e *engine) observe(b *bucket, arm int, us float64) (alarm, learned bool) {
 	alarm = b.bb.Observe(&e.cfg, arm, us)
 	b.seen |= Backend(arm)
 	b.per[arm].learned++
+	b.learnLn(arm, math.Log(math.Max(us, 1e-3)))
+	if milestone(b.per[arm].learned) {
+		e.publish(b, arm)
+	}
 	return alarm, true
 }
 

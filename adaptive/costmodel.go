@@ -52,18 +52,12 @@ func fillNominal(n, def backends.Nominal) backends.Nominal {
 	}
 }
 
-// correction holds the learned log-ratio ln(actual/predicted) that
-// neighbouring buckets taught, for the priors of new buckets (DESIGN.md §
-// Priors): a weighted geometric mean over the observed buckets of the same
-// op family and backend, each weighing 2^(−|Δclass|/2) (half per octave of
-// size), shrunk toward no correction by a pseudo-weight, so that only close
-// or many neighbours move a prior far.
-const (
-	correctionShrink = 0.1 // pseudo-weight of "the model is right"
-	correctionMax    = 7.0 // |ln ratio| cap: a factor of ~1100
-)
+// correctionMax caps a learned |ln(actual/predicted)| (prior.go): a factor
+// of about 1100.
+const correctionMax = 7.0
 
-// neighbourWeight is the weight of a neighbour dc size classes away.
+// neighbourWeight is the weight, in the corrections a prior takes from its
+// family (prior.go), of a bucket dc size classes away: half per octave.
 func neighbourWeight(dc int) float64 {
 	if dc < 0 {
 		dc = -dc

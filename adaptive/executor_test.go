@@ -759,7 +759,7 @@ type consumerSpy struct {
 
 func (c *consumerSpy) Name() string                             { return "spy" }
 func (c *consumerSpy) Observed(adaptive.BucketID, int, float64) {}
-func (c *consumerSpy) Place(_ *kernels.Spec, res *adaptive.Residency, _ adaptive.BucketID) int {
+func (c *consumerSpy) Place(_ kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
 	c.seen = append(c.seen, res.Consumers)
 	return c.arm
 }

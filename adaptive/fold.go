@@ -41,8 +41,12 @@ type Fold struct {
 
 // foldBucket is what the Fold keeps of one bucket.
 type foldBucket struct {
-	b    *bucket
-	base [MaxBackends]bandit.NormalGamma // the prior before foreign evidence
+	b *bucket
+	// base is each arm's prior before foreign evidence (while folded is
+	// zero, the bucket's own prior, which the engine may re-derive:
+	// prior.go), folded the foreign evidence in its prior.
+	base   [MaxBackends]bandit.NormalGamma
+	folded [MaxBackends]bandit.Stats
 	// last is each arm's posterior when Collect last emitted it (or when
 	// the bucket was made), to find the arms that changed since.
 	last [MaxBackends]bandit.NormalGamma
@@ -84,9 +88,10 @@ func (f *Fold) add(b *bucket, fresh bool) {
 	fb := &foldBucket{b: b}
 	s := f.s
 	for a := range s.n {
-		if fresh && b.seen.Has(a) {
+		if fresh && b.loaded.Has(a) {
 			b.bb.Arms[a] = b.bb.Priors[a]
 			b.seen &^= Backend(a)
+			b.loaded &^= Backend(a)
 		}
 		fb.base[a] = b.bb.Priors[a]
 		if st, ok := f.foreign[history.Key{Backend: s.names[a], Bucket: b.name}]; ok {
@@ -102,15 +107,22 @@ func (f *Fold) add(b *bucket, fresh bool) {
 // that prior updated by the arm's own evidence (f.mu and the bucket's
 // lock held). An arm given foreign observations has data, as one warm
 // started from the store has: its decisions are Exploit or Explore, not
-// Prior, it informs its family's new buckets, and a GPU's first run in
-// the bucket is learned from (the fleet's evidence dilutes it).
+// Prior, a GPU's first run in the bucket is learned from (the fleet's
+// evidence dilutes it), and the engine no longer re-derives its prior
+// from the model (prior.go), which would drop the fleet's evidence.
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
-	bb := &fb.b.bb
+	b := fb.b
+	bb := &b.bb
+	if fb.folded[a] == (bandit.Stats{}) {
+		fb.base[a] = bb.Priors[a] // as the engine last derived it
+	}
 	own := bb.Arms[a].Since(bb.Priors[a])
 	bb.Priors[a] = fb.base[a].With(st)
 	bb.Arms[a] = bb.Priors[a].With(own)
+	fb.folded[a] = st
 	if st.N > 0 {
-		fb.b.seen |= Backend(a)
+		b.seen |= Backend(a)
+		b.loaded |= Backend(a)
 	}
 }
 

@@ -204,9 +204,13 @@ func TestHysteresisHold(t *testing.T) {
 }
 
 // TestPriors checks DESIGN.md § Priors: a new bucket's prior mean is the
-// roofline estimate (worked out here from the test figures), and a bucket
-// next to one observed at 3× its estimate inherits the learned ratio,
-// weighted 2^(−Δclass/2) and shrunk by the 0.1 pseudo-weight.
+// roofline estimate (worked out here from the test figures); a bucket one
+// octave from one whose CPU ran at 3× its estimate inherits the measured
+// ratio ρ through the hierarchy of prior.go, worked out by hand: its
+// family's (weight 2^(−1) = 0.5) shrunk toward the op class's (weight 1)
+// shrunk toward every bucket's (weight 1) shrunk toward 0, which is
+// (0.5ρ + (ρ + ρ/2)/2) / 1.5 = 5ρ/6; another op family of another class
+// takes only every bucket's, ρ/2; no arm moves without data of its own.
 func TestPriors(t *testing.T) {
 	s := newTestScheduler(t, Config{Seed: 8})
 	a := matmul(64, 512, 512) // 2^25 FLOPs, 1 310 720 bytes: class 50
@@ -232,31 +236,39 @@ func TestPriors(t *testing.T) {
 		t.Errorf("gpu prior mean %v µs, want %v", got, gpuA)
 	}
 	teach(t, s, d, 0, 3*cpuA, 0.02, 100, rand.New(rand.NewPCG(8, 9)))
-	learned := math.Log(mean("MatMul/f32/s50", 0) / cpuA)
-	if math.Abs(learned-math.Log(3)) > 0.05 {
-		t.Fatalf("learned ratio e^%.3f, want about 3", learned)
+	// ρ is what bucket A published at its 64th CPU observation: the mean
+	// of those ln µs, as a lognormal mean with the prior's spread, over
+	// the estimate. The draws are replayed here.
+	r := rand.New(rand.NewPCG(8, 9))
+	var lnSum float64
+	for range 64 {
+		lnSum += math.Log(us(lognormal(r, 3*cpuA, 0.02)).Micros())
+	}
+	s0 := s.cfg.Bandit.PriorSpread
+	rho := lnSum/64 + s0*s0/2 - math.Log(cpuA)
+	if math.Abs(rho-math.Log(3)) > 0.05 {
+		t.Fatalf("ρ = %.3f, want about ln 3", rho)
 	}
 	b := matmul(128, 512, 512) // twice the FLOPs: class 52, one octave away
 	if _, err := s.Select(b, Residency{}); err != nil {
 		t.Fatal(err)
 	}
 	cpuB := 1 + 67108864/100e3
-	want := cpuB * math.Exp(learned*0.5/(0.5+0.1))
-	if got := mean("MatMul/f32/s52", 0); math.Abs(got/want-1) > 1e-9 {
+	if got, want := mean("MatMul/f32/s52", 0), cpuB*math.Exp(5*rho/6); math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("corrected cpu prior %v µs, want %v (model %v)", got, want, cpuB)
 	}
 	gpuB := 10 + 67108864/10000e3
 	if got := mean("MatMul/f32/s52", 1); math.Abs(got/gpuB-1) > 1e-9 {
 		t.Errorf("gpu prior %v µs moved without gpu data, want %v", got, gpuB)
 	}
-	// Another op family learns nothing from MatMul.
+	// Another op family, of another class, takes every bucket's level only.
 	add := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1 << 16}, {1 << 16}}}
 	if _, err := s.Select(add, Residency{}); err != nil {
 		t.Fatal(err)
 	}
 	cpuAdd := 1 + 3*4*65536/50e3
-	if got := mean(kernels.BucketName(add), 0); math.Abs(got/cpuAdd-1) > 1e-9 {
-		t.Errorf("Add prior %v µs, want the model's %v", got, cpuAdd)
+	if got, want := mean(kernels.BucketName(add), 0), cpuAdd*math.Exp(rho/2); math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("Add prior %v µs, want %v (model %v)", got, want, cpuAdd)
 	}
 }
 

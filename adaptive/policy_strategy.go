@@ -15,8 +15,10 @@ type PlacementPolicy interface {
 	Name() string
 	// Place returns the index in Config.Backends of the backend that
 	// should run spec, of bucket id, with its inputs where res says.
-	// spec and res must not be kept.
-	Place(spec *kernels.Spec, res *Residency, bucket BucketID) int
+	// spec's shapes must not be kept. (By value: pointers handed to an
+	// interface make every Select's spec and residency escape to the
+	// heap, 2 allocations an op under every strategy.)
+	Place(spec kernels.Spec, res Residency, bucket BucketID) int
 	// Observed reports the measured compute duration in µs of an op of
 	// bucket that ran on backend.
 	Observed(bucket BucketID, backend int, us float64)
@@ -45,7 +47,7 @@ type placer struct {
 func (s *Scheduler) placeDecide(spec *kernels.Spec, res *Residency, b *bucket, allowed Mask, extra *[MaxBackends]float64, d *Decision) choice {
 	pl := s.place
 	pl.mu.Lock()
-	arm := pl.p.Place(spec, res, b.id)
+	arm := pl.p.Place(*spec, *res, b.id)
 	pl.mu.Unlock()
 	d.placed = true
 	if arm >= 0 && arm < s.n && allowed.Has(arm) {

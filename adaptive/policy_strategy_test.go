@@ -20,9 +20,9 @@ type recorder struct {
 }
 
 func (r *recorder) Name() string { return "recorder" }
-func (r *recorder) Place(spec *kernels.Spec, res *Residency, b BucketID) int {
+func (r *recorder) Place(spec kernels.Spec, res Residency, b BucketID) int {
 	r.placed = append(r.placed, spec.Op)
-	r.res = append(r.res, *res)
+	r.res = append(r.res, res)
 	r.buckets = append(r.buckets, b)
 	return r.arm
 }

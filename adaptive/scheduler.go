@@ -407,6 +407,7 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		extra = &d.Transfer
 	}
 	b.mu.Lock()
+	s.e.refresh(b)
 	var c choice
 	if s.place != nil {
 		c = s.placeDecide(spec, res, b, allowed, extra, d)
@@ -596,7 +597,7 @@ func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
 	}
 	w := spec.Work()
 	name := key.String()
-	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), int(key.Class), float64(w.FLOPs), float64(w.Bytes()))
+	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), key.Op.Class(), int(key.Class), float64(w.FLOPs), float64(w.Bytes()))
 	for a := range s.n {
 		if p, ok := s.loaded[history.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)

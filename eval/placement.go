@@ -34,11 +34,11 @@ type placement struct {
 
 func (pl *placement) Name() string { return pl.p.Name() }
 
-func (pl *placement) Place(spec *kernels.Spec, res *adaptive.Residency, bucket adaptive.BucketID) int {
-	pl.task = Task{Bucket: int(bucket), Res: *res}
-	describe(&pl.task, spec)
+func (pl *placement) Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int {
+	pl.task = Task{Bucket: int(bucket), Res: res}
+	describe(&pl.task, &spec)
 	if res.N > 0 {
-		pl.nonResident(res)
+		pl.nonResident(&res)
 		pl.task.Transfer = pl.xfer[:pl.n]
 	}
 	arm := pl.p.Choose(&pl.task)

@@ -115,7 +115,7 @@ func TestPlacementTask(t *testing.T) {
 	var res adaptive.Residency
 	res.Add(adaptive.Backend(1), spec.InBytes(0)) // on the GPU only
 	res.Add(0, spec.InBytes(1))                   // host memory
-	if got := pl.Place(&spec, &res, 5); got != 1 {
+	if got := pl.Place(spec, res, 5); got != 1 {
 		t.Fatalf("Place = %d", got)
 	}
 	want := harnessTask(5, spec, []float64{float64(spec.InBytes(0)), float64(spec.InBytes(1))})
@@ -126,7 +126,7 @@ func TestPlacementTask(t *testing.T) {
 		!slices.Equal(got.Transfer, want.Transfer) {
 		t.Errorf("task %+v, want %+v", got, want)
 	}
-	pl.Place(&spec, &adaptive.Residency{}, 5)
+	pl.Place(spec, adaptive.Residency{}, 5)
 	if rec.tasks[1].Transfer != nil {
 		t.Errorf("zero Residency: Transfer %v, want nil", rec.tasks[1].Transfer)
 	}

@@ -94,6 +94,30 @@ func TestTargetWrongPrior(t *testing.T) {
 	}
 }
 
+// TestTargetWrongPriorSeeds holds the wrong-prior target on every seed
+// from 1 to 9 (thompson's streams and the drawn durations), not one lucky
+// seed: a single long trial of a far slower arm is what breaks it.
+func TestTargetWrongPriorSeeds(t *testing.T) {
+	for _, f := range []float64{0.1, 10} {
+		env := scenario(t, sim.MustProfile("h100").WithNominalScale(f), nil, reducedOps, 0)
+		for seed := uint64(1); seed <= 9; seed++ {
+			th, err := NewThompson(adaptive.Config{Seed: seed}, env.Arms())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := env.Run(th, seed)
+			th.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("h100 nominal ×%v, seed %d: thompson regret %.3f%%", f, seed, r.RegretPct)
+			if r.RegretPct > 4 {
+				t.Errorf("h100 nominal ×%v, seed %d: thompson regret %.2f%%, target ≤ 4%%", f, seed, r.RegretPct)
+			}
+		}
+	}
+}
+
 func TestTargetThrottle(t *testing.T) {
 	n, at := 2*reducedOps, int64(reducedOps)
 	window := int64(n / 10)
@@ -158,10 +182,12 @@ func BenchmarkTargets(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			ps[0].(*Thompson).Close()
 			if ps, err = Policies(env.Arms(), env.Truth, adaptive.Config{Seed: 1}); err != nil {
 				b.Fatal(err)
 			}
 		}
+		ps[0].(*Thompson).Close()
 		for _, r := range rs {
 			unit, v := metric(r)
 			b.ReportMetric(v, r.Policy+"_"+unit)

@@ -306,7 +306,7 @@ func targets(pkgs []pkgResults) string {
 		return 0
 	})
 	var b strings.Builder
-	b.WriteString("### Simulator targets (sim.BenchmarkTargets, full size)\n\n")
+	b.WriteString("### Simulator targets (eval.BenchmarkTargets, full size)\n\n")
 	b.WriteString("Regret in % of the oracle (post_event: over the 20,000 ops after a ×3 throttle; gpu_share_minus_oracle_pts: the GPU's share of decisions minus the oracle's, in points).\n\n")
 	b.WriteString("| scenario | figure | " + strings.Join(policies, " | ") + " |\n|---|---|" + strings.Repeat("---:|", len(policies)) + "\n")
 	for _, r := range rows {

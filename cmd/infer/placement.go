@@ -84,10 +84,10 @@ func (o *simOracle) Name() string { return "oracle" }
 func (o *simOracle) Observed(adaptive.BucketID, int, float64) {}
 
 // Place implements adaptive.PlacementPolicy.
-func (o *simOracle) Place(spec *kernels.Spec, res *adaptive.Residency, _ adaptive.BucketID) int {
+func (o *simOracle) Place(spec kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
 	best, bestUs := -1, 0.0
 	for a, p := range o.profs {
-		us := p.MeanUs(*spec) + o.transferUs(res, a)
+		us := p.MeanUs(spec) + o.transferUs(&res, a)
 		if best < 0 || us < bestUs {
 			best, bestUs = a, us
 		}

@@ -67,7 +67,7 @@ func TestSimOracle(t *testing.T) {
 			if gpuUs < cpuUs {
 				want = 1
 			}
-			if got := o.Place(&spec, &res, 0); got != want {
+			if got := o.Place(spec, res, 0); got != want {
 				t.Errorf("%v on %v: arm %d, want %d (cpu %.1f µs, gpu %.1f µs)", spec, on, got, want, cpuUs, gpuUs)
 			}
 		}

@@ -33,16 +33,25 @@
 // the source of their duration. The oracle of a bucket is the backend
 // with the lowest mean, times the bucket's ops. Transfers are not
 // replayed: a trace records only the transfer of the backend chosen.
-// Simulator workloads and perf tables run through sim.Env instead.
+// Simulator workloads and perf tables run through eval.Env instead, which
+// moves each op's activation from where the previous op ran and charges
+// the copies.
+//
+// thompson is adaptive.Scheduler itself (eval.Thompson), called as the
+// Executor calls it: Select with the Residency of the op's inputs, Observe
+// with the duration. -db gives that Scheduler a posterior store, as in
+// production: it warm-starts from it and saves to it, keyed as a deployed
+// scheduler keys its posteriors; the figures are otherwise those of a
+// plain replay.
 //
 // The report is a table, one row per policy (total time, ratio to the
-// oracle, regret %, switches, exploration %, the share of decisions that
-// used counterfactuals, the share of ops per backend), then the buckets
-// where the policies disagree most; -json prints the same as one JSON
-// object. -plot draws cumulative regret per policy and thompson's
-// decision map. -db warm-starts thompson from a posterior store and saves
-// to it (thompson then runs as adaptive.Scheduler over stand-in
-// backends, keyed as a deployed scheduler keys its posteriors).
+// oracle, regret %, switches, the share of decisions made to learn, the
+// share off the oracle's backend, the share that used counterfactuals,
+// the share of ops per backend; `replay -h` explains each), thompson's
+// decisions by reason, then the buckets where the policies disagree most;
+// -json prints the same as one JSON object. The oracle's row is the
+// reference, 0 by definition. -plot draws cumulative regret per policy
+// and thompson's decision map, and says where it wrote the picture.
 //
 // Bad flags print the usage and exit 2; bad input prints
 // "file:line: message" and exits 1, or with -skip-bad the bad lines are

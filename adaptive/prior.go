@@ -1,0 +1,284 @@
+package adaptive
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Self-correcting priors (DESIGN.md § Priors). A cost model can be wrong by
+// a large factor for a backend it does not know (a many-core CPU given a
+// 2-core machine's figures is 50× pessimistic); an arm whose prior is that
+// far off is never drawn, so nothing corrects it. So the prior of an arm
+// with little data in a bucket is re-derived from what the scheduler has
+// measured:
+//
+//	ln prior(a) = ln model_a + ρ_r(b) + δ(a, r)
+//
+// where r is an arm the bucket has measured, ρ_r(b) = ln(measured /
+// model) of r in this bucket (it cancels an error in the work estimate
+// that every arm shares), and δ(a, r) the learned ρ_a − ρ_r of buckets that
+// measured both: the same op at nearby sizes first (weighted 2^(−Δclass/2)),
+// shrunk toward the op class's, shrunk toward every bucket's, shrunk
+// toward 0 (the model's own ratio). A bucket that has measured nothing
+// takes ρ_a from the same hierarchy. The bucket re-derives its young arms'
+// priors (fewer than youngArm observations) when the evidence anywhere
+// has moved on (engine.epoch), and carries an arm's observations over to
+// its new prior (bandit.Rebase), so discounting pulls toward a prior that
+// is right. An arm with no data at all is tried once, but only when that
+// trial is predicted to cost at most trialBudget of what the bucket has
+// spent: a trial is bounded by what it can cost.
+
+const (
+	// youngArm is how many observations an arm has in a bucket before its
+	// prior is left alone: with the default discount (γ = 0.995) its
+	// evidence is then about 60 times the prior's.
+	youngArm = 64
+	// shrinkWeight is the pseudo-weight, in buckets, of a level's parent
+	// in the hierarchy of corrections.
+	shrinkWeight = 1.0
+	// trialBudget bounds a forced trial of an arm with no data: its
+	// predicted cost (prior mean and transfer) is at most this share of
+	// the bucket's time so far.
+	trialBudget = 0.02
+)
+
+// published is what a bucket has told the engine of one arm: ρ = ln(mean
+// measured / model) and whether it has said anything.
+type published struct {
+	rho float64
+	ok  bool
+}
+
+// levelSums are the corrections of one level (an op class, or all):
+// per arm Σρ and count, per ordered pair Σ(ρ_a − ρ_r) and count.
+type levelSums struct {
+	arm   [MaxBackends]float64
+	armN  [MaxBackends]float64
+	pair  [MaxBackends][MaxBackends]float64
+	pairN [MaxBackends][MaxBackends]float64
+}
+
+// corrections holds the levels above a family: one per op class, and all.
+type corrections struct {
+	mu    sync.Mutex
+	class [3]levelSums
+	all   levelSums
+}
+
+// add folds a change of bucket b's arm a from old to now into the levels
+// (c.mu held): the arm's own sums, and each pair with another arm b has
+// published (per, b's counters, hold what it published).
+func (c *corrections) add(class kernels.Class, per []armCounts, a int, old, now published) {
+	for _, l := range []*levelSums{&c.class[class%3], &c.all} {
+		if old.ok {
+			l.arm[a] -= old.rho
+			l.armN[a]--
+		}
+		l.arm[a] += now.rho
+		l.armN[a]++
+		for r := range per {
+			pr := per[r].pub
+			if r == a || !pr.ok {
+				continue
+			}
+			if old.ok {
+				l.pair[a][r] -= old.rho - pr.rho
+				l.pair[r][a] -= pr.rho - old.rho
+				l.pairN[a][r]--
+				l.pairN[r][a]--
+			}
+			l.pair[a][r] += now.rho - pr.rho
+			l.pair[r][a] += pr.rho - now.rho
+			l.pairN[a][r]++
+			l.pairN[r][a]++
+		}
+	}
+}
+
+// shrink blends a level's sum s over weight w with its parent's estimate.
+func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }
+
+// milestone reports whether an arm's n-th learned observation publishes
+// its ratio: 1, 2, 4, …, youngArm, then every youngArm.
+func milestone(n int64) bool {
+	return n > 0 && (n <= youngArm && n&(n-1) == 0 || n%youngArm == 0)
+}
+
+// learnLn folds ln us into arm's measured mean (b.mu held): an exact mean
+// for youngArm observations, then a moving one over about as many, which
+// follows a device that changed.
+func (b *bucket) learnLn(arm int, y float64) {
+	c := &b.per[arm]
+	c.lnMean += (y - c.lnMean) / float64(min(c.learned, youngArm))
+}
+
+// rho returns ln(measured / model) of arm in b (b.mu held; learned > 0):
+// the measured mean of ln µs, taken to a lognormal mean with the prior's
+// spread (NewPrior's convention), against the model's estimate. A model
+// that is right gives about 0.
+func (e *engine) rho(b *bucket, arm int) float64 {
+	return b.per[arm].lnMean + e.cfg.PriorSpread*e.cfg.PriorSpread/2 - b.lnModel[arm]
+}
+
+// publish tells the engine arm's ratio in b (b.mu held), at a milestone.
+func (e *engine) publish(b *bucket, arm int) {
+	now := published{rho: e.rho(b, arm), ok: true}
+	e.corr.mu.Lock()
+	old := b.per[arm].pub
+	b.per[arm].pub = now
+	e.corr.add(b.fam.class, b.per, arm, old, now)
+	e.corr.mu.Unlock()
+	e.epoch.Add(1)
+	if b.epoch != math.MaxUint64 {
+		b.epoch = 0 // b's own evidence moved: refresh at its next Select
+	}
+}
+
+// refresh re-derives the priors of b's young arms (b.mu held) when the
+// evidence has moved on since b last did: when the engine's epoch has at
+// least doubled, or b itself has published (which zeroes b.epoch). So a
+// bucket refreshes O(log publishes) times, not at every publish anywhere:
+// over 10,000 young buckets that made every Select refresh, 2.5× slower.
+func (e *engine) refresh(b *bucket) {
+	ep := e.epoch.Load()
+	if ep <= 2*b.epoch || b.epoch == math.MaxUint64 {
+		return
+	}
+	b.epoch = ep
+	var young Mask
+	for a := range e.n {
+		if b.per[a].learned < youngArm && !b.loaded.Has(a) {
+			young |= Backend(a)
+		}
+	}
+	if young == 0 {
+		b.epoch = math.MaxUint64 // grown up: never again
+		return
+	}
+	fam := e.familyView(b)
+	e.corr.mu.Lock()
+	for a := range e.n {
+		if !young.Has(a) {
+			continue
+		}
+		p := bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, &fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
+		if b.per[a].learned == 0 {
+			b.bb.Arms[a] = p
+		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
+			b.bb.Arms[a] = r
+		} else {
+			continue
+		}
+		b.bb.Priors[a] = p
+	}
+	e.corr.mu.Unlock()
+}
+
+// familyView is what b's family has published, weighted by size distance
+// to b: per arm Σwρ and Σw, per pair Σw(ρ_a − ρ_r) and Σw, b itself left
+// out.
+type familyView struct {
+	arm, armW   [MaxBackends]float64
+	pair, pairW [MaxBackends][MaxBackends]float64
+}
+
+func (e *engine) familyView(b *bucket) familyView {
+	var v familyView
+	f := b.fam
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e.corr.mu.Lock() // what the buckets published changes under corr.mu
+	defer e.corr.mu.Unlock()
+	for _, nb := range f.buckets {
+		if nb == b {
+			continue
+		}
+		w := neighbourWeight(b.class - nb.class)
+		for a := range e.n {
+			pa := nb.per[a].pub
+			if !pa.ok {
+				continue
+			}
+			v.arm[a] += w * pa.rho
+			v.armW[a] += w
+			for r := range e.n {
+				if pr := nb.per[r].pub; r != a && pr.ok {
+					v.pair[a][r] += w * (pa.rho - pr.rho)
+					v.pairW[a][r] += w
+				}
+			}
+		}
+	}
+	return v
+}
+
+// priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held).
+// Its own ratio elsewhere (the hierarchy of armRho) stands until buckets
+// that measured both a and an arm r that b has measured say how the two
+// compare: then ρ_r(b) + δ(a, r), weighted by how many such buckets there
+// are (against shrinkWeight for the arm's own), since b's own ratio on r
+// carries over to a only in so far as the model's error is shared, which
+// those buckets show.
+func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+	cl := &e.corr.class[b.fam.class%3]
+	all := &e.corr.all
+	own := e.armRho(a, cl, fam)
+	var sum, weight float64
+	for r := range e.n {
+		n := b.per[r].learned
+		if r == a || n == 0 {
+			continue
+		}
+		d := shrink(all.pair[a][r], all.pairN[a][r], 0)
+		d = shrink(cl.pair[a][r], cl.pairN[a][r], d)
+		d = shrink(fam.pair[a][r], fam.pairW[a][r], d)
+		w := all.pairN[a][r] * float64(min(n, youngArm)) / youngArm
+		sum += w * (e.rho(b, r) + d)
+		weight += w
+	}
+	return clampRho((sum + shrinkWeight*own) / (weight + shrinkWeight))
+}
+
+// armRho is arm a's ratio from the family's buckets (weighted by size
+// distance), shrunk toward its op class's, shrunk toward every bucket's,
+// shrunk toward 0, the model's.
+func (e *engine) armRho(a int, cl *levelSums, fam *familyView) float64 {
+	all := &e.corr.all
+	g := shrink(all.arm[a], all.armN[a], 0)
+	g = shrink(cl.arm[a], cl.armN[a], g)
+	return shrink(fam.arm[a], fam.armW[a], g)
+}
+
+func clampRho(x float64) float64 { return math.Max(-correctionMax, math.Min(correctionMax, x)) }
+
+// trial returns an allowed arm with no data in b that may be tried now
+// (b.mu held): its predicted cost, prior mean and transfer, is at most
+// trialBudget of the time b has spent. A GPU's first run is its warm-up,
+// not learned from (observe), so such an arm may be tried twice.
+func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (int, bool) {
+	var spent float64
+	for a := range e.n {
+		spent += b.per[a].timeUs
+	}
+	if spent == 0 {
+		return 0, false
+	}
+	for m := allowed; m != 0; m &= m - 1 {
+		a := bits.TrailingZeros16(uint16(m))
+		if c := &b.per[a]; c.learned > 0 || c.ops >= 2 || b.seen.Has(a) {
+			continue
+		}
+		cost := b.bb.Arms[a].MeanUs()
+		if extra != nil {
+			cost += extra[a]
+		}
+		if cost <= trialBudget*spent {
+			return a, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,117 @@
+package adaptive
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+)
+
+// slowModelCPU is a CPU whose figures say it is 50 times slower than it
+// is (2 GFLOP/s, 1 GB/s, 50 µs dispatch against the test CPU's 100, 50,
+// 1): the many-core CPU given a small machine's figures.
+var slowModelCPU = backends.Nominal{GFLOPS: 2, MemGBps: 1, DispatchUs: 50}
+
+// TestPriorsSelfCorrect checks DESIGN.md § Priors, self-correcting priors:
+// a CPU whose model is 50× pessimistic keeps that prior in a bucket where
+// only the GPU has run while no bucket has measured both arms; once
+// buckets of the same op measure both, that bucket's CPU prior is
+// re-derived (without a new bucket, on its next Select) from its own GPU
+// measurement and the learned CPU/GPU ratio, and comes closer to the truth
+// as buckets measure both (refreshes come when the evidence has doubled,
+// so a step may leave it where it was: never further).
+func TestPriorsSelfCorrect(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, slowModelCPU), newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 3})
+	r := rand.New(rand.NewPCG(3, 4))
+	// The truth: the CPU runs at the test CPU's figures, the GPU at its own.
+	truth := func(m, arm int) float64 {
+		flops := 2 * float64(m) * 512 * 512
+		if arm == 0 {
+			return 1 + flops/100e3
+		}
+		return 10 + flops/10000e3
+	}
+	cpuPrior := func(name string) float64 {
+		for _, b := range s.Telemetry().Buckets {
+			if b.Name == name {
+				return b.Arms[0].MeanUs
+			}
+		}
+		t.Fatalf("no bucket %s", name)
+		return 0
+	}
+	y := matmul(16, 512, 512)
+	d, err := s.Select(y, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yName := s.BucketName(d.Bucket)
+	teach(t, s, d, 1, truth(16, 1), 0.05, 64, r)
+	s.Select(y, Residency{})
+	before := math.Abs(math.Log(cpuPrior(yName) / truth(16, 0)))
+	if before < math.Log(20) {
+		t.Fatalf("CPU prior only e^%.2f from the truth before any bucket measured both arms, want the model's ~50×", before)
+	}
+	last := before
+	for i, m := range []int{64, 256, 1024, 4096} {
+		x := matmul(m, 512, 512)
+		dx, err := s.Select(x, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		teach(t, s, dx, 0, truth(m, 0), 0.05, 64, r)
+		teach(t, s, dx, 1, truth(m, 1), 0.05, 64, r)
+		s.Select(y, Residency{}) // refreshes y's young CPU prior
+		got := math.Abs(math.Log(cpuPrior(yName) / truth(16, 0)))
+		t.Logf("%d buckets with both arms: y's CPU prior e^%.2f from the truth", i+1, got)
+		if got > last {
+			t.Errorf("%d buckets with both arms: CPU prior e^%.2f from the truth, further than e^%.2f", i+1, got, last)
+		}
+		if i == 0 && got > before/2 {
+			t.Errorf("one bucket with both arms: CPU prior e^%.2f from the truth, want under half the model's e^%.2f", got, before)
+		}
+		last = got
+	}
+	if last > math.Log(1.5) {
+		t.Errorf("after 4 buckets with both arms the CPU prior is e^%.2f from the truth, want within 1.5×", last)
+	}
+}
+
+// TestTrialBounded: an arm with no data whose prior makes it look far too
+// slow to draw is tried once, as soon as the trial's predicted cost (its
+// prior mean) is at most trialBudget of what the bucket has spent, and not
+// before; the trial's reason is Explore.
+func TestTrialBounded(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, backends.Nominal{GFLOPS: 1, MemGBps: 1, DispatchUs: 1000}),
+		newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
+	spec := matmul(16, 512, 512)
+	const gpuUs = 20.0
+	var spent float64
+	for i := range 100_000 {
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Name == "cpu" {
+			predicted := d.Estimates[0]
+			if d.Reason != Explore {
+				t.Errorf("trial reason %v, want Explore", d.Reason)
+			}
+			if predicted > trialBudget*spent {
+				t.Errorf("tried at op %d: predicted %.0f µs > %.0f%% of the %.0f µs spent", i, predicted, trialBudget*100, spent)
+			}
+			if prev := spent - gpuUs; predicted <= trialBudget*prev {
+				t.Errorf("tried at op %d, late: predicted %.0f µs was within budget at %.0f µs spent", i, predicted, prev)
+			}
+			return
+		}
+		if err := s.Observe(d, us(gpuUs)); err != nil {
+			t.Fatal(err)
+		}
+		spent += gpuUs
+	}
+	t.Error("the CPU was never tried")
+}
