@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"math"
 	"sync"
 
 	"github.com/adaptsched/adaptsched/bandit"
@@ -22,6 +23,14 @@ import (
 // toward its prior, which holds it. So, with Discount 1, the posterior is
 // exactly the base prior updated by the pooled observations of every node.
 //
+// With Discount γ < 1 the foreign evidence enters the prior scaled down
+// to at most foldMemory/(1−γ) observations (100 at the default γ = 0.999),
+// its mean and spread kept: a hundred nodes' evidence would otherwise
+// outweigh the 1/(1−γ) observations this Scheduler remembers a
+// hundredfold, and a change on this machine (a throttled GPU, a busy
+// CPU), which the change detector answers by widening the arm back to
+// its prior, would never be learned. Evidence reports it unscaled.
+//
 // A bucket made while a Fold is attached ignores posteriors its store
 // loaded: they hold the evidence the fleet gave before, and folding that
 // evidence again would count it twice; the fleet is the warm start.
@@ -30,8 +39,9 @@ import (
 // Collect reads the buckets under their locks, and SetForeign changes the
 // priors under them. Its methods are safe for concurrent use.
 type Fold struct {
-	s  *Scheduler
-	mu sync.Mutex
+	s   *Scheduler
+	cap float64 // the most foreign observations a prior holds
+	mu  sync.Mutex
 	// foreign holds the evidence last set for each key, for buckets made
 	// later; buckets and byName the buckets made so far.
 	foreign map[history.Key]bandit.Stats
@@ -52,6 +62,10 @@ type foldBucket struct {
 	last [MaxBackends]bandit.NormalGamma
 }
 
+// foldMemory is the most foreign evidence an arm's prior holds, as a
+// fraction of the bandit's memory 1/(1−γ) (Fold).
+const foldMemory = 0.1
+
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
 // their prior counts as this Scheduler's own evidence.
@@ -61,7 +75,10 @@ func (s *Scheduler) Fold() *Fold {
 	if f := s.fold.Load(); f != nil {
 		return f
 	}
-	f := &Fold{s: s, foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f := &Fold{s: s, cap: math.Inf(1), foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	if g := s.cfg.Bandit.Discount; g < 1 {
+		f.cap = foldMemory / (1 - g)
+	}
 	f.mu.Lock()
 	for _, b := range s.buckets {
 		b.mu.Lock()
@@ -117,7 +134,12 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 		fb.base[a] = bb.Priors[a] // as the engine last derived it
 	}
 	own := bb.Arms[a].Since(bb.Priors[a])
-	bb.Priors[a] = fb.base[a].With(st)
+	in := st
+	if st.N > f.cap {
+		k := f.cap / st.N
+		in = bandit.Stats{N: f.cap, Sum: st.Sum * k, SumSq: st.SumSq * k}
+	}
+	bb.Priors[a] = fb.base[a].With(in)
 	bb.Arms[a] = bb.Priors[a].With(own)
 	fb.folded[a] = st
 	if st.N > 0 {
