@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"math"
 	"sync"
 
 	"github.com/adaptsched/adaptsched/bandit"
@@ -22,6 +23,14 @@ import (
 // toward its prior, which holds it. So, with Discount 1, the posterior is
 // exactly the base prior updated by the pooled observations of every node.
 //
+// With Discount γ < 1 the foreign evidence enters the prior scaled down
+// to at most foldMemory/(1−γ) observations (100 at the default γ = 0.999),
+// its mean and spread kept: a hundred nodes' evidence would otherwise
+// outweigh the 1/(1−γ) observations this Scheduler remembers a
+// hundredfold, and a change on this machine (a throttled GPU, a busy
+// CPU), which the change detector answers by widening the arm back to
+// its prior, would never be learned. Evidence reports it unscaled.
+//
 // A bucket made while a Fold is attached ignores posteriors its store
 // loaded: they hold the evidence the fleet gave before, and folding that
 // evidence again would count it twice; the fleet is the warm start.
@@ -30,8 +39,9 @@ import (
 // Collect reads the buckets under their locks, and SetForeign changes the
 // priors under them. Its methods are safe for concurrent use.
 type Fold struct {
-	s  *Scheduler
-	mu sync.Mutex
+	s   *Scheduler
+	cap float64 // the most foreign observations a prior holds
+	mu  sync.Mutex
 	// foreign holds the evidence last set for each key, for buckets made
 	// later; buckets and byName the buckets made so far.
 	foreign map[history.Key]bandit.Stats
@@ -41,12 +51,20 @@ type Fold struct {
 
 // foldBucket is what the Fold keeps of one bucket.
 type foldBucket struct {
-	b    *bucket
-	base [MaxBackends]bandit.NormalGamma // the prior before foreign evidence
+	b *bucket
+	// base is each arm's prior before foreign evidence (while folded is
+	// zero, the bucket's own prior, which the engine may re-derive:
+	// prior.go), folded the foreign evidence in its prior.
+	base   [MaxBackends]bandit.NormalGamma
+	folded [MaxBackends]bandit.Stats
 	// last is each arm's posterior when Collect last emitted it (or when
 	// the bucket was made), to find the arms that changed since.
 	last [MaxBackends]bandit.NormalGamma
 }
+
+// foldMemory is the most foreign evidence an arm's prior holds, as a
+// fraction of the bandit's memory 1/(1−γ) (Fold).
+const foldMemory = 0.1
 
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
@@ -57,7 +75,10 @@ func (s *Scheduler) Fold() *Fold {
 	if f := s.fold.Load(); f != nil {
 		return f
 	}
-	f := &Fold{s: s, foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f := &Fold{s: s, cap: math.Inf(1), foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	if g := s.cfg.Bandit.Discount; g < 1 {
+		f.cap = foldMemory / (1 - g)
+	}
 	f.mu.Lock()
 	for _, b := range s.buckets {
 		b.mu.Lock()
@@ -84,7 +105,7 @@ func (f *Fold) add(b *bucket, fresh bool) {
 	fb := &foldBucket{b: b}
 	s := f.s
 	for a := range s.n {
-		if fresh && b.seen.Has(a) {
+		if fresh && b.loaded.Has(a) {
 			b.bb.Arms[a] = b.bb.Priors[a]
 			b.seen &^= Backend(a)
 			b.loaded &^= Backend(a)
@@ -103,20 +124,29 @@ func (f *Fold) add(b *bucket, fresh bool) {
 // that prior updated by the arm's own evidence (f.mu and the bucket's
 // lock held). An arm given foreign observations has data, as one warm
 // started from the store has: its decisions are Exploit or Explore, not
-// Prior, it informs its family's new buckets, and a GPU's first run in
-// the bucket is learned from (the fleet's evidence dilutes it).
+// Prior, a GPU's first run in the bucket is learned from (the fleet's
+// evidence dilutes it), and the engine no longer re-derives its prior
+// from the model (prior.go), which would drop the fleet's evidence.
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
-	bb := &fb.b.bb
+	b := fb.b
+	bb := &b.bb
+	if fb.folded[a] == (bandit.Stats{}) {
+		fb.base[a] = bb.Priors[a] // as the engine last derived it
+	}
 	own := bb.Arms[a].Since(bb.Priors[a])
-	bb.Priors[a] = fb.base[a].With(st)
+	in := st
+	if st.N > f.cap {
+		k := f.cap / st.N
+		in = bandit.Stats{N: f.cap, Sum: st.Sum * k, SumSq: st.SumSq * k}
+	}
+	bb.Priors[a] = fb.base[a].With(in)
 	bb.Arms[a] = bb.Priors[a].With(own)
-	// A prior that holds the fleet's evidence is not re-derived from this
-	// Scheduler's corrections (prior.go), which would drop it.
+	fb.folded[a] = st
 	if st.N > 0 {
-		fb.b.seen |= Backend(a)
-		fb.b.loaded |= Backend(a)
+		b.seen |= Backend(a)
+		b.loaded |= Backend(a)
 	} else {
-		fb.b.loaded &^= Backend(a)
+		b.loaded &^= Backend(a)
 	}
 }
 

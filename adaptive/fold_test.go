@@ -85,3 +85,63 @@ func TestFold(t *testing.T) {
 		t.Errorf("Collect after SetForeign alone emitted %v", emitted)
 	}
 }
+
+// TestFoldCap checks that with discounting the fleet's evidence enters a
+// prior as at most foldMemory/(1−γ) observations, its mean kept.
+func TestFoldCap(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	defer s.Close()
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	k := history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	st := bandit.Stats{N: 5000, Sum: 5000 * 5.5, SumSq: 5000 * (5.5*5.5 + 0.04)}
+	f.SetForeign(k, st)
+	if _, err := s.Select(spec, Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.byName[k.Bucket]
+	want := foldMemory / (1 - bandit.DefaultDiscount)
+	got := b.b.bb.Priors[0].Since(b.base[0])
+	if math.Abs(got.N-want) > 1e-9*want || math.Abs(got.Sum/got.N-5.5) > 1e-9 {
+		t.Errorf("prior holds %+v, want %v observations of mean 5.5", got, want)
+	}
+	if _, foreign, _ := f.Evidence(k); foreign != st {
+		t.Errorf("Evidence reports %+v, want %+v unscaled", foreign, st)
+	}
+}
+
+// TestFoldedPriorAdapts: the fleet says cpu takes 100 µs and gpu 150 µs
+// (5,000 observations each), but on this machine cpu now takes 300 µs.
+// With the fleet's evidence capped (foldMemory) the bucket moves to gpu;
+// folded whole it would have stayed on cpu (its mean after 2,000 local
+// runs: about 136 µs).
+func TestFoldedPriorAdapts(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 3})
+	defer s.Close()
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	name := kernels.BucketName(spec)
+	at := func(us float64) bandit.Stats {
+		y := math.Log(us)
+		return bandit.Stats{N: 5000, Sum: 5000 * y, SumSq: 5000 * (y*y + 0.01)}
+	}
+	f.SetForeign(history.Key{Backend: "cpu", Bucket: name}, at(100))
+	f.SetForeign(history.Key{Backend: "gpu", Bucket: name}, at(150))
+	truth := map[string]float64{"cpu": 300, "gpu": 150}
+	onGPU := 0
+	for i := range 2000 {
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 1500 && d.Name == "gpu" {
+			onGPU++
+		}
+		if err := s.Observe(d, us(truth[d.Name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if onGPU < 450 {
+		t.Errorf("%d of the last 500 decisions on gpu, want at least 450", onGPU)
+	}
+}

@@ -4,7 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
 )
 
 // TestRunFleet runs the command twice on a tiny model through an embedded
@@ -39,5 +48,37 @@ func TestFleetFlagErrors(t *testing.T) {
 		if err := run(context.Background(), args, &out, &errb); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestServeMetrics serves a Scheduler's collectors over HTTP on loopback
+// (-metrics with no host) and reads them back.
+func TestServeMetrics(t *testing.T) {
+	b, err := backends.Open("sim:h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{b}, CalibrationFile: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at, stop, err := serveMetrics(":0", s, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if host, _, _ := net.SplitHostPort(at); host != "127.0.0.1" {
+		t.Errorf("listening on %s, want loopback", at)
+	}
+	resp, err := http.Get("http://" + at + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "adaptsched_op_seconds_total") {
+		t.Errorf("GET /metrics: %s\n%s", resp.Status, body)
 	}
 }

@@ -257,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer stopFleet()
-	stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
+	_, stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
 	if err != nil {
 		return err
 	}

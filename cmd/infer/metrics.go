@@ -16,10 +16,11 @@ import (
 )
 
 // serveMetrics serves s's Prometheus collectors at /metrics on addr
-// (loopback unless addr names a host) until the returned stop.
-func serveMetrics(addr string, s *adaptive.Scheduler, log zerolog.Logger) (func(), error) {
+// (loopback unless addr names a host) until the returned stop; at is
+// where it listens ("" for addr "": nowhere).
+func serveMetrics(addr string, s *adaptive.Scheduler, log zerolog.Logger) (at string, stop func(), err error) {
 	if addr == "" {
-		return func() {}, nil
+		return "", func() {}, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -30,7 +31,7 @@ func serveMetrics(addr string, s *adaptive.Scheduler, log zerolog.Logger) (func(
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
-		return nil, fmt.Errorf("infer: -metrics: %w", err)
+		return "", nil, fmt.Errorf("infer: -metrics: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.Collectors()...)
@@ -43,5 +44,5 @@ func serveMetrics(addr string, s *adaptive.Scheduler, log zerolog.Logger) (func(
 		}
 	}()
 	log.Info().Str("addr", l.Addr().String()).Msg("infer: serving metrics at /metrics")
-	return func() { srv.Close() }, nil
+	return l.Addr().String(), func() { srv.Close() }, nil
 }
