@@ -74,6 +74,9 @@ type family struct {
 	mu      sync.Mutex
 	buckets []*bucket
 	class   kernels.Class // the op's class: the level above the family
+	// sums are what the family's buckets published, per size class
+	// (under engine.corr.mu; prior.go).
+	sums []classSums
 }
 
 // bucket is one bucket's state: the bandit, its random source and its
@@ -82,8 +85,8 @@ type family struct {
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The fields one Select and Observe touch come first, up to held: 216
-	// bytes, four cache lines. A bucket is a whole number of lines
+	// The fields one Select and Observe touch come first, up to trialMean:
+	// 256 bytes, four cache lines. A bucket is a whole number of lines
 	// (TestBucketLayout), so that neighbours in a slab never share one.
 	// The posteriors and priors (bb.Arms, bb.Priors) and the counters
 	// (per) are exactly n long, from the engine's slabs (engine.alloc),
@@ -108,21 +111,27 @@ type bucket struct {
 	// a flush's took this bucket's records: while no flush has come
 	// since, the store holds them (storeSource.Collect).
 	held uint64
+	// epoch is the engine's epoch at the bucket's last prior refresh,
+	// which every Select reads (prior.go); trialMean each arm's posterior
+	// mean µs while it has no data, the predicted cost of its trial
+	// (engine.trial), kept so that a Select takes no exponential for it.
+	// Both sit in the hot lines: in the cold ones they cost a memory miss
+	// a Select over 10,000 buckets.
+	epoch     uint64
+	trialMean [MaxBackends]float32
 
 	class int
 	name  string
 	fam   *family
-	// epoch is the engine's epoch at the bucket's last prior refresh;
-	// loaded the arms whose posterior or prior holds evidence from
+	// loaded holds the arms whose posterior or prior holds evidence from
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
-	epoch      uint64
 	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the store's stack of queued buckets
 	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
-	_          [48]byte           // to a whole number of cache lines (TestBucketLayout)
+	_          [16]byte           // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,
@@ -159,15 +168,18 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 		b.lnModel[a] = math.Log(e.model[a].computeUs(flops, bytes))
 	}
 	b.epoch = e.epoch.Load()
-	view := e.familyView(b)
 	arms, priors := b.bb.Arms, b.bb.Priors
 	e.corr.mu.Lock()
+	view := e.familyView(b)
 	for a := range e.n {
 		est := math.Exp(b.lnModel[a] + e.priorRho(b, a, &view))
 		priors[a] = bandit.NewPrior(est, e.cfg.PriorStrength, e.cfg.PriorSpread)
 	}
 	e.corr.mu.Unlock()
 	copy(arms, priors)
+	for a := range e.n {
+		b.trialMean[a] = float32(priors[a].MeanUs())
+	}
 	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
 		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
 	f.mu.Lock()
@@ -186,7 +198,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 // gave medians of 523 → 491 ns serial and 306 → 275 parallel with 2
 // backends, 782 → 623 and 447 → 349 with 4.
 func (b *bucket) prefetch(n int) {
-	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.held)+unsafe.Sizeof(b.held))
+	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.trialMean)+unsafe.Sizeof(b.trialMean))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.per)), uintptr(n)*unsafe.Sizeof(b.per[0]))
 }
@@ -353,10 +365,11 @@ func (e *engine) observe(b *bucket, arm int, us float64) (alarm, learned bool) {
 		b.warmed |= a
 		return false, false
 	}
-	alarm = b.bb.Observe(&e.cfg, arm, us)
+	y := bandit.LnUs(us)
+	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
 	b.seen |= Backend(arm)
 	b.per[arm].learned++
-	b.learnLn(arm, math.Log(math.Max(us, 1e-3)))
+	b.learnLn(arm, y)
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)
 	}

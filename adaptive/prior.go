@@ -73,29 +73,53 @@ type corrections struct {
 // (c.mu held): the arm's own sums, and each pair with another arm b has
 // published (per, b's counters, hold what it published).
 func (c *corrections) add(class kernels.Class, per []armCounts, a int, old, now published) {
-	for _, l := range []*levelSums{&c.class[class%3], &c.all} {
+	c.class[class%3].add(per, a, old, now)
+	c.all.add(per, a, old, now)
+}
+
+// classSums are a family's sums of one size class.
+type classSums struct {
+	class int
+	levelSums
+}
+
+// sumsOf returns the family's sums of size class c, made on first use
+// (engine.corr.mu held).
+func (f *family) sumsOf(c int) *levelSums {
+	for i := range f.sums {
+		if f.sums[i].class == c {
+			return &f.sums[i].levelSums
+		}
+	}
+	f.sums = append(f.sums, classSums{class: c})
+	return &f.sums[len(f.sums)-1].levelSums
+}
+
+// add folds a change of a bucket's arm a from old to now into l: the
+// arm's own sums, and each pair with another arm the bucket has
+// published (per, its counters, hold what it published).
+func (l *levelSums) add(per []armCounts, a int, old, now published) {
+	if old.ok {
+		l.arm[a] -= old.rho
+		l.armN[a]--
+	}
+	l.arm[a] += now.rho
+	l.armN[a]++
+	for r := range per {
+		pr := per[r].pub
+		if r == a || !pr.ok {
+			continue
+		}
 		if old.ok {
-			l.arm[a] -= old.rho
-			l.armN[a]--
+			l.pair[a][r] -= old.rho - pr.rho
+			l.pair[r][a] -= pr.rho - old.rho
+			l.pairN[a][r]--
+			l.pairN[r][a]--
 		}
-		l.arm[a] += now.rho
-		l.armN[a]++
-		for r := range per {
-			pr := per[r].pub
-			if r == a || !pr.ok {
-				continue
-			}
-			if old.ok {
-				l.pair[a][r] -= old.rho - pr.rho
-				l.pair[r][a] -= pr.rho - old.rho
-				l.pairN[a][r]--
-				l.pairN[r][a]--
-			}
-			l.pair[a][r] += now.rho - pr.rho
-			l.pair[r][a] += pr.rho - now.rho
-			l.pairN[a][r]++
-			l.pairN[r][a]++
-		}
+		l.pair[a][r] += now.rho - pr.rho
+		l.pair[r][a] += pr.rho - now.rho
+		l.pairN[a][r]++
+		l.pairN[r][a]++
 	}
 }
 
@@ -103,17 +127,27 @@ func (c *corrections) add(class kernels.Class, per []armCounts, a int, old, now 
 func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }
 
 // milestone reports whether an arm's n-th learned observation publishes
-// its ratio: 1, 2, 4, …, youngArm, then every youngArm.
+// its ratio: 1, 4, 16, then every youngArm (64). Each publish takes the
+// engine's lock: at every power of two, 10,000 buckets that stay young
+// through BenchmarkSelectObserve spent 5% of its time publishing.
 func milestone(n int64) bool {
-	return n > 0 && (n <= youngArm && n&(n-1) == 0 || n%youngArm == 0)
+	return n == 1 || n == 4 || n == 16 || n > 0 && n%youngArm == 0
 }
 
-// learnLn folds ln us into arm's measured mean (b.mu held): an exact mean
-// for youngArm observations, then a moving one over about as many, which
-// follows a device that changed.
+// recip[n] is 1/n, for learnLn's running mean without a division.
+var recip = func() (r [youngArm + 1]float64) {
+	for n := 1; n <= youngArm; n++ {
+		r[n] = 1 / float64(n)
+	}
+	return r
+}()
+
+// learnLn folds y = ln µs into arm's measured mean (b.mu held; learned
+// counts y): an exact mean for youngArm observations, then a moving one
+// over about as many, which follows a device that changed.
 func (b *bucket) learnLn(arm int, y float64) {
 	c := &b.per[arm]
-	c.lnMean += (y - c.lnMean) / float64(min(c.learned, youngArm))
+	c.lnMean += (y - c.lnMean) * recip[min(c.learned, youngArm)]
 }
 
 // rho returns ln(measured / model) of arm in b (b.mu held; learned > 0):
@@ -131,18 +165,20 @@ func (e *engine) publish(b *bucket, arm int) {
 	old := b.per[arm].pub
 	b.per[arm].pub = now
 	e.corr.add(b.fam.class, b.per, arm, old, now)
+	b.fam.sumsOf(b.class).add(b.per, arm, old, now)
 	e.corr.mu.Unlock()
 	e.epoch.Add(1)
-	if b.epoch != math.MaxUint64 {
-		b.epoch = 0 // b's own evidence moved: refresh at its next Select
+	if !old.ok && b.epoch != math.MaxUint64 {
+		b.epoch = 0 // a new arm of b's has data: refresh at its next Select
 	}
 }
 
 // refresh re-derives the priors of b's young arms (b.mu held) when the
 // evidence has moved on since b last did: when the engine's epoch has at
-// least doubled, or b itself has published (which zeroes b.epoch). So a
-// bucket refreshes O(log publishes) times, not at every publish anywhere:
-// over 10,000 young buckets that made every Select refresh, 2.5× slower.
+// least doubled, or an arm of b's has published for the first time (which
+// zeroes b.epoch). So a bucket refreshes O(log publishes) times, not at
+// every publish anywhere: over 10,000 young buckets that made every
+// Select refresh, 2.5× slower.
 func (e *engine) refresh(b *bucket) {
 	ep := e.epoch.Load()
 	if ep <= 2*b.epoch || b.epoch == math.MaxUint64 {
@@ -159,8 +195,8 @@ func (e *engine) refresh(b *bucket) {
 		b.epoch = math.MaxUint64 // grown up: never again
 		return
 	}
-	fam := e.familyView(b)
 	e.corr.mu.Lock()
+	fam := e.familyView(b)
 	for a := range e.n {
 		if !young.Has(a) {
 			continue
@@ -168,6 +204,7 @@ func (e *engine) refresh(b *bucket) {
 		p := bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, &fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
+			b.trialMean[a] = float32(p.MeanUs())
 		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
 			b.bb.Arms[a] = r
 		} else {
@@ -179,8 +216,9 @@ func (e *engine) refresh(b *bucket) {
 }
 
 // familyView is what b's family has published, weighted by size distance
-// to b: per arm Σwρ and Σw, per pair Σw(ρ_a − ρ_r) and Σw, b itself left
-// out.
+// to b (2^(−Δclass/2)): per arm Σwρ and Σw, per pair Σw(ρ_a − ρ_r) and
+// Σw, b's own publications left out. It reads the family's sums per size
+// class, not its buckets (engine.corr.mu held).
 type familyView struct {
 	arm, armW   [MaxBackends]float64
 	pair, pairW [MaxBackends][MaxBackends]float64
@@ -188,28 +226,29 @@ type familyView struct {
 
 func (e *engine) familyView(b *bucket) familyView {
 	var v familyView
-	f := b.fam
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e.corr.mu.Lock() // what the buckets published changes under corr.mu
-	defer e.corr.mu.Unlock()
-	for _, nb := range f.buckets {
-		if nb == b {
+	for i := range b.fam.sums {
+		cs := &b.fam.sums[i]
+		w := neighbourWeight(b.class - cs.class)
+		for a := range e.n {
+			v.arm[a] += w * cs.arm[a]
+			v.armW[a] += w * cs.armN[a]
+			for r := range e.n {
+				v.pair[a][r] += w * cs.pair[a][r]
+				v.pairW[a][r] += w * cs.pairN[a][r]
+			}
+		}
+	}
+	for a := range e.n { // b's own, at weight 1 (its own size class)
+		pa := b.per[a].pub
+		if !pa.ok {
 			continue
 		}
-		w := neighbourWeight(b.class - nb.class)
-		for a := range e.n {
-			pa := nb.per[a].pub
-			if !pa.ok {
-				continue
-			}
-			v.arm[a] += w * pa.rho
-			v.armW[a] += w
-			for r := range e.n {
-				if pr := nb.per[r].pub; r != a && pr.ok {
-					v.pair[a][r] += w * (pa.rho - pr.rho)
-					v.pairW[a][r] += w
-				}
+		v.arm[a] -= pa.rho
+		v.armW[a]--
+		for r := range e.n {
+			if pr := b.per[r].pub; r != a && pr.ok {
+				v.pair[a][r] -= pa.rho - pr.rho
+				v.pairW[a][r]--
 			}
 		}
 	}
@@ -272,7 +311,7 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 		if c := &b.per[a]; c.learned > 0 || c.ops >= 2 || b.seen.Has(a) {
 			continue
 		}
-		cost := b.bb.Arms[a].MeanUs()
+		cost := float64(b.trialMean[a])
 		if extra != nil {
 			cost += extra[a]
 		}

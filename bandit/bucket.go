@@ -127,10 +127,16 @@ func (b *Bucket) Observe(cfg *Config, arm int, us float64) (alarm bool) {
 	if math.IsNaN(us) || math.IsInf(us, 0) {
 		return false
 	}
-	if us < minUs {
-		us = minUs
-	}
-	y := log(us)
+	return b.ObserveLn(cfg, arm, LnUs(us))
+}
+
+// LnUs returns the y = ln(duration_us) that Observe learns from us: us
+// clamped to at least 1 ns, through the package's fast logarithm.
+func LnUs(us float64) float64 { return log(max(us, minUs)) }
+
+// ObserveLn is Observe of y = LnUs(us), for a caller that needs y itself
+// too (one logarithm, not two). y must be finite.
+func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 	p := &b.Arms[arm]
 	settled := p.Kappa >= b.Priors[arm].Kappa+settledAfter
 	if arm == b.Incumbent || settled {

@@ -560,10 +560,10 @@ func readFileF(f *testing.F, p string) string {
 // with a 16-core Xeon (testdata/h100-decode.md), every duration measured
 // there (DESIGN.md § Evaluation), with seeds 1–5, and compares mean regrets.
 // At batch 1, where a third of the ops belong on the CPU, thompson is
-// within 1% of the oracle and below every other policy (seeds 1–5: 0.65,
-// 0.32, 0.39, 0.17, 0.46%, mean 0.40%). At batch 16, where everything
+// within 1% of the oracle and below every other policy (seeds 1–5: 0.71,
+// 0.43, 0.59, 0.21, 0.49%, mean 0.49%). At batch 16, where everything
 // belongs on the GPU and the "GPU unless the CPU is 2× cheaper" rule is the
-// oracle, thompson is within 3% of it (seeds 1–5: 0.14–0.55%) and below
+// oracle, thompson is within 3% of it (seeds 1–5: 0.18–0.44%) and below
 // every other learning or rule-based policy.
 func TestRealH100Traces(t *testing.T) {
 	const seeds = 5
