@@ -95,16 +95,7 @@ func TestNotRegularInput(t *testing.T) {
 // and the exit status is 130.
 func TestInterruptReports(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	onOp = func(op int64) {
-		if op != 40 {
-			return
-		}
-		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
-		for deadline := time.Now().Add(10 * time.Second); !interrupted.Load() && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	defer func() { onOp = nil }()
+	defer sigintAt(40)()
 	code, out, errs := replayRun(t, "", "-json", "-db", dir, "-policies", "thompson,oracle", "testdata/exact.jsonl")
 	if code != 130 {
 		t.Fatalf("exit %d, want 130: %s", code, errs)
@@ -119,6 +110,29 @@ func TestInterruptReports(t *testing.T) {
 	if !strings.Contains(errs, "replay: interrupted") {
 		t.Errorf("stderr %q", errs)
 	}
+	storeHolds(t, dir)
+}
+
+// sigintAt makes the replay send itself SIGINT before op (of pass 2, or
+// of a workload's run) and wait until the handler has seen it; the
+// returned func undoes it.
+func sigintAt(op int64) (undo func()) {
+	onOp = func(o int64) {
+		if o != op || interrupted.Load() {
+			return
+		}
+		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
+		for deadline := time.Now().Add(10 * time.Second); !interrupted.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return func() { onOp = nil; interrupted.Store(false) }
+}
+
+// storeHolds checks that the store in dir, written by an interrupted
+// run, holds posteriors.
+func storeHolds(t *testing.T, dir string) {
+	t.Helper()
 	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
 		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
 	if err != nil {
@@ -135,16 +149,7 @@ func TestInterruptReports(t *testing.T) {
 // (the policies after it are not run), flushes the store and exits 130.
 func TestInterruptWorkload(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	onOp = func(op int64) {
-		if op != 2000 || interrupted.Load() {
-			return
-		}
-		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
-		for deadline := time.Now().Add(10 * time.Second); !interrupted.Load() && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	defer func() { onOp = nil; interrupted.Store(false) }()
+	defer sigintAt(2000)()
 	code, out, errs := replayRun(t, "", "-json", "-db", dir, "-workload", "mixed-serving", "-ops", "5000", "-policies", "thompson,oracle")
 	if code != 130 {
 		t.Fatalf("exit %d, want 130: %s", code, errs)
@@ -159,15 +164,7 @@ func TestInterruptWorkload(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Notes, ";"), "interrupted: thompson covers the first") {
 		t.Errorf("notes %q", rep.Notes)
 	}
-	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
-		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if s := db.Stats(); s.Old == 0 {
-		t.Errorf("the store holds no posterior after the interrupted run: %+v", s)
-	}
+	storeHolds(t, dir)
 }
 
 // Issue 21: a perf table at the bounds it accepts (1 ns and 11.6 days,

@@ -96,14 +96,7 @@ func TestGolden(t *testing.T) {
 func TestThompsonBounded(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out, errs := replayRun(t, "", append([]string{"-json", "-policies", "thompson,oracle"}, c.args...)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errs)
-			}
-			var r Report
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatal(err)
-			}
+			r := replayJSON(t, append([]string{"-policies", "thompson,oracle"}, c.args...)...)
 			th := r.Policies[0]
 			if th.Name != "thompson" || !(th.RegretPct <= c.maxThompson) {
 				t.Errorf("%s regret %.2f%%, want ≤ %v%%", th.Name, th.RegretPct, c.maxThompson)
@@ -126,21 +119,28 @@ func TestThompsonBounded(t *testing.T) {
 	}
 }
 
+// replayJSON runs replay -json with args and returns its report; a
+// non-zero exit fails the test.
+func replayJSON(t *testing.T, args ...string) Report {
+	t.Helper()
+	code, out, errs := replayRun(t, "", append([]string{"-json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestTuningFlags: -hysteresis, -discount and -prior-strength reach
 // thompson's Scheduler: the same trace and seed replay differently with
 // them, and the run still learns (regret within 3%).
 func TestTuningFlags(t *testing.T) {
 	run := func(extra ...string) PolicyResult {
-		args := append([]string{"-json", "-seed", "3", "-policies", "thompson"}, extra...)
-		code, out, errs := replayRun(t, "", append(args, "-max-excluded", "25", "testdata/small.jsonl")...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		var r Report
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		return r.Policies[0]
+		args := append([]string{"-seed", "3", "-policies", "thompson"}, extra...)
+		return replayJSON(t, append(args, "-max-excluded", "25", "testdata/small.jsonl")...).Policies[0]
 	}
 	plain := run()
 	tuned := run("-hysteresis", "0.3", "-discount", "0.99", "-prior-strength", "1")
@@ -451,17 +451,9 @@ func TestCloseCurves(t *testing.T) {
 // regret points of it.
 func TestDBEqualsPlain(t *testing.T) {
 	dir := t.TempDir()
-	base := []string{"-json", "-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000", "-policies", "thompson"}
+	base := []string{"-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000", "-policies", "thompson"}
 	run := func(extra ...string) PolicyResult {
-		code, out, errs := replayRun(t, "", append(slices.Clone(base), extra...)...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		var r Report
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		return r.Policies[0]
+		return replayJSON(t, append(slices.Clone(base), extra...)...).Policies[0]
 	}
 	plain, cold, warm := run(), run("-db", dir), run("-db", dir)
 	if cold.TotalUs != plain.TotalUs || cold.Switches != plain.Switches || cold.ExplorePct != plain.ExplorePct {
