@@ -12,9 +12,9 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// engine is the bucket logic that the Scheduler and the thompson policy
-// share (DESIGN.md § The bandit, § Priors): priors from the roofline model
-// corrected by neighbouring buckets, bandit.Bucket for the Thompson choice
+// engine is the Scheduler's bucket logic (DESIGN.md § The bandit,
+// § Priors): priors from the roofline model corrected by what other
+// buckets measured (prior.go), bandit.Bucket for the Thompson choice
 // with hysteresis, discounting and change detection, and the reasons and
 // counters around them. Its methods on a bucket expect the bucket's mutex
 // held by the caller.
@@ -68,15 +68,12 @@ func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *
 	return e
 }
 
-// family is one op family's buckets (an op and dtype at every size), whose
-// learned corrections set the priors of new buckets.
+// family is one op family (an op and dtype at every size): what its
+// buckets published of their arms' measured ratios, per size class, and
+// the op's class, the level above it (prior.go).
 type family struct {
-	mu      sync.Mutex
-	buckets []*bucket
-	class   kernels.Class // the op's class: the level above the family
-	// sums are what the family's buckets published, per size class
-	// (under engine.corr.mu; prior.go).
-	sums []classSums
+	class kernels.Class
+	sums  []classSums // under engine.corr.mu
 }
 
 // bucket is one bucket's state: the bandit, its random source and its
@@ -146,9 +143,9 @@ type armCounts struct {
 	picks   [NumReasons]int64
 }
 
-// newBucket builds a bucket whose arms start from the cost model's
-// estimate of an op of flops and bytes, corrected by what the family's
-// observed buckets have taught, and joins it to its family.
+// newBucket builds a bucket of family fam whose arms start from the cost
+// model's estimate of an op of flops and bytes, corrected by what other
+// buckets measured (engine.derivedPrior).
 func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class, class int, flops, bytes float64) *bucket {
 	e.famMu.Lock()
 	f := e.fams[fam]
@@ -172,19 +169,13 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	e.corr.mu.Lock()
 	view := e.familyView(b)
 	for a := range e.n {
-		est := math.Exp(b.lnModel[a] + e.priorRho(b, a, &view))
-		priors[a] = bandit.NewPrior(est, e.cfg.PriorStrength, e.cfg.PriorSpread)
+		priors[a] = e.derivedPrior(b, a, &view)
+		b.trialMean[a] = float32(priors[a].MeanUs())
 	}
 	e.corr.mu.Unlock()
 	copy(arms, priors)
-	for a := range e.n {
-		b.trialMean[a] = float32(priors[a].MeanUs())
-	}
 	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
 		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
-	f.mu.Lock()
-	f.buckets = append(f.buckets, b)
-	f.mu.Unlock()
 	return b
 }
 
@@ -208,13 +199,6 @@ func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
 	b.seen |= Backend(a)
 	b.loaded |= Backend(a)
-}
-
-// ratio returns arm a's learned ln(posterior mean / model estimate)
-// (b.mu held).
-func (b *bucket) ratio(a int) float64 {
-	p := &b.bb.Arms[a]
-	return p.Mu + p.Variance()/2 - b.lnModel[a]
 }
 
 // choice is what choose decided.

@@ -201,7 +201,7 @@ func (e *engine) refresh(b *bucket) {
 		if !young.Has(a) {
 			continue
 		}
-		p := bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, &fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
+		p := e.derivedPrior(b, a, &fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
 			b.trialMean[a] = float32(p.MeanUs())
@@ -253,6 +253,12 @@ func (e *engine) familyView(b *bucket) familyView {
 		}
 	}
 	return v
+}
+
+// derivedPrior returns arm a's prior in b: the model's estimate
+// corrected by priorRho (b.mu and e.corr.mu held).
+func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGamma {
+	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
 // priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held).
