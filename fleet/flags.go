@@ -32,7 +32,7 @@ type Flags struct {
 // Register defines the flags on fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "fleet", "", "share posteriors through the NATS JetStream server at nats://HOST:PORT")
-	fs.StringVar(&f.serve, "fleet-serve", "", "run an embedded JetStream server listening on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given) and share through it")
+	fs.StringVar(&f.serve, "fleet-serve", "", "run an embedded JetStream server listening on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given; port 0 picks a free one) and share through it")
 	fs.StringVar(&f.dir, "fleet-dir", "", "data directory of -fleet-serve (default: the user cache dir's adaptsched/nats)")
 	fs.StringVar(&f.node, "fleet-node", "", "this node's ID, the same across restarts (default: one kept in the user cache dir's adaptsched/fleet-node; give each process on one machine its own)")
 	fs.StringVar(&f.creds, "fleet-creds", "", "NATS credentials file for -fleet")

@@ -17,8 +17,10 @@ const DefaultHost = "127.0.0.1"
 // Serve starts a NATS server with JetStream embedded in this process,
 // keeping its data in dir, so that a single machine or a demo needs no
 // other program. addr is where it listens: "HOST:PORT", ":PORT" or
-// "PORT" (both on loopback, DefaultHost); "" listens nowhere, and only
-// this process reaches it (InProcess). The caller shuts it down
+// "PORT" (both on loopback, DefaultHost), port 0 meaning a free port, as
+// net.Listen takes it (nats-server would take 0 for its default, 4222,
+// and two servers asked for port 0 would collide); "" listens nowhere,
+// and only this process reaches it (InProcess). The caller shuts it down
 // (Shutdown, then WaitForShutdown).
 func Serve(addr, dir string) (*server.Server, error) {
 	opts := &server.Options{ServerName: "adaptsched", JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true}
@@ -30,6 +32,9 @@ func Serve(addr, dir string) (*server.Server, error) {
 			return nil, err
 		}
 		opts.Host, opts.Port = host, port
+		if port == 0 {
+			opts.Port = server.RANDOM_PORT
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
