@@ -2,7 +2,6 @@ package eval
 
 import (
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -17,7 +16,7 @@ import (
 func Placement(p Policy, arms []Arm) adaptive.PlacementPolicy {
 	pl := &placement{p: p, n: len(arms)}
 	for i, a := range arms {
-		if a.Info.SharedMemory || a.Info.Kind == backends.CPU || !a.GPU {
+		if a.Info.SharedMemory || !a.GPU {
 			pl.shared |= adaptive.Backend(i)
 		}
 	}
