@@ -1,7 +1,6 @@
 package adaptive_test
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,35 +9,15 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// device is a stand-in backend: the Scheduler only asks it for its Info
-// and what it Supports.
-type device struct{ info backends.Info }
-
-var _ backends.Backend = (*device)(nil)
-
-func (d *device) Info() backends.Info                  { return d.info }
-func (d *device) Supports(kernels.Spec) error          { return nil }
-func (d *device) Alloc(int64) (backends.Buffer, error) { return nil, errors.New("not a real device") }
-func (d *device) Write(backends.Buffer, []byte) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Read([]byte, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Run(kernels.Spec, []backends.Buffer, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Close() error { return nil }
-
 // ExampleScheduler_Select places a matmul, reports measured durations, and watches the
 // bucket move to the backend that is really faster: the GPU's datasheet
 // promises 13 µs, but on this machine it takes 400 µs against the CPU's
 // 300.
 func ExampleScheduler_Select() {
-	cpu := &device{backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
-		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}}}
-	gpu := &device{backends.Info{Name: "gpu", Kind: backends.GPU,
-		Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}}}
+	cpu := backends.Described(backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
+		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}})
+	gpu := backends.Described(backends.Info{Name: "gpu", Kind: backends.GPU,
+		Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}})
 	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}, Seed: 1, CalibrationFile: "-"})
 	if err != nil {
 		fmt.Println(err)

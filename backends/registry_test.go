@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // argError carries the argument a factory received, so that tests see how
@@ -113,5 +114,25 @@ func TestNeedsParam(t *testing.T) {
 	err = &backends.UnavailableError{Backend: "rocm", Reason: "no library"}
 	if !errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrNeedsParam) {
 		t.Errorf("%v: want ErrUnavailable only", err)
+	}
+}
+
+// TestDescribed: a described backend reports its Info, accepts every op
+// and runs nothing, with ErrUnsupported naming it.
+func TestDescribed(t *testing.T) {
+	info := backends.Info{Name: "gpu", Kind: backends.GPU, Nominal: backends.Nominal{GFLOPS: 1000}}
+	b := backends.Described(info)
+	if b.Info() != info {
+		t.Errorf("Info() = %+v, want %+v", b.Info(), info)
+	}
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	if err := b.Supports(spec); err != nil {
+		t.Errorf("Supports: %v", err)
+	}
+	if _, err := b.Run(spec, nil, nil); !errors.Is(err, backends.ErrUnsupported) || !strings.Contains(err.Error(), "gpu") {
+		t.Errorf("Run: %v, want ErrUnsupported naming gpu", err)
+	}
+	if _, err := b.Alloc(4); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("Alloc: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ var (
 
 // lacking is a described backend that cannot run one op.
 type lacking struct {
-	describedBackend
+	backends.Backend
 	op kernels.Op
 }
 
@@ -60,8 +60,8 @@ func TestPlacementMatchesPolicy(t *testing.T) {
 	for name, mk := range makers {
 		t.Run(name, func(t *testing.T) {
 			bes := []backends.Backend{
-				lacking{describedBackend{testCPU}, kernels.RoPE},
-				lacking{describedBackend{testGPU}, kernels.Softmax},
+				lacking{backends.Described(testCPU), kernels.RoPE},
+				lacking{backends.Described(testGPU), kernels.Softmax},
 			}
 			arms := ArmsOf(bes)
 			s, err := adaptive.New(adaptive.Config{Backends: bes, Strategy: adaptive.Placement(Placement(mk(arms), arms)),

@@ -7,7 +7,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // Thompson is the "thompson" policy: an adaptive.Scheduler with the
@@ -42,7 +41,7 @@ var (
 func NewThompson(cfg adaptive.Config, arms []Arm) (*Thompson, error) {
 	cfg.Backends = make([]backends.Backend, len(arms))
 	for i, a := range arms {
-		cfg.Backends[i] = describedBackend{info: a.Info}
+		cfg.Backends[i] = backends.Described(a.Info)
 	}
 	cfg.Strategy = adaptive.Automatic
 	cfg.NoCalibration = true
@@ -125,31 +124,4 @@ func (p *Thompson) Close() error { return p.s.Close() }
 
 func simTiming(us float64) backends.Timing {
 	return backends.Timing{Duration: time.Duration(us * float64(time.Microsecond)), Clock: backends.Simulated}
-}
-
-// describedBackend is a backend that only describes itself: the Scheduler
-// under Thompson calls Info and Supports, nothing else (no calibration);
-// the harness runs every op it is given on every arm.
-type describedBackend struct{ info backends.Info }
-
-var _ backends.Backend = describedBackend{}
-
-func (b describedBackend) Info() backends.Info         { return b.info }
-func (b describedBackend) Supports(kernels.Spec) error { return nil }
-func (b describedBackend) Alloc(int64) (backends.Buffer, error) {
-	return nil, b.runsNothing()
-}
-func (b describedBackend) Write(backends.Buffer, []byte) (backends.Timing, error) {
-	return backends.Timing{}, b.runsNothing()
-}
-func (b describedBackend) Read([]byte, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, b.runsNothing()
-}
-func (b describedBackend) Run(kernels.Spec, []backends.Buffer, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, b.runsNothing()
-}
-func (b describedBackend) Close() error { return nil }
-
-func (b describedBackend) runsNothing() error {
-	return fmt.Errorf("%w: %s is described, not run, in evaluation", backends.ErrUnsupported, b.info.Name)
 }

@@ -63,10 +63,6 @@ func BenchmarkConverge(b *testing.B) {
 			}
 		}
 	}
-	cpu := &device{backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
-		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}}}
-	gpu := &device{backends.Info{Name: "gpu", Kind: backends.GPU,
-		Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}}}
 	var ms runtime.MemStats
 	var heap float64
 	b.ReportAllocs()
@@ -75,7 +71,7 @@ func BenchmarkConverge(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		before := ms.HeapAlloc
-		s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}, CalibrationFile: "-"})
+		s, err := adaptive.New(adaptive.Config{Backends: benchBackends(), CalibrationFile: "-"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,10 +111,6 @@ func BenchmarkSelectObserve(b *testing.B) {
 		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{64}},
 			Params: kernels.Params{Name: fmt.Sprintf("op%d", i), FLOPs: int64(1e6 + i), Bytes: 4096}}
 	}
-	cpu := &device{backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
-		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}}}
-	gpu := &device{backends.Info{Name: "gpu", Kind: backends.GPU,
-		Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}}}
 	timing := [2]backends.Timing{{Duration: 30 * time.Microsecond, Clock: backends.WallClock}, {Duration: 20 * time.Microsecond, Clock: backends.WallClock}}
 	for _, mode := range []struct {
 		name     string
@@ -126,7 +118,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 	}{{"off", 0}, {"on", time.Second}, {"on-10ms", 10 * time.Millisecond}} {
 		on := mode.interval > 0
 		b.Run("fleet="+mode.name, func(b *testing.B) {
-			s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}, CalibrationFile: "-", Seed: 1})
+			s, err := adaptive.New(adaptive.Config{Backends: benchBackends(), CalibrationFile: "-", Seed: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -177,5 +169,16 @@ func BenchmarkSelectObserve(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// benchBackends are the benchmarks' two described backends, a CPU and a
+// GPU with the test figures.
+func benchBackends() []backends.Backend {
+	return []backends.Backend{
+		backends.Described(backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
+			Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}}),
+		backends.Described(backends.Info{Name: "gpu", Kind: backends.GPU,
+			Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}}),
 	}
 }

@@ -21,26 +21,6 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// device is a stand-in backend: the Scheduler only asks it for its Info
-// and what it Supports.
-type device struct{ info backends.Info }
-
-var _ backends.Backend = (*device)(nil)
-
-func (d *device) Info() backends.Info                  { return d.info }
-func (d *device) Supports(kernels.Spec) error          { return nil }
-func (d *device) Alloc(int64) (backends.Buffer, error) { return nil, errors.New("not a real device") }
-func (d *device) Write(backends.Buffer, []byte) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Read([]byte, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Run(kernels.Spec, []backends.Buffer, backends.Buffer) (backends.Timing, error) {
-	return backends.Timing{}, errors.New("not a real device")
-}
-func (d *device) Close() error { return nil }
-
 // testFP is the fingerprint of the tests' nodes.
 var testFP = history.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
 
@@ -49,8 +29,8 @@ var testFP = history.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
 // its prior updated by the undiscounted sums of what it observed.
 func newScheduler(t testing.TB, discount float64) *adaptive.Scheduler {
 	t.Helper()
-	cpu := &device{backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
-		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}}}
+	cpu := backends.Described(backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
+		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}})
 	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu}, Seed: 1, CalibrationFile: "-",
 		Bandit: bandit.Config{Discount: discount}})
 	if err != nil {
