@@ -321,22 +321,22 @@ func summary(w io.Writer, rs []round) {
 			spReg = append(spReg, pct(r.starpu.Total, o.Total))
 		}
 	}
+	// starpu adds StarPU's median of v, when StarPU ran.
+	starpu := func(v []float64) {
+		if len(cold) > 0 {
+			fmt.Fprintf(w, ", starpu %+.1f%%", median(v))
+		}
+	}
 	fmt.Fprintf(w, "medians over %d rounds (each against its round's oracle):\n", len(rs))
 	fmt.Fprintf(w, "  measured: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(coldReg), median(warmReg))
-	if len(cold) > 0 {
-		fmt.Fprintf(w, ", starpu %+.1f%%", median(spReg))
-	}
+	starpu(spReg)
 	fmt.Fprintf(w, "; second half (kernels): adaptsched cold %+.1f%%, warm %+.1f%%", median(coldH2), median(warmH2))
-	if len(cold) > 0 {
-		fmt.Fprintf(w, ", starpu %+.1f%%", median(spH2))
-	}
+	starpu(spH2)
 	fmt.Fprintf(w, "\n  choices at the oracle's medians: regret of the total: adaptsched cold %+.1f%%, warm %+.1f%%", median(pCold), median(pWarm))
-	if len(cold) > 0 {
-		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSP))
-	}
+	starpu(pSP)
 	fmt.Fprintf(w, "; second half: adaptsched cold %+.1f%%, warm %+.1f%%", median(pColdH2), median(pWarmH2))
+	starpu(pSPH2)
 	if len(cold) > 0 {
-		fmt.Fprintf(w, ", starpu %+.1f%%", median(pSPH2))
 		fmt.Fprintf(w, "\n  choices at the oracle's medians, adaptsched/starpu: %.2f (cold), %.2f (warm)", median(pRatioCold), median(pRatioWarm))
 		fmt.Fprintf(w, "\n  starpu empty tasks submitted together and waited for once: %.0f ns each", median(spAsync))
 	}
