@@ -162,10 +162,11 @@ const (
 	posMask = 1<<posBits - 1
 )
 
-// shapeSlot is one cached shape: 96 bytes.
+// shapeSlot is one cached shape: 104 bytes.
 type shapeSlot struct {
 	key     shapeKey
 	b       *bucket
+	node    *shapeNode
 	out     int64
 	id      BucketID
 	capable Mask
@@ -196,7 +197,7 @@ func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
 			continue
 		}
 		if sl := &t.slots[w&posMask-1]; sl.key.equal(k) {
-			return entry{b: sl.b, id: sl.id, capable: sl.capable, out: sl.out}, true
+			return entry{b: sl.b, node: sl.node, id: sl.id, capable: sl.capable, out: sl.out}, true
 		}
 	}
 }
@@ -204,7 +205,7 @@ func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
 // put appends k's entry (the shard's mu held, a free entry left).
 func (t *shapeTable) put(k *shapeKey, h uint64, e entry) {
 	sl := &t.slots[t.n]
-	sl.key, sl.b, sl.out, sl.id, sl.capable = *k, e.b, e.out, e.id, e.capable
+	sl.key, sl.b, sl.node, sl.out, sl.id, sl.capable = *k, e.b, e.node, e.out, e.id, e.capable
 	t.n++
 	t.link(h, uint32(t.n))
 }
@@ -230,16 +231,18 @@ func (t *shapeTable) grown() *shapeTable {
 	return g
 }
 
-// add caches e under k (hash h). Past maxShapes shapes the shard starts
+// add caches e under k (hash h) and returns the entry cached, e or one
+// another goroutine added first. Past maxShapes shapes the shard starts
 // over. A full table is replaced by one twice the size holding the same
 // entries in the same order.
-func (sh *shard) add(k *shapeKey, h uint64, e entry) {
+func (sh *shard) add(k *shapeKey, h uint64, e entry) entry {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.tab.Load()
-	if _, ok := t.find(k, h); ok {
-		return
+	if got, ok := t.find(k, h); ok {
+		return got
 	}
+	defer e.b.shapes.Add(1)
 	switch {
 	case t == nil || t.n >= maxShapes:
 		t = newShapeTable(1)
@@ -247,8 +250,17 @@ func (sh *shard) add(k *shapeKey, h uint64, e entry) {
 		t = t.grown()
 	default: // a published table: the entry is written before its index word
 		t.put(k, h, e)
-		return
+		return e
 	}
 	t.put(k, h, e)
 	sh.tab.Store(t)
+	return e
+}
+
+// shapeNode is what one cached shape learns on its own: how often it was
+// selected while its bucket held other shapes, and its own bucket once it
+// was selected Config.ShapeHits times (Scheduler.shapeBucket).
+type shapeNode struct {
+	hits  atomic.Int32
+	child atomic.Pointer[bucket]
 }

@@ -103,7 +103,14 @@ type bucket struct {
 	// queued: the bucket is on the Scheduler's stack of buckets for the
 	// store to collect (storeSource); next links that stack.
 	queued bool
-	id     BucketID
+	// isShape: the bucket is a shape's (parent is set), read where the
+	// hot fields are.
+	isShape bool
+	id      BucketID
+	// shapes counts the shapes the cache holds for the bucket
+	// (shard.add): from two on, a shape seen often enough learns on its
+	// own (Scheduler.shapeBucket).
+	shapes atomic.Int32
 	// held is 1 + the Scheduler's flushes when a collection that was not
 	// a flush's took this bucket's records: while no flush has come
 	// since, the store holds them (storeSource.Collect).
@@ -120,6 +127,9 @@ type bucket struct {
 	class int
 	name  string
 	fam   *family
+	// parent is the bucket of a shape's bucket (newShape), nil for a
+	// bucket.
+	parent *bucket
 	// loaded holds the arms whose posterior or prior holds evidence from
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
@@ -128,7 +138,7 @@ type bucket struct {
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the store's stack of queued buckets
 	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
-	_          [16]byte           // to a whole number of cache lines (TestBucketLayout)
+	_          [4]byte            // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,
@@ -155,7 +165,45 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	}
 	b := e.alloc()
 	e.famMu.Unlock()
+	e.setUp(b, id, name, f, class, flops, bytes, nil)
+	return b
+}
 
+// newShape builds the bucket of one shape of bucket p (a shape seen often
+// enough to learn on its own, Scheduler.shapeBucket) that does flops and
+// bytes of work. Its priors are p's: what p measured of an arm, at this
+// shape's model (engine.priorRho reads p's published ratios), and what p
+// holds from the store or a fleet as it is. Its observations also go to
+// p (Scheduler.Observe), which so pools what its shapes teach; it
+// publishes nothing itself, so that nothing is counted twice.
+func (e *engine) newShape(p *bucket, name string, flops, bytes float64) *bucket {
+	e.famMu.Lock()
+	c := e.alloc()
+	e.famMu.Unlock()
+	c.parent, c.isShape = p, true
+	p.mu.Lock()
+	c.seen, c.warmed, c.loaded = p.seen, p.warmed, p.loaded
+	var held [MaxBackends]bandit.NormalGamma
+	for a := range e.n {
+		if p.loaded.Has(a) {
+			held[a] = p.bb.Arms[a]
+		}
+	}
+	p.mu.Unlock()
+	e.setUp(c, p.id, name, p.fam, p.class, flops, bytes, &held)
+	for a := range e.n {
+		if c.loaded.Has(a) { // p's evidence, moved to this shape's model
+			c.bb.Arms[a].Mu += c.lnModel[a] - p.lnModel[a]
+			c.bb.Priors[a] = c.bb.Arms[a]
+			c.trialMean[a] = float32(c.bb.Arms[a].MeanUs())
+		}
+	}
+	return c
+}
+
+// setUp fills a bucket from alloc: identity, random source, model and
+// priors (derivedPrior, or held[a] for an arm in b.loaded).
+func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int, flops, bytes float64, held *[MaxBackends]bandit.NormalGamma) {
 	b.id, b.name, b.class, b.fam = id, name, class, f
 	h := fnv.New64a()
 	h.Write([]byte(name))
@@ -169,14 +217,17 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	e.corr.mu.Lock()
 	view := e.familyView(b)
 	for a := range e.n {
-		priors[a] = e.derivedPrior(b, a, &view)
+		if held != nil && b.loaded.Has(a) {
+			priors[a] = held[a]
+		} else {
+			priors[a] = e.derivedPrior(b, a, &view)
+		}
 		b.trialMean[a] = float32(priors[a].MeanUs())
 	}
 	e.corr.mu.Unlock()
 	copy(arms, priors)
 	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
 		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
-	return b
 }
 
 // prefetch starts loading, all at once, the cache lines of b that Select

@@ -44,6 +44,10 @@ const (
 	// predicted cost (prior mean and transfer) is at most this share of
 	// the bucket's time so far.
 	trialBudget = 0.02
+	// priorRhoVar is the variance across buckets, in ln², believed of a
+	// learned ratio until buckets measure it: a model's error of about a
+	// factor e either way.
+	priorRhoVar = 1.0
 )
 
 // published is what a bucket has told the engine of one arm: ρ = ln(mean
@@ -54,12 +58,13 @@ type published struct {
 }
 
 // levelSums are the corrections of one level (an op class, or all):
-// per arm Σρ and count, per ordered pair Σ(ρ_a − ρ_r) and count.
+// per arm Σρ, Σρ² and count, per ordered pair Σ(ρ_a − ρ_r), its squares
+// and count.
 type levelSums struct {
-	arm   [MaxBackends]float64
-	armN  [MaxBackends]float64
-	pair  [MaxBackends][MaxBackends]float64
-	pairN [MaxBackends][MaxBackends]float64
+	arm, armSq   [MaxBackends]float64
+	armN         [MaxBackends]float64
+	pair, pairSq [MaxBackends][MaxBackends]float64
+	pairN        [MaxBackends][MaxBackends]float64
 }
 
 // corrections holds the levels above a family: one per op class, and all.
@@ -101,9 +106,11 @@ func (f *family) sumsOf(c int) *levelSums {
 func (l *levelSums) add(per []armCounts, a int, old, now published) {
 	if old.ok {
 		l.arm[a] -= old.rho
+		l.armSq[a] -= old.rho * old.rho
 		l.armN[a]--
 	}
 	l.arm[a] += now.rho
+	l.armSq[a] += now.rho * now.rho
 	l.armN[a]++
 	for r := range per {
 		pr := per[r].pub
@@ -111,13 +118,19 @@ func (l *levelSums) add(per []armCounts, a int, old, now published) {
 			continue
 		}
 		if old.ok {
-			l.pair[a][r] -= old.rho - pr.rho
-			l.pair[r][a] -= pr.rho - old.rho
+			d := old.rho - pr.rho
+			l.pair[a][r] -= d
+			l.pair[r][a] += d
+			l.pairSq[a][r] -= d * d
+			l.pairSq[r][a] -= d * d
 			l.pairN[a][r]--
 			l.pairN[r][a]--
 		}
-		l.pair[a][r] += now.rho - pr.rho
-		l.pair[r][a] += pr.rho - now.rho
+		d := now.rho - pr.rho
+		l.pair[a][r] += d
+		l.pair[r][a] -= d
+		l.pairSq[a][r] += d * d
+		l.pairSq[r][a] += d * d
 		l.pairN[a][r]++
 		l.pairN[r][a]++
 	}
@@ -160,6 +173,12 @@ func (e *engine) rho(b *bucket, arm int) float64 {
 
 // publish tells the engine arm's ratio in b (b.mu held), at a milestone.
 func (e *engine) publish(b *bucket, arm int) {
+	if b.parent != nil { // its parent publishes what it learns (newShape)
+		if b.per[arm].learned == 1 && b.epoch != math.MaxUint64 {
+			b.epoch = 0
+		}
+		return
+	}
 	now := published{rho: e.rho(b, arm), ok: true}
 	e.corr.mu.Lock()
 	old := b.per[arm].pub
@@ -220,8 +239,8 @@ func (e *engine) refresh(b *bucket) {
 // Σw, b's own publications left out. It reads the family's sums per size
 // class, not its buckets (engine.corr.mu held).
 type familyView struct {
-	arm, armW   [MaxBackends]float64
-	pair, pairW [MaxBackends][MaxBackends]float64
+	arm, armSq, armW    [MaxBackends]float64
+	pair, pairSq, pairW [MaxBackends][MaxBackends]float64
 }
 
 func (e *engine) familyView(b *bucket) familyView {
@@ -231,9 +250,11 @@ func (e *engine) familyView(b *bucket) familyView {
 		w := neighbourWeight(b.class - cs.class)
 		for a := range e.n {
 			v.arm[a] += w * cs.arm[a]
+			v.armSq[a] += w * cs.armSq[a]
 			v.armW[a] += w * cs.armN[a]
 			for r := range e.n {
 				v.pair[a][r] += w * cs.pair[a][r]
+				v.pairSq[a][r] += w * cs.pairSq[a][r]
 				v.pairW[a][r] += w * cs.pairN[a][r]
 			}
 		}
@@ -244,10 +265,13 @@ func (e *engine) familyView(b *bucket) familyView {
 			continue
 		}
 		v.arm[a] -= pa.rho
+		v.armSq[a] -= pa.rho * pa.rho
 		v.armW[a]--
 		for r := range e.n {
 			if pr := b.per[r].pub; r != a && pr.ok {
-				v.pair[a][r] -= pa.rho - pr.rho
+				d := pa.rho - pr.rho
+				v.pair[a][r] -= d
+				v.pairSq[a][r] -= d * d
 				v.pairW[a][r]--
 			}
 		}
@@ -269,23 +293,62 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 // carries over to a only in so far as the model's error is shared, which
 // those buckets show.
 func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+	if b.per[a].learned > 0 {
+		return e.rho(b, a) // its own level: the data, not a model of it
+	}
 	cl := &e.corr.class[b.fam.class%3]
 	all := &e.corr.all
 	own := e.armRho(a, cl, fam)
-	var sum, weight float64
+	var up []armCounts // a shape's parent's counters: their pub, under e.corr.mu
+	if b.parent != nil {
+		up = b.parent.per
+		if pa := up[a].pub; pa.ok {
+			own = pa.rho
+		}
+	}
+	ownVar := spread(
+		level{fam.arm[a], fam.armSq[a], fam.armW[a]},
+		level{cl.arm[a], cl.armSq[a], cl.armN[a]},
+		level{all.arm[a], all.armSq[a], all.armN[a]})
+	sum, weight := clampRho(own)/ownVar, 1/ownVar
+	noise := e.cfg.PriorSpread * e.cfg.PriorSpread
 	for r := range e.n {
 		n := b.per[r].learned
 		if r == a || n == 0 {
 			continue
 		}
-		d := shrink(all.pair[a][r], all.pairN[a][r], 0)
+		d := shrink(all.pair[a][r], all.pairN[a][r], own-e.armRho(r, cl, fam))
 		d = shrink(cl.pair[a][r], cl.pairN[a][r], d)
 		d = shrink(fam.pair[a][r], fam.pairW[a][r], d)
-		w := all.pairN[a][r] * float64(min(n, youngArm)) / youngArm
-		sum += w * (e.rho(b, r) + d)
-		weight += w
+		if up != nil && up[a].pub.ok && up[r].pub.ok {
+			d = shrink(up[a].pub.rho-up[r].pub.rho, 1, d)
+		}
+		v := spread(
+			level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
+			level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
+			level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]}) + noise/float64(min(n, youngArm))
+		sum += (e.rho(b, r) + clampRho(d)) / v
+		weight += 1 / v
 	}
-	return clampRho((sum + shrinkWeight*own) / (weight + shrinkWeight))
+	return sum / weight
+}
+
+// level is one level's sums of a ratio: Σx, Σx² and their weight.
+type level struct{ sum, sq, w float64 }
+
+// spread returns the variance across buckets of a ratio, from the first
+// of levels (innermost first) with at least two buckets' weight, shrunk
+// toward priorRhoVar by one pseudo-bucket; priorRhoVar when none has.
+// Estimates are weighted by 1/spread (priorRho): a ratio that differs
+// from bucket to bucket says little about one more bucket.
+func spread(levels ...level) float64 {
+	for _, l := range levels {
+		if l.w >= 2 {
+			ss := math.Max(l.sq-l.sum*l.sum/l.w, 0)
+			return (ss + priorRhoVar) / (l.w + 1)
+		}
+	}
+	return priorRhoVar
 }
 
 // armRho is arm a's ratio from the family's buckets (weighted by size

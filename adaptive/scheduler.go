@@ -50,6 +50,11 @@ type Config struct {
 	// Seed seeds every bucket's random source (each bucket's PCG stream is
 	// Seed and the hash of the bucket's name), so runs replay exactly.
 	Seed uint64
+	// ShapeHits is how often a shape is selected, in a bucket that holds
+	// other shapes too, before it learns on its own, its prior its
+	// bucket's (Scheduler.shapeBucket): 0 means DefaultShapeHits; a
+	// negative value never (the shapes of a bucket share its posterior).
+	ShapeHits int
 	// Shards is the number of shards of the shape→bucket cache, a power of
 	// two; 0 means the smallest power of two ≥ 4·GOMAXPROCS (at least 8).
 	Shards int
@@ -95,6 +100,12 @@ func (c *Config) validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	switch {
+	case c.ShapeHits == 0:
+		c.ShapeHits = DefaultShapeHits
+	case c.ShapeHits < 0:
+		c.ShapeHits = math.MaxInt32
+	}
 	if c.Shards < 0 || c.Shards&(c.Shards-1) != 0 {
 		return fmt.Errorf("%w: Shards %d is not a power of two", ErrConfig, c.Shards)
 	}
@@ -127,6 +138,7 @@ type shard struct {
 // support it.
 type entry struct {
 	b       *bucket
+	node    *shapeNode // nil for a shape the cache cannot key
 	id      BucketID
 	capable Mask
 	out     int64 // the output's bytes
@@ -157,6 +169,7 @@ type Scheduler struct {
 	regMu   sync.Mutex
 	byKey   map[kernels.BucketKey]*bucket
 	buckets []*bucket // by BucketID
+	shapes  []*bucket // the shapes' own buckets (shapeBucket)
 	loaded  map[history.Key]bandit.NormalGamma
 
 	// The store's pull path (nil pull: none). Observe queues a bucket on
@@ -400,6 +413,9 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		return s.noBackend(*spec, ent.capable, exclude)
 	}
 	b := ent.b
+	if ent.node != nil && s.cfg.ShapeHits < math.MaxInt32 && b.shapes.Load() > 1 {
+		b = s.shapeBucket(ent.node, b, spec)
+	}
 	b.prefetch(s.n)
 	d.Bucket, d.b, d.s = ent.id, b, s
 	var extra *[MaxBackends]float64
@@ -581,9 +597,38 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 	b := s.bucketFor(spec)
 	ent := entry{b: b, id: b.id, capable: capable, out: spec.OutBytes()}
 	if sh != nil {
-		sh.add(k, h, ent)
+		ent.node = new(shapeNode)
+		ent = sh.add(k, h, ent)
 	}
 	return ent, nil
+}
+
+// DefaultShapeHits is Config.ShapeHits's default: inference repeats its
+// shapes, and one seen this often will be seen again (TestShapesLearnApart
+// holds the per-shape target with it).
+const DefaultShapeHits = 8
+
+// shapeBucket returns the bucket a shape of bucket b (whose cache node is
+// n) is decided in: its own once it has been selected Config.ShapeHits times
+// (engine.newShape: its prior is b's, and b goes on learning from it),
+// b until then. Learning per shape matters where the backend that wins
+// differs between the shapes of one size class (TestShapesLearnApart).
+func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bucket {
+	if c := n.child.Load(); c != nil {
+		return c
+	}
+	if n.hits.Add(1) < int32(s.cfg.ShapeHits) {
+		return b
+	}
+	w := spec.Work()
+	c := s.e.newShape(b, b.name+" "+spec.String(), float64(w.FLOPs), float64(w.Bytes()))
+	if !n.child.CompareAndSwap(nil, c) {
+		return n.child.Load()
+	}
+	s.regMu.Lock()
+	s.shapes = append(s.shapes, c)
+	s.regMu.Unlock()
+	return c
 }
 
 // bucketFor returns spec's bucket, creating it (with priors and any stored
@@ -658,6 +703,13 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 		return fmt.Errorf("%w: %v on %s", ErrBadTiming, t.Duration, d.Name)
 	}
 	b := d.b
+	if b.isShape { // a shape's bucket, then its parent's
+		p := b.parent
+		b.mu.Lock()
+		s.e.observe(b, d.Backend, us)
+		b.mu.Unlock()
+		b = p
+	}
 	b.mu.Lock()
 	had := b.seen
 	alarm, learned := s.e.observe(b, d.Backend, us)
@@ -802,6 +854,14 @@ func (s *Scheduler) Close() error {
 		b.mu.Unlock()
 	}
 	return nil
+}
+
+// snapshot returns the buckets and the shapes' own buckets made so far:
+// every shape's parent is among the buckets.
+func (s *Scheduler) snapshot() (buckets, shapes []*bucket) {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	return append([]*bucket(nil), s.buckets...), append([]*bucket(nil), s.shapes...)
 }
 
 // snapshotBuckets returns the buckets made so far.

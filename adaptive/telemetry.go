@@ -89,7 +89,8 @@ func (s *Scheduler) Telemetry() Telemetry {
 		t.Backends[a] = BackendTelemetry{Name: s.names[a], Kind: s.kinds[a]}
 	}
 	var reasons [NumReasons]int64
-	for _, b := range s.snapshotBuckets() {
+	buckets, shapes := s.snapshot()
+	for _, b := range buckets {
 		b.mu.Lock()
 		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
 		if inc := b.bb.Incumbent; inc >= 0 {
@@ -115,6 +116,24 @@ func (s *Scheduler) Telemetry() Telemetry {
 		}
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
+	}
+	// A shape's own bucket made decisions its parent did not; its
+	// observations are its parent's too, counted above.
+	for _, c := range shapes {
+		c.mu.Lock()
+		bt := &t.Buckets[c.id]
+		bt.Switches += int64(c.bb.Switches)
+		bt.Alarms += int64(c.bb.Alarms)
+		for a := range s.n {
+			bk := &t.Backends[a]
+			bk.Switches += c.switchesTo[a]
+			bk.Explorations += c.per[a].picks[Explore]
+			for r, n := range c.per[a].picks {
+				bk.Decisions += n
+				reasons[r] += n
+			}
+		}
+		c.mu.Unlock()
 	}
 	for r := UserPreference; r < NumReasons; r++ {
 		if reasons[r] > 0 {
@@ -147,6 +166,9 @@ type collector struct {
 	s    *Scheduler
 	desc *prometheus.Desc
 	get  func(b *bucket, a int) float64
+	// decided: the counter counts decisions, which shapes' own buckets
+	// make too (observations are their parents' as well).
+	decided bool
 }
 
 var _ prometheus.Collector = (*collector)(nil)
@@ -157,7 +179,11 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var sum [MaxBackends]float64
-	for _, b := range c.s.snapshotBuckets() {
+	bs, shapes := c.s.snapshot()
+	if c.decided {
+		bs = append(bs, shapes...)
+	}
+	for _, b := range bs {
 		b.mu.Lock()
 		for a := range c.s.n {
 			sum[a] += c.get(b, a)
@@ -177,17 +203,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // the default registry. Each call returns new collectors.
 func (s *Scheduler) Collectors() []prometheus.Collector {
 	label := []string{"backend"}
-	mk := func(name, help string, get func(b *bucket, a int) float64) prometheus.Collector {
-		return &collector{s: s, desc: prometheus.NewDesc(name, help, label, nil), get: get}
+	mk := func(name, help string, decided bool, get func(b *bucket, a int) float64) prometheus.Collector {
+		return &collector{s: s, desc: prometheus.NewDesc(name, help, label, nil), get: get, decided: decided}
 	}
 	return []prometheus.Collector{
-		mk("adaptsched_ops_total", "Ops observed on the backend.",
+		mk("adaptsched_ops_total", "Ops observed on the backend.", false,
 			func(b *bucket, a int) float64 { return float64(b.per[a].ops) }),
-		mk("adaptsched_op_seconds_total", "Observed compute time of ops on the backend, in seconds.",
+		mk("adaptsched_op_seconds_total", "Observed compute time of ops on the backend, in seconds.", false,
 			func(b *bucket, a int) float64 { return b.per[a].timeUs * 1e-6 }),
-		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.",
+		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.", true,
 			func(b *bucket, a int) float64 { return float64(b.switchesTo[a]) }),
-		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).",
+		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).", true,
 			func(b *bucket, a int) float64 { return float64(b.per[a].picks[Explore]) }),
 	}
 }

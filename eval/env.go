@@ -69,9 +69,12 @@ type Env struct {
 	stop     func() bool
 	oracle   []float64 // cumulative oracle cost at each checkpoint
 	oracleUs float64
-	oShare   []int64
-	oBucket  [][]int64 // [bucket][arm] oracle decisions
-	cur      int64     // op being run, for Truth
+	// shapeOracleUs is the per-shape oracle's expected total: the best
+	// arm for each shape (key) and segment, transfers included.
+	shapeOracleUs float64
+	oShare        []int64
+	oBucket       [][]int64 // [bucket][arm] oracle decisions
+	cur           int64     // op being run, for Truth
 }
 
 type opRec struct {
@@ -239,18 +242,45 @@ func (e *Env) mean(o opRec, s, a int) float64 {
 	return e.keys[o.key].base[a] * e.arms[a].Profile.SpikeMean() * e.factor[s][a]
 }
 
-// solveOracle finds the oracle's assignment by coordinate descent and its
-// expected cost at every checkpoint.
+// solveOracle finds the oracle's assignment per segment × bucket, its
+// expected cost at every checkpoint, and the per-shape oracle's total.
 func (e *Env) solveOracle() {
-	nb, nA, n := len(e.bNames), e.nA, len(e.ops)
-	nu := len(e.bounds) * nb
-	// ops of each unit (segment × bucket), CSR.
+	nb := len(e.bNames)
+	unit, assign, marginal := e.solve(nb, func(o opRec) int { return int(o.bucket) })
+	e.assign, e.marginal = assign, marginal
+	e.oShare = make([]int64, e.nA)
+	e.oBucket = make([][]int64, nb)
+	for b := range e.oBucket {
+		e.oBucket[b] = make([]int64, e.nA)
+	}
+	e.oracle = e.oracle[:0]
+	e.oracleUs = e.expected(unit, assign, nb, func(t int, o opRec, a int, total float64) {
+		if int64(t)%e.every == 0 {
+			e.oracle = append(e.oracle, total)
+		}
+		e.oShare[a]++
+		e.oBucket[o.bucket][a]++
+	})
+	e.oracle = append(e.oracle, e.oracleUs)
+	nk := len(e.keys)
+	unit, assign, _ = e.solve(nk, func(o opRec) int { return int(o.key) })
+	e.shapeOracleUs = e.expected(unit, assign, nk, nil)
+}
+
+// solve assigns an arm to each unit, a segment × one of ng groups (group
+// of an op), by coordinate descent from the compute-optimal start, and
+// returns each op's unit, the assignment and each unit's mean cost per
+// op on each arm, the others fixed.
+func (e *Env) solve(ng int, group func(opRec) int) (unit, assign []int32, marginal []float64) {
+	nA, n := e.nA, len(e.ops)
+	nu := len(e.bounds) * ng
+	// ops of each unit (segment × group), CSR.
 	start := make([]int, nu+1)
-	unit := make([]int32, n)
+	unit = make([]int32, n)
 	seg := 0
 	for t, o := range e.ops {
 		seg = e.segOf(int64(t), seg)
-		unit[t] = int32(seg*nb + int(o.bucket))
+		unit[t] = int32(seg*ng + group(o))
 		start[unit[t]+1]++
 	}
 	for u := range nu {
@@ -262,12 +292,12 @@ func (e *Env) solveOracle() {
 		members[fill[unit[t]]] = int32(t)
 		fill[unit[t]]++
 	}
-	e.assign = make([]int32, nu)
-	e.marginal = make([]float64, nu*nA)
+	assign = make([]int32, nu)
+	marginal = make([]float64, nu*nA)
 	cost := make([]float64, nA)
 	// unitCost fills cost[a]: the unit's total if it moved to a, the others fixed.
 	unitCost := func(u int) {
-		s := u / nb
+		s := u / ng
 		for a := range nA {
 			cost[a] = 0
 		}
@@ -285,21 +315,21 @@ func (e *Env) solveOracle() {
 				c := e.mean(o, s, a)
 				from := -1
 				if prevUnit >= 0 {
-					from = int(e.assign[prevUnit])
+					from = int(assign[prevUnit])
 					if prevUnit == int32(u) {
 						from = a
 					}
 				}
 				c += e.linkUs(o.act, from, a)
 				if nextUnit >= 0 && nextUnit != int32(u) {
-					c += e.linkUs(e.ops[t+1].act, a, int(e.assign[nextUnit]))
+					c += e.linkUs(e.ops[t+1].act, a, int(assign[nextUnit]))
 				}
 				cost[a] += c
 			}
 		}
 	}
 	for u := range nu { // compute-optimal start
-		s := u / nb
+		s := u / ng
 		best, bestC := 0, math.Inf(1)
 		for a := range nA {
 			var c float64
@@ -310,7 +340,7 @@ func (e *Env) solveOracle() {
 				best, bestC = a, c
 			}
 		}
-		e.assign[u] = int32(best)
+		assign[u] = int32(best)
 	}
 	for range 20 {
 		changed := false
@@ -319,7 +349,7 @@ func (e *Env) solveOracle() {
 				continue
 			}
 			unitCost(u)
-			cur := int(e.assign[u])
+			cur := int(assign[u])
 			best := cur
 			for a := range nA {
 				if cost[a] < cost[best]*(1-1e-12) {
@@ -327,7 +357,7 @@ func (e *Env) solveOracle() {
 				}
 			}
 			if best != cur {
-				e.assign[u] = int32(best)
+				assign[u] = int32(best)
 				changed = true
 			}
 		}
@@ -339,26 +369,27 @@ func (e *Env) solveOracle() {
 		if m := start[u+1] - start[u]; m > 0 {
 			unitCost(u)
 			for a := range nA {
-				e.marginal[u*nA+a] = cost[a] / float64(m)
+				marginal[u*nA+a] = cost[a] / float64(m)
 			}
 		}
 	}
-	// The oracle's expected cost, op by op, warm-up included.
+	return unit, assign, marginal
+}
+
+// expected returns the expected cost of running each op t on
+// assign[unit[t]], op by op, warm-up and transfers included; each (nil:
+// none) sees every op with its arm and the total before it.
+func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a int, total float64)) float64 {
+	nA := e.nA
 	warm := make([]bool, len(e.kernels)*nA)
-	e.oShare = make([]int64, nA)
-	e.oBucket = make([][]int64, nb)
-	for b := range e.oBucket {
-		e.oBucket[b] = make([]int64, nA)
-	}
-	e.oracle = e.oracle[:0]
 	var total float64
 	loc := -1
 	for t, o := range e.ops {
-		if int64(t)%e.every == 0 {
-			e.oracle = append(e.oracle, total)
+		a := int(assign[unit[t]])
+		if each != nil {
+			each(t, o, a, total)
 		}
-		a := int(e.assign[unit[t]])
-		c := e.mean(o, int(unit[t])/nb, a)
+		c := e.mean(o, int(unit[t])/ng, a)
 		if w := &warm[int(e.keys[o.key].kernel)*nA+a]; !*w {
 			*w = true
 			if f := e.arms[a].Profile.WarmupFactor; f > 1 {
@@ -367,11 +398,8 @@ func (e *Env) solveOracle() {
 		}
 		total += c + e.linkUs(o.act, loc, a)
 		loc = a
-		e.oShare[a]++
-		e.oBucket[o.bucket][a]++
 	}
-	e.oracle = append(e.oracle, total)
-	e.oracleUs = total
+	return total
 }
 
 // Name returns the workload's name.
@@ -431,8 +459,14 @@ type Result struct {
 	OracleUs                       float64
 	RegretPct                      float64
 	// Switches counts decisions whose arm differs from the previous
-	// decision of the same bucket.
-	Switches int64
+	// decision of the same bucket; ShapeSwitches from the previous
+	// decision of the same shape.
+	Switches, ShapeSwitches int64
+	// ShapeOracleUs is the per-shape oracle's expected total (the best arm
+	// for each shape rather than each bucket), ShapeRegretPct the regret
+	// against it: at least RegretPct, where the best arm differs between
+	// the shapes of a bucket. Both are 0 for a run Stopped early.
+	ShapeOracleUs, ShapeRegretPct float64
 	// ExplorePct is the share of decisions the policy made to learn, in %
 	// (Explorer; 0 for a policy without it).
 	ExplorePct float64
@@ -508,6 +542,10 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	for b := range last {
 		last[b] = -1
 	}
+	lastOfShape := make([]int32, len(e.keys))
+	for k := range lastOfShape {
+		lastOfShape[k] = -1
+	}
 	warm := make([]bool, len(e.kernels)*nA)
 	var offOracle, explore int64
 	ran := int64(len(e.ops))
@@ -579,6 +617,10 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 			res.Switches++
 		}
 		last[o.bucket] = int32(a)
+		if l := lastOfShape[o.key]; l >= 0 && int(l) != a {
+			res.ShapeSwitches++
+		}
+		lastOfShape[o.key] = int32(a)
 		if int(e.assign[seg*nb+int(o.bucket)]) != a {
 			offOracle++
 		}
@@ -589,6 +631,10 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	}
 	res.Points = append(res.Points, Point{Op: ran, PolicyUs: res.TotalUs, OracleUs: res.OracleUs})
 	res.RegretPct = pct(res.TotalUs, res.OracleUs)
+	if !res.Stopped {
+		res.ShapeOracleUs = e.shapeOracleUs
+		res.ShapeRegretPct = pct(res.TotalUs, e.shapeOracleUs)
+	}
 	res.ExplorePct = float64(explore) / n * 100
 	res.OffOraclePct = float64(offOracle) / n * 100
 	for a := range nA {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // SizeClass returns the half-octave size class of w:
@@ -52,7 +53,11 @@ func BucketName(spec Spec) string {
 
 // String formats the bucket's stable name.
 func (k BucketKey) String() string {
-	return k.Family() + "/s" + strconv.Itoa(int(k.Class))
+	op := k.Op.String()
+	if k.Op == Opaque {
+		op += ":" + k.Name
+	}
+	return op + "/" + k.DType.String() + "/s" + strconv.Itoa(int(k.Class))
 }
 
 // Family is the name of the bucket's op family: the buckets of one op and
@@ -60,7 +65,11 @@ func (k BucketKey) String() string {
 func (k BucketKey) Family() string {
 	op := k.Op.String()
 	if k.Op == Opaque {
-		op += ":" + k.Name
+		name := k.Name
+		if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
+			name = name[:i]
+		}
+		op += ":" + name
 	}
 	return op + "/" + k.DType.String()
 }

@@ -115,6 +115,10 @@ The report's columns, one row per policy:
   regret %     (total − oracle) / oracle × 100; the oracle's row is 0 by
                definition (a note says when its sampled total differs)
   switches     decisions whose backend differs from the bucket's previous
+  regret/shape %  regret against the per-shape oracle (the best backend
+               for each shape, where the oracle takes one per bucket;
+               workloads and tables, not traces)
+  switches/shape  decisions whose backend differs from the shape's previous
   explore %    decisions the policy made to learn: thompson's Explore and
                Prior, egreedy's random picks, calibrate's forced samples,
                ucb1's bonus picks; 0 for rules that never learn

@@ -68,6 +68,12 @@ type PolicyResult struct {
 	Ratio     float64 `json:"ratio"`
 	RegretPct float64 `json:"regret_pct"`
 	Switches  int64   `json:"switches"`
+	// ShapeRegretPct is the regret against the per-shape oracle (the best
+	// backend for each shape rather than each bucket), ShapeSwitches the
+	// decisions whose backend differs from the previous decision of the
+	// same shape: simulator and table workloads only.
+	ShapeRegretPct *float64 `json:"shape_regret_pct,omitempty"`
+	ShapeSwitches  *int64   `json:"shape_switches,omitempty"`
 	// ExplorePct is the share of its decisions the policy made to learn
 	// (thompson: reason Explore or Prior; egreedy: its random picks;
 	// calibrate: forced samples; ucb1: a bonus overturning the best mean).
@@ -109,6 +115,10 @@ type policyRun struct {
 	totalUs, oracleUs float64
 	ops               int64
 	switches          int64
+	// shapeOracleUs is the per-shape oracle's total (0: not known, as for
+	// traces), shapeSwitches the switches counted per shape.
+	shapeOracleUs float64
+	shapeSwitches int64
 	// explore counts the decisions made to learn (eval.Explorer);
 	// offOracle those not on the oracle's backend.
 	explore, offOracle int64
@@ -160,6 +170,10 @@ func (rs *runSet) report() *Report {
 				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's realised total (%.3f ms, sampled durations) is %.2f%% from the oracle's expected %.3f ms; every regret is against the expected total", run.totalUs/1e3, d, run.oracleUs/1e3))
 			}
 			pr.TotalUs, pr.Ratio, pr.RegretPct = run.oracleUs, 1, 0
+		}
+		if run.shapeOracleUs > 0 {
+			reg := (pr.TotalUs - run.shapeOracleUs) / run.shapeOracleUs * 100
+			pr.ShapeRegretPct, pr.ShapeSwitches = &reg, &run.shapeSwitches
 		}
 		var cfn int64
 		for s, n := range run.sources {
@@ -290,14 +304,22 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "policy\ttotal ms\t×oracle\tregret %\tswitches\texplore %\toff-oracle %\tcf %"
+	shapes := len(r.Policies) > 0 && r.Policies[0].ShapeRegretPct != nil
+	head := "policy\ttotal ms\t×oracle\tregret %\tswitches"
+	if shapes {
+		head += "\tregret/shape %\tswitches/shape"
+	}
+	head += "\texplore %\toff-oracle %\tcf %"
 	for _, b := range r.Backends {
 		head += "\t" + b
 	}
 	fmt.Fprintln(tw, head+"\t")
 	for _, p := range r.Policies {
-		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d\t%.2f\t%.2f\t%.1f", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct,
-			p.Switches, p.ExplorePct, p.OffOraclePct, p.CounterfactualPct)
+		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct, p.Switches)
+		if shapes && p.ShapeRegretPct != nil {
+			line += fmt.Sprintf("\t%.2f\t%d", *p.ShapeRegretPct, *p.ShapeSwitches)
+		}
+		line += fmt.Sprintf("\t%.2f\t%.2f\t%.1f", p.ExplorePct, p.OffOraclePct, p.CounterfactualPct)
 		for _, b := range r.Backends {
 			line += fmt.Sprintf("\t%.1f%%", p.Share[b]*100)
 		}
