@@ -520,6 +520,31 @@ func TestExecutorLostTensor(t *testing.T) {
 	_, _ = x, ws
 }
 
+// TestExecutorRecoversChain loses a device that holds the only copies of
+// a whole chain of outputs: reading the last one recomputes every op of
+// the chain, each input before the op that reads it, through the one
+// recovery hook, and every output matches the reference.
+func TestExecutorRecoversChain(t *testing.T) {
+	const n = 6
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+		open(t, "cpu"), mustSim(t, sim.Event{At: n, Kind: sim.DeviceLost}))
+	c := newChain(t, rand.New(rand.NewPCG(10, 11)), n, 4, 32)
+	_, _, outs := c.run(t, e)
+	for i, o := range outs {
+		if v := o.(*executor.Tensor).Valid(); v != adaptive.Backend(1) {
+			t.Fatalf("output %d valid on %b, want the GPU only", i, v)
+		}
+	}
+	got := make([]byte, outs[n-1].Size())
+	if _, err := e.Read(got, outs[n-1]); err != nil { // the GPU is lost: recompute the chain
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Recoveries != n || st.Backends[0].Ops != n {
+		t.Errorf("%d recoveries, %d CPU ops; want %d of each", st.Recoveries, st.Backends[0].Ops, n)
+	}
+	c.check(t, e, outs)
+}
+
 func mustSim(t *testing.T, ev ...sim.Event) *sim.Device {
 	d, err := sim.Open("h100", sim.DefaultOptions().WithEvents(ev...))
 	if err != nil {

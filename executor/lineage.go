@@ -48,43 +48,125 @@ func (o *Tensor) setLineage(s kernels.Spec, ts []*Tensor) {
 	}
 }
 
-// recover recomputes t, whose every copy was lost, by running the op of
-// its lineage again on a healthy backend; the inputs are recovered first
-// if they were lost too. It fails with ErrTensorLost when t has no
-// lineage (the host wrote it) or an input has changed or been freed since.
-func (e *Executor) recover(t *Tensor, depth int) error {
-	t.mu.Lock()
-	if t.valid != 0 {
-		t.mu.Unlock()
-		return nil
+// maxRecompute bounds the ops one recovery recomputes: the lost chain
+// behind an op, walked without recursion.
+const maxRecompute = 4096
+
+// errNoCopy marks a tensor found with no valid copy where a copy was
+// needed: lost with a device after its op's recovery. The op recovers it
+// and retries (Executor.run); a recomputation, which recovers nothing
+// itself, fails.
+var errNoCopy = fmt.Errorf("%w: no valid copy left", ErrTensorLost)
+
+// recover is the one hook through which the Executor recomputes what a
+// lost device took (Run when an input has no valid copy, Read): it
+// recomputes the tensors among ts that have no valid copy by running the
+// op of their lineage again on a healthy backend, and first the lost
+// inputs those ops need, inputs before the ops that read them. A freed
+// tensor is left for the op to reject. It fails with ErrTensorLost when a
+// lost tensor has no lineage (the host wrote it), an input of its op has
+// been written or freed since, the chain is longer than maxRecompute ops,
+// or a recomputation fails. Each recomputation runs as an op that does not
+// recover in turn (run's restore), so recovery never recurses.
+func (e *Executor) recover(ts ...*Tensor) error {
+	plan, err := recoveryPlan(ts)
+	if err != nil {
+		return err
 	}
-	if !t.lin.ok || t.freed {
-		t.mu.Unlock()
-		return fmt.Errorf("%w: tensor %d (%d bytes) has no other copy and no lineage", ErrTensorLost, t.id, t.size)
+	for _, st := range plan {
+		if st.t.Valid() != 0 {
+			continue // another op recovered it meanwhile
+		}
+		if _, err := e.run(st.spec, st.in, st.t, true); err != nil {
+			return fmt.Errorf("%w: recomputing tensor %d: %w", ErrTensorLost, st.t.id, err)
+		}
+		e.recoveries.Add(1)
 	}
-	spec := t.lin.spec
-	spec.In = make([]kernels.Shape, len(t.lin.shapes))
+	return nil
+}
+
+// step is one recomputation: the op of a lost tensor's lineage, copied out
+// of the tensor.
+type step struct {
+	t    *Tensor
+	spec kernels.Spec
+	in   []backends.Buffer
+}
+
+// recoveryPlan returns the recomputations that recover the lost tensors
+// among ts, each after those of its lost inputs: a depth-first walk of
+// their lineage with an explicit stack.
+func recoveryPlan(ts []*Tensor) ([]step, error) {
+	type frame struct {
+		t    *Tensor
+		done *step // t's inputs are planned: emit t
+	}
+	var plan []step
+	var stack []frame
+	seen := map[*Tensor]bool{}
+	for _, t := range ts {
+		stack = append(stack, frame{t: t})
+	}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if f.done != nil {
+			plan = append(plan, *f.done)
+			continue
+		}
+		if seen[f.t] {
+			continue
+		}
+		seen[f.t] = true
+		st, lost, err := f.t.lostStep()
+		if err != nil {
+			return nil, err
+		}
+		if !lost {
+			continue
+		}
+		if len(plan)+len(stack) >= maxRecompute {
+			return nil, fmt.Errorf("%w: recomputation of more than %d ops", ErrTensorLost, maxRecompute)
+		}
+		stack = append(stack, frame{t: f.t, done: &st})
+		for _, x := range st.in {
+			stack = append(stack, frame{t: x.(*Tensor)})
+		}
+	}
+	return plan, nil
+}
+
+// lostStep returns t's recomputation when t has no valid copy (lost is
+// false for a tensor with a valid copy, or freed): the op of its lineage,
+// once each input is checked to hold still the version that op read.
+func (t *Tensor) lostStep() (st step, lost bool, err error) {
+	t.mu.RLock()
+	if t.valid != 0 || t.freed {
+		t.mu.RUnlock()
+		return step{}, false, nil
+	}
+	if !t.lin.ok {
+		t.mu.RUnlock()
+		return step{}, true, fmt.Errorf("%w: tensor %d (%d bytes) has no other copy and no lineage", ErrTensorLost, t.id, t.size)
+	}
+	st = step{t: t, spec: t.lin.spec, in: make([]backends.Buffer, len(t.lin.in))}
+	st.spec.In = make([]kernels.Shape, len(t.lin.shapes))
 	for i, sh := range t.lin.shapes {
-		spec.In[i] = append(kernels.Shape(nil), sh...)
+		st.spec.In[i] = append(kernels.Shape(nil), sh...)
 	}
-	ins := make([]backends.Buffer, len(t.lin.in))
 	vers := append([]uint64(nil), t.lin.vers...)
 	for i, x := range t.lin.in {
-		ins[i] = x
+		st.in[i] = x
 	}
-	t.mu.Unlock()
-	for i, b := range ins {
+	t.mu.RUnlock()
+	for i, b := range st.in {
 		x := b.(*Tensor)
 		x.mu.RLock()
 		ok := !x.freed && x.version == vers[i]
 		x.mu.RUnlock()
 		if !ok {
-			return fmt.Errorf("%w: tensor %d: input %d of its %v was written or freed since", ErrTensorLost, t.id, i, spec.Op)
+			return step{}, true, fmt.Errorf("%w: tensor %d: input %d of its %v was written or freed since", ErrTensorLost, t.id, i, st.spec.Op)
 		}
 	}
-	if _, err := e.run(spec, ins, t, true, depth+1); err != nil {
-		return fmt.Errorf("%w: recomputing tensor %d: %w", ErrTensorLost, t.id, err)
-	}
-	e.recoveries.Add(1)
-	return nil
+	return st, true, nil
 }

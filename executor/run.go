@@ -32,19 +32,16 @@ type opScratch struct {
 // an input. It returns an error wrapping ErrAllFailed, joining each
 // backend's failure, only when every capable backend failed.
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	return e.run(s, in, out, false, 0)
+	return e.run(s, in, out, false)
 }
 
 // maxAttempts bounds the retries of one copy or op around failures.
 const maxAttempts = 8
 
-// maxDepth bounds the recursion of recomputing lost tensors.
-const maxDepth = 4096
-
-func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool, depth int) (backends.Timing, error) {
-	if depth > maxDepth {
-		return backends.Timing{}, fmt.Errorf("%w: recomputation deeper than %d ops", ErrTensorLost, maxDepth)
-	}
+// run is Run; restore marks a recomputation of out's lost version
+// (Executor.recover), which neither bumps its version nor records its
+// lineage, and does not recover lost inputs itself.
+func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
 		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
 	}
@@ -103,7 +100,7 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 			return backends.Timing{}, e.allFailed(s, failed, &errs, err)
 		}
 		a := d.Backend
-		tm, xferUs, err := e.attempt(sc, s, ts, o, a, restore, depth)
+		tm, xferUs, err := e.attempt(sc, s, ts, o, a, restore)
 		if err == nil {
 			e.healthy(a)
 			e.ops[a].Add(1)
@@ -187,13 +184,21 @@ func (e *Executor) allFailed(s kernels.Spec, failed adaptive.Mask, errs *[adapti
 
 // attempt runs s on backend a: inputs made resident, output allocated,
 // then the kernel under the tensors' locks.
-func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool, depth int) (backends.Timing, float64, error) {
+func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
 	be := e.bes[a]
 	stamp := e.tick.Add(1)
 	var xferUs float64
 	for try := 0; ; try++ {
 		for _, t := range ts {
-			us, err := e.ensureOn(t, a, stamp, depth)
+			us, err := e.ensureOn(t, a, stamp)
+			if errors.Is(err, errNoCopy) && !restore {
+				// t lost every copy with a device: the recovery hook
+				// recomputes it, then it moves.
+				xferUs += us
+				if err = e.recover(t); err == nil {
+					us, err = e.ensureOn(t, a, stamp)
+				}
+			}
 			if err != nil {
 				return backends.Timing{}, xferUs, err
 			}

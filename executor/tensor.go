@@ -155,46 +155,40 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 			Err: fmt.Errorf("%w: tensor of %d bytes into %d", kernels.ErrBufferSize, t.size, len(dst))}
 	}
 	start := time.Now()
-	for attempt := 0; ; attempt++ {
+	for range maxAttempts + 1 {
 		t.mu.Lock()
 		if t.freed {
 			t.mu.Unlock()
 			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: backends.ErrForeignBuffer}
 		}
+		err = nil
 		if t.valid&adaptive.Host == 0 {
-			if _, err := e.toHost(t, attempt); err != nil {
-				t.mu.Unlock()
-				if attempt < maxAttempts {
-					continue
-				}
-				return backends.Timing{}, err
+			_, err = e.toHost(t)
+		}
+		if err == nil {
+			copy(dst, t.host)
+			t.readers |= adaptive.Host
+			t.mu.Unlock()
+			return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+		}
+		t.mu.Unlock()
+		if errors.Is(err, errNoCopy) {
+			if rerr := e.recover(t); rerr != nil {
+				err = rerr
 			}
 		}
-		copy(dst, t.host)
-		t.readers |= adaptive.Host
-		t.mu.Unlock()
-		return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 	}
+	return backends.Timing{}, err
 }
 
-// toHost makes t's host copy valid (t.mu held, t.valid has no Host bit).
-// With no valid copy left it recomputes t (releasing and retaking t.mu).
-// A failed read marks its backend failed and returns the error; the caller
-// retries. It returns the read's µs.
-func (e *Executor) toHost(t *Tensor, depth int) (float64, error) {
+// toHost makes t's host copy valid from a device copy (t.mu held, t.valid
+// has no Host bit). With no valid copy left it returns errNoCopy: the
+// caller recovers t (Executor.recover) and retries. A failed read marks
+// its backend failed and returns the error; the caller retries. It
+// returns the read's µs.
+func (e *Executor) toHost(t *Tensor) (float64, error) {
 	if t.valid == 0 {
-		t.mu.Unlock()
-		err := e.recover(t, depth)
-		t.mu.Lock()
-		if err != nil {
-			return 0, err
-		}
-		if t.valid&adaptive.Host != 0 {
-			return 0, nil
-		}
-		if t.valid == 0 {
-			return 0, fmt.Errorf("%w: tensor %d lost again during recovery", ErrTensorLost, t.id)
-		}
+		return 0, errNoCopy
 	}
 	j := e.sourceOf(t.valid)
 	if t.host == nil {
@@ -238,8 +232,9 @@ func (e *Executor) observeCopy(a int, toDevice bool, bytes int64, tm backends.Ti
 // host memory (itself filled from another device if need be). It returns
 // the copies' time in µs, the read from another device included. A
 // failure of a is a *backendFailure for a; a failed read from another
-// backend marks that one failed and retries.
-func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, error) {
+// backend marks that one failed and retries; a tensor with no valid copy
+// left is errNoCopy, which the op recovers (Executor.attempt).
+func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
 	var us float64
 	for attempt := 0; ; attempt++ {
 		t.mu.Lock()
@@ -254,7 +249,7 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64, depth int) (float64, 
 			return us, nil
 		}
 		if t.valid&adaptive.Host == 0 {
-			down, err := e.toHost(t, depth+1)
+			down, err := e.toHost(t)
 			us += down
 			if err != nil {
 				t.mu.Unlock()
