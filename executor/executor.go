@@ -124,7 +124,7 @@ func New(cfg Config) (*Executor, error) {
 			e.alias |= adaptive.Backend(i)
 		}
 	}
-	e.res.init(len(e.bes))
+	e.res.init()
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
 	e.scratchPool.New = func() any { return new(opScratch) }

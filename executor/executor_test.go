@@ -545,6 +545,29 @@ func TestExecutorRecoversChain(t *testing.T) {
 	c.check(t, e, outs)
 }
 
+// TestExecutorResidentBytes checks the residency registry through Stats:
+// every buffer placed on the GPU is counted once, and freeing the tensors
+// forgets them all.
+func TestExecutorResidentBytes(t *testing.T) {
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), mustSim(t))
+	c := newChain(t, rand.New(rand.NewPCG(12, 13)), 4, 4, 32)
+	x, ws, outs := c.run(t, e)
+	all := append(append([]backends.Buffer{x}, ws...), outs...)
+	var bytes int64
+	for _, b := range all {
+		bytes += b.Size()
+	}
+	if got := e.Stats().Backends[1].ResidentMB; got != float64(bytes)/1e6 {
+		t.Errorf("GPU holds %v MB, want %v", got, float64(bytes)/1e6)
+	}
+	for _, b := range all {
+		b.Free()
+	}
+	if st := e.Stats(); st.Backends[0].ResidentMB != 0 || st.Backends[1].ResidentMB != 0 {
+		t.Errorf("after Free: %+v", st.Backends)
+	}
+}
+
 func mustSim(t *testing.T, ev ...sim.Event) *sim.Device {
 	d, err := sim.Open("h100", sim.DefaultOptions().WithEvents(ev...))
 	if err != nil {

@@ -6,25 +6,40 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 )
 
-// registry is where tensors hold buffers: what eviction frees and a lost
-// device drops.
+// regShards is the number of shards of the residency registry.
+const regShards = 16
+
+// registry is where tensors hold buffers of the backends' own: what
+// eviction frees and a lost device drops. It is sharded by tensor id, so
+// that ops placing or freeing distinct tensors rarely share a lock; a
+// lookup by backend (residentOn, off the op path) visits every shard.
 type registry struct {
-	mu       sync.Mutex
-	resident [adaptive.MaxBackends]map[*Tensor]struct{} // tensors with a buffer on each backend
+	shards [regShards]regShard
 }
 
-// init makes the sets of n backends.
-func (r *registry) init(n int) {
-	for a := range n {
-		r.resident[a] = map[*Tensor]struct{}{}
+// regShard is one shard, alone on its cache lines.
+type regShard struct {
+	mu   sync.Mutex
+	held map[*Tensor]adaptive.Mask // the backends where each tensor holds a buffer
+	_    [112]byte
+}
+
+// init makes the shards' maps.
+func (r *registry) init() {
+	for i := range r.shards {
+		r.shards[i].held = map[*Tensor]adaptive.Mask{}
 	}
 }
 
+// shardOf returns t's shard.
+func (r *registry) shardOf(t *Tensor) *regShard { return &r.shards[t.id%regShards] }
+
 // register notes that t holds a buffer on backend a.
 func (e *Executor) register(t *Tensor, a int) {
-	e.res.mu.Lock()
-	e.res.resident[a][t] = struct{}{}
-	e.res.mu.Unlock()
+	sh := e.res.shardOf(t)
+	sh.mu.Lock()
+	sh.held[t] |= adaptive.Backend(a)
+	sh.mu.Unlock()
 }
 
 // unregister forgets t's buffers on the backends in held.
@@ -32,22 +47,28 @@ func (e *Executor) unregister(t *Tensor, held adaptive.Mask) {
 	if held == 0 {
 		return
 	}
-	e.res.mu.Lock()
-	for a := range e.bes {
-		if held.Has(a) {
-			delete(e.res.resident[a], t)
-		}
+	sh := e.res.shardOf(t)
+	sh.mu.Lock()
+	if m := sh.held[t] &^ held; m != 0 {
+		sh.held[t] = m
+	} else {
+		delete(sh.held, t)
 	}
-	e.res.mu.Unlock()
+	sh.mu.Unlock()
 }
 
 // residentOn returns the tensors holding a buffer on backend a.
 func (e *Executor) residentOn(a int) []*Tensor {
-	e.res.mu.Lock()
-	defer e.res.mu.Unlock()
-	out := make([]*Tensor, 0, len(e.res.resident[a]))
-	for t := range e.res.resident[a] {
-		out = append(out, t)
+	var out []*Tensor
+	for i := range e.res.shards {
+		sh := &e.res.shards[i]
+		sh.mu.Lock()
+		for t, m := range sh.held {
+			if m.Has(a) {
+				out = append(out, t)
+			}
+		}
+		sh.mu.Unlock()
 	}
 	return out
 }
