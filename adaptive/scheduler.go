@@ -763,29 +763,6 @@ func (s *Scheduler) index(name string) int {
 // caller owns the returned slice.
 func (s *Scheduler) Backends() []string { return append([]string(nil), s.names[:s.n]...) }
 
-// BackendName returns backend i's Info().Name (Config.Backends order), or
-// "" for an index out of range. It does not allocate.
-func (s *Scheduler) BackendName(i int) string {
-	if i < 0 || i >= s.n {
-		return ""
-	}
-	return s.names[i]
-}
-
-// Shared returns the backends that read host memory directly (a CPU, or
-// Info().SharedMemory): their copies are not modelled as transfers and
-// they have no link for ObserveTransferAt.
-func (s *Scheduler) Shared() Mask { return s.shared }
-
-// Allowed returns the backends that the strategy may place an op on:
-// Only's backend alone under Only, else every configured backend.
-func (s *Scheduler) Allowed() Mask {
-	if s.only >= 0 {
-		return Backend(s.only)
-	}
-	return Backend(s.n) - 1
-}
-
 // BucketName returns the stable name of bucket id, or "" for an id this
 // Scheduler has not assigned. It takes the bucket registry's lock: a
 // Decision carries its bucket's name (Decision.BucketName) without one.
