@@ -3,13 +3,12 @@
 // against one backend runs on all of them unchanged (DESIGN.md § The data
 // path). It uses only the Scheduler's exported API.
 //
-// Its buffers are Tensors that know where their valid copies live
-// (tensor.go); inputs move lazily to the chosen backend, each copy timed
-// and fed to the Scheduler's link model. A failing backend is backed off
-// and the op runs on the next best one (health.go); a backend out of
-// memory has its cold copies evicted (memory.go); a lost device's tensors
-// are recomputed from the ops that produced them (lineage.go). Stats and
-// an optional trace Recorder report what it did (stats.go).
+// Its buffers are Tensors that know where their valid copies live;
+// inputs move lazily to the chosen backend, each copy timed and fed to the
+// Scheduler's link model. A failing backend is backed off and the op runs
+// on the next best one; a backend out of memory has its cold copies
+// evicted; a lost device's tensors are recomputed from the ops that
+// produced them. Stats and an optional trace Recorder report what it did.
 //
 // The package registers the "adaptive" driver with the backends registry:
 // backends.Open("adaptive:cpu,cpu1,sim:h100") opens the listed backends

@@ -71,7 +71,11 @@ func (c *Config) validate() error {
 // distinct tensors run in parallel; ops that read the same tensor (shared
 // weights) run in parallel too; an op that writes a tensor waits for those
 // that read it. Concurrent writes of one tensor, or a write concurrent with
-// a read of it, are the caller's race, as with any backend.
+// a read of it, are the caller's race, as with any backend. An op takes
+// the locks of its own tensors and its bucket's, and a shard of the
+// residency registry when it places or frees a device copy; only while a
+// backend is in back-off does it take the back-off's lock, and only a
+// timed device copy takes its link direction's (Scheduler.ObserveTransferAt).
 type Executor struct {
 	cfg Config
 	s   *adaptive.Scheduler
