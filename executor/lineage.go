@@ -53,23 +53,21 @@ func (o *Tensor) setLineage(s kernels.Spec, ts []*Tensor) {
 const maxRecompute = 4096
 
 // errNoCopy marks a tensor found with no valid copy where a copy was
-// needed: lost with a device after its op's recovery. The op recovers it
-// and retries (Executor.run); a recomputation, which recovers nothing
-// itself, fails.
+// needed. The op recovers it (Executor.attempt, Read); a recomputation,
+// which recovers nothing itself, fails.
 var errNoCopy = fmt.Errorf("%w: no valid copy left", ErrTensorLost)
 
 // recover is the one hook through which the Executor recomputes what a
-// lost device took (Run when an input has no valid copy, Read): it
-// recomputes the tensors among ts that have no valid copy by running the
-// op of their lineage again on a healthy backend, and first the lost
-// inputs those ops need, inputs before the ops that read them. A freed
-// tensor is left for the op to reject. It fails with ErrTensorLost when a
+// lost device took (an op's input, or a tensor read, with no valid copy):
+// it recomputes t by running the op of its lineage again on a healthy
+// backend, and first the lost inputs that op needs, inputs before the ops
+// that read them. A freed t is left for its caller to reject. It fails with ErrTensorLost when a
 // lost tensor has no lineage (the host wrote it), an input of its op has
 // been written or freed since, the chain is longer than maxRecompute ops,
 // or a recomputation fails. Each recomputation runs as an op that does not
 // recover in turn (run's restore), so recovery never recurses.
-func (e *Executor) recover(ts ...*Tensor) error {
-	plan, err := recoveryPlan(ts)
+func (e *Executor) recover(t *Tensor) error {
+	plan, err := recoveryPlan(t)
 	if err != nil {
 		return err
 	}
@@ -93,20 +91,17 @@ type step struct {
 	in   []backends.Buffer
 }
 
-// recoveryPlan returns the recomputations that recover the lost tensors
-// among ts, each after those of its lost inputs: a depth-first walk of
-// their lineage with an explicit stack.
-func recoveryPlan(ts []*Tensor) ([]step, error) {
+// recoveryPlan returns the recomputations that recover t, if lost, each
+// after those of its lost inputs: a depth-first walk of its lineage with
+// an explicit stack.
+func recoveryPlan(t *Tensor) ([]step, error) {
 	type frame struct {
 		t    *Tensor
 		done *step // t's inputs are planned: emit t
 	}
 	var plan []step
-	var stack []frame
+	stack := []frame{{t: t}}
 	seen := map[*Tensor]bool{}
-	for _, t := range ts {
-		stack = append(stack, frame{t: t})
-	}
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
