@@ -49,18 +49,7 @@
 // Copies that the caller times go to ObserveTransfer, which refines the
 // link model.
 //
-// The Executor does all of that for a program: it is a backends.Backend
-// itself, so code written against one backend runs adaptively unchanged.
-// Its tensors know where their valid copies live; inputs move lazily to
-// the chosen backend; a failing backend is backed off and the op runs on
-// the next best one; a lost device's tensors are recomputed from the ops
-// that produced them.
-//
-//	ex, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{Backends: bs}})
-//	if err != nil { ... }
-//	defer ex.Close()
-//	a, _ := ex.Alloc(spec.InBytes(0))
-//	ex.Write(a, data)
-//	out, _ := ex.Alloc(spec.OutBytes())
-//	_, err = ex.Run(spec, []backends.Buffer{a, ...}, out)
+// Package executor's Executor does all of that for a program: it is a
+// backends.Backend itself, so code written against one backend runs
+// adaptively unchanged.
 package adaptive

@@ -22,19 +22,8 @@ var (
 	// make (a zero Decision, or one from another Scheduler).
 	ErrForeignDecision = errors.New("adaptive: decision not made by this scheduler")
 	// ErrUnknownBackend marks a backend name or index that is not in the
-	// Config (ObserveTransfer, Only).
+	// Config (ObserveTransfer, ObserveTransferAt, Only).
 	ErrUnknownBackend = errors.New("adaptive: unknown backend")
 	// ErrClosed marks a call after Close.
 	ErrClosed = errors.New("adaptive: scheduler closed")
-	// ErrAllFailed marks an Executor op that every capable backend
-	// failed; the error joins each backend's *backends.DeviceError.
-	ErrAllFailed = errors.New("adaptive: every capable backend failed")
-	// ErrTensorLost marks a tensor whose only valid copy was on a lost
-	// device and that cannot be recomputed: it was written by the host
-	// and never read back, or an input of the op that produced it has
-	// since been written or freed.
-	ErrTensorLost = errors.New("adaptive: tensor lost with its device")
-	// ErrBadTensor marks a buffer that is not a live Tensor of this
-	// Executor, or one whose size does not match the op.
-	ErrBadTensor = errors.New("adaptive: bad tensor")
 )

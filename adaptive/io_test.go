@@ -122,6 +122,32 @@ func TestLinkModel(t *testing.T) {
 	if err := s.ObserveTransfer("gpu", true, 0, us(1)); !errors.Is(err, ErrBadTiming) {
 		t.Errorf("zero bytes: %v", err)
 	}
+	for _, i := range []int{-1, 0, 2} { // out of range, cpu (no link), beyond the backends
+		if err := s.ObserveTransferAt(i, true, 1, us(1)); !errors.Is(err, ErrUnknownBackend) {
+			t.Errorf("backend %d: %v", i, err)
+		}
+	}
+}
+
+// TestObserveTransferAt checks that a copy observed by index teaches the
+// link that the same copy observed by name does.
+func TestObserveTransferAt(t *testing.T) {
+	byName, byIndex := newTestScheduler(t, Config{}), newTestScheduler(t, Config{})
+	for i := range 50 {
+		bytes := int64(4096) << (i % 12)
+		took := us(10 + float64(bytes)/5e3)
+		if err := byName.ObserveTransfer("gpu", i%2 == 0, bytes, took); err != nil {
+			t.Fatal(err)
+		}
+		if err := byIndex.ObserveTransferAt(1, i%2 == 0, bytes, took); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, toDevice := range []bool{true, false} {
+		if a, b := byName.PredictTransfer("gpu", toDevice, 1<<20), byIndex.PredictTransfer("gpu", toDevice, 1<<20); a != b {
+			t.Errorf("toDevice %v: %v µs by name, %v by index", toDevice, a, b)
+		}
+	}
 }
 
 // TestObserveErrors checks bad input to Observe.

@@ -349,7 +349,11 @@ type Decision struct {
 	Backend int    // index into Config.Backends
 	Name    string // the backend's Info().Name
 	Bucket  BucketID
-	Reason  Reason
+	// BucketName is the bucket's stable name (Scheduler.BucketName),
+	// shared with the bucket rather than copied, so that a caller naming
+	// it (a trace) takes no lock.
+	BucketName string
+	Reason     Reason
 	// Estimates[i] is backend i's cost in µs as the decision saw it: the
 	// Thompson sample (or posterior mean, for strategies that do not
 	// sample) plus the predicted transfer of its non-resident inputs; NaN
@@ -417,7 +421,7 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		b = s.shapeBucket(ent.node, b, spec)
 	}
 	b.prefetch(s.n)
-	d.Bucket, d.b, d.s = ent.id, b, s
+	d.Bucket, d.BucketName, d.b, d.s = ent.id, b.name, b, s
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
@@ -760,15 +764,30 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	return nil
 }
 
-// ObserveTransfer folds one measured copy of bytes over backend's link
-// (toDevice: host→device, else device→host) into the link model. It
-// returns an error wrapping ErrUnknownBackend for a name that is not a
-// configured backend with a link (shared-memory backends have none), and
-// ErrBadTiming for a non-positive duration or byte count.
+// ObserveTransfer is ObserveTransferAt for the backend called backend.
+// It returns an error wrapping ErrUnknownBackend for a name that is not
+// a configured backend.
 func (s *Scheduler) ObserveTransfer(backend string, toDevice bool, bytes int64, t backends.Timing) error {
 	i := s.index(backend)
-	if i < 0 || s.links[i][0] == nil {
+	if i < 0 {
 		return fmt.Errorf("%w: %q has no host link", ErrUnknownBackend, backend)
+	}
+	return s.ObserveTransferAt(i, toDevice, bytes, t)
+}
+
+// ObserveTransferAt folds one measured copy of bytes over the link of
+// backend i (Config.Backends order; toDevice: host→device, else
+// device→host) into the link model. It returns an error wrapping
+// ErrUnknownBackend for an index that is not a configured backend with a
+// link (shared-memory backends have none, see Shared), and ErrBadTiming
+// for a non-positive duration or byte count. It is safe for concurrent
+// use and takes only the link direction's own lock.
+func (s *Scheduler) ObserveTransferAt(i int, toDevice bool, bytes int64, t backends.Timing) error {
+	if i < 0 || i >= s.n {
+		return fmt.Errorf("%w: backend %d of %d", ErrUnknownBackend, i, s.n)
+	}
+	if s.links[i][0] == nil {
+		return fmt.Errorf("%w: %q has no host link", ErrUnknownBackend, s.names[i])
 	}
 	us := t.Micros()
 	if bytes <= 0 || !(us > 0 && us < maxObservedUs) {
@@ -797,7 +816,8 @@ func (s *Scheduler) index(name string) int {
 func (s *Scheduler) Backends() []string { return append([]string(nil), s.names[:s.n]...) }
 
 // BucketName returns the stable name of bucket id, or "" for an id this
-// Scheduler has not assigned.
+// Scheduler has not assigned. It takes the bucket registry's lock: a
+// Decision carries its bucket's name (Decision.BucketName) without one.
 func (s *Scheduler) BucketName(id BucketID) string {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()

@@ -7,13 +7,17 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// TestSchedulerBucketName checks that the Scheduler names a bucket as
-// kernels.BucketName does, and nothing for an id it has not assigned.
+// TestSchedulerBucketName checks that the Scheduler and its Decision name
+// a bucket as kernels.BucketName does, and nothing for an id it has not
+// assigned.
 func TestSchedulerBucketName(t *testing.T) {
 	s := newTestScheduler(t, Config{})
 	d, _ := s.Select(matmul(64, 4096, 4096), Residency{})
 	if got := s.BucketName(d.Bucket); got != "MatMul/f32/s62" {
 		t.Errorf("Scheduler.BucketName = %q", got)
+	}
+	if d.BucketName != "MatMul/f32/s62" {
+		t.Errorf("Decision.BucketName = %q", d.BucketName)
 	}
 	if s.BucketName(99) != "" {
 		t.Error("unknown id has a name")
@@ -84,5 +88,24 @@ func TestSelectObserveAllocs(t *testing.T) {
 		if n != 0 {
 			t.Errorf("%v: %v allocations per Select+Observe, want 0", st, n)
 		}
+	}
+}
+
+// TestSchedulerAccessors checks the read-only views of the configuration
+// (BackendName, Shared, Allowed) that the Executor reads instead of
+// keeping copies.
+func TestSchedulerAccessors(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	if s.BackendName(0) != "cpu" || s.BackendName(1) != "gpu" || s.BackendName(2) != "" || s.BackendName(-1) != "" {
+		t.Errorf("names %q %q %q", s.BackendName(0), s.BackendName(1), s.BackendName(2))
+	}
+	if s.Shared() != Backend(0) {
+		t.Errorf("Shared = %b, want the cpu", s.Shared())
+	}
+	if s.Allowed() != Backend(0)|Backend(1) {
+		t.Errorf("Allowed = %b, want both", s.Allowed())
+	}
+	if only := newTestScheduler(t, Config{Strategy: Only("gpu")}); only.Allowed() != Backend(1) {
+		t.Errorf("Only(gpu): Allowed = %b", only.Allowed())
 	}
 }

@@ -133,7 +133,7 @@ func filled(n int) []float32 {
 }
 
 // RunAdaptsched runs st through an adaptive.Scheduler over the two
-// implementations, as the Executor drives it (adaptive.Executor.run):
+// implementations, as the Executor drives it (executor.Executor.run):
 // Select with the inputs' residency, Run on the chosen backend, Observe
 // its Timing when positive. One goroutine runs every task, as StarPU's
 // one CPU worker does.

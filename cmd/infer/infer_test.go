@@ -13,6 +13,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
 )
 
 var tiny = ModelConfig{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 96, Ctx: 16, Seed: 3}
@@ -60,7 +61,7 @@ func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
 func TestForwardPassMatchesSingleBackend(t *testing.T) {
 	const steps = 8
 	want := decode(t, openT(t, "cpu"), steps)
-	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+	e, err := executor.New(executor.Config{Config: adaptive.Config{
 		Backends:      []backends.Backend{openT(t, "cpu"), openT(t, "cpu1"), openT(t, "sim:h100")},
 		NoCalibration: true, CalibrationFile: "-", Seed: 1}})
 	if err != nil {
@@ -149,7 +150,7 @@ var decodeStrategies = []struct {
 // decodeServer is one decode loop on its own Executor over cpu and cpu1,
 // as a server runs it: a batch of requests, each step's tokens fed back.
 type decodeServer struct {
-	e     *adaptive.Executor
+	e     *executor.Executor
 	bt    *Batch
 	cur   []int
 	ctx   int
@@ -160,7 +161,7 @@ type decodeServer struct {
 // and runs 8 warm-up steps; b's cleanup frees it.
 func newDecodeServer(b *testing.B, s adaptive.Strategy, batch int) *decodeServer {
 	b.Helper()
-	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+	e, err := executor.New(executor.Config{Config: adaptive.Config{
 		Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: s, Seed: 1}})
 	if err != nil {
 		b.Fatal(err)

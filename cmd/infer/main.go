@@ -65,6 +65,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
@@ -224,7 +225,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	cfg := adaptive.ExecutorConfig{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
@@ -247,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		defer func() { err = errors.Join(err, rec.Close()) }()
 		cfg.Recorder = rec
 	}
-	e, err := adaptive.NewExecutor(cfg)
+	e, err := executor.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -410,7 +411,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 }
 
 // shares returns each backend's share of the ops that ran.
-func shares(st adaptive.ExecutorStats) map[string]float64 {
+func shares(st executor.Stats) map[string]float64 {
 	var total int64
 	for _, b := range st.Backends {
 		total += b.Ops
@@ -429,7 +430,7 @@ func shares(st adaptive.ExecutorStats) map[string]float64 {
 // statusLine is the live line on a terminal.
 type statusLine struct {
 	w io.Writer
-	e *adaptive.Executor
+	e *executor.Executor
 }
 
 func (s *statusLine) show(tokens int64, elapsed time.Duration) {

@@ -1,10 +1,11 @@
-package adaptive_test
+package executor_test
 
 import (
 	"fmt"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -20,7 +21,7 @@ func ExampleExecutor() {
 		defer b.Close()
 		bes = append(bes, b)
 	}
-	e, err := adaptive.NewExecutor(adaptive.ExecutorConfig{Config: adaptive.Config{
+	e, err := executor.New(executor.Config{Config: adaptive.Config{
 		Backends: bes, NoCalibration: true, CalibrationFile: "-", Seed: 1}})
 	if err != nil {
 		panic(err)

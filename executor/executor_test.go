@@ -1,4 +1,4 @@
-package adaptive_test
+package executor_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/cpu"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
@@ -32,7 +33,7 @@ func open(t testing.TB, name string) backends.Backend {
 }
 
 // newExec builds an Executor over bes with test settings.
-func newExec(t testing.TB, cfg adaptive.ExecutorConfig, bes ...backends.Backend) *adaptive.Executor {
+func newExec(t testing.TB, cfg executor.Config, bes ...backends.Backend) *executor.Executor {
 	t.Helper()
 	cfg.Backends = bes
 	cfg.NoCalibration = true
@@ -40,7 +41,7 @@ func newExec(t testing.TB, cfg adaptive.ExecutorConfig, bes ...backends.Backend)
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}
-	e, err := adaptive.NewExecutor(cfg)
+	e, err := executor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestExecutorMatchesSingleBackend(t *testing.T) {
 	cpu := open(t, "cpu")
 	strategies := []adaptive.Strategy{adaptive.Automatic, adaptive.Only("cpu"), adaptive.Only("cpu1"), adaptive.Only("sim:h100")}
 	for _, st := range strategies {
-		e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: st}},
+		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: st}},
 			open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
 		r := rand.New(rand.NewPCG(7, 7))
 		for _, s := range catalogue() {
@@ -307,7 +308,7 @@ func TestExecutorResidency(t *testing.T) {
 	const n = 12
 	gpu := &countingBackend{Backend: open(t, "sim:h100")}
 	cpu := &countingBackend{Backend: open(t, "cpu")}
-	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
 	c := newChain(t, rand.New(rand.NewPCG(1, 2)), n, 4, 64)
 	_, ws, outs := c.run(t, e)
 	if got := gpu.writes.Load(); got != n+1 {
@@ -337,14 +338,14 @@ func TestExecutorResidency(t *testing.T) {
 	if got := gpu.reads.Load(); got != n {
 		t.Errorf("%d reads from the GPU after reading twice", got)
 	}
-	if v := outs[0].(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(1) {
+	if v := outs[0].(*executor.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(1) {
 		t.Errorf("output valid on %b, want host and GPU", v)
 	}
 	// Writing a tensor invalidates its device copy: the next op moves it.
 	if _, err := e.Write(ws[0], c.ws[0]); err != nil {
 		t.Fatal(err)
 	}
-	if v := ws[0].(*adaptive.Tensor).Valid(); v != adaptive.Host {
+	if v := ws[0].(*executor.Tensor).Valid(); v != adaptive.Host {
 		t.Errorf("written tensor valid on %b, want host only", v)
 	}
 	out, _ := e.Alloc(outs[0].Size())
@@ -403,7 +404,7 @@ func TestExecutorFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred, Now: clock.now},
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred, Now: clock.now},
 		Recorder: rec, BackoffBase: 10 * time.Millisecond}, open(t, "cpu"), dev)
 	const n = 40
 	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 8, 64)
@@ -471,7 +472,7 @@ func TestExecutorAllFail(t *testing.T) {
 	lost := sim.DefaultOptions().WithEvents(sim.Event{At: 0, Kind: sim.DeviceLost})
 	a, _ := sim.Open("h100", lost)
 	b, _ := sim.Open("mi300x", lost)
-	e := newExec(t, adaptive.ExecutorConfig{}, a, b)
+	e := newExec(t, executor.Config{}, a, b)
 	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 1, 2, 32)
 	x, _ := e.Alloc(int64(len(c.x)))
 	e.Write(x, c.x)
@@ -479,7 +480,7 @@ func TestExecutorAllFail(t *testing.T) {
 	e.Write(w, c.ws[0])
 	out, _ := e.Alloc(int64(len(c.want[0])))
 	_, err := e.Run(c.specOf(c.ops[0]), []backends.Buffer{x, w}, out)
-	if !errors.Is(err, adaptive.ErrAllFailed) || !errors.Is(err, backends.ErrDeviceLost) {
+	if !errors.Is(err, executor.ErrAllFailed) || !errors.Is(err, backends.ErrDeviceLost) {
 		t.Fatalf("error %v: want ErrAllFailed wrapping ErrDeviceLost", err)
 	}
 	var de *backends.DeviceError
@@ -492,14 +493,14 @@ func TestExecutorAllFail(t *testing.T) {
 // tensor whose input changed after it was computed cannot be recomputed.
 func TestExecutorLostTensor(t *testing.T) {
 	dev, _ := sim.Open("h100", sim.DefaultOptions().WithEvents(sim.Event{At: 1, Kind: sim.DeviceLost}))
-	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
 	c := newChain(t, rand.New(rand.NewPCG(8, 9)), 2, 2, 32)
 	x, ws, outs := c.run(t, e)
 	// outs[0] ran on the GPU; outs[1] fell back to the CPU after
 	// recomputing outs[0] there, so both are intact.
 	c.check(t, e, outs)
 	// Now compute on the lost device's replacement and break the lineage.
-	e2 := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+	e2 := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
 		open(t, "cpu"), mustSim(t, sim.Event{At: 1, Kind: sim.DeviceLost}))
 	x2, _ := e2.Alloc(int64(len(c.x)))
 	e2.Write(x2, c.x)
@@ -513,10 +514,58 @@ func TestExecutorLostTensor(t *testing.T) {
 	// The next op on the GPU fails (lost) and drops o2's only copy.
 	o3, _ := e2.Alloc(int64(len(c.want[0])))
 	_, err := e2.Run(c.specOf(c.ops[0]), []backends.Buffer{o2, w2}, o3)
-	if !errors.Is(err, adaptive.ErrTensorLost) {
+	if !errors.Is(err, executor.ErrTensorLost) {
 		t.Fatalf("error %v, want ErrTensorLost", err)
 	}
 	_, _ = x, ws
+}
+
+// TestExecutorRecoversChain loses a device that holds the only copies of
+// a whole chain of outputs: reading the last one recomputes every op of
+// the chain, each input before the op that reads it, through the one
+// recovery hook, and every output matches the reference.
+func TestExecutorRecoversChain(t *testing.T) {
+	const n = 6
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+		open(t, "cpu"), mustSim(t, sim.Event{At: n, Kind: sim.DeviceLost}))
+	c := newChain(t, rand.New(rand.NewPCG(10, 11)), n, 4, 32)
+	_, _, outs := c.run(t, e)
+	for i, o := range outs {
+		if v := o.(*executor.Tensor).Valid(); v != adaptive.Backend(1) {
+			t.Fatalf("output %d valid on %b, want the GPU only", i, v)
+		}
+	}
+	got := make([]byte, outs[n-1].Size())
+	if _, err := e.Read(got, outs[n-1]); err != nil { // the GPU is lost: recompute the chain
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Recoveries != n || st.Backends[0].Ops != n {
+		t.Errorf("%d recoveries, %d CPU ops; want %d of each", st.Recoveries, st.Backends[0].Ops, n)
+	}
+	c.check(t, e, outs)
+}
+
+// TestExecutorResidentBytes checks the residency registry through Stats:
+// every buffer placed on the GPU is counted once, and freeing the tensors
+// forgets them all.
+func TestExecutorResidentBytes(t *testing.T) {
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), mustSim(t))
+	c := newChain(t, rand.New(rand.NewPCG(12, 13)), 4, 4, 32)
+	x, ws, outs := c.run(t, e)
+	all := append(append([]backends.Buffer{x}, ws...), outs...)
+	var bytes int64
+	for _, b := range all {
+		bytes += b.Size()
+	}
+	if got := e.Stats().Backends[1].ResidentMB; got != float64(bytes)/1e6 {
+		t.Errorf("GPU holds %v MB, want %v", got, float64(bytes)/1e6)
+	}
+	for _, b := range all {
+		b.Free()
+	}
+	if st := e.Stats(); st.Backends[0].ResidentMB != 0 || st.Backends[1].ResidentMB != 0 {
+		t.Errorf("after Free: %+v", st.Backends)
+	}
 }
 
 func mustSim(t *testing.T, ev ...sim.Event) *sim.Device {
@@ -531,7 +580,7 @@ func mustSim(t *testing.T, ev ...sim.Event) *sim.Device {
 // the problem, never panic.
 func TestExecutorBadInput(t *testing.T) {
 	cpu := open(t, "cpu")
-	e := newExec(t, adaptive.ExecutorConfig{}, open(t, "cpu1"))
+	e := newExec(t, executor.Config{}, open(t, "cpu1"))
 	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4, 16}, {16}}}
 	a, _ := e.Alloc(s.InBytes(0))
 	b, _ := e.Alloc(s.InBytes(1))
@@ -568,10 +617,10 @@ func TestExecutorBadInput(t *testing.T) {
 	}
 	a.Free()
 	a.Free()
-	if _, err := e.Run(s, []backends.Buffer{a, b}, out); !errors.Is(err, adaptive.ErrBadTensor) {
+	if _, err := e.Run(s, []backends.Buffer{a, b}, out); !errors.Is(err, executor.ErrBadTensor) {
 		t.Errorf("freed input: %v", err)
 	}
-	if _, err := adaptive.NewExecutor(adaptive.ExecutorConfig{}); !errors.Is(err, adaptive.ErrConfig) {
+	if _, err := executor.New(executor.Config{}); !errors.Is(err, adaptive.ErrConfig) {
 		t.Errorf("no backends: %v", err)
 	}
 	if err := e.Supports(kernels.Spec{Op: kernels.Opaque, In: []kernels.Shape{{4}}}); !errors.Is(err, backends.ErrUnsupported) {
@@ -582,7 +631,7 @@ func TestExecutorBadInput(t *testing.T) {
 // TestExecutorConcurrent runs independent chains from many goroutines
 // over shared weights (run it with -race).
 func TestExecutorConcurrent(t *testing.T) {
-	e := newExec(t, adaptive.ExecutorConfig{}, open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
+	e := newExec(t, executor.Config{}, open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
 	c := newChain(t, rand.New(rand.NewPCG(10, 11)), 24, 4, 64)
 	ws := make([]backends.Buffer, len(c.ws))
 	for i, w := range c.ws {
@@ -685,7 +734,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	gpu := &countingBackend{Backend: open(t, "sim:h100")}
 	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 4, 64)
 
-	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, cpu, gpu)
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, cpu, gpu)
 	_, _, outs := c.run(t, e)
 	if w, r := cpu.writes.Load(), cpu.reads.Load(); w != 0 || r != 0 {
 		t.Errorf("%d copies into and %d out of the mapping CPU", w, r)
@@ -694,7 +743,7 @@ func TestExecutorHostMapping(t *testing.T) {
 		t.Errorf("%d runs on the CPU, want %d", got, n)
 	}
 	for i, o := range outs {
-		if v := o.(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0) {
+		if v := o.(*executor.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0) {
 			t.Fatalf("output %d valid on %b, want host and the CPU", i, v)
 		}
 	}
@@ -705,13 +754,13 @@ func TestExecutorHostMapping(t *testing.T) {
 
 	// On the GPU, outputs live there; reading one back makes it valid on
 	// the mapping CPU too, with no copy into it.
-	g := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	g := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
 	_, _, gouts := c.run(t, g)
-	if v := gouts[0].(*adaptive.Tensor).Valid(); v != adaptive.Backend(1) {
+	if v := gouts[0].(*executor.Tensor).Valid(); v != adaptive.Backend(1) {
 		t.Errorf("GPU output valid on %b, want the GPU only", v)
 	}
 	c.check(t, g, gouts)
-	if v := gouts[0].(*adaptive.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0)|adaptive.Backend(1) {
+	if v := gouts[0].(*executor.Tensor).Valid(); v != adaptive.Host|adaptive.Backend(0)|adaptive.Backend(1) {
 		t.Errorf("GPU output read back: valid on %b, want host, CPU and GPU", v)
 	}
 	if w := cpu.writes.Load(); w != 0 {
@@ -721,7 +770,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	// A CPU that refuses every mapping (the Executor probes once) is
 	// copied into like any backend.
 	refuses := &refusing{&mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}}}
-	r := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, refuses, gpu)
+	r := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, refuses, gpu)
 	_, _, routs := c.run(t, r)
 	c.check(t, r, routs)
 	if st := r.Stats(); st.Backends[0].Ops != n || st.Backends[0].CopiesIn == 0 {
@@ -731,7 +780,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	// A CPU whose mapping fails after the probe: every op falls back to
 	// the GPU and succeeds.
 	bad := &mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}, okMaps: 1}
-	f := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.CPUPreferred}}, bad, gpu)
+	f := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.CPUPreferred}}, bad, gpu)
 	_, _, fouts := c.run(t, f)
 	c.check(t, f, fouts)
 	if bad.maps.Load() < 2 || bad.runs.Load() != 0 {
@@ -769,7 +818,7 @@ func (c *consumerSpy) Place(_ kernels.Spec, res adaptive.Residency, _ adaptive.B
 // ops read it, and by the program (Host).
 func TestExecutorConsumers(t *testing.T) {
 	spy := &consumerSpy{arm: 1}
-	e := newExec(t, adaptive.ExecutorConfig{Config: adaptive.Config{Strategy: adaptive.Placement(spy)}},
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Placement(spy)}},
 		open(t, "cpu"), open(t, "sim:h100"))
 	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 2, 4, 64)
 	x, ws, outs := c.run(t, e) // op 0 writes outs[0], op 1 reads it on the GPU

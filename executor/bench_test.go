@@ -1,12 +1,12 @@
-package adaptive_test
+package executor_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -16,7 +16,7 @@ import (
 // the difference (issue 6 asks ≤ 1000 ns).
 func BenchmarkExecutorOverhead(b *testing.B) {
 	cpu := open(b, "cpu")
-	e := newExec(b, adaptive.ExecutorConfig{}, cpu)
+	e := newExec(b, executor.Config{}, cpu)
 	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
 	x := kernels.AsBytes(make([]float32, 16))
 	mk := func(be backends.Backend) (in []backends.Buffer, out backends.Buffer) {
@@ -56,7 +56,7 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 // BenchmarkExecutorParallel runs the same tiny op from every goroutine on
 // private tensors: the Executor's locks under contention.
 func BenchmarkExecutorParallel(b *testing.B) {
-	e := newExec(b, adaptive.ExecutorConfig{}, open(b, "cpu1"))
+	e := newExec(b, executor.Config{}, open(b, "cpu1"))
 	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
 	w, _ := e.Alloc(64)
 	e.Write(w, make([]byte, 64))

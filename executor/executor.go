@@ -1,0 +1,234 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Config configures an Executor: the Scheduler's Config plus what the
+// Executor adds. Zero fields take the documented defaults.
+type Config struct {
+	adaptive.Config
+	// Name is the Executor's backend name (Info().Name); "" means
+	// "adaptive".
+	Name string
+	// Recorder, when not nil, receives one trace event per op (DESIGN.md §
+	// Traces); Record never blocks, so a slow writer drops events rather
+	// than slow the ops. The Executor does not close it.
+	Recorder *history.Recorder
+	// BackoffBase is how long a failed backend is kept out before it is
+	// probed again (one op let through), doubling with each consecutive
+	// failure up to BackoffMax. Defaults: 50 ms and 5 s.
+	BackoffBase, BackoffMax time.Duration
+	// CloseBackends makes Close close every backend in Backends (the
+	// Executor then owns them, as when it was opened through
+	// backends.Open("adaptive:...")).
+	CloseBackends bool
+}
+
+func (c *Config) validate() error {
+	if c.Name == "" {
+		c.Name = "adaptive"
+	}
+	if c.BackoffBase < 0 || c.BackoffMax < 0 {
+		return fmt.Errorf("%w: negative back-off %v, %v", adaptive.ErrConfig, c.BackoffBase, c.BackoffMax)
+	}
+	if c.BackoffBase == 0 {
+		c.BackoffBase = 50 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 5 * time.Second
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Executor runs ops adaptively on several backends while itself being a
+// backends.Backend, so code written against one backend runs on all of
+// them unchanged (DESIGN.md § The data path). Its buffers are Tensors that
+// know where their valid copies live; each op goes through Select, moves
+// the inputs the chosen backend lacks (timed, feeding the link model),
+// runs, and feeds the kernel's Timing to Observe. A backend that fails is
+// kept out with exponential back-off while the op falls back to the next
+// best capable backend; one that runs out of memory has its cold copies
+// evicted; tensors lost with a device are recomputed from their lineage.
+//
+// An Executor is safe for concurrent use by many goroutines. Ops on
+// distinct tensors run in parallel; ops that read the same tensor (shared
+// weights) run in parallel too; an op that writes a tensor waits for those
+// that read it. Concurrent writes of one tensor, or a write concurrent with
+// a read of it, are the caller's race, as with any backend. An op takes
+// the locks of its own tensors and its bucket's, and a shard of the
+// residency registry when it places or frees a device copy; only while a
+// backend is in back-off does it take the back-off's lock, and only a
+// timed device copy takes its link direction's (Scheduler.ObserveTransferAt).
+type Executor struct {
+	cfg Config
+	s   *adaptive.Scheduler
+	bes []backends.Backend
+	// alias holds the CPU backends that work on a tensor's host copy in
+	// place (backends.HostMapper): wherever the host copy is valid, so is
+	// theirs, and an op they run writes the host copy. No copy is ever
+	// made for them and none is registered against their memory.
+	alias adaptive.Mask
+	info  backends.Info
+
+	ids  atomic.Uint64
+	tick atomic.Int64 // op counter: last-use stamps
+
+	health health
+	res    registry
+
+	ops         [adaptive.MaxBackends]atomic.Int64
+	failures    [adaptive.MaxBackends]atomic.Int64
+	copiesIn    [adaptive.MaxBackends]atomic.Int64
+	bytesIn     [adaptive.MaxBackends]atomic.Int64
+	transferNs  [adaptive.MaxBackends]atomic.Int64
+	fallbacks   atomic.Int64
+	memRetries  atomic.Int64
+	evictions   atomic.Int64
+	recoveries  atomic.Int64
+	invalidated atomic.Int64
+	seq         atomic.Int64 // trace sequence
+	closeOnce   sync.Once
+	closeErr    error
+	scratchPool sync.Pool
+}
+
+var _ backends.Backend = (*Executor)(nil)
+
+// New validates cfg and builds the Executor and its Scheduler.
+func New(cfg Config) (*Executor, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s, err := adaptive.New(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{cfg: cfg, s: s, bes: append([]backends.Backend(nil), cfg.Backends...)}
+	models := make([]string, len(e.bes))
+	for i, b := range e.bes {
+		models[i] = s.BackendName(i)
+		if b.Info().Kind == backends.CPU && mapsHost(b) {
+			e.alias |= adaptive.Backend(i)
+		}
+	}
+	e.res.init()
+	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
+		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
+	e.scratchPool.New = func() any { return new(opScratch) }
+	return e, nil
+}
+
+// mapsHost reports whether b maps host memory: it implements
+// backends.HostMapper (a wrapper may forward it without the wrapped
+// backend supporting it) and maps a probe.
+func mapsHost(b backends.Backend) bool {
+	hm, ok := b.(backends.HostMapper)
+	if !ok {
+		return false
+	}
+	buf, err := hm.MapHost(allocHost(4))
+	if err != nil {
+		return false
+	}
+	buf.Free()
+	return true
+}
+
+// Scheduler returns the Executor's Scheduler, for Telemetry and
+// Collectors.
+func (e *Executor) Scheduler() *adaptive.Scheduler { return e.s }
+
+// Info implements backends.Backend: the Executor reads and writes host
+// memory (SharedMemory), whatever devices lie behind it.
+func (e *Executor) Info() backends.Info { return e.info }
+
+// Supports implements backends.Backend: nil when some allowed backend can
+// run s, else an error wrapping ErrUnsupported with each backend's reason.
+func (e *Executor) Supports(s kernels.Spec) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", backends.ErrUnsupported, e.cfg.Name, err)
+	}
+	var why []string
+	allowed := e.s.Allowed()
+	for i, b := range e.bes {
+		if !allowed.Has(i) {
+			continue
+		}
+		err := b.Supports(s)
+		if err == nil {
+			return nil
+		}
+		why = append(why, err.Error())
+	}
+	return fmt.Errorf("%w: %s: %v (%s)", backends.ErrUnsupported, e.cfg.Name, s, strings.Join(why, "; "))
+}
+
+// Close implements backends.Backend: it closes the Scheduler (handing the
+// posteriors to the store, which the caller closes), frees every device
+// copy, and closes the backends when CloseBackends is set. Tensors must
+// not be used afterwards. Close is idempotent.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() {
+		errs := []error{e.s.Close()}
+		for a := range e.bes {
+			e.dropCopies(a)
+		}
+		if e.cfg.CloseBackends {
+			for _, b := range e.bes {
+				errs = append(errs, b.Close())
+			}
+		}
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+func init() {
+	backends.Register("adaptive", openExecutor)
+}
+
+// openExecutor is the registry's factory: "adaptive:cpu,cpu1,sim:h100" opens each
+// listed backend (their packages must be imported) and an Executor that
+// owns them, with the default Config.
+func openExecutor(arg string) (backends.Backend, error) {
+	if arg == "" {
+		return nil, &backends.UnavailableError{Backend: "adaptive", Reason: "no backends listed: open adaptive:cpu,cpu1,...", NeedsParam: true}
+	}
+	var bes []backends.Backend
+	closeAll := func() {
+		for _, b := range bes {
+			b.Close()
+		}
+	}
+	for _, name := range strings.Split(arg, ",") {
+		b, err := backends.Open(strings.TrimSpace(name))
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		bes = append(bes, b)
+	}
+	e, err := New(Config{Config: adaptive.Config{Backends: bes}, CloseBackends: true})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return e, nil
+}

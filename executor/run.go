@@ -1,0 +1,289 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// backendFailure is a failure attributed to one backend.
+type backendFailure struct {
+	a   int
+	err error
+}
+
+func (f *backendFailure) Error() string { return f.err.Error() }
+func (f *backendFailure) Unwrap() error { return f.err }
+
+// opScratch is the per-op scratch, pooled so that Run does not allocate.
+type opScratch struct {
+	ts    [adaptive.MaxInputs]*Tensor
+	bufs  [adaptive.MaxInputs]backends.Buffer
+	locks [adaptive.MaxInputs + 1]*Tensor
+	write [adaptive.MaxInputs + 1]bool
+}
+
+// Run implements backends.Backend: it places s on the best backend, moves
+// the inputs it lacks, runs it, and falls back on failure. The Timing is
+// the kernel's, as the chosen backend measured it. The output may alias
+// an input. It returns an error wrapping ErrAllFailed, joining each
+// backend's failure, only when every capable backend failed.
+func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	return e.run(s, in, out, false)
+}
+
+// maxAttempts bounds the retries of one copy or op around failures.
+const maxAttempts = 8
+
+// run is Run; restore marks a recomputation of out's lost version
+// (Executor.recover), which neither bumps its version nor records its
+// lineage, and does not recover lost inputs itself.
+func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool) (backends.Timing, error) {
+	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
+		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+	}
+	if err := s.Validate(); err != nil {
+		return backends.Timing{}, e.opErr(s, err)
+	}
+	sc := e.scratchPool.Get().(*opScratch)
+	defer func() { *sc = opScratch{}; e.scratchPool.Put(sc) }()
+	ts := sc.ts[:len(in)]
+	var res adaptive.Residency
+	for i, b := range in {
+		t, err := e.tensorOf(b)
+		if err != nil {
+			return backends.Timing{}, e.opErr(s, fmt.Errorf("input %d: %w", i, err))
+		}
+		if t.size != s.InBytes(i) {
+			return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, s.InBytes(i)))
+		}
+		ts[i] = t
+	}
+	o, err := e.tensorOf(out)
+	if err != nil {
+		return backends.Timing{}, e.opErr(s, fmt.Errorf("output: %w", err))
+	}
+	if o.size != s.OutBytes() {
+		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, s.OutBytes()))
+	}
+	var failed, oomed adaptive.Mask
+	var errs [adaptive.MaxBackends]error
+	why := adaptive.Reason(0)
+	for {
+		res.N = 0
+		o.mu.RLock()
+		res.Consumers = o.consumersHint()
+		o.mu.RUnlock()
+		for _, t := range ts {
+			t.mu.RLock()
+			v := t.valid
+			t.mu.RUnlock()
+			res.Add(v, t.size)
+		}
+		sick, probes := e.unhealthy()
+		d, err := e.s.SelectExcept(s, res, failed|sick, why)
+		if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
+			// Every healthy backend failed or none can run it: try those
+			// in back-off rather than fail.
+			d, err = e.s.SelectExcept(s, res, failed, why)
+		}
+		if probes != 0 {
+			e.releaseProbes(probes, d.Backend, err == nil)
+		}
+		if err != nil {
+			if failed == 0 {
+				return backends.Timing{}, err
+			}
+			return backends.Timing{}, e.allFailed(s, failed, &errs, err)
+		}
+		a := d.Backend
+		tm, xferUs, err := e.attempt(sc, s, ts, o, a, restore)
+		if err == nil {
+			e.healthy(a)
+			e.ops[a].Add(1)
+			if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
+				e.fallbacks.Add(1)
+			}
+			if tm.Duration > 0 {
+				_ = e.s.Observe(d, tm) // a zero or absurd timing teaches nothing
+			}
+			if e.cfg.Recorder != nil {
+				e.record(s, d, tm, xferUs)
+			}
+			return tm, nil
+		}
+		var bf *backendFailure
+		if !errors.As(err, &bf) {
+			e.release(a)
+			return backends.Timing{}, err
+		}
+		f := bf.a
+		failed |= adaptive.Backend(f)
+		if errs[f] == nil {
+			errs[f] = bf.err
+		}
+		if errors.Is(bf.err, backends.ErrOutOfMemory) {
+			e.release(f)
+			e.memRetries.Add(1)
+			freed := e.evict(f, ts, o)
+			why = adaptive.MemoryConstraint
+			// The only backend left may be this one: after an eviction it
+			// gets one more try.
+			if freed > 0 && !oomed.Has(f) {
+				oomed |= adaptive.Backend(f)
+				if e.noneLeft(s, failed) {
+					failed &^= adaptive.Backend(f)
+				}
+			}
+			continue
+		}
+		e.failed(f, bf.err)
+		why = adaptive.Fallback
+	}
+}
+
+// noneLeft reports whether excluding failed leaves no backend that may
+// run s.
+func (e *Executor) noneLeft(s kernels.Spec, failed adaptive.Mask) bool {
+	allowed := e.s.Allowed() &^ failed
+	for a, b := range e.bes {
+		if !allowed.Has(a) {
+			continue
+		}
+		if b.Supports(s) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// opErr wraps an error of the caller's op.
+func (e *Executor) opErr(s kernels.Spec, err error) error {
+	return &backends.DeviceError{Backend: e.cfg.Name, Op: s.Op.String(), Err: err}
+}
+
+// allFailed builds the error of an op that every capable backend failed.
+func (e *Executor) allFailed(s kernels.Spec, failed adaptive.Mask, errs *[adaptive.MaxBackends]error, last error) error {
+	var all []error
+	for a := range e.bes {
+		if !failed.Has(a) || errs[a] == nil {
+			continue
+		}
+		var de *backends.DeviceError
+		if errors.As(errs[a], &de) {
+			all = append(all, errs[a])
+		} else {
+			all = append(all, &backends.DeviceError{Backend: e.s.BackendName(a), Op: s.Op.String(), Err: errs[a]})
+		}
+	}
+	return fmt.Errorf("%w: %v: %w", ErrAllFailed, s, errors.Join(all...))
+}
+
+// attempt runs s on backend a: inputs made resident, output allocated,
+// then the kernel under the tensors' locks.
+func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
+	be := e.bes[a]
+	stamp := e.tick.Add(1)
+	var xferUs float64
+	for try := 0; ; try++ {
+		for _, t := range ts {
+			us, err := e.ensureOn(t, a, stamp)
+			if errors.Is(err, errNoCopy) && !restore {
+				// t lost every copy with a device: the recovery hook
+				// recomputes it, then it moves.
+				xferUs += us
+				if err = e.recover(t); err == nil {
+					us, err = e.ensureOn(t, a, stamp)
+				}
+			}
+			if err != nil {
+				return backends.Timing{}, xferUs, err
+			}
+			xferUs += us
+		}
+		if err := e.outputOn(o, a); err != nil {
+			return backends.Timing{}, xferUs, err
+		}
+		locks := e.lockSet(sc, ts, o)
+		ok := o.copies[a] != nil
+		for i, t := range ts {
+			if !t.valid.Has(a) || t.copies[a] == nil {
+				ok = false
+				break
+			}
+			sc.bufs[i] = t.copies[a]
+		}
+		if !ok {
+			unlockSet(sc, locks)
+			if try < maxAttempts {
+				continue // an eviction or a loss raced with us: move again
+			}
+			return backends.Timing{}, xferUs, fmt.Errorf("%w: inputs keep leaving %s", ErrBadTensor, e.s.BackendName(a))
+		}
+		tm, err := be.Run(s, sc.bufs[:len(ts)], o.copies[a])
+		if err != nil {
+			unlockSet(sc, locks)
+			return backends.Timing{}, xferUs, &backendFailure{a: a, err: err}
+		}
+		o.newVersion()
+		o.valid = adaptive.Backend(a)
+		if e.alias.Has(a) {
+			o.valid = adaptive.Host | e.alias // written in place in the host copy
+		}
+		o.lastUse[a] = stamp
+		if !restore {
+			o.version++
+			o.setLineage(s, ts)
+		}
+		unlockSet(sc, locks)
+		return tm, xferUs, nil
+	}
+}
+
+// lockSet takes the locks of an op's tensors in id order (so that ops
+// sharing tensors cannot deadlock): the output's for writing, the
+// inputs' for reading. It returns how many it took.
+func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor) int {
+	n := 0
+	add := func(t *Tensor, w bool) {
+		for i := range n {
+			if sc.locks[i] == t {
+				sc.write[i] = sc.write[i] || w
+				return
+			}
+		}
+		sc.locks[n], sc.write[n] = t, w
+		n++
+	}
+	add(o, true)
+	for _, t := range ts {
+		add(t, false)
+	}
+	for i := 1; i < n; i++ { // insertion sort: at most MaxInputs+1 entries
+		for j := i; j > 0 && sc.locks[j].id < sc.locks[j-1].id; j-- {
+			sc.locks[j], sc.locks[j-1] = sc.locks[j-1], sc.locks[j]
+			sc.write[j], sc.write[j-1] = sc.write[j-1], sc.write[j]
+		}
+	}
+	for i := range n {
+		if sc.write[i] {
+			sc.locks[i].mu.Lock()
+		} else {
+			sc.locks[i].mu.RLock()
+		}
+	}
+	return n
+}
+
+func unlockSet(sc *opScratch, n int) {
+	for i := n - 1; i >= 0; i-- {
+		if sc.write[i] {
+			sc.locks[i].mu.Unlock()
+		} else {
+			sc.locks[i].mu.RUnlock()
+		}
+	}
+}

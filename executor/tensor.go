@@ -1,0 +1,332 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Tensor is the Executor's Buffer: n bytes whose valid copies may sit in
+// host memory and on any of the backends. Alloc reserves nothing; a copy
+// is made where an op first needs it and stays valid until the tensor is
+// written.
+type Tensor struct {
+	e    *Executor
+	id   uint64
+	size int64
+
+	mu      sync.RWMutex
+	freed   bool
+	valid   adaptive.Mask // Host and backend bits
+	host    []byte
+	copies  [adaptive.MaxBackends]backends.Buffer
+	lastUse [adaptive.MaxBackends]int64
+	version uint64
+	lin     lineage
+	// readers is where the current version has been read (backends whose
+	// ops read it, Host for the program); consumers is where the last
+	// version that was read was: where a new version will likely be
+	// needed too, which Select charges moving the output to
+	// (Residency.Consumers).
+	readers, consumers adaptive.Mask
+}
+
+// newVersion notes that t is being overwritten (t.mu held).
+func (t *Tensor) newVersion() {
+	t.consumers = t.consumersHint()
+	t.readers = 0
+}
+
+// consumersHint is where the value about to overwrite t will likely be
+// read: where t's current value was, else where the last one read was
+// (t.mu held).
+func (t *Tensor) consumersHint() adaptive.Mask {
+	if t.readers != 0 {
+		return t.readers
+	}
+	return t.consumers
+}
+
+var _ backends.Buffer = (*Tensor)(nil)
+
+// Size implements backends.Buffer.
+func (t *Tensor) Size() int64 { return t.size }
+
+// Valid returns where the tensor's valid copies are: Host and backend
+// bits (Config.Backends order).
+func (t *Tensor) Valid() adaptive.Mask {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.valid
+}
+
+// Free implements backends.Buffer: it releases every copy. Free is
+// idempotent.
+func (t *Tensor) Free() {
+	t.mu.Lock()
+	if t.freed {
+		t.mu.Unlock()
+		return
+	}
+	t.freed = true
+	t.host = nil
+	t.valid = 0
+	var held adaptive.Mask
+	for a, c := range t.copies {
+		if c != nil {
+			c.Free()
+			t.copies[a] = nil
+			held |= adaptive.Backend(a)
+		}
+	}
+	t.lin = lineage{}
+	t.mu.Unlock()
+	t.e.unregister(t, held)
+}
+
+// Alloc implements backends.Backend. It reserves no memory: copies are
+// made where ops need them.
+func (e *Executor) Alloc(n int64) (backends.Buffer, error) {
+	if n < 0 {
+		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc", Err: fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n)}
+	}
+	return &Tensor{e: e, id: e.ids.Add(1), size: n}, nil
+}
+
+// tensorOf returns b as a live Tensor of e.
+func (e *Executor) tensorOf(b backends.Buffer) (*Tensor, error) {
+	t, ok := b.(*Tensor)
+	if !ok || t == nil || t.e != e {
+		return nil, backends.ErrForeignBuffer
+	}
+	return t, nil
+}
+
+// allocHost returns n bytes of 4-byte aligned host memory.
+func allocHost(n int64) []byte {
+	return kernels.AsBytes(make([]float32, (n+3)/4))[:n:n]
+}
+
+// Write implements backends.Backend: the host copy becomes the only valid
+// one (device copies stay allocated for reuse). The timing is the copy's
+// wall-clock time.
+func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	t, err := e.tensorOf(dst)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write", Err: err}
+	}
+	if int64(len(src)) != t.size {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write",
+			Err: fmt.Errorf("%w: %d bytes into a tensor of %d", kernels.ErrBufferSize, len(src), t.size)}
+	}
+	start := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.freed {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write", Err: backends.ErrForeignBuffer}
+	}
+	if t.host == nil {
+		t.host = allocHost(t.size)
+	}
+	copy(t.host, src)
+	t.valid = adaptive.Host | e.alias
+	t.newVersion()
+	t.version++
+	t.lin.ok = false
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+}
+
+// Read implements backends.Backend: from the host copy, else from a valid
+// device copy (timed, feeding the link model), which then stays cached in
+// host memory. A tensor lost with its device is recomputed first.
+func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	t, err := e.tensorOf(src)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: err}
+	}
+	if int64(len(dst)) != t.size {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read",
+			Err: fmt.Errorf("%w: tensor of %d bytes into %d", kernels.ErrBufferSize, t.size, len(dst))}
+	}
+	start := time.Now()
+	for range maxAttempts + 1 {
+		t.mu.Lock()
+		if t.freed {
+			t.mu.Unlock()
+			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: backends.ErrForeignBuffer}
+		}
+		err = nil
+		if t.valid&adaptive.Host == 0 {
+			_, err = e.toHost(t)
+		}
+		if err == nil {
+			copy(dst, t.host)
+			t.readers |= adaptive.Host
+			t.mu.Unlock()
+			return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+		}
+		t.mu.Unlock()
+		if errors.Is(err, errNoCopy) {
+			if rerr := e.recover(t); rerr != nil {
+				err = rerr
+			}
+		}
+	}
+	return backends.Timing{}, err
+}
+
+// toHost makes t's host copy valid from a device copy (t.mu held, t.valid
+// has no Host bit). With no valid copy left it returns errNoCopy: the
+// caller recovers t (Executor.recover) and retries. A failed read marks
+// its backend failed and returns the error; the caller retries. It
+// returns the read's µs.
+func (e *Executor) toHost(t *Tensor) (float64, error) {
+	if t.valid == 0 {
+		return 0, errNoCopy
+	}
+	j := e.sourceOf(t.valid)
+	if t.host == nil {
+		t.host = allocHost(t.size)
+	}
+	tm, err := e.bes[j].Read(t.host, t.copies[j])
+	if err != nil {
+		t.mu.Unlock()
+		e.failed(j, err)
+		t.mu.Lock()
+		return 0, err
+	}
+	e.observeCopy(j, false, t.size, tm)
+	t.valid |= adaptive.Host | e.alias
+	return tm.Micros(), nil
+}
+
+// sourceOf picks the copy to read from: a shared-memory backend if one
+// holds it, else the lowest-numbered.
+func (e *Executor) sourceOf(valid adaptive.Mask) int {
+	if v := valid & e.s.Shared(); v != 0 {
+		return bits.TrailingZeros16(uint16(v))
+	}
+	return bits.TrailingZeros16(uint16(valid &^ adaptive.Host))
+}
+
+// observeCopy counts a copy over backend a's link and feeds its timing to
+// the link model (links of shared-memory backends are not modelled).
+func (e *Executor) observeCopy(a int, toDevice bool, bytes int64, tm backends.Timing) {
+	if toDevice {
+		e.copiesIn[a].Add(1)
+		e.bytesIn[a].Add(bytes)
+	}
+	e.transferNs[a].Add(int64(tm.Duration))
+	if !e.s.Shared().Has(a) && bytes > 0 && tm.Duration > 0 {
+		_ = e.s.ObserveTransferAt(a, toDevice, bytes, tm) // only bad figures fail: nothing to learn
+	}
+}
+
+// ensureOn makes t valid on backend a: allocated there and copied from
+// host memory (itself filled from another device if need be). It returns
+// the copies' time in µs, the read from another device included. A
+// failure of a is a *backendFailure for a; a failed read from another
+// backend marks that one failed and retries; a tensor with no valid copy
+// left is errNoCopy, which the op recovers (Executor.attempt).
+func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
+	var us float64
+	for attempt := 0; ; attempt++ {
+		t.mu.Lock()
+		if t.freed {
+			t.mu.Unlock()
+			return us, fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
+		}
+		t.readers |= adaptive.Backend(a)
+		if t.valid.Has(a) && t.copies[a] != nil {
+			t.lastUse[a] = stamp
+			t.mu.Unlock()
+			return us, nil
+		}
+		if t.valid&adaptive.Host == 0 {
+			down, err := e.toHost(t)
+			us += down
+			if err != nil {
+				t.mu.Unlock()
+				if errors.Is(err, ErrTensorLost) || attempt >= maxAttempts {
+					return us, err
+				}
+				continue
+			}
+		}
+		be := e.bes[a]
+		if e.alias.Has(a) {
+			err := e.mapHost(t, a) // the host copy is valid: no copy to make
+			if err == nil {
+				t.lastUse[a] = stamp
+			}
+			t.mu.Unlock()
+			return us, err
+		}
+		if t.copies[a] == nil {
+			c, err := be.Alloc(t.size)
+			if err != nil {
+				t.mu.Unlock()
+				return us, &backendFailure{a: a, err: err}
+			}
+			t.copies[a] = c
+			e.register(t, a)
+		}
+		tm, err := be.Write(t.copies[a], t.host)
+		if err != nil {
+			t.mu.Unlock()
+			return us, &backendFailure{a: a, err: err}
+		}
+		e.observeCopy(a, true, t.size, tm)
+		us += tm.Micros()
+		t.valid |= adaptive.Backend(a)
+		t.lastUse[a] = stamp
+		t.mu.Unlock()
+		return us, nil
+	}
+}
+
+// mapHost makes t's copy on alias backend a its host copy, allocating
+// that (t.mu held). The mapping holds no memory of a's: it is not
+// registered, so neither eviction nor a lost device drops it.
+func (e *Executor) mapHost(t *Tensor, a int) error {
+	if t.copies[a] != nil {
+		return nil
+	}
+	if t.host == nil {
+		t.host = allocHost(t.size)
+	}
+	c, err := e.bes[a].(backends.HostMapper).MapHost(t.host)
+	if err != nil {
+		return &backendFailure{a: a, err: err}
+	}
+	t.copies[a] = c
+	return nil
+}
+
+// outputOn allocates o's copy on backend a if it has none.
+func (e *Executor) outputOn(o *Tensor, a int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.freed {
+		return fmt.Errorf("%w: output tensor %d is freed", ErrBadTensor, o.id)
+	}
+	if o.copies[a] != nil {
+		return nil
+	}
+	if e.alias.Has(a) {
+		return e.mapHost(o, a)
+	}
+	c, err := e.bes[a].Alloc(o.size)
+	if err != nil {
+		return &backendFailure{a: a, err: err}
+	}
+	o.copies[a] = c
+	e.register(o, a)
+	return nil
+}
