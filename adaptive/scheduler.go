@@ -421,7 +421,7 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		b = s.shapeBucket(ent.node, b, spec)
 	}
 	b.prefetch(s.n)
-	d.Bucket, d.BucketName, d.b, d.s = ent.id, b.name, b, s
+	d.Bucket, d.BucketName, d.b, d.s = ent.id, ent.b.name, b, s
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer

@@ -14,7 +14,7 @@ import (
 // Scheduler.Select of the Task's Spec and Residency, Observe is
 // Scheduler.Observe of that decision with the measured duration as a
 // simulated Timing, and the copies the harness charges reach
-// Scheduler.ObserveTransfer. What it reports is therefore what a program
+// Scheduler.ObserveTransferAt. What it reports is therefore what a program
 // running the Executor gets on the same ops.
 type Thompson struct {
 	s      *adaptive.Scheduler
@@ -103,14 +103,11 @@ func (p *Thompson) Observe(_ *Task, arm int, us float64) {
 	}
 }
 
-// ObserveTransfer implements TransferObserver: Scheduler.ObserveTransfer
-// of one copy over arm's link.
+// ObserveTransfer implements TransferObserver: Scheduler.ObserveTransferAt
+// of one copy over arm's link, as the Executor reports one. A shared-memory
+// arm has no link: the harness charges it nothing, so nothing comes here.
 func (p *Thompson) ObserveTransfer(arm int, toDevice bool, bytes int64, us float64) {
-	names := p.s.Backends()
-	if arm < 0 || arm >= len(names) {
-		return
-	}
-	if err := p.s.ObserveTransfer(names[arm], toDevice, bytes, simTiming(us)); err != nil && !errors.Is(err, adaptive.ErrBadTiming) {
+	if err := p.s.ObserveTransferAt(arm, toDevice, bytes, simTiming(us)); err != nil && !errors.Is(err, adaptive.ErrBadTiming) {
 		p.err = errors.Join(p.err, err)
 	}
 }
