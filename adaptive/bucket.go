@@ -258,9 +258,14 @@ func (sh *shard) add(k *shapeKey, h uint64, e entry) entry {
 }
 
 // shapeNode is what one cached shape learns on its own: how often it was
-// selected while its bucket held other shapes, and its own bucket once it
-// was selected Config.ShapeHits times (Scheduler.shapeBucket).
+// selected while its bucket held other shapes, its own bucket once it was
+// selected Config.ShapeHits times (Scheduler.shapeBucket), and its model.
 type shapeNode struct {
 	hits  atomic.Int32
 	child atomic.Pointer[bucket]
+	// lnModel is ln of each arm's model estimate of this shape, µs: what a
+	// bucket of several shapes measures of an arm is taken against its
+	// shape's model (engine.observe), so that a ratio it learns and
+	// publishes is the model's error, not the spread of its shapes' sizes.
+	lnModel [MaxBackends]float64
 }

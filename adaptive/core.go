@@ -220,7 +220,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int
 		if held != nil && b.loaded.Has(a) {
 			priors[a] = held[a]
 		} else {
-			priors[a] = e.derivedPrior(b, a, &view)
+			priors[a], _ = e.derivedPrior(b, a, &view)
 		}
 		b.trialMean[a] = float32(priors[a].MeanUs())
 	}
@@ -393,7 +393,11 @@ func (b *bucket) record(arm int, r Reason, switched bool) {
 // (sim:mi300x, batch 16: Add, RMSNorm and RoPE stayed on the CPU, 5.6%
 // slower than all-GPU). Later first runs of new shapes are learned from:
 // by then the arm's evidence dilutes them.
-func (e *engine) observe(b *bucket, arm int, us float64) (alarm, learned bool) {
+//
+// shift is ln of the model's estimate of the op's shape against b's own
+// (0 for b's first shape, or a shape's own bucket): b's measured ratio to
+// its model (learnLn, rho) is taken against the op's shape.
+func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned bool) {
 	b.per[arm].ops++
 	b.per[arm].timeUs += us
 	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 {
@@ -404,7 +408,7 @@ func (e *engine) observe(b *bucket, arm int, us float64) (alarm, learned bool) {
 	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
 	b.seen |= Backend(arm)
 	b.per[arm].learned++
-	b.learnLn(arm, y)
+	b.learnLn(arm, y-shift)
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)
 	}

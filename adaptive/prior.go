@@ -45,9 +45,16 @@ const (
 	// the bucket's time so far.
 	trialBudget = 0.02
 	// priorRhoVar is the variance across buckets, in ln², believed of a
-	// learned ratio until buckets measure it: a model's error of about a
-	// factor e either way.
-	priorRhoVar = 1.0
+	// learned ratio until buckets measure it: a model can be off by 50×
+	// (e^3.9) for hardware it does not know, two standard deviations.
+	priorRhoVar = 4.0
+	// trialZ is how many standard deviations of its learned correction
+	// an arm's prior may sit above a measured arm's mean and still be
+	// tried (engine.trialCost).
+	trialZ = 3.0
+	// trialEvidence is how many buckets must have measured a pair of arms
+	// before their learned ratio can rule a trial out.
+	trialEvidence = 3
 )
 
 // published is what a bucket has told the engine of one arm: ρ = ln(mean
@@ -220,10 +227,10 @@ func (e *engine) refresh(b *bucket) {
 		if !young.Has(a) {
 			continue
 		}
-		p := e.derivedPrior(b, a, &fam)
+		p, v := e.derivedPrior(b, a, &fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
-			b.trialMean[a] = float32(p.MeanUs())
+			b.trialMean[a] = e.trialCost(b, a, p, v)
 		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
 			b.bb.Arms[a] = r
 		} else {
@@ -279,10 +286,34 @@ func (e *engine) familyView(b *bucket) familyView {
 	return v
 }
 
-// derivedPrior returns arm a's prior in b: the model's estimate
-// corrected by priorRho (b.mu and e.corr.mu held).
-func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGamma {
-	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
+// derivedPrior returns arm a's prior in b, the model's estimate corrected
+// by priorRho, and the variance of that correction (b.mu and e.corr.mu
+// held).
+func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) (bandit.NormalGamma, float64) {
+	rho, v := e.priorRho(b, a, fam)
+	return bandit.NewPrior(math.Exp(b.lnModel[a]+rho), e.cfg.PriorStrength, e.cfg.PriorSpread), v
+}
+
+// trialCost returns what a forced trial of arm a (no data in b; p its
+// prior, v its correction's variance) is predicted to cost, or +Inf when
+// it is not worth a trial: its prior mean more than trialZ standard
+// deviations above the mean of an arm r b has measured, where at least
+// trialEvidence buckets measured both a and r. What the other buckets
+// learned then says, firmly, that a loses here; a model alone, however
+// pessimistic, never stops a trial (TestTrialBounded), and Thompson draws
+// can still pick a.
+func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma, v float64) float32 {
+	mean := p.MeanUs()
+	best := math.Inf(1)
+	for r := range e.n {
+		if r != a && b.per[r].learned > 0 && e.corr.all.pairN[a][r] >= trialEvidence {
+			best = math.Min(best, b.bb.Arms[r].MeanUs())
+		}
+	}
+	if math.Log(mean/best) > trialZ*math.Sqrt(v) {
+		return float32(math.Inf(1))
+	}
+	return float32(mean)
 }
 
 // priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held).
@@ -292,9 +323,9 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 // are (against shrinkWeight for the arm's own), since b's own ratio on r
 // carries over to a only in so far as the model's error is shared, which
 // those buckets show.
-func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+func (e *engine) priorRho(b *bucket, a int, fam *familyView) (rho, variance float64) {
 	if b.per[a].learned > 0 {
-		return e.rho(b, a) // its own level: the data, not a model of it
+		return e.rho(b, a), 0 // its own level: the data, not a model of it
 	}
 	cl := &e.corr.class[b.fam.class%3]
 	all := &e.corr.all
@@ -330,7 +361,7 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 		sum += (e.rho(b, r) + clampRho(d)) / v
 		weight += 1 / v
 	}
-	return sum / weight
+	return sum / weight, 1 / weight
 }
 
 // level is one level's sums of a ratio: Σx, Σx² and their weight.

@@ -365,6 +365,7 @@ type Decision struct {
 
 	b      *bucket
 	s      *Scheduler
+	node   *shapeNode // the shape's cache node; nil for a shape not cached
 	placed bool // a Placement policy chose it: Observe reports to the policy
 }
 
@@ -417,11 +418,14 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		return s.noBackend(*spec, ent.capable, exclude)
 	}
 	b := ent.b
-	if ent.node != nil && s.cfg.ShapeHits < math.MaxInt32 && b.shapes.Load() > 1 {
-		b = s.shapeBucket(ent.node, b, spec)
-	}
 	b.prefetch(s.n)
-	d.Bucket, d.BucketName, d.b, d.s = ent.id, ent.b.name, b, s
+	if ent.node != nil && s.cfg.ShapeHits < math.MaxInt32 && b.shapes.Load() > 1 {
+		if c := s.shapeBucket(ent.node, b, spec); c != b {
+			b = c
+			b.prefetch(s.n)
+		}
+	}
+	d.Bucket, d.BucketName, d.b, d.s, d.node = ent.id, ent.b.name, b, s, ent.node
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
@@ -602,6 +606,10 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 	ent := entry{b: b, id: b.id, capable: capable, out: spec.OutBytes()}
 	if sh != nil {
 		ent.node = new(shapeNode)
+		w := spec.Work()
+		for a := range s.n {
+			ent.node.lnModel[a] = math.Log(s.e.model[a].computeUs(float64(w.FLOPs), float64(w.Bytes())))
+		}
 		ent = sh.add(k, h, ent)
 	}
 	return ent, nil
@@ -710,13 +718,17 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	if b.isShape { // a shape's bucket, then its parent's
 		p := b.parent
 		b.mu.Lock()
-		s.e.observe(b, d.Backend, us)
+		s.e.observe(b, d.Backend, us, 0)
 		b.mu.Unlock()
 		b = p
 	}
+	var shift float64 // the shape's model against the bucket's
+	if d.node != nil && b.shapes.Load() > 1 {
+		shift = d.node.lnModel[d.Backend] - b.lnModel[d.Backend]
+	}
 	b.mu.Lock()
 	had := b.seen
-	alarm, learned := s.e.observe(b, d.Backend, us)
+	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	// Queued under b.mu, with closed read there: Close's pass over the
 	// buckets' locks then knows every Observe that queued has finished. A
 	// warm-up run (engine.observe) changed no posterior: the store has
