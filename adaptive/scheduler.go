@@ -366,7 +366,7 @@ type Decision struct {
 	b      *bucket
 	s      *Scheduler
 	node   *shapeNode // the shape's cache node; nil for a shape not cached
-	placed bool // a Placement policy chose it: Observe reports to the policy
+	placed bool       // a Placement policy chose it: Observe reports to the policy
 }
 
 // Select chooses the backend for spec given where its inputs are. It is
