@@ -222,4 +222,3 @@ func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a
 	}
 	return total
 }
-
