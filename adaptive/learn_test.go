@@ -145,38 +145,55 @@ func teach(t *testing.T, s *Scheduler, d Decision, arm int, mean, sigma float64,
 }
 
 // TestHysteresisHold checks the HysteresisHold reason: the incumbent (the
-// GPU, the prior's favourite) is kept although the CPU is 5% faster, less
-// than the 10% margin; with no margin the same bucket explores.
+// GPU, the prior's favourite) keeps every decision although the CPU is 5%
+// faster, less than the 10% margin, while the noise (σ = 0.2) leaves that
+// difference within four standard errors; with 2% noise the same difference is
+// evidence and the CPU takes the bucket (bandit.Choose); with no margin
+// the bucket explores.
 func TestHysteresisHold(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	spec := matmul(64, 512, 512)
-	s := newTestScheduler(t, Config{Seed: 5, Bandit: bandit.Config{Hysteresis: 0.1}})
-	d, err := s.Select(spec, Residency{})
-	if err != nil || d.Name != "gpu" || d.Reason != Prior {
-		t.Fatalf("first decision %s %v %v, want gpu Prior", d.Name, d.Reason, err)
-	}
-	teach(t, s, d, 1, 100, 0.02, 200, r)
-	teach(t, s, d, 0, 95, 0.02, 200, r)
-	count := map[Reason]int{}
-	for range 500 {
+	for _, c := range []struct {
+		sigma float64
+		held  bool
+		r     *rand.Rand
+	}{{0.2, true, r}, {0.02, false, rand.New(rand.NewPCG(7, 8))}} {
+		r := c.r
+		s := newTestScheduler(t, Config{Seed: 5, Bandit: bandit.Config{Hysteresis: 0.1}})
 		d, err := s.Select(spec, Residency{})
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || d.Name != "gpu" || d.Reason != Prior {
+			t.Fatalf("first decision %s %v %v, want gpu Prior", d.Name, d.Reason, err)
 		}
-		count[d.Reason]++
-		if d.Reason == HysteresisHold && d.Name != "gpu" {
-			t.Fatalf("held on %s", d.Name)
+		teach(t, s, d, 1, 100, c.sigma, 200, r)
+		teach(t, s, d, 0, 95, c.sigma, 200, r)
+		count := map[Reason]int{}
+		cpu := 0
+		for range 500 {
+			d, err := s.Select(spec, Residency{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			count[d.Reason]++
+			if d.Reason == HysteresisHold && d.Name != "gpu" {
+				t.Fatalf("held on %s", d.Name)
+			}
+			if d.Name == "cpu" {
+				cpu++
+			}
 		}
-	}
-	if count[HysteresisHold] < 450 {
-		t.Errorf("reasons %v, want ≥ 450 of 500 HysteresisHold", count)
+		if c.held && (cpu > 0 || count[HysteresisHold] < 250) {
+			t.Errorf("σ %v: %d of 500 decisions on the CPU, reasons %v; want none, and ≥ 250 HysteresisHold", c.sigma, cpu, count)
+		}
+		if !c.held && cpu < 490 {
+			t.Errorf("σ %v: the CPU, surely 5%% faster, took %d of 500 decisions (reasons %v)", c.sigma, cpu, count)
+		}
 	}
 
 	// No margin, a few noisy observations of a near tie: both backends are
 	// tried; Explore exactly when the choice is not the better posterior
 	// mean.
-	s = newTestScheduler(t, Config{Seed: 6, Bandit: bandit.Config{Hysteresis: -1}})
-	d, _ = s.Select(spec, Residency{})
+	s := newTestScheduler(t, Config{Seed: 6, Bandit: bandit.Config{Hysteresis: -1}})
+	d, _ := s.Select(spec, Residency{})
 	teach(t, s, d, 0, 100, 0.2, 10, r)
 	teach(t, s, d, 1, 104, 0.2, 10, r)
 	arms := s.Telemetry().Buckets[0].Arms
@@ -184,7 +201,7 @@ func TestHysteresisHold(t *testing.T) {
 	if arms[1].MeanUs < arms[0].MeanUs {
 		best = arms[1].Backend
 	}
-	count = map[Reason]int{}
+	count := map[Reason]int{}
 	for range 500 {
 		d, err := s.Select(spec, Residency{})
 		if err != nil {

@@ -146,7 +146,7 @@ func TestChooseHysteresis(t *testing.T) {
 		wantCost float64 // costs[1]
 	}{
 		{-1, 0.1, nil, 1, false, 95},            // no incumbent: cheapest
-		{0, 0.1, nil, 0, true, 95},              // 95 ≥ 0.9·100: held
+		{0, 0.1, nil, 1, false, 95},             // 95 ≥ 0.9·100, but surely cheaper: switch
 		{0, 0.01, nil, 1, false, 95},            // 95 < 0.99·100: switch
 		{0, 0, []float64{0, 10}, 0, false, 105}, // transfer makes arm 1 dearer
 		{1, 0.5, nil, 1, false, 95},             // incumbent is cheapest
