@@ -220,7 +220,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int
 		if held != nil && b.loaded.Has(a) {
 			priors[a] = held[a]
 		} else {
-			priors[a], _ = e.derivedPrior(b, a, &view)
+			priors[a] = e.derivedPrior(b, a, &view)
 		}
 		b.trialMean[a] = float32(priors[a].MeanUs())
 	}

@@ -227,10 +227,10 @@ func (e *engine) refresh(b *bucket) {
 		if !young.Has(a) {
 			continue
 		}
-		p, v := e.derivedPrior(b, a, &fam)
+		p := e.derivedPrior(b, a, &fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
-			b.trialMean[a] = e.trialCost(b, a, p, v)
+			b.trialMean[a] = float32(p.MeanUs())
 		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
 			b.bb.Arms[a] = r
 		} else {
@@ -286,34 +286,43 @@ func (e *engine) familyView(b *bucket) familyView {
 	return v
 }
 
-// derivedPrior returns arm a's prior in b, the model's estimate corrected
-// by priorRho, and the variance of that correction (b.mu and e.corr.mu
-// held).
-func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) (bandit.NormalGamma, float64) {
-	rho, v := e.priorRho(b, a, fam)
-	return bandit.NewPrior(math.Exp(b.lnModel[a]+rho), e.cfg.PriorStrength, e.cfg.PriorSpread), v
+// derivedPrior returns arm a's prior in b: the model's estimate corrected
+// by priorRho (b.mu and e.corr.mu held).
+func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGamma {
+	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
-// trialCost returns what a forced trial of arm a (no data in b; p its
-// prior, v its correction's variance) is predicted to cost, or +Inf when
-// it is not worth a trial: its prior mean more than trialZ standard
-// deviations above the mean of an arm r b has measured, where at least
-// trialEvidence buckets measured both a and r. What the other buckets
-// learned then says, firmly, that a loses here; a model alone, however
-// pessimistic, never stops a trial (TestTrialBounded), and Thompson draws
-// can still pick a.
-func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma, v float64) float32 {
-	mean := p.MeanUs()
-	best := math.Inf(1)
+// worthTrial reports whether a forced trial of arm a (no data in b, its
+// prior mean trialMean[a]) may still pay (b.mu held; it takes
+// e.corr.mu): not when its prior mean is more than trialZ standard
+// deviations of the learned ratio between a and r above the mean of an
+// arm r that b has measured, where at least trialEvidence buckets
+// measured both. What the other buckets learned then says, firmly, that
+// a loses here (a CPU 30× slower than three GPUs, StarPU's mirage
+// models). A ratio that varies between buckets (two CPU kernels whose
+// winner turns with the shape, bench/peer) keeps the trial; a model
+// alone never stops one (TestTrialBounded); Thompson draws can still pick
+// a. It is asked when the trial is within budget, so with the evidence
+// of that moment.
+func (e *engine) worthTrial(b *bucket, a int) bool {
+	mean := float64(b.trialMean[a])
+	cl, all := &e.corr.class[b.fam.class%3], &e.corr.all
+	e.corr.mu.Lock()
+	defer e.corr.mu.Unlock()
+	fam := e.familyView(b)
 	for r := range e.n {
-		if r != a && b.per[r].learned > 0 && e.corr.all.pairN[a][r] >= trialEvidence {
-			best = math.Min(best, b.bb.Arms[r].MeanUs())
+		if r == a || b.per[r].learned == 0 || all.pairN[a][r] < trialEvidence {
+			continue
+		}
+		v := spread(
+			level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
+			level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
+			level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]})
+		if math.Log(mean/b.bb.Arms[r].MeanUs()) > trialZ*math.Sqrt(v) {
+			return false
 		}
 	}
-	if math.Log(mean/best) > trialZ*math.Sqrt(v) {
-		return float32(math.Inf(1))
-	}
-	return float32(mean)
+	return true
 }
 
 // priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held).
@@ -323,9 +332,9 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma, v float64) fl
 // are (against shrinkWeight for the arm's own), since b's own ratio on r
 // carries over to a only in so far as the model's error is shared, which
 // those buckets show.
-func (e *engine) priorRho(b *bucket, a int, fam *familyView) (rho, variance float64) {
+func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 	if b.per[a].learned > 0 {
-		return e.rho(b, a), 0 // its own level: the data, not a model of it
+		return e.rho(b, a) // its own level: the data, not a model of it
 	}
 	cl := &e.corr.class[b.fam.class%3]
 	all := &e.corr.all
@@ -361,7 +370,7 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) (rho, variance floa
 		sum += (e.rho(b, r) + clampRho(d)) / v
 		weight += 1 / v
 	}
-	return sum / weight, 1 / weight
+	return sum / weight
 }
 
 // level is one level's sums of a ratio: Σx, Σx² and their weight.
@@ -416,7 +425,10 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 			cost += extra[a]
 		}
 		if cost <= trialBudget*spent {
-			return a, true
+			if e.worthTrial(b, a) {
+				return a, true
+			}
+			b.trialMean[a] = float32(math.Inf(1)) // until a refresh re-derives it
 		}
 	}
 	return 0, false
