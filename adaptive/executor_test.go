@@ -36,7 +36,6 @@ func newExec(t testing.TB, cfg adaptive.ExecutorConfig, bes ...backends.Backend)
 	t.Helper()
 	cfg.Backends = bes
 	cfg.NoCalibration = true
-	cfg.CalibrationFile = "-"
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}
