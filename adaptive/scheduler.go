@@ -41,8 +41,8 @@ type Config struct {
 	// change alarms at info. The zero value, like zerolog.Nop(), logs
 	// nothing.
 	Logger zerolog.Logger
-	// Now is the clock of telemetry timestamps; nil means time.Now.
-	// Calibration times hardware with the real monotonic clock.
+	// Now is the clock of telemetry timestamps; nil means time.Now. A
+	// backend's Calibrate times hardware with the real monotonic clock.
 	Now func() time.Time
 	// Seed seeds every bucket's random source (each bucket's PCG stream is
 	// Seed and the hash of the bucket's name), so runs replay exactly.
