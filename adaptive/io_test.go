@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,6 +191,55 @@ func TestStore(t *testing.T) {
 	s.Observe(late, us(9))
 	if st.n[k]+st.n[Key{Backend: "cpu", Bucket: k.Bucket}] != 3 {
 		t.Errorf("after an Observe after Close: %v observations stored, want 3", st.n)
+	}
+}
+
+// TestStoreAllocs holds DESIGN.md § The data path's "0 allocs" with a
+// store attached: an Observe that queues its bucket for the store and
+// reports its records (changed) allocates nothing, nor does one of a
+// bucket already queued.
+func TestStoreAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	st := &memStore{}
+	s := newTestScheduler(t, Config{Store: st, Seed: 1})
+	specs := make([]kernels.Spec, 300)
+	for i := range specs {
+		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1024}},
+			Params: kernels.Params{Name: "k" + strconv.Itoa(i), FLOPs: 1 << 20, Bytes: 1 << 16}}
+	}
+	op := func(i int) {
+		d, err := s.Select(specs[i%len(specs)], Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Observe(d, us(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range specs { // every bucket made
+		op(i)
+	}
+	withData := 0 // arms learned from: a GPU's warm-up run is not
+	for _, bt := range s.Telemetry().Buckets {
+		for _, at := range bt.Arms {
+			if at.N > 0 && !(at.Warmup && at.N == 1) {
+				withData++
+			}
+		}
+	}
+	if got := st.reported.Load(); got != int64(withData) || withData == 0 {
+		t.Fatalf("%d records reported, want the %d arms with data", got, withData)
+	}
+	for _, queued := range []bool{false, true} {
+		if !queued {
+			st.collect(true) // none queued: each Observe below queues its bucket
+		}
+		i := 0
+		if n := testing.AllocsPerRun(200, func() { op(i); i++ }); n != 0 {
+			t.Errorf("queued %v: %v allocs per Select+Observe, want 0", queued, n)
+		}
 	}
 }
 

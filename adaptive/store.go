@@ -58,15 +58,16 @@ type Store interface {
 		changed func(bucket uint32, records int), detach func())
 }
 
-// collect is what s's store calls to collect it (Store.Attach): it takes the stack of queued buckets and
-// emits, under each bucket's lock, the posterior of every arm with data,
-// with its prior and its observations since the last collection. The arms
-// not observed are emitted too (n = 0): an observation of a bucket
-// discounts every arm (DESIGN.md § The bandit), and the store keeps the
-// scheduler's posteriors as they are. A bucket stays queued from its
-// first change until a flush's collection takes it: a collection that is
-// not a flush's keeps the buckets it took (s.kept) and takes them again
-// at the next one, so that Observe does not report their records twice.
+// collect is what s's store calls to collect it (Store.Attach): it takes
+// the stack of queued buckets and emits, under each bucket's lock, the
+// posterior of every arm with data, with its prior and its observations
+// since the last collection. The arms not observed are emitted too
+// (n = 0): an observation of a bucket discounts every arm (DESIGN.md §
+// The bandit), and the store keeps the scheduler's posteriors as they
+// are. A bucket stays queued from its first change until a flush's
+// collection takes it: a collection that is not a flush's keeps the
+// buckets it took (s.kept) and takes them again at the next one, so that
+// Observe does not report their records twice.
 func (s *Scheduler) collect(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool) {
 	kept := s.kept
 	s.kept = nil
