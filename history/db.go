@@ -15,14 +15,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// DB is the Badger-backed posterior store. Put records the posterior in
-// memory and returns; a background goroutine writes the dirty records in
-// one batch per flush (every FlushInterval, or as soon as FlushEvery
-// records wait, whichever comes first, the latter paced to about 5% of a
-// core: flushPace) and on Close. Schedulers attached by
-// Attach are collected at the start of each flush (and by Records, Load
-// and Stats, so that those include their pending updates). All methods
-// are safe for concurrent use.
+// DB is the Badger-backed posterior store, an adaptive.Store. Schedulers
+// attached by Attach are collected at the start of each flush (and by
+// Records, Load and Stats, so that those include their pending updates);
+// Put records a posterior in memory and returns. A background goroutine
+// writes the dirty records in one batch per flush (every FlushInterval,
+// or as soon as FlushEvery records wait, whichever comes first, the
+// latter paced to about 5% of a core: flushPace) and on Close. All
+// methods are safe for concurrent use.
 type DB struct {
 	opts Options
 	bdb  *badger.DB
