@@ -79,7 +79,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 				dur[i][a] = us(1 + 1000*r.Float64())
 			}
 		}
-		s, err := New(Config{Backends: bes, Seed: 1, CalibrationFile: "-"})
+		s, err := New(Config{Backends: bes, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

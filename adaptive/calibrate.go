@@ -1,196 +1,23 @@
 package adaptive
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"sync"
-	"time"
+import "github.com/adaptsched/adaptsched/backends"
 
-	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/kernels"
-)
-
-// Calibration sizes: an n×n sgemm through the backend (a 256³ sgemm is
-// 34 MFLOP: under a millisecond with a BLAS, a few with the gonum
-// fallback), a tiny Add for the dispatch overhead, and a host memory copy
-// for the bandwidth. Each is repeated and the fastest run kept, within a
-// time budget per measurement.
-const (
-	calibGEMM      = 256
-	calibCopyBytes = 16 << 20
-	calibBudget    = 20 * time.Millisecond
-	calibMaxRuns   = 7
-)
-
-// calibCache holds the calibrations of this process, keyed as the file is.
-var calibCache = struct {
-	sync.Mutex
-	m map[string]backends.Nominal
-}{m: map[string]backends.Nominal{}}
-
-// calibKey keys a CPU calibration: the figures depend on the CPU model,
-// the worker threads and the library behind the kernels.
-func calibKey(info backends.Info) string {
-	return info.Model + "|" + info.Arch + "|" + info.Runtime + "|" + strconv.Itoa(info.Threads)
-}
-
-// defaultCalibrationFile returns the calibration cache under
-// os.UserCacheDir, or "" when there is none.
-func defaultCalibrationFile() string {
-	dir, err := os.UserCacheDir()
+// figures returns the backend's cost-model figures: its Nominal, with
+// zero figures of a CPU measured by the backend (backends.Calibrator)
+// unless Config.NoCalibration, and the others defaulted per kind.
+func (s *Scheduler) figures(b backends.Backend, info backends.Info) backends.Nominal {
+	nom := info.Nominal
+	if info.Kind == backends.GPU {
+		return fillNominal(nom, defaultGPU)
+	}
+	c, ok := b.(backends.Calibrator)
+	if !ok || s.cfg.NoCalibration || nom.GFLOPS > 0 && nom.MemGBps > 0 && nom.DispatchUs > 0 {
+		return fillNominal(nom, defaultCPU)
+	}
+	cal, err := c.Calibrate()
 	if err != nil {
-		return ""
+		s.log.Warn().Err(err).Str("backend", info.Name).Msg("adaptive: calibration failed; using default CPU figures")
+		cal = defaultCPU
 	}
-	return filepath.Join(dir, "adaptsched", "cpu-calibration.json")
-}
-
-// calibrateCPU returns measured figures of a CPU backend: from this
-// process's cache, else from file (when not ""), else measured (and then
-// written to file). Measuring reads the real monotonic clock, not the
-// Scheduler's injectable one: it times hardware.
-func calibrateCPU(b backends.Backend, file string) (backends.Nominal, error) {
-	key := calibKey(b.Info())
-	calibCache.Lock()
-	defer calibCache.Unlock()
-	if n, ok := calibCache.m[key]; ok {
-		return n, nil
-	}
-	stored := readCalibration(file)
-	if n, ok := stored[key]; ok && n.GFLOPS > 0 && n.MemGBps > 0 && n.DispatchUs > 0 {
-		calibCache.m[key] = n
-		return n, nil
-	}
-	n, err := measureCPU(b)
-	if err != nil {
-		return backends.Nominal{}, err
-	}
-	calibCache.m[key] = n
-	if file != "" {
-		if stored == nil {
-			stored = map[string]backends.Nominal{}
-		}
-		stored[key] = n
-		// A cache that cannot be written costs a few ms at the next start.
-		_ = writeCalibration(file, stored)
-	}
-	return n, nil
-}
-
-func readCalibration(file string) map[string]backends.Nominal {
-	if file == "" {
-		return nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil
-	}
-	var m map[string]backends.Nominal
-	if json.Unmarshal(data, &m) != nil {
-		return nil // a corrupt cache is measured again and overwritten
-	}
-	return m
-}
-
-// writeCalibration replaces file atomically (temporary file and rename).
-func writeCalibration(file string, m map[string]backends.Nominal) error {
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".calibration-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
-}
-
-// measureCPU runs the calibration: dispatch overhead from a one-element
-// Add, sgemm throughput from an n×n×n MatMul (its dispatch subtracted),
-// memory bandwidth from a host copy (bytes read + written).
-func measureCPU(b backends.Backend) (backends.Nominal, error) {
-	tiny := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1}, {1}}}
-	dispatch, err := timeOp(b, tiny)
-	if err != nil {
-		return backends.Nominal{}, err
-	}
-	n := calibGEMM
-	gemm := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{n, n}, {n, n}}}
-	t, err := timeOp(b, gemm)
-	if err != nil {
-		return backends.Nominal{}, err
-	}
-	compute := t - dispatch
-	if compute <= 0 {
-		compute = t
-	}
-	gflops := float64(gemm.Work().FLOPs) / compute / 1e3
-
-	src := make([]byte, calibCopyBytes)
-	dst := make([]byte, calibCopyBytes)
-	best := time.Duration(1<<63 - 1)
-	start := time.Now()
-	for i := 0; i < calibMaxRuns && (i < 2 || time.Since(start) < calibBudget); i++ {
-		t0 := time.Now()
-		copy(dst, src)
-		best = min(best, time.Since(t0))
-	}
-	memGBps := 2 * calibCopyBytes / (float64(best) / float64(time.Second)) / 1e9
-	if !(gflops > 0) || !(memGBps > 0) {
-		return backends.Nominal{}, fmt.Errorf("adaptive: calibrating %s: implausible figures (%.3g GFLOP/s, %.3g GB/s)", b.Info().Name, gflops, memGBps)
-	}
-	return backends.Nominal{GFLOPS: gflops, MemGBps: memGBps, DispatchUs: max(dispatch, 0.01)}, nil
-}
-
-// timeOp runs spec on b (zero-filled inputs) repeatedly within the time
-// budget and returns the fastest kernel timing in µs.
-func timeOp(b backends.Backend, spec kernels.Spec) (float64, error) {
-	in := make([]backends.Buffer, len(spec.In))
-	defer func() {
-		for _, buf := range in {
-			if buf != nil {
-				buf.Free()
-			}
-		}
-	}()
-	for i := range spec.In {
-		buf, err := b.Alloc(spec.InBytes(i))
-		if err != nil {
-			return 0, fmt.Errorf("adaptive: calibrating %s: %w", b.Info().Name, err)
-		}
-		in[i] = buf
-		if _, err := b.Write(buf, make([]byte, spec.InBytes(i))); err != nil {
-			return 0, fmt.Errorf("adaptive: calibrating %s: %w", b.Info().Name, err)
-		}
-	}
-	out, err := b.Alloc(spec.OutBytes())
-	if err != nil {
-		return 0, fmt.Errorf("adaptive: calibrating %s: %w", b.Info().Name, err)
-	}
-	defer out.Free()
-	best := -1.0
-	start := time.Now()
-	// One warm-up run (page faults, thread pool start) is not counted.
-	for i := 0; i <= calibMaxRuns && (i < 3 || time.Since(start) < calibBudget); i++ {
-		t, err := b.Run(spec, in, out)
-		if err != nil {
-			return 0, fmt.Errorf("adaptive: calibrating %s on %v: %w", b.Info().Name, spec, err)
-		}
-		if us := t.Micros(); i > 0 && (best < 0 || us < best) {
-			best = us
-		}
-	}
-	return best, nil
+	return fillNominal(nom, cal)
 }

@@ -100,8 +100,10 @@ type bucket struct {
 	// warmed holds the warm-up arms whose first run in the bucket has
 	// been set aside (engine.observe).
 	warmed Mask
-	// queued: the bucket is on the Scheduler's stack of buckets for the
-	// store to collect (storeSource); next links that stack.
+	// queued: the bucket waits for the store to collect it, from its
+	// first change until a flush's collection (Scheduler.collect); next
+	// links it on the Scheduler's stack or kept list. Observe reads it on
+	// every call, so it sits in the hot lines.
 	queued bool
 	// isShape: the bucket is a shape's (parent is set), read where the
 	// hot fields are.
@@ -111,10 +113,6 @@ type bucket struct {
 	// (shard.add): from two on, a shape seen often enough learns on its
 	// own (Scheduler.shapeBucket).
 	shapes atomic.Int32
-	// held is 1 + the Scheduler's flushes when a collection that was not
-	// a flush's took this bucket's records: while no flush has come
-	// since, the store holds them (storeSource.Collect).
-	held uint64
 	// epoch is the engine's epoch at the bucket's last prior refresh,
 	// which every Select reads (prior.go); trialMean each arm's posterior
 	// mean µs while it has no data, the predicted cost of its trial
@@ -136,9 +134,9 @@ type bucket struct {
 	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
-	next       *bucket            // the store's stack of queued buckets
+	next       *bucket            // the store's stack or kept list of queued buckets
 	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
-	_          [4]byte            // to a whole number of cache lines (TestBucketLayout)
+	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,

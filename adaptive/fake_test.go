@@ -10,7 +10,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -87,35 +86,63 @@ func (f *fakeBackend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buf
 
 func (f *fakeBackend) Close() error { return nil }
 
-// memStore is an in-memory history.Store.
+// memStore is an in-memory Store. It collects the Scheduler only when
+// told to (collect); changed counts the records reported.
 type memStore struct {
-	mu   sync.Mutex
-	m    map[history.Key]bandit.NormalGamma
-	puts int
+	mu       sync.Mutex
+	m        map[Key]bandit.NormalGamma
+	n        map[Key]uint64 // the observations collected per key
+	pull     func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)
+	reported atomic.Int64
 }
 
-var _ history.Store = (*memStore)(nil)
+var _ Store = (*memStore)(nil)
 
-func (m *memStore) Load(fn func(history.Key, bandit.NormalGamma)) error {
+func (m *memStore) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, p := range m.m {
-		fn(k, p)
+		fn(k.Backend, k.Bucket, p)
 	}
 	return nil
 }
 
-func (m *memStore) Put(k history.Key, p bandit.NormalGamma) {
+func (m *memStore) Attach(collect func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)) (
+	changed func(bucket uint32, records int), detach func()) {
+	m.pull = collect
+	return func(_ uint32, n int) { m.reported.Add(int64(n)) }, func() { m.collect(false) }
+}
+
+// put stores p as k's posterior.
+func (m *memStore) put(k Key, p bandit.NormalGamma) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
-		m.m = map[history.Key]bandit.NormalGamma{}
+		m.m = map[Key]bandit.NormalGamma{}
 	}
 	m.m[k] = p
-	m.puts++
 }
 
-func (m *memStore) Close() error { return nil }
+// collect collects the attached Scheduler (flush: as a write would) and
+// returns the records it gave.
+func (m *memStore) collect(flush bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[Key]bandit.NormalGamma{}
+	}
+	if m.n == nil {
+		m.n = map[Key]uint64{}
+	}
+	recs := 0
+	m.pull(func(be, bu string, _, p bandit.NormalGamma, n uint64) {
+		k := Key{Backend: be, Bucket: bu}
+		m.m[k] = p
+		m.n[k] += n
+		recs++
+	}, flush)
+	return recs
+}
 
 // matmul returns an m×k by k×n f32 MatMul.
 func matmul(m, k, n int) kernels.Spec {
@@ -142,7 +169,6 @@ func newTestScheduler(t interface{ Fatal(...any) }, cfg Config) *Scheduler {
 			newFake("gpu", backends.GPU, gpuNominal, kernels.Softmax),
 		}
 	}
-	cfg.CalibrationFile = "-"
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 )
 
 // Fold is a Scheduler's link to evidence learned elsewhere: other machines
@@ -44,7 +43,7 @@ type Fold struct {
 	mu  sync.Mutex
 	// foreign holds the evidence last set for each key, for buckets made
 	// later; buckets and byName the buckets made so far.
-	foreign map[history.Key]bandit.Stats
+	foreign map[Key]bandit.Stats
 	buckets []*foldBucket
 	byName  map[string]*foldBucket
 }
@@ -75,7 +74,7 @@ func (s *Scheduler) Fold() *Fold {
 	if f := s.fold.Load(); f != nil {
 		return f
 	}
-	f := &Fold{s: s, cap: math.Inf(1), foreign: map[history.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f := &Fold{s: s, cap: math.Inf(1), foreign: map[Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
 	if g := s.cfg.Bandit.Discount; g < 1 {
 		f.cap = foldMemory / (1 - g)
 	}
@@ -111,7 +110,7 @@ func (f *Fold) add(b *bucket, fresh bool) {
 			b.loaded &^= Backend(a)
 		}
 		fb.base[a] = b.bb.Priors[a]
-		if st, ok := f.foreign[history.Key{Backend: s.names[a], Bucket: b.name}]; ok {
+		if st, ok := f.foreign[Key{Backend: s.names[a], Bucket: b.name}]; ok {
 			f.rebase(fb, a, st)
 		}
 		fb.last[a] = b.bb.Arms[a]
@@ -156,7 +155,7 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 // whose bucket has not been made yet, or whose backend is not configured,
 // is kept for when it is made. It reports whether a bucket of this
 // Scheduler changed.
-func (f *Fold) SetForeign(k history.Key, st bandit.Stats) bool {
+func (f *Fold) SetForeign(k Key, st bandit.Stats) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st == (bandit.Stats{}) {
@@ -184,7 +183,7 @@ func (f *Fold) SetForeign(k history.Key, st bandit.Stats) bool {
 // evidence, all of it (not the change). Arms this Scheduler never learned
 // from are not emitted. emit runs under the bucket's lock: it must not
 // call back into the Scheduler or the Fold.
-func (f *Fold) Collect(emit func(k history.Key, own bandit.Stats)) {
+func (f *Fold) Collect(emit func(k Key, own bandit.Stats)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.s
@@ -194,7 +193,7 @@ func (f *Fold) Collect(emit func(k history.Key, own bandit.Stats)) {
 		for a := range s.n {
 			if p := b.bb.Arms[a]; p != fb.last[a] {
 				fb.last[a] = p
-				emit(history.Key{Backend: s.names[a], Bucket: b.name}, p.Since(b.bb.Priors[a]))
+				emit(Key{Backend: s.names[a], Bucket: b.name}, p.Since(b.bb.Priors[a]))
 			}
 		}
 		b.mu.Unlock()
@@ -205,7 +204,7 @@ func (f *Fold) Collect(emit func(k history.Key, own bandit.Stats)) {
 // Scheduler learned itself (its posterior since its prior), and foreign,
 // what SetForeign last gave. ok is false for a bucket not made yet or a
 // backend not configured.
-func (f *Fold) Evidence(k history.Key) (own, foreign bandit.Stats, ok bool) {
+func (f *Fold) Evidence(k Key) (own, foreign bandit.Stats, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)

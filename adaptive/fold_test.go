@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -17,8 +16,8 @@ import (
 func TestFold(t *testing.T) {
 	spec := matmul(64, 512, 512)
 	name := kernels.BucketName(spec)
-	kc, kg := history.Key{Backend: "cpu", Bucket: name}, history.Key{Backend: "gpu", Bucket: name}
-	store := &memStore{m: map[history.Key]bandit.NormalGamma{kg: {Mu: 9, Kappa: 50, Alpha: 25, Beta: 5}}}
+	kc, kg := Key{Backend: "cpu", Bucket: name}, Key{Backend: "gpu", Bucket: name}
+	store := &memStore{m: map[Key]bandit.NormalGamma{kg: {Mu: 9, Kappa: 50, Alpha: 25, Beta: 5}}}
 	s := newTestScheduler(t, Config{Store: store, Bandit: bandit.Config{Discount: 1}})
 	defer s.Close()
 	f := s.Fold()
@@ -44,10 +43,10 @@ func TestFold(t *testing.T) {
 	if d.Reason == Prior {
 		t.Errorf("decision %v: an arm with the fleet's evidence has data", d.Reason)
 	}
-	var emitted []history.Key
+	var emitted []Key
 	collect := func() {
 		emitted = emitted[:0]
-		f.Collect(func(k history.Key, _ bandit.Stats) { emitted = append(emitted, k) })
+		f.Collect(func(k Key, _ bandit.Stats) { emitted = append(emitted, k) })
 	}
 	collect()
 	if len(emitted) != 0 {
@@ -68,7 +67,7 @@ func TestFold(t *testing.T) {
 		}
 		collect()
 	}
-	ownBefore, _, _ := f.Evidence(history.Key{Backend: d.Name, Bucket: name})
+	ownBefore, _, _ := f.Evidence(Key{Backend: d.Name, Bucket: name})
 	half := bandit.Stats{N: foreign.N / 2, Sum: foreign.Sum / 2, SumSq: foreign.SumSq / 2}
 	if !f.SetForeign(kc, half) || !f.SetForeign(kc, half) {
 		t.Error("SetForeign on a made bucket reported no change")
@@ -76,7 +75,7 @@ func TestFold(t *testing.T) {
 	if _, got, _ := f.Evidence(kc); got != half {
 		t.Errorf("foreign %+v after setting %+v twice", got, half)
 	}
-	ownAfter, _, _ := f.Evidence(history.Key{Backend: d.Name, Bucket: name})
+	ownAfter, _, _ := f.Evidence(Key{Backend: d.Name, Bucket: name})
 	if math.Abs(ownAfter.N-ownBefore.N) > 1e-9 || math.Abs(ownAfter.Sum-ownBefore.Sum) > 1e-9*math.Abs(ownBefore.Sum) {
 		t.Errorf("own evidence %+v became %+v when the prior changed", ownBefore, ownAfter)
 	}
@@ -93,7 +92,7 @@ func TestFoldCap(t *testing.T) {
 	defer s.Close()
 	f := s.Fold()
 	spec := matmul(64, 512, 512)
-	k := history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	k := Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
 	st := bandit.Stats{N: 5000, Sum: 5000 * 5.5, SumSq: 5000 * (5.5*5.5 + 0.04)}
 	f.SetForeign(k, st)
 	if _, err := s.Select(spec, Residency{}); err != nil {
@@ -125,8 +124,8 @@ func TestFoldedPriorAdapts(t *testing.T) {
 		y := math.Log(us)
 		return bandit.Stats{N: 5000, Sum: 5000 * y, SumSq: 5000 * (y*y + 0.01)}
 	}
-	f.SetForeign(history.Key{Backend: "cpu", Bucket: name}, at(100))
-	f.SetForeign(history.Key{Backend: "gpu", Bucket: name}, at(150))
+	f.SetForeign(Key{Backend: "cpu", Bucket: name}, at(100))
+	f.SetForeign(Key{Backend: "gpu", Bucket: name}, at(150))
 	truth := map[string]float64{"cpu": 300, "gpu": 150}
 	onGPU := 0
 	for i := range 2000 {

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -175,13 +174,16 @@ func TestObserveErrors(t *testing.T) {
 	}
 }
 
-// TestStore checks the warm start and write-through of DESIGN.md §
-// Persistence: a stored posterior is the arm's starting point, and every
-// Observe hands the updated posterior to the store.
+// TestStore checks the warm start and write-behind of DESIGN.md §
+// Persistence: a stored posterior is the arm's starting point, an Observe
+// reports its bucket's record to the store, and the store's collection
+// then takes the updated posterior and the observation; Close hands over
+// what changed since, and so does an Observe after Close.
 func TestStore(t *testing.T) {
 	st := &memStore{}
 	stored := bandit.NewPrior(7, 50, 0.1) // 50 pseudo-observations at 7 µs
-	st.Put(history.Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}, stored)
+	k := Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}
+	st.put(k, stored)
 	s := newTestScheduler(t, Config{Store: st, Seed: 4})
 	spec := matmul(64, 512, 512)
 	d, err := s.Select(spec, Residency{})
@@ -197,9 +199,73 @@ func TestStore(t *testing.T) {
 	if err := s.Observe(d, us(9)); err != nil {
 		t.Fatal(err)
 	}
-	p := st.m[history.Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}]
-	if st.puts != 2 || !(p.Kappa > stored.Kappa*0.99) || p.Mu <= stored.Mu {
-		t.Errorf("store after Observe: %d puts, %+v", st.puts, p)
+	recs := st.collect(true)
+	p := st.m[k]
+	if st.reported.Load() != 1 || recs != 1 || st.n[k] != 1 || !(p.Kappa > stored.Kappa*0.99) || p.Mu <= stored.Mu {
+		t.Errorf("store after Observe: %d reported, %d collected, n %d, %+v", st.reported.Load(), recs, st.n[k], p)
+	}
+	if recs := st.collect(true); recs != 0 {
+		t.Errorf("a second collection took %d records, want none", recs)
+	}
+	d, _ = s.Select(spec, Residency{})
+	late, _ := s.Select(spec, Residency{})
+	s.Observe(d, us(9))
+	s.Close()
+	if st.n[k]+st.n[Key{Backend: "cpu", Bucket: k.Bucket}] != 2 {
+		t.Errorf("after Close: %v observations stored, want 2", st.n)
+	}
+	s.Observe(late, us(9))
+	if st.n[k]+st.n[Key{Backend: "cpu", Bucket: k.Bucket}] != 3 {
+		t.Errorf("after an Observe after Close: %v observations stored, want 3", st.n)
+	}
+}
+
+// TestStoreAllocs holds DESIGN.md § The data path's "0 allocs" with a
+// store attached: an Observe that queues its bucket for the store and
+// reports its records (changed) allocates nothing, nor does one of a
+// bucket already queued.
+func TestStoreAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	st := &memStore{}
+	s := newTestScheduler(t, Config{Store: st, Seed: 1})
+	specs := make([]kernels.Spec, 300)
+	for i := range specs {
+		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1024}},
+			Params: kernels.Params{Name: "k" + strconv.Itoa(i), FLOPs: 1 << 20, Bytes: 1 << 16}}
+	}
+	op := func(i int) {
+		d, err := s.Select(specs[i%len(specs)], Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Observe(d, us(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range specs { // every bucket made
+		op(i)
+	}
+	withData := 0 // arms learned from: a GPU's warm-up run is not
+	for _, bt := range s.Telemetry().Buckets {
+		for _, at := range bt.Arms {
+			if at.N > 0 && !(at.Warmup && at.N == 1) {
+				withData++
+			}
+		}
+	}
+	if got := st.reported.Load(); got != int64(withData) || withData == 0 {
+		t.Fatalf("%d records reported, want the %d arms with data", got, withData)
+	}
+	for _, queued := range []bool{false, true} {
+		if !queued {
+			st.collect(true) // none queued: each Observe below queues its bucket
+		}
+		i := 0
+		if n := testing.AllocsPerRun(200, func() { op(i); i++ }); n != 0 {
+			t.Errorf("queued %v: %v allocs per Select+Observe, want 0", queued, n)
+		}
 	}
 }
 
@@ -337,55 +403,48 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-// TestCalibration checks the CPU calibration against a fake whose kernels
-// take 4 µs + FLOPs at 50 GFLOP/s, and its caches (memory, then file).
-func TestCalibration(t *testing.T) {
-	resetCalibCache := func() {
-		calibCache.Lock()
-		calibCache.m = map[string]backends.Nominal{}
-		calibCache.Unlock()
-	}
-	resetCalibCache()
-	t.Cleanup(resetCalibCache)
-	file := filepath.Join(t.TempDir(), "cal.json")
-	f := newFake("cpu", backends.CPU, backends.Nominal{})
-	n, err := calibrateCPU(f, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(n.GFLOPS/50-1) > 1e-4 || math.Abs(n.DispatchUs-4) > 1e-3 || !(n.MemGBps > 0) {
-		t.Errorf("calibrated %+v, want 50 GFLOP/s, 4 µs", n)
-	}
-	if f.runs.Load() == 0 {
-		t.Fatal("calibration ran nothing")
-	}
-	resetCalibCache()
-	g := newFake("cpu", backends.CPU, backends.Nominal{})
-	if m, err := calibrateCPU(g, file); err != nil || m != n || g.runs.Load() != 0 {
-		t.Errorf("from file: %+v %v after %d runs, want %+v without running", m, err, g.runs.Load(), n)
-	}
-	if m, _ := calibrateCPU(g, ""); m != n || g.runs.Load() != 0 {
-		t.Errorf("from memory: %+v after %d runs", m, g.runs.Load())
-	}
-	if err := os.WriteFile(file, []byte("{not json"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	resetCalibCache()
-	if _, err := calibrateCPU(g, file); err != nil || g.runs.Load() == 0 {
-		t.Errorf("corrupt file: %v, %d runs, want a new measurement", err, g.runs.Load())
-	}
+// calibrating is a fake CPU that offers backends.Calibrator: its kernels
+// take 4 µs + FLOPs at 50 GFLOP/s, which Calibrate reports.
+type calibrating struct {
+	*fakeBackend
+	calls atomic.Int64
+}
 
-	// New calibrates a CPU with zero figures and builds its priors from
-	// them: dispatch + FLOPs / 50 GFLOP/s for a compute-bound matmul.
-	resetCalibCache()
-	s, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, backends.Nominal{})}, CalibrationFile: "-"})
-	if err != nil {
-		t.Fatal(err)
+func (c *calibrating) Calibrate() (backends.Nominal, error) {
+	c.calls.Add(1)
+	return backends.Nominal{GFLOPS: 50, MemGBps: 10, DispatchUs: 4}, nil
+}
+
+// TestCalibrator checks that New calibrates a CPU with zero figures that
+// offers backends.Calibrator and builds its priors from the result:
+// dispatch + FLOPs / 50 GFLOP/s for a compute-bound matmul; that a CPU
+// without it, or under NoCalibration, takes the default figures (1 µs +
+// FLOPs / 100 GFLOP/s); and that one with figures is not asked.
+// backends/cpu's TestCalibration checks the measurement itself.
+func TestCalibrator(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	prior := func(b backends.Backend, noCal bool) float64 {
+		t.Helper()
+		s, err := New(Config{Backends: []backends.Backend{b}, NoCalibration: noCal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Select(spec, Residency{}); err != nil {
+			t.Fatal(err)
+		}
+		return s.Telemetry().Buckets[0].Arms[0].MeanUs
 	}
-	if _, err := s.Select(matmul(64, 512, 512), Residency{}); err != nil {
-		t.Fatal(err)
+	c := &calibrating{fakeBackend: newFake("cpu", backends.CPU, backends.Nominal{})}
+	if got, want := prior(c, false), 4+33554432/50e3; math.Abs(got/want-1) > 1e-3 || c.calls.Load() != 1 {
+		t.Errorf("calibrated prior %v µs after %d calls, want %v after 1", got, c.calls.Load(), want)
 	}
-	if got, want := s.Telemetry().Buckets[0].Arms[0].MeanUs, 4+33554432/50e3; math.Abs(got/want-1) > 1e-3 {
-		t.Errorf("calibrated prior %v µs, want %v", got, want)
+	for _, b := range []backends.Backend{newFake("cpu", backends.CPU, backends.Nominal{}), c} {
+		if got, want := prior(b, b == c), 1+33554432/100e3; math.Abs(got/want-1) > 1e-3 {
+			t.Errorf("default prior %v µs, want %v", got, want)
+		}
+	}
+	c = &calibrating{fakeBackend: newFake("cpu", backends.CPU, cpuNominal)}
+	if prior(c, false); c.calls.Load() != 0 {
+		t.Errorf("a CPU with figures was calibrated")
 	}
 }

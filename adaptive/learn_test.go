@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -330,7 +329,7 @@ func TestGPUWarmup(t *testing.T) {
 	// A GPU arm warm-started from a store has data: its first run here is
 	// learned from.
 	st := &memStore{}
-	st.Put(history.Key{Backend: "gpu", Bucket: kernels.BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
+	st.put(Key{Backend: "gpu", Bucket: kernels.BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
 	s = newTestScheduler(t, Config{Seed: 9, Store: st})
 	d, _ = s.Select(spec, Residency{})
 	d.Backend, d.Name = 1, "gpu"

@@ -87,7 +87,7 @@ func TestPlacementPlaceAndObserve(t *testing.T) {
 // TestPlacementConfig: a nil policy is a configuration error.
 func TestPlacementConfig(t *testing.T) {
 	_, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, cpuNominal)},
-		Strategy: Placement(nil), CalibrationFile: "-"})
+		Strategy: Placement(nil)})
 	if !errors.Is(err, ErrConfig) {
 		t.Errorf("err = %v, want ErrConfig", err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -23,8 +22,8 @@ import (
 type Config struct {
 	// Backends are the backends to choose among, 1 to MaxBackends, with
 	// distinct Info().Name. The Scheduler calls only Info and Supports
-	// (Supports once per distinct op shape), and Alloc/Write/Run/Read for
-	// a CPU calibration; it never closes them.
+	// (Supports once per distinct op shape), and a CPU's Calibrate
+	// (backends.Calibrator); it never closes them.
 	Backends []backends.Backend
 	// Strategy picks the backend; the zero value is Automatic.
 	Strategy Strategy
@@ -34,18 +33,16 @@ type Config struct {
 	// bandit's defaults.
 	Bandit bandit.Config
 	// Store, when not nil, warm-starts the posteriors (loaded in New,
-	// keyed by backend name and BucketName) and receives every updated
-	// posterior: a history.Puller (history.DB) collects them from the
-	// Scheduler at each of its flushes, any other Store gets PutWithPrior
-	// (history.PriorPutter) or Put after each Observe. The Scheduler does
-	// not close it.
-	Store history.Store
+	// keyed by backend name and BucketName) and collects every updated
+	// posterior from the Scheduler when it writes (write-behind: Store).
+	// The Scheduler does not close it.
+	Store Store
 	// Logger receives decisions at debug level, incumbent switches and
 	// change alarms at info. The zero value, like zerolog.Nop(), logs
 	// nothing.
 	Logger zerolog.Logger
-	// Now is the clock of telemetry timestamps; nil means time.Now.
-	// Calibration times hardware with the real monotonic clock.
+	// Now is the clock of telemetry timestamps; nil means time.Now. A
+	// backend's Calibrate times hardware with the real monotonic clock.
 	Now func() time.Time
 	// Seed seeds every bucket's random source (each bucket's PCG stream is
 	// Seed and the hash of the bucket's name), so runs replay exactly.
@@ -59,14 +56,9 @@ type Config struct {
 	// two; 0 means the smallest power of two ≥ 4·GOMAXPROCS (at least 8).
 	Shards int
 	// NoCalibration skips the start-up calibration of CPU backends whose
-	// Nominal figures are zero: they take the documented CPU defaults
-	// (100 GFLOP/s, 20 GB/s, 1 µs dispatch).
+	// Nominal figures are zero (backends.Calibrator): they take the
+	// documented CPU defaults (100 GFLOP/s, 20 GB/s, 1 µs dispatch).
 	NoCalibration bool
-	// CalibrationFile caches CPU calibrations across runs, keyed by CPU
-	// model, arch, library and threads. "" means
-	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" keeps them in
-	// memory only.
-	CalibrationFile string
 }
 
 // validate fills the defaults and rejects impossible values.
@@ -111,11 +103,6 @@ func (c *Config) validate() error {
 	}
 	if c.Shards == 0 {
 		c.Shards = max(8, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
-	}
-	if c.CalibrationFile == "" {
-		c.CalibrationFile = defaultCalibrationFile()
-	} else if c.CalibrationFile == "-" {
-		c.CalibrationFile = ""
 	}
 	return nil
 }
@@ -170,28 +157,20 @@ type Scheduler struct {
 	byKey   map[kernels.BucketKey]*bucket
 	buckets []*bucket // by BucketID
 	shapes  []*bucket // the shapes' own buckets (shapeBucket)
-	loaded  map[history.Key]bandit.NormalGamma
+	loaded  map[Key]bandit.NormalGamma
 
-	// The store's pull path (nil pull: none). Observe queues a bucket on
-	// dirty when it first changes after a collection, and counts the
-	// records that bucket will give (its arms with data) in counts, one
-	// padded counter per stripe of buckets (by BucketID), reporting them
-	// to the store every chunk records of a stripe. See storeSource.
-	pull      history.Attachment
-	flushes   atomic.Uint64 // the store's flush collections so far (bucket.held)
-	dirty     atomic.Pointer[bucket]
-	counts    []stripeCount
-	countMask BucketID
-	chunk     uint64 // a power of two
+	// The store's attachment (nil changed: no store). Observe queues a
+	// bucket on dirty when it first changes after a flush's collection
+	// and reports its records by changed; the store's collections take
+	// them (collect), and keep on kept, which only collect touches, those
+	// a collection that was not a flush's took.
+	changed func(bucket uint32, records int)
+	detach  func()
+	dirty   atomic.Pointer[bucket]
+	kept    *bucket
 
 	fold   atomic.Pointer[Fold] // nil until Fold is called
 	closed atomic.Bool
-}
-
-// stripeCount is one stripe's update counter, alone on its cache line.
-type stripeCount struct {
-	n atomic.Uint64
-	_ [56]byte
 }
 
 // New validates cfg, settles each backend's cost-model figures
@@ -214,10 +193,7 @@ func New(cfg Config) (*Scheduler, error) {
 		if cfg.Strategy.kind == only && cfg.Strategy.name == info.Name {
 			s.only = i
 		}
-		nom, err := s.figures(b, info)
-		if err != nil {
-			return nil, err
-		}
+		nom := s.figures(b, info)
 		models[i] = newRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
 		if !s.shared.Has(i) {
 			s.links[i] = [2]*linkModel{newLink(nom.LinkLatencyUs, nom.LinkGBps), newLink(nom.LinkLatencyUs, nom.LinkGBps)}
@@ -233,112 +209,14 @@ func New(cfg Config) (*Scheduler, error) {
 	s.shards = make([]shard, cfg.Shards)
 	s.shardMask = uint64(cfg.Shards - 1)
 	if cfg.Store != nil {
-		s.loaded = map[history.Key]bandit.NormalGamma{}
-		err := cfg.Store.Load(func(k history.Key, p bandit.NormalGamma) { s.loaded[k] = p })
+		s.loaded = map[Key]bandit.NormalGamma{}
+		err := cfg.Store.Load(func(be, bu string, p bandit.NormalGamma) { s.loaded[Key{Backend: be, Bucket: bu}] = p })
 		if err != nil {
 			return nil, fmt.Errorf("adaptive: loading posteriors: %w", err)
 		}
-		if p, ok := cfg.Store.(history.Puller); ok {
-			s.attach(p)
-		}
+		s.changed, s.detach = cfg.Store.Attach(s.collect)
 	}
 	return s, nil
-}
-
-// attach makes the store pull the posteriors from s. What the store counts
-// toward its flush trigger (Threshold) is records waiting to be written:
-// Observe counts, when it queues a bucket, the records the bucket will
-// give, per stripe of buckets rather than in one counter, which every
-// core would pull to itself; a stripe reports to the store every chunk
-// records. The flush trigger so lags by less than the stripes times chunk:
-// chunk is the largest power of two at most Threshold / (8 · stripes), so
-// the lag stays under an eighth of Threshold (exact when Threshold < 16 ·
-// stripes).
-//
-// Records, not Observes: a bucket observed 10,000 times between two
-// flushes is still one write per arm. Counting Observes, a few hot buckets
-// at millions of ops a second rewrote the same 70 records 4,400 times a
-// second (about 30 MB/s into Badger) and those flushes cost every
-// Select+Observe 21% (history's BenchmarkSelectObserve: 243 → 294 ns;
-// counting records, 243 → 247 ns, one flush a second).
-func (s *Scheduler) attach(p history.Puller) {
-	stripes := len(s.shards)
-	s.counts = make([]stripeCount, stripes)
-	s.countMask = BucketID(stripes - 1)
-	s.pull = p.Attach((*storeSource)(s))
-	s.chunk = 1
-	for s.chunk*2*8*uint64(stripes) <= uint64(s.pull.Threshold()) {
-		s.chunk *= 2
-	}
-}
-
-// storeSource is the Scheduler as the history.Source of its store, kept
-// off the Scheduler's own methods.
-type storeSource Scheduler
-
-// Collect implements history.Source: it empties the stack of queued
-// buckets and emits, under each bucket's lock, the posterior of every arm
-// with data, with its prior and its observations since the last
-// collection. The arms not observed are emitted too (n = 0): an
-// observation of a bucket discounts every arm (DESIGN.md § The bandit),
-// and the store keeps the scheduler's posteriors as they are. A
-// collection that is not a flush's marks each bucket held (with the count
-// of flushes so far), so that Observe does not report its records again
-// until the store has written them.
-func (src *storeSource) Collect(emit func(k history.Key, prior, p bandit.NormalGamma, n uint64), flush bool) {
-	s := (*Scheduler)(src)
-	held := uint64(0) // a flush's collection: the store holds nothing after it
-	if flush {
-		s.flushes.Add(1)
-	} else {
-		held = s.flushes.Load() + 1
-	}
-	for b := s.dirty.Swap(nil); b != nil; {
-		b.mu.Lock()
-		next := b.next
-		b.next, b.queued = nil, false
-		b.held = held
-		for a := range s.n {
-			if b.seen.Has(a) {
-				n := b.per[a].learned - b.collected[a]
-				b.collected[a] = b.per[a].learned
-				emit(history.Key{Backend: s.names[a], Bucket: b.name}, b.bb.Priors[a], b.bb.Arms[a], uint64(n))
-			}
-		}
-		b.mu.Unlock()
-		b = next
-	}
-}
-
-// queue pushes b onto the stack for the store to collect (b.mu held, b not
-// queued).
-func (s *Scheduler) queue(b *bucket) {
-	b.queued = true
-	for {
-		top := s.dirty.Load()
-		b.next = top
-		if s.dirty.CompareAndSwap(top, b) {
-			return
-		}
-	}
-}
-
-// figures returns the backend's cost-model figures: its Nominal, with
-// zero figures calibrated (CPUs) or defaulted.
-func (s *Scheduler) figures(b backends.Backend, info backends.Info) (backends.Nominal, error) {
-	nom := info.Nominal
-	if info.Kind == backends.GPU {
-		return fillNominal(nom, defaultGPU), nil
-	}
-	if nom.GFLOPS > 0 && nom.MemGBps > 0 && nom.DispatchUs > 0 || s.cfg.NoCalibration {
-		return fillNominal(nom, defaultCPU), nil
-	}
-	cal, err := calibrateCPU(b, s.cfg.CalibrationFile)
-	if err != nil {
-		s.log.Warn().Err(err).Str("backend", info.Name).Msg("adaptive: calibration failed; using default CPU figures")
-		cal = defaultCPU
-	}
-	return fillNominal(nom, cal), nil
 }
 
 // Decision is the Scheduler's choice for one op: which backend, in which
@@ -656,7 +534,7 @@ func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
 	name := key.String()
 	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), key.Op.Class(), int(key.Class), float64(w.FLOPs), float64(w.Bytes()))
 	for a := range s.n {
-		if p, ok := s.loaded[history.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)
 		}
 	}
@@ -698,10 +576,9 @@ const maxObservedUs = 1e12
 // store's. The first run of an op on a GPU in a bucket that has no data
 // for it is the device's warm-up: it is counted in telemetry (Warmup) but
 // neither learned from nor stored (see engine.observe). Otherwise, with a
-// store that pulls (history.Puller, as history.DB) it only marks the
-// bucket for the store's next flush to collect and counts the update
-// toward the store's flush trigger; any other store is handed the
-// posterior (PutWithPrior or Put). Under a Placement strategy it also
+// store, it only marks the bucket for the store to collect and reports
+// the records that adds (Store.Attach's changed); after Close it hands
+// the bucket over at once (detach). Under a Placement strategy it also
 // reports the duration to the policy (Policy.Observe, under the policy's
 // lock). It does not allocate and is safe for concurrent use. It returns
 // ErrForeignDecision for a decision this Scheduler did not
@@ -730,44 +607,31 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	had := b.seen
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	// Queued under b.mu, with closed read there: Close's pass over the
-	// buckets' locks then knows every Observe that queued has finished. A
-	// warm-up run (engine.observe) changed no posterior: the store has
-	// nothing to learn from it.
-	pulled := s.pull != nil && !s.closed.Load()
-	pushed := learned && s.cfg.Store != nil && !pulled
-	var queued uint64 // records the store's next collection gains from b
-	if learned && pulled {
-		// Counted already: b's records when b is queued, or when the store
-		// holds them since a collection after its last flush. Then only an
-		// arm's first data is a new record.
-		counted := b.queued || b.held == s.flushes.Load()+1
-		if !b.queued {
-			s.queue(b)
-		}
+	// buckets' locks then knows every Observe that saw it open has
+	// queued. A warm-up run (engine.observe) changed no posterior: the
+	// store has nothing to learn from it.
+	records, late := 0, false // records the store's next collection gains from b
+	if learned && s.changed != nil {
+		// A queued bucket's records are reported already: only an arm's
+		// first data is a new one.
 		switch {
-		case !counted:
-			queued = uint64(b.seen.Count())
+		case !b.queued:
+			s.queue(b)
+			records = b.seen.Count()
 		case b.seen != had:
-			queued = 1
+			records = 1
 		}
+		late = s.closed.Load()
 	}
-	p, prior := b.bb.Arms[d.Backend], b.bb.Priors[d.Backend]
+	p := b.bb.Arms[d.Backend]
 	b.mu.Unlock()
 	if s.place != nil && d.placed {
 		s.place.observe(&d, us)
 	}
-	if queued > 0 {
-		n := s.counts[b.id&s.countMask].n.Add(queued)
-		if chunks := n/s.chunk - (n-queued)/s.chunk; chunks > 0 {
-			s.pull.Updated(int(chunks * s.chunk))
-		}
-	} else if pushed {
-		k := history.Key{Backend: s.names[d.Backend], Bucket: b.name}
-		if pp, ok := s.cfg.Store.(history.PriorPutter); ok {
-			pp.PutWithPrior(k, prior, p)
-		} else {
-			s.cfg.Store.Put(k, p)
-		}
+	if late {
+		s.detach()
+	} else if records > 0 {
+		s.changed(uint32(b.id), records)
 	}
 	if alarm {
 		s.log.Info().Str("bucket", b.name).Str("backend", d.Name).Float64("us", us).
@@ -856,35 +720,22 @@ func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) 
 }
 
 // Close stops the Scheduler: later Selects fail with ErrClosed. It hands
-// every bucket's posteriors to the store one last time (the store's own
-// Close flushes them; the Scheduler does not close it): a store that pulls
-// collects what is queued and is detached, and Observes after Close hand
-// their posterior to the store by PutWithPrior or Put. Close is
-// idempotent.
+// every changed posterior to the store (Store.Attach's detach: the store's
+// own Close writes them; the Scheduler does not close it), and an Observe
+// after Close (of a decision made before) hands its bucket over again.
+// Close is idempotent.
 func (s *Scheduler) Close() error {
-	if s.closed.Swap(true) || s.cfg.Store == nil {
+	if s.closed.Swap(true) || s.detach == nil {
 		return nil
 	}
-	if s.pull != nil {
-		// An Observe that saw the Scheduler open queued its bucket under
-		// the bucket's lock: once every lock has been taken, each has, and
-		// the last collection finds them all.
-		for _, b := range s.snapshotBuckets() {
-			b.mu.Lock()
-			b.mu.Unlock() // empty: it waits for the Observes inside
-		}
-		s.pull.Detach()
-		return nil
-	}
+	// An Observe that saw the Scheduler open queued its bucket under the
+	// bucket's lock: once every lock has been taken, each has, and the
+	// last collection finds them all.
 	for _, b := range s.snapshotBuckets() {
 		b.mu.Lock()
-		for a := range s.n {
-			if b.seen.Has(a) {
-				s.cfg.Store.Put(history.Key{Backend: s.names[a], Bucket: b.name}, b.bb.Arms[a])
-			}
-		}
-		b.mu.Unlock()
+		b.mu.Unlock() // empty: it waits for the Observes inside
 	}
+	s.detach()
 	return nil
 }
 

@@ -45,8 +45,8 @@ type Info struct {
 	// (CPUs, integrated GPUs): inputs need no transfer to reach it.
 	SharedMemory bool
 	// Nominal holds the device's datasheet figures where the backend knows
-	// them; zero fields are unknown, and the scheduler then calibrates
-	// (CPUs) or uses its documented defaults per kind.
+	// them; zero fields are unknown, and the scheduler then asks a
+	// Calibrator or uses its documented defaults per kind.
 	Nominal Nominal
 }
 
@@ -139,4 +139,19 @@ type HostMapper interface {
 	// b to its owner. It fails with an error wrapping ErrUnsupported when
 	// the backend cannot, and ErrForeignBuffer when b is misaligned.
 	MapHost(b []byte) (Buffer, error)
+}
+
+// Calibrator is implemented by backends that can measure their own
+// cost-model figures (the CPU backend). The adaptive Scheduler calls
+// Calibrate once, in New, for a CPU backend whose Info().Nominal lacks
+// GFLOPS, MemGBps or DispatchUs, and fills those from its result. A
+// backend without it, one whose Calibrate fails (logged), and every
+// backend under adaptive.Config.NoCalibration take the Scheduler's
+// documented defaults for the figures they lack.
+type Calibrator interface {
+	// Calibrate returns the device's measured figures: at least GFLOPS,
+	// MemGBps and DispatchUs, all positive. It may run kernels for a few
+	// tens of milliseconds, timed by the real clock, and may cache its
+	// result; it is safe for concurrent use.
+	Calibrate() (Nominal, error)
 }

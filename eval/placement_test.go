@@ -65,7 +65,7 @@ func TestPlacementMatchesPolicy(t *testing.T) {
 			}
 			arms := ArmsOf(bes)
 			s, err := adaptive.New(adaptive.Config{Backends: bes, Strategy: adaptive.Placement(Placement(mk(arms), arms)),
-				Seed: 3, CalibrationFile: "-"})
+				Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}

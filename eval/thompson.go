@@ -45,7 +45,6 @@ func NewThompson(cfg adaptive.Config, arms []Arm) (*Thompson, error) {
 	}
 	cfg.Strategy = adaptive.Automatic
 	cfg.NoCalibration = true
-	cfg.CalibrationFile = "-"
 	s, err := adaptive.New(cfg)
 	if err != nil {
 		return nil, err

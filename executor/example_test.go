@@ -22,7 +22,7 @@ func ExampleExecutor() {
 		bes = append(bes, b)
 	}
 	e, err := executor.New(executor.Config{Config: adaptive.Config{
-		Backends: bes, NoCalibration: true, CalibrationFile: "-", Seed: 1}})
+		Backends: bes, NoCalibration: true, Seed: 1}})
 	if err != nil {
 		panic(err)
 	}

@@ -37,7 +37,6 @@ func newExec(t testing.TB, cfg executor.Config, bes ...backends.Backend) *execut
 	t.Helper()
 	cfg.Backends = bes
 	cfg.NoCalibration = true
-	cfg.CalibrationFile = "-"
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -42,11 +41,11 @@ func BenchmarkConverge(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("Opaque:op%05d/f32/s%d", i, 20+i%20)
 	}
-	var shards [Shards][]history.Key
+	var shards [Shards][]adaptive.Key
 	for _, name := range names {
 		s := shardOf(name)
 		for _, be := range []string{"cpu", "gpu"} {
-			shards[s] = append(shards[s], history.Key{Backend: be, Bucket: name})
+			shards[s] = append(shards[s], adaptive.Key{Backend: be, Bucket: name})
 		}
 	}
 	for n := range nodes {
@@ -71,7 +70,7 @@ func BenchmarkConverge(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		before := ms.HeapAlloc
-		s, err := adaptive.New(adaptive.Config{Backends: benchBackends(), CalibrationFile: "-"})
+		s, err := adaptive.New(adaptive.Config{Backends: benchBackends()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -118,7 +117,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 	}{{"off", 0}, {"on", time.Second}, {"on-10ms", 10 * time.Millisecond}} {
 		on := mode.interval > 0
 		b.Run("fleet="+mode.name, func(b *testing.B) {
-			s, err := adaptive.New(adaptive.Config{Backends: benchBackends(), CalibrationFile: "-", Seed: 1})
+			s, err := adaptive.New(adaptive.Config{Backends: benchBackends(), Seed: 1})
 			if err != nil {
 				b.Fatal(err)
 			}

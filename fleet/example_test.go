@@ -55,7 +55,7 @@ func ExampleStart() {
 
 	node := func(id string) (*adaptive.Scheduler, *fleet.Node) {
 		nc, _ := fleet.Connect(nats.DefaultURL, zerolog.Nop(), fleet.InProcess(ns))
-		s, _ := adaptive.New(adaptive.Config{Backends: []backends.Backend{device{}}, CalibrationFile: "-"})
+		s, _ := adaptive.New(adaptive.Config{Backends: []backends.Backend{device{}}})
 		n, _ := fleet.Start(nc, s, fleet.DefaultOptions(id, fp).WithInterval(10*time.Millisecond))
 		return s, n
 	}
@@ -72,7 +72,7 @@ func ExampleStart() {
 	b, nb := node("b")
 	defer nb.Close()
 	b.Select(spec, adaptive.Residency{}) // makes the bucket
-	k := history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	k := adaptive.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
 	for {
 		if _, foreign, _ := b.Fold().Evidence(k); foreign.N > 0 {
 			// 100 runs, discounted by γ = 0.999 per run as a's bandit holds them.

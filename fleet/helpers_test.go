@@ -31,7 +31,7 @@ func newScheduler(t testing.TB, discount float64) *adaptive.Scheduler {
 	t.Helper()
 	cpu := backends.Described(backends.Info{Name: "cpu", Kind: backends.CPU, SharedMemory: true,
 		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}})
-	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu}, Seed: 1, CalibrationFile: "-",
+	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu}, Seed: 1,
 		Bandit: bandit.Config{Discount: discount}})
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +83,8 @@ func feed(t testing.TB, s *adaptive.Scheduler, os []obs) {
 }
 
 // keyOf returns the history key of bucket i's cpu arm.
-func keyOf(i int) history.Key {
-	return history.Key{Backend: "cpu", Bucket: kernels.BucketName(spec(i))}
+func keyOf(i int) adaptive.Key {
+	return adaptive.Key{Backend: "cpu", Bucket: kernels.BucketName(spec(i))}
 }
 
 // pooled returns the evidence of one Scheduler fed every observation.

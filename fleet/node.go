@@ -17,7 +17,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
 )
 
 // Shards is how many keys a node's evidence is spread over: bucket
@@ -107,16 +106,16 @@ type Node struct {
 	val        value
 	buf        []byte
 	synced     bool
-	local      map[history.Key]bandit.Stats // the Scheduler's own evidence
-	baseline   map[history.Key]bandit.Stats // this node's values before this run
-	own        [Shards]map[history.Key]struct{}
+	local      map[adaptive.Key]bandit.Stats // the Scheduler's own evidence
+	baseline   map[adaptive.Key]bandit.Stats // this node's values before this run
+	own        [Shards]map[adaptive.Key]struct{}
 	dirty      [Shards]bool
 	putAt      [Shards]time.Time
 	nodes      map[string]int32 // other nodes, by index into contributions
 	// The keys with foreign evidence (or a baseline), numbered in order of
 	// first sight: their IDs index keys, shard, contrib and marked.
-	ids     map[history.Key]int32
-	keys    []history.Key
+	ids     map[adaptive.Key]int32
+	keys    []adaptive.Key
 	contrib [][]contribution
 	held    int                     // keys with other nodes' evidence
 	seen    map[nodeShard]time.Time // when each other node's value was put
@@ -154,11 +153,11 @@ func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
 		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger, nonce: binary.LittleEndian.Uint64(nb[:]),
 		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
 		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
-		local: map[history.Key]bandit.Stats{}, baseline: map[history.Key]bandit.Stats{},
-		nodes: map[string]int32{}, ids: map[history.Key]int32{}, seen: map[nodeShard]time.Time{},
+		local: map[adaptive.Key]bandit.Stats{}, baseline: map[adaptive.Key]bandit.Stats{},
+		nodes: map[string]int32{}, ids: map[adaptive.Key]int32{}, seen: map[nodeShard]time.Time{},
 	}
 	for i := range n.own {
-		n.own[i] = map[history.Key]struct{}{}
+		n.own[i] = map[adaptive.Key]struct{}{}
 	}
 	go n.loop(ctx)
 	return n, nil
@@ -396,7 +395,7 @@ func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.prefix, n.
 
 // collect takes the Scheduler's changed evidence.
 func (n *Node) collect() {
-	n.fold.Collect(func(k history.Key, own bandit.Stats) {
+	n.fold.Collect(func(k adaptive.Key, own bandit.Stats) {
 		n.local[k] = own
 		s := shardOf(k.Bucket)
 		n.own[s][k] = struct{}{}
@@ -539,7 +538,7 @@ func checkShard(shard string, recs []record) error {
 }
 
 // id returns k's ID, numbering it on first sight.
-func (n *Node) id(k history.Key) int32 {
+func (n *Node) id(k adaptive.Key) int32 {
 	id, ok := n.ids[k]
 	if !ok {
 		id = int32(len(n.keys))

@@ -131,7 +131,8 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	n := 0
-	db.Load(func(k Key, p bandit.NormalGamma) {
+	db.Load(func(be, bu string, p bandit.NormalGamma) {
+		k := Key{Backend: be, Bucket: bu}
 		n++
 		if p != want[k].Posterior {
 			t.Errorf("Load %v: %+v, want %+v", k, p, want[k].Posterior)
@@ -332,7 +333,7 @@ func TestFingerprintChange(t *testing.T) {
 	db = mustOpen(t, o.WithFingerprint(newFP).WithLogger(zerolog.New(log)).WithPriorWeight(0.1))
 	db.PutWithPrior(Key{"cpu", "Add/f32/s10"}, prior0, grown(1)) // learned anew: the old one must not show
 	got := map[Key]bandit.NormalGamma{}
-	db.Load(func(k Key, p bandit.NormalGamma) { got[k] = p })
+	db.Load(func(be, bu string, p bandit.NormalGamma) { got[Key{Backend: be, Bucket: bu}] = p })
 	// Discounting by 0.1 keeps a tenth of the 10 observations: κ = κ0 + 1,
 	// α = α0 + 0.5, μ = (κ0μ0 + 0.1Σy)/(κ0+1).
 	w := got[Key{"rocm", "MatMul/f32/s40"}]

@@ -3,17 +3,17 @@
 //
 // The posterior store, DB, keeps one bandit.NormalGamma per (backend,
 // bucket) in Badger, under a schema version and a hardware Fingerprint.
-// Updates reach it two ways. A Source attached with Attach (the way
-// adaptive.Scheduler uses it) is pulled: its owner only marks what changed
-// and reports a count, and each flush starts by collecting the changed
-// posteriors from it, so the store costs the scheduler's hot path next to
-// nothing. Put (and PutWithPrior) pushes one posterior, into memory only.
-// Either way a background goroutine writes the dirty records in one batch
+// DB implements adaptive.Store: a Scheduler attached with Attach is
+// pulled: it only marks what changed and reports a count, and each flush
+// starts by collecting the changed posteriors from it, so the store costs
+// the scheduler's hot path next to nothing. Put (and PutWithPrior) write
+// one posterior into memory, for tools and tests. A background goroutine
+// writes the dirty records in one batch
 // per flush (every second, or once 1,024 changed records wait, by
 // default) and on Close, so a crash loses at most the last interval and
 // never corrupts the store. A record changed many times between two
 // flushes is written once.
-// Each record keeps the prior it grew from (a Source's, or PutWithPrior's),
+// Each record keeps the prior it grew from (a Scheduler's, or PutWithPrior's),
 // which is what makes Export/Import with ImportMerge exact: posteriors are
 // sufficient statistics, so a fleet of identical machines can pool what
 // each learned. Opening with another fingerprint keeps the old records and
@@ -30,12 +30,10 @@
 //		WithFingerprint(history.FingerprintOf(infos)))
 //	if err != nil { ... }        // history.ErrLocked: another process has dir
 //	defer db.Close()
-//	db.Load(func(k history.Key, p bandit.NormalGamma) { ... }) // warm start
-//	att := db.Attach(src)                                       // or: pulled at each flush
-//	att.Updated(n)                                              // n updates wait in src
-//	db.PutWithPrior(k, prior, posterior)                        // or: pushed; never waits for the disk
-//	db.Export(w)                                                // JSON snapshot
-//	db.Import(r, history.ImportMerge)                           // pool another machine's
+//	s, err := adaptive.New(adaptive.Config{Backends: bs, Store: db}) // warm start, pulled at each flush
+//	db.PutWithPrior(k, prior, posterior) // a record of a tool's own; never waits for the disk
+//	db.Export(w)                         // JSON snapshot
+//	db.Import(r, history.ImportMerge)    // pool another machine's
 //
 //	rec, err := history.NewRecorder(f, history.Header{}, history.RecorderOptions{})
 //	rec.Record(ev)   // non-blocking; rec.Dropped() counts overflow

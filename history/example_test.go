@@ -21,8 +21,8 @@ func Example() {
 	p := prior
 	p.Update(4.6) // ln(≈100 µs)
 	db.PutWithPrior(history.Key{Backend: "cpu", Bucket: "MatMul/f32/s20"}, prior, p)
-	db.Load(func(k history.Key, p bandit.NormalGamma) {
-		fmt.Printf("%s %s: κ=%.0f\n", k.Backend, k.Bucket, p.Kappa)
+	db.Load(func(backend, bucket string, p bandit.NormalGamma) {
+		fmt.Printf("%s %s: κ=%.0f\n", backend, bucket, p.Kappa)
 	})
 	fmt.Println(db.Close())
 	// Output:

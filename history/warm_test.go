@@ -86,8 +86,8 @@ var warmSpecs = func() []kernels.Spec {
 // decisions explored: chose another backend than the best posterior mean
 // (reason Explore), or chose with no data at all (reason Prior: the first
 // decisions of every bucket, the ones a warm start saves).
-func runWorkload(t *testing.T, db history.Store, n int, seed uint64) int64 {
-	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: db, Seed: seed, NoCalibration: true, CalibrationFile: "-"})
+func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
+	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: db, Seed: seed, NoCalibration: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 	} {
 		specs, withStore, parallel := c.specs, c.withStore, c.parallel
 		b.Run(c.name, func(b *testing.B) {
-			cfg := adaptive.Config{Backends: warmBackends(), Seed: 1, NoCalibration: true, CalibrationFile: "-"}
+			cfg := adaptive.Config{Backends: warmBackends(), Seed: 1, NoCalibration: true}
 			var db *history.DB
 			if withStore {
 				var err error

@@ -21,6 +21,10 @@ type Backend struct {
 	path blasPath
 	info backends.Info
 
+	calFile string // the calibration file; "" for none
+	calMu   sync.Mutex
+	cal     backends.Nominal // Calibrate's result; zero until it succeeds
+
 	closeOnce sync.Once
 }
 
@@ -41,10 +45,11 @@ func New(name string, opts Options) (*Backend, error) {
 	logPath(opts.Logger, path)
 	pool := kernels.NewPool(threads)
 	b := &Backend{
-		name: name,
-		pool: pool,
-		cpu:  kernels.NewCPU(pool, panelGemm(pool, path.serial, splitMACs)),
-		path: path,
+		name:    name,
+		calFile: opts.calibrationFile(),
+		pool:    pool,
+		cpu:     kernels.NewCPU(pool, panelGemm(pool, path.serial, splitMACs)),
+		path:    path,
 		info: backends.Info{
 			Name:         name,
 			Kind:         backends.CPU,
@@ -64,7 +69,7 @@ func New(name string, opts Options) (*Backend, error) {
 func (b *Backend) BLAS() string { return b.path.String() }
 
 // Info implements backends.Backend. Nominal figures are left zero: the
-// scheduler calibrates CPUs.
+// scheduler asks Calibrate for them.
 func (b *Backend) Info() backends.Info { return b.info }
 
 // Supports implements backends.Backend: every op of the catalogue except

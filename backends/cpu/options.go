@@ -21,6 +21,10 @@ type Options struct {
 	// Logger receives the one line per process that says which matmul path
 	// runs. The zero Logger discards it.
 	Logger zerolog.Logger
+	// CalibrationFile caches Calibrate's figures across runs, keyed by CPU
+	// model, arch, library and threads. "" means
+	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" means none.
+	CalibrationFile string
 }
 
 // DefaultOptions returns every core, CBLAS when one loads, and zerolog's
@@ -39,6 +43,22 @@ func (o Options) WithGonum(force bool) Options { o.Gonum = force; return o }
 
 // WithLogger returns o logging to l. Default: zerolog's global logger.
 func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
+
+// WithCalibrationFile returns o caching calibrations in file ("-": in
+// none). Default: "", meaning
+// os.UserCacheDir()/adaptsched/cpu-calibration.json.
+func (o Options) WithCalibrationFile(file string) Options { o.CalibrationFile = file; return o }
+
+// calibrationFile returns the calibration file o names, "" for none.
+func (o Options) calibrationFile() string {
+	switch o.CalibrationFile {
+	case "":
+		return defaultCalibrationFile()
+	case "-":
+		return ""
+	}
+	return o.CalibrationFile
+}
 
 // threads validates o and returns its thread count.
 func (o Options) threads() (int, error) {

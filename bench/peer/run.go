@@ -9,7 +9,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -53,7 +52,7 @@ type RunOptions struct {
 	// Store, when not nil, is the Scheduler's posterior store
 	// (Config.Store): an empty one starts cold and learns into it, one a
 	// previous run filled starts warm. The caller closes it.
-	Store history.Store
+	Store adaptive.Store
 	// Seed seeds the Scheduler (Config.Seed).
 	Seed uint64
 	// Delays are the drift's busy-wait per shape (Calibrate); nil runs
@@ -89,7 +88,7 @@ func newScheduler(empty bool, o RunOptions) (*adaptive.Scheduler, [numImpls]*Dev
 		devs[i], bes[i] = d, d
 	}
 	s, err := adaptive.New(adaptive.Config{Backends: bes, Store: o.Store, Seed: o.Seed,
-		NoCalibration: true, CalibrationFile: "-"})
+		NoCalibration: true})
 	return s, devs, err
 }
 

@@ -59,7 +59,7 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{b}, CalibrationFile: "-"})
+	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestForwardPassMatchesSingleBackend(t *testing.T) {
 	want := decode(t, openT(t, "cpu"), steps)
 	e, err := executor.New(executor.Config{Config: adaptive.Config{
 		Backends:      []backends.Backend{openT(t, "cpu"), openT(t, "cpu1"), openT(t, "sim:h100")},
-		NoCalibration: true, CalibrationFile: "-", Seed: 1}})
+		NoCalibration: true, Seed: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

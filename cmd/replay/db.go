@@ -46,7 +46,7 @@ func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loa
 	if err != nil {
 		return nil, 0, fmt.Errorf("replay: -db: %w", err)
 	}
-	if err := db.Load(func(history.Key, bandit.NormalGamma) { loaded++ }); err != nil {
+	if err := db.Load(func(string, string, bandit.NormalGamma) { loaded++ }); err != nil {
 		db.Close()
 		return nil, 0, fmt.Errorf("replay: -db: %w", err)
 	}
