@@ -507,11 +507,27 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	if c := n.child.Load(); c != nil {
 		return c
 	}
-	if n.hits.Add(1) < int32(s.cfg.ShapeHits) {
+	hits := n.hits.Add(1)
+	stored := false
+	if hits == 1 && len(s.loaded) > 0 { // a store that holds this shape's own: learn on at once
+		name := shapeName(b, spec)
+		for a := range s.n {
+			if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
+				stored = true
+			}
+		}
+	}
+	if !stored && hits < int32(s.cfg.ShapeHits) {
 		return b
 	}
 	w := spec.Work()
-	c := s.e.newShape(b, b.name+" "+spec.String(), float64(w.FLOPs), float64(w.Bytes()))
+	name := shapeName(b, spec)
+	c := s.e.newShape(b, name, float64(w.FLOPs), float64(w.Bytes()))
+	for a := range s.n {
+		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+			c.warm(a, p)
+		}
+	}
 	if !n.child.CompareAndSwap(nil, c) {
 		return n.child.Load()
 	}
@@ -520,6 +536,10 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	s.regMu.Unlock()
 	return c
 }
+
+// shapeName is the stable name of spec's own bucket in bucket b, the key
+// its posteriors persist under: b's name, a space, and the spec.
+func shapeName(b *bucket, spec *kernels.Spec) string { return b.name + " " + spec.String() }
 
 // bucketFor returns spec's bucket, creating it (with priors and any stored
 // posteriors) on first sight.
@@ -592,12 +612,15 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 		return fmt.Errorf("%w: %v on %s", ErrBadTiming, t.Duration, d.Name)
 	}
 	b := d.b
+	var records int // records the store's next collection gains
+	var late bool
 	if b.isShape { // a shape's bucket, then its parent's
-		p := b.parent
 		b.mu.Lock()
-		s.e.observe(b, d.Backend, us, 0)
+		had := b.seen
+		_, learned := s.e.observe(b, d.Backend, us, 0)
+		records, late = s.stored(b, had, learned)
 		b.mu.Unlock()
-		b = p
+		b = b.parent
 	}
 	var shift float64 // the shape's model against the bucket's
 	if d.node != nil && b.shapes.Load() > 1 {
@@ -606,23 +629,8 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	b.mu.Lock()
 	had := b.seen
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
-	// Queued under b.mu, with closed read there: Close's pass over the
-	// buckets' locks then knows every Observe that saw it open has
-	// queued. A warm-up run (engine.observe) changed no posterior: the
-	// store has nothing to learn from it.
-	records, late := 0, false // records the store's next collection gains from b
-	if learned && s.changed != nil {
-		// A queued bucket's records are reported already: only an arm's
-		// first data is a new one.
-		switch {
-		case !b.queued:
-			s.queue(b)
-			records = b.seen.Count()
-		case b.seen != had:
-			records = 1
-		}
-		late = s.closed.Load()
-	}
+	r, l := s.stored(b, had, learned)
+	records, late = records+r, late || l
 	p := b.bb.Arms[d.Backend]
 	b.mu.Unlock()
 	if s.place != nil && d.placed {
@@ -638,6 +646,29 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 			Float64("mean_us", p.MeanUs()).Msg("adaptive: change alarm; posterior widened")
 	}
 	return nil
+}
+
+// stored queues b for the store's next collection after an observation
+// that changed its posteriors (learned; had: b.seen before it), b.mu held,
+// and returns the records that collection gains from b and whether the
+// Scheduler was closed (late: the Observe must collect itself). Queued
+// under b.mu, with closed read there, Close's pass over the buckets'
+// locks knows every Observe that saw it open has queued. A warm-up run
+// (engine.observe) changed no posterior: the store has nothing to learn.
+func (s *Scheduler) stored(b *bucket, had Mask, learned bool) (records int, late bool) {
+	if !learned || s.changed == nil {
+		return 0, false
+	}
+	// A queued bucket's records are reported already: only an arm's first
+	// data is a new one.
+	switch {
+	case !b.queued:
+		s.queue(b)
+		records = b.seen.Count()
+	case b.seen != had:
+		records = 1
+	}
+	return records, s.closed.Load()
 }
 
 // ObserveTransfer is ObserveTransferAt for the backend called backend.
@@ -731,7 +762,8 @@ func (s *Scheduler) Close() error {
 	// An Observe that saw the Scheduler open queued its bucket under the
 	// bucket's lock: once every lock has been taken, each has, and the
 	// last collection finds them all.
-	for _, b := range s.snapshotBuckets() {
+	buckets, shapes := s.snapshot()
+	for _, b := range append(buckets, shapes...) {
 		b.mu.Lock()
 		b.mu.Unlock() // empty: it waits for the Observes inside
 	}
