@@ -126,8 +126,11 @@ type bucket struct {
 	name  string
 	fam   *family
 	// parent is the bucket of a shape's bucket (newShape), nil for a
-	// bucket.
+	// bucket; own holds the arms of a shape's bucket with evidence of its
+	// own (observed here, or its own stored posterior), which the store
+	// keeps (Scheduler.collect).
 	parent *bucket
+	own    Mask
 	// loaded holds the arms whose posterior or prior holds evidence from
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
@@ -180,7 +183,10 @@ func (e *engine) newShape(p *bucket, name string, flops, bytes float64) *bucket 
 	e.famMu.Unlock()
 	c.parent, c.isShape = p, true
 	p.mu.Lock()
-	c.seen, c.warmed, c.loaded = p.seen, p.warmed, p.loaded
+	// What p knows counts as known here (no forced trial, no warm-up set
+	// aside: the device ran this kernel), but only the shape's own
+	// evidence (own) is stored under its name.
+	c.seen, c.loaded = p.seen|p.warmed, p.loaded
 	var held [MaxBackends]bandit.NormalGamma
 	for a := range e.n {
 		if p.loaded.Has(a) {
@@ -248,6 +254,16 @@ func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
 	b.seen |= Backend(a)
 	b.loaded |= Backend(a)
+	b.own |= Backend(a)
+}
+
+// kept returns the arms of b the store keeps: those with data, and of a
+// shape's bucket, with evidence of its own.
+func (b *bucket) kept() Mask {
+	if b.isShape {
+		return b.own
+	}
+	return b.seen
 }
 
 // choice is what choose decided.
@@ -405,6 +421,9 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	y := bandit.LnUs(us)
 	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
 	b.seen |= Backend(arm)
+	if b.isShape {
+		b.own |= Backend(arm)
+	}
 	b.per[arm].learned++
 	b.learnLn(arm, y-shift)
 	if milestone(b.per[arm].learned) {

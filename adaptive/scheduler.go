@@ -616,7 +616,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	var late bool
 	if b.isShape { // a shape's bucket, then its parent's
 		b.mu.Lock()
-		had := b.seen
+		had := b.kept()
 		_, learned := s.e.observe(b, d.Backend, us, 0)
 		records, late = s.stored(b, had, learned)
 		b.mu.Unlock()
@@ -627,7 +627,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 		shift = d.node.lnModel[d.Backend] - b.lnModel[d.Backend]
 	}
 	b.mu.Lock()
-	had := b.seen
+	had := b.kept()
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	r, l := s.stored(b, had, learned)
 	records, late = records+r, late || l
@@ -649,7 +649,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 }
 
 // stored queues b for the store's next collection after an observation
-// that changed its posteriors (learned; had: b.seen before it), b.mu held,
+// that changed its posteriors (learned; had: b.kept() before it), b.mu held,
 // and returns the records that collection gains from b and whether the
 // Scheduler was closed (late: the Observe must collect itself). Queued
 // under b.mu, with closed read there, Close's pass over the buckets'
@@ -664,8 +664,8 @@ func (s *Scheduler) stored(b *bucket, had Mask, learned bool) (records int, late
 	switch {
 	case !b.queued:
 		s.queue(b)
-		records = b.seen.Count()
-	case b.seen != had:
+		records = b.kept().Count()
+	case b.kept() != had:
 		records = 1
 	}
 	return records, s.closed.Load()

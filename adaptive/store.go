@@ -81,7 +81,7 @@ func (s *Scheduler) collect(emit func(backend, bucket string, prior, p bandit.No
 				b.next, s.kept = s.kept, b
 			}
 			for a := range s.n {
-				if b.seen.Has(a) {
+				if b.kept().Has(a) {
 					n := b.per[a].learned - b.collected[a]
 					b.collected[a] = b.per[a].learned
 					emit(s.names[a], b.name, b.bb.Priors[a], b.bb.Arms[a], uint64(n))

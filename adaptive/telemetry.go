@@ -39,7 +39,12 @@ type BackendTelemetry struct {
 
 // BucketTelemetry summarises one bucket.
 type BucketTelemetry struct {
-	Name         string
+	Name string
+	// Parent is the bucket of a shape that learns on its own (its Name is
+	// the parent's and the shape's); "" for a bucket. A parent's
+	// Observations include its shapes'; decisions are counted where they
+	// were made.
+	Parent       string
 	Incumbent    string // "" before the first bandit choice
 	Switches     int64
 	Alarms       int64 // change alarms
@@ -90,9 +95,12 @@ func (s *Scheduler) Telemetry() Telemetry {
 	}
 	var reasons [NumReasons]int64
 	buckets, shapes := s.snapshot()
-	for _, b := range buckets {
+	for _, b := range append(buckets, shapes...) {
 		b.mu.Lock()
 		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
+		if b.isShape {
+			bt.Parent = b.parent.name
+		}
 		if inc := b.bb.Incumbent; inc >= 0 {
 			bt.Incumbent = s.names[inc]
 		}
@@ -105,8 +113,10 @@ func (s *Scheduler) Telemetry() Telemetry {
 			})
 			bt.Observations += b.per[a].ops
 			bk := &t.Backends[a]
-			bk.Ops += b.per[a].ops
-			bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
+			if !b.isShape { // a shape's ops are its parent's too
+				bk.Ops += b.per[a].ops
+				bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
+			}
 			bk.Switches += b.switchesTo[a]
 			bk.Explorations += b.per[a].picks[Explore]
 			for r, c := range b.per[a].picks {
@@ -116,24 +126,6 @@ func (s *Scheduler) Telemetry() Telemetry {
 		}
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
-	}
-	// A shape's own bucket made decisions its parent did not; its
-	// observations are its parent's too, counted above.
-	for _, c := range shapes {
-		c.mu.Lock()
-		bt := &t.Buckets[c.id]
-		bt.Switches += int64(c.bb.Switches)
-		bt.Alarms += int64(c.bb.Alarms)
-		for a := range s.n {
-			bk := &t.Backends[a]
-			bk.Switches += c.switchesTo[a]
-			bk.Explorations += c.per[a].picks[Explore]
-			for r, n := range c.per[a].picks {
-				bk.Decisions += n
-				reasons[r] += n
-			}
-		}
-		c.mu.Unlock()
 	}
 	for r := UserPreference; r < NumReasons; r++ {
 		if reasons[r] > 0 {

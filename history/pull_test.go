@@ -30,7 +30,13 @@ var _ adaptive.Store = (*history.DB)(nil)
 
 func newPullScheduler(t *testing.T, st adaptive.Store) *adaptive.Scheduler {
 	t.Helper()
-	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: st, Seed: 3, NoCalibration: true})
+	return newPullSchedulerShapes(t, st, 0)
+}
+
+// newPullSchedulerShapes is newPullScheduler with Config.ShapeHits.
+func newPullSchedulerShapes(t *testing.T, st adaptive.Store, shapeHits int) *adaptive.Scheduler {
+	t.Helper()
+	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: st, Seed: 3, NoCalibration: true, ShapeHits: shapeHits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func withData(s *adaptive.Scheduler) int {
 	return n
 }
 
-// Issue 4, write-behind: FlushEvery records collected from a scheduler
+// Write-behind: FlushEvery records collected from a scheduler
 // trigger a flush before the interval, and fewer do not, however often
 // they change. Below 16 times the attachment's stripes of counters (at
 // least 128) it counts every record; at the default, 1,024, a flush may
@@ -172,7 +178,7 @@ func TestPullFlushEvery(t *testing.T) {
 	}
 	for _, every := range []int{10, 40} {
 		db := openPullDB(t, t.TempDir(), every)
-		s := newPullScheduler(t, db)
+		s := newPullSchedulerShapes(t, db, -1) // per bucket: the test re-observes buckets by name
 		rng := rand.New(rand.NewPCG(6, 6))
 		i := 0
 		observe := func() {
