@@ -1,0 +1,94 @@
+package adaptive
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// TestShapeCache checks the shape→bucket cache of the data path (DESIGN.md
+// § The data path): from four goroutines at once, shapes first seen and
+// then found again land in their BucketName's bucket while the shards'
+// tables grow (run it with -race), and a table keeps its entries in
+// first-sight order as it grows; opaque ops of one name and size class
+// share a bucket whatever their exact work; a shard that passes maxShapes
+// starts over and still answers.
+func TestShapeCache(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 3, Shards: 2})
+	specs := make([]kernels.Spec, 0, 3000)
+	for i := range 1500 {
+		specs = append(specs, matmul(1+i, 64, 32+i%7),
+			kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i%50, 3}},
+				Params: kernels.Params{Name: fmt.Sprintf("op%d", i%40), Bytes: int64(1000 + i)}})
+	}
+	check := func(spec kernels.Spec) error {
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			return err
+		}
+		if got, want := s.BucketName(d.Bucket), kernels.BucketName(spec); got != want {
+			return fmt.Errorf("%v: bucket %q, want %q", spec, got, want)
+		}
+		return s.Observe(d, us(10))
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for pass := range 2 {
+				for i := range specs {
+					if err := check(specs[(i+w*len(specs)/4+pass)%len(specs)]); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	opaque := func(name string, bytes int64) BucketID {
+		spec := kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{4}}, Params: kernels.Params{Name: name, Bytes: bytes}}
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Bucket
+	}
+	if a, b, c := opaque("x", 1100), opaque("x", 1400), opaque("y", 1100); a != b || a == c { // 1100 and 1400 bytes: class 20
+		t.Errorf("opaque x at 1100 and 1400 bytes, y at 1100: buckets %d, %d, %d", a, b, c)
+	}
+
+	one := newTestScheduler(t, Config{Seed: 3, Shards: 1})
+	for i := range maxShapes + 10 {
+		spec := kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i}}, Params: kernels.Params{Name: "grow"}}
+		d, err := one.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1000 { // the table has grown 6 times: its entries are still in first-sight order
+			tab := one.shards[0].tab.Load()
+			for j := range i + 1 {
+				k, _ := keyOf(t, kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + j}}, Params: kernels.Params{Name: "grow"}})
+				if j >= tab.n || !tab.slots[j].key.equal(k) {
+					t.Fatalf("entry %d of %d is not the %dth shape seen", j, tab.n, j)
+				}
+			}
+		}
+		if i == maxShapes+9 {
+			if e, ok := one.shards[0].tab.Load().find(keyOf(t, spec)); !ok || e.id != d.Bucket || one.shards[0].tab.Load().n != 10 {
+				t.Errorf("after starting over: entry %+v (found %v), %d shapes", e, ok, one.shards[0].tab.Load().n)
+			}
+		}
+	}
+}
+
+// keyOf returns spec's shape key and its hash.
+func keyOf(t *testing.T, spec kernels.Spec) (*shapeKey, uint64) {
+	var k shapeKey
+	if !k.set(&spec) {
+		t.Fatalf("%v has no shape key", spec)
+	}
+	return &k, k.hash()
+}
