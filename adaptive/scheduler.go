@@ -3,12 +3,9 @@ package adaptive
 import (
 	"fmt"
 	"math"
-	"math/bits"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -16,96 +13,6 @@ import (
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
-
-// Config configures a Scheduler. Zero fields take the defaults that
-// validate fills in (DESIGN.md § Priors, § Strategies and telemetry).
-type Config struct {
-	// Backends are the backends to choose among, 1 to MaxBackends, with
-	// distinct Info().Name. The Scheduler calls only Info and Supports
-	// (Supports once per distinct op shape), and a CPU's Calibrate
-	// (backends.Calibrator); it never closes them.
-	Backends []backends.Backend
-	// Strategy picks the backend; the zero value is Automatic.
-	Strategy Strategy
-	// Bandit is the bandit's tuning (hysteresis, discount γ per
-	// observation of a bucket, prior strength in pseudo-observations,
-	// spread of ln µs, CUSUM in standard deviations); zero fields take
-	// bandit's defaults.
-	Bandit bandit.Config
-	// Store, when not nil, warm-starts the posteriors (loaded in New,
-	// keyed by backend name and BucketName) and collects every updated
-	// posterior from the Scheduler when it writes (write-behind: Store).
-	// The Scheduler does not close it.
-	Store Store
-	// Logger receives decisions at debug level, incumbent switches and
-	// change alarms at info. The zero value, like zerolog.Nop(), logs
-	// nothing.
-	Logger zerolog.Logger
-	// Now is the clock of telemetry timestamps; nil means time.Now. A
-	// backend's Calibrate times hardware with the real monotonic clock.
-	Now func() time.Time
-	// Seed seeds every bucket's random source (each bucket's PCG stream is
-	// Seed and the hash of the bucket's name), so runs replay exactly.
-	Seed uint64
-	// ShapeHits is how often a shape is selected, in a bucket that holds
-	// other shapes too, before it learns on its own, its prior its
-	// bucket's (Scheduler.shapeBucket): 0 means DefaultShapeHits; a
-	// negative value never (the shapes of a bucket share its posterior).
-	ShapeHits int
-	// Shards is the number of shards of the shape→bucket cache, a power of
-	// two; 0 means the smallest power of two ≥ 4·GOMAXPROCS (at least 8).
-	Shards int
-	// NoCalibration skips the start-up calibration of CPU backends whose
-	// Nominal figures are zero (backends.Calibrator): they take the
-	// documented CPU defaults (100 GFLOP/s, 20 GB/s, 1 µs dispatch).
-	NoCalibration bool
-}
-
-// validate fills the defaults and rejects impossible values.
-func (c *Config) validate() error {
-	if len(c.Backends) == 0 || len(c.Backends) > MaxBackends {
-		return fmt.Errorf("%w: %d backends, want 1 to %d", ErrConfig, len(c.Backends), MaxBackends)
-	}
-	seen := map[string]bool{}
-	for i, b := range c.Backends {
-		if b == nil {
-			return fmt.Errorf("%w: backend %d is nil", ErrConfig, i)
-		}
-		name := b.Info().Name
-		if name == "" || seen[name] {
-			return fmt.Errorf("%w: backend %d name %q is empty or repeated", ErrConfig, i, name)
-		}
-		seen[name] = true
-	}
-	if c.Strategy.kind > placement {
-		return fmt.Errorf("%w: unknown strategy %v", ErrConfig, c.Strategy)
-	}
-	if c.Strategy.kind == placement && c.Strategy.policy == nil {
-		return fmt.Errorf("%w: Placement with a nil policy", ErrConfig)
-	}
-	if c.Strategy.kind == only && !seen[c.Strategy.name] {
-		return fmt.Errorf("%w: %v names no configured backend", ErrConfig, c.Strategy)
-	}
-	if err := c.Bandit.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	switch {
-	case c.ShapeHits == 0:
-		c.ShapeHits = DefaultShapeHits
-	case c.ShapeHits < 0:
-		c.ShapeHits = math.MaxInt32
-	}
-	if c.Shards < 0 || c.Shards&(c.Shards-1) != 0 {
-		return fmt.Errorf("%w: Shards %d is not a power of two", ErrConfig, c.Shards)
-	}
-	if c.Shards == 0 {
-		c.Shards = max(8, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
-	}
-	return nil
-}
 
 // maxShapes bounds each shard's shape cache: past it the shard starts
 // over (a decode loop whose KV length grows makes a new shape per step;
@@ -361,111 +268,6 @@ func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]flo
 	return c
 }
 
-// transfers adds each allowed backend's predicted transfer of the inputs
-// it lacks, and of its output (out bytes) to res.Consumers, or, when
-// those are unknown, back to where the largest moved input lived, into t
-// (µs), and reports whether any is charged.
-func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
-	any := false
-	var home [MaxBackends]Mask // where each arm's largest moved input came from
-	var homeBytes [MaxBackends]int64
-	for i := range min(res.N, MaxInputs) {
-		in := res.Inputs[i]
-		if in.Bytes <= 0 {
-			continue
-		}
-		on := in.On
-		if on == 0 {
-			on = Host
-		}
-		for a := range s.n {
-			if !allowed.Has(a) || on.Has(a) {
-				continue
-			}
-			if c := s.move(on, a, float64(in.Bytes)); c > 0 {
-				t[a] += c
-				any = true
-			}
-			if in.Bytes > homeBytes[a] {
-				home[a], homeBytes[a] = on, in.Bytes
-			}
-		}
-	}
-	// The output of an op that pulled its inputs away from where they
-	// lived goes back there for the ops that follow (the pipeline runs
-	// where its data is): without this charge a small op looks cheap on
-	// the CPU in the middle of a GPU pipeline, and the activations
-	// ping-pong over the link (sim decode at batch 16: 22% slower than
-	// leaving everything on the GPU).
-	if out > 0 && res.Consumers != 0 {
-		for a := range s.n {
-			if allowed.Has(a) {
-				if c := s.toConsumers(a, res.Consumers, float64(out)); c > 0 {
-					t[a] += c
-					any = true
-				}
-			}
-		}
-	} else if out > 0 {
-		for a := range s.n {
-			if home[a] == 0 {
-				continue
-			}
-			if c := s.move(Backend(a), lowestHome(home[a], s.n), float64(out)); c > 0 {
-				t[a] += c
-				any = true
-			}
-		}
-	}
-	return any
-}
-
-// toConsumers predicts the µs to bring bytes of output made on backend a
-// to where they will be read (Residency.Consumers): host memory and the
-// shared-memory backends through a's device→host link, each other GPU
-// over its own link as well.
-func (s *Scheduler) toConsumers(a int, consumers Mask, bytes float64) float64 {
-	c := 0.0
-	if consumers&(Host|s.shared) != 0 {
-		c = s.move(Backend(a), -1, bytes)
-	}
-	for g := range s.n {
-		if g != a && consumers.Has(g) && !s.shared.Has(g) {
-			c += s.move(Backend(a), g, bytes)
-		}
-	}
-	return c
-}
-
-// lowestHome returns the backend index that stands for residency mask on:
-// its lowest backend, or -1 for host memory only.
-func lowestHome(on Mask, n int) int {
-	if b := bits.TrailingZeros16(uint16(on &^ Host)); b < n {
-		return b
-	}
-	return -1
-}
-
-// move predicts the µs to bring bytes resident on the backends in on to
-// backend a (a = -1: host memory). Data on a GPU reaches a shared-memory
-// backend or the host through that GPU's device→host link, and another
-// GPU through host memory (both links).
-func (s *Scheduler) move(on Mask, a int, bytes float64) float64 {
-	if a >= 0 && on.Has(a) {
-		return 0
-	}
-	c := 0.0
-	if on&(Host|s.shared) == 0 {
-		if g := bits.TrailingZeros16(uint16(on)); g < s.n && s.links[g][1] != nil {
-			c = s.links[g][1].predict(bytes)
-		}
-	}
-	if a >= 0 && !s.shared.Has(a) {
-		c += s.links[a][0].predict(bytes)
-	}
-	return c
-}
-
 // miss handles a shape not in the cache: validate the spec, find or make
 // its bucket, ask every backend whether it supports the shape, and cache
 // the answer in sh under k, whose hash is h (sh nil: a shape the cache
@@ -492,54 +294,6 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 	}
 	return ent, nil
 }
-
-// DefaultShapeHits is Config.ShapeHits's default: inference repeats its
-// shapes, and one seen this often will be seen again (TestShapesLearnApart
-// holds the per-shape target with it).
-const DefaultShapeHits = 8
-
-// shapeBucket returns the bucket a shape of bucket b (whose cache node is
-// n) is decided in: its own once it has been selected Config.ShapeHits times
-// (engine.newShape: its prior is b's, and b goes on learning from it),
-// b until then. Learning per shape matters where the backend that wins
-// differs between the shapes of one size class (TestShapesLearnApart).
-func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bucket {
-	if c := n.child.Load(); c != nil {
-		return c
-	}
-	hits := n.hits.Add(1)
-	stored := false
-	if hits == 1 && len(s.loaded) > 0 { // a store that holds this shape's own: learn on at once
-		name := shapeName(b, spec)
-		for a := range s.n {
-			if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
-				stored = true
-			}
-		}
-	}
-	if !stored && hits < int32(s.cfg.ShapeHits) {
-		return b
-	}
-	w := spec.Work()
-	name := shapeName(b, spec)
-	c := s.e.newShape(b, name, float64(w.FLOPs), float64(w.Bytes()))
-	for a := range s.n {
-		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
-			c.warm(a, p)
-		}
-	}
-	if !n.child.CompareAndSwap(nil, c) {
-		return n.child.Load()
-	}
-	s.regMu.Lock()
-	s.shapes = append(s.shapes, c)
-	s.regMu.Unlock()
-	return c
-}
-
-// shapeName is the stable name of spec's own bucket in bucket b, the key
-// its posteriors persist under: b's name, a space, and the spec.
-func shapeName(b *bucket, spec *kernels.Spec) string { return b.name + " " + spec.String() }
 
 // bucketFor returns spec's bucket, creating it (with priors and any stored
 // posteriors) on first sight.
@@ -671,43 +425,6 @@ func (s *Scheduler) stored(b *bucket, had Mask, learned bool) (records int, late
 	return records, s.closed.Load()
 }
 
-// ObserveTransfer is ObserveTransferAt for the backend called backend.
-// It returns an error wrapping ErrUnknownBackend for a name that is not
-// a configured backend.
-func (s *Scheduler) ObserveTransfer(backend string, toDevice bool, bytes int64, t backends.Timing) error {
-	i := s.index(backend)
-	if i < 0 {
-		return fmt.Errorf("%w: %q has no host link", ErrUnknownBackend, backend)
-	}
-	return s.ObserveTransferAt(i, toDevice, bytes, t)
-}
-
-// ObserveTransferAt folds one measured copy of bytes over the link of
-// backend i (Config.Backends order; toDevice: host→device, else
-// device→host) into the link model. It returns an error wrapping
-// ErrUnknownBackend for an index that is not a configured backend with a
-// link (shared-memory backends have none, see Shared), and ErrBadTiming
-// for a non-positive duration or byte count. It is safe for concurrent
-// use and takes only the link direction's own lock.
-func (s *Scheduler) ObserveTransferAt(i int, toDevice bool, bytes int64, t backends.Timing) error {
-	if i < 0 || i >= s.n {
-		return fmt.Errorf("%w: backend %d of %d", ErrUnknownBackend, i, s.n)
-	}
-	if s.links[i][0] == nil {
-		return fmt.Errorf("%w: %q has no host link", ErrUnknownBackend, s.names[i])
-	}
-	us := t.Micros()
-	if bytes <= 0 || !(us > 0 && us < maxObservedUs) {
-		return fmt.Errorf("%w: %d bytes in %v", ErrBadTiming, bytes, t.Duration)
-	}
-	dir := 1
-	if toDevice {
-		dir = 0
-	}
-	s.links[i][dir].observe(float64(bytes), us)
-	return nil
-}
-
 // index returns the index of the backend called name, or −1.
 func (s *Scheduler) index(name string) int {
 	for i := range s.n {
@@ -732,22 +449,6 @@ func (s *Scheduler) BucketName(id BucketID) string {
 		return ""
 	}
 	return s.buckets[id].name
-}
-
-// PredictTransfer returns the link model's current prediction, in µs, of
-// moving bytes over backend's link in one direction; 0 for a shared-memory
-// backend, −1 for an unknown name.
-func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) float64 {
-	i := s.index(backend)
-	switch {
-	case i < 0:
-		return -1
-	case s.links[i][0] == nil:
-		return 0
-	case toDevice:
-		return s.links[i][0].predict(float64(bytes))
-	}
-	return s.links[i][1].predict(float64(bytes))
 }
 
 // Close stops the Scheduler: later Selects fail with ErrClosed. It hands

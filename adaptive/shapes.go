@@ -1,0 +1,51 @@
+package adaptive
+
+import "github.com/adaptsched/adaptsched/kernels"
+
+// DefaultShapeHits is Config.ShapeHits's default: inference repeats its
+// shapes, and one seen this often will be seen again (TestShapesLearnApart
+// holds the per-shape target with it).
+const DefaultShapeHits = 8
+
+// shapeBucket returns the bucket a shape of bucket b (whose cache node is
+// n) is decided in: its own once it has been selected Config.ShapeHits times
+// (engine.newShape: its prior is b's, and b goes on learning from it),
+// b until then. Learning per shape matters where the backend that wins
+// differs between the shapes of one size class (TestShapesLearnApart).
+func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bucket {
+	if c := n.child.Load(); c != nil {
+		return c
+	}
+	hits := n.hits.Add(1)
+	stored := false
+	if hits == 1 && len(s.loaded) > 0 { // a store that holds this shape's own: learn on at once
+		name := shapeName(b, spec)
+		for a := range s.n {
+			if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
+				stored = true
+			}
+		}
+	}
+	if !stored && hits < int32(s.cfg.ShapeHits) {
+		return b
+	}
+	w := spec.Work()
+	name := shapeName(b, spec)
+	c := s.e.newShape(b, name, float64(w.FLOPs), float64(w.Bytes()))
+	for a := range s.n {
+		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+			c.warm(a, p)
+		}
+	}
+	if !n.child.CompareAndSwap(nil, c) {
+		return n.child.Load()
+	}
+	s.regMu.Lock()
+	s.shapes = append(s.shapes, c)
+	s.regMu.Unlock()
+	return c
+}
+
+// shapeName is the stable name of spec's own bucket in bucket b, the key
+// its posteriors persist under: b's name, a space, and the spec.
+func shapeName(b *bucket, spec *kernels.Spec) string { return b.name + " " + spec.String() }
