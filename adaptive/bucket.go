@@ -237,12 +237,9 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int
 // prefetch starts loading, all at once, the cache lines of b that Select
 // and Observe touch with n arms: the header, then the posteriors and
 // priors and the counters in their slabs (their addresses are in the
-// header). Out of cache, each was otherwise fetched in turn as the code
-// reached it (the lock, the draws, the decision's counter), one memory
-// latency (about 150 ns on the test VM) after another: over 10,000
-// buckets, when a bucket's arrays were still inline, 8 alternating runs
-// gave medians of 523 → 491 ns serial and 306 → 275 parallel with 2
-// backends, 782 → 623 and 447 → 349 with 4.
+// header). Out of cache, each is otherwise fetched in turn as the code
+// reaches it, one memory latency after another (BenchmarkSelectObserve,
+// 10,000 buckets).
 func (b *bucket) prefetch(n int) {
 	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.trialMean)+unsafe.Sizeof(b.trialMean))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
@@ -396,17 +393,12 @@ func (b *bucket) record(arm int, r Reason, switched bool) {
 // bucket (b.mu held) and reports a change alarm.
 //
 // The first run of a warm-up arm (a GPU) in a bucket with no data for it
-// is counted but not learned from: it is the first run of the bucket's
-// first shape on that device, which pays for loading the kernel's module,
-// the library's heuristics and the first touch of its workspace (H100:
-// a kernel's first run costs a median 1.4× its later runs; the
-// simulator's profiles charge 4×). StarPU discards the first sample for
-// the same reason. Learned from, that one run was the GPU arm's whole
-// evidence: with the prior's spread of 0.2 it put the arm 4× too slow
-// and the arm was not tried again within a decode's few hundred steps
-// (sim:mi300x, batch 16: Add, RMSNorm and RoPE stayed on the CPU, 5.6%
-// slower than all-GPU). Later first runs of new shapes are learned from:
-// by then the arm's evidence dilutes them.
+// is counted but not learned from: it pays for loading the kernel's
+// module, the library's heuristics and the first touch of its workspace,
+// and as the arm's whole evidence it would keep the GPU away (StarPU
+// discards the first sample for the same reason; cmd/infer
+// TestSimPlacement holds the figure). Later first runs of new shapes are
+// learned from: by then the arm's evidence dilutes them.
 //
 // shift is ln of the model's estimate of the op's shape against b's own
 // (0 for b's first shape, or a shape's own bucket): b's measured ratio to

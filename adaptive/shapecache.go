@@ -142,9 +142,9 @@ func b2u(b bool) uint8 {
 // order an inference loop replays its ops in: consecutive lookups then
 // read consecutive entries, which the hardware prefetches, while the
 // random probes land in an index of 4 bytes a slot that stays in cache
-// (10,000 shapes: 128 KiB of index, against 3.75 MiB for a table of
-// 96-byte slots at most half full, whose every probe was a memory
-// latency). Lookups read it without a lock: an entry is written before
+// (10,000 shapes: 128 KiB of index, where a table of the slots themselves
+// at most half full would be 4 MiB, each probe a memory latency).
+// Lookups read it without a lock: an entry is written before
 // its index word is stored (atomically), and a table that has been
 // outgrown is replaced, never changed otherwise.
 type shapeTable struct {
