@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
-	"github.com/rs/zerolog"
 )
 
 // sh is shorthand for a list of shapes.
@@ -152,7 +152,7 @@ func compareReference(s kernels.Spec, in [][]byte, got []byte) error {
 
 func openTest(t testing.TB, opts Options) *Backend {
 	t.Helper()
-	b, err := New("cpu-test", opts.WithLogger(zerolog.Nop()))
+	b, err := New("cpu-test", opts.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestLogOncePerPath(t *testing.T) {
 	clear(logged)
 	loggedMu.Unlock()
 	var buf bytes.Buffer
-	l := zerolog.New(&buf)
+	l := slog.New(slog.NewJSONHandler(&buf, nil))
 	for range 3 {
 		b, err := New("cpu-log", DefaultOptions().WithGonum(true).WithLogger(l).WithThreads(1))
 		if err != nil {
@@ -231,7 +231,7 @@ func TestLogOncePerPath(t *testing.T) {
 		b.Close()
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 1 || !strings.Contains(lines[0], `"message":"cpu: matmul through gonum (pure Go): forced by option"`) ||
+	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"cpu: matmul through gonum (pure Go): forced by option"`) ||
 		!strings.Contains(lines[0], `"runtime":"gonum"`) {
 		t.Fatalf("log after three opens:\n%s\nwant one gonum line", buf.String())
 	}
@@ -420,7 +420,7 @@ func TestOpenRegistered(t *testing.T) {
 func cblasLoaded() bool { return selectPath(false).runtime != "gonum" }
 
 func ExampleNew() {
-	b, err := New("cpu", DefaultOptions().WithThreads(2).WithLogger(zerolog.Nop()))
+	b, err := New("cpu", DefaultOptions().WithThreads(2).WithLogger(nil))
 	if err != nil {
 		fmt.Println(err)
 		return

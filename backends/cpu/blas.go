@@ -1,10 +1,10 @@
 package cpu
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 
-	"github.com/rs/zerolog"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -52,13 +52,13 @@ func selectPath(forceGonum bool) blasPath {
 
 // logPath writes the one line that says which path matmul takes, once per
 // process per path: opening many backends must not repeat it.
-func logPath(l zerolog.Logger, p blasPath) {
+func logPath(l *slog.Logger, p blasPath) {
 	loggedMu.Lock()
 	seen := logged[p.desc]
 	logged[p.desc] = true
 	loggedMu.Unlock()
-	if !seen {
-		l.Info().Str("runtime", p.runtime).Msg("cpu: matmul through " + p.String())
+	if !seen && l != nil {
+		l.Info("cpu: matmul through "+p.String(), "runtime", p.runtime)
 	}
 }
 

@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -203,7 +204,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		level = zerolog.InfoLevel
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
-	log.Logger = logger // the backends' (the CPU backend's matmul path)
+	log.Logger = logger
+	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {
