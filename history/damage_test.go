@@ -87,7 +87,7 @@ func sizeOf(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-// Issue 21: every damage class that the issue found, on real Badger files.
+// Every damage class found in real Badger files.
 // Before the fix the MANIFEST cases opened an empty store and deleted the
 // tables, the first-byte flip of the newest table silently reverted every
 // record to the first run's posterior, and the zeroed, truncated and

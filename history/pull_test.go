@@ -161,7 +161,7 @@ func withData(s *adaptive.Scheduler) int {
 	return n
 }
 
-// Issue 4, write-behind: FlushEvery records collected from a scheduler
+// Write-behind: FlushEvery records collected from a scheduler
 // trigger a flush before the interval, and fewer do not, however often
 // they change. Below 16 times the scheduler's stripes of counters (at
 // least 128) it counts every record; at the default, 1,024, a flush may

@@ -21,10 +21,9 @@ import (
 // Device is one GPU driven through HIP (AMD) or CUDA (NVIDIA). Vendor
 // calls run on the caller's own OS thread, locked to it for the call and
 // bound to the device first (the vendor runtimes keep the current device
-// or context per thread), one caller at a time under a mutex. Handing
-// them to a dedicated thread instead cost two cross-thread wake-ups per
-// op: on an H100 a 256-element Scale took 35 µs of wall time that way and
-// 15 µs this way, for 6–7 µs of device time (BenchmarkGPULaunch). Device
+// or context per thread), one caller at a time under a mutex: a
+// dedicated device thread would cost two cross-thread wake-ups per op,
+// more than a short op's device time (BenchmarkGPULaunch). Device
 // is safe for concurrent use; ops and transfers run one at a time, in
 // call order per caller.
 type Device struct {

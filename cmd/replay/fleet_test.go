@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestFleetServe is issue 22's two-process target in one test process:
+// TestFleetServe is the fleet's two-process target in one test process:
 // replay runs the simulator's mixed-serving workload on mi300x with
 // thompson through an embedded JetStream server (-fleet-serve on
 // loopback, data in a directory), as node a; a second run, node b, on the
