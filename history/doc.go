@@ -26,23 +26,11 @@
 //
 // # Usage
 //
-//	db, err := history.Open(history.DefaultOptions(dir).
-//		WithFingerprint(history.FingerprintOf(infos)))
-//	if err != nil { ... }        // history.ErrLocked: another process has dir
-//	defer db.Close()
-//	db.Load(func(k history.Key, p bandit.NormalGamma) { ... }) // warm start
-//	att := db.Attach(src)                                       // or: pulled at each flush
-//	att.Updated(n)                                              // n updates wait in src
-//	db.PutWithPrior(k, prior, posterior)                        // or: pushed; never waits for the disk
-//	db.Export(w)                                                // JSON snapshot
-//	db.Import(r, history.ImportMerge)                           // pool another machine's
-//
-//	rec, err := history.NewRecorder(f, history.Header{}, history.RecorderOptions{})
-//	rec.Record(ev)   // non-blocking; rec.Dropped() counts overflow
-//	rec.Close()
-//
-//	rd, err := history.NewReader(f, name, history.ReaderOptions{SkipBad: true})
-//	for ev, err := rd.Next(); err == nil; ev, err = rd.Next() { ... }
+// Example (example_test.go) opens a store, puts a posterior with its
+// prior and loads it back (a warm start); ExampleNewRecorder records a
+// trace and reads it back. A store is fed either by pushes
+// (DB.PutWithPrior, which never waits for the disk) or by pulls at each
+// flush (DB.Attach); Export and Import move snapshots between machines.
 //
 // DB, Recorder.Record and Recorder.Dropped are safe for concurrent use; a
 // Reader is not.
