@@ -263,16 +263,7 @@ const (
 	rawHeader    = "| benchmark | iterations | figures |"
 )
 
-func formatMetric(m metric) string {
-	switch {
-	case m.value == float64(int64(m.value)) && m.value < 1e15:
-		return fmt.Sprintf("%d %s", int64(m.value), m.unit)
-	case m.value >= 100:
-		return fmt.Sprintf("%.0f %s", m.value, m.unit)
-	default:
-		return fmt.Sprintf("%.3g %s", m.value, m.unit)
-	}
-}
+func formatMetric(m metric) string { return formatValue(m.value) + " " + m.unit }
 
 // crossovers reads BenchmarkCrossover/<op>/<size>/<backend> results and
 // reports, per op, the smallest size from which "cpu" (all cores) beats

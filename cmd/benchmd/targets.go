@@ -178,13 +178,13 @@ func (t target) cell(v float64, n int) string {
 	return s + ", **not met**"
 }
 
-// formatValue prints v with three significant digits, whole numbers in
-// full.
+// formatValue prints v in full when it is whole, without decimals from
+// 100 on, and with three significant digits below.
 func formatValue(v float64) string {
 	switch {
-	case v == float64(int64(v)) && v < 1e15 && v > -1e15:
+	case v == float64(int64(v)) && v < 1e15:
 		return strconv.FormatInt(int64(v), 10)
-	case v >= 100 || v <= -100:
+	case v >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
