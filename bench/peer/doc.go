@@ -1,7 +1,7 @@
 // Package peer sets adaptsched beside StarPU, the measuring scheduler it
 // claims to beat, on a machine without a GPU: both choose, task by task,
 // between the same two CPU implementations of f32 matmul on the same task
-// stream (make peer; BENCHMARKS.md § Side by side with StarPU).
+// stream (make peer; BENCHMARKS.md § Targets).
 //
 // The implementations live in one C source, peerkern.c, compiled by cgo
 // into this package and by make peer into the StarPU program
