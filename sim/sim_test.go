@@ -469,7 +469,7 @@ func checkLoaded(t *testing.T, tab *Table, err error, complete bool) bool {
 
 // TestOutOfMemoryOnAlloc: an OutOfMemory event fails Span allocations
 // (each failed Alloc is one of the attempts), then the device allocates
-// again; before the fix a device out of memory on Alloc never recovered.
+// again: a device out of memory on Alloc must recover.
 func TestOutOfMemoryOnAlloc(t *testing.T) {
 	d, err := Open("h100", DefaultOptions().WithEvents(Event{At: 0, Kind: OutOfMemory, Span: 2}))
 	if err != nil {
