@@ -195,3 +195,53 @@ BenchmarkTuning/h=0/gamma=1-2 1 100 ns/op 3.39 regret% 159 switches/10k
 		t.Errorf("re-rendered block differs:\n%s\nwant:\n%s", again, doc)
 	}
 }
+
+// make bench's call writes both files; a second call without a run
+// re-renders them unchanged from the figures in BENCHMARKS.md.
+func TestRunThenRerender(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return dir + "/" + name }
+	write := func(name, text string) {
+		if err := os.WriteFile(path(name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bench.out", `goos: linux
+cpu: Test CPU
+pkg: example.com/m/p
+BenchmarkX/a-2 10 120 ns/op
+BenchmarkX/b-2 10 170 ns/op
+BenchmarkR/on-2 10 105 ns/op
+BenchmarkR/off-2 10 100 ns/op
+pkg: github.com/adaptsched/adaptsched/bandit
+BenchmarkTuning/h=0.15/gamma=0.999-2 1 100 ns/op 1.449 regret% 24.42 switches/10k
+`)
+	write("targets.csv", targetsCSV)
+	write("BENCHMARKS.md", "# Benchmarks\n\nintro\n")
+	write("TUNING.md", "# Tuning\n\n"+beginMark+"\n"+endMark+"\n\nafter\n")
+	if err := run(path("bench.out"), path("BENCHMARKS.md"), path("targets.csv"), path("TUNING.md")); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	bench, tuning := read("BENCHMARKS.md"), read("TUNING.md")
+	for _, want := range []string{"intro\n", "| fast | worst of 2: 170 ns, **not met** | p X | Test CPU, ", "| gpu | 42 tokens/s | by hand | GPU box; 2026-01-01 |", "| X/a | 10 | 120 ns/op |"} {
+		if !strings.Contains(bench, want) {
+			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, bench)
+		}
+	}
+	if !strings.Contains(tuning, "| 0.15 | 1.45% / 24 |") || !strings.HasSuffix(tuning, "after\n") {
+		t.Errorf("TUNING.md:\n%s", tuning)
+	}
+	if err := run("", path("BENCHMARKS.md"), path("targets.csv"), path("TUNING.md")); err != nil {
+		t.Fatal(err)
+	}
+	if read("BENCHMARKS.md") != bench || read("TUNING.md") != tuning {
+		t.Errorf("re-rendering without a run changed the files")
+	}
+}
