@@ -15,7 +15,9 @@ var (
 // parseDoc reads back the figures and the machine of the run that render
 // wrote into doc's generated block: the per-package tables and the
 // header lines. Derived tables (crossover, simulator targets) are
-// recomputed from the figures, so they are skipped.
+// recomputed from the figures, so they are skipped; the figures are read
+// as printed (three significant digits), so a derived cell may round
+// differently from the run's.
 func parseDoc(doc string) ([]pkgResults, runInfo, error) {
 	i := strings.Index(doc, beginMark)
 	j := strings.Index(doc, endMark)
