@@ -49,18 +49,19 @@ vet:
 test: deps vet
 	$(GO) test -race ./...
 
-# bench runs every benchmark once and writes the figures, with the machine
-# they ran on, into BENCHMARKS.md. The store's Select+Observe over 10,000
-# buckets runs apart, for SLOWTIME: it changes every bucket's records
-# between flushes, and the flush that writes them all comes about once a
-# second (the interval; count-triggered ones are paced), so a 300 ms run
-# either catches one or not (BENCHMARKS.md: +85% in one, +4% in 2 s runs).
+# bench runs every benchmark once and writes BENCHMARKS.md (the targets
+# table, docs/targets.csv naming each target's benchmark, and every figure)
+# and docs/TUNING.md (bandit's BenchmarkTuning grid) through cmd/benchmd.
+# The store's Select+Observe over 10,000 buckets runs apart, for SLOWTIME:
+# the flush that writes its changed buckets comes about once a second, so
+# a 300 ms run either catches one or not. `go run ./cmd/benchmd` alone
+# re-renders both files from the figures already in BENCHMARKS.md.
 SLOWBENCH ?= SelectObserve/10k-buckets
 SLOWTIME  ?= 3s
 bench: libs
 	$(GO) test -run '^$$' -bench . -skip '$(SLOWBENCH)' -benchtime $(BENCHTIME) -timeout 60m ./... 2>&1 | tee bench.out
 	$(GO) test -run '^$$' -bench '$(SLOWBENCH)' -benchtime $(SLOWTIME) -timeout 20m ./history 2>&1 | tee -a bench.out
-	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md
+	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md -targets docs/targets.csv -tuning docs/TUNING.md
 	@rm -f bench.out
 
 # demo replays the embedded mixed-serving trace through every placement

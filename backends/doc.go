@@ -10,18 +10,9 @@
 //
 // # Usage
 //
-//	import _ "github.com/adaptsched/adaptsched/backends/all"
-//
-//	b, err := backends.Open("cpu")          // or "cpu1", "sim:h100", "rocm"
-//	if errors.Is(err, backends.ErrUnavailable) {
-//		// err says why: libraries tried, devices found
-//	}
-//	defer b.Close()
-//	in, _ := b.Alloc(spec.InBytes(0))
-//	_, _ = b.Write(in, data)
-//	out, _ := b.Alloc(spec.OutBytes())
-//	t, err := b.Run(spec, []backends.Buffer{in}, out)
-//	fmt.Println(t.Micros(), t.Clock)
+// ExampleOpen (example_open_test.go) opens a backend by name, runs an op
+// on it and reads the result; ExampleRegister shows a driver and the
+// errors Open gives.
 //
 // Optional capabilities are separate interfaces found by type assertion;
 // each documents what happens when a backend lacks it.

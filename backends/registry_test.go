@@ -104,7 +104,7 @@ func TestOpenSplitsArg(t *testing.T) {
 	}
 }
 
-// Issue 21: an UnavailableError with NeedsParam is both ErrUnavailable
+// An UnavailableError with NeedsParam is both ErrUnavailable
 // and ErrNeedsParam; without, only ErrUnavailable.
 func TestNeedsParam(t *testing.T) {
 	var err error = &backends.UnavailableError{Backend: "sim", Reason: "no profile", NeedsParam: true}

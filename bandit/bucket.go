@@ -91,21 +91,11 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 // (TestDrift), and none happen without an alarm, so a stationary bucket
 // is not disturbed (TestConvergence, TestHysteresis).
 //
-// The first re-check comes after 16 decisions, not 64: on the 2-core test
-// VM the 2-thread pool's slow spells last a few to 26 ops (a decode loop's
-// q8_0 matmuls on only:cpu, two recordings of 240 steps), and after one an
-// alarm handed the bucket to cpu1, 1.8× slower, for the 64 decisions to
-// the first re-check (TestShortSpell). Replayed offline (the recorded cpu
-// timings in order, cpu1's drawn from its own recording, 40 seeds), auto's
-// time against only:cpu on the three groups of matmul shapes went from
-// 1.004–1.041 to 0.995–1.008 (a gap of 8 scores within 0.4% of 16, 32
-// 0.6–1.5% worse on the largest shape, 128 and no re-check worse still:
-// 1.058 and 1.11). DecodePaired at batch 1, 20 alternating pairs:
-// auto/best median 0.968 → 0.990; at batch 16, 5 pairs: 1.058 → 1.075.
-// The price is in long changes: BenchmarkTuning's 3,000-decision
-// throttle costs the defaults 1.04% → 1.45% (config.go), the simulator's
-// throttle −0.590 → −0.577%, and TestPassingSlowdown's other arm takes
-// 0.967–0.990 of the slowdown rather than 0.987–0.997 (10 seeds).
+// The first re-check comes early (16 decisions) because a shared CPU's
+// slow spells last a few to a few dozen ops and an alarm after one hands
+// the bucket to a slower arm until then (TestShortSpell); the price is a
+// little regret in long changes (BenchmarkTuning's drift). Figures:
+// docs/TUNING.md.
 const (
 	firstRecheckGap = 16
 	maxRecheckGap   = 4096
@@ -143,9 +133,8 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 		// The scale is at least the hysteresis margin (≈ its ln): a shift
 		// the margin absorbs alone cannot change a decision, so it need
 		// not alarm, and winsorizing, which narrows the noise variance of
-		// a heavy-tailed arm, does not make the detector jumpier (decode
-		// at batch 1 on cpu+cpu1, 4 runs each: 124 alarms a run without
-		// the floor, 109 with it, 105 before winsorizing).
+		// a heavy-tailed arm, does not make the detector jumpier
+		// (docs/TUNING.md).
 		sd := math.Sqrt(p.Variance() * (1 + 1/p.Kappa))
 		if f := cfg.margin(); sd < f {
 			sd = f
@@ -183,33 +172,22 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 // mean is learned as exactly that slow. A spike (a preempted thread, a
 // garbage collection on the other core, a page fault) then moves a
 // settled arm's mean by at most 3σ/κ and its noise variance by a bounded
-// amount. Unclipped, a few spikes on an arm with a few dozen runs moved
-// its mean by ln(spike)/κ each and inflated its noise variance, and with
-// it the lognormal mean Choose scores: 3 spikes of 100× on a GPU twice as
-// fast as the CPU, 28 runs in, cost the GPU the bucket on 9 seeds of 10
-// (TestSettledSpikes; 0 of 10 clipped). On real CPUs the same happens
-// with the 2-thread pool's 4–6× stalls (infer -backends cpu,cpu1 -batch
-// 16 -trace: QuantizedMatMul/q8_0/s44's cpu arm, 114–230 µs against
-// cpu1's 200, lost the bucket for 70 decisions after two 750 µs runs).
-// Faster observations are never clipped, so an arm that improves is
-// learned at full speed; a sustained slowdown of the incumbent still
-// raises the CUSUM alarm, whose widening (κ back to the prior's) lifts
-// the clip until the arm has settled again. Before settledAfter
-// observations nothing is clipped, so a prior wrong by 10× is overturned
-// as fast as before (TestConvergence).
+// amount; unclipped, a few spikes on an arm with a few dozen runs cost a
+// faster GPU its bucket (TestSettledSpikes). Faster observations are
+// never clipped, so an arm that improves is learned at full speed; a
+// sustained slowdown of the incumbent still raises the CUSUM alarm, whose
+// widening (κ back to the prior's) lifts the clip until the arm has
+// settled again. Before settledAfter observations nothing is clipped, so
+// a prior wrong by 10× is overturned as fast (TestConvergence).
 const settledAfter = 8
 
 // alarmEvidence is the evidence, in observations beyond the prior's, that
 // a change alarm leaves the incumbent (Widen to a prior this much
 // stronger): each new observation still moves its mean a third of the way,
 // but its Thompson draws are no longer as wide as the prior's (κ0 = 0.2),
-// which handed the bucket to an arm 1.8× slower after each of the
-// alarms that a shared machine's slow spells raise. Decode at batch 1 on
-// cpu+cpu1 (BenchmarkDecodePaired, 7 alternating runs of each build):
-// auto/best-single median 0.936 → 0.969, 5 of the 7 pairs better; the
-// cpu1 share of QuantizedMatMul/q8_0/s42 (1.8× slower there) 6–29% →
-// 0.2–15%. Its cost is in the synthetic drift of BenchmarkTuning (a 3×
-// throttle, then recovery): regret 1.11% → 1.24% (config.go).
+// which handed the bucket to a much slower arm after each alarm that a
+// shared machine's slow spells raise. Measured with DecodePaired and
+// BenchmarkTuning: docs/TUNING.md.
 const alarmEvidence = 2
 
 // residualClip bounds the standardized residual the change detector sees:

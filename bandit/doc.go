@@ -13,15 +13,7 @@
 //
 // # Usage
 //
-//	cfg := bandit.Config{} // zero fields take the defaults
-//	if err := cfg.Validate(); err != nil { ... }
-//	b := bandit.NewBucket([]bandit.NormalGamma{
-//		bandit.NewPrior(cpuPredictedUs, cfg.PriorStrength, cfg.PriorSpread),
-//		bandit.NewPrior(gpuPredictedUs, cfg.PriorStrength, cfg.PriorSpread),
-//	})
-//	costs := make([]float64, 2)
-//	r := rand.New(rand.NewPCG(1, 2))
-//	arm, held := b.Choose(&cfg, transferUs, r, costs) // transferUs may be nil
-//	... run the op on arm, measure us ...
-//	b.Observe(&cfg, arm, us)
+// ExampleBucket (example_test.go) validates a Config, builds a bucket
+// from two priors, and chooses and observes until the bandit has learned
+// that its model of the GPU was 10× wrong.
 package bandit

@@ -48,9 +48,9 @@ func init() {
 // log returns ln x to within 2 ulp of max(1, |ln x|): x = 2^k·m with m
 // in [1, 2); m·(1/c) = 1 + r for the table's c nearest m, so that |r| ≤
 // 1/129, and ln x = k·ln2 − ln(1/c) + ln(1 + r), the last by its series
-// to r⁷ (truncation below 2e-18). math.Log takes 32 ns of latency on the
-// test machine and this 15: every Observe waits on one before it can
-// update the posterior. The error is absolute near x = 1 (ln x is then
+// to r⁷ (truncation below 2e-18). It has about half math.Log's latency
+// (BenchmarkLog), and every Observe waits on one before it can update
+// the posterior. The error is absolute near x = 1 (ln x is then
 // near 0), which is what a posterior over ln(duration) needs. Outside
 // the normal positive numbers it defers to math.Log.
 func log(x float64) float64 {

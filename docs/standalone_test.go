@@ -1,5 +1,5 @@
 // Package docs holds the design document and the conventions; its test
-// checks that the repository stands alone (issue 21): a fresh clone, with
+// checks that the repository stands alone: a fresh clone, with
 // nothing beside it, builds, demos and tests.
 package docs
 

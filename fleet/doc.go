@@ -21,16 +21,12 @@
 //
 // # Usage
 //
-// With a server elsewhere:
-//
-//	nc, err := fleet.Connect("nats://10.0.0.5:4222", logger, nats.UserCredentials("node.creds"))
-//	...
-//	s, err := adaptive.New(cfg)
-//	...
-//	node, err := fleet.Start(nc, s, fleet.DefaultOptions("node-17", history.FingerprintOf(infos)))
-//	...
-//	defer nc.Close()
-//	defer node.Close() // publishes one last time
+// With a server elsewhere, fleet.Connect("nats://HOST:4222", logger,
+// nats.UserCredentials("node.creds")) gives the connection, and
+// fleet.Start(nc, s, fleet.DefaultOptions(nodeID, fingerprint)) the node;
+// close the node (it publishes one last time) before the connection.
+// ExampleStart (example_test.go) runs two nodes through an embedded
+// server.
 //
 // On one machine, or in a demo, the server can run inside the process:
 // fleet.Serve("127.0.0.1:4222", dir) listens on loopback (other

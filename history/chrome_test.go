@@ -13,7 +13,7 @@ import (
 
 const tracesDir = "testdata/traces"
 
-// Issue 4: the importer on both real traces (provenance in
+// The importer on both real traces (provenance in
 // testdata/traces/PROVENANCE.md, licence in testdata/traces/LICENSE). The
 // expected counts come from testdata/chrome_counts.py, an independent brute-force reading of the
 // same files with Python's json module (python3 testdata/chrome_counts.py

@@ -87,14 +87,13 @@ func sizeOf(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-// Issue 21: every damage class that the issue found, on real Badger files.
-// Before the fix the MANIFEST cases opened an empty store and deleted the
-// tables, the first-byte flip of the newest table silently reverted every
-// record to the first run's posterior, and the zeroed, truncated and
-// mid-file-flipped tables panicked in a Badger goroutine (or in Records).
-// Now Open fails with a *DamagedError naming the directory, changes no
-// file, and WithMoveDamaged moves the store aside and opens an empty one
-// with a warning.
+// TestDamagedStore damages real Badger files in every way found so far (a
+// missing or damaged MANIFEST, the newest table's first byte flipped, a
+// table zeroed, truncated or flipped mid-file): Open must fail with a
+// *DamagedError naming the directory and change no file, rather than open
+// an empty store, deleting the tables, silently revert the records, or
+// panic in a Badger goroutine; WithMoveDamaged moves the store aside and
+// opens an empty one with a warning.
 func TestDamagedStore(t *testing.T) {
 	for _, c := range []struct {
 		name   string

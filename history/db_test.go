@@ -143,7 +143,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// Write-behind (issue 4): nothing is written before FlushEvery records
+// Write-behind: nothing is written before FlushEvery records
 // wait or the interval is up, and the count triggers a flush by itself.
 // It counts records, not updates: 500 updates of 99 keys wait.
 func TestWriteBehind(t *testing.T) {
@@ -246,7 +246,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-// Issue 4: a second opener gets a clear error at once, never a hang.
+// A second opener gets a clear error at once, never a hang.
 func TestSecondOpen(t *testing.T) {
 	dir := t.TempDir()
 	o, _ := testOpts(t, dir)
@@ -262,7 +262,7 @@ func TestSecondOpen(t *testing.T) {
 	}
 }
 
-// Issue 4: values that fail to decode or carry an unknown version are
+// Values that fail to decode or carry an unknown version are
 // skipped, counted and logged, never a crash.
 func TestCorruptSkipped(t *testing.T) {
 	dir := t.TempDir()
@@ -312,7 +312,7 @@ func TestCorruptSkipped(t *testing.T) {
 	}
 }
 
-// Issue 4: a changed fingerprint keeps the old records and offers them
+// A changed fingerprint keeps the old records and offers them
 // only as weakened priors, with a log line.
 func TestFingerprintChange(t *testing.T) {
 	dir := t.TempDir()
@@ -364,7 +364,7 @@ func TestFingerprintChange(t *testing.T) {
 	}
 }
 
-// Issue 4: merging snapshots from machines of one fingerprint gives the
+// Merging snapshots from machines of one fingerprint gives the
 // posterior of the union of their observations; the reference is one
 // posterior updated with every observation in turn.
 func TestExportImportMerge(t *testing.T) {
@@ -474,7 +474,7 @@ func TestMergeDifferentPriors(t *testing.T) {
 	}
 }
 
-// Issue 4: a crash loses at most the last interval and never corrupts the
+// A crash loses at most the last interval and never corrupts the
 // store. The test binary runs itself as a child (crashChild, from TestMain) that
 // writes without pause and reports on stdout how many updates its flushes
 // made durable; the parent SIGKILLs it at a random moment, 20 times,
@@ -591,7 +591,7 @@ func crashChild(dir string) {
 	}
 }
 
-// Issue 4, write-behind off the hot path: records that change faster than
+// Write-behind off the hot path: records that change faster than
 // they can be written (a new one at every update, as 10,000 buckets
 // observed in turn give) do not keep the flusher writing without pause.
 // FlushEvery still triggers flushes before the interval (here an hour),

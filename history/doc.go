@@ -26,21 +26,12 @@
 //
 // # Usage
 //
-//	db, err := history.Open(history.DefaultOptions(dir).
-//		WithFingerprint(history.FingerprintOf(infos)))
-//	if err != nil { ... }        // history.ErrLocked: another process has dir
-//	defer db.Close()
-//	s, err := adaptive.New(adaptive.Config{Backends: bs, Store: db}) // warm start, pulled at each flush
-//	db.PutWithPrior(k, prior, posterior) // a record of a tool's own; never waits for the disk
-//	db.Export(w)                         // JSON snapshot
-//	db.Import(r, history.ImportMerge)    // pool another machine's
-//
-//	rec, err := history.NewRecorder(f, history.Header{}, history.RecorderOptions{})
-//	rec.Record(ev)   // non-blocking; rec.Dropped() counts overflow
-//	rec.Close()
-//
-//	rd, err := history.NewReader(f, name, history.ReaderOptions{SkipBad: true})
-//	for ev, err := rd.Next(); err == nil; ev, err = rd.Next() { ... }
+// Example (example_test.go) opens a store, puts a posterior with its
+// prior and loads it back (a warm start); ExampleNewRecorder records a
+// trace and reads it back. A Scheduler's posteriors reach the store by
+// pulls at each flush (DB implements adaptive.Store: Load, Attach);
+// DB.PutWithPrior, which never waits for the disk, is for tools; Export
+// and Import move snapshots between machines.
 //
 // DB, Recorder.Record and Recorder.Dropped are safe for concurrent use; a
 // Reader is not.

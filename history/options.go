@@ -44,15 +44,11 @@ func DefaultOptions(dir string) Options {
 
 // DefaultMemTableSize is Badger's memtable, in bytes: its own default.
 // Every flush rewrites each changed record under a new version, and a
-// full memtable becomes a level-0 table that compaction then merges; with
-// 10,000 buckets all changing between flushes (history
-// SelectObserve/10k-buckets, alternating runs on a noisy 2-core
-// machine), Select+Observe cost +30% to +92% with the store at 8 MiB, +7%
-// to +10% at 32 MiB and −11% to −4% at 64 MiB; on a quieter hour, +24% to
-// +29% at 8 MiB (3 runs) and −3% to +14% at 64 MiB (7 runs; make bench:
-// +8.6% and +19%). The cost is memory: up to this much per open store, as
-// the memtable fills (the history tests' peak RSS went from 76 to 370–460
-// MB).
+// full memtable becomes a level-0 table that compaction then merges: a
+// smaller memtable makes a store whose buckets all change between flushes
+// pay for compactions in Select+Observe
+// (BenchmarkSelectObserve/10k-buckets; docs/TUNING.md). The cost is
+// memory: up to this much per open store.
 const DefaultMemTableSize = 64 << 20
 
 // minMemTableSize is the smallest memtable WithMemTableSize accepts.

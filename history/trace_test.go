@@ -134,7 +134,7 @@ func TestTraceNonFinite(t *testing.T) {
 	}
 }
 
-// Issue 4: bad lines are reported as file:line: message, or skipped and
+// Bad lines are reported as file:line: message, or skipped and
 // counted; lines are bounded.
 func TestTraceReaderErrors(t *testing.T) {
 	head := `{"format":"adaptsched-trace","version":1,"created":"2025-01-01T00:00:00Z"}` + "\n"
@@ -230,7 +230,7 @@ func writeTrace(b testing.TB, path string, n int) {
 }
 
 // BenchmarkRecorder measures the events/s that the recorder sustains to
-// a file (issue 4: ≥ 1,000,000): each iteration records a batch into a
+// a file (target ≥ 1,000,000): each iteration records a batch into a
 // queue that holds it (nothing dropped) and closes, so the time covers
 // every event encoded and written.
 func BenchmarkRecorder(b *testing.B) {
@@ -265,7 +265,7 @@ func BenchmarkRecorder(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(total), "bytes/event")
 }
 
-// BenchmarkReader measures events/s read from a file (issue 4: ≥ 500,000).
+// BenchmarkReader measures events/s read from a file (target ≥ 500,000).
 func BenchmarkReader(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "trace.jsonl")
 	const n = 100000

@@ -110,7 +110,7 @@ func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
 	return tel.Reasons[adaptive.Explore] + tel.Reasons[adaptive.Prior]
 }
 
-// Issue 4, warm start: a second run of the same workload, in a new
+// Warm start: a second run of the same workload, in a new
 // process's worth of objects on the same store directory, explores at
 // most a tenth as often as the first.
 func TestWarmStart(t *testing.T) {
@@ -157,7 +157,7 @@ var manySpecs = func() []kernels.Spec {
 }()
 
 // BenchmarkSelectObserve compares Select+Observe with and without the
-// store attached (issue 4: at most 10% more with it), on the warm-start
+// store attached (target: at most 10% more with it), on the warm-start
 // workload (warmSpecs: 45 records, rewritten by the interval's flush
 // once a second) and on 10,000 buckets (manySpecs: a flush of 1,024
 // records every 512 or so Observes), serially and, over 10,000 buckets,

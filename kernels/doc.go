@@ -36,18 +36,7 @@
 //
 // # Usage
 //
-//	s := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{64, 4096}, {4096, 4096}}}
-//	if err := s.Validate(); err != nil {
-//		return err // names the op, input and dimension
-//	}
-//	out := make([]byte, s.OutBytes())
-//
-//	pool := kernels.NewPool(0) // one thread per CPU
-//	defer pool.Close()
-//	cpu := kernels.NewCPU(pool, nil) // nil: built-in gemm
-//	err := cpu.Run(s, [][]byte{a, b}, out)
-//
-//	// In tests: the oracle.
-//	want := make([]byte, s.OutBytes())
-//	err = kernels.Reference(s, [][]byte{a, b}, want)
+// ExampleReference (example_test.go) validates a Spec, computes it with
+// the reference kernel (the oracle) and checks the fast CPU kernel, on a
+// Pool, against it; ExampleQuantize encodes and decodes a Q8_0 block.
 package kernels

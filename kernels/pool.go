@@ -111,11 +111,10 @@ func (p *Pool) run(n int, t ranger) {
 // done, polls for the workers' chunks before it blocks. Blocking hands
 // its wake-up to the worker that finishes last, and the runtime queues
 // the woken goroutine on that worker's processor, behind the polling
-// worker itself, while the caller's own processor goes idle: on the
-// 2-core test VM the next calls then ran their chunks one after another
-// on one processor (8 chunks of 7 µs: 57 µs at the median and 113 at
-// the 90th percentile, against 29 and 29 with the poll; BenchmarkPoolSpread).
-// A chunk takes microseconds, so the poll seldom lasts long.
+// worker itself, while the caller's own processor goes idle: the next
+// calls then run their chunks one after another on one processor
+// (BenchmarkPoolSpread; figures in docs/TUNING.md). A chunk takes
+// microseconds, so the poll seldom lasts long.
 const callerSpin = 200 * time.Microsecond
 
 // wait returns once every chunk of j is done, polling for up to spin
@@ -167,34 +166,25 @@ func (p *Pool) worker() {
 // Its polls keep a goroutine runnable while the caller may sit in a long
 // cgo call (a BLAS panel of a large matmul): the runtime then hands the
 // caller's processor to another thread, and three threads share two
-// cores until the call returns. Polling for the next job instead, with
-// spinFor at 5 ms, cost the 1024³ sgemm 9–17% (backends/cpu
-// MatMul/1024x1024x1024, alternating 1 s runs against the code before:
-// medians 160 → 133 GFLOP/s over 5, 175 → 160 over 4; with this wait at
-// 20 µs, 176 in the second set; at 200 µs, 153–172 against 151–163
-// without it). 200 µs covers the pure-Go chunks of a decode step at
-// batch 16 (about 100 µs), which a worker that blocked would have to be
-// woken for at the next call. The next job can only come once this one is
-// done, unless another goroutine calls Parallel meanwhile, which then
-// waits no longer than this job's last chunk.
+// cores until the call returns, which is why a worker does not poll for
+// the next job instead (backends/cpu BenchmarkMatMul; docs/TUNING.md).
+// 200 µs covers the pure-Go chunks of a decode step at batch 16, which a
+// worker that blocked would have to be woken for at the next call. The
+// next job can only come once this one is done, unless another goroutine
+// calls Parallel meanwhile, which then waits no longer than this job's
+// last chunk.
 const othersSpin = 200 * time.Microsecond
 
 // spinFor is how long an idle worker keeps polling the queue, yielding the
 // processor between polls, before it blocks. A decode step runs a
 // parallel op every few tens or hundreds of µs, with single-threaded ops
 // in between (the cpu1 backend's, small ones inline); a worker that
-// blocked in such a gap has to be woken for the next op, which on the
-// test VM costs 15–30 µs (BenchmarkPoolGap: 17.3 µs a call 1 ms after
-// the last, 2.6 right after). With 500 µs, the Executor's trials of cpu
-// after a stretch on cpu1 found the worker asleep and learned the wake-up
-// as the op's cost (a 10 µs matmul measured 37), and auto settled the
-// small matmuls on cpu1: infer's DecodePaired, 3 alternating runs of each
-// build, auto/best at batch 1 0.735–0.757 → 0.905–0.995 with 5 ms (batch
-// 16: 0.975–1.000 → 0.975–1.036). Before the caller's poll (callerSpin)
-// and the AVX2 matmul, 500 µs had been chosen on the decode loop against
-// blocking at once (batch 1 56–59 → 73–80 tokens/s). The cost: an idle
-// pool burns a core for spinFor after its last call; OpenMP runtimes spin
-// the same way before sleeping (KMP_BLOCKTIME, 200 ms by default).
+// blocked in such a gap must be woken for the next op, and that wake-up,
+// tens of µs (BenchmarkPoolGap), is learned by the scheduler as the op's
+// cost, which steers small ops away from cpu (cmd/infer
+// BenchmarkDecodePaired; docs/TUNING.md). The cost: an idle pool burns a
+// core for spinFor after its last call; OpenMP runtimes spin the same way
+// before sleeping (KMP_BLOCKTIME, 200 ms by default).
 const spinFor = 5 * time.Millisecond
 
 // next returns the next job (nil: the pool is closing), polling for

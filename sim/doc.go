@@ -26,11 +26,9 @@
 //
 // # Usage
 //
-// A simulated backend, for the Executor or a test:
-//
-//	dev, _ := sim.Open("h100", sim.DefaultOptions().WithSeed(7).
-//		WithEvents(sim.Event{At: 1000, Kind: sim.Throttle, Factor: 3}))
-//	// or: backends.Open("sim:h100")
+// ExampleOpen (example_test.go) opens a simulated H100 that slows down
+// three times from its 1000th op; backends.Open("sim:h100") gives one
+// too.
 //
 // Everything is deterministic by seed; durations are reported, never
 // slept, so 200,000 ops replay in milliseconds.

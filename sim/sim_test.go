@@ -404,7 +404,7 @@ func TestLoadTableErrors(t *testing.T) {
 		{head + "MatMul,2x3;4x4,gpu,3,1,2\n", "t.csv:2: kernels: invalid spec"},
 		{head + "Add,4;4x,gpu,3,1,2\n", "t.csv:2: shape \"4;4x\""},
 		{head + "Add,4;4,,3,1,2\n", "t.csv:2: empty backend"},
-		// Issue 21: these loaded and gave NaN or infinite totals.
+		// These loaded and gave NaN or infinite totals.
 		{head + "Add,4;4,gpu,1e300,1,2\n", "t.csv:2: mean_us \"1e300\""},
 		{head + "Add,4;4,gpu,5e-324,1,2\n", "t.csv:2: mean_us \"5e-324\""},
 		{head + "Add,4;4,gpu,3,1e300,2\n", "t.csv:2: std_us \"1e300\""},
@@ -469,7 +469,7 @@ func checkLoaded(t *testing.T, tab *Table, err error, complete bool) bool {
 
 // TestOutOfMemoryOnAlloc: an OutOfMemory event fails Span allocations
 // (each failed Alloc is one of the attempts), then the device allocates
-// again; before the fix a device out of memory on Alloc never recovered.
+// again: a device out of memory on Alloc must recover.
 func TestOutOfMemoryOnAlloc(t *testing.T) {
 	d, err := Open("h100", DefaultOptions().WithEvents(Event{At: 0, Kind: OutOfMemory, Span: 2}))
 	if err != nil {

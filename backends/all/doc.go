@@ -4,13 +4,6 @@
 //
 // # Usage
 //
-//	import _ "github.com/adaptsched/adaptsched/backends/all"
-//
-//	for _, name := range backends.Drivers() {
-//		b, err := backends.Open(name)
-//		if err != nil {
-//			continue // err says why (errors.Is(err, backends.ErrUnavailable))
-//		}
-//		defer b.Close()
-//	}
+// Example (example_test.go) opens every registered backend and leaves out
+// those that cannot run here.
 package all

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
-	"github.com/rs/zerolog"
 )
 
 // sh is shorthand for a list of shapes.
@@ -152,7 +152,7 @@ func compareReference(s kernels.Spec, in [][]byte, got []byte) error {
 
 func openTest(t testing.TB, opts Options) *Backend {
 	t.Helper()
-	b, err := New("cpu-test", opts.WithLogger(zerolog.Nop()))
+	b, err := New("cpu-test", opts.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestLogOncePerPath(t *testing.T) {
 	clear(logged)
 	loggedMu.Unlock()
 	var buf bytes.Buffer
-	l := zerolog.New(&buf)
+	l := slog.New(slog.NewJSONHandler(&buf, nil))
 	for range 3 {
 		b, err := New("cpu-log", DefaultOptions().WithGonum(true).WithLogger(l).WithThreads(1))
 		if err != nil {
@@ -231,7 +231,7 @@ func TestLogOncePerPath(t *testing.T) {
 		b.Close()
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 1 || !strings.Contains(lines[0], `"message":"cpu: matmul through gonum (pure Go): forced by option"`) ||
+	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"cpu: matmul through gonum (pure Go): forced by option"`) ||
 		!strings.Contains(lines[0], `"runtime":"gonum"`) {
 		t.Fatalf("log after three opens:\n%s\nwant one gonum line", buf.String())
 	}
@@ -418,28 +418,3 @@ func TestOpenRegistered(t *testing.T) {
 
 // cblasLoaded reports whether this process found a CBLAS.
 func cblasLoaded() bool { return selectPath(false).runtime != "gonum" }
-
-func ExampleNew() {
-	b, err := New("cpu", DefaultOptions().WithThreads(2).WithLogger(zerolog.Nop()))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	// [[1 2] [3 4]] · [[5 6] [7 8]]
-	s := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{2, 2}, {2, 2}}}
-	a, _ := b.Alloc(s.InBytes(0))
-	w, _ := b.Alloc(s.InBytes(1))
-	out, _ := b.Alloc(s.OutBytes())
-	b.Write(a, kernels.AsBytes([]float32{1, 2, 3, 4}))
-	b.Write(w, kernels.AsBytes([]float32{5, 6, 7, 8}))
-	t, err := b.Run(s, []backends.Buffer{a, w}, out)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	res := make([]byte, s.OutBytes())
-	b.Read(res, out)
-	fmt.Println(kernels.AsF32(res), t.Clock, b.Info().Threads, b.Info().Platform)
-	// Output: [19 22 43 50] wall 2 host
-}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
-	"github.com/rs/zerolog"
 )
 
 // benchRun times s on b with inputs already resident, reporting GFLOP/s
@@ -47,7 +46,7 @@ func benchRun(b *testing.B, be backends.Backend, s kernels.Spec) {
 }
 
 func benchBackend(b *testing.B, name string, opts Options) *Backend {
-	be, err := New(name, opts.WithLogger(zerolog.Nop()))
+	be, err := New(name, opts.WithLogger(nil))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 package cpu
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 
-	"github.com/rs/zerolog"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -52,13 +52,13 @@ func selectPath(forceGonum bool) blasPath {
 
 // logPath writes the one line that says which path matmul takes, once per
 // process per path: opening many backends must not repeat it.
-func logPath(l zerolog.Logger, p blasPath) {
+func logPath(l *slog.Logger, p blasPath) {
 	loggedMu.Lock()
 	seen := logged[p.desc]
 	logged[p.desc] = true
 	loggedMu.Unlock()
-	if !seen {
-		l.Info().Str("runtime", p.runtime).Msg("cpu: matmul through " + p.String())
+	if !seen && l != nil {
+		l.Info("cpu: matmul through "+p.String(), "runtime", p.runtime)
 	}
 }
 
@@ -115,11 +115,9 @@ type parallel interface {
 }
 
 // minParallelMACs is the multiply-adds below which a product runs on one
-// thread. Measured on the 2-core EPYC with OpenBLAS (BenchmarkCrossover,
-// when the split began at 64³): splitting lost at 64³ (7.0 against 5.8 µs)
-// and 128³ (47 against 39 µs), broke even at 256³ (277 against 298 µs) and
-// won from 512³ (1.6 against 2.3 ms): waking a worker costs tens of µs on
-// this VM. 2^23 is about 203³.
+// thread: waking a worker costs tens of µs, more than splitting saves
+// below about 256³ (BenchmarkCrossover; BENCHMARKS.md). 2^23 is about
+// 203³.
 const minParallelMACs = 1 << 23
 
 // splitMACs is the threshold New hands to panelGemm: minParallelMACs,
@@ -134,10 +132,9 @@ const minPanel = 16
 // and runs serial on each panel. Rows are split when C has enough of them
 // (each panel then streams its own rows of A against all of B); a short,
 // wide C (decode: M of 1 to a few) is split by columns instead. For square
-// C both shapes measured the same within noise (BenchmarkPanelShape, 1024³
-// on 2 cores: 182–196 GFLOP/s by rows, 188–195 by columns). The result is
-// safe for concurrent calls when serial is. Products of fewer than minMACs
-// multiply-adds run on the calling goroutine.
+// C both shapes measure the same within noise (BenchmarkPanelShape).
+// The result is safe for concurrent calls when serial is. Products of
+// fewer than minMACs multiply-adds run on the calling goroutine.
 func panelGemm(p parallel, serial gemmFunc, minMACs int) gemmFunc {
 	return func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 		t := p.Threads()

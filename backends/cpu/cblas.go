@@ -134,10 +134,10 @@ func loadCBLAS() (blasPath, []string) {
 
 // cblasGemm returns a single-threaded Gemm calling the cblas_sgemm at fn,
 // or for a single row of C (decode) the cblas_sgemv at gemv when the
-// library has one: OpenBLAS 0.3.21's sgemm is much slower there (one core,
-// 1×512·512×256: 40.7 µs by sgemm, 6.0 by sgemv; 1×4096·4096×4096: 7.1
-// against 2.6 ms; BenchmarkDecode measures the sgemv path). It is safe for concurrent calls: the libraries are
-// thread-safe once their own threading is off.
+// library has one: OpenBLAS's sgemm is several times slower than its
+// sgemv there (BenchmarkDecode measures the sgemv path). It is safe for
+// concurrent calls: the libraries are thread-safe once their own
+// threading is off.
 func cblasGemm(fn, gemv unsafe.Pointer) gemmFunc {
 	return func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 		if m == 0 || n == 0 {

@@ -40,13 +40,7 @@
 //
 // # Usage
 //
-//	import _ "github.com/adaptsched/adaptsched/backends/cpu"
-//
-//	b, err := backends.Open("cpu")   // or cpu.New("cpu", cpu.DefaultOptions().WithThreads(4))
-//	if err != nil { ... }
-//	defer b.Close()
-//	fmt.Println(b.(interface{ BLAS() string }).BLAS()) // OpenBLAS (libopenblas.so.0)
-//	a, _ := b.Alloc(spec.InBytes(0))
-//	...
-//	t, err := b.Run(spec, []backends.Buffer{a, w}, out)
+// ExampleNew (example_test.go) runs a matmul on a two-thread backend;
+// with this package imported, backends.Open("cpu") and
+// backends.Open("cpu1") give one with every core and one with one.
 package cpu

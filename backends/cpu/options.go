@@ -2,15 +2,13 @@ package cpu
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
-
-	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/log"
 )
 
 // Options configure a CPU backend. They are passed by value; the zero
 // value is usable (every core, CBLAS when one loads, no log line), and
-// DefaultOptions differs from it only by logging through zerolog's global
+// DefaultOptions differs from it only by logging through slog's default
 // logger.
 type Options struct {
 	// Threads is the number of worker threads the backend's kernels and
@@ -19,18 +17,20 @@ type Options struct {
 	// Gonum forces the pure-Go matmul (gonum) even when a CBLAS loads.
 	Gonum bool
 	// Logger receives the one line per process that says which matmul path
-	// runs. The zero Logger discards it.
-	Logger zerolog.Logger
+	// runs. A nil Logger discards it. It is a log/slog logger so that the
+	// backends stay free of a logging library; the commands bridge it to
+	// theirs (internal/clilog.Slog).
+	Logger *slog.Logger
 	// CalibrationFile caches Calibrate's figures across runs, keyed by CPU
 	// model, arch, library and threads. "" means
 	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" means none.
 	CalibrationFile string
 }
 
-// DefaultOptions returns every core, CBLAS when one loads, and zerolog's
-// global logger (github.com/rs/zerolog/log.Logger).
+// DefaultOptions returns every core, CBLAS when one loads, and slog's
+// default logger (slog.Default()).
 func DefaultOptions() Options {
-	return Options{Logger: log.Logger}
+	return Options{Logger: slog.Default()}
 }
 
 // WithThreads returns o with n worker threads. Default: 0, meaning
@@ -41,8 +41,8 @@ func (o Options) WithThreads(n int) Options { o.Threads = n; return o }
 // Default: false, so a CBLAS is used when one loads.
 func (o Options) WithGonum(force bool) Options { o.Gonum = force; return o }
 
-// WithLogger returns o logging to l. Default: zerolog's global logger.
-func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
+// WithLogger returns o logging to l; nil discards. Default: slog.Default().
+func (o Options) WithLogger(l *slog.Logger) Options { o.Logger = l; return o }
 
 // WithCalibrationFile returns o caching calibrations in file ("-": in
 // none). Default: "", meaning

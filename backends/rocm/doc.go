@@ -41,17 +41,9 @@
 //
 // # Usage
 //
-//	d, err := rocm.Open(rocm.DefaultOptions())
-//	if errors.Is(err, backends.ErrUnavailable) {
-//		log.Print(err) // every library tried, or the device count
-//		return
-//	}
-//	defer d.Close()
-//	buf, _ := d.Alloc(spec.InBytes(0))
-//	_, _ = d.Write(buf, data)
-//	out, _ := d.Alloc(spec.OutBytes())
-//	t, err := d.Run(spec, []backends.Buffer{buf}, out)
-//	fmt.Println(d.Info().Platform, d.Info().Arch, t.Micros(), "µs")
+// A Device is a backends.Backend: ExampleOpen (example_test.go) opens
+// one and falls back when no GPU is there; backends.ExampleOpen shows the
+// Alloc, Write, Run and Read that follow.
 //
 // Tests run everywhere: a fake HIP runtime (testdata/fakehip.c, built with
 // gcc by the tests) drives the Go side end to end, and Debian's

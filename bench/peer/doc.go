@@ -1,7 +1,7 @@
 // Package peer sets adaptsched beside StarPU, the measuring scheduler it
 // claims to beat, on a machine without a GPU: both choose, task by task,
 // between the same two CPU implementations of f32 matmul on the same task
-// stream (make peer; BENCHMARKS.md § Side by side with StarPU).
+// stream (make peer; BENCHMARKS.md § Targets).
 //
 // The implementations live in one C source, peerkern.c, compiled by cgo
 // into this package and by make peer into the StarPU program
@@ -23,13 +23,9 @@
 //
 // # Usage
 //
-//	st, err := peer.Read(f, "stream.txt")      // or peer.Generate(peer.GenOptions{Seed: 24})
-//	delays, err := peer.Calibrate(st)          // the drift's busy-wait per shape
-//	o, err := peer.MeasureOracle(st, delays)   // both implementations on every task: the oracle
-//	r, err := peer.RunAdaptsched(st, peer.RunOptions{Delays: delays})
-//	err = peer.WriteDelays(f, delays)          // for the StarPU program
-//	s, emptyNs, err := peer.RunStarPU("bin/peer_starpu", "stream.txt", "delays.txt", os.TempDir(), 20000)
-//	ns, err := peer.Overhead(20000)             // adaptsched's per-task overhead
+// Example (example_test.go) goes through the steps of one round: the
+// stream, the calibrated delays, the oracle, adaptsched's run and
+// StarPU's.
 //
 // cmd/peer runs them all in alternation and prints the comparison. Only
 // the StarPU program needs StarPU's headers (libstarpu-dev); this package

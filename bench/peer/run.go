@@ -223,17 +223,14 @@ func Overhead(n int) (time.Duration, error) {
 // task, one after the other on the same operands, the order alternating
 // with each occurrence of a shape. Both are so timed in the same minutes
 // and with the caches as the stream leaves them (half of the time after
-// the other implementation has read the operands, for each alike). Two
-// runs, one per implementation, were tried first: on this shared VM the
-// speed of the machine moved 2× between them and the best implementation
-// of a shape flipped from one round to the next; a shape timed in a
-// tight loop keeps its operands in cache and came out 20–35% faster than
-// any policy.
+// the other implementation has read the operands, for each alike). A run
+// per implementation would not do: a shared machine's speed moves
+// between runs, and a shape timed in a tight loop keeps its operands in
+// cache, faster than any policy can be.
 //
 // The best implementation of a shape is the one with the lower median:
 // a preemption of a few ms lands on a 20 µs kernel now and then whatever
-// runs it, and in a mean it outweighs the implementations' difference
-// (one shape's mean moved 3× between rounds where its median did not).
+// runs it, and in a mean it outweighs the implementations' difference.
 type Oracle struct {
 	// Mean and Median hold each shape's mean and median ns on each
 	// implementation, before ([shape][0]) and under ([shape][1]) the

@@ -234,9 +234,9 @@ type GenOptions struct {
 // 256, MLP 1024) at 1 (decode), 4 and 16 tokens, and 64 (a prefill
 // chunk), plus a 64-wide projection and a 16³ attention-head product,
 // most frequent first: decode dominates an inference server's op stream.
-// Both sides of the crossover are there: measured on the 2-core EPYC,
-// the blocked kernel wins every M = 1 product (about 0.4× OpenBLAS's
-// sgemm, whose M = 1 path is slow) and OpenBLAS every M ≥ 4 (2× to 5×).
+// Both sides of the crossover are there: the blocked kernel wins every
+// M = 1 product (OpenBLAS's M = 1 sgemm path is slow) and OpenBLAS every
+// M ≥ 4, each by about 2× or more on a 2-core x86 (cmd/peer's oracle).
 var inferenceShapes = []Shape{
 	{1, 256, 256}, {1, 256, 1024}, {1, 1024, 256},
 	{4, 256, 256}, {1, 64, 64}, {4, 64, 64},

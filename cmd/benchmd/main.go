@@ -1,13 +1,23 @@
-// Command benchmd turns `go test -bench` output into the generated part of
-// BENCHMARKS.md: the machine the figures were measured on, one table per
-// package, and the derived figures the issues ask for (the cpu1/cpu
-// crossover sizes). Text outside the generated block is kept, so figures
-// measured elsewhere (a GPU machine) survive a re-run of `make bench`.
+// Command benchmd writes the generated parts of BENCHMARKS.md and
+// docs/TUNING.md from `go test -bench` output.
+//
+// BENCHMARKS.md gets one table of the targets (docs/targets.csv: each
+// target with the benchmark that measures it, and its last figure, machine
+// and date for when this run cannot measure it: a real GPU, `make peer`),
+// then every figure of the run, one table per package, and the figures
+// derived from them (the cpu1/cpu crossover, the simulator's targets).
+// docs/TUNING.md gets bandit's BenchmarkTuning grid. Text outside the
+// generated blocks is kept.
+//
+// Without -in, benchmd reads the figures back from the generated block
+// already in -out and rewrites both files from them: a change of the
+// targets file or of the layout needs no new run.
 //
 // # Usage
 //
 //	go test -run '^$' -bench . ./... > bench.out
-//	go run ./cmd/benchmd -in bench.out -out BENCHMARKS.md
+//	go run ./cmd/benchmd -in bench.out   # what make bench runs
+//	go run ./cmd/benchmd                 # re-render from BENCHMARKS.md
 package main
 
 import (
@@ -56,33 +66,74 @@ type pkgResults struct {
 }
 
 func main() {
-	in := flag.String("in", "", "go test -bench output (default stdin)")
+	in := flag.String("in", "", "go test -bench output; - for stdin; empty: the figures already in -out")
 	out := flag.String("out", "BENCHMARKS.md", "markdown file to update")
+	targetsFile := flag.String("targets", "docs/targets.csv", "the targets and their last recorded figures")
+	tuningFile := flag.String("tuning", "docs/TUNING.md", "markdown file for bandit's BenchmarkTuning grid (empty: none)")
 	flag.Parse()
-	var r io.Reader = os.Stdin
-	if *in != "" {
-		f, err := os.Open(*in)
-		if err != nil {
-			fatal(err)
-		}
-		defer f.Close()
-		r = f
-	}
-	pkgs, cpu, err := parse(r)
-	if err != nil {
+	if err := run(*in, *out, *targetsFile, *tuningFile); err != nil {
 		fatal(err)
 	}
-	if len(pkgs) == 0 {
-		fatal(fmt.Errorf("benchmd: no benchmark results in %s", nameOr(*in, "stdin")))
-	}
-	old, err := os.ReadFile(*out)
+}
+
+func run(in, out, targetsFile, tuningFile string) error {
+	old, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
-		fatal(err)
+		return err
 	}
-	doc := splice(string(old), render(pkgs, cpu))
-	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
-		fatal(err)
+	var pkgs []pkgResults
+	var info runInfo
+	switch in {
+	case "":
+		if pkgs, info, err = parseDoc(string(old)); err != nil {
+			return err
+		}
+		if len(pkgs) == 0 {
+			return fmt.Errorf("benchmd: no figures in %s's generated block: run make bench", out)
+		}
+	default:
+		var r io.Reader = os.Stdin
+		if in != "-" {
+			f, err := os.Open(in)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = f
+		}
+		var cpu string
+		if pkgs, cpu, err = parse(r); err != nil {
+			return err
+		}
+		if len(pkgs) == 0 {
+			return fmt.Errorf("benchmd: no benchmark results in %s", nameOr(in, "stdin"))
+		}
+		info = thisMachine(cpu, time.Now())
 	}
+	tf, err := os.ReadFile(targetsFile)
+	if err != nil {
+		return err
+	}
+	ts, err := readTargets(strings.NewReader(string(tf)))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(splice(string(old), render(pkgs, info, ts, targetsFile))), 0o644); err != nil {
+		return err
+	}
+	if tuningFile == "" {
+		return nil
+	}
+	grid := tuningTable(pkgs)
+	if grid == "" {
+		return nil
+	}
+	oldT, err := os.ReadFile(tuningFile)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	block := beginMark + "\n\n" + "Measured by `make bench` (" + info.short() + "), `BenchmarkTuning` in bandit/tuning_test.go; each cell is regret % against the per-decision best arm / switches per 10,000 decisions.\n\n" + grid + "\n" + endMark + "\n"
+	return os.WriteFile(tuningFile, []byte(splice(string(oldT), block)), 0o644)
 }
 
 func fatal(err error) {
@@ -153,13 +204,37 @@ func parseLine(line string) (result, bool) {
 	return res, true
 }
 
-func render(pkgs []pkgResults, cpu string) string {
+// runInfo is the machine and time of a run.
+type runInfo struct {
+	cpu              string
+	cores, maxprocs  int
+	osArch, mem, goV string
+	date             string // "2006-01-02 15:04 UTC"
+}
+
+func thisMachine(cpu string, now time.Time) runInfo {
+	return runInfo{
+		cpu: nameOr(cpu, cpuModel()), cores: runtime.NumCPU(), maxprocs: runtime.GOMAXPROCS(0),
+		osArch: runtime.GOOS + "/" + runtime.GOARCH, mem: memTotal(), goV: runtime.Version(),
+		date: now.UTC().Format("2006-01-02 15:04 UTC"),
+	}
+}
+
+// short is the machine and date column of a row the run measured.
+func (i runInfo) short() string {
+	return fmt.Sprintf("%s, %d cores; %s", i.cpu, i.cores, strings.Fields(i.date + " ")[0])
+}
+
+func render(pkgs []pkgResults, info runInfo, ts []target, targetsFile string) string {
 	var b strings.Builder
 	b.WriteString(beginMark + "\n\n")
-	b.WriteString("## Measured by `make bench`\n\n")
-	fmt.Fprintf(&b, "- machine: %s, %d cores (GOMAXPROCS %d), %s/%s\n", nameOr(cpu, cpuModel()), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "- memory: %s\n", memTotal())
-	fmt.Fprintf(&b, "- %s; %s\n", runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	b.WriteString("## Targets\n\n")
+	b.WriteString(targetsTable(ts, pkgs, info.short()))
+	fmt.Fprintf(&b, "\nA row that the last run measured names its machine; the others show their last figure as recorded in %s, with the machine and date it was measured on. Figures of one shared machine move between runs: compare within a run.\n\n", targetsFile)
+	b.WriteString("## Every figure of the last `make bench` run\n\n")
+	fmt.Fprintf(&b, "- machine: %s, %d cores (GOMAXPROCS %d), %s\n", info.cpu, info.cores, info.maxprocs, info.osArch)
+	fmt.Fprintf(&b, "- memory: %s\n", info.mem)
+	fmt.Fprintf(&b, "- %s; %s\n", info.goV, info.date)
 	b.WriteString("- command: `make bench` (`go test -run '^$' -bench . ./...`); one run on a shared machine: compare figures within a run, not across runs\n\n")
 	if x := crossovers(pkgs); x != "" {
 		b.WriteString(x)
@@ -168,8 +243,8 @@ func render(pkgs []pkgResults, cpu string) string {
 		b.WriteString(x)
 	}
 	for _, p := range pkgs {
-		fmt.Fprintf(&b, "### %s\n\n", strings.TrimPrefix(p.pkg, "github.com/adaptsched/adaptsched/"))
-		b.WriteString("| benchmark | iterations | figures |\n|---|---:|---|\n")
+		fmt.Fprintf(&b, "### %s\n\n", strings.TrimPrefix(p.pkg, modulePrefix))
+		b.WriteString(rawHeader + "\n|---|---:|---|\n")
 		for _, r := range p.results {
 			var fs []string
 			for _, m := range r.metrics {
@@ -183,16 +258,12 @@ func render(pkgs []pkgResults, cpu string) string {
 	return b.String()
 }
 
-func formatMetric(m metric) string {
-	switch {
-	case m.value == float64(int64(m.value)) && m.value < 1e15:
-		return fmt.Sprintf("%d %s", int64(m.value), m.unit)
-	case m.value >= 100:
-		return fmt.Sprintf("%.0f %s", m.value, m.unit)
-	default:
-		return fmt.Sprintf("%.3g %s", m.value, m.unit)
-	}
-}
+const (
+	modulePrefix = "github.com/adaptsched/adaptsched/"
+	rawHeader    = "| benchmark | iterations | figures |"
+)
+
+func formatMetric(m metric) string { return formatValue(m.value) + " " + m.unit }
 
 // crossovers reads BenchmarkCrossover/<op>/<size>/<backend> results and
 // reports, per op, the smallest size from which "cpu" (all cores) beats
@@ -332,7 +403,7 @@ func targets(pkgs []pkgResults) string {
 // splice replaces the generated block of old (or appends one).
 func splice(old, block string) string {
 	if old == "" {
-		old = "# Benchmarks\n\nFigures of adaptsched measured on real machines. The block below is written by `make bench`; sections outside it are written by hand (figures measured elsewhere, with the machine and the command named).\n\n"
+		old = "# Benchmarks\n\nThe block below is written by `make bench` (cmd/benchmd).\n\n"
 	}
 	i := strings.Index(old, beginMark)
 	j := strings.Index(old, endMark)

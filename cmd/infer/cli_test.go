@@ -19,7 +19,7 @@ import (
 var tinyArgs = []string{"-backends", "cpu,cpu1", "-tokens", "2", "-batch", "1", "-requests", "1", "-prompt", "2",
 	"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json"}
 
-// Issue 21: -h describes the program and is no error (main exits 0 on
+// -h describes the program and is no error (main exits 0 on
 // flag.ErrHelp); a stray argument is refused.
 func TestHelpAndStrayArgs(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -36,7 +36,7 @@ func TestHelpAndStrayArgs(t *testing.T) {
 	}
 }
 
-// Issue 21: -batch 100000 of the default model needs 1.2 TiB; it is
+// -batch 100000 of the default model needs 1.2 TiB; it is
 // refused before anything is allocated (it died with "fatal error:
 // runtime: out of memory").
 func TestMemoryChecked(t *testing.T) {
@@ -78,7 +78,7 @@ func damagedStore(t *testing.T) string {
 	return dir
 }
 
-// Issue 21: infer's stderr holds no JSON: nothing at all on a good run
+// Infer's stderr holds no JSON: nothing at all on a good run
 // (the CPU backend's matmul line was a JSON info line before any error),
 // the error alone for a damaged store, and a plain warning line when
 // -reset-damaged-store moves it aside.

@@ -57,7 +57,7 @@ func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
 
 // TestForwardPassMatchesSingleBackend decodes with the Executor over cpu,
 // cpu1 and a simulated GPU and with plain "cpu": the logits agree within
-// float tolerance at every step (issue 6, Tests: a whole forward pass).
+// float tolerance at every step.
 func TestForwardPassMatchesSingleBackend(t *testing.T) {
 	const steps = 8
 	want := decode(t, openT(t, "cpu"), steps)
@@ -91,7 +91,7 @@ func TestForwardPassMatchesSingleBackend(t *testing.T) {
 	}
 }
 
-// TestParams checks the default size against the issue's "about 100M".
+// TestParams checks the default size against the target's "about 100M".
 func TestParams(t *testing.T) {
 	// 12 × (2·768² + 2·768·256 + 3·768·2048 + 2·768) + 32000·768 + 768.
 	if got, want := DefaultModel.Params(), int64(100_092_672); got != want {
@@ -202,7 +202,7 @@ func (d *decodeServer) step(b *testing.B) {
 	d.steps++
 }
 
-// BenchmarkDecode measures decode on cpu+cpu1 (the issue's real-hardware
+// BenchmarkDecode measures decode on cpu+cpu1 (the real-hardware
 // target): tokens/s of the adaptive Executor and of each backend alone,
 // each sub-benchmark on a fresh Executor. Its runs follow one another, so
 // a slow spell of the shared machine lands on one strategy and not the

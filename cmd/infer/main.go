@@ -2,7 +2,7 @@
 // Executor: a small Llama-style decoder (RMSNorm, RoPE, grouped-query
 // attention with a KV cache, SwiGLU FFN, Q8_0 weights) with deterministic
 // random weights, decoding batches of requests as a server would, every op
-// placed by adaptsched on the backends given (issue 6).
+// placed by adaptsched on the backends given.
 //
 // Usage:
 //
@@ -10,7 +10,7 @@
 //	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
 //	      [-json [-step-times]] [-metrics ADDR] [fleet flags] [model flags]
 //
-// Fleet learning (issue 22; package fleet): -fleet nats://HOST:PORT
+// Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
 // fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
 // -fleet-cert and -fleet-key pass credentials and TLS through);
@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -204,7 +205,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		level = zerolog.InfoLevel
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
-	log.Logger = logger // the backends' (the CPU backend's matmul path)
+	log.Logger = logger
+	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {

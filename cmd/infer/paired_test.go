@@ -6,14 +6,11 @@ import (
 )
 
 // pairedRounds and pairedSteps shape BenchmarkDecodePaired: rounds of
-// pairedSteps decode steps per strategy (on the 2-core VM with the AVX2
-// matmul, about 8 ms at batch 1 and 35 ms at batch 16). There were 24
-// rounds when a round took 50 ms at batch 1; with the matmul 10× faster
-// they made 0.2 s of decoding per strategy, and the first steps, where
-// auto learns, weighed 4× more than they had. auto/best over paired runs
-// of the final code, 24 rounds (10 runs) → 96 (8 runs): batch 1 median
-// 1.025 (0.94–1.09) → 1.037 (1.016–1.066), batch 16 median 1.003
-// (0.96–1.04) → 1.007 (0.965–1.025).
+// pairedSteps decode steps per strategy. Enough rounds that the first
+// steps, where auto learns, weigh in the total about as they would in a
+// server that runs on (about a second of decoding per strategy at batch
+// 1); fewer rounds made auto/best swing more between runs. Figures:
+// BENCHMARKS.md (DecodePaired rows).
 const (
 	pairedRounds = 96
 	pairedSteps  = 4
@@ -25,8 +22,8 @@ const (
 // every one decodes pairedSteps steps in turn (the first to go rotates),
 // so that a slow spell of the machine, which lasts from milliseconds to
 // minutes here, falls on the three alike. Each strategy's tokens/s is
-// over its own decode time; auto/best and auto/worse are the issue's
-// target (≥ 1 and ≥ 1.15). One iteration is the whole comparison
+// over its own decode time; auto/best and auto/worse are the targets
+// (≥ 1 and ≥ 1.15; BENCHMARKS.md). One iteration is the whole comparison
 // (pairedRounds rounds), and auto learns across it, as a server does.
 func BenchmarkDecodePaired(b *testing.B) {
 	for _, batch := range []int{1, 16} {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -29,6 +30,7 @@ func main() {
 	// The CPU backend's one line about its matmul path: a plain line,
 	// coloured only on a terminal.
 	log.Logger = clilog.New(os.Stderr, false, zerolog.InfoLevel)
+	slog.SetDefault(clilog.Slog(log.Logger))
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

@@ -83,7 +83,7 @@ func BenchmarkReplay(b *testing.B) {
 
 // BenchmarkReplayMemory measures the peak resident memory (VmHWM) of a
 // child process replaying a large trace under thompson and static2x:
-// REPLAY_BENCH_MB megabytes (default 100; the target is 1 GB with
+// REPLAY_BENCH_MB megabytes (default 100; the target is 1 GB with
 // peak ≤ 200 MB, and memory does not grow with the trace: compare two
 // sizes). The trace is generated in b.TempDir().
 func BenchmarkReplayMemory(b *testing.B) {

@@ -6,13 +6,12 @@ import (
 	"testing"
 )
 
-// TestFleetServe is issue 22's two-process target in one test process:
+// TestFleetServe is the fleet's two-process target in one test process:
 // replay runs the simulator's mixed-serving workload on mi300x with
 // thompson through an embedded JetStream server (-fleet-serve on
 // loopback, data in a directory), as node a; a second run, node b, on the
 // same data starts from a's evidence and must explore at most a tenth as
-// much. (Measured through Debian's nats-server with -fleet: 1.24% and
-// 0.00% at 20,000 ops; see BENCHMARKS.md.)
+// much. Two processes through a nats-server: BENCHMARKS.md's fleet rows.
 func TestFleetServe(t *testing.T) {
 	dir := t.TempDir()
 	var reps [2]Report

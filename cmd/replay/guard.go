@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// guardOptions are the flags of issue 21: how much of a trace may be left
+// guardOptions are the flags that guard a replay: how much of a trace may be left
 // out of the comparison, and what to do with a damaged -db.
 type guardOptions struct {
 	maxExcluded float64 // percent of the ops

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Issue 21: one event naming a third backend left 96 of 121 ops of
+// One event naming a third backend left 96 of 121 ops of
 // small.jsonl out of the comparison, silently, exit 0. Now the run fails
 // above -max-excluded (10% by default), naming the backend and how few
 // events name it; allowed, it warns on stderr.
@@ -50,7 +50,7 @@ func TestThirdBackendExcludes(t *testing.T) {
 	}
 }
 
-// Issue 21: a trace that cannot be read twice is refused at once with the
+// A trace that cannot be read twice is refused at once with the
 // way out: replay <(gzip -c t.jsonl) said "empty trace: no header" (the
 // first pass had drained the pipe), a FIFO without a writer and /dev/zero
 // hung.
@@ -89,7 +89,7 @@ func TestNotRegularInput(t *testing.T) {
 	}
 }
 
-// Issue 21: Ctrl-C exited 130 with no report and without the last flush.
+// Ctrl-C exited 130 with no report and without the last flush.
 // Now the first SIGINT stops the replay at the next op: the report of the
 // ops so far is printed (with a note), the store is closed and flushed,
 // and the exit status is 130.
@@ -167,7 +167,7 @@ func TestInterruptWorkload(t *testing.T) {
 	storeHolds(t, dir)
 }
 
-// Issue 21: a perf table at the bounds it accepts (1 ns and 11.6 days,
+// A perf table at the bounds it accepts (1 ns and 11.6 days,
 // std 100× the mean) gives finite totals and valid JSON, where means of
 // 1e300 and 5e-324 gave NaN totals and a -json error naming no file.
 func TestTableBoundsFinite(t *testing.T) {
@@ -195,7 +195,7 @@ func TestTableBoundsFinite(t *testing.T) {
 	}
 }
 
-// Issue 21: a Chrome trace's negative kernel duration was reported as
+// A Chrome trace's negative kernel duration was reported as
 // "file:1: actual_duration_us", a line and a field the file does not
 // have; the error now names the event's index in traceEvents.
 func TestChromeLocation(t *testing.T) {
@@ -213,7 +213,7 @@ func TestChromeLocation(t *testing.T) {
 	}
 }
 
-// Issue 21: a Chrome trace whose "traceEvents" key follows more than a
+// A Chrome trace whose "traceEvents" key follows more than a
 // MiB of other keys was sniffed as JSONL ("no header").
 func TestSniffLateTraceEvents(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "late.json")
@@ -236,7 +236,7 @@ func TestSniffLateTraceEvents(t *testing.T) {
 	}
 }
 
-// Issue 21: a store whose MANIFEST is gone opened empty ("0 posteriors
+// A store whose MANIFEST is gone opened empty ("0 posteriors
 // loaded"), its tables deleted, exit 0. Now the error naming the store is
 // the first thing on stderr; -reset-damaged-store moves it aside with a
 // plain warning line and replays.

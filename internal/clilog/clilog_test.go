@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Issue 21: people get a plain line (no JSON, no ANSI colour in a file or
+// People get a plain line (no JSON, no ANSI colour in a file or
 // a buffer), machines a JSON object when they ask.
 func TestNew(t *testing.T) {
 	var b bytes.Buffer

@@ -1,0 +1,485 @@
+package main
+
+// Pass 1 of a trace replay: the scanner learns the backends, buckets and
+// distinct ops, and finish sets every bucket's oracle.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// welford accumulates a bucket's measurements on one backend: the sum of
+// µs (for the mean that the oracle compares) and the running mean and M2
+// of ln µs (for the spread of counterfactual draws).
+type welford struct {
+	n        int64
+	sum      float64
+	mean, m2 float64
+}
+
+func (w *welford) add(us float64) {
+	w.n++
+	w.sum += us
+	y := math.Log(us)
+	d := y - w.mean
+	w.mean += d / float64(w.n)
+	w.m2 += d * (y - w.mean)
+}
+
+func (w *welford) meanUs() float64 { return w.sum / float64(w.n) }
+
+// sigma is the spread of ln µs, sim.DefaultSpread from fewer than two
+// measurements.
+func (w *welford) sigma() float64 {
+	if w.n < 2 {
+		return sim.DefaultSpread
+	}
+	return math.Sqrt(w.m2 / float64(w.n-1))
+}
+
+// specEntry is one distinct op of the trace: its task and, per backend,
+// its model's mean duration (0: no model).
+type specEntry struct {
+	task  eval.Task
+	spec  kernels.Spec
+	class int // kernels.SizeClass of its work
+	n     int64
+	model [maxArms]float64
+	sigma [maxArms]float64
+	msrc  [maxArms]source
+}
+
+// bucketState is one bucket's statistics (pass 1) and oracle.
+type bucketState struct {
+	name     string
+	ops      int64
+	meas     [maxArms]welford
+	modelSum [maxArms]float64
+	modelN   [maxArms]int64
+	mean     [maxArms]float64 // the oracle's mean µs per backend
+	oracle   int
+	excluded bool
+}
+
+// scanner is pass 1: it learns the backends, buckets and distinct ops of a
+// trace, and each bucket's measurements per backend, in memory bounded by
+// the number of distinct ops and buckets, not events.
+type scanner struct {
+	o       *options
+	in      *traceInput
+	arms    []armInfo
+	armIdx  map[string]int
+	buckets []*bucketState
+	bktIdx  map[string]int
+	specs   map[string]*specEntry
+	key     []byte
+	ev      history.Event // the event just read, reused
+	ops     int64
+	events  [maxArms]int64 // events naming each backend (as run or shadow)
+	bad     int            // events skipped for bad content (-skip-bad)
+	table   *sim.Table
+	tblEnv  map[*specEntry][]float64
+}
+
+func newScanner(o *options, in *traceInput, table *sim.Table) (*scanner, error) {
+	s := &scanner{o: o, in: in, armIdx: map[string]int{}, bktIdx: map[string]int{}, specs: map[string]*specEntry{}, table: table}
+	for _, info := range in.header.Backends {
+		if _, err := s.arm(info.Name, &info); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// arm returns the index of the backend called name, adding it on first
+// sight (info, when known, gives its kind and nominal figures).
+func (s *scanner) arm(name string, info *backends.Info) (int, error) {
+	if i, ok := s.armIdx[name]; ok {
+		return i, nil
+	}
+	if len(s.arms) == maxArms {
+		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %q)", errInput, s.in.name, maxArms, maxArms+1, name)
+	}
+	a := armInfo{name: name, tableCol: -1}
+	prof, _ := sim.LookupProfile(strings.TrimPrefix(name, "sim:"))
+	switch {
+	case info != nil && info.Name != "":
+		a.info = *info
+		a.described = true
+	case prof != nil:
+		a.info = prof.Info()
+		a.described = true
+	default:
+		a.info.Kind = backends.GPU
+		if strings.HasPrefix(strings.ToLower(name), "cpu") {
+			a.info.Kind = backends.CPU
+		}
+		a.info.SharedMemory = a.info.Kind == backends.CPU
+	}
+	a.info.Name = name
+	a.gpu = a.info.Kind == backends.GPU
+	if a.info.Nominal.GFLOPS == 0 {
+		a.info.Nominal = defaultNominal(a.gpu, prof)
+	}
+	s.armIdx[name] = len(s.arms)
+	s.arms = append(s.arms, a)
+	return len(s.arms) - 1, nil
+}
+
+// defaultNominal are the figures of a backend the trace does not
+// describe: its profile's when its name is one, else cpu2's for a CPU and
+// the RLX cost model's ROCm defaults for a GPU, as sim.Table.Arms does.
+func defaultNominal(gpu bool, prof *sim.Profile) backends.Nominal {
+	switch {
+	case prof != nil:
+		return prof.Nominal
+	case !gpu:
+		return sim.MustProfile("cpu2").Nominal
+	}
+	return sim.RLXROCm
+}
+
+// appendKey appends what identifies e's op (and bucket) to b: strings
+// with their lengths, numbers in binary, so that distinct ops have
+// distinct keys and building one costs little (it runs per event).
+func appendKey(b []byte, e *history.Event) []byte {
+	le := binary.LittleEndian
+	b = binary.AppendUvarint(b, uint64(len(e.Op)))
+	b = append(b, e.Op...)
+	b = binary.AppendUvarint(b, uint64(len(e.DType)))
+	b = append(b, e.DType...)
+	b = binary.AppendUvarint(b, uint64(len(e.Bucket)))
+	b = append(b, e.Bucket...)
+	b = binary.AppendUvarint(b, uint64(len(e.Shape)))
+	for _, sh := range e.Shape {
+		b = binary.AppendUvarint(b, uint64(len(sh)))
+		for _, d := range sh {
+			b = le.AppendUint64(b, uint64(d))
+		}
+	}
+	p := &e.Params
+	c := byte(0)
+	if p.Causal {
+		c = 1
+	}
+	b = append(b, c)
+	b = le.AppendUint32(b, math.Float32bits(p.Scale))
+	b = le.AppendUint32(b, math.Float32bits(p.Eps))
+	b = le.AppendUint32(b, math.Float32bits(p.RopeBase))
+	b = le.AppendUint64(b, uint64(p.Pos))
+	b = le.AppendUint64(b, uint64(p.FLOPs))
+	b = le.AppendUint64(b, uint64(p.Bytes))
+	return append(b, p.Name...)
+}
+
+// entry returns e's distinct op, creating it (and its bucket) on first
+// sight; an invalid op is an error.
+func (s *scanner) entry(e *history.Event) (*specEntry, error) {
+	s.key = appendKey(s.key[:0], e)
+	if ent, ok := s.specs[string(s.key)]; ok {
+		return ent, nil
+	}
+	spec, err := e.Spec()
+	if err != nil {
+		return nil, err
+	}
+	for i, sh := range spec.In { // e's shapes are the reader's buffers
+		spec.In[i] = append(kernels.Shape(nil), sh...)
+	}
+	bname := e.Bucket
+	if bname == "" {
+		bname = kernels.BucketName(spec)
+	}
+	b, ok := s.bktIdx[bname]
+	if !ok {
+		b = len(s.buckets)
+		s.bktIdx[bname] = b
+		s.buckets = append(s.buckets, &bucketState{name: bname, oracle: -1})
+	}
+	ent := &specEntry{spec: spec, class: kernels.SizeClass(spec.Work())}
+	ent.task = eval.NewTask(b, &ent.spec)
+	s.specs[string(s.key)] = ent
+	return ent, nil
+}
+
+// maxUs bounds a measured duration (about 11.6 days): beyond it a
+// figure is a corrupt record, and sums of such figures would overflow.
+const maxUs = 1e12
+
+// checkDurations rejects durations no measurement can have. NaN (null)
+// and 0 mean "not measured".
+func checkDurations(e *history.Event) error {
+	bad := func(us float64) bool { return us < 0 || us > maxUs }
+	if bad(e.ActualUs) {
+		return fmt.Errorf("actual_duration_us %v: want a duration in [0, %g] µs", e.ActualUs, maxUs)
+	}
+	for k, v := range e.Shadow {
+		if bad(v) {
+			return fmt.Errorf("shadow_us[%q] %v: want a duration in [0, %g] µs", k, v, maxUs)
+		}
+		if k == "" {
+			return errors.New("shadow_us with an empty backend name")
+		}
+	}
+	return nil
+}
+
+func measured(us float64) bool { return us > 0 && !math.IsInf(us, 0) }
+
+// badLine formats an error about the event just read.
+func badLine(in *traceInput, it eventIter, err error) error {
+	if w, ok := it.(interface{ Where() string }); ok {
+		return fmt.Errorf("%s: %s: %w", in.name, w.Where(), err)
+	}
+	return fmt.Errorf("%s:%d: %w", in.name, it.Line(), err)
+}
+
+// next returns the next event to replay and its op, skipping (with
+// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops. Pass 2
+// calls it with the scanner that pass 1 filled, so both passes see the
+// same events.
+func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *specEntry, error) {
+	for {
+		if s.o.ops > 0 && *read >= int64(s.o.ops) {
+			return nil, nil, io.EOF
+		}
+		ev := &s.ev
+		if err := it.NextInto(ev); err != nil {
+			return nil, nil, err
+		}
+		ent, err := s.entry(ev)
+		if err == nil {
+			err = checkDurations(ev)
+		}
+		if err != nil {
+			if s.o.skipBad {
+				*bad++
+				continue
+			}
+			return nil, nil, badLine(s.in, it, err)
+		}
+		*read++
+		return ev, ent, nil
+	}
+}
+
+// scan is pass 1.
+func (s *scanner) scan() error {
+	it, c, err := s.in.open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for {
+		if interrupted.Load() {
+			return fmt.Errorf("%w during the first pass, after %d ops: nothing was replayed", errInterrupted, s.ops)
+		}
+		ev, ent, err := s.next(it, &s.ops, &s.bad)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b := s.buckets[ent.task.Bucket]
+		b.ops++
+		ent.n++
+		if ev.Backend != "" {
+			a, err := s.arm(ev.Backend, nil)
+			if err != nil {
+				return badLine(s.in, it, err)
+			}
+			s.events[a]++
+			if measured(ev.ActualUs) {
+				b.meas[a].add(ev.ActualUs)
+			}
+		}
+		for k, v := range ev.Shadow {
+			a, err := s.arm(k, nil)
+			if err != nil {
+				return badLine(s.in, it, err)
+			}
+			if k != ev.Backend {
+				s.events[a]++
+			}
+			if measured(v) {
+				b.meas[a].add(v)
+			}
+		}
+	}
+	s.bad += it.Skipped()
+	return nil
+}
+
+// finish adds the backends that only a model knows, attaches the models,
+// and sets every bucket's oracle; it returns notes for the report.
+func (s *scanner) finish() ([]string, error) {
+	var notes []string
+	var gpuProf, cpuProf *sim.Profile
+	if s.o.profile != "" {
+		gpuProf = sim.MustProfile(s.o.profile)
+		cpuProf = sim.MustProfile(s.o.cpuProfile)
+	}
+	hasKind := func(gpu bool) bool {
+		for _, a := range s.arms {
+			if a.gpu == gpu {
+				return true
+			}
+		}
+		return false
+	}
+	addModel := func(name string, gpu bool, prof *sim.Profile) error {
+		if _, ok := s.armIdx[name]; ok {
+			return nil
+		}
+		i, err := s.arm(name, nil)
+		if err != nil {
+			return err
+		}
+		a := &s.arms[i]
+		a.gpu, a.model = gpu, true
+		a.info.Kind, a.info.SharedMemory = backends.CPU, true
+		if gpu {
+			a.info.Kind, a.info.SharedMemory = backends.GPU, false
+		}
+		a.info.Nominal = defaultNominal(gpu, prof)
+		return nil
+	}
+	if s.table != nil {
+		for _, label := range s.table.Backends() {
+			if s.matchTable(label) < 0 {
+				p, _ := sim.LookupProfile(strings.TrimPrefix(label, "sim:"))
+				if err := addModel(label, !strings.HasPrefix(strings.ToLower(label), "cpu"), p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if gpuProf != nil {
+		if !hasKind(false) {
+			if err := addModel("cpu", false, cpuProf); err != nil {
+				return nil, err
+			}
+		}
+		if !hasKind(true) {
+			if err := addModel("gpu", true, gpuProf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range s.arms {
+		a := &s.arms[i]
+		if s.table != nil {
+			for c, label := range s.table.Backends() {
+				if sameBackend(label, a.name) {
+					a.tableCol = c
+				}
+			}
+		}
+		if gpuProf != nil {
+			a.prof = cpuProf
+			if a.gpu {
+				a.prof = gpuProf
+			}
+			if !a.described {
+				a.info.Nominal = a.prof.Nominal
+			}
+		}
+	}
+	if len(s.arms) < 2 {
+		notes = append(notes, "one backend only: give -profile (with -cpu-profile) or -table to model the others")
+	}
+	if len(s.arms) == 0 {
+		return notes, fmt.Errorf("%w: %s: no event names a backend, and no model adds one", errInput, s.in.name)
+	}
+	// Models per distinct op, then per bucket.
+	var tableCols []int
+	if s.table != nil {
+		for range s.table.Backends() {
+			tableCols = append(tableCols, 0)
+		}
+	}
+	for _, ent := range s.specs {
+		if ent.n == 0 {
+			continue
+		}
+		var tbl []float64
+		if s.table != nil {
+			tbl = tableMeans(s.table, ent.spec)
+		}
+		for a := range s.arms {
+			arm := &s.arms[a]
+			switch {
+			case tbl != nil && arm.tableCol >= 0:
+				ent.model[a], ent.sigma[a], ent.msrc[a] = tbl[arm.tableCol], sim.DefaultSpread, srcTable
+			case arm.prof != nil && ent.spec.Op != kernels.Opaque:
+				ent.model[a], ent.sigma[a], ent.msrc[a] = arm.prof.MeanUs(ent.spec), arm.prof.Sigma, srcProfile
+			default:
+				continue
+			}
+			b := s.buckets[ent.task.Bucket]
+			b.modelSum[a] += float64(ent.n) * ent.model[a]
+			b.modelN[a] += ent.n
+		}
+	}
+	for _, b := range s.buckets {
+		if b.ops == 0 {
+			continue
+		}
+		best := math.Inf(1)
+		for a := range s.arms {
+			switch {
+			case b.meas[a].n > 0:
+				b.mean[a] = b.meas[a].meanUs()
+			case b.modelN[a] == b.ops:
+				b.mean[a] = b.modelSum[a] / float64(b.ops)
+			default:
+				b.excluded = true
+				continue
+			}
+			if b.mean[a] < best {
+				best, b.oracle = b.mean[a], a
+			}
+		}
+	}
+	return notes, nil
+}
+
+// matchTable returns the trace backend that a table column stands for, or -1.
+func (s *scanner) matchTable(label string) int {
+	for i, a := range s.arms {
+		if sameBackend(label, a.name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func sameBackend(a, b string) bool {
+	return strings.TrimPrefix(a, "sim:") == strings.TrimPrefix(b, "sim:")
+}
+
+// tableMeans returns the table's mean µs of spec on each of its backends
+// (sim.Arm.Truth of its arms), or nil when the table lacks it on one.
+func tableMeans(t *sim.Table, spec kernels.Spec) []float64 {
+	arms := t.Arms()
+	out := make([]float64, len(arms))
+	for a, arm := range arms {
+		base, _, err := arm.Truth(spec)
+		if err != nil {
+			return nil
+		}
+		out[a] = base * arm.Profile.SpikeMean()
+	}
+	return out
+}
