@@ -30,21 +30,11 @@
 //
 // # Usage
 //
-//	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}})
-//	if err != nil { ... }
-//	defer s.Close()
-//
-//	var res adaptive.Residency
-//	res.Add(adaptive.Host, spec.InBytes(0))        // activations in host memory
-//	res.Add(adaptive.Backend(1), spec.InBytes(1))  // weights already on the GPU
-//	d, err := s.Select(spec, res)
-//	if err != nil { ... }
-//	t, err := cfg.Backends[d.Backend].Run(spec, in, out)
-//	if err != nil {
-//		d, err = s.SelectExcept(spec, res, adaptive.Backend(d.Backend), adaptive.Fallback)
-//		...
-//	}
-//	s.Observe(d, t) // the kernel's measured duration
+// ExampleScheduler_Select (example_test.go) places a matmul whose inputs
+// live in host memory and on the GPU, reports each measured duration with
+// Observe, and watches the bucket move to the backend that is really
+// faster. A run that fails on its backend is placed again with
+// SelectExcept(spec, res, adaptive.Backend(d.Backend), adaptive.Fallback).
 //
 // Copies that the caller times go to ObserveTransfer, which refines the
 // link model.

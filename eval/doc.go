@@ -18,15 +18,7 @@
 //
 // # Usage
 //
-//	w, _ := sim.MixedServing(sim.Llama32_1B, 200_000, 1, sim.ServingOptions{})
-//	env, _ := eval.NewEnv(w, []sim.Arm{
-//		{Profile: sim.MustProfile("h100")},
-//		{Profile: sim.MustProfile("cpu2")},
-//	}, eval.EnvOptions{})
-//	ps, _ := eval.Policies(env.Arms(), env.Truth, adaptive.Config{Seed: 1})
-//	defer ps[0].(*eval.Thompson).Close()
-//	for _, p := range ps {
-//		r, _ := env.Run(p, 1)
-//		fmt.Printf("%-10s regret %.2f%%\n", r.Policy, r.RegretPct)
-//	}
+// ExampleEnv_Run (example_test.go) replays a simulator workload under
+// every policy and prints each one's regret against the oracle;
+// TestShapesLearnApart builds a scenario of its own (shapeSplit).
 package eval

@@ -159,8 +159,8 @@ func runOn(t testing.TB, b backends.Backend, s kernels.Spec, ins [][]byte) []byt
 }
 
 // TestExecutorMatchesSingleBackend checks every op of the catalogue on the
-// Executor against the plain "cpu" backend and the reference kernels
-// (issue 6, Tests: op by op), with each strategy so that every backend
+// Executor against the plain "cpu" backend and the reference kernels, op
+// by op, with each strategy so that every backend
 // runs every op.
 func TestExecutorMatchesSingleBackend(t *testing.T) {
 	cpu := open(t, "cpu")
@@ -301,8 +301,8 @@ func (c *chain) check(t testing.TB, b backends.Backend, outs []backends.Buffer) 
 }
 
 // TestExecutorResidency checks that a chain of ops on one GPU moves each
-// input there once and reads back only what the caller reads (issue 6,
-// Residency).
+// input there once and reads back only what the caller reads (DESIGN.md
+// § The data path).
 func TestExecutorResidency(t *testing.T) {
 	const n = 12
 	gpu := &countingBackend{Backend: open(t, "sim:h100")}
@@ -381,7 +381,7 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // TestExecutorFaults runs a chain twice on a simulated GPU that fails:
 // transient errors in the first pass, out of memory and then the device
-// lost in the second (issue 6, Fallback, Memory pressure). Every op must
+// lost in the second (fallback and memory pressure). Every op must
 // complete with the right result; ops lost with the device are recomputed
 // from their lineage. The second pass reuses the first pass's tensors, so
 // that the out-of-memory event hits a Run rather than an Alloc (the

@@ -30,11 +30,9 @@ import (
 // FlushEvery < 16 · stripes).
 //
 // Records, not Observes: a bucket observed 10,000 times between two
-// flushes is still one write per arm. Counting Observes, a few hot
-// buckets at millions of ops a second rewrote the same 70 records 4,400
-// times a second (about 30 MB/s into Badger) and those flushes cost every
-// Select+Observe 21% (BenchmarkSelectObserve: 243 → 294 ns; counting
-// records, 243 → 247 ns, one flush a second).
+// flushes is still one write per arm, so that a few hot buckets at
+// millions of ops a second do not rewrite the same records thousands of
+// times a second (history BenchmarkSelectObserve holds the store's cost).
 func (db *DB) Attach(collect func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)) (
 	changed func(bucket uint32, records int), detach func()) {
 	stripes := max(8, 1<<bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)))
