@@ -9,7 +9,7 @@
 // scale (a vector register) and AX.
 #define Q8BLOCK(scalex, scale, w0, w1, w2, w3) \
 	MOVWLZX (SI), AX \
-	MOVQ AX, scalex \
+	VMOVQ AX, scalex \
 	VCVTPH2PS scalex, scalex \
 	VBROADCASTSS scalex, scale \
 	VPMOVSXBD 2(SI), w0 \
