@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -54,7 +55,7 @@ func New(name string, opts Options) (*Backend, error) {
 			Name:         name,
 			Kind:         backends.CPU,
 			Platform:     "host",
-			Model:        cpuModel(),
+			Model:        host.CPUModel(),
 			Arch:         runtime.GOARCH,
 			Runtime:      path.runtime,
 			Threads:      pool.Threads(),

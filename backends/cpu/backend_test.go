@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -244,7 +245,7 @@ func TestInfo(t *testing.T) {
 		i.Threads != 3 || !i.SharedMemory || i.Model == "" || i.Memory != 0 {
 		t.Fatalf("Info() = %+v", i)
 	}
-	if want := procField("/proc/cpuinfo", "model name"); want != "" && i.Model != want {
+	if want := host.Field("/proc/cpuinfo", "model name"); want != "" && i.Model != want {
 		t.Fatalf("Model %q, /proc/cpuinfo says %q", i.Model, want)
 	}
 }

@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/adaptsched/adaptsched/internal/host"
 )
 
 const (
@@ -214,7 +216,7 @@ type runInfo struct {
 
 func thisMachine(cpu string, now time.Time) runInfo {
 	return runInfo{
-		cpu: nameOr(cpu, cpuModel()), cores: runtime.NumCPU(), maxprocs: runtime.GOMAXPROCS(0),
+		cpu: nameOr(cpu, host.CPUModel()), cores: runtime.NumCPU(), maxprocs: runtime.GOMAXPROCS(0),
 		osArch: runtime.GOOS + "/" + runtime.GOARCH, mem: memTotal(), goV: runtime.Version(),
 		date: now.UTC().Format("2006-01-02 15:04 UTC"),
 	}
@@ -411,18 +413,6 @@ func splice(old, block string) string {
 		return strings.TrimRight(old, "\n") + "\n\n" + block
 	}
 	return old[:i] + block + old[j+len(endMark)+1:]
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }
 
 func memTotal() string {

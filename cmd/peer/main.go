@@ -24,11 +24,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/adaptsched/adaptsched/bench/peer"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/host"
 )
 
 func main() {
@@ -50,19 +50,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(1)
 	}
-}
-
-// cpuModel returns /proc/cpuinfo's first model name, or GOARCH.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }
 
 func writeStream(path string, o peer.GenOptions) error {
@@ -106,7 +93,7 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	fmt.Fprintf(w, "peer: %s, %d logical CPUs, %s\n", cpuModel(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "peer: %s, %d logical CPUs, %s\n", host.CPUModel(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "peer: %s: %d tasks over %d shapes; drift: %v %g× from task %d\n",
 		path, len(st.Tasks), len(st.Shapes), st.Drift.Impl, st.Drift.Factor, st.Drift.From)
 	delays, err := peer.Calibrate(st)
