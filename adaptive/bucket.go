@@ -155,9 +155,9 @@ type armCounts struct {
 }
 
 // newBucket builds a bucket of family fam whose arms start from the cost
-// model's estimate of an op of flops and bytes, corrected by what other
+// model's estimate of an op of work w, corrected by what other
 // buckets measured (engine.derivedPrior).
-func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class, class int, flops, bytes float64) *bucket {
+func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class, class int, w kernels.Work) *bucket {
 	e.famMu.Lock()
 	f := e.fams[fam]
 	if f == nil {
@@ -166,7 +166,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	}
 	b := e.alloc()
 	e.famMu.Unlock()
-	e.setUp(b, id, name, f, class, flops, bytes, nil)
+	e.setUp(b, id, name, f, class, w, nil)
 	return b
 }
 
@@ -177,7 +177,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 // holds from the store or a fleet as it is. Its observations also go to
 // p (Scheduler.Observe), which so pools what its shapes teach; it
 // publishes nothing itself, so that nothing is counted twice.
-func (e *engine) newShape(p *bucket, name string, flops, bytes float64) *bucket {
+func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	e.famMu.Lock()
 	c := e.alloc()
 	e.famMu.Unlock()
@@ -189,32 +189,31 @@ func (e *engine) newShape(p *bucket, name string, flops, bytes float64) *bucket 
 	c.seen, c.loaded = p.seen|p.warmed, p.loaded
 	var held [MaxBackends]bandit.NormalGamma
 	for a := range e.n {
-		if p.loaded.Has(a) {
+		if p.loaded.Has(a) { // p's evidence, moved to this shape's model
 			held[a] = p.bb.Arms[a]
+			held[a].Mu += e.lnModel(a, w) - p.lnModel[a]
 		}
 	}
 	p.mu.Unlock()
-	e.setUp(c, p.id, name, p.fam, p.class, flops, bytes, &held)
-	for a := range e.n {
-		if c.loaded.Has(a) { // p's evidence, moved to this shape's model
-			c.bb.Arms[a].Mu += c.lnModel[a] - p.lnModel[a]
-			c.bb.Priors[a] = c.bb.Arms[a]
-			c.trialMean[a] = float32(c.bb.Arms[a].MeanUs())
-		}
-	}
+	e.setUp(c, p.id, name, p.fam, p.class, w, &held)
 	return c
+}
+
+// lnModel returns ln of arm a's model estimate, µs, of an op of work w.
+func (e *engine) lnModel(a int, w kernels.Work) float64 {
+	return math.Log(e.model[a].computeUs(float64(w.FLOPs), float64(w.Bytes())))
 }
 
 // setUp fills a bucket from alloc: identity, random source, model and
 // priors (derivedPrior, or held[a] for an arm in b.loaded).
-func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int, flops, bytes float64, held *[MaxBackends]bandit.NormalGamma) {
+func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int, w kernels.Work, held *[MaxBackends]bandit.NormalGamma) {
 	b.id, b.name, b.class, b.fam = id, name, class, f
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
 
 	for a := range e.n {
-		b.lnModel[a] = math.Log(e.model[a].computeUs(flops, bytes))
+		b.lnModel[a] = e.lnModel(a, w)
 	}
 	b.epoch = e.epoch.Load()
 	arms, priors := b.bb.Arms, b.bb.Priors

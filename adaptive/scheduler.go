@@ -282,13 +282,13 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 			capable |= Backend(i)
 		}
 	}
-	b := s.bucketFor(spec)
+	w := spec.Work()
+	b := s.bucketFor(spec, w)
 	ent := entry{b: b, id: b.id, capable: capable, out: spec.OutBytes()}
 	if sh != nil {
 		ent.node = new(shapeNode)
-		w := spec.Work()
 		for a := range s.n {
-			ent.node.lnModel[a] = math.Log(s.e.model[a].computeUs(float64(w.FLOPs), float64(w.Bytes())))
+			ent.node.lnModel[a] = s.e.lnModel(a, w)
 		}
 		ent = sh.add(k, h, ent)
 	}
@@ -296,17 +296,16 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 }
 
 // bucketFor returns spec's bucket, creating it (with priors and any stored
-// posteriors) on first sight.
-func (s *Scheduler) bucketFor(spec kernels.Spec) *bucket {
+// posteriors) on first sight; w is spec's Work.
+func (s *Scheduler) bucketFor(spec kernels.Spec, w kernels.Work) *bucket {
 	key := kernels.BucketKeyOf(spec)
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	if b := s.byKey[key]; b != nil {
 		return b
 	}
-	w := spec.Work()
 	name := key.String()
-	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), key.Op.Class(), int(key.Class), float64(w.FLOPs), float64(w.Bytes()))
+	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), key.Op.Class(), int(key.Class), w)
 	for a := range s.n {
 		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)

@@ -16,22 +16,22 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	if c := n.child.Load(); c != nil {
 		return c
 	}
-	hits := n.hits.Add(1)
-	stored := false
-	if hits == 1 && len(s.loaded) > 0 { // a store that holds this shape's own: learn on at once
-		name := shapeName(b, spec)
-		for a := range s.n {
-			if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
-				stored = true
-			}
+	var name string
+	if hits := n.hits.Add(1); hits < int32(s.cfg.ShapeHits) {
+		// Not yet, unless a store holds this shape's own posteriors: then
+		// it learns on at once (asked at its first selection only).
+		if hits > 1 || len(s.loaded) == 0 {
+			return b
+		}
+		name = shapeName(b, spec)
+		if !s.holds(name) {
+			return b
 		}
 	}
-	if !stored && hits < int32(s.cfg.ShapeHits) {
-		return b
+	if name == "" {
+		name = shapeName(b, spec)
 	}
-	w := spec.Work()
-	name := shapeName(b, spec)
-	c := s.e.newShape(b, name, float64(w.FLOPs), float64(w.Bytes()))
+	c := s.e.newShape(b, name, spec.Work())
 	for a := range s.n {
 		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			c.warm(a, p)
@@ -44,6 +44,16 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	s.shapes = append(s.shapes, c)
 	s.regMu.Unlock()
 	return c
+}
+
+// holds reports whether the store loaded a posterior of bucket name.
+func (s *Scheduler) holds(name string) bool {
+	for a := range s.n {
+		if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // shapeName is the stable name of spec's own bucket in bucket b, the key
