@@ -314,10 +314,7 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 		if r == a || b.per[r].learned == 0 || all.pairN[a][r] < trialEvidence {
 			continue
 		}
-		v := spread(
-			level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
-			level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
-			level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]})
+		v := pairSpread(&fam, cl, all, a, r)
 		if math.Log(mean/b.bb.Arms[r].MeanUs()) > trialZ*math.Sqrt(v) {
 			return false
 		}
@@ -363,10 +360,7 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 		if up != nil && up[a].pub.ok && up[r].pub.ok {
 			d = shrink(up[a].pub.rho-up[r].pub.rho, 1, d)
 		}
-		v := spread(
-			level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
-			level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
-			level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]}) + noise/float64(min(n, youngArm))
+		v := pairSpread(fam, cl, all, a, r) + noise/float64(min(n, youngArm))
 		sum += (e.rho(b, r) + clampRho(d)) / v
 		weight += 1 / v
 	}
@@ -389,6 +383,15 @@ func spread(levels ...level) float64 {
 		}
 	}
 	return priorRhoVar
+}
+
+// pairSpread is spread of the learned ratio between arms a and r: from
+// the family's buckets (weighted by size distance), its op class's, all.
+func pairSpread(fam *familyView, cl, all *levelSums, a, r int) float64 {
+	return spread(
+		level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
+		level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
+		level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]})
 }
 
 // armRho is arm a's ratio from the family's buckets (weighted by size
