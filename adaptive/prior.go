@@ -411,28 +411,28 @@ func clampRho(x float64) float64 { return math.Max(-correctionMax, math.Min(corr
 // trialBudget of the time b has spent. A GPU's first run is its warm-up,
 // not learned from (observe), so such an arm may be tried twice.
 func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (int, bool) {
-	var spent float64
-	for a := range e.n {
-		spent += b.per[a].timeUs
-	}
+	spent := b.spent
 	if spent == 0 {
 		return 0, false
 	}
-	for m := allowed; m != 0; m &= m - 1 {
+	// The bucket's hot fields first: per is read only for an arm whose
+	// trial is within budget.
+	for m := allowed &^ b.seen; m != 0; m &= m - 1 {
 		a := bits.TrailingZeros16(uint16(m))
-		if c := &b.per[a]; c.learned > 0 || c.ops >= 2 || b.seen.Has(a) {
-			continue
-		}
 		cost := float64(b.trialMean[a])
 		if extra != nil {
 			cost += extra[a]
 		}
-		if cost <= trialBudget*spent {
-			if e.worthTrial(b, a) {
-				return a, true
-			}
-			b.trialMean[a] = float32(math.Inf(1)) // until a refresh re-derives it
+		if !(cost <= trialBudget*spent) {
+			continue
 		}
+		if c := &b.per[a]; c.learned > 0 || c.ops >= 2 {
+			continue
+		}
+		if e.worthTrial(b, a) {
+			return a, true
+		}
+		b.trialMean[a] = float32(math.Inf(1)) // until a refresh re-derives it
 	}
 	return 0, false
 }

@@ -188,11 +188,13 @@ func spell(from, to int, slow float64, means ...float64) func(t, arm int) float6
 // within 3% of each other (100 and 103 µs, σ = 0.2): at most 20 switches
 // (changes of the arm chosen, each a change of incumbent) in 10,000
 // decisions under the defaults, on every one of 200 seeds; at least 4×
-// fewer than with no margin; Bucket.Switches agreeing with the count.
-// Measured since Choose also holds the challenger to the incumbent's
-// posterior mean: mean 5.8, at most 20 (1,000 seeds: mean 5.8, max 20);
-// before, mean 9.1 and 21 of 1,000 seeds above 20 (max 39), most of the
-// late switches pairs in which a challenger won one draw and lost the next.
+// fewer than with no margin; Bucket.Switches (changes of incumbent) at
+// most the count, which also holds each probe's two (probeOdds).
+// Measured over 1,000 seeds: changes of the arm chosen mean 6.3, at most
+// 18, probes included. Without the check of the incumbent's posterior
+// mean in Choose, mean 9.1 and 21 of 1,000 seeds above 20 (max 39), most
+// of the late switches pairs in which a challenger won one draw and lost
+// the next.
 func TestHysteresis(t *testing.T) {
 	const seeds, bound = 200, 20
 	cfg := defaultCfg(t)
@@ -208,8 +210,8 @@ func TestHysteresis(t *testing.T) {
 		if n > bound {
 			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, bound)
 		}
-		if n != b.Switches {
-			t.Errorf("Bucket.Switches = %d, counted %d", b.Switches, n)
+		if b.Switches > n {
+			t.Errorf("Bucket.Switches = %d, more than the %d changes of the arm chosen", b.Switches, n)
 		}
 		ch, _ = runBucket(none, w, []float64{100, 100}, 10_000, seed)
 		without += bandittest.Switches(ch)
@@ -334,5 +336,56 @@ func TestSettledSpikes(t *testing.T) {
 		if s < 0.95 {
 			t.Errorf("seed %d: GPU share %.3f after 3 spikes, want ≥ 0.95", seed, s)
 		}
+	}
+}
+
+// TestProbe checks the probe of a held challenger (probeOdds): with the
+// challenger measured once and close enough to win draws, about one held
+// decision in probeOdds runs it without making it the incumbent; with a
+// transfer priced, or with the challenger measured more, none does.
+func TestProbe(t *testing.T) {
+	cfg := defaultCfg(t)
+	setup := func(runs int) *bandit.Bucket {
+		r := rand.New(rand.NewPCG(7, 7))
+		b := bandit.NewBucket(bandittest.Priors(&cfg, 300, 300))
+		b.Incumbent = 0
+		for range 30 {
+			b.Observe(&cfg, 0, bandittest.LogNormal(r, 336, 0.2))
+		}
+		for range runs {
+			b.Observe(&cfg, 1, 340)
+		}
+		return b
+	}
+	decide := func(b *bandit.Bucket, extra []float64) (probes, holds int) {
+		r := rand.New(rand.NewPCG(9, 9))
+		costs := make([]float64, 2)
+		for range 4000 {
+			arm, held := b.Choose(&cfg, extra, r, costs)
+			switch {
+			case held:
+				holds++
+			case arm == 1 && b.Incumbent == 0:
+				probes++
+			case arm == 1: // a switch, which the margin allowed: start again
+				b.Incumbent = 0
+			}
+		}
+		return probes, holds
+	}
+	probes, holds := decide(setup(1), nil)
+	// A probe is a held decision that ran the challenger: of probes+holds
+	// held decisions, a share 1/probeOdds, within 4 standard deviations.
+	n := float64(probes + holds)
+	want, sd := n/bandit.ProbeOdds, math.Sqrt(n*(1.0/bandit.ProbeOdds)*(1-1.0/bandit.ProbeOdds))
+	t.Logf("challenger measured once: %d probes, %d holds", probes, holds)
+	if n < 400 || math.Abs(float64(probes)-want) > 4*sd {
+		t.Errorf("%d probes of %v held decisions, want about %.0f", probes, n, want)
+	}
+	if p, _ := decide(setup(1), []float64{0, 5}); p != 0 {
+		t.Errorf("%d probes with the challenger's transfer priced, want 0", p)
+	}
+	if p, _ := decide(setup(3), nil); p != 0 {
+		t.Errorf("%d probes of a challenger measured 3 times, want 0", p)
 	}
 }

@@ -73,7 +73,7 @@ func surelyCheaper(arms []NormalGamma, c, i int, extra []float64) bool {
 	pc, pi := &arms[c], &arms[i]
 	lc, li := pc.Mu+pc.Variance()/2, pi.Mu+pi.Variance()/2 // ln of the mean costs
 	vc, vi := pc.Beta/(pc.Alpha*pc.Kappa), pi.Beta/(pi.Alpha*pi.Kappa)
-	if extra != nil && (extra[c] != 0 || extra[i] != 0) {
+	if !unpriced(extra, c, i) {
 		// A transfer in the cost is where the margin also keeps a chain
 		// of ops from moving its activations back and forth, which one
 		// op's costs do not show (cmd/infer BenchmarkSimPlacement,

@@ -1,0 +1,4 @@
+package bandit
+
+// ProbeOdds is probeOdds, for TestProbe.
+const ProbeOdds = probeOdds
