@@ -223,9 +223,11 @@ func TestHysteresisHold(t *testing.T) {
 // roofline estimate (worked out here from the test figures); a bucket one
 // octave from one whose CPU ran at 3× its estimate inherits the measured
 // ratio ρ through the hierarchy of prior.go, worked out by hand: its
-// family's (weight 2^(−1) = 0.5) shrunk toward the op class's (weight 1)
-// shrunk toward every bucket's (weight 1) shrunk toward 0, which is
-// (0.5ρ + (ρ + ρ/2)/2) / 1.5 = 5ρ/6; another op family of another class
+// family's near its size (weight 2^(−1) = 0.5) shrunk toward its family's
+// at every size (weight 1), the op class's (weight 1), every bucket's
+// (weight 1) and 0: every bucket's ρ/2, the class's (ρ + ρ/2)/2 = 3ρ/4,
+// the family's (ρ + 3ρ/4)/2 = 7ρ/8, and near (0.5ρ + 7ρ/8)/1.5 = 11ρ/12;
+// another op family of another class
 // takes only every bucket's, ρ/2; no arm moves without data of its own.
 func TestPriors(t *testing.T) {
 	s := newTestScheduler(t, Config{Seed: 8})
@@ -270,7 +272,7 @@ func TestPriors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpuB := 1 + 67108864/100e3
-	if got, want := mean("MatMul/f32/s52", 0), cpuB*math.Exp(5*rho/6); math.Abs(got/want-1) > 1e-9 {
+	if got, want := mean("MatMul/f32/s52", 0), cpuB*math.Exp(11*rho/12); math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("corrected cpu prior %v µs, want %v (model %v)", got, want, cpuB)
 	}
 	gpuB := 10 + 67108864/10000e3

@@ -241,41 +241,46 @@ func (e *engine) refresh(b *bucket) {
 	e.corr.mu.Unlock()
 }
 
-// familyView is what b's family has published, weighted by size distance
-// to b (2^(−Δclass/2)): per arm Σwρ and Σw, per pair Σw(ρ_a − ρ_r) and
-// Σw, b's own publications left out. It reads the family's sums per size
-// class, not its buckets (engine.corr.mu held).
-type familyView struct {
+// familyView is what b's family has published, at two levels: near,
+// weighted by size distance to b (2^(−Δclass/2)), and op, every size of
+// the op at weight 1. Each holds per arm Σwρ, Σwρ² and Σw, per pair
+// Σw(ρ_a − ρ_r), its square and Σw, b's own publications left out. It
+// reads the family's sums per size class, not its buckets (engine.corr.mu
+// held).
+type familyView struct{ near, op viewLevel }
+
+type viewLevel struct {
 	arm, armSq, armW    [MaxBackends]float64
 	pair, pairSq, pairW [MaxBackends][MaxBackends]float64
 }
 
-func (e *engine) familyView(b *bucket) familyView {
-	var v familyView
-	for i := range b.fam.sums {
-		cs := &b.fam.sums[i]
-		w := neighbourWeight(b.class - cs.class)
-		for a := range e.n {
-			v.arm[a] += w * cs.arm[a]
-			v.armSq[a] += w * cs.armSq[a]
-			v.armW[a] += w * cs.armN[a]
-			for r := range e.n {
-				v.pair[a][r] += w * cs.pair[a][r]
-				v.pairSq[a][r] += w * cs.pairSq[a][r]
-				v.pairW[a][r] += w * cs.pairN[a][r]
-			}
+// add adds w times l's sums to v.
+func (v *viewLevel) add(n int, w float64, l *levelSums) {
+	for a := range n {
+		v.arm[a] += w * l.arm[a]
+		v.armSq[a] += w * l.armSq[a]
+		v.armW[a] += w * l.armN[a]
+		for r := range n {
+			v.pair[a][r] += w * l.pair[a][r]
+			v.pairSq[a][r] += w * l.pairSq[a][r]
+			v.pairW[a][r] += w * l.pairN[a][r]
 		}
 	}
-	for a := range e.n { // b's own, at weight 1 (its own size class)
-		pa := b.per[a].pub
+}
+
+// drop takes b's own publications out of v, at weight 1 (its own size
+// class).
+func (v *viewLevel) drop(n int, per []armCounts) {
+	for a := range n {
+		pa := per[a].pub
 		if !pa.ok {
 			continue
 		}
 		v.arm[a] -= pa.rho
 		v.armSq[a] -= pa.rho * pa.rho
 		v.armW[a]--
-		for r := range e.n {
-			if pr := b.per[r].pub; r != a && pr.ok {
+		for r := range n {
+			if pr := per[r].pub; r != a && pr.ok {
 				d := pa.rho - pr.rho
 				v.pair[a][r] -= d
 				v.pairSq[a][r] -= d * d
@@ -283,6 +288,17 @@ func (e *engine) familyView(b *bucket) familyView {
 			}
 		}
 	}
+}
+
+func (e *engine) familyView(b *bucket) familyView {
+	var v familyView
+	for i := range b.fam.sums {
+		cs := &b.fam.sums[i]
+		v.near.add(e.n, neighbourWeight(b.class-cs.class), &cs.levelSums)
+		v.op.add(e.n, 1, &cs.levelSums)
+	}
+	v.near.drop(e.n, b.per)
+	v.op.drop(e.n, b.per)
 	return v
 }
 
@@ -292,12 +308,11 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
-// worthTrial reports whether a forced trial of arm a (no data in b, its
-// prior mean trialMean[a]) may still pay (b.mu held; it takes
-// e.corr.mu): not when its prior mean is more than trialZ standard
-// deviations of the learned ratio between a and r above the mean of an
-// arm r that b has measured, where at least trialEvidence buckets
-// measured both. What the other buckets learned then says, firmly, that
+// worthTrial reports whether a forced trial of arm a (no data in b) may
+// still pay (b.mu held; it takes e.corr.mu): not when, for an arm r that
+// b has measured and at least trialEvidence buckets measured with a, the
+// learned ratio between them (pairRho, on top of their models' ratio)
+// puts a more than trialZ standard deviations of that ratio behind r. What the other buckets learned then says, firmly, that
 // a loses here (a CPU 30× slower than three GPUs, StarPU's mirage
 // models). A ratio that varies between buckets (two CPU kernels whose
 // winner turns with the shape, bench/peer) keeps the trial; a model
@@ -305,17 +320,18 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 // a. It is asked when the trial is within budget, so with the evidence
 // of that moment.
 func (e *engine) worthTrial(b *bucket, a int) bool {
-	mean := float64(b.trialMean[a])
 	cl, all := &e.corr.class[b.fam.class%3], &e.corr.all
 	e.corr.mu.Lock()
 	defer e.corr.mu.Unlock()
 	fam := e.familyView(b)
+	own, up := e.ownRho(b, a, cl, &fam)
 	for r := range e.n {
 		if r == a || b.per[r].learned == 0 || all.pairN[a][r] < trialEvidence {
 			continue
 		}
-		v := pairSpread(&fam, cl, all, a, r)
-		if math.Log(mean/b.bb.Arms[r].MeanUs()) > trialZ*math.Sqrt(v) {
+		// ln of a's cost over r's, as the learned ratio predicts it.
+		behind := b.lnModel[a] - b.lnModel[r] + e.pairRho(a, r, own, up, cl, &fam)
+		if behind > trialZ*math.Sqrt(pairSpread(&fam, cl, all, a, r)) {
 			return false
 		}
 	}
@@ -335,16 +351,10 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 	}
 	cl := &e.corr.class[b.fam.class%3]
 	all := &e.corr.all
-	own := e.armRho(a, cl, fam)
-	var up []armCounts // a shape's parent's counters: their pub, under e.corr.mu
-	if b.parent != nil {
-		up = b.parent.per
-		if pa := up[a].pub; pa.ok {
-			own = pa.rho
-		}
-	}
+	own, up := e.ownRho(b, a, cl, fam)
 	ownVar := spread(
-		level{fam.arm[a], fam.armSq[a], fam.armW[a]},
+		level{fam.near.arm[a], fam.near.armSq[a], fam.near.armW[a]},
+		level{fam.op.arm[a], fam.op.armSq[a], fam.op.armW[a]},
 		level{cl.arm[a], cl.armSq[a], cl.armN[a]},
 		level{all.arm[a], all.armSq[a], all.armN[a]})
 	sum, weight := clampRho(own)/ownVar, 1/ownVar
@@ -354,17 +364,43 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 		if r == a || n == 0 {
 			continue
 		}
-		d := shrink(all.pair[a][r], all.pairN[a][r], own-e.armRho(r, cl, fam))
-		d = shrink(cl.pair[a][r], cl.pairN[a][r], d)
-		d = shrink(fam.pair[a][r], fam.pairW[a][r], d)
-		if up != nil && up[a].pub.ok && up[r].pub.ok {
-			d = shrink(up[a].pub.rho-up[r].pub.rho, 1, d)
-		}
+		d := e.pairRho(a, r, own, up, cl, fam)
 		v := pairSpread(fam, cl, all, a, r) + noise/float64(min(n, youngArm))
-		sum += (e.rho(b, r) + clampRho(d)) / v
+		sum += (e.rho(b, r) + d) / v
 		weight += 1 / v
 	}
 	return sum / weight
+}
+
+// ownRho returns arm a's own ratio for b (armRho, or that of b's parent
+// when b is a shape's bucket and its parent has published a) and the
+// parent's counters, nil for a bucket (e.corr.mu held).
+func (e *engine) ownRho(b *bucket, a int, cl *levelSums, fam *familyView) (float64, []armCounts) {
+	own := e.armRho(a, cl, fam)
+	if b.parent == nil {
+		return own, nil
+	}
+	up := b.parent.per // their pub, under e.corr.mu
+	if pa := up[a].pub; pa.ok {
+		own = pa.rho
+	}
+	return own, up
+}
+
+// pairRho returns the learned ratio ρ_a − ρ_r, clamped: every bucket's,
+// shrunk toward the difference of the two arms' own ratios, then the op
+// class's, the family's at every size and near b's, and the parent's
+// (up, when b is a shape's bucket) (e.corr.mu held).
+func (e *engine) pairRho(a, r int, own float64, up []armCounts, cl *levelSums, fam *familyView) float64 {
+	all := &e.corr.all
+	d := shrink(all.pair[a][r], all.pairN[a][r], own-e.armRho(r, cl, fam))
+	d = shrink(cl.pair[a][r], cl.pairN[a][r], d)
+	d = shrink(fam.op.pair[a][r], fam.op.pairW[a][r], d)
+	d = shrink(fam.near.pair[a][r], fam.near.pairW[a][r], d)
+	if up != nil && up[a].pub.ok && up[r].pub.ok {
+		d = shrink(up[a].pub.rho-up[r].pub.rho, 1, d)
+	}
+	return clampRho(d)
 }
 
 // level is one level's sums of a ratio: Σx, Σx² and their weight.
@@ -386,22 +422,25 @@ func spread(levels ...level) float64 {
 }
 
 // pairSpread is spread of the learned ratio between arms a and r: from
-// the family's buckets (weighted by size distance), its op class's, all.
+// the family's buckets near b's size, the family's at every size, its op
+// class's, all.
 func pairSpread(fam *familyView, cl, all *levelSums, a, r int) float64 {
 	return spread(
-		level{fam.pair[a][r], fam.pairSq[a][r], fam.pairW[a][r]},
+		level{fam.near.pair[a][r], fam.near.pairSq[a][r], fam.near.pairW[a][r]},
+		level{fam.op.pair[a][r], fam.op.pairSq[a][r], fam.op.pairW[a][r]},
 		level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
 		level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]})
 }
 
-// armRho is arm a's ratio from the family's buckets (weighted by size
-// distance), shrunk toward its op class's, shrunk toward every bucket's,
-// shrunk toward 0, the model's.
+// armRho is arm a's ratio from the family's buckets near b's size,
+// shrunk toward the family's at every size, its op class's, every
+// bucket's, and 0, the model's.
 func (e *engine) armRho(a int, cl *levelSums, fam *familyView) float64 {
 	all := &e.corr.all
 	g := shrink(all.arm[a], all.armN[a], 0)
 	g = shrink(cl.arm[a], cl.armN[a], g)
-	return shrink(fam.arm[a], fam.armW[a], g)
+	g = shrink(fam.op.arm[a], fam.op.armW[a], g)
+	return shrink(fam.near.arm[a], fam.near.armW[a], g)
 }
 
 func clampRho(x float64) float64 { return math.Max(-correctionMax, math.Min(correctionMax, x)) }
