@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // slowModelCPU is a CPU whose figures say it is 50 times slower than it
@@ -114,4 +115,56 @@ func TestTrialBounded(t *testing.T) {
 		spent += gpuUs
 	}
 	t.Error("the CPU was never tried")
+}
+
+// TestTrialSkippedByEvidence: a CPU whose model makes it look as fast as
+// the GPU, but which every MatMul bucket that measured both found 30×
+// slower, is not worth a forced trial in a new MatMul bucket of a size far
+// from all of them: the op's ratio at every size is a level of its own,
+// which the op class's (where a quantized matmul on which the CPU wins
+// widens the spread) does not drown. Where the MatMul buckets disagree
+// (30× slower at two sizes, 2× faster at two), the trial stands.
+func TestTrialSkippedByEvidence(t *testing.T) {
+	asFast := backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10}
+	gpuUs := func(sp kernels.Spec) float64 { return 10 + float64(sp.Work().FLOPs)/10000e3 }
+	for _, c := range []struct {
+		matmulCPUOver []float64 // the CPU's time over the GPU's, per size
+		worth         bool
+	}{
+		{[]float64{30, 30, 30, 30}, false},
+		{[]float64{30, 0.5, 30, 0.5}, true},
+	} {
+		bes := []backends.Backend{newFake("cpu", backends.CPU, asFast), newFake("gpu", backends.GPU, gpuNominal)}
+		s := newTestScheduler(t, Config{Backends: bes, Seed: 6})
+		r := rand.New(rand.NewPCG(6, 7))
+		for i, m := range []int{4, 64, 1024, 16384} {
+			for _, k := range []struct {
+				spec    kernels.Spec
+				cpuOver float64
+			}{
+				{matmul(m, 512, 512), c.matmulCPUOver[i]},
+				{kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{m, 512}, {512, 512}}}, 0.5},
+			} {
+				d, err := s.Select(k.spec, Residency{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := gpuUs(k.spec)
+				teach(t, s, d, 0, k.cpuOver*g, 0.05, 64, r)
+				teach(t, s, d, 1, g, 0.05, 64, r)
+			}
+		}
+		spec := matmul(262144, 512, 512)
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		teach(t, s, d, 1, gpuUs(spec), 0.05, 16, r)
+		d.b.mu.Lock()
+		worth := s.e.worthTrial(d.b, 0)
+		d.b.mu.Unlock()
+		if worth != c.worth {
+			t.Errorf("MatMul's CPU at %v× the GPU: a CPU trial in a new MatMul bucket worth it: %v, want %v", c.matmulCPUOver, worth, c.worth)
+		}
+	}
 }
