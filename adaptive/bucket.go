@@ -228,7 +228,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int
 		} else {
 			priors[a] = e.derivedPrior(b, a, &view)
 		}
-		b.trialMean[a] = float32(priors[a].MeanUs())
+		b.trialMean[a] = e.trialCost(b, a, priors[a])
 	}
 	e.corr.mu.Unlock()
 	copy(arms, priors)

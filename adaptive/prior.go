@@ -48,12 +48,14 @@ const (
 	// learned ratio until buckets measure it: a model can be off by 50×
 	// (e^3.9) for hardware it does not know, two standard deviations.
 	priorRhoVar = 4.0
-	// trialZ is how many standard deviations of its learned correction
-	// an arm's prior may sit above a measured arm's mean and still be
-	// tried (engine.trialCost).
+	// trialZ is how many standard deviations of its learned ratio an arm
+	// may sit behind a measured arm and still be tried (worthTrial), and
+	// how far above what the rest says one run of an arm may be and still
+	// be its level (priorRho).
 	trialZ = 3.0
 	// trialEvidence is how many buckets must have measured a pair of arms
-	// before their learned ratio can rule a trial out.
+	// before their learned ratio can rule a trial out, and an arm before
+	// its learned level can price a trial above the model (trialCost).
 	trialEvidence = 3
 )
 
@@ -230,7 +232,7 @@ func (e *engine) refresh(b *bucket) {
 		p := e.derivedPrior(b, a, &fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
-			b.trialMean[a] = float32(p.MeanUs())
+			b.trialMean[a] = e.trialCost(b, a, p)
 		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
 			b.bb.Arms[a] = r
 		} else {
@@ -302,6 +304,20 @@ func (e *engine) familyView(b *bucket) familyView {
 	return v
 }
 
+// trialCost is what a forced trial of arm a (no data in b) is budgeted
+// at (e.corr.mu held): its prior mean p, but at most the model's estimate
+// while fewer than trialEvidence buckets have measured a. Evidence that
+// thin may hasten a trial, not forbid it: one bucket's run of a, perhaps
+// a spike, priced every other bucket's trial out of reach for good
+// (TestSpikeFirstRun).
+func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
+	m := p.MeanUs()
+	if e.corr.all.armN[a] < trialEvidence {
+		m = math.Min(m, math.Exp(b.lnModel[a]))
+	}
+	return float32(m)
+}
+
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
 // by priorRho (b.mu and e.corr.mu held).
 func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGamma {
@@ -338,17 +354,30 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 	return true
 }
 
-// priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held).
+// priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held):
+// its own measured level, the data rather than a model of it, once a has
+// run in b; but one run more than trialZ standard deviations slower than
+// what the rest says (crossRho) is taken for a spike, and the rest
+// stands. A spike only slows a run, and as the arm's own level it was
+// the prior with the run again on top, which held the arm at the spike's
+// cost for good (TestSpikeFirstRun).
+func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+	cross, v := e.crossRho(b, a, fam)
+	if n := b.per[a].learned; n >= 2 || n == 1 && e.rho(b, a) <= cross+trialZ*math.Sqrt(v) {
+		return e.rho(b, a)
+	}
+	return cross
+}
+
+// crossRho returns the ρ of arm a in b that the other buckets and b's
+// other arms say, and its variance (b.mu and e.corr.mu held).
 // Its own ratio elsewhere (the hierarchy of armRho) stands until buckets
 // that measured both a and an arm r that b has measured say how the two
 // compare: then ρ_r(b) + δ(a, r), weighted by how many such buckets there
 // are (against shrinkWeight for the arm's own), since b's own ratio on r
 // carries over to a only in so far as the model's error is shared, which
 // those buckets show.
-func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
-	if b.per[a].learned > 0 {
-		return e.rho(b, a) // its own level: the data, not a model of it
-	}
+func (e *engine) crossRho(b *bucket, a int, fam *familyView) (rho, variance float64) {
 	cl := &e.corr.class[b.fam.class%3]
 	all := &e.corr.all
 	own, up := e.ownRho(b, a, cl, fam)
@@ -369,7 +398,7 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 		sum += (e.rho(b, r) + d) / v
 		weight += 1 / v
 	}
-	return sum / weight
+	return sum / weight, 1 / weight
 }
 
 // ownRho returns arm a's own ratio for b (armRho, or that of b's parent
