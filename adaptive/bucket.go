@@ -121,9 +121,6 @@ type bucket struct {
 	// a Select over 10,000 buckets.
 	epoch     uint64
 	trialMean [MaxBackends]float32
-	// spent is the time b's arms have run, Σ per[a].timeUs: the trial
-	// budget's base, read here so that a Select does not walk per.
-	spent float64
 
 	class int
 	name  string
@@ -142,7 +139,7 @@ type bucket struct {
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the store's stack or kept list of queued buckets
 	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
-	_          [4]byte            // to a whole number of cache lines (TestBucketLayout)
+	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,
@@ -408,7 +405,6 @@ func (b *bucket) record(arm int, r Reason, switched bool) {
 func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned bool) {
 	b.per[arm].ops++
 	b.per[arm].timeUs += us
-	b.spent += us
 	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 {
 		b.warmed |= a
 		return false, false

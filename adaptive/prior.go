@@ -328,9 +328,9 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 // still pay (b.mu held; it takes e.corr.mu): not when, for an arm r that
 // b has measured and at least trialEvidence buckets measured with a, the
 // learned ratio between them (pairRho, on top of their models' ratio)
-// puts a more than trialZ standard deviations of that ratio behind r. What the other buckets learned then says, firmly, that
-// a loses here (a CPU 30× slower than three GPUs, StarPU's mirage
-// models). A ratio that varies between buckets (two CPU kernels whose
+// puts a more than trialZ standard deviations of that ratio behind r.
+// What the other buckets learned then says, firmly, that a loses here (a
+// CPU 30× slower than three GPUs, StarPU's mirage models). A ratio that varies between buckets (two CPU kernels whose
 // winner turns with the shape, bench/peer) keeps the trial; a model
 // alone never stops one (TestTrialBounded); Thompson draws can still pick
 // a. It is asked when the trial is within budget, so with the evidence
@@ -362,8 +362,12 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 // the prior with the run again on top, which held the arm at the spike's
 // cost for good (TestSpikeFirstRun).
 func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+	n := b.per[a].learned
+	if n >= 2 {
+		return e.rho(b, a)
+	}
 	cross, v := e.crossRho(b, a, fam)
-	if n := b.per[a].learned; n >= 2 || n == 1 && e.rho(b, a) <= cross+trialZ*math.Sqrt(v) {
+	if n == 1 && e.rho(b, a) <= cross+trialZ*math.Sqrt(v) {
 		return e.rho(b, a)
 	}
 	return cross
@@ -479,12 +483,13 @@ func clampRho(x float64) float64 { return math.Max(-correctionMax, math.Min(corr
 // trialBudget of the time b has spent. A GPU's first run is its warm-up,
 // not learned from (observe), so such an arm may be tried twice.
 func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (int, bool) {
-	spent := b.spent
+	var spent float64
+	for a := range e.n {
+		spent += b.per[a].timeUs
+	}
 	if spent == 0 {
 		return 0, false
 	}
-	// The bucket's hot fields first: per is read only for an arm whose
-	// trial is within budget.
 	for m := allowed &^ b.seen; m != 0; m &= m - 1 {
 		a := bits.TrailingZeros16(uint16(m))
 		cost := float64(b.trialMean[a])
