@@ -18,6 +18,7 @@ type blasPath struct {
 	desc    string   // "OpenBLAS (libopenblas.so.0)" or "gonum (pure Go)"
 	serial  gemmFunc // single-threaded; the backend splits work across its pool
 	reason  string   // why gonum runs: every CBLAS path tried; empty otherwise
+	lib     string   // the loaded library file's fileStamp; "" for gonum
 }
 
 // String returns the path as the log line names it.

@@ -4,6 +4,7 @@ package cpu
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -36,6 +37,14 @@ static const char *adapt_dlerror(void) {
 }
 
 static void adapt_dlclose(void *h) { dlclose(h); }
+
+// adapt_dlfile returns the file of the loaded library that holds sym, or
+// "" (never NULL).
+static const char *adapt_dlfile(void *sym) {
+	Dl_info info;
+	if (dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
+	return "";
+}
 
 static void adapt_set_threads(void *fn, int n) { ((adapt_set_threads_fn)fn)(n); }
 
@@ -126,6 +135,7 @@ func loadCBLAS() (blasPath, []string) {
 				runtime: lib.runtime,
 				desc:    fmt.Sprintf("%s (%s)", lib.label, p),
 				serial:  cblasGemm(fn, gemv),
+				lib:     fileStamp(C.GoString(C.adapt_dlfile(fn))),
 			}, tried
 		}
 	}

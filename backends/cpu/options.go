@@ -22,7 +22,8 @@ type Options struct {
 	// theirs (internal/clilog.Slog).
 	Logger *slog.Logger
 	// CalibrationFile caches Calibrate's figures across runs, keyed by CPU
-	// model, arch, library and threads. "" means
+	// model, arch, library and threads, and measured again when the
+	// library file or the program's build changes. "" means
 	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" means none.
 	CalibrationFile string
 }
