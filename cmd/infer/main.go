@@ -220,7 +220,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err != nil {
 			return err
 		}
-		bes = append(bes, metered{Backend: b, ns: busy})
+		bes = append(bes, meter(b, busy))
 		infos = append(infos, b.Info())
 	}
 	st, err := parseStrategy(o.strategy, bes)
