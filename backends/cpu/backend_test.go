@@ -238,6 +238,31 @@ func TestLogOncePerPath(t *testing.T) {
 	}
 }
 
+// TestNoDefaultLogging: without a Logger, the backend (opened directly or
+// through the registry) writes nothing, not even to slog's default.
+func TestNoDefaultLogging(t *testing.T) {
+	loggedMu.Lock()
+	clear(logged)
+	loggedMu.Unlock()
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(prev)
+	b, err := New("cpu-quiet", DefaultOptions().WithGonum(true).WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	r, err := backends.Open("cpu1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if buf.Len() != 0 {
+		t.Errorf("the backend logged through slog.Default:\n%s", buf.String())
+	}
+}
+
 func TestInfo(t *testing.T) {
 	b := openTest(t, DefaultOptions().WithThreads(3))
 	i := b.Info()

@@ -28,9 +28,10 @@
 // Without a CBLAS, or with Options.Gonum, matmul runs through gonum's
 // Sgemm, tiled so that gonum never starts goroutines of its own (it would
 // otherwise use every core even in "cpu1"), and split over the pool the
-// same way. One log line per process and path says which path runs and,
-// for gonum, every library tried with its dlerror text; Backend.BLAS
-// returns the same text.
+// same way. Backend.BLAS says which path runs and, for gonum, every
+// library tried with its dlerror text; with Options.Logger, one log line
+// per process and path says the same. Without one the backend logs
+// nothing: it never writes to slog's default logger.
 //
 // # Timing
 //
