@@ -18,9 +18,12 @@
 // threading is set to one thread (openblas_set_num_threads and its BLIS
 // and MKL equivalents): that setting is process-wide, while "cpu" and
 // "cpu1" live in one process with different thread counts. The backend
-// instead splits C into one panel per worker (rows, or columns when C has
-// few rows) and calls the single-threaded sgemm on each (sgemv for a
-// single row of C, where OpenBLAS's sgemm is several times slower).
+// instead splits C into a grid of tiles, a few per worker, that the
+// workers claim as they come free (so a preempted worker delays one tile,
+// not half the product), the grid that packs the least of A and B again
+// (columns only when C has few rows), and calls the single-threaded sgemm
+// on each (sgemv for a single row of C, where OpenBLAS's sgemm is several
+// times slower).
 // Products under 2^23 multiply-adds (about 203³) are not split: on the
 // 2-core machine this was tuned on, waking a worker cost more than it
 // saved below that.

@@ -122,3 +122,26 @@ func TestGemmZeroK(t *testing.T) {
 		}
 	}
 }
+
+// TestTileGrid: the grid has the most tiles up to want, each at least
+// minPanel on a side where C allows, and among those packs the least
+// (cols·m + rows·n); decode shapes are cut by columns only.
+func TestTileGrid(t *testing.T) {
+	for _, c := range []struct{ m, n, want, rows, cols int }{
+		{1024, 1024, 4, 2, 2}, // 2×2 packs 4096, 1×4 or 4×1 5120
+		{1024, 1024, 8, 2, 4}, // 2×4 and 4×2 both 6144: the first found
+		{1024, 1024, 2, 1, 2}, // 1×2 and 2×1 both 3072
+		{1, 4096, 4, 1, 4},    // decode: one row
+		{20, 4096, 4, 1, 4},   // too few rows for two of minPanel
+		{4096, 64, 8, 8, 1},   // tall: rows 8×64+... cheaper than columns
+		{40, 40, 8, 2, 2},     // minPanel bounds both sides
+		{15, 15, 8, 1, 1},     // too small to split
+		{1000, 3000, 6, 1, 6}, // 1×6 and 2×3 both 9000: the first found
+		{3000, 1000, 6, 3, 2}, // 3×2 and 6×1 both 9000
+	} {
+		r, k := tileGrid(c.m, c.n, c.want)
+		if r != c.rows || k != c.cols {
+			t.Errorf("tileGrid(%d, %d, %d) = %d×%d, want %d×%d", c.m, c.n, c.want, r, k, c.rows, c.cols)
+		}
+	}
+}
