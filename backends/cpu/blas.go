@@ -136,8 +136,9 @@ const minPanel = 16
 // tilesPerThread is how many tiles of C each thread gets on average: the
 // pool hands tiles out as threads come free, so a thread that is
 // preempted or slower holds up the product by one tile, not by its whole
-// share; more tiles pack more of A and B again (BenchmarkMatMulDirect).
-const tilesPerThread = 4
+// share; but each further tile packs rows of A or columns of B again.
+// BenchmarkMatMulDirect holds the figure (BENCHMARKS.md).
+const tilesPerThread = 2
 
 // panelGemm returns a Gemm that splits C into tiles, about tilesPerThread
 // per thread of p, and runs serial on each, the pool's threads claiming
