@@ -16,7 +16,7 @@ func TestFleetServe(t *testing.T) {
 	dir := t.TempDir()
 	var reps [2]Report
 	for i, node := range []string{"a", "b"} {
-		code, out, errs := replayRun(t, "", "-json", "-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000",
+		code, out, errs := replayRun(t, "", "-json", "-workload", "mixed-serving", "-sim-gpu", "mi300x", "-ops", "5000",
 			"-policies", "thompson", "-fleet-serve", "127.0.0.1:0", "-fleet-dir", dir, "-fleet-node", node)
 		if code != 0 {
 			t.Fatalf("run %s: exit %d: %s", node, code, errs)

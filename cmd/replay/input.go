@@ -28,6 +28,13 @@ const defaultName = "default"
 // replay runs the replay that o asks for and returns its report.
 func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, error) {
 	interrupted.Store(false)
+	// Caught from the start, so that Ctrl-C while a workload or table is
+	// prepared still ends in the report of what was replayed (the
+	// default action would exit 130 silently).
+	defer notifyInterrupt()()
+	if onOp != nil {
+		onOp(-1) // before anything is prepared
+	}
 	var table *sim.Table
 	if o.table != "" {
 		var err error
@@ -46,7 +53,6 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	default:
 		var in *traceInput
 		var cleanup func()
-		defer notifyInterrupt()()
 		prog := newProgress(stderr, o.progressMin)
 		in, cleanup, err = openInput(&o, stdin, prog)
 		if err != nil {

@@ -49,11 +49,11 @@ var goldenCases = []struct {
 }{
 	{"small", []string{"-max-excluded", "25", "testdata/small.jsonl"}, 1},
 	{"small-table", []string{"-table", "testdata/table.csv", "testdata/small.jsonl"}, 1},
-	{"small-profile", []string{"-profile", "mi250", "testdata/small.jsonl"}, 1.5},
+	{"small-profile", []string{"-sim-gpu", "mi250", "testdata/small.jsonl"}, 1.5},
 	{"exact", []string{"testdata/exact.jsonl"}, 3},
 	{"table-workload", []string{"-table", "testdata/table.csv", "-ops", "3000"}, 1},
 	{"decode", []string{"-workload", "decode", "-ops", "3000"}, 1.5},
-	{"chrome", []string{"-profile", "h100", "testdata/chrome.json"}, 1},
+	{"chrome", []string{"-sim-gpu", "h100", "testdata/chrome.json"}, 1},
 }
 
 func TestGolden(t *testing.T) {
@@ -257,8 +257,8 @@ func TestErrors(t *testing.T) {
 		{"negative ops", []string{"-ops", "-1"}, 2, "-ops -1"},
 		{"unknown policy", []string{"-policies", "thompson,magic"}, 2, `unknown policy "magic" (known: thompson, static2x`},
 		{"no policy", []string{"-policies", ","}, 2, "names no policy"},
-		{"unknown profile", []string{"-profile", "tpu9"}, 2, `unknown profile "tpu9"`},
-		{"unknown cpu profile", []string{"-cpu-profile", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
+		{"unknown profile", []string{"-sim-gpu", "tpu9"}, 2, `unknown profile "tpu9"`},
+		{"unknown cpu profile", []string{"-sim-cpu", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
 		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
 		{"workload and trace", []string{"-workload", "decode", "testdata/small.jsonl"}, 2, "give it no TRACE"},
 		{"workload and table", []string{"-workload", "decode", "-table", "testdata/table.csv"}, 2, "give one"},
@@ -278,6 +278,10 @@ func TestErrors(t *testing.T) {
 			code, _, errs := replayRun(t, "", c.args...)
 			if code != c.code || !strings.Contains(errs, c.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, c.code, c.msg)
+			}
+			// A usage error is its line and the hint, not the usage.
+			if n := strings.Count(errs, "\n"); c.code == 2 && (n > 2 || !strings.Contains(errs, usageHint)) {
+				t.Errorf("a usage error printed %d lines: %q", n, errs)
 			}
 		})
 	}
@@ -345,7 +349,7 @@ func TestSkipBad(t *testing.T) {
 	}
 }
 
-// TestStdin reads the trace from stdin (spooled: the replay reads twice)
+// TestStdin reads the trace from stdin
 // and gives the same figures as from the file.
 func TestStdin(t *testing.T) {
 	_, fromFile, _ := replayRun(t, "", "-json", "-max-excluded", "25", "testdata/small.jsonl")
@@ -451,7 +455,7 @@ func TestCloseCurves(t *testing.T) {
 // regret points of it.
 func TestDBEqualsPlain(t *testing.T) {
 	dir := t.TempDir()
-	base := []string{"-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000", "-policies", "thompson"}
+	base := []string{"-workload", "mixed-serving", "-sim-gpu", "mi300x", "-ops", "5000", "-policies", "thompson"}
 	run := func(extra ...string) PolicyResult {
 		return replayJSON(t, append(slices.Clone(base), extra...)...).Policies[0]
 	}
@@ -594,5 +598,19 @@ func TestRealH100Traces(t *testing.T) {
 				t.Errorf("batch %s: thompson's mean regret %.2f%% not below %s's %.2f%%", tc.batch, th, name, g)
 			}
 		}
+	}
+}
+
+// TestDeprecatedFlags: -profile and -cpu-profile still work as -sim-gpu
+// and -sim-cpu, with one warning line each however often given.
+func TestDeprecatedFlags(t *testing.T) {
+	args := []string{"-json", "-policies", "thompson", "-ops", "500", "-workload", "decode"}
+	_, want, _ := replayRun(t, "", append(args, "-sim-gpu", "mi250", "-sim-cpu", "cpu64")...)
+	code, got, errs := replayRun(t, "", append(args, "-profile", "h100", "-profile", "mi250", "-cpu-profile", "cpu64")...)
+	if code != 0 || got != want {
+		t.Fatalf("exit %d; reports differ:\n%s\n%s", code, got, want)
+	}
+	if strings.Count(errs, "-profile is deprecated: use -sim-gpu") != 1 || strings.Count(errs, "-cpu-profile is deprecated: use -sim-cpu") != 1 {
+		t.Errorf("stderr %q: want one warning per deprecated flag", errs)
 	}
 }

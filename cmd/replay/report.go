@@ -18,7 +18,7 @@ const (
 	srcShadow                 // a shadow run of the event on the chosen backend
 	srcTrace                  // counterfactual: the bucket's measurements elsewhere in the trace
 	srcTable                  // counterfactual: the -table perf table
-	srcProfile                // counterfactual: the -profile / -cpu-profile model
+	srcProfile                // counterfactual: the -sim-gpu / -sim-cpu model
 	srcSim                    // the simulator drew it (-workload, -table without TRACE)
 	numSources
 )
@@ -52,11 +52,13 @@ type Report struct {
 	Counterfactual map[string]int64 `json:"counterfactual,omitempty"`
 	// Excluded are the ops (and their buckets) left out because some
 	// backend had neither a measurement nor a model for them.
-	ExcludedOps     int64          `json:"excluded_ops,omitempty"`
-	ExcludedBuckets []string       `json:"excluded_buckets,omitempty"`
-	Skipped         int            `json:"skipped,omitempty"`
-	Notes           []string       `json:"notes,omitempty"`
-	Disagreements   []Disagreement `json:"disagreements,omitempty"`
+	ExcludedOps     int64    `json:"excluded_ops,omitempty"`
+	ExcludedBuckets []string `json:"excluded_buckets,omitempty"`
+	// Excluded sums them by reason.
+	Excluded      []ExcludedGroup `json:"excluded,omitempty"`
+	Skipped       int             `json:"skipped,omitempty"`
+	Notes         []string        `json:"notes,omitempty"`
+	Disagreements []Disagreement  `json:"disagreements,omitempty"`
 }
 
 // PolicyResult is one policy's replay against the oracle.
@@ -139,6 +141,7 @@ type runSet struct {
 	runs         []policyRun
 	excludedOps  int64
 	excludedBkts []string
+	excluded     []ExcludedGroup
 	skipped      int
 	notes        []string
 	seed         uint64
@@ -148,7 +151,7 @@ type runSet struct {
 // report turns runs into the printed Report.
 func (rs *runSet) report() *Report {
 	r := &Report{Input: rs.input, Backends: rs.arms, Seed: rs.seed, ExcludedOps: rs.excludedOps,
-		ExcludedBuckets: rs.excludedBkts, Skipped: rs.skipped, Notes: rs.notes}
+		ExcludedBuckets: rs.excludedBkts, Excluded: rs.excluded, Skipped: rs.skipped, Notes: rs.notes}
 	for _, n := range rs.bucketOps {
 		if n > 0 {
 			r.Buckets++
@@ -164,10 +167,11 @@ func (rs *runSet) report() *Report {
 			pr.RegretPct = (run.totalUs - run.oracleUs) / run.oracleUs * 100
 		}
 		if run.name == "oracle" {
-			// The reference: its regret is 0 by definition. Its realised
-			// total, from sampled durations, is said once in words.
+			// The reference: its regret is 0 by definition. The oracle
+			// policy plays the oracle's assignment on the same draws, so
+			// its own total is the oracle's unless the run was cut short.
 			if d := pr.RegretPct; math.Abs(d) >= 0.005 {
-				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's realised total (%.3f ms, sampled durations) is %.2f%% from the oracle's expected %.3f ms; every regret is against the expected total", run.totalUs/1e3, d, run.oracleUs/1e3))
+				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's own total (%.3f ms) is %.2f%% from the oracle's %.3f ms; every regret is against the oracle's", run.totalUs/1e3, d, run.oracleUs/1e3))
 			}
 			pr.TotalUs, pr.Ratio, pr.RegretPct = run.oracleUs, 1, 0
 		}
@@ -293,8 +297,10 @@ func writeTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
 	}
 	if r.ExcludedOps > 0 {
-		fmt.Fprintf(w, "excluded: %d ops of %d buckets with no measurement or model on some backend: %s\n",
-			r.ExcludedOps, len(r.ExcludedBuckets), strings.Join(r.ExcludedBuckets, ", "))
+		fmt.Fprintf(w, "excluded: %d ops of %d buckets, not compared (the report's figures leave them out):\n", r.ExcludedOps, len(r.ExcludedBuckets))
+		for _, g := range r.Excluded {
+			fmt.Fprintf(w, "  %d ops, %d buckets: %s; most ops: %s\n", g.Ops, g.Buckets, g.Reason, strings.Join(g.Top, ", "))
+		}
 	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)

@@ -18,11 +18,11 @@ const (
 	defaultSimOps = 50_000 // ops of -workload and -table without -ops
 	decodeBatch   = 8      // sequences of -workload decode
 	decodeContext = 1024   // their starting context, tokens
-	defaultGPU    = "h100" // -workload's GPU without -profile
+	defaultGPU    = "h100" // the simulated GPU without -sim-gpu
 )
 
-// replayWorkload runs -workload on the simulator: the GPU of -profile
-// and the CPU of -cpu-profile, through eval's harness.
+// replayWorkload runs -workload on the simulator: the GPU of -sim-gpu
+// and the CPU of -sim-cpu, through eval's harness.
 func replayWorkload(o *options, stderr io.Writer) (*runSet, *plotData, error) {
 	m, err := sim.LookupModel(o.model)
 	if err != nil {
@@ -67,7 +67,6 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	defer notifyInterrupt()()
 	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load})
 	if err != nil {
 		return nil, nil, err

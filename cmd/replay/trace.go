@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -28,7 +26,7 @@ type eventIter interface {
 	Skipped() int
 }
 
-// traceInput is a trace that can be read twice (the replay's two passes).
+// traceInput is a trace to replay.
 type traceInput struct {
 	name   string
 	header history.Header
@@ -51,30 +49,25 @@ type armInfo struct {
 	described bool
 }
 
-// seedOf derives a policy's stream from the seed and its name.
-func seedOf(seed uint64, name string) *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return rand.New(rand.NewPCG(seed, h.Sum64()))
-}
-
 // tracePolicy is one policy of a trace replay with its own accounting.
 type tracePolicy struct {
 	p    eval.Policy
 	ex   eval.Explorer // p's, or nil
-	r    *rand.Rand
 	run  policyRun
 	last []int8 // per bucket, the previous decision (-1: none)
 	dmap *decisionMap
 }
 
-// replayTrace is the two-pass replay of a trace.
+// replayTrace replays a trace: pass 1 parses it (the only time) into
+// the scanner and its spool, the oracle is solved on the spooled events'
+// durations, and pass 2 replays the spool under every policy.
 func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, stderr io.Writer) (rs *runSet, pd *plotData, err error) {
 	s, err := newScanner(o, in, table)
 	if err != nil {
 		return nil, nil, err
 	}
-	prog.phase("pass 1/2")
+	defer s.spool.close()
+	prog.phase("reading")
 	if err := s.scan(); err != nil {
 		return nil, nil, err
 	}
@@ -96,20 +89,26 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			rs.excludedOps += b.ops
 			rs.excludedBkts = append(rs.excludedBkts, b.name)
 			rs.bucketOps = append(rs.bucketOps, 0)
-			rs.oracleArm = append(rs.oracleArm, -1)
 			continue
 		}
 		included += b.ops
 		rs.bucketOps = append(rs.bucketOps, b.ops)
-		rs.oracleArm = append(rs.oracleArm, b.oracle)
 	}
+	rs.excluded = s.excludedGroups(o.top)
 	if included == 0 {
-		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
-			errInput, in.name, s.ops, rs.excludedOps)
+		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: %s)",
+			errInput, in.name, s.ops, rs.excludedOps, excludedSummary(rs.excluded))
 	}
-	warning, err := checkExcluded(o, s, rs.excludedOps)
+	warning, err := checkExcluded(o, s)
 	if err != nil {
 		return nil, nil, err
+	}
+	costs := newOpCosts(o.seed)
+	if err := s.solveOracle(costs); err != nil {
+		return nil, nil, err
+	}
+	for _, b := range s.buckets {
+		rs.oracleArm = append(rs.oracleArm, b.oracle)
 	}
 	arms := make([]eval.Arm, len(s.arms))
 	for i, a := range s.arms {
@@ -134,11 +133,10 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 	if warning != "" {
 		fmt.Fprintln(stderr, warning)
 	}
-	every := max(included/200, 1)
 	pd = &plotData{arms: rs.arms}
 	tps := make([]*tracePolicy, len(ps))
 	for i, p := range ps {
-		tp := &tracePolicy{p: p, r: seedOf(o.seed, p.Name()), last: make([]int8, len(s.buckets)),
+		tp := &tracePolicy{p: p, last: make([]int8, len(s.buckets)),
 			run: policyRun{name: p.Name(), counts: make([]int64, len(arms)), perBucket: make([][]int64, len(s.buckets))}}
 		for b := range tp.last {
 			tp.last[b] = -1
@@ -151,18 +149,31 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		tp.ex, _ = p.(eval.Explorer)
 		tps[i] = tp
 	}
-	prog.phase("pass 2/2")
-	it, c, err := in.open()
+	prog.phase("replaying")
+	op, oracleUs, err := s.replaySpool(tps, costs, included, rs, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer c.Close()
-	var read, op int64
-	var bad int
-	var oracleUs float64
-	var meas [maxArms]float64
-	var msrc [maxArms]source
-	for {
+	for _, tp := range tps {
+		tp.run.reasons = reasonsOf(tp.p)
+		tp.run.oracleUs = oracleUs
+		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+		rs.runs = append(rs.runs, tp.run)
+	}
+	return rs, pd, nil
+}
+
+// replaySpool is pass 2: every spooled op under every policy, each charged
+// the op's costs (measured, or drawn once for all). It returns the ops
+// replayed and the oracle's cost of them.
+func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, included int64, rs *runSet, stderr io.Writer) (op int64, oracleUs float64, err error) {
+	sr, err := s.spool.reader()
+	if err != nil {
+		return 0, 0, err
+	}
+	every := max(included/200, 1)
+	var meas []measurement
+	for rec := int64(0); ; rec++ {
 		if onOp != nil {
 			onOp(op)
 		}
@@ -171,16 +182,15 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: the figures cover the first %d of %d ops compared", op, included))
 			break
 		}
-		ev, ent, err := s.next(it, &read, &bad)
+		var idx int32
+		idx, meas, err = sr.next(meas)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, nil, err
+			return 0, 0, err
 		}
-		if ent.n == 0 {
-			return nil, nil, badLine(in, it, errors.New("an op that the first pass did not see: the input changed while it was replayed"))
-		}
+		ent := s.entries[idx]
 		b := s.buckets[ent.task.Bucket]
 		if b.excluded {
 			continue
@@ -190,36 +200,24 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
 			}
 		}
-		meas = [maxArms]float64{}
-		if ev.Backend != "" && measured(ev.ActualUs) {
-			a := s.armIdx[ev.Backend]
-			meas[a], msrc[a] = ev.ActualUs, srcMeasured
-		}
-		for k, v := range ev.Shadow {
-			if a, ok := s.armIdx[k]; ok && measured(v) && meas[a] == 0 {
-				meas[a], msrc[a] = v, srcShadow
-			}
-		}
-		oracleUs += b.mean[b.oracle]
+		costs.fill(s, rec, b, ent, meas)
+		oracleUs += costs.us[b.oracle]
 		for _, tp := range tps {
 			a := tp.p.Choose(&ent.task)
-			if a < 0 || a >= len(arms) {
-				return nil, nil, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(arms))
+			if a < 0 || a >= len(s.arms) {
+				return 0, 0, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(s.arms))
 			}
 			if tp.ex != nil && tp.ex.Explored() {
 				tp.run.explore++
 			}
-			us, src := meas[a], msrc[a]
-			if us == 0 {
-				us, src = drawCounterfactual(b, ent, a, tp.r)
-			}
+			us := costs.us[a]
 			tp.p.Observe(&ent.task, a, us)
 			run := &tp.run
 			run.totalUs += us
 			run.ops++
 			run.counts[a]++
 			run.perBucket[ent.task.Bucket][a]++
-			run.sources[src]++
+			run.sources[costs.src[a]]++
 			if l := tp.last[ent.task.Bucket]; l >= 0 && int(l) != a {
 				run.switches++
 			}
@@ -233,13 +231,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		}
 		op++
 	}
-	for _, tp := range tps {
-		tp.run.reasons = reasonsOf(tp.p)
-		tp.run.oracleUs = oracleUs
-		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
-		rs.runs = append(rs.runs, tp.run)
-	}
-	return rs, pd, nil
+	return op, oracleUs, nil
 }
 
 // drawCounterfactual returns a counterfactual duration of ent on arm a: lognormal

@@ -50,6 +50,7 @@ func (w *welford) sigma() float64 {
 // specEntry is one distinct op of the trace: its task and, per backend,
 // its model's mean duration (0: no model).
 type specEntry struct {
+	idx   int32 // in scanner.entries
 	task  eval.Task
 	spec  kernels.Spec
 	class int // kernels.SizeClass of its work
@@ -69,6 +70,7 @@ type bucketState struct {
 	mean     [maxArms]float64 // the oracle's mean µs per backend
 	oracle   int
 	excluded bool
+	opaque   bool // its ops are outside the op catalogue
 }
 
 // scanner is pass 1: it learns the backends, buckets and distinct ops of a
@@ -82,6 +84,9 @@ type scanner struct {
 	buckets []*bucketState
 	bktIdx  map[string]int
 	specs   map[string]*specEntry
+	entries []*specEntry // by idx
+	spool   spool        // the events, decoded, for pass 2
+	meas    []measurement
 	key     []byte
 	ev      history.Event // the event just read, reused
 	ops     int64
@@ -206,9 +211,13 @@ func (s *scanner) entry(e *history.Event) (*specEntry, error) {
 		s.bktIdx[bname] = b
 		s.buckets = append(s.buckets, &bucketState{name: bname, oracle: -1})
 	}
-	ent := &specEntry{spec: spec, class: kernels.SizeClass(spec.Work())}
+	ent := &specEntry{idx: int32(len(s.entries)), spec: spec, class: kernels.SizeClass(spec.Work())}
 	ent.task = eval.NewTask(b, &ent.spec)
 	s.specs[string(s.key)] = ent
+	s.entries = append(s.entries, ent)
+	if spec.Op == kernels.Opaque {
+		s.buckets[b].opaque = true
+	}
 	return ent, nil
 }
 
@@ -245,9 +254,7 @@ func badLine(in *traceInput, it eventIter, err error) error {
 }
 
 // next returns the next event to replay and its op, skipping (with
-// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops. Pass 2
-// calls it with the scanner that pass 1 filled, so both passes see the
-// same events.
+// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops.
 func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *specEntry, error) {
 	for {
 		if s.o.ops > 0 && *read >= int64(s.o.ops) {
@@ -273,7 +280,8 @@ func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *sp
 	}
 }
 
-// scan is pass 1.
+// scan is pass 1: it reads the trace, the only time it is parsed, and
+// spools each event's op and measurements for pass 2.
 func (s *scanner) scan() error {
 	it, c, err := s.in.open()
 	if err != nil {
@@ -294,6 +302,7 @@ func (s *scanner) scan() error {
 		b := s.buckets[ent.task.Bucket]
 		b.ops++
 		ent.n++
+		s.meas = s.meas[:0]
 		if ev.Backend != "" {
 			a, err := s.arm(ev.Backend, nil)
 			if err != nil {
@@ -302,6 +311,7 @@ func (s *scanner) scan() error {
 			s.events[a]++
 			if measured(ev.ActualUs) {
 				b.meas[a].add(ev.ActualUs)
+				s.meas = append(s.meas, measurement{arm: uint8(a), src: srcMeasured, us: ev.ActualUs})
 			}
 		}
 		for k, v := range ev.Shadow {
@@ -314,7 +324,13 @@ func (s *scanner) scan() error {
 			}
 			if measured(v) {
 				b.meas[a].add(v)
+				if k != ev.Backend || !measured(ev.ActualUs) {
+					s.meas = append(s.meas, measurement{arm: uint8(a), src: srcShadow, us: v})
+				}
 			}
+		}
+		if err := s.spool.add(ent.idx, s.meas); err != nil {
+			return err
 		}
 	}
 	s.bad += it.Skipped()
@@ -325,11 +341,6 @@ func (s *scanner) scan() error {
 // and sets every bucket's oracle; it returns notes for the report.
 func (s *scanner) finish() ([]string, error) {
 	var notes []string
-	var gpuProf, cpuProf *sim.Profile
-	if s.o.profile != "" {
-		gpuProf = sim.MustProfile(s.o.profile)
-		cpuProf = sim.MustProfile(s.o.cpuProfile)
-	}
 	hasKind := func(gpu bool) bool {
 		for _, a := range s.arms {
 			if a.gpu == gpu {
@@ -337,6 +348,18 @@ func (s *scanner) finish() ([]string, error) {
 			}
 		}
 		return false
+	}
+	if s.o.profile == "" && s.table == nil && len(s.arms) > 0 && hasKind(true) != hasKind(false) {
+		// A trace of one kind of backend (a Kineto trace measures the
+		// GPU only) compares nothing without a model of the other kind:
+		// the simulator's defaults stand in, said in the report.
+		s.o.profile = defaultGPU
+		notes = append(notes, fmt.Sprintf("the trace measures one kind of backend: the other is modelled by the simulated profiles sim:%s / sim:%s (choose with -sim-gpu / -sim-cpu, or give -table)", defaultGPU, s.o.cpuProfile))
+	}
+	var gpuProf, cpuProf *sim.Profile
+	if s.o.profile != "" {
+		gpuProf = sim.MustProfile(s.o.profile)
+		cpuProf = sim.MustProfile(s.o.cpuProfile)
 	}
 	addModel := func(name string, gpu bool, prof *sim.Profile) error {
 		if _, ok := s.armIdx[name]; ok {
@@ -397,7 +420,7 @@ func (s *scanner) finish() ([]string, error) {
 		}
 	}
 	if len(s.arms) < 2 {
-		notes = append(notes, "one backend only: give -profile (with -cpu-profile) or -table to model the others")
+		notes = append(notes, "one backend only: give -sim-gpu (with -sim-cpu) or -table to model the others")
 	}
 	if len(s.arms) == 0 {
 		return notes, fmt.Errorf("%w: %s: no event names a backend, and no model adds one", errInput, s.in.name)
