@@ -25,23 +25,26 @@ const mapBins = 120
 // decisionMap counts thompson's decisions per (time bin, size class) and
 // backend, in memory bounded by bins × classes, whatever the input length.
 type decisionMap struct {
-	ops    int64
-	arms   int
-	counts map[[2]int][]int64
+	ops  int64
+	arms int
+	// counts[bin][class·arms + arm], grown to the largest class seen: a
+	// slice, not a map, since it is counted on every op replayed.
+	counts [mapBins][]int64
 }
 
 func newDecisionMap(ops int64, arms int) *decisionMap {
-	return &decisionMap{ops: max(ops, 1), arms: arms, counts: map[[2]int][]int64{}}
+	return &decisionMap{ops: max(ops, 1), arms: arms}
 }
 
 func (m *decisionMap) add(op int64, class, arm int) {
-	k := [2]int{int(op * mapBins / m.ops), class}
-	c := m.counts[k]
-	if c == nil {
-		c = make([]int64, m.arms)
-		m.counts[k] = c
+	bin := min(int(op*mapBins/m.ops), mapBins-1)
+	c := &m.counts[bin]
+	if i := class*m.arms + arm; i < len(*c) {
+		(*c)[i]++
+		return
 	}
-	c[arm]++
+	*c = append(*c, make([]int64, (class+1)*m.arms-len(*c))...)
+	(*c)[class*m.arms+arm]++
 }
 
 // plotData is what -plot draws besides the report: the runs' cumulative
@@ -253,15 +256,21 @@ func mapPlot(pd *plotData) (*plot.Plot, plot.Legend, error) {
 	p.Y.Tick.Marker = intTicks{}
 	m := pd.dmap
 	per := make([]plotter.XYs, m.arms)
-	for k, c := range m.counts {
-		best := 0
-		for a := range c {
-			if c[a] > c[best] {
-				best = a
+	for bin, cells := range m.counts {
+		for class := range len(cells) / m.arms {
+			c := cells[class*m.arms : (class+1)*m.arms]
+			best := 0
+			for a := range c {
+				if c[a] > c[best] {
+					best = a
+				}
 			}
+			if c[best] == 0 {
+				continue
+			}
+			x := (float64(bin) + 0.5) * float64(m.ops) / mapBins
+			per[best] = append(per[best], plotter.XY{X: x, Y: float64(class)})
 		}
-		x := (float64(k[0]) + 0.5) * float64(m.ops) / mapBins
-		per[best] = append(per[best], plotter.XY{X: x, Y: float64(k[1])})
 	}
 	for a, pts := range per {
 		if len(pts) == 0 {

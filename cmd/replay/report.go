@@ -148,6 +148,11 @@ type runSet struct {
 	top          int
 }
 
+// roundingPct is the regret below which two totals differ by the order
+// of their sums alone (a fixed policy adds its ops in time order, the
+// oracle bucket by bucket): shown as 0, not −0.00.
+const roundingPct = 1e-9
+
 // report turns runs into the printed Report.
 func (rs *runSet) report() *Report {
 	r := &Report{Input: rs.input, Backends: rs.arms, Seed: rs.seed, ExcludedOps: rs.excludedOps,
@@ -165,6 +170,9 @@ func (rs *runSet) report() *Report {
 		if run.oracleUs > 0 {
 			pr.Ratio = run.totalUs / run.oracleUs
 			pr.RegretPct = (run.totalUs - run.oracleUs) / run.oracleUs * 100
+			if math.Abs(pr.RegretPct) < roundingPct {
+				pr.Ratio, pr.RegretPct = 1, 0
+			}
 		}
 		if run.name == "oracle" {
 			// The reference: its regret is 0 by definition. The oracle

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -59,8 +60,8 @@ type tracePolicy struct {
 }
 
 // replayTrace replays a trace: pass 1 parses it (the only time) into
-// the scanner and its spool, the oracle is solved on the spooled events'
-// durations, and pass 2 replays the spool under every policy.
+// the scanner and its spool, and pass 2 replays the spool under every
+// policy, solving the oracle on the same durations as it goes.
 func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, stderr io.Writer) (rs *runSet, pd *plotData, err error) {
 	s, err := newScanner(o, in, table)
 	if err != nil {
@@ -103,13 +104,6 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 	if err != nil {
 		return nil, nil, err
 	}
-	costs := newOpCosts(o.seed)
-	if err := s.solveOracle(costs); err != nil {
-		return nil, nil, err
-	}
-	for _, b := range s.buckets {
-		rs.oracleArm = append(rs.oracleArm, b.oracle)
-	}
 	arms := make([]eval.Arm, len(s.arms))
 	for i, a := range s.arms {
 		arms[i] = eval.ArmOf(a.info)
@@ -134,8 +128,13 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		fmt.Fprintln(stderr, warning)
 	}
 	pd = &plotData{arms: rs.arms}
-	tps := make([]*tracePolicy, len(ps))
+	var tps []*tracePolicy
+	oraclePos := -1 // the oracle policy's place: its run is the oracle's
 	for i, p := range ps {
+		if p.Name() == "oracle" {
+			oraclePos = i
+			continue
+		}
 		tp := &tracePolicy{p: p, last: make([]int8, len(s.buckets)),
 			run: policyRun{name: p.Name(), counts: make([]int64, len(arms)), perBucket: make([][]int64, len(s.buckets))}}
 		for b := range tp.last {
@@ -147,29 +146,38 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			pd.dmap = tp.dmap
 		}
 		tp.ex, _ = p.(eval.Explorer)
-		tps[i] = tp
+		tps = append(tps, tp)
 	}
 	prog.phase("replaying")
-	op, oracleUs, err := s.replaySpool(tps, costs, included, rs, stderr)
+	ho := newHindsight(len(s.buckets), len(s.arms))
+	op, err := s.replaySpool(tps, newOpCosts(o.seed), ho, included, rs, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
+	ho.point(op)
+	for i, b := range s.buckets {
+		rs.oracleArm = append(rs.oracleArm, ho.finish(i, b))
+	}
 	for _, tp := range tps {
 		tp.run.reasons = reasonsOf(tp.p)
-		tp.run.oracleUs = oracleUs
-		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+		tp.run.oracleUs = ho.totalUs
+		tp.run.offOracle = ho.offOracle(tp.run.perBucket)
+		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: ho.totalUs})
 		rs.runs = append(rs.runs, tp.run)
+	}
+	if oraclePos >= 0 {
+		rs.runs = slices.Insert(rs.runs, oraclePos, ho.run(op, len(s.arms)))
 	}
 	return rs, pd, nil
 }
 
 // replaySpool is pass 2: every spooled op under every policy, each charged
-// the op's costs (measured, or drawn once for all). It returns the ops
-// replayed and the oracle's cost of them.
-func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, included int64, rs *runSet, stderr io.Writer) (op int64, oracleUs float64, err error) {
+// the op's costs (measured, or drawn once for all), which ho sums for the
+// oracle. It returns the ops replayed.
+func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, ho *hindsight, included int64, rs *runSet, stderr io.Writer) (op int64, err error) {
 	sr, err := s.spool.reader()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	every := max(included/200, 1)
 	var meas []measurement
@@ -188,7 +196,10 @@ func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, included int64
 			break
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, err
+		}
+		if int(idx) >= len(s.entries) {
+			return 0, fmt.Errorf("%w: op %d of %d", errSpool, idx, len(s.entries))
 		}
 		ent := s.entries[idx]
 		b := s.buckets[ent.task.Bucket]
@@ -196,16 +207,17 @@ func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, included int64
 			continue
 		}
 		if op%every == 0 {
+			ho.point(op)
 			for _, tp := range tps {
-				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: ho.totalUs})
 			}
 		}
 		costs.fill(s, rec, b, ent, meas)
-		oracleUs += costs.us[b.oracle]
+		ho.add(ent.task.Bucket, costs)
 		for _, tp := range tps {
 			a := tp.p.Choose(&ent.task)
 			if a < 0 || a >= len(s.arms) {
-				return 0, 0, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(s.arms))
+				return 0, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(s.arms))
 			}
 			if tp.ex != nil && tp.ex.Explored() {
 				tp.run.explore++
@@ -222,16 +234,13 @@ func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, included int64
 				run.switches++
 			}
 			tp.last[ent.task.Bucket] = int8(a)
-			if a != b.oracle {
-				run.offOracle++
-			}
 			if tp.dmap != nil {
 				tp.dmap.add(op, ent.class, a)
 			}
 		}
 		op++
 	}
-	return op, oracleUs, nil
+	return op, nil
 }
 
 // drawCounterfactual returns a counterfactual duration of ent on arm a: lognormal
