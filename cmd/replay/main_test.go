@@ -428,6 +428,13 @@ func TestPlot(t *testing.T) {
 	if !strings.Contains(svg, "<svg") {
 		t.Error("r.svg is not SVG")
 	}
+	// The plot says what the oracle is, that a learner can beat it, and
+	// what the decision map's colour is.
+	for _, want := range []string{"best backend per bucket", "a learner can be", "majority backend"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot does not say %q", want)
+		}
+	}
 	// Every policy is named in the legend: the oracle as the reference,
 	// the others alone or grouped with the ones they run alongside.
 	for _, name := range eval.PolicyNames {
@@ -612,5 +619,17 @@ func TestDeprecatedFlags(t *testing.T) {
 	}
 	if strings.Count(errs, "-profile is deprecated: use -sim-gpu") != 1 || strings.Count(errs, "-cpu-profile is deprecated: use -sim-cpu") != 1 {
 		t.Errorf("stderr %q: want one warning per deprecated flag", errs)
+	}
+}
+
+// TestLegendFits: a legend's strip is as wide as its longest entry (the
+// decision map's cut StarPU's backend names off at a fixed 3.5 cm).
+func TestLegendFits(t *testing.T) {
+	leg := newLegend()
+	long := "sim:cuda0_impl0 with a long name"
+	leg.add("cpu", blank{})
+	leg.add(long, blank{})
+	if w := leg.width(); w < leg.TextStyle.Width(long)+leg.ThumbnailWidth {
+		t.Errorf("legend strip %v for an entry of %v", w, leg.TextStyle.Width(long))
 	}
 }
