@@ -56,7 +56,7 @@ type EnvOptions struct {
 //
 // Two shares describe a policy's decisions: OffOraclePct, the decisions
 // not on the oracle's arm for that op (every policy measured the same
-// way, whatever it believes), and ExplorePct, the decisions the policy
+// way, whatever it believes), and LearnPct, the decisions the policy
 // made to learn (Explorer; 0 for a policy that never explores).
 type Env struct {
 	name     string
@@ -263,9 +263,10 @@ type Result struct {
 	// against it: at least RegretPct, where the best arm differs between
 	// the shapes of a bucket. Both are 0 for a run Stopped early.
 	ShapeOracleUs, ShapeRegretPct float64
-	// ExplorePct is the share of decisions the policy made to learn, in %
-	// (Explorer; 0 for a policy without it).
-	ExplorePct float64
+	// LearnPct is the share of decisions the policy made to learn, in %
+	// (Explorer; 0 for a policy without it): thompson's reasons Explore
+	// and Prior, where Telemetry's exploration share is Explore alone.
+	LearnPct float64
 	// OffOraclePct is the share of decisions not on the oracle's arm for
 	// that op, in %.
 	OffOraclePct float64
@@ -425,7 +426,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		res.ShapeOracleUs = e.shapeOracleUs
 		res.ShapeRegretPct = pct(res.TotalUs, e.shapeOracleUs)
 	}
-	res.ExplorePct = float64(explore) / n * 100
+	res.LearnPct = float64(explore) / n * 100
 	res.OffOraclePct = float64(offOracle) / n * 100
 	for a := range nA {
 		res.Share[a] = float64(counts[a]) / n

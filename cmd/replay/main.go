@@ -123,9 +123,11 @@ The report's columns, one row per policy:
                for each shape, where the oracle takes one per bucket;
                workloads and tables, not traces)
   switches/shape  decisions whose backend differs from the shape's previous
-  explore %    decisions the policy made to learn: thompson's Explore and
+  learn %      decisions the policy made to learn: thompson's Explore and
                Prior, egreedy's random picks, calibrate's forced samples,
-               ucb1's bonus picks; 0 for rules that never learn
+               ucb1's bonus picks; 0 for rules that never learn ("explore"
+               elsewhere, as in infer and the metrics, is reason Explore
+               alone; Prior is the reason line below)
   off-oracle % decisions not on the oracle's backend for that op
   cf %         decisions whose duration was not measured on the op itself
                (drawn from trace statistics, a table or a profile)

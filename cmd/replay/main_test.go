@@ -92,7 +92,7 @@ func TestGolden(t *testing.T) {
 // −0.46%, small-profile 1.15%: one trial on 120 ops is about 1%, exact
 // 0.34%, table-workload, decode and chrome near 0), and checks what its
 // report says of it: its reasons add up to its decisions, and its
-// explore % is the share of Explore and Prior.
+// learn % is the share of Explore and Prior.
 func TestThompsonBounded(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,8 +109,8 @@ func TestThompsonBounded(t *testing.T) {
 				t.Errorf("reasons %v add up to %d, want the %d decisions", th.Reasons, n, r.Ops)
 			}
 			learn := float64(th.Reasons["Explore"]+th.Reasons["Prior"]) / float64(r.Ops) * 100
-			if math.Abs(th.ExplorePct-learn) > 1e-9 {
-				t.Errorf("explore %v%%, want Explore+Prior's %v%%", th.ExplorePct, learn)
+			if math.Abs(th.LearnPct-learn) > 1e-9 {
+				t.Errorf("learn %v%%, want Explore+Prior's %v%%", th.LearnPct, learn)
 			}
 			if o := r.Policies[1]; o.RegretPct != 0 || o.Ratio != 1 {
 				t.Errorf("oracle row: regret %v, ratio %v; want 0 and 1 by definition", o.RegretPct, o.Ratio)
@@ -467,11 +467,11 @@ func TestDBEqualsPlain(t *testing.T) {
 		return replayJSON(t, append(slices.Clone(base), extra...)...).Policies[0]
 	}
 	plain, cold, warm := run(), run("-db", dir), run("-db", dir)
-	if cold.TotalUs != plain.TotalUs || cold.Switches != plain.Switches || cold.ExplorePct != plain.ExplorePct {
+	if cold.TotalUs != plain.TotalUs || cold.Switches != plain.Switches || cold.LearnPct != plain.LearnPct {
 		t.Errorf("cold -db %+v differs from plain %+v", cold, plain)
 	}
-	if !(warm.ExplorePct <= cold.ExplorePct/10) || cold.ExplorePct == 0 {
-		t.Errorf("warm explore %.2f%%, cold %.2f%%: want at most a tenth", warm.ExplorePct, cold.ExplorePct)
+	if !(warm.LearnPct <= cold.LearnPct/10) || cold.LearnPct == 0 {
+		t.Errorf("warm learn %.2f%%, cold %.2f%%: want at most a tenth", warm.LearnPct, cold.LearnPct)
 	}
 	if d := math.Abs(warm.RegretPct - plain.RegretPct); d > 0.15 {
 		t.Errorf("warm regret %.3f%%, plain %.3f%%: %.3f points apart, want ≤ 0.15", warm.RegretPct, plain.RegretPct, d)
@@ -499,7 +499,7 @@ func TestDB(t *testing.T) {
 	if strings.Contains(strings.Join(reps[1].Notes, ";"), "(0 posteriors loaded)") {
 		t.Errorf("second run notes %q: nothing was loaded", reps[1].Notes)
 	}
-	if a, b := reps[0].Policies[0].ExplorePct, reps[1].Policies[0].ExplorePct; b > a {
+	if a, b := reps[0].Policies[0].LearnPct, reps[1].Policies[0].LearnPct; b > a {
 		t.Errorf("warm start explored %v%%, more than the cold start's %v%%", b, a)
 	}
 }

@@ -76,10 +76,10 @@ type PolicyResult struct {
 	// same shape: simulator and table workloads only.
 	ShapeRegretPct *float64 `json:"shape_regret_pct,omitempty"`
 	ShapeSwitches  *int64   `json:"shape_switches,omitempty"`
-	// ExplorePct is the share of its decisions the policy made to learn
+	// LearnPct is the share of its decisions the policy made to learn
 	// (thompson: reason Explore or Prior; egreedy: its random picks;
 	// calibrate: forced samples; ucb1: a bonus overturning the best mean).
-	ExplorePct float64 `json:"explore_pct"`
+	LearnPct float64 `json:"learn_pct"`
 	// OffOraclePct is the share of its decisions not on the oracle's
 	// backend for that op, whatever the reason.
 	OffOraclePct float64            `json:"off_oracle_pct"`
@@ -121,14 +121,14 @@ type policyRun struct {
 	// traces), shapeSwitches the switches counted per shape.
 	shapeOracleUs float64
 	shapeSwitches int64
-	// explore counts the decisions made to learn (eval.Explorer);
+	// learn counts the decisions made to learn (eval.Explorer);
 	// offOracle those not on the oracle's backend.
-	explore, offOracle int64
-	reasons            map[string]int64 // thompson's decisions by reason
-	counts             []int64          // per arm
-	perBucket          [][]int64        // [bucket][arm]
-	sources            [numSources]int64
-	points             []point
+	learn, offOracle int64
+	reasons          map[string]int64 // thompson's decisions by reason
+	counts           []int64          // per arm
+	perBucket        [][]int64        // [bucket][arm]
+	sources          [numSources]int64
+	points           []point
 }
 
 // runSet is every policy's run over the same ops.
@@ -195,7 +195,7 @@ func (rs *runSet) report() *Report {
 			}
 		}
 		if run.ops > 0 {
-			pr.ExplorePct = float64(run.explore) / float64(run.ops) * 100
+			pr.LearnPct = float64(run.learn) / float64(run.ops) * 100
 			pr.OffOraclePct = float64(run.offOracle) / float64(run.ops) * 100
 			pr.CounterfactualPct = float64(cfn) / float64(run.ops) * 100
 			for a, c := range run.counts {
@@ -323,7 +323,7 @@ func writeTable(w io.Writer, r *Report) error {
 	if shapes {
 		head += "\tregret/shape %\tswitches/shape"
 	}
-	head += "\texplore %\toff-oracle %\tcf %"
+	head += "\tlearn %\toff-oracle %\tcf %"
 	for _, b := range r.Backends {
 		head += "\t" + b
 	}
@@ -333,7 +333,7 @@ func writeTable(w io.Writer, r *Report) error {
 		if shapes && p.ShapeRegretPct != nil {
 			line += fmt.Sprintf("\t%.2f\t%d", *p.ShapeRegretPct, *p.ShapeSwitches)
 		}
-		line += fmt.Sprintf("\t%.2f\t%.2f\t%.1f", p.ExplorePct, p.OffOraclePct, p.CounterfactualPct)
+		line += fmt.Sprintf("\t%.2f\t%.2f\t%.1f", p.LearnPct, p.OffOraclePct, p.CounterfactualPct)
 		for _, b := range r.Backends {
 			line += fmt.Sprintf("\t%.1f%%", p.Share[b]*100)
 		}

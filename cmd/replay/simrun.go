@@ -145,7 +145,7 @@ func bucketsOf(res eval.Result) (ops []int64, oracleArm []int) {
 func runOf(res eval.Result) policyRun {
 	r := policyRun{name: res.Policy, totalUs: res.TotalUs, oracleUs: res.OracleUs, ops: res.Ops, switches: res.Switches,
 		shapeOracleUs: res.ShapeOracleUs, shapeSwitches: res.ShapeSwitches,
-		explore:   int64(res.ExplorePct/100*float64(res.Ops) + 0.5),
+		learn:     int64(res.LearnPct/100*float64(res.Ops) + 0.5),
 		offOracle: int64(res.OffOraclePct/100*float64(res.Ops) + 0.5)}
 	r.sources[srcSim] = res.Ops
 	for _, s := range res.Share {

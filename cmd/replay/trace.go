@@ -220,7 +220,7 @@ func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, ho *hindsight,
 				return 0, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(s.arms))
 			}
 			if tp.ex != nil && tp.ex.Explored() {
-				tp.run.explore++
+				tp.run.learn++
 			}
 			us := costs.us[a]
 			tp.p.Observe(&ent.task, a, us)
