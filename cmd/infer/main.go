@@ -19,8 +19,17 @@
 // -fleet-dir, and shares through it. -fleet-node names this node (the
 // same across restarts). A server that is down is retried in the
 // background; the process schedules on its own evidence meanwhile.
-// -metrics ADDR serves the Scheduler's Prometheus collectors at /metrics
-// (loopback unless a host is given). Nothing listens unless asked.
+// -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
+// host is given; ":0" picks a port, and the address bound is printed):
+// adaptsched_decisions_total and adaptsched_explorations_total (reason
+// Explore) by backend, adaptsched_decision_reasons_total by reason,
+// ops, op seconds and switches by backend, fallbacks, backend failures
+// and health, transfers (bytes, copies and seconds by backend; the link
+// model's latency and bandwidth by direction), the store's flushes,
+// failed flushes and pending records (-db), the fleet's peers, sync,
+// connection, published, received and errors (-fleet), and the Go and
+// process collectors. Nothing listens unless asked. -db says on stderr
+// what it loaded.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -52,11 +61,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -98,10 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{model: DefaultModel}
 	fs := flag.NewFlagSet("infer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
+	// A bad flag gets the flag package's one line and a hint; -h the
+	// whole usage (both printed once Parse returns).
+	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
 	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
@@ -128,8 +134,36 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics over HTTP on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given) at /metrics")
 	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			fs.PrintDefaults()
+			return o, err
+		}
+		fmt.Fprintln(stderr, usageHint)
+		return o, &usageError{err: err, shown: true}
 	}
+	o, err := checkFlags(o, fs)
+	if err != nil {
+		return o, &usageError{err: err}
+	}
+	return o, nil
+}
+
+// usageHint follows a usage error: the flags are one -h away.
+const usageHint = "run infer -h for the flags"
+
+// usageError is a bad flag or flag value: main prints it once (unless the
+// flag package has, shown) with the hint, and exits 2.
+type usageError struct {
+	err   error
+	shown bool
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// checkFlags checks the parsed flags together.
+func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
@@ -179,20 +213,55 @@ type Summary struct {
 	// (adaptive.Telemetry.ExplorationShare).
 	ExplorePct float64 `json:"explore_pct"`
 	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
-	Fleet   *fleet.Stats `json:"fleet,omitempty"`
-	Stopped bool         `json:"stopped"` // by a signal
+	Fleet   *FleetSummary `json:"fleet,omitempty"`
+	Stopped bool          `json:"stopped"` // by a signal
+}
+
+// FleetSummary is fleet.Stats under snake_case keys, as the rest of
+// Summary.
+type FleetSummary struct {
+	Connected bool   `json:"connected"`
+	Synced    bool   `json:"synced"`
+	Nodes     int    `json:"nodes"`
+	Keys      int    `json:"keys"`
+	Published uint64 `json:"published"`
+	Received  uint64 `json:"received"`
+	Malformed uint64 `json:"malformed"`
+	Foreign   uint64 `json:"foreign"`
+	Expired   uint64 `json:"expired"`
+	Conflicts uint64 `json:"conflicts"`
+	Errors    uint64 `json:"errors"`
+}
+
+func fleetSummary(st fleet.Stats) *FleetSummary {
+	return &FleetSummary{Connected: st.Connected, Synced: st.Synced, Nodes: st.Nodes, Keys: st.Keys,
+		Published: st.Published, Received: st.Received, Malformed: st.Malformed, Foreign: st.Foreign,
+		Expired: st.Expired, Conflicts: st.Conflicts, Errors: st.Errors}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err (once) and returns the exit status: 0, 2 for a
+// usage error (as replay's), 1 for any other.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 0
+	case errors.As(err, &ue):
+		if !ue.shown {
+			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(stderr, usageHint)
+		}
+		return 2
 	}
+	fmt.Fprintln(stderr, err)
+	return 1
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -228,6 +297,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	var src metricSources
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
@@ -235,7 +305,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store = db
+		cfg.Store, src.store = db, db
+		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
@@ -260,11 +331,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer stopFleet()
-	_, stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
+	src.sched, src.exec = e.Scheduler(), e
+	if node != nil {
+		src.fleet = node
+	}
+	at, stopMetrics, err := serveMetrics(o.metrics, src, logger)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
+	if at != "" {
+		fmt.Fprintf(stderr, "infer: metrics at http://%s/metrics\n", at)
+	}
 	m, err := NewModel(e, o.model)
 	if err != nil {
 		return err
@@ -295,8 +373,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
-		fs := node.Stats()
-		sum.Fleet = &fs
+		sum.Fleet = fleetSummary(node.Stats())
 	}
 	for _, b := range tel.Backends {
 		sum.Switches += b.Switches
@@ -304,10 +381,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if o.json {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
+	// The table first and the headline last, where a terminal leaves it
+	// in view.
+	if err := placementTable(stdout, tel); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
-	placementTable(stdout, tel)
-	return nil
+	return err
 }
 
 // served is what serve measured: totals, and the warm-up's share of
@@ -455,31 +536,3 @@ func (s *statusLine) show(tokens int64, elapsed time.Duration) {
 }
 
 func (s *statusLine) clear() { io.WriteString(s.w, "\r\033[K") }
-
-// placementTable prints, per bucket, each backend's share of the ops, its
-// mean µs, and the bucket's switches.
-func placementTable(w io.Writer, tel adaptive.Telemetry) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprint(tw, "bucket\tincumbent\tswitches\talarms")
-	for _, b := range tel.Backends {
-		fmt.Fprintf(tw, "\t%s ops\t%s µs", b.Name, b.Name)
-	}
-	fmt.Fprintln(tw)
-	buckets := append([]adaptive.BucketTelemetry(nil), tel.Buckets...)
-	sort.Slice(buckets, func(i, j int) bool { return buckets[i].Name < buckets[j].Name })
-	for _, bk := range buckets {
-		var total int64
-		for _, a := range bk.Arms {
-			total += a.N
-		}
-		if total == 0 {
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d", bk.Name, bk.Incumbent, bk.Switches, bk.Alarms)
-		for _, a := range bk.Arms {
-			fmt.Fprintf(tw, "\t%d (%.0f%%)\t%.1f", a.N, 100*float64(a.N)/float64(total), a.MeanUs)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-}

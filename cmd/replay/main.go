@@ -141,8 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// A bad flag gets the flag package's one line and a hint; -h the
-	// whole usage.
-	fs.Usage = func() { fmt.Fprintln(stderr, usageHint) }
+	// whole usage (both printed once Parse returns).
+	fs.Usage = func() {}
 	pol := fs.String("policies", strings.Join(eval.PolicyNames, ","), "comma-separated policies to compare")
 	fs.IntVar(&o.ops, "ops", 0, "replay at most N ops (0: the whole trace; simulator workloads default to 50000)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random draw (policies, counterfactuals, workloads)")
@@ -175,12 +175,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, usageText)
 			fs.PrintDefaults()
+		} else {
+			fmt.Fprintln(stderr, usageHint)
 		}
 		return o, err
 	}
 	fail := func(format string, args ...any) (options, error) {
 		fmt.Fprintf(stderr, "replay: "+format+"\n", args...)
-		fs.Usage()
+		fmt.Fprintln(stderr, usageHint)
 		return o, errUsage
 	}
 	switch fs.NArg() {

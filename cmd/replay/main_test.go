@@ -633,3 +633,12 @@ func TestLegendFits(t *testing.T) {
 		t.Errorf("legend strip %v for an entry of %v", w, leg.TextStyle.Width(long))
 	}
 }
+
+// TestHelp: -h prints the whole usage, without the hint that follows a
+// usage error, and exits 0.
+func TestHelp(t *testing.T) {
+	code, _, errs := replayRun(t, "", "-h")
+	if code != 0 || !strings.HasPrefix(errs, "usage: replay [flags] [TRACE]") || strings.Contains(errs, usageHint) || !strings.Contains(errs, "-sim-gpu") {
+		t.Errorf("exit %d, stderr %.300q", code, errs)
+	}
+}
