@@ -28,8 +28,8 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 	if c.Imported == 0 {
 		return nil, fmt.Errorf("%w: %s: no op with input shapes among %d cpu_ops (record with record_shapes=True)", errInput, name, c.CPUOps)
 	}
-	in := &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		return &chromeIter{ops: ct.Ops}, io.NopCloser(nil), nil
+	in := &traceInput{name: name, open: func() (eventIter, error) {
+		return &chromeIter{ops: ct.Ops}, nil
 	}}
 	in.note = fmt.Sprintf("chrome trace: %d ops imported (%d mapped onto the catalogue, %d opaque), %d of %d kernels joined",
 		c.Imported, c.Mapped, c.Opaque, c.Joined, c.Kernels)

@@ -27,13 +27,34 @@ type eventIter interface {
 	Skipped() int
 }
 
-// traceInput is a trace to replay.
+// traceInput is a trace to replay, read once.
 type traceInput struct {
 	name   string
 	header history.Header
 	note   string // said in the report
-	// open returns a fresh stream positioned at the first event.
-	open func() (eventIter, io.Closer, error)
+	// open returns the stream of events (an adaptsched trace's after its
+	// header, which it sets); it may be called once.
+	open   func() (eventIter, error)
+	opened bool
+	it     eventIter // opened by readHeader, for the scan
+	closer io.Closer // the file under it, or nil
+}
+
+// events returns the trace's events, opening it unless readHeader has.
+func (in *traceInput) events() (eventIter, error) {
+	if in.it != nil {
+		it := in.it
+		in.it = nil
+		return it, nil
+	}
+	return in.open()
+}
+
+// close closes the file under the trace, if any.
+func (in *traceInput) close() {
+	if in.closer != nil {
+		in.closer.Close()
+	}
 }
 
 // armInfo is one backend of a trace replay.

@@ -283,11 +283,10 @@ func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *sp
 // scan is pass 1: it reads the trace, the only time it is parsed, and
 // spools each event's op and measurements for pass 2.
 func (s *scanner) scan() error {
-	it, c, err := s.in.open()
+	it, err := s.in.events()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
 	for {
 		if interrupted.Load() {
 			return fmt.Errorf("%w during the first pass, after %d ops: nothing was replayed", errInterrupted, s.ops)
