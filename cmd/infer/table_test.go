@@ -123,3 +123,23 @@ func TestFlagErrorsOnce(t *testing.T) {
 		t.Errorf("a run error: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestSaysWhereAndWhat: -metrics :0 says the address it bound, and -db
+// what it loaded (nothing, then the first run's posteriors).
+func TestSaysWhereAndWhat(t *testing.T) {
+	dir := t.TempDir()
+	for i, want := range []string{"no posterior of this hardware yet", "posteriors of this hardware loaded"} {
+		var out, errb bytes.Buffer
+		args := append(append([]string{}, tinyArgs...), "-db", dir, "-metrics", ":0")
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		s := errb.String()
+		if !strings.Contains(s, "infer: -db "+dir+": ") || !strings.Contains(s, want) {
+			t.Errorf("run %d: stderr %q; want -db's %q", i+1, s, want)
+		}
+		if !regexp.MustCompile(`infer: metrics at http://127\.0\.0\.1:[1-9][0-9]*/metrics`).MatchString(s) {
+			t.Errorf("run %d: stderr %q; want the address -metrics bound", i+1, s)
+		}
+	}
+}
