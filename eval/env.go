@@ -86,6 +86,7 @@ type Env struct {
 	noise    []float64
 	drawSeed uint64
 	drawn    bool
+	warms    bool // some arm's first run of a kernel is slower (WarmupFactor > 1)
 }
 
 type opRec struct {
@@ -147,6 +148,9 @@ func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	e.every = opt.Checkpoint
 	if e.every <= 0 {
 		e.every = max(int64(len(e.ops))/100, 1)
+	}
+	for _, a := range arms {
+		e.warms = e.warms || a.Profile.WarmupFactor > 1
 	}
 	e.segments()
 	e.draw(opt.Seed)

@@ -171,6 +171,9 @@ func (e *Env) units(ng int, group func(t int) int) *unitSet {
 		us.members[fill[us.unit[t]]] = int32(t)
 		fill[us.unit[t]]++
 	}
+	if !e.warms {
+		return us // unitCost needs no kernels
+	}
 	us.kernels = make([][]int32, us.nu)
 	us.firsts = make([][][2]int32, len(e.kernels))
 	for u := range us.nu {
@@ -225,8 +228,17 @@ func (e *Env) solve(ng int, group func(t int) int, start func(u int) int32) (uni
 		}
 		starts = append(starts, c)
 	}
-	best := math.Inf(1)
-	for _, st := range starts {
+	// Descend from the compute-optimal start; another start is descended
+	// from only when it is cheaper as it stands (a fixed arm can be, where
+	// transfers or warm-up dominate), which keeps the result no dearer
+	// than any start at a fraction of the descents.
+	assign = starts[0]
+	e.descend(us, assign)
+	best := e.expected(us.unit, assign, ng, nil)
+	for _, st := range starts[1:] {
+		if e.expected(us.unit, st, ng, nil) >= best {
+			continue
+		}
 		e.descend(us, st)
 		if total := e.expected(us.unit, st, ng, nil); total < best {
 			best, assign = total, st
@@ -306,6 +318,9 @@ func (e *Env) unitCost(us *unitSet, assign []int32, u int, cost []float64) {
 			}
 			cost[a] += c
 		}
+	}
+	if !e.warms {
+		return
 	}
 	for _, k := range us.kernels[u] {
 		cur := e.warmOf(us, assign, k, u, int(assign[u]))

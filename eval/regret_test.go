@@ -49,7 +49,7 @@ func TestFixedNeverBeatsOracle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env, err := NewEnv(w, tab.Arms(), EnvOptions{})
+			env, err := NewEnv(w, tab.Arms(), EnvOptions{Seed: seed})
 			if err != nil {
 				t.Fatal(err)
 			}
