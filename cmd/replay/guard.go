@@ -19,7 +19,7 @@ type guardOptions struct {
 }
 
 func (g *guardOptions) flags(fs *flag.FlagSet) {
-	fs.Float64Var(&g.maxExcluded, "max-excluded", 10, "fail when more than `PCT` percent of the ops are left out of the comparison (100: never)")
+	fs.Float64Var(&g.maxExcluded, "max-excluded", 10, "fail when more than `PCT` percent of the ops are left out of the comparison for want of a measurement or model (ops outside the op catalogue, which no backend here runs, do not count; 100: never)")
 	fs.BoolVar(&g.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
 	fs.BoolVar(&g.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
 }
