@@ -269,8 +269,8 @@ func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, ho *hindsight,
 // the model's mean for the op; the draw's mean is that mean.
 func drawCounterfactual(b *bucketState, ent *specEntry, a int, r *rand.Rand) (float64, source) {
 	mean, sigma, src := ent.model[a], ent.sigma[a], ent.msrc[a]
-	if w := &b.meas[a]; w.n > 0 {
-		mean, sigma, src = w.meanUs(), w.sigma(), srcTrace
+	if b.meas[a].n > 0 {
+		mean, sigma, src = b.traceMean[a], b.traceSigma[a], srcTrace
 	}
 	return mean * math.Exp(sigma*r.NormFloat64()-sigma*sigma/2), src
 }

@@ -68,6 +68,10 @@ type bucketState struct {
 	modelSum [maxArms]float64
 	modelN   [maxArms]int64
 	mean     [maxArms]float64 // the oracle's mean µs per backend
+	// traceMean and traceSigma are meas's mean µs and σ of ln µs, set by
+	// finish where a backend has measurements: what counterfactual draws
+	// centre on, computed once rather than per draw.
+	traceMean, traceSigma [maxArms]float64
 	oracle   int
 	excluded bool
 	opaque   bool // its ops are outside the op catalogue
@@ -463,6 +467,7 @@ func (s *scanner) finish() ([]string, error) {
 			switch {
 			case b.meas[a].n > 0:
 				b.mean[a] = b.meas[a].meanUs()
+				b.traceMean[a], b.traceSigma[a] = b.mean[a], b.meas[a].sigma()
 			case b.modelN[a] == b.ops:
 				b.mean[a] = b.modelSum[a] / float64(b.ops)
 			default:
