@@ -29,7 +29,7 @@
 // A trace is parsed once. Pass 1 keeps, per bucket and backend, the
 // count, mean µs and spread of ln µs of every measurement (the backend an
 // op ran on, and shadow runs), and spools each event as its distinct op
-// and measurements (a few bytes; in memory up to 32 MiB, in a temporary
+// and measurements (a few bytes; in memory up to 4 MiB, in a temporary
 // file beyond, so memory does not grow with the trace). Each op's
 // duration on each backend is then fixed: its own measurement there when
 // it has one, else a counterfactual drawn lognormal around the bucket's

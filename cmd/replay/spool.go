@@ -26,7 +26,7 @@ type spool struct {
 }
 
 // spoolMemory is the most a spool holds in memory.
-const spoolMemory = 32 << 20
+const spoolMemory = 4 << 20
 
 // measurement is one measured duration of an event on a backend.
 type measurement struct {
