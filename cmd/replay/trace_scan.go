@@ -72,9 +72,9 @@ type bucketState struct {
 	// finish where a backend has measurements: what counterfactual draws
 	// centre on, computed once rather than per draw.
 	traceMean, traceSigma [maxArms]float64
-	oracle   int
-	excluded bool
-	opaque   bool // its ops are outside the op catalogue
+	oracle                int
+	excluded              bool
+	opaque                bool // its ops are outside the op catalogue
 }
 
 // scanner is pass 1: it learns the backends, buckets and distinct ops of a
