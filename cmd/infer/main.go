@@ -149,19 +149,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// usageHint follows a usage error: the flags are one -h away.
-const usageHint = "run infer -h for the flags"
-
-// usageError is a bad flag or flag value: main prints it once (unless the
-// flag package has, shown) with the hint, and exits 2.
-type usageError struct {
-	err   error
-	shown bool
-}
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
 // checkFlags checks the parsed flags together.
 func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
@@ -217,51 +204,11 @@ type Summary struct {
 	Stopped bool          `json:"stopped"` // by a signal
 }
 
-// FleetSummary is fleet.Stats under snake_case keys, as the rest of
-// Summary.
-type FleetSummary struct {
-	Connected bool   `json:"connected"`
-	Synced    bool   `json:"synced"`
-	Nodes     int    `json:"nodes"`
-	Keys      int    `json:"keys"`
-	Published uint64 `json:"published"`
-	Received  uint64 `json:"received"`
-	Malformed uint64 `json:"malformed"`
-	Foreign   uint64 `json:"foreign"`
-	Expired   uint64 `json:"expired"`
-	Conflicts uint64 `json:"conflicts"`
-	Errors    uint64 `json:"errors"`
-}
-
-func fleetSummary(st fleet.Stats) *FleetSummary {
-	return &FleetSummary{Connected: st.Connected, Synced: st.Synced, Nodes: st.Nodes, Keys: st.Keys,
-		Published: st.Published, Received: st.Received, Malformed: st.Malformed, Foreign: st.Foreign,
-		Expired: st.Expired, Conflicts: st.Conflicts, Errors: st.Errors}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
-}
-
-// exitCode prints err (once) and returns the exit status: 0, 2 for a
-// usage error (as replay's), 1 for any other.
-func exitCode(err error, stderr io.Writer) int {
-	var ue *usageError
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		if !ue.shown {
-			fmt.Fprintln(stderr, err)
-			fmt.Fprintln(stderr, usageHint)
-		}
-		return 2
-	}
-	fmt.Fprintln(stderr, err)
-	return 1
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -332,17 +279,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer stopFleet()
 	src.sched, src.exec = e.Scheduler(), e
-	if node != nil {
-		src.fleet = node
-	}
-	at, stopMetrics, err := serveMetrics(o.metrics, src, logger)
+	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	if at != "" {
-		fmt.Fprintf(stderr, "infer: metrics at http://%s/metrics\n", at)
-	}
 	m, err := NewModel(e, o.model)
 	if err != nil {
 		return err

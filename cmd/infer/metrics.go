@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -65,6 +66,23 @@ func serveMetrics(addr string, src metricSources, log zerolog.Logger) (at string
 		}
 	}()
 	return l.Addr().String(), func() { srv.Close() }, nil
+}
+
+// startMetrics serves the metrics of src and node (nil: no fleet) on
+// addr (nowhere for "") and says on stderr where: with ":0" the port is
+// the system's pick.
+func startMetrics(addr string, src metricSources, node *fleet.Node, log zerolog.Logger, stderr io.Writer) (stop func(), err error) {
+	if node != nil {
+		src.fleet = node
+	}
+	at, stop, err := serveMetrics(addr, src, log)
+	if err != nil {
+		return nil, err
+	}
+	if at != "" {
+		fmt.Fprintf(stderr, "infer: metrics at http://%s/metrics\n", at)
+	}
+	return stop, nil
 }
 
 // metric is one family: its name and help, Prometheus' conventions

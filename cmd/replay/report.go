@@ -304,15 +304,7 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
 	}
-	if r.ExcludedOps > 0 {
-		fmt.Fprintf(w, "excluded: %d ops of %d buckets, not compared (the report's figures leave them out):\n", r.ExcludedOps, len(r.ExcludedBuckets))
-		for _, g := range r.Excluded {
-			fmt.Fprintf(w, "  %d ops, %d buckets: %s; most ops: %s\n", g.Ops, g.Buckets, g.Reason, strings.Join(g.Top, ", "))
-		}
-	}
-	if r.Skipped > 0 {
-		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)
-	}
+	writeExcluded(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -379,4 +371,18 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// writeExcluded says what the comparison left out, by reason, and the
+// bad lines it skipped.
+func writeExcluded(w io.Writer, r *Report) {
+	if r.ExcludedOps > 0 {
+		fmt.Fprintf(w, "excluded: %d ops of %d buckets, not compared (the report's figures leave them out):\n", r.ExcludedOps, len(r.ExcludedBuckets))
+		for _, g := range r.Excluded {
+			fmt.Fprintf(w, "  %d ops, %d buckets: %s; most ops: %s\n", g.Ops, g.Buckets, g.Reason, strings.Join(g.Top, ", "))
+		}
+	}
+	if r.Skipped > 0 {
+		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)
+	}
 }

@@ -149,26 +149,7 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		fmt.Fprintln(stderr, warning)
 	}
 	pd = &plotData{arms: rs.arms}
-	var tps []*tracePolicy
-	oraclePos := -1 // the oracle policy's place: its run is the oracle's
-	for i, p := range ps {
-		if p.Name() == "oracle" {
-			oraclePos = i
-			continue
-		}
-		tp := &tracePolicy{p: p, last: make([]int8, len(s.buckets)),
-			run: policyRun{name: p.Name(), counts: make([]int64, len(arms)), perBucket: make([][]int64, len(s.buckets))}}
-		for b := range tp.last {
-			tp.last[b] = -1
-			tp.run.perBucket[b] = make([]int64, len(arms))
-		}
-		if p.Name() == "thompson" {
-			tp.dmap = newDecisionMap(included, len(arms))
-			pd.dmap = tp.dmap
-		}
-		tp.ex, _ = p.(eval.Explorer)
-		tps = append(tps, tp)
-	}
+	tps, oraclePos := newTracePolicies(ps, len(s.buckets), len(arms), included, pd)
 	prog.phase("replaying")
 	ho := newHindsight(len(s.buckets), len(s.arms))
 	op, err := s.replaySpool(tps, newOpCosts(o.seed), ho, included, rs, stderr)
@@ -190,6 +171,33 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 		rs.runs = slices.Insert(rs.runs, oraclePos, ho.run(op, len(s.arms)))
 	}
 	return rs, pd, nil
+}
+
+// newTracePolicies gives each policy of ps its accounting over buckets
+// and arms, thompson a decision map for the plot; the oracle policy is
+// left out, its run derived from the oracle's, and oraclePos is where it
+// goes in the report (-1: not asked for).
+func newTracePolicies(ps []eval.Policy, buckets, arms int, included int64, pd *plotData) (tps []*tracePolicy, oraclePos int) {
+	oraclePos = -1
+	for i, p := range ps {
+		if p.Name() == "oracle" {
+			oraclePos = i
+			continue
+		}
+		tp := &tracePolicy{p: p, last: make([]int8, buckets),
+			run: policyRun{name: p.Name(), counts: make([]int64, arms), perBucket: make([][]int64, buckets)}}
+		for b := range tp.last {
+			tp.last[b] = -1
+			tp.run.perBucket[b] = make([]int64, arms)
+		}
+		if p.Name() == "thompson" {
+			tp.dmap = newDecisionMap(included, arms)
+			pd.dmap = tp.dmap
+		}
+		tp.ex, _ = p.(eval.Explorer)
+		tps = append(tps, tp)
+	}
+	return tps, oraclePos
 }
 
 // replaySpool is pass 2: every spooled op under every policy, each charged
