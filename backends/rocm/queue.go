@@ -82,6 +82,7 @@ func (e *event) wait() (backends.Timing, error) {
 			code := d.syncEvent(end)
 			_ = d.gated(func() error {
 				d.retire(e, code)
+				d.trimRetired()
 				return nil
 			})
 		}
@@ -172,6 +173,15 @@ func (d *Device) retireCompleted() {
 		if !e.done.Load() {
 			break
 		}
+		n++
+	}
+	d.inflight = slices.Delete(d.inflight, 0, n)
+}
+
+// trimRetired drops the retired work at the head of the queue (under do).
+func (d *Device) trimRetired() {
+	n := 0
+	for n < len(d.inflight) && d.inflight[n].done.Load() {
 		n++
 	}
 	d.inflight = slices.Delete(d.inflight, 0, n)
