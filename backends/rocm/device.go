@@ -22,9 +22,9 @@ import (
 // bound to the device first (the vendor runtimes keep the current device
 // or context per thread), one caller at a time under a mutex: a
 // dedicated device thread would cost two cross-thread wake-ups per op,
-// more than a short op's device time (BenchmarkGPULaunch). Device
-// is safe for concurrent use; ops and transfers run one at a time, in
-// call order per caller.
+// more than a short op's device time (BenchmarkGPULaunch). Work is queued
+// (queue.go): ops on one stream, copies on another, each in call order.
+// Device is safe for concurrent use.
 type Device struct {
 	l    *loaded
 	s    *shim
