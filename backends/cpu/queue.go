@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,12 +278,12 @@ func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, bufs, o); err != nil {
 		return fail(err)
 	}
-	return &task{kind: workRun, spec: s, in: in, out: out, after: after}, nil
+	return &task{kind: workRun, spec: s, in: slices.Clone(in), out: out, after: slices.Clone(after)}, nil
 }
 
 // copyAsync checks a copy's arguments and queues it.
 func (b *Backend) copyAsync(kind workKind, buf backends.Buffer, host []byte, after []backends.Event, inline bool) (*event, error) {
-	t := &task{kind: kind, out: buf, host: host, after: after}
+	t := &task{kind: kind, out: buf, host: host, after: slices.Clone(after)}
 	d, err := backends.HostBytes(b, buf)
 	if err == nil && len(d) != len(host) {
 		err = fmt.Errorf("%w: buffer of %d bytes, host memory of %d", kernels.ErrBufferSize, len(d), len(host))

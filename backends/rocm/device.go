@@ -52,6 +52,7 @@ type Device struct {
 	stream, copyStream uintptr
 	events             []uintptr                  // the event pool: handles not in use
 	pinned             map[int64][]unsafe.Pointer // free pinned staging blocks by size class
+	pinnedCached       int64                      // their bytes
 	inflight           []*event                   // queued work not yet retired, in queue order
 	failed             []*event                   // retired work that failed, not yet reported by Sync
 

@@ -81,7 +81,7 @@ func (e *event) wait() (backends.Timing, error) {
 		}); err == nil && end != 0 {
 			code := d.syncEvent(end)
 			_ = d.gated(func() error {
-				d.retire(e, code)
+				d.retire(e, fEventSync, code)
 				d.trimRetired()
 				return nil
 			})
@@ -126,20 +126,20 @@ func (d *Device) syncEvent(ev uintptr) int {
 // poll queries e's end event and retires e if it has completed (under do).
 func (d *Device) poll(e *event) {
 	if !e.done.Load() {
-		d.retire(e, d.s.call(fEventQuery, e.end))
+		d.retire(e, fEventQuery, d.s.call(fEventQuery, e.end))
 	}
 }
 
-// retire completes e given its end event's status (under do); notReady
-// leaves it queued. The elapsed time is read here, the end event being
-// complete.
-func (d *Device) retire(e *event, code int) {
+// retire completes e given the status of call (a query or
+// synchronisation) on its end event (under do); notReady leaves it
+// queued. The elapsed time is read here, the end event being complete.
+func (d *Device) retire(e *event, call fn, code int) {
 	if e.done.Load() || code == notReady {
 		return
 	}
 	var err error
 	if code != 0 {
-		err = d.check(fEventSync, code)
+		err = d.check(call, code)
 	} else {
 		ms, c := d.s.eventElapsed(e.start, e.end)
 		if err = d.check(fEventElapsed, c); err == nil {
@@ -460,7 +460,7 @@ func (d *Device) takeFailed() error {
 func (d *Device) drainQueue() error {
 	for _, e := range d.inflight {
 		if !e.done.Load() {
-			d.retire(e, d.s.call(fEventSync, e.end))
+			d.retire(e, fEventSync, d.s.call(fEventSync, e.end))
 		}
 	}
 	d.inflight = nil
@@ -482,6 +482,7 @@ func (d *Device) takePinned(n int64) ([]byte, error) {
 	if l := d.pinned[c]; len(l) > 0 {
 		p := l[len(l)-1]
 		d.pinned[c] = l[:len(l)-1]
+		d.pinnedCached -= c
 		return unsafe.Slice((*byte)(p), c)[:n], nil
 	}
 	p, code := d.s.hostMalloc(c)
@@ -491,8 +492,20 @@ func (d *Device) takePinned(n int64) ([]byte, error) {
 	return unsafe.Slice((*byte)(p), c)[:n], nil
 }
 
-// putPinned returns staging memory from takePinned to its pool (under do).
+// maxPinnedCache bounds the pinned staging memory kept for reuse: a model
+// upload of many large tensors would otherwise keep a block of each size
+// pinned until Close.
+const maxPinnedCache = 256 << 20
+
+// putPinned returns staging memory from takePinned to its pool, or to the
+// runtime when the pool holds maxPinnedCache already (under do).
 func (d *Device) putPinned(b []byte) {
 	c := int64(cap(b))
-	d.pinned[c] = append(d.pinned[c], unsafe.Pointer(unsafe.SliceData(b)))
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if d.pinnedCached+c > maxPinnedCache {
+		_ = d.check(fHostFree, d.s.hostFree(p))
+		return
+	}
+	d.pinned[c] = append(d.pinned[c], p)
+	d.pinnedCached += c
 }
