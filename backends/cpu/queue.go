@@ -148,14 +148,17 @@ func (q *queue) finish(b *Backend, t *task) {
 }
 
 // run waits for t's dependencies on other queues (this queue's own are
-// done, the queue being in order), then runs t. A failed dependency fails
-// t without running it.
+// done, the queue being in order), then runs t. A failed dependency, of
+// this queue or another, fails t without running it.
 func (q *queue) run(b *Backend, t *task) (backends.Timing, error) {
 	for i, dep := range t.after {
+		var err error
 		if e, ok := dep.(*event); ok && e.q == q {
-			continue
+			err = e.err // done: it ran before t
+		} else {
+			_, err = dep.Wait()
 		}
-		if _, err := dep.Wait(); err != nil {
+		if err != nil {
 			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: t.op(),
 				Err: fmt.Errorf("dependency %d failed: %w", i, err)}
 		}

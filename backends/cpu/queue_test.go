@@ -168,6 +168,14 @@ func TestQueueErrors(t *testing.T) {
 		t.Fatalf("second Sync: %v, want nil (reported once)", err)
 	}
 
+	// A dependency of the same queue that failed fails the op after it.
+	failedEv, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, []backends.Event{newFailed(boom)})
+	next, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, []backends.Event{failedEv})
+	if _, err := next.Wait(); !errors.Is(err, boom) || !strings.Contains(err.Error(), "dependency 0 failed") {
+		t.Fatalf("op after a failed op of its own queue: %v, want the dependency's error", err)
+	}
+	b.Sync()
+
 	// Bad arguments fail at once, not in the queue.
 	if _, err := b.RunAsync(silu, []backends.Buffer{in}, out, nil); !errors.Is(err, backends.ErrForeignBuffer) || !strings.Contains(err.Error(), "freed") {
 		t.Errorf("RunAsync on a freed buffer: %v", err)

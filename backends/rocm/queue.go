@@ -219,7 +219,10 @@ func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*eve
 			return nil, err
 		}
 	}
-	for _, l := range after {
+	for i, l := range after {
+		if l.done.Load() && l.err != nil {
+			return nil, fmt.Errorf("dependency %d failed: %w", i, l.err)
+		}
 		if err := wait(l); err != nil {
 			return nil, err
 		}
