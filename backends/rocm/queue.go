@@ -219,10 +219,7 @@ func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*eve
 			return nil, err
 		}
 	}
-	for i, l := range after {
-		if l.done.Load() && l.err != nil {
-			return nil, fmt.Errorf("dependency %d failed: %w", i, l.err)
-		}
+	for _, l := range after {
 		if err := wait(l); err != nil {
 			return nil, err
 		}
@@ -259,19 +256,41 @@ func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*eve
 // that are not this device's (another backend's work: the host thread
 // that enqueues waits, as a CPU op's output must be complete before a
 // copy reads it), and returns this device's own, which the device waits
-// for itself. A failed dependency's error is returned.
+// for itself. It returns the error of the first dependency known to have
+// failed: a foreign one, or one of this device's already retired.
 func (d *Device) awaitForeign(after []backends.Event) ([]*event, error) {
 	var own []*event
 	for i, a := range after {
+		var err error
 		if e, ok := a.(*event); ok && e.d == d {
+			if e.done.Load() {
+				err = e.err
+			}
 			own = append(own, e)
-			continue
+		} else {
+			_, err = a.Wait()
 		}
-		if _, err := a.Wait(); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("dependency %d failed: %w", i, err)
 		}
 	}
 	return own, nil
+}
+
+// failedEvent returns the event of work that did not run because a
+// dependency failed: done, with a DeviceError naming op and wrapping the
+// dependency's error, which Sync reports if no Wait does.
+func (d *Device) failedEvent(op string, dep error) (backends.Event, error) {
+	e := &event{d: d, op: op, err: &backends.DeviceError{Backend: d.info.Name, Op: op, Err: dep}}
+	err := d.gated(func() error {
+		d.failed = append(d.failed, e)
+		return nil
+	})
+	if err != nil {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
+	}
+	e.done.Store(true)
+	return e, nil
 }
 
 // RunAsync implements backends.Queuer: the op is enqueued on the compute
@@ -302,7 +321,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	bufs[len(in)] = ob
 	deps, err := d.awaitForeign(after)
 	if err != nil {
-		return fail(err)
+		return d.failedEvent(s.Op.String(), err)
 	}
 	var e *event
 	err = d.call(func() error {
@@ -380,7 +399,7 @@ func (d *Device) copyAsync(op string, b backends.Buffer, host []byte, after []ba
 	}
 	deps, err := d.awaitForeign(after)
 	if err != nil {
-		return fail(err)
+		return d.failedEvent(op, err)
 	}
 	var e *event
 	err = d.call(func() error {

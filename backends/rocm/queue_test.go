@@ -294,10 +294,18 @@ func TestFakeQueueBadUse(t *testing.T) {
 		t.Errorf("ReadAsync of a freed buffer: %v", err)
 	}
 	boom := errors.New("cpu op failed")
-	_, err = d.RunAsync(s, []backends.Buffer{in}, again, []backends.Event{newFailedGate(boom)})
+	dep, err := d.RunAsync(s, []backends.Buffer{in}, again, []backends.Event{newFailedGate(boom)})
+	if err != nil {
+		t.Fatalf("RunAsync after a failed dependency: %v, want a failed event", err)
+	}
+	_, err = dep.Wait()
 	var de *backends.DeviceError
-	if !errors.As(err, &de) || de.Op != "SiLU" || !errors.Is(err, boom) {
-		t.Errorf("RunAsync after a failed dependency: %v, want DeviceError{Op: SiLU} wrapping it", err)
+	if !errors.As(err, &de) || de.Op != "SiLU" || !errors.Is(err, boom) || !dep.Done() {
+		t.Errorf("the event of an op after a failed dependency: %v, want DeviceError{Op: SiLU} wrapping it", err)
+	}
+	wdep, _ := d.WriteAsync(again, make([]byte, 64), []backends.Event{dep})
+	if _, err := wdep.Wait(); !errors.Is(err, boom) {
+		t.Errorf("a write after that failed op: %v, want the first failure", err)
 	}
 	d.Close()
 	if err := d.Sync(); !errors.Is(err, ErrClosed) {
