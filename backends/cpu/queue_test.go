@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -289,5 +290,55 @@ func TestHardwareGroup(t *testing.T) {
 	}
 	if groups[0] != groups[1] || groups[0] == "" {
 		t.Errorf("HardwareGroup of cpu and cpu1: %q, want equal and non-empty", groups)
+	}
+}
+
+// TestQueueConcurrentChains runs chains from 4 goroutines at once, each
+// op doubling a vector on cpu or cpu1 in turn after the previous op's
+// event (the two backends map the same host memory): every chain ends at
+// 2^10, whatever the interleaving of the queues.
+func TestQueueConcurrentChains(t *testing.T) {
+	bs := []*Backend{openTest(t, DefaultOptions().WithThreads(2)), openTest(t, DefaultOptions().WithThreads(1))}
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 2}}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			v := [2][]float32{make([]float32, 256), make([]float32, 256)}
+			for i := range v[0] {
+				v[0][i] = 1
+			}
+			var last backends.Event
+			for i := range 10 {
+				b := bs[i%2]
+				src, _ := b.MapHost(kernels.AsBytes(v[i%2]))
+				dst, _ := b.MapHost(kernels.AsBytes(v[1-i%2]))
+				var after []backends.Event
+				if last != nil {
+					after = []backends.Event{last}
+				}
+				ev, err := b.RunAsync(s, []backends.Buffer{src}, dst, after)
+				if err != nil {
+					errs <- err
+					return
+				}
+				last = ev
+			}
+			if _, err := last.Wait(); err != nil {
+				errs <- err
+				return
+			}
+			for i, x := range v[0] {
+				if x != 1024 {
+					errs <- fmt.Errorf("element %d = %v after the chain, want 1024", i, x)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
