@@ -116,7 +116,15 @@ func (q *queue) enqueue(b *Backend, t *task, inline bool) error {
 	}
 	q.mu.Unlock()
 	q.finish(b, t)
-	q.drain(b) // work queued meanwhile by other callers
+	// Work queued meanwhile by other callers goes to a goroutine: the
+	// caller returns as soon as its own task is done.
+	q.mu.Lock()
+	more := len(q.pending) > 0
+	q.running = more
+	q.mu.Unlock()
+	if more {
+		go q.drain(b)
+	}
 	return nil
 }
 
