@@ -374,15 +374,25 @@ func (d *Device) launch(p opPlan, fns []uintptr, bufs []*buffer) error {
 // so far and returns the first error of queued work that no Wait has
 // reported (the others are dropped). After Close it fails with ErrClosed.
 func (d *Device) Sync() error {
-	var pending []*event
+	// Waiting for the last work queued on each stream is waiting for all;
+	// the rest is then retired by queries that find it complete.
+	var last [2]*event
 	if err := d.gated(func() error {
-		pending = slices.Clone(d.inflight)
+		for _, e := range d.inflight {
+			if e.stream == d.stream {
+				last[0] = e
+			} else {
+				last[1] = e
+			}
+		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	for _, e := range pending {
-		_, _ = e.wait()
+	for _, e := range last {
+		if e != nil {
+			_, _ = e.wait()
+		}
 	}
 	var first error
 	err := d.gated(func() error {
