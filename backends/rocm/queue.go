@@ -31,10 +31,10 @@ type event struct {
 	d          *Device
 	op         string
 	stream     uintptr
-	start, end uintptr // from the event pool, returned when retired
-	stage      []byte  // pinned staging memory of a copy
-	dst        []byte  // a read's destination, filled from stage when retired
-	release    []uintptr
+	start, end uintptr   // from the event pool, returned when retired
+	stage      []byte    // pinned staging memory of a copy
+	dst        []byte    // a read's destination, filled from stage when retired
+	release    []uintptr // device memory freed while queued, pooled when retired
 	timing     backends.Timing
 	err        error
 	done       atomic.Bool
