@@ -116,7 +116,7 @@ PEER_PKGS   ?= libstarpu-dev libopenblas-dev pkg-config
 PEER_ROUNDS ?= 5
 PEER_BIN    ?= bin/peer_starpu
 peer:
-	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) $(PEER_PKGS)"
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(TEST_PKGS) $(PEER_PKGS)"
 	@mkdir -p $(dir $(PEER_BIN))
 	$(CC) -O3 -Wall -o $(PEER_BIN) bench/peer/starpu/peer_starpu.c bench/peer/peerkern.c \
 	  $$(pkg-config --cflags --libs starpu-1.3) -ldl
