@@ -2,7 +2,6 @@ package history
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,14 +28,14 @@ type Options struct {
 // DefaultOptions returns the defaults for a store in dir: flushed every
 // second or as soon as 1,024 changed records wait, the host's fingerprint
 // (HostFingerprint),
-// prior weight 0.1, warnings logged to stderr.
+// prior weight 0.1, and no logger: a library logs only through the
+// logger it is given (WithLogger).
 func DefaultOptions(dir string) Options {
 	return Options{
 		Dir:           dir,
 		FlushInterval: time.Second,
 		FlushEvery:    1024,
 		Fingerprint:   HostFingerprint(),
-		Logger:        zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
 		PriorWeight:   0.1,
 		MemTableSize:  DefaultMemTableSize,
 	}
@@ -77,8 +76,8 @@ func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
 func (o Options) WithFingerprint(f Fingerprint) Options { o.Fingerprint = f; return o }
 
 // WithLogger sets where the store logs (fingerprint changes, skipped
-// records, flush failures; Badger's own warnings). Default: stderr, info
-// level.
+// records, flush failures; Badger's own warnings). Default: none (the
+// zero zerolog.Logger, which discards).
 func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
 
 // WithPriorWeight sets how much of an old fingerprint's evidence survives

@@ -15,19 +15,26 @@ type CPU struct {
 	gemm Gemm
 }
 
+// Gemm computes the row-major product C = A·B, overwriting C: A is m×k
+// with row stride lda, B is k×n with row stride ldb, C is m×n with row
+// stride ldc (strides in elements). A Gemm must be safe for concurrent
+// calls; it may parallelise internally. With k = 0 it sets C to zero.
+type Gemm func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
+
 // NewCPU returns a CPU running on p (a one-thread pool when p is nil) and
-// multiplying with gemm (nil: the built-in blocked pure-Go gemm, parallel
-// on p). gemm must be safe for concurrent calls; it may call p.Parallel.
-// The caller keeps ownership of p and closes it after the CPU's last use.
+// multiplying with gemm: the package has no matrix product of its own
+// (the CPU backend passes OpenBLAS's or gonum's). gemm must be safe for
+// concurrent calls; it may call p.Parallel. A nil gemm is a programmer
+// error: NewCPU panics. The caller keeps ownership of p and closes it
+// after the CPU's last use.
 func NewCPU(p *Pool, gemm Gemm) *CPU {
+	if gemm == nil {
+		panic("kernels: NewCPU with a nil Gemm")
+	}
 	if p == nil {
 		p = NewPool(1)
 	}
-	c := &CPU{pool: p, gemm: gemm}
-	if gemm == nil {
-		c.gemm = c.goGemm
-	}
-	return c
+	return &CPU{pool: p, gemm: gemm}
 }
 
 // minParallelWork is the work (about one multiply-add or element each)

@@ -57,7 +57,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -222,7 +221,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
-	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {
@@ -236,7 +234,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err != nil {
 			return err
 		}
-		bes = append(bes, metered{Backend: b, ns: busy})
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
+		bes = append(bes, meter(b, busy))
 		infos = append(infos, b.Info())
 	}
 	st, err := parseStrategy(o.strategy, bes)

@@ -141,6 +141,23 @@ type metered struct {
 	ns *atomic.Int64
 }
 
+// meter wraps b in metered, keeping backends.Calibrator where b has it:
+// without it the Scheduler would give a CPU the default figures instead
+// of calibrating it. Calibration's own runs are not metered.
+func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
+	m := metered{Backend: b, ns: ns}
+	if c, ok := b.(backends.Calibrator); ok {
+		return calibratedMeter{m, c}
+	}
+	return m
+}
+
+// calibratedMeter is metered over a backend that calibrates itself.
+type calibratedMeter struct {
+	metered
+	backends.Calibrator
+}
+
 // MapHost forwards backends.HostMapper, so that a metered CPU still works
 // on the Executor's host memory in place (mapping copies nothing: there
 // is no time to meter).
