@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/bandit"
 )
 
 // Shards is how many keys a node's evidence is spread over: bucket
@@ -81,8 +80,7 @@ type Node struct {
 	nc     *nats.Conn
 	fold   *adaptive.Fold
 	log    zerolog.Logger
-	nonce  uint64
-	prefix string // "FINGERPRINT."
+	ledger *ledger
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -101,37 +99,8 @@ type Node struct {
 	backoff    time.Duration
 	failing    bool
 	reconnects uint64
-	dec        decoder
-	val        value
 	buf        []byte
-	synced     bool
-	local      map[adaptive.Key]bandit.Stats // the Scheduler's own evidence
-	baseline   map[adaptive.Key]bandit.Stats // this node's values before this run
-	own        [Shards]map[adaptive.Key]struct{}
-	dirty      [Shards]bool
-	putAt      [Shards]time.Time
-	nodes      map[string]int32 // other nodes, by index into contributions
-	// The keys with foreign evidence (or a baseline), numbered in order of
-	// first sight: their IDs index keys, shard, contrib and marked.
-	ids     map[adaptive.Key]int32
-	keys    []adaptive.Key
-	contrib [][]contribution
-	held    int                     // keys with other nodes' evidence
-	seen    map[nodeShard]time.Time // when each other node's value was put
-	changed []int32                 // keys whose total changed, each once
-	marked  []bool
-}
-
-// contribution is one other node's evidence for a key.
-type contribution struct {
-	node int32
-	st   bandit.Stats
-}
-
-// nodeShard names one value of another node.
-type nodeShard struct {
-	node  int32
-	shard string
+	totals     []total
 }
 
 // Start connects s to the fleet through nc, which the caller owns (and
@@ -149,14 +118,10 @@ func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
 	_, _ = crand.Read(nb[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger, nonce: binary.LittleEndian.Uint64(nb[:]),
-		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
+		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger,
+		ledger: newLedger(opts.Fingerprint.Hash, opts.NodeID, binary.LittleEndian.Uint64(nb[:])),
+		cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
 		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
-		local: map[adaptive.Key]bandit.Stats{}, baseline: map[adaptive.Key]bandit.Stats{},
-		nodes: map[string]int32{}, ids: map[adaptive.Key]int32{}, seen: map[nodeShard]time.Time{},
-	}
-	for i := range n.own {
-		n.own[i] = map[adaptive.Key]struct{}{}
 	}
 	go n.loop(ctx)
 	return n, nil
@@ -250,14 +215,14 @@ func (n *Node) loop(ctx context.Context) {
 // syncBeforeClose gives a node that has not synced yet (a short run)
 // closeTimeout to do so, so that Close can publish what it learned.
 func (n *Node) syncBeforeClose() {
-	if n.synced || !n.nc.IsConnected() {
+	if n.ledger.synced || !n.nc.IsConnected() {
 		return
 	}
 	deadline := time.Now().Add(closeTimeout)
 	if n.kv == nil {
 		n.setup(context.Background())
 	}
-	for n.w != nil && !n.synced {
+	for n.w != nil && !n.ledger.synced {
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case e, ok := <-n.w.Updates():
@@ -285,25 +250,31 @@ func (n *Node) tick(ctx context.Context) error {
 		n.setup(ctx)
 	}
 	n.collect()
-	n.expire()
+	n.ledger.expire(n.opts.Now(), n.maxAge)
 	n.foldChanged()
 	err := n.publish(requestTimeout)
 	n.gauges()
 	return err
 }
 
-// gauges updates the state that Stats reports besides the counters.
+// gauges updates what Stats reports of the ledger and the connection.
 func (n *Node) gauges() {
-	live := map[int32]bool{}
-	for ns := range n.seen {
-		live[ns.node] = true
-	}
+	l := n.ledger
+	nodes := l.nodesLive()
 	n.mu.Lock()
 	n.st.Connected = n.kv != nil && n.nc.IsConnected()
-	n.st.Synced = n.synced
-	n.st.Keys = n.held
-	n.st.Nodes = len(live)
+	n.st.Synced = l.synced
+	n.st.Keys = l.held
+	n.st.Nodes = nodes
+	n.counted()
 	n.mu.Unlock()
+}
+
+// counted copies the ledger's counters into st (n.mu held).
+func (n *Node) counted() {
+	c := &n.ledger.counts
+	n.st.Received, n.st.Malformed, n.st.Foreign = c.Received, c.Malformed, c.Foreign
+	n.st.Expired, n.st.Conflicts = c.Expired, c.Conflicts
 }
 
 // setup finds or creates the key-value bucket and watches this
@@ -338,16 +309,14 @@ func (n *Node) setup(loop context.Context) {
 	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < n.maxAge {
 		n.maxAge = st.TTL()
 	}
-	w, err := kv.Watch(loop, n.prefix+">")
+	w, err := kv.Watch(loop, n.ledger.prefix+">")
 	if err != nil {
 		n.fail(err)
 		return
 	}
 	n.kv, n.w = kv, w
 	n.backoff = minBackoff
-	for i := range n.dirty {
-		n.dirty[i] = len(n.own[i]) > 0
-	}
+	n.ledger.republish()
 	if n.failing {
 		n.log.Info().Str("bucket", n.opts.Bucket).Msg("fleet: connected")
 		n.failing = false
@@ -390,34 +359,32 @@ func shardOf(bucket string) int {
 }
 
 // key returns the key of this node's shard s.
-func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.prefix, n.opts.NodeID, s) }
+func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.ledger.prefix, n.opts.NodeID, s) }
 
-// collect takes the Scheduler's changed evidence.
-func (n *Node) collect() {
-	n.fold.Collect(func(k adaptive.Key, own bandit.Stats) {
-		n.local[k] = own
-		s := shardOf(k.Bucket)
-		n.own[s][k] = struct{}{}
-		n.dirty[s] = true
-	})
+// collect takes the Scheduler's changed evidence into the ledger.
+func (n *Node) collect() { n.fold.Collect(n.ledger.learned) }
+
+// foldChanged hands the Scheduler the ledger's new totals.
+func (n *Node) foldChanged() {
+	n.totals = n.ledger.totals(n.totals[:0])
+	for _, t := range n.totals {
+		n.fold.SetForeign(t.key, t.st)
+	}
 }
 
 // publish puts every shard that changed, or is due to be rewritten
 // before it ages out, each put waiting at most timeout.
 func (n *Node) publish(timeout time.Duration) error {
-	if !n.synced || n.kv == nil || !n.nc.IsConnected() {
+	l := n.ledger
+	if !l.synced || n.kv == nil || !n.nc.IsConnected() {
 		return ErrOffline
 	}
 	now := n.opts.Now()
 	for s := range Shards {
-		if len(n.own[s]) == 0 || !n.dirty[s] && now.Sub(n.putAt[s]) < n.maxAge/4 {
+		if !l.due(s, now, n.maxAge) {
 			continue
 		}
-		n.val = value{fingerprint: n.opts.Fingerprint.Hash, node: n.opts.NodeID, nonce: n.nonce, recs: n.val.recs[:0]}
-		for k := range n.own[s] {
-			n.val.recs = append(n.val.recs, record{key: k, st: n.baseline[k].Add(n.local[k])})
-		}
-		n.buf = appendValue(n.buf[:0], &n.val)
+		n.buf = l.encode(n.buf[:0], s)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, err := n.kv.Put(ctx, n.key(s), n.buf)
 		cancel()
@@ -425,10 +392,38 @@ func (n *Node) publish(timeout time.Duration) error {
 			n.fail(err)
 			return err
 		}
-		n.dirty[s], n.putAt[s] = false, now
+		l.published(s, now)
 		n.mu.Lock()
 		n.st.Published++
 		n.mu.Unlock()
 	}
 	return nil
+}
+
+// entry applies one watched value (nil: the initial values are all in).
+func (n *Node) entry(e jetstream.KeyValueEntry) {
+	l := n.ledger
+	if e == nil {
+		if l.sync() {
+			n.foldChanged()
+			n.gauges()
+			close(n.syncedCh)
+		}
+		return
+	}
+	var err error
+	if e.Operation() == jetstream.KeyValuePut {
+		err = l.put(e.Key(), e.Value(), e.Created())
+	} else {
+		err = l.remove(e.Key())
+	}
+	switch {
+	case errors.Is(err, errConflict):
+		n.log.Warn().Str("key", e.Key()).Msg(err.Error())
+	case err != nil:
+		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
+	}
+	n.mu.Lock()
+	n.counted()
+	n.mu.Unlock()
 }
