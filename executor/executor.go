@@ -10,8 +10,8 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // Config configures an Executor: the Scheduler's Config plus what the
@@ -24,7 +24,7 @@ type Config struct {
 	// Recorder, when not nil, receives one trace event per op (DESIGN.md §
 	// Traces); Record never blocks, so a slow writer drops events rather
 	// than slow the ops. The Executor does not close it.
-	Recorder *history.Recorder
+	Recorder *trace.Recorder
 	// BackoffBase is how long a failed backend is kept out before it is
 	// probed again (one op let through), doubling with each consecutive
 	// failure up to BackoffMax. Defaults: 50 ms and 5 s.

@@ -16,9 +16,9 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/cpu"
 	"github.com/adaptsched/adaptsched/executor"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // open opens a registered backend or fails the test.
@@ -398,8 +398,8 @@ func TestExecutorFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
-	var trace bytes.Buffer
-	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	var recorded bytes.Buffer
+	rec, err := trace.NewRecorder(&recorded, trace.Header{}, trace.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,12 +456,12 @@ func TestExecutorFaults(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(recorded.String()), "\n")
 	if got := int64(len(lines) - 1); got != 2*n+st.Recoveries {
 		t.Errorf("%d trace events, want %d", got, 2*n+st.Recoveries)
 	}
-	if !strings.Contains(trace.String(), `"reason":"MemoryConstraint"`) || !strings.Contains(trace.String(), `"backend":"sim:h100"`) {
-		t.Errorf("trace lacks the memory fallback or the GPU:\n%s", trace.String()[:min(len(trace.String()), 2000)])
+	if !strings.Contains(recorded.String(), `"reason":"MemoryConstraint"`) || !strings.Contains(recorded.String(), `"backend":"sim:h100"`) {
+		t.Errorf("trace lacks the memory fallback or the GPU:\n%s", recorded.String()[:min(len(recorded.String()), 2000)])
 	}
 }
 

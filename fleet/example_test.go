@@ -13,7 +13,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/fleet"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -50,7 +50,7 @@ func ExampleStart() {
 	}
 	defer ns.WaitForShutdown()
 	defer ns.Shutdown()
-	fp := history.Fingerprint{Hash: "0123456789abcdef", Desc: "example"}
+	fp := hardware.Fingerprint{Hash: "0123456789abcdef", Desc: "example"}
 	spec := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 512}, {512, 512}}}
 
 	node := func(id string) (*adaptive.Scheduler, *fleet.Node) {

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Flags are the command-line flags of a program that joins a fleet
@@ -69,7 +69,7 @@ const syncTimeout = 10 * time.Second
 // waits (up to 10 s) until the fleet's evidence is folded in. stop closes the node, the
 // connection and the server, in that order. Without -fleet or
 // -fleet-serve it returns a nil Node and a stop that does nothing.
-func (f *Flags) Start(s *adaptive.Scheduler, fp history.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
+func (f *Flags) Start(s *adaptive.Scheduler, fp hardware.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
 	if !f.Enabled() {
 		return nil, func() {}, nil
 	}

@@ -17,12 +17,12 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // testFP is the fingerprint of the tests' nodes.
-var testFP = history.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
+var testFP = hardware.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
 
 // newScheduler returns a Scheduler of one CPU backend, "cpu", whose
 // bandit does not discount (Discount 1): its posteriors are then exactly

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
@@ -410,7 +411,7 @@ func (db *DB) Stats() Stats {
 }
 
 // Fingerprint returns the fingerprint that scopes this DB's records.
-func (db *DB) Fingerprint() Fingerprint { return db.opts.Fingerprint }
+func (db *DB) Fingerprint() hardware.Fingerprint { return db.opts.Fingerprint }
 
 // Close stops the flusher, collects the attached Schedulers a last time,
 // writes what is pending and closes Badger. Puts after Close are refused

@@ -19,11 +19,12 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 )
 
-var testFP = FingerprintOf([]backends.Info{
+var testFP = hardware.FingerprintOf([]backends.Info{
 	{Name: "cpu", Kind: backends.CPU, Platform: "host", Model: "Test CPU", Arch: "amd64", Threads: 8},
 	{Name: "rocm", Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.2"},
 })
@@ -237,7 +238,7 @@ func TestOptionsValidate(t *testing.T) {
 		"every":       base.WithFlushEvery(-1),
 		"weight":      base.WithPriorWeight(1.5),
 		"weight NaN":  base.WithPriorWeight(math.NaN()),
-		"fingerprint": base.WithFingerprint(Fingerprint{}),
+		"fingerprint": base.WithFingerprint(hardware.Fingerprint{}),
 		"memtable":    base.WithMemTableSize(4096),
 	} {
 		if _, err := Open(o); !errors.Is(err, ErrInvalidOptions) {
@@ -325,7 +326,7 @@ func TestFingerprintChange(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	newFP := FingerprintOf([]backends.Info{{Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.3"}})
+	newFP := hardware.FingerprintOf([]backends.Info{{Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.3"}})
 	if newFP.Hash == testFP.Hash {
 		t.Fatal("a runtime upgrade must change the fingerprint")
 	}
@@ -434,7 +435,7 @@ func TestImportRejects(t *testing.T) {
 	o, _ := testOpts(t, "")
 	db := mustOpen(t, o)
 	defer db.Close()
-	other := mustOpen(t, o.WithFingerprint(FingerprintOf(nil)))
+	other := mustOpen(t, o.WithFingerprint(hardware.FingerprintOf(nil)))
 	other.PutWithPrior(Key{"cpu", "x"}, prior0, grown(1))
 	var snap bytes.Buffer
 	other.Export(&snap)

@@ -1,8 +1,9 @@
-// Package history persists what the scheduler learns and records what it
-// does (DESIGN.md § Persistence, § Traces).
+// Package history persists what the scheduler learns (DESIGN.md §
+// Persistence); the trace format, what it does, is package trace.
 //
 // The posterior store, DB, keeps one bandit.NormalGamma per (backend,
-// bucket) in Badger, under a schema version and a hardware Fingerprint.
+// bucket) in Badger, under a schema version and a hardware fingerprint
+// (package hardware).
 // DB implements adaptive.Store: a Scheduler attached with Attach is
 // pulled: it only marks what changed and reports a count, and each flush
 // starts by collecting the changed posteriors from it, so the store costs
@@ -19,20 +20,13 @@
 // each learned. Opening with another fingerprint keeps the old records and
 // offers them through Load only as weakened priors.
 //
-// The trace format is JSON Lines: a Header, then one Event per op.
-// Recorder writes it without ever blocking the caller; Reader streams it
-// back in constant memory (gzip too); ImportChrome turns a PyTorch
-// profiler (Kineto) trace into events with measured GPU durations.
-//
 // # Usage
 //
 // Example (example_test.go) opens a store, puts a posterior with its
-// prior and loads it back (a warm start); ExampleNewRecorder records a
-// trace and reads it back. A Scheduler's posteriors reach the store by
+// prior and loads it back (a warm start). A Scheduler's posteriors reach the store by
 // pulls at each flush (DB implements adaptive.Store: Load, Attach);
 // DB.PutWithPrior, which never waits for the disk, is for tools; Export
 // and Import move snapshots between machines.
 //
-// DB, Recorder.Record and Recorder.Dropped are safe for concurrent use; a
-// Reader is not.
+// DB is safe for concurrent use.
 package history

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Options configure a DB. Build them with DefaultOptions and the WithX
@@ -16,7 +18,7 @@ type Options struct {
 	InMemory      bool
 	FlushInterval time.Duration
 	FlushEvery    int
-	Fingerprint   Fingerprint
+	Fingerprint   hardware.Fingerprint
 	Logger        zerolog.Logger
 	PriorWeight   float64
 	SyncWrites    bool
@@ -35,7 +37,7 @@ func DefaultOptions(dir string) Options {
 		Dir:           dir,
 		FlushInterval: time.Second,
 		FlushEvery:    1024,
-		Fingerprint:   HostFingerprint(),
+		Fingerprint:   hardware.HostFingerprint(),
 		Logger:        zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
 		PriorWeight:   0.1,
 		MemTableSize:  DefaultMemTableSize,
@@ -72,9 +74,9 @@ func (o Options) WithFlushInterval(d time.Duration) Options { o.FlushInterval = 
 func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
 
 // WithFingerprint sets the hardware fingerprint that scopes the records
-// (build it with FingerprintOf from the backends' Info). Default
-// HostFingerprint().
-func (o Options) WithFingerprint(f Fingerprint) Options { o.Fingerprint = f; return o }
+// (build it with hardware.FingerprintOf from the backends' Info). Default
+// hardware.HostFingerprint().
+func (o Options) WithFingerprint(f hardware.Fingerprint) Options { o.Fingerprint = f; return o }
 
 // WithLogger sets where the store logs (fingerprint changes, skipped
 // records, flush failures; Badger's own warnings). Default: stderr, info

@@ -9,6 +9,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/rs/zerolog"
@@ -16,7 +17,7 @@ import (
 
 func openPullDB(t *testing.T, dir string, every int) *history.DB {
 	t.Helper()
-	fp := history.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
+	fp := hardware.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
 	db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()).
 		WithFlushInterval(time.Hour).WithFlushEvery(every))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/rs/zerolog"
@@ -116,7 +117,7 @@ func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
 func TestWarmStart(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *history.DB {
-		fp := history.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
+		fp := hardware.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
 		db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()))
 		if err != nil {
 			t.Fatal(err)

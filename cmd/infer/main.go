@@ -68,8 +68,10 @@ import (
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // options are the command's flags.
@@ -229,7 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
+		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
 		if err != nil {
 			return err
@@ -243,7 +245,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer func() { err = errors.Join(err, f.Close()) }()
-		rec, err := history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{})
+		rec, err := trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{})
 		if err != nil {
 			return err
 		}
@@ -255,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(e.Scheduler(), hardware.FingerprintOf(infos), logger)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
 )
@@ -22,15 +23,15 @@ type storeSetup struct {
 
 // fingerprint returns the hardware fingerprint of thompson's posteriors:
 // the arms', or st's.
-func fingerprint(arms []eval.Arm, st *storeSetup) history.Fingerprint {
+func fingerprint(arms []eval.Arm, st *storeSetup) hardware.Fingerprint {
 	if st != nil && st.fingerprint != "" {
-		return history.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
+		return hardware.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
 	}
 	infos := make([]backends.Info, len(arms))
 	for i, a := range arms {
 		infos[i] = a.Info
 	}
-	return history.FingerprintOf(infos)
+	return hardware.FingerprintOf(infos)
 }
 
 // openStore opens -db for thompson's Scheduler, scoped by the arms'
