@@ -9,6 +9,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/rs/zerolog"
 )
 
@@ -27,11 +28,11 @@ type Config struct {
 	// spread of ln µs, CUSUM in standard deviations); zero fields take
 	// bandit's defaults.
 	Bandit bandit.Config
-	// Store, when not nil, warm-starts the posteriors (loaded in New,
-	// keyed by backend name and BucketName) and collects every updated
-	// posterior from the Scheduler when it writes (write-behind: Store).
-	// The Scheduler does not close it.
-	Store Store
+	// Warm, when not nil, warm-starts the posteriors: a bucket made takes
+	// the posterior of each of its arms found here, keyed by backend name
+	// and BucketName (history.DB.Load reads them from a store). The
+	// Scheduler reads it from New on: do not change it after.
+	Warm map[learned.Key]bandit.NormalGamma
 	// Logger receives decisions at debug level, incumbent switches and
 	// change alarms at info. The zero value, like zerolog.Nop(), logs
 	// nothing.

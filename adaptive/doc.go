@@ -24,6 +24,14 @@
 // what it did; a zerolog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
 //
+// What it learns leaves it as data, in the manner of etcd raft's
+// Ready/Advance: Config.Warm warm-starts the buckets; once Track is
+// called, Observe only marks a changed bucket and counts its records,
+// and Changes hands the changed posteriors out in one batch
+// (learned.Change); Fold.Foreign takes the evidence of other machines
+// in. It calls no store and no fleet: package relay carries the changes
+// to them.
+//
 // The evaluation harness and replay (package eval) run this same
 // Scheduler through Select and Observe, so the regret they report is the
 // regret of the code a program runs.

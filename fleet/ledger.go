@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // ledger is one node's view of the fleet's evidence. Its methods are
@@ -27,16 +27,16 @@ type ledger struct {
 	synced   bool
 	dec      decoder
 	val      value
-	local    map[adaptive.Key]bandit.Stats // the Scheduler's own evidence
-	baseline map[adaptive.Key]bandit.Stats // this node's values before this run
-	own      [Shards]map[adaptive.Key]struct{}
+	local    map[learned.Key]bandit.Stats // the Scheduler's own evidence
+	baseline map[learned.Key]bandit.Stats // this node's values before this run
+	own      [Shards]map[learned.Key]struct{}
 	dirty    [Shards]bool
 	putAt    [Shards]time.Time
 	nodes    map[string]int32 // other nodes, by index into contributions
 	// The keys with foreign evidence (or a baseline), numbered in order of
 	// first sight: their IDs index keys, contrib and marked.
-	ids     map[adaptive.Key]int32
-	keys    []adaptive.Key
+	ids     map[learned.Key]int32
+	keys    []learned.Key
 	contrib [][]contribution
 	held    int                     // keys with other nodes' evidence
 	seen    map[nodeShard]time.Time // when each other node's value was put
@@ -65,21 +65,14 @@ type nodeShard struct {
 	shard string
 }
 
-// total is a key's evidence from elsewhere: this node's baseline plus
-// every other node's, which the Scheduler's prior takes (Fold.SetForeign).
-type total struct {
-	key adaptive.Key
-	st  bandit.Stats
-}
-
 func newLedger(fingerprint, node string, nonce uint64) *ledger {
 	l := &ledger{
 		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".",
-		local: map[adaptive.Key]bandit.Stats{}, baseline: map[adaptive.Key]bandit.Stats{},
-		nodes: map[string]int32{}, ids: map[adaptive.Key]int32{}, seen: map[nodeShard]time.Time{},
+		local: map[learned.Key]bandit.Stats{}, baseline: map[learned.Key]bandit.Stats{},
+		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
 	}
 	for i := range l.own {
-		l.own[i] = map[adaptive.Key]struct{}{}
+		l.own[i] = map[learned.Key]struct{}{}
 	}
 	return l
 }
@@ -222,7 +215,7 @@ func checkShard(shard string, recs []record) error {
 }
 
 // id returns k's ID, numbering it on first sight.
-func (l *ledger) id(k adaptive.Key) int32 {
+func (l *ledger) id(k learned.Key) int32 {
 	id, ok := l.ids[k]
 	if !ok {
 		id = int32(len(l.keys))
@@ -284,15 +277,16 @@ func (l *ledger) expire(now time.Time, maxAge time.Duration) {
 }
 
 // totals appends to dst the new totals of the keys that changed since
-// the last call, and forgets that they changed.
-func (l *ledger) totals(dst []total) []total {
+// the last call (each key's evidence from elsewhere: this node's baseline
+// plus every other node's), and forgets that they changed.
+func (l *ledger) totals(dst []learned.Foreign) []learned.Foreign {
 	for _, id := range l.changed {
 		k := l.keys[id]
 		t := l.baseline[k]
 		for _, c := range l.contrib[id] {
 			t = t.Add(c.st)
 		}
-		dst = append(dst, total{key: k, st: t})
+		dst = append(dst, learned.Foreign{Key: k, Stats: t})
 		l.marked[id] = false
 	}
 	l.changed = l.changed[:0]
@@ -301,7 +295,7 @@ func (l *ledger) totals(dst []total) []total {
 
 // learned records the Scheduler's own evidence for k, all of it: its
 // shard is published again.
-func (l *ledger) learned(k adaptive.Key, own bandit.Stats) {
+func (l *ledger) learned(k learned.Key, own bandit.Stats) {
 	l.local[k] = own
 	s := shardOf(k.Bucket)
 	l.own[s][k] = struct{}{}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // The merge ledger's rules (DESIGN.md § Persistence), without a server:
@@ -15,7 +15,7 @@ import (
 
 const ledgerFP = "fp0"
 
-func ledgerKey(node string, k adaptive.Key) string {
+func ledgerKey(node string, k learned.Key) string {
 	return fmt.Sprintf("%s.%s.s%02d", ledgerFP, node, shardOf(k.Bucket))
 }
 
@@ -24,10 +24,10 @@ func ledgerValue(fp, node string, nonce uint64, recs ...record) []byte {
 }
 
 // totalsOf returns the ledger's changed totals by key.
-func totalsOf(l *ledger) map[adaptive.Key]bandit.Stats {
-	out := map[adaptive.Key]bandit.Stats{}
+func totalsOf(l *ledger) map[learned.Key]bandit.Stats {
+	out := map[learned.Key]bandit.Stats{}
 	for _, t := range l.totals(nil) {
-		out[t.key] = t.st
+		out[t.Key] = t.Stats
 	}
 	return out
 }
@@ -36,7 +36,7 @@ func totalsOf(l *ledger) map[adaptive.Key]bandit.Stats {
 // second put of a node replaces its contribution; the key's total is the
 // sum over nodes; a deleted or aged-out value leaves the sum.
 func TestLedgerSumsReplacesDrops(t *testing.T) {
-	k := adaptive.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
 	a := bandit.Stats{N: 2, Sum: 4, SumSq: 9}
 	b := bandit.Stats{N: 3, Sum: 6, SumSq: 13}
 	l := newLedger(ledgerFP, "me", 1)
@@ -79,7 +79,7 @@ func TestLedgerSumsReplacesDrops(t *testing.T) {
 // it publishes); its own process's are ignored; after the sync another
 // process's under its ID is a conflict, not evidence.
 func TestLedgerBaselineAndConflict(t *testing.T) {
-	k := adaptive.Key{Backend: "cpu", Bucket: "Add/f32/s1"}
+	k := learned.Key{Backend: "cpu", Bucket: "Add/f32/s1"}
 	old := bandit.Stats{N: 5, Sum: 10, SumSq: 21}
 	l := newLedger(ledgerFP, "me", 7)
 	if err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 6, record{k, old}), time.Time{}); err != nil {
@@ -122,7 +122,7 @@ func TestLedgerBaselineAndConflict(t *testing.T) {
 // TestLedgerSkips: a value that is not a node's of this fingerprint, or
 // does not check, is skipped, counted, and names why; it folds nothing.
 func TestLedgerSkips(t *testing.T) {
-	k := adaptive.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
 	good := record{k, bandit.Stats{N: 1, Sum: 1, SumSq: 1}}
 	wrong := fmt.Sprintf("%s.n1.s%02d", ledgerFP, (shardOf(k.Bucket)+1)%Shards)
 	cases := []struct {

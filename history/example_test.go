@@ -7,6 +7,7 @@ import (
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/rs/zerolog"
 )
 
@@ -19,10 +20,10 @@ func Example() {
 	prior := bandit.NewPrior(100, 1, 0.2)
 	p := prior
 	p.Update(4.6) // ln(≈100 µs)
-	db.PutWithPrior(history.Key{Backend: "cpu", Bucket: "MatMul/f32/s20"}, prior, p)
-	db.Load(func(backend, bucket string, p bandit.NormalGamma) {
-		fmt.Printf("%s %s: κ=%.0f\n", backend, bucket, p.Kappa)
-	})
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s20"}, prior, p)
+	for k, p := range db.Load() { // a Scheduler's Config.Warm
+		fmt.Printf("%s %s: κ=%.0f\n", k.Backend, k.Bucket, p.Kappa)
+	}
 	fmt.Println(db.Close())
 	// Output:
 	// cpu MatMul/f32/s20: κ=2

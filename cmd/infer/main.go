@@ -71,6 +71,7 @@ import (
 	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/relay"
 	"github.com/adaptsched/adaptsched/trace"
 )
 
@@ -230,6 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	ro := relay.Options{Logger: logger}
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
@@ -237,7 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store = db
+		cfg.Warm, ro.Store = db.Load(), db
 	}
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
@@ -256,12 +258,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(e.Scheduler(), hardware.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(hardware.FingerprintOf(infos), logger)
 	if err != nil {
-		return err
+		return errors.Join(err, e.Close())
 	}
 	defer stopFleet()
+	if node != nil {
+		ro.Fleet = node
+	}
+	rl, err := relay.Start(e.Scheduler(), ro)
+	if err != nil {
+		return errors.Join(err, e.Close())
+	}
+	// The Executor first: the relay's last round then takes every change,
+	// before the fleet's node and the store close.
+	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	_, stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
 	if err != nil {
 		return err
@@ -294,7 +305,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	sum.Fallbacks = stats.Fallbacks
 	sum.ExplorePct = tel.ExplorationShare * 100
 	if node != nil {
-		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
 		fs := node.Stats()
