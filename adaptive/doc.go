@@ -20,8 +20,8 @@
 // Observe do not allocate once an op's shape has been seen: the shape is
 // hashed into a sharded cache that leads straight to the bucket, which has
 // its own mutex and random source. Telemetry (a Go snapshot) and
-// Collectors (Prometheus counters that a program registers itself) report
-// what it did; a zerolog logger in Config gets decisions at debug level
+// BackendTotals (the counters package metrics serves to Prometheus)
+// report what it did; a zerolog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
 //
 // What it learns leaves it as data, in the manner of etcd raft's

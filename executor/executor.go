@@ -152,7 +152,7 @@ func mapsHost(b backends.Backend) bool {
 }
 
 // Scheduler returns the Executor's Scheduler, for Telemetry and
-// Collectors.
+// BackendTotals (package metrics).
 func (e *Executor) Scheduler() *adaptive.Scheduler { return e.s }
 
 // Info implements backends.Backend: the Executor reads and writes host
