@@ -16,7 +16,7 @@ func (s *Scheduler) figures(b backends.Backend, info backends.Info) backends.Nom
 	}
 	cal, err := c.Calibrate()
 	if err != nil {
-		s.log.Warn().Err(err).Str("backend", info.Name).Msg("adaptive: calibration failed; using default CPU figures")
+		s.log.Warn("adaptive: calibration failed; using default CPU figures", "err", err, "backend", info.Name)
 		cal = defaultCPU
 	}
 	return fillNominal(nom, cal)

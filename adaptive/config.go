@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"math/bits"
 	"runtime"
@@ -10,7 +11,6 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/learned"
-	"github.com/rs/zerolog"
 )
 
 // Config configures a Scheduler. Zero fields take the defaults that
@@ -33,10 +33,11 @@ type Config struct {
 	// and BucketName (history.DB.Load reads them from a store). The
 	// Scheduler reads it from New on: do not change it after.
 	Warm map[learned.Key]bandit.NormalGamma
-	// Logger receives decisions at debug level, incumbent switches and
-	// change alarms at info. The zero value, like zerolog.Nop(), logs
-	// nothing.
-	Logger zerolog.Logger
+	// Logger receives decisions at debug level, backend figures,
+	// incumbent switches and change alarms at info, failed calibrations
+	// at warn; the levels it enables are read once, in New. Nil logs
+	// nothing. (A zerolog logger serves through zerolog.NewSlogHandler.)
+	Logger *slog.Logger
 	// Now is the clock of telemetry timestamps; nil means time.Now. A
 	// backend's Calibrate times hardware with the real monotonic clock.
 	Now func() time.Time
@@ -87,6 +88,9 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case c.ShapeHits == 0:

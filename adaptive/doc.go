@@ -21,7 +21,7 @@
 // hashed into a sharded cache that leads straight to the bucket, which has
 // its own mutex and random source. Telemetry (a Go snapshot) and
 // BackendTotals (the counters package metrics serves to Prometheus)
-// report what it did; a zerolog logger in Config gets decisions at debug level
+// report what it did; a log/slog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
 //
 // What it learns leaves it as data, in the manner of etcd raft's

@@ -1,12 +1,15 @@
 package adaptive
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -430,5 +433,22 @@ func TestCalibrator(t *testing.T) {
 	c = &calibrating{fakeBackend: newFake("cpu", backends.CPU, cpuNominal)}
 	if prior(c, false); c.calls.Load() != 0 {
 		t.Errorf("a CPU with figures was calibrated")
+	}
+}
+
+// TestLogger: with a logger that enables debug, a decision is logged with
+// its bucket and estimates, and an incumbent switch at info; the levels
+// are read in New (Config.Logger).
+func TestLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newTestScheduler(t, Config{Seed: 2, Logger: log})
+	defer s.Close()
+	if _, err := s.Select(matmul(64, 512, 512), Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, "adaptive: decision") || !strings.Contains(out, "bucket=MatMul/f32/") ||
+		!strings.Contains(out, "estimates_us=") || !strings.Contains(out, "adaptive: backend figures") {
+		t.Errorf("log lacks the decision or the backend figures:\n%s", out)
 	}
 }

@@ -1,13 +1,13 @@
 package adaptive
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
@@ -56,7 +56,10 @@ type Scheduler struct {
 	only   int                        // Only's backend index
 	links  [MaxBackends][2]*linkModel // [toDevice, toHost]; nil for shared-memory backends
 	place  *placer                    // Placement's policy; nil for the other strategies
-	log    zerolog.Logger
+	log    *slog.Logger
+	// logInfo, logDebug: the logger enables those levels (read in New),
+	// so that Select and Observe neither ask it nor box arguments for it.
+	logInfo, logDebug bool
 
 	shards    []shard
 	shardMask uint64
@@ -84,6 +87,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[kernels.BucketKey]*bucket{}}
+	s.logInfo = s.log.Enabled(context.Background(), slog.LevelInfo)
+	s.logDebug = s.log.Enabled(context.Background(), slog.LevelDebug)
 	models := make([]roofline, s.n)
 	for i, b := range cfg.Backends {
 		info := b.Info()
@@ -102,9 +107,8 @@ func New(cfg Config) (*Scheduler, error) {
 		if !s.shared.Has(i) {
 			s.links[i] = [2]*linkModel{newLink(nom.LinkLatencyUs, nom.LinkGBps), newLink(nom.LinkLatencyUs, nom.LinkGBps)}
 		}
-		s.log.Info().Str("backend", info.Name).Str("kind", info.Kind.String()).
-			Float64("gflops", nom.GFLOPS).Float64("mem_gbps", nom.MemGBps).
-			Float64("dispatch_us", nom.DispatchUs).Msg("adaptive: backend figures")
+		s.log.Info("adaptive: backend figures", "backend", info.Name, "kind", info.Kind.String(),
+			"gflops", nom.GFLOPS, "mem_gbps", nom.MemGBps, "dispatch_us", nom.DispatchUs)
 	}
 	s.e = newEngine(cfg.Bandit, models, s.gpus, cfg.Seed)
 	if cfg.Strategy.kind == placement {
@@ -222,14 +226,21 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		d.Estimates[i] = math.NaN()
 	}
 	d.Backend, d.Name, d.Reason = c.arm, s.names[c.arm], c.reason
-	if c.switched {
-		s.log.Info().Str("bucket", b.name).Str("to", d.Name).Msg("adaptive: incumbent switched")
+	if c.switched && s.logInfo {
+		s.log.Info("adaptive: incumbent switched", "bucket", b.name, "to", d.Name)
 	}
-	if ev := s.log.Debug(); ev != nil {
-		ev.Str("bucket", b.name).Str("backend", d.Name).Str("reason", d.Reason.String()).
-			Floats64("estimates_us", d.Estimates[:s.n]).Msg("adaptive: decision")
+	if s.logDebug {
+		s.logDecision(b.name, d.Name, d.Reason, d.Estimates)
 	}
 	return nil
+}
+
+// logDecision logs a decision at debug level. It takes the estimates by
+// value: sliced from the caller's Decision, they would move every
+// Decision to the heap.
+func (s *Scheduler) logDecision(bucket, backend string, r Reason, est [MaxBackends]float64) {
+	s.log.Debug("adaptive: decision", "bucket", bucket, "backend", backend, "reason", r.String(),
+		"estimates_us", est[:s.n])
 }
 
 // decide applies the strategy (b.mu held).
@@ -380,9 +391,9 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	if records > 0 {
 		tr.add(uint32(b.id), records)
 	}
-	if alarm {
-		s.log.Info().Str("bucket", b.name).Str("backend", d.Name).Float64("us", us).
-			Float64("mean_us", p.MeanUs()).Msg("adaptive: change alarm; posterior widened")
+	if alarm && s.logInfo {
+		s.log.Info("adaptive: change alarm; posterior widened", "bucket", b.name, "backend", d.Name,
+			"us", us, "mean_us", p.MeanUs())
 	}
 	return nil
 }

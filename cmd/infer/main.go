@@ -230,7 +230,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	cfg := executor.Config{Backends: bes, Strategy: st, Seed: o.model.Seed,
+		Logger: slog.New(zerolog.NewSlogHandler(logger))}
 	ro := relay.Options{Logger: logger}
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
