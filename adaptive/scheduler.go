@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/adaptsched/adaptsched/adaptive/cost"
+	"github.com/adaptsched/adaptsched/adaptive/link"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -51,11 +53,11 @@ type Scheduler struct {
 	n      int
 	names  [MaxBackends]string
 	kinds  [MaxBackends]backends.Kind
-	gpus   Mask                       // GPU backends
-	shared Mask                       // backends that read host memory directly
-	only   int                        // Only's backend index
-	links  [MaxBackends][2]*linkModel // [toDevice, toHost]; nil for shared-memory backends
-	place  *placer                    // Placement's policy; nil for the other strategies
+	gpus   Mask                        // GPU backends
+	shared Mask                        // backends that read host memory directly
+	only   int                         // Only's backend index
+	links  [MaxBackends][2]*link.Model // [toDevice, toHost]; nil for shared-memory backends
+	place  *placer                     // Placement's policy; nil for the other strategies
 	log    *slog.Logger
 	// logInfo, logDebug: the logger enables those levels (read in New),
 	// so that Select and Observe neither ask it nor box arguments for it.
@@ -89,7 +91,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[kernels.BucketKey]*bucket{}}
 	s.logInfo = s.log.Enabled(context.Background(), slog.LevelInfo)
 	s.logDebug = s.log.Enabled(context.Background(), slog.LevelDebug)
-	models := make([]roofline, s.n)
+	models := make([]cost.Roofline, s.n)
 	for i, b := range cfg.Backends {
 		info := b.Info()
 		s.names[i], s.kinds[i] = info.Name, info.Kind
@@ -102,10 +104,13 @@ func New(cfg Config) (*Scheduler, error) {
 		if cfg.Strategy.kind == only && cfg.Strategy.name == info.Name {
 			s.only = i
 		}
-		nom := s.figures(b, info)
-		models[i] = newRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
+		nom, err := cost.Figures(b, info, cfg.NoCalibration)
+		if err != nil {
+			s.log.Warn("adaptive: calibration failed; using default CPU figures", "err", err, "backend", info.Name)
+		}
+		models[i] = cost.NewRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
 		if !s.shared.Has(i) {
-			s.links[i] = [2]*linkModel{newLink(nom.LinkLatencyUs, nom.LinkGBps), newLink(nom.LinkLatencyUs, nom.LinkGBps)}
+			s.links[i] = [2]*link.Model{link.New(nom.LinkLatencyUs, nom.LinkGBps), link.New(nom.LinkLatencyUs, nom.LinkGBps)}
 		}
 		s.log.Info("adaptive: backend figures", "backend", info.Name, "kind", info.Kind.String(),
 			"gflops", nom.GFLOPS, "mem_gbps", nom.MemGBps, "dispatch_us", nom.DispatchUs)

@@ -175,10 +175,8 @@ func (s *Scheduler) Telemetry() Telemetry {
 			if l == nil {
 				continue
 			}
-			lat, gbps := l.figures()
-			l.mu.Lock()
-			n := l.n
-			l.mu.Unlock()
+			lat, gbps := l.Figures()
+			n := l.Copies()
 			t.Links = append(t.Links, LinkTelemetry{Backend: s.names[a], ToDevice: dir == 0, LatencyUs: lat, GBps: gbps, Copies: n})
 		}
 	}
