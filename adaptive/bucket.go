@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/adaptsched/adaptsched/adaptive/cost"
+	"github.com/adaptsched/adaptsched/adaptive/prior"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -29,7 +30,7 @@ type engine struct {
 	warmup Mask
 
 	famMu sync.Mutex
-	fams  map[string]*family
+	fams  map[string]*prior.Family
 	// corr holds the learned corrections above a family, and epoch counts
 	// what buckets have published into them (prior.go).
 	corr  corrections
@@ -64,17 +65,9 @@ func (e *engine) alloc() *bucket {
 }
 
 func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint64) *engine {
-	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*family{}}
+	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*prior.Family{}}
 	copy(e.model[:], models)
 	return e
-}
-
-// family is one op family (an op and dtype at every size): what its
-// buckets published of their arms' measured ratios, per size class, and
-// the op's class, the level above it (prior.go).
-type family struct {
-	class kernels.Class
-	sums  []classSums // under engine.corr.mu
 }
 
 // bucket is one bucket's state: the bandit, its random source and its
@@ -125,7 +118,7 @@ type bucket struct {
 
 	class int
 	name  string
-	fam   *family
+	fam   *prior.Family
 	// parent is the bucket of a shape's bucket (newShape), nil for a
 	// bucket; own holds the arms of a shape's bucket with evidence of its
 	// own (observed here, or its own stored posterior), which the store
@@ -150,8 +143,8 @@ type armCounts struct {
 	ops     int64
 	timeUs  float64
 	learned int64
-	lnMean  float64   // mean of the learned ln µs (bucket.learnLn)
-	pub     published // what the engine was last told (under engine.corr.mu)
+	lnMean  float64         // mean of the learned ln µs (bucket.learnLn)
+	pub     prior.Published // what the engine was last told (under engine.corr.mu)
 	picks   [NumReasons]int64
 }
 
@@ -162,7 +155,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	e.famMu.Lock()
 	f := e.fams[fam]
 	if f == nil {
-		f = &family{class: opClass}
+		f = &prior.Family{Class: opClass}
 		e.fams[fam] = f
 	}
 	b := e.alloc()
@@ -207,7 +200,7 @@ func (e *engine) lnModel(a int, w kernels.Work) float64 {
 
 // setUp fills a bucket from alloc: identity, random source, model and
 // priors (derivedPrior, or held[a] for an arm in b.loaded).
-func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int, w kernels.Work, held *[MaxBackends]bandit.NormalGamma) {
+func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, class int, w kernels.Work, held *[MaxBackends]bandit.NormalGamma) {
 	b.id, b.name, b.class, b.fam = id, name, class, f
 	h := fnv.New64a()
 	h.Write([]byte(name))
