@@ -79,12 +79,13 @@ type bucket struct {
 	// The fields one Select and Observe touch come first, up to trialMean:
 	// 256 bytes, four cache lines. A bucket is a whole number of lines
 	// (TestBucketLayout), so that neighbours in a slab never share one.
-	// The posteriors and priors (bb.Arms, bb.Priors) and the counters
-	// (per) are exactly n long, from the engine's slabs (engine.alloc),
-	// rather than arrays of MaxBackends inline: inline, a bucket of 2 arms
-	// spanned 1,768 bytes to use 500 of them, and a loop over 10,000
-	// buckets walked 18 MB. The rand.Rand around the PCG lives on each
-	// Select's stack.
+	// Rule: the posteriors and priors (bb.Arms, bb.Priors) and the
+	// counters (per) are exactly n long, from the engine's slabs
+	// (engine.alloc), not arrays of MaxBackends inline. Reason: inline, a
+	// bucket of 2 arms spans more than three times the bytes it uses, and
+	// a loop over 10,000 buckets walks that much more memory
+	// (BenchmarkSelectObserve, 10,000 buckets, holds it). The rand.Rand
+	// around the PCG lives on each Select's stack.
 	mu  sync.Mutex
 	bb  bandit.Bucket
 	pcg rand.PCG
@@ -94,10 +95,9 @@ type bucket struct {
 	// warmed holds the warm-up arms whose first run in the bucket has
 	// been set aside (engine.observe).
 	warmed Mask
-	// queued: the bucket waits for the store to collect it, from its
-	// first change until a flush's collection (Scheduler.collect); next
-	// links it on the Scheduler's stack or kept list. Observe reads it on
-	// every call, so it sits in the hot lines.
+	// queued: the bucket waits for Changes, from its first change after
+	// the last Changes; next links it on the Scheduler's stack. Observe
+	// reads it on every call, so it sits in the hot lines.
 	queued bool
 	// isShape: the bucket is a shape's (parent is set), read where the
 	// hot fields are.
@@ -121,8 +121,8 @@ type bucket struct {
 	fam   *prior.Family
 	// parent is the bucket of a shape's bucket (newShape), nil for a
 	// bucket; own holds the arms of a shape's bucket with evidence of its
-	// own (observed here, or its own stored posterior), which the store
-	// keeps (Scheduler.collect).
+	// own (observed here, or its own stored posterior), which Changes
+	// hands out.
 	parent *bucket
 	own    Mask
 	// loaded holds the arms whose posterior or prior holds evidence from
@@ -131,8 +131,8 @@ type bucket struct {
 	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
-	next       *bucket            // the store's stack or kept list of queued buckets
-	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
+	next       *bucket            // the Scheduler's stack of queued buckets (Changes)
+	collected  [MaxBackends]int64 // per[a].learned when Changes last handed arm a out
 	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
 }
 

@@ -53,9 +53,11 @@ const (
 )
 
 // milestone reports whether an arm's n-th learned observation publishes
-// its ratio: 1, 4, 16, then every youngArm (64). Each publish takes the
-// engine's lock: at every power of two, 10,000 buckets that stay young
-// through BenchmarkSelectObserve spent 5% of its time publishing.
+// its ratio: 1, 4, 16, then every youngArm (64). Rule: a few early
+// publications, then a steady trickle. Reason: each takes the engine's
+// lock, which every bucket shares, so publishing at every power of two
+// costs buckets that stay young a measurable share of Select+Observe
+// (BenchmarkSelectObserve over 10,000 buckets holds it).
 func milestone(n int64) bool {
 	return n == 1 || n == 4 || n == 16 || n > 0 && n%youngArm == 0
 }
@@ -125,9 +127,10 @@ func (e *engine) publish(b *bucket, arm int) {
 // refresh re-derives the priors of b's young arms (b.mu held) when the
 // evidence has moved on since b last did: when the engine's epoch has at
 // least doubled, or an arm of b's has published for the first time (which
-// zeroes b.epoch). So a bucket refreshes O(log publishes) times, not at
-// every publish anywhere: over 10,000 young buckets that made every
-// Select refresh, 2.5× slower.
+// zeroes b.epoch). Rule: a bucket refreshes O(log publishes) times.
+// Reason: refreshing at every publish anywhere makes every Select of
+// 10,000 young buckets re-derive priors (BenchmarkSelectObserve holds
+// the cost).
 func (e *engine) refresh(b *bucket) {
 	ep := e.epoch.Load()
 	if ep <= 2*b.epoch || b.epoch == math.MaxUint64 {

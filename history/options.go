@@ -39,12 +39,13 @@ func DefaultOptions(dir string) Options {
 }
 
 // DefaultMemTableSize is Badger's memtable, in bytes: its own default.
-// Every flush rewrites each changed record under a new version, and a
-// full memtable becomes a level-0 table that compaction then merges: a
-// smaller memtable makes a store whose buckets all change between flushes
-// pay for compactions in Select+Observe
-// (BenchmarkSelectObserve/10k-buckets; docs/TUNING.md). The cost is
-// memory: up to this much per open store.
+// Rule: keep Badger's default. Reason: every write rewrites each changed
+// record under a new version, and a full memtable becomes a level-0
+// table that compaction then merges, so a smaller one makes a store
+// whose buckets all change between writes pay for compactions beside
+// Select+Observe (history BenchmarkSelectObserve/10k-buckets holds it;
+// figures in docs/TUNING.md). The cost is memory: up to this much per
+// open store.
 const DefaultMemTableSize = 64 << 20
 
 // minMemTableSize is the smallest memtable WithMemTableSize accepts.

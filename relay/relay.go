@@ -141,16 +141,16 @@ func Start(s *adaptive.Scheduler, opts Options) (*Relay, error) {
 	return r, nil
 }
 
-// pace paces the rounds that Every triggers: the next one starts at
-// least pace times the last write's duration after it ended, so that
+// pace paces the rounds that Every triggers. Rule: the next one starts
+// at least pace times the last write's duration after it ended, so that
 // writing takes at most about 1/(1+pace) of a core (5%) however fast
-// records change. The records that change meanwhile wait, at most until
-// the interval's round, which is never paced: a crash still loses at
-// most Interval. Unpaced, a Scheduler that changes a new record at every
-// Observe kept the store writing without pause (TestPacing), and on 2
-// cores, where the writer has no idle core, Select+Observe from 2
-// goroutines cost twice as much with the store (history
-// BenchmarkSelectObserve/10k-buckets/parallel; docs/TUNING.md).
+// records change; the interval's round is never paced, so a crash still
+// loses at most Interval. Reason: a Scheduler that changes a new record
+// at every Observe otherwise keeps the store writing without pause, and
+// where the writer has no idle core that time comes out of
+// Select+Observe. TestPacing holds the share; history
+// BenchmarkSelectObserve/10k-buckets/parallel the cost beside
+// Select+Observe (docs/TUNING.md).
 const pace = 19
 
 // loop is the relay's goroutine.
