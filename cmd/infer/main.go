@@ -230,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Backends: bes, Strategy: st, Seed: o.model.Seed,
+	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Logger: slog.New(zerolog.NewSlogHandler(logger))}
 	ro := relay.Options{Logger: logger}
 	if o.db != "" {
