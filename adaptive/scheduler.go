@@ -167,40 +167,6 @@ func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask,
 	return d, err
 }
 
-// SelectOn is SelectExcept with the backend named by the caller: a
-// baseline placement run through the Executor (executor.Config.Placer),
-// compared with the bandit on real work (DESIGN.md § Evaluation). arm
-// stands, with Reason UserPreference and each backend's posterior mean
-// as its estimate, when the Scheduler may run the op there (an index in
-// Config.Backends, capable, not excluded); otherwise the bandit chooses
-// among the allowed backends, with Reason Unsupported (or why, as
-// SelectExcept). Observe learns from its decision as from any.
-func (s *Scheduler) SelectOn(spec kernels.Spec, res Residency, arm int, exclude Mask, why Reason) (d Decision, err error) {
-	err = s.selectInto(&d, &spec, &res, exclude, why, true, arm)
-	return d, err
-}
-
-// Bucket returns the bucket of spec, making it on first sight as Select
-// does: the bucket a placement is told of (SelectOn). An invalid spec
-// returns Validate's error.
-func (s *Scheduler) Bucket(spec kernels.Spec) (BucketID, error) {
-	if s.closed.Load() {
-		return 0, ErrClosed
-	}
-	var k shapeKey
-	if !k.set(&spec) {
-		ent, err := s.miss(spec, nil, nil, 0)
-		return ent.id, err
-	}
-	h := k.hash()
-	sh := &s.shards[h>>32&s.shardMask]
-	if ent, ok := sh.tab.Load().find(&k, h); ok {
-		return ent.id, nil
-	}
-	ent, err := s.miss(spec, sh, &k, h)
-	return ent.id, err
-}
-
 // selectInto is SelectExcept writing into the caller's result (zero): a
 // Decision is 250 bytes, which returning it from here and again from
 // Select copied twice. placed: the caller named arm (SelectOn).
