@@ -17,7 +17,8 @@
 //
 // Start before the Scheduler's first Select; close the Scheduler, then
 // the relay (its last round takes every change), then the store and the
-// fleet, which the relay does not close.
+// fleet, which the relay does not close. ExampleStart (example_test.go)
+// runs it over an in-memory store.
 package relay
 
 import (
