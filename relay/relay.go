@@ -44,10 +44,13 @@ type Store interface {
 // Fleet shares a Scheduler's changes with other machines (fleet.Node).
 // Exchange takes the changes to publish (their own evidence) and appends
 // to dst the totals of the keys whose evidence from elsewhere changed
-// since its last call; it must not block on the network. Flush publishes
-// what Exchange took now, rather than at the fleet's next tick.
+// since its last call; it must not block on the network. Updated
+// receives when such totals wait, so that they are folded in as they
+// arrive. Flush publishes what Exchange took now, rather than at the
+// fleet's next tick.
 type Fleet interface {
 	Exchange(changes []learned.Change, dst []learned.Foreign) []learned.Foreign
+	Updated() <-chan struct{}
 	Flush(ctx context.Context) error
 }
 
@@ -161,8 +164,15 @@ func (r *Relay) loop() {
 	defer t.Stop()
 	var busy time.Duration // the last write's duration
 	var end time.Time      // when it ended
+	var updated <-chan struct{}
+	if r.opts.Fleet != nil {
+		updated = r.opts.Fleet.Updated()
+	}
 	for {
 		select {
+		case <-updated:
+			r.foldIn()
+			continue
 		case <-t.C:
 		case <-r.ready:
 			if !r.wait(pace*busy-time.Since(end), t.C) {
@@ -232,6 +242,18 @@ func (r *Relay) round() error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// foldIn exchanges no change with the fleet and folds in the totals it
+// gives back: the fleet's evidence arrived between rounds.
+func (r *Relay) foldIn() {
+	r.foreign = r.opts.Fleet.Exchange(nil, r.foreign[:0])
+	r.fold.Foreign(r.foreign)
+	if len(r.foreign) > 0 {
+		r.mu.Lock()
+		r.st.Foreign += uint64(len(r.foreign))
+		r.mu.Unlock()
+	}
 }
 
 // Flush runs a round now: the Scheduler's changes so far are written to
