@@ -34,8 +34,9 @@ import (
 
 const (
 	// youngArm is how many observations an arm has in a bucket before its
-	// prior is left alone: with the default discount (γ = 0.995) its
-	// evidence is then about 60 times the prior's.
+	// prior is left alone: by then, at the default discount (γ = 0.999),
+	// its evidence is about 62 pseudo-observations against the prior's
+	// κ0 = 0.2.
 	youngArm = 64
 	// trialBudget bounds a forced trial of an arm with no data: its
 	// predicted cost (prior mean and transfer) is at most this share of
