@@ -42,8 +42,8 @@ type entry struct {
 }
 
 // Scheduler places ops on backends (DESIGN.md § The data path). Select,
-// SelectExcept, Observe, ObserveTransfer, Telemetry, BackendTotals and
-// Changes are safe for concurrent use from many goroutines: buckets are found
+// SelectExcept, Observe, ObserveTransfer, Telemetry and Changes are
+// safe for concurrent use from many goroutines: buckets are found
 // through a sharded cache that lookups read without a lock, and each
 // bucket has its own mutex and random source; no lock is global on the
 // hot path.

@@ -213,8 +213,7 @@ func mapsHost(b backends.Backend) bool {
 	return true
 }
 
-// Scheduler returns the Executor's Scheduler, for Telemetry and
-// BackendTotals (package metrics).
+// Scheduler returns the Executor's Scheduler, for its Telemetry.
 func (e *Executor) Scheduler() *adaptive.Scheduler { return e.s }
 
 // Info implements backends.Backend: the Executor reads and writes host
