@@ -146,8 +146,8 @@ func Start(s *adaptive.Scheduler, opts Options) (*Relay, error) {
 }
 
 // pace paces the rounds that Every triggers. Rule: the next one starts
-// at least pace times the last write's duration after it ended, so that
-// writing takes at most about 1/(1+pace) of a core (5%) however fast
+// at least pace times the last round's duration after it ended, so that
+// the rounds take at most about 1/(1+pace) of a core (5%) however fast
 // records change; the interval's round is never paced, so a crash still
 // loses at most Interval. Reason: a Scheduler that changes a new record
 // at every Observe otherwise keeps the store writing without pause, and
@@ -162,7 +162,7 @@ func (r *Relay) loop() {
 	defer close(r.done)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
-	var busy time.Duration // the last write's duration
+	var busy time.Duration // the last round's duration
 	var end time.Time      // when it ended
 	var updated <-chan struct{}
 	if r.opts.Fleet != nil {
