@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"testing"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all" // registers cpu, cpu1, rocm and sim
 	"github.com/adaptsched/adaptsched/executor"
@@ -26,8 +25,7 @@ func ExampleExecutor() {
 		defer b.Close()
 		bes = append(bes, b)
 	}
-	e, err := executor.New(executor.Config{Config: adaptive.Config{
-		Backends: bes, NoCalibration: true, Seed: 1}})
+	e, err := executor.New(executor.Config{Backends: bes, NoCalibration: true, Seed: 1})
 	if err != nil {
 		panic(err)
 	}

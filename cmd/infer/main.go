@@ -69,13 +69,15 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/relay"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // options are the command's flags.
@@ -244,16 +246,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
+		Logger: clilog.Slog(logger)}
+	ro := relay.Options{Logger: logger}
 	var src metricSources
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
+		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
 		if err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store, src.store = db, db
+		cfg.Warm, ro.Store, src.store = db.Load(), db, db
 		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
@@ -262,7 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer func() { err = errors.Join(err, f.Close()) }()
-		rec, err := history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{})
+		rec, err := trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{})
 		if err != nil {
 			return err
 		}
@@ -273,12 +277,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(hardware.FingerprintOf(infos), logger)
 	if err != nil {
-		return err
+		return errors.Join(err, e.Close())
 	}
 	defer stopFleet()
+	if node != nil {
+		ro.Fleet = node
+	}
+	rl, err := relay.Start(e.Scheduler(), ro)
+	if err != nil {
+		return errors.Join(err, e.Close())
+	}
+	// The Executor first: the relay's last round then takes every change,
+	// before the fleet's node and the store close.
+	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
@@ -312,7 +325,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	sum.Fallbacks = stats.Fallbacks
 	sum.ExplorePct = tel.ExplorationShare * 100
 	if node != nil {
-		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
 		sum.Fleet = fleetSummary(node.Stats())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/rs/zerolog"
 )
@@ -146,7 +147,7 @@ func sigintAt(op int64) (undo func()) {
 func storeHolds(t *testing.T, dir string) {
 	t.Helper()
 	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
-		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+		WithFingerprint(hardware.Fingerprint{Hash: "x", Desc: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestDamagedDB(t *testing.T) {
 // left out is summed by reason in a few lines, not listed bucket by
 // bucket.
 func TestBundledTracesReplay(t *testing.T) {
-	traces, _ := filepath.Glob("../../history/testdata/traces/*.json.gz")
+	traces, _ := filepath.Glob("../../trace/testdata/traces/*.json.gz")
 	if len(traces) < 2 {
 		t.Fatalf("bundled traces %v: want 2", traces)
 	}
@@ -340,7 +341,7 @@ func TestTraceCommonDraws(t *testing.T) {
 	for _, args := range [][]string{
 		{"-max-excluded", "100", "testdata/small.jsonl"},
 		{"-sim-gpu", "h100", "-max-excluded", "100", "testdata/small.jsonl"},
-		{"../../history/testdata/traces/sampled_rank-0.json.gz"},
+		{"../../trace/testdata/traces/sampled_rank-0.json.gz"},
 	} {
 		for _, seed := range []string{"1", "2", "3"} {
 			rep := replayJSON(t, append([]string{"-seed", seed}, args...)...)

@@ -6,11 +6,15 @@
 // # Usage
 //
 //	log.Logger = clilog.New(os.Stderr, *logJSON, zerolog.WarnLevel)
+//	cfg.Logger = clilog.Slog(log.Logger) // the scheduler and executor log through slog
 package clilog
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -34,4 +38,65 @@ func New(w io.Writer, json bool, level zerolog.Level) zerolog.Logger {
 func Terminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// Slog returns a log/slog logger that writes through l, so that packages
+// kept free of zerolog (the backends: a library should not choose its
+// caller's logging) log into the command's lines. Attributes become
+// fields; slog's levels map to zerolog's (Debug, Info, Warn, Error).
+func Slog(l zerolog.Logger) *slog.Logger {
+	return slog.New(zerologHandler{l: l})
+}
+
+type zerologHandler struct {
+	l     zerolog.Logger
+	attrs []slog.Attr
+	group string
+}
+
+func zerologLevel(l slog.Level) zerolog.Level {
+	switch {
+	case l >= slog.LevelError:
+		return zerolog.ErrorLevel
+	case l >= slog.LevelWarn:
+		return zerolog.WarnLevel
+	case l >= slog.LevelInfo:
+		return zerolog.InfoLevel
+	}
+	return zerolog.DebugLevel
+}
+
+func (h zerologHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return zerologLevel(l) >= h.l.GetLevel() && zerologLevel(l) >= zerolog.GlobalLevel()
+}
+
+func (h zerologHandler) Handle(_ context.Context, r slog.Record) error {
+	e := h.l.WithLevel(zerologLevel(r.Level))
+	add := func(a slog.Attr) bool {
+		k := a.Key
+		if h.group != "" {
+			k = h.group + "." + k
+		}
+		e = e.Interface(k, a.Value.Resolve().Any())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	e.Msg(r.Message)
+	return nil
+}
+
+func (h zerologHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(slices.Clip(h.attrs), as...)
+	return h
+}
+
+func (h zerologHandler) WithGroup(name string) slog.Handler {
+	if h.group != "" {
+		name = h.group + "." + name
+	}
+	h.group = name
+	return h
 }

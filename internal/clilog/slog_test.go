@@ -1,0 +1,28 @@
+package clilog_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/rs/zerolog"
+)
+
+// A slog line reaches the zerolog logger with its level, message and
+// attributes; a level below the logger's is dropped.
+func TestSlogBridge(t *testing.T) {
+	var buf bytes.Buffer
+	l := clilog.Slog(clilog.New(&buf, true, zerolog.InfoLevel))
+	l.Debug("hidden")
+	l.With("backend", "cpu").Info("cpu: matmul through gonum", "runtime", "gonum")
+	got := strings.TrimSpace(buf.String())
+	for _, want := range []string{`"level":"info"`, `"message":"cpu: matmul through gonum"`, `"runtime":"gonum"`, `"backend":"cpu"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("line %s lacks %s", got, want)
+		}
+	}
+	if strings.Contains(got, "hidden") {
+		t.Errorf("a debug line passed an info logger: %s", got)
+	}
+}
