@@ -36,9 +36,10 @@ type engine struct {
 	corr  corrections
 	epoch atomic.Uint64
 	// The slabs that alloc hands buckets, posteriors and counters out of.
-	slab    []bucket
-	ngSlab  []bandit.NormalGamma
-	cntSlab []armCounts
+	slab      []bucket
+	ngSlab    []bandit.NormalGamma
+	cntSlab   []armCounts
+	stampSlab []int64
 }
 
 // slabBuckets is how many buckets engine.alloc takes from the heap at a
@@ -55,12 +56,14 @@ func (e *engine) alloc() *bucket {
 		e.slab = make([]bucket, slabBuckets)
 		e.ngSlab = make([]bandit.NormalGamma, 2*e.n*slabBuckets)
 		e.cntSlab = make([]armCounts, e.n*slabBuckets)
+		e.stampSlab = make([]int64, e.n*slabBuckets)
 	}
 	b := &e.slab[0]
 	b.bb.Arms = e.ngSlab[:e.n:e.n]
 	b.bb.Priors = e.ngSlab[e.n : 2*e.n : 2*e.n]
 	b.per = e.cntSlab[:e.n:e.n]
-	e.slab, e.ngSlab, e.cntSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:]
+	b.bb.UseStamps(e.stampSlab[:e.n:e.n])
+	e.slab, e.ngSlab, e.cntSlab, e.stampSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:], e.stampSlab[e.n:]
 	return b
 }
 
@@ -76,7 +79,7 @@ func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The fields one Select and Observe touch come first, up to trialMean:
+	// The fields one Select and Observe touch come first, up to epoch:
 	// 256 bytes, four cache lines. A bucket is a whole number of lines
 	// (TestBucketLayout), so that neighbours in a slab never share one.
 	// Rule: the posteriors and priors (bb.Arms, bb.Priors) and the
@@ -108,13 +111,9 @@ type bucket struct {
 	// own (Scheduler.shapeBucket).
 	shapes atomic.Int32
 	// epoch is the engine's epoch at the bucket's last prior refresh,
-	// which every Select reads (prior.go); trialMean each arm's posterior
-	// mean µs while it has no data, the predicted cost of its trial
-	// (engine.trial), kept so that a Select takes no exponential for it.
-	// Both sit in the hot lines: in the cold ones they cost a memory miss
-	// a Select over 10,000 buckets.
-	epoch     uint64
-	trialMean [MaxBackends]float32
+	// which every Select reads (prior.go): in the cold lines it costs a
+	// memory miss a Select over 10,000 buckets.
+	epoch uint64
 
 	class int
 	name  string
@@ -128,24 +127,32 @@ type bucket struct {
 	// loaded holds the arms whose posterior or prior holds evidence from
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
-	loaded     Mask
-	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
-	switchesTo [MaxBackends]int64
-	next       *bucket            // the Scheduler's stack of queued buckets (Changes)
-	collected  [MaxBackends]int64 // per[a].learned when Changes last handed arm a out
-	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
+	loaded Mask
+	next   *bucket  // the Scheduler's stack of queued buckets (Changes)
+	_      [16]byte // to a whole number of cache lines (TestBucketLayout)
 }
 
-// armCounts is what one arm of a bucket counts: every op run (ops,
-// timeUs), those the posterior learned from (learned: all but a warm-up
-// run), and the decisions by reason (picks: one per Select).
+// armCounts is what one arm of a bucket holds beside its posterior:
+// every op run (ops, timeUs), those the posterior learned from (learned:
+// all but a warm-up run), the decisions by reason (picks: one per
+// Select), its model and trial cost. Rule: per-arm data lives here, n
+// long from the engine's slab, not in MaxBackends arrays in the bucket.
+// Reason: a bucket of 2 arms then holds 2 arms' worth
+// (BenchmarkSelectObserve's 1M case reports B/bucket).
 type armCounts struct {
-	ops     int64
-	timeUs  float64
-	learned int64
-	lnMean  float64         // mean of the learned ln µs (bucket.learnLn)
-	pub     prior.Published // what the engine was last told (under engine.corr.mu)
-	picks   [NumReasons]int64
+	// trialMean is the arm's posterior mean µs while it has no data, the
+	// predicted cost of its trial (engine.trial), kept so that a Select
+	// takes no exponential for it.
+	trialMean  float32
+	lnModel    float64 // ln of the arm's uncorrected model estimate, µs
+	switchesTo int64
+	collected  int64 // learned when Changes last handed the arm out
+	ops        int64
+	timeUs     float64
+	learned    int64
+	lnMean     float64         // mean of the learned ln µs (bucket.learnLn)
+	pub        prior.Published // what the engine was last told (under engine.corr.mu)
+	picks      [NumReasons]int64
 }
 
 // newBucket builds a bucket of family fam whose arms start from the cost
@@ -177,6 +184,7 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	e.famMu.Unlock()
 	c.parent, c.isShape = p, true
 	p.mu.Lock()
+	p.bb.Settle(&e.cfg)
 	// What p knows counts as known here (no forced trial, no warm-up set
 	// aside: the device ran this kernel), but only the shape's own
 	// evidence (own) is stored under its name.
@@ -185,7 +193,7 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	for a := range e.n {
 		if p.loaded.Has(a) { // p's evidence, moved to this shape's model
 			held[a] = p.bb.Arms[a]
-			held[a].Mu += e.lnModel(a, w) - p.lnModel[a]
+			held[a].Mu += e.lnModel(a, w) - p.per[a].lnModel
 		}
 	}
 	p.mu.Unlock()
@@ -207,10 +215,10 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
 
 	for a := range e.n {
-		b.lnModel[a] = e.lnModel(a, w)
+		b.per[a].lnModel = e.lnModel(a, w)
 	}
 	b.epoch = e.epoch.Load()
-	arms, priors := b.bb.Arms, b.bb.Priors
+	priors := b.bb.Priors
 	e.corr.mu.Lock()
 	view := e.familyView(b)
 	for a := range e.n {
@@ -219,12 +227,12 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 		} else {
 			priors[a] = e.derivedPrior(b, a, &view)
 		}
-		b.trialMean[a] = e.trialCost(b, a, priors[a])
+		b.per[a].trialMean = e.trialCost(b, a, priors[a])
 	}
 	e.corr.mu.Unlock()
-	copy(arms, priors)
-	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
-		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
+	copy(b.bb.Arms, priors)
+	b.bb.Incumbent = -1 // the rest of b.bb is alloc's (zero, and its slabs)
+	b.bb.Detector = bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}
 }
 
 // prefetch starts loading, all at once, the cache lines of b that Select
@@ -234,7 +242,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 // reaches it, one memory latency after another (BenchmarkSelectObserve,
 // 10,000 buckets).
 func (b *bucket) prefetch(n int) {
-	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.trialMean)+unsafe.Sizeof(b.trialMean))
+	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.epoch)+unsafe.Sizeof(b.epoch))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.per)), uintptr(n)*unsafe.Sizeof(b.per[0]))
 }
@@ -331,6 +339,7 @@ func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackend
 // without the exponentials, which only the arms that trade one term for
 // the other need.
 func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64) bool {
+	b.bb.Settle(&e.cfg)
 	lnMean := func(a int) float64 { p := &b.bb.Arms[a]; return p.Mu + p.Variance()/2 }
 	l := lnMean(arm)
 	var x float64
@@ -362,6 +371,7 @@ func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]
 // into est, NaN for the others: the estimates of a decision that did not
 // sample.
 func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est *[MaxBackends]float64) {
+	b.bb.Settle(&e.cfg)
 	for a := range e.n {
 		if !allowed.Has(a) {
 			est[a] = math.NaN()
@@ -378,7 +388,7 @@ func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est
 func (b *bucket) record(arm int, r Reason, switched bool) {
 	b.per[arm].picks[r]++
 	if switched {
-		b.switchesTo[arm]++
+		b.per[arm].switchesTo++
 	}
 }
 

@@ -14,7 +14,7 @@ func TestBucketLayout(t *testing.T) {
 	if size := unsafe.Sizeof(b); size%64 != 0 {
 		t.Errorf("a bucket is %d bytes, not a multiple of 64", size)
 	}
-	if hot := unsafe.Offsetof(b.trialMean) + unsafe.Sizeof(b.trialMean); hot > 4*64 {
+	if hot := unsafe.Offsetof(b.epoch) + unsafe.Sizeof(b.epoch); hot > 4*64 {
 		t.Errorf("the hot fields end at byte %d, past four cache lines", hot)
 	}
 }

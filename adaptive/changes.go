@@ -103,11 +103,12 @@ func (s *Scheduler) Changes(dst []learned.Change) []learned.Change {
 		b.mu.Lock()
 		next := b.next
 		b.next, b.queued = nil, false
+		b.bb.Settle(&s.e.cfg)
 		kept := b.kept()
 		for a := range s.n {
 			if kept.Has(a) {
-				n := b.per[a].learned - b.collected[a]
-				b.collected[a] = b.per[a].learned
+				n := b.per[a].learned - b.per[a].collected
+				b.per[a].collected = b.per[a].learned
 				dst = append(dst, learned.Change{Key: learned.Key{Backend: s.names[a], Bucket: b.name},
 					Prior: b.bb.Priors[a], Posterior: b.bb.Arms[a], N: uint64(n), Shape: b.isShape})
 			}

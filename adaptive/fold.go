@@ -101,6 +101,7 @@ func (f *Fold) made(b *bucket) {
 func (f *Fold) add(b *bucket, fresh bool) {
 	fb := &foldBucket{b: b}
 	s := f.s
+	b.bb.Settle(&s.e.cfg)
 	for a := range s.n {
 		if fresh && b.loaded.Has(a) {
 			b.bb.Arms[a] = b.bb.Priors[a]
@@ -126,6 +127,7 @@ func (f *Fold) add(b *bucket, fresh bool) {
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	b := fb.b
 	bb := &b.bb
+	bb.Settle(&f.s.e.cfg)
 	if fb.folded[a] == (bandit.Stats{}) {
 		fb.base[a] = bb.Priors[a] // as the engine last derived it
 	}
@@ -195,5 +197,6 @@ func (f *Fold) Evidence(k learned.Key) (own, foreign bandit.Stats, ok bool) {
 	}
 	fb.b.mu.Lock()
 	defer fb.b.mu.Unlock()
+	fb.b.bb.Settle(&f.s.e.cfg)
 	return fb.b.bb.Arms[a].Since(fb.b.bb.Priors[a]), f.foreign[k], true
 }

@@ -375,7 +375,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	}
 	var shift float64 // the shape's model against the bucket's
 	if d.node != nil && b.shapes.Load() > 1 {
-		shift = d.node.lnModel[d.Backend] - b.lnModel[d.Backend]
+		shift = d.node.lnModel[d.Backend] - b.per[d.Backend].lnModel
 	}
 	b.mu.Lock()
 	had := b.kept()

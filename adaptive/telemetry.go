@@ -92,7 +92,7 @@ func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[
 		bk.Ops += b.per[a].ops
 		bk.ComputeUs += b.per[a].timeUs
 	}
-	bk.Switches += b.switchesTo[a]
+	bk.Switches += b.per[a].switchesTo
 	bk.Explorations += b.per[a].picks[Explore]
 	for r, c := range b.per[a].picks {
 		bk.Decisions += c
@@ -114,6 +114,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 	buckets, shapes := s.snapshot()
 	for _, b := range append(buckets, shapes...) {
 		b.mu.Lock()
+		b.bb.Settle(&s.e.cfg)
 		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
 		if b.isShape {
 			bt.Parent = b.parent.name

@@ -16,6 +16,13 @@ const minUs = 1e-3
 // NewBucket or as a literal with Arms and Priors of equal length and
 // Incumbent −1. A Bucket is not safe for concurrent use; the caller
 // serialises Choose and Observe (one lock or one shard per bucket).
+//
+// The discount is lazy: Observe discounts the arm it updates, and every
+// other arm owes one discount per observation of the bucket since its
+// last, paid in one step (γ^k) when it is next read. So Arms[i] is
+// current only after Settle (or SettleArm(i)); Choose and Observe settle
+// what they read. Write an arm or a prior only after Settle, so that
+// what it owed is paid toward the prior it grew from.
 type Bucket struct {
 	Arms      []NormalGamma // posteriors, one per arm
 	Priors    []NormalGamma // the priors the posteriors grew from
@@ -33,6 +40,63 @@ type Bucket struct {
 	recheck   int
 	due, gap  int64
 	decisions int64
+
+	// observed counts the bucket's observations; stamps[i] is observed
+	// when arm i last paid its discount (nil until the first Observe:
+	// a literal Bucket owes nothing).
+	observed int64
+	stamps   []int64
+}
+
+// UseStamps hands the bucket the memory it keeps each arm's discount
+// stamp in (len(Arms) values, zeroed by it), so that a caller that
+// allocates many buckets from slabs allocates this too; without it the
+// first Observe allocates it. Call it before the first Observe.
+func (b *Bucket) UseStamps(s []int64) {
+	s = s[:len(b.Arms)]
+	for i := range s {
+		s[i] = b.observed
+	}
+	b.stamps = s
+}
+
+// SettleArm pays the discount arm i owes: its evidence scaled by γ^k for
+// the k observations of the bucket since it last paid (bandit.Discount
+// applied k times is exactly that, the statistics being linear in their
+// weights: TestLazyDiscount).
+func (b *Bucket) SettleArm(cfg *Config, i int) {
+	if b.stamps == nil {
+		return
+	}
+	k := b.observed - b.stamps[i]
+	if k == 0 {
+		return
+	}
+	b.stamps[i] = b.observed
+	if cfg.Discount < 1 {
+		b.Arms[i].Discount(b.Priors[i], powInt(cfg.Discount, k))
+	}
+}
+
+// Settle pays every arm's owed discount (SettleArm): afterwards Arms
+// holds the current posteriors until the next Observe.
+func (b *Bucket) Settle(cfg *Config) {
+	for i := range b.stamps {
+		b.SettleArm(cfg, i)
+	}
+}
+
+// powInt returns g^k for k ≥ 0 by repeated squaring.
+func powInt(g float64, k int64) float64 {
+	r := 1.0
+	for k > 0 {
+		if k&1 != 0 {
+			r *= g
+		}
+		g *= g
+		k >>= 1
+	}
+	return r
 }
 
 // NewBucket returns a bucket whose arms start at priors (copied).
@@ -51,6 +115,7 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // as for Choose. cfg must have been validated. It does not allocate.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	b.decisions++
+	b.Settle(cfg)
 	if b.recheck > 0 && b.decisions >= b.due {
 		if a := b.recheck - 1; a != b.Incumbent {
 			b.Arms[a].Widen(b.Priors[a])
@@ -173,6 +238,10 @@ func LnUs(us float64) float64 { return log(max(us, minUs)) }
 // ObserveLn is Observe of y = LnUs(us), for a caller that needs y itself
 // too (one logarithm, not two). y must be finite.
 func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
+	if b.stamps == nil {
+		b.UseStamps(make([]int64, len(b.Arms)))
+	}
+	b.SettleArm(cfg, arm)
 	p := &b.Arms[arm]
 	settled := p.Kappa >= b.Priors[arm].Kappa+settledAfter
 	if arm == b.Incumbent || settled {
@@ -195,10 +264,11 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 		}
 	}
 	p.Update(y)
+	// This observation's discount: paid now by arm, owed by the others.
+	b.observed++
+	b.stamps[arm] = b.observed
 	if cfg.Discount < 1 {
-		for i := range b.Arms {
-			b.Arms[i].Discount(b.Priors[i], cfg.Discount)
-		}
+		p.Discount(b.Priors[arm], cfg.Discount)
 	}
 	if alarm {
 		w := b.Priors[arm]
