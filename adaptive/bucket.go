@@ -39,7 +39,7 @@ type engine struct {
 	slab      []bucket
 	ngSlab    []bandit.NormalGamma
 	cntSlab   []armCounts
-	stampSlab []int64
+	stateSlab []bandit.ArmState
 }
 
 // slabBuckets is how many buckets engine.alloc takes from the heap at a
@@ -56,14 +56,14 @@ func (e *engine) alloc() *bucket {
 		e.slab = make([]bucket, slabBuckets)
 		e.ngSlab = make([]bandit.NormalGamma, 2*e.n*slabBuckets)
 		e.cntSlab = make([]armCounts, e.n*slabBuckets)
-		e.stampSlab = make([]int64, e.n*slabBuckets)
+		e.stateSlab = make([]bandit.ArmState, e.n*slabBuckets)
 	}
 	b := &e.slab[0]
 	b.bb.Arms = e.ngSlab[:e.n:e.n]
 	b.bb.Priors = e.ngSlab[e.n : 2*e.n : 2*e.n]
 	b.per = e.cntSlab[:e.n:e.n]
-	b.bb.UseStamps(e.stampSlab[:e.n:e.n])
-	e.slab, e.ngSlab, e.cntSlab, e.stampSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:], e.stampSlab[e.n:]
+	b.bb.UseState(e.stateSlab[:e.n:e.n])
+	e.slab, e.ngSlab, e.cntSlab, e.stateSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:], e.stateSlab[e.n:]
 	return b
 }
 
@@ -128,8 +128,8 @@ type bucket struct {
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
 	loaded Mask
-	next   *bucket  // the Scheduler's stack of queued buckets (Changes)
-	_      [16]byte // to a whole number of cache lines (TestBucketLayout)
+	next   *bucket // the Scheduler's stack of queued buckets (Changes)
+	_      [8]byte // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket holds beside its posterior:
@@ -250,6 +250,7 @@ func (b *bucket) prefetch(n int) {
 // warm installs a posterior loaded from the store as arm a's.
 func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
+	b.bb.Changed()
 	b.seen |= Backend(a)
 	b.loaded |= Backend(a)
 	b.own |= Backend(a)
@@ -315,7 +316,31 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 			est[a] = math.NaN()
 		}
 	}
-	return choice{arm: arm, reason: e.dataReason(b, arm, allowed, extra, held), switched: b.bb.Switches != before}
+	var r Reason
+	if b.bb.Skipped() {
+		r = skippedReason(b, arm, allowed, est)
+	} else {
+		r = e.dataReason(b, arm, allowed, extra, held)
+	}
+	return choice{arm: arm, reason: r, switched: b.bb.Switches != before}
+}
+
+// skippedReason classifies a decision the bandit kept without drawing
+// (bandit.Bucket.Skipped) from the mean costs it left in est, the
+// challengers' as of their bound: Exploit where the incumbent's is the
+// lowest, else HysteresisHold. Rule: no posterior is read here. Reason:
+// reading one pays its lazy discount, which a skipped decision spares
+// (BenchmarkSelectObserve).
+func skippedReason(b *bucket, arm int, allowed Mask, est *[MaxBackends]float64) Reason {
+	if b.seen == 0 {
+		return Prior
+	}
+	for a := range len(b.per) {
+		if a != arm && allowed.Has(a) && est[a] < est[arm] {
+			return HysteresisHold
+		}
+	}
+	return Exploit
 }
 
 // dataReason classifies a bandit choice (DESIGN.md § Strategies); only

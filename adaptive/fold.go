@@ -105,6 +105,7 @@ func (f *Fold) add(b *bucket, fresh bool) {
 	for a := range s.n {
 		if fresh && b.loaded.Has(a) {
 			b.bb.Arms[a] = b.bb.Priors[a]
+			b.bb.Changed()
 			b.seen &^= Backend(a)
 			b.loaded &^= Backend(a)
 		}
@@ -139,6 +140,7 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	}
 	bb.Priors[a] = fb.base[a].With(in)
 	bb.Arms[a] = bb.Priors[a].With(own)
+	bb.Changed()
 	fb.folded[a] = st
 	if st.N > 0 {
 		b.seen |= Backend(a)

@@ -167,6 +167,7 @@ func (e *engine) refresh(b *bucket) {
 		b.bb.Priors[a] = p
 	}
 	e.corr.mu.Unlock()
+	b.bb.Changed()
 }
 
 // familyView returns what b's family has published, b's own publications

@@ -36,28 +36,54 @@ type Bucket struct {
 	// none), due the decision at which its posterior is next widened, gap
 	// the decisions until the one after. changed reports an alarm on the
 	// incumbent since it took over.
+	// The flags and the re-check share a word: a scheduler keeps a
+	// bucket's hot fields in four cache lines (adaptive's
+	// TestBucketLayout).
 	changed   bool
-	recheck   int
+	recheck   int32
 	due, gap  int64
 	decisions int64
 
-	// observed counts the bucket's observations; stamps[i] is observed
-	// when arm i last paid its discount (nil until the first Observe:
-	// a literal Bucket owes nothing).
+	// observed counts the bucket's observations; state holds each arm's
+	// discount stamp (observed when it last paid) and skip bound (nil
+	// until the first Observe: a literal Bucket owes nothing).
 	observed int64
-	stamps   []int64
+	state    []ArmState
+	// The draws skipped (skip.go): the challengers' bounds were computed
+	// at observation boundAt, and held (boundOK); either way they are
+	// computed again skipWindow observations later. skipped: the last
+	// Choose skipped. noSkip: always draw (TestSkipSameChoices).
+	boundAt                  int64
+	boundOK, skipped, noSkip bool
 }
 
-// UseStamps hands the bucket the memory it keeps each arm's discount
-// stamp in (len(Arms) values, zeroed by it), so that a caller that
-// allocates many buckets from slabs allocates this too; without it the
-// first Observe allocates it. Call it before the first Observe.
-func (b *Bucket) UseStamps(s []int64) {
+// ArmState is a bucket's bookkeeping of one arm beyond its posterior
+// (its lazy discount, its skip bound); the zero value is ready for use.
+type ArmState struct {
+	stamp int64
+	bound armBound
+	u     float64 // the uniform of its last draw by inversion (skip)
+	kept  int64   // decisions kept for it, as incumbent, without drawing
+}
+
+// Skips returns how many decisions kept the incumbent without drawing.
+func (b *Bucket) Skips() (n int64) {
+	for i := range b.state {
+		n += b.state[i].kept
+	}
+	return n
+}
+
+// UseState hands the bucket the memory it keeps its ArmStates in
+// (len(Arms) values, reset by it), so that a caller that allocates many
+// buckets from slabs allocates these too; without it the first Observe
+// allocates them. Call it before the first Observe.
+func (b *Bucket) UseState(s []ArmState) {
 	s = s[:len(b.Arms)]
 	for i := range s {
-		s[i] = b.observed
+		s[i] = ArmState{stamp: b.observed}
 	}
-	b.stamps = s
+	b.state = s
 }
 
 // SettleArm pays the discount arm i owes: its evidence scaled by γ^k for
@@ -65,14 +91,14 @@ func (b *Bucket) UseStamps(s []int64) {
 // applied k times is exactly that, the statistics being linear in their
 // weights: TestLazyDiscount).
 func (b *Bucket) SettleArm(cfg *Config, i int) {
-	if b.stamps == nil {
+	if b.state == nil {
 		return
 	}
-	k := b.observed - b.stamps[i]
+	k := b.observed - b.state[i].stamp
 	if k == 0 {
 		return
 	}
-	b.stamps[i] = b.observed
+	b.state[i].stamp = b.observed
 	if cfg.Discount < 1 {
 		b.Arms[i].Discount(b.Priors[i], powInt(cfg.Discount, k))
 	}
@@ -81,7 +107,7 @@ func (b *Bucket) SettleArm(cfg *Config, i int) {
 // Settle pays every arm's owed discount (SettleArm): afterwards Arms
 // holds the current posteriors until the next Observe.
 func (b *Bucket) Settle(cfg *Config) {
-	for i := range b.stamps {
+	for i := range b.state {
 		b.SettleArm(cfg, i)
 	}
 }
@@ -113,20 +139,35 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // a switch and resets the detector, and an incumbent displaced after a
 // change alarm is re-checked later (firstRecheckGap). extra and costs are
 // as for Choose. cfg must have been validated. It does not allocate.
+//
+// In a settled bucket it draws only what can change the choice
+// (skip.go): most decisions keep the incumbent after one uniform per
+// challenger, with costs the posterior mean costs and held false
+// (Skipped reports it); the chosen arm's distribution is Choose's.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	b.decisions++
-	b.Settle(cfg)
-	if b.recheck > 0 && b.decisions >= b.due {
-		if a := b.recheck - 1; a != b.Incumbent {
-			b.Arms[a].Widen(b.Priors[a])
+	b.skipped = false
+	switch s := b.skip(cfg, extra, r, costs); s {
+	case skipKept:
+		b.skipped = true
+		b.state[b.Incumbent].kept++
+		return b.Incumbent, false
+	case skipDrawn: // costs holds exact draws
+		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, costs[:len(b.Arms)])
+	default:
+		b.Settle(cfg)
+		if b.recheck > 0 && b.decisions >= b.due {
+			if a := int(b.recheck) - 1; a != b.Incumbent {
+				b.Arms[a].Widen(b.Priors[a])
+			}
+			b.gap *= 2
+			b.due = b.decisions + b.gap
+			if b.gap > maxRecheckGap {
+				b.recheck = 0
+			}
 		}
-		b.gap *= 2
-		b.due = b.decisions + b.gap
-		if b.gap > maxRecheckGap {
-			b.recheck = 0
-		}
+		arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
 	}
-	arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
 	if held && r.Uint64()%probeOdds == 0 {
 		if c := cheapest(costs[:len(b.Arms)]); unpriced(extra, c, arm) && b.probeable(c) {
 			return c, false
@@ -136,13 +177,14 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 		if b.Incumbent >= 0 {
 			b.Switches++
 			if b.changed {
-				b.recheck, b.gap = b.Incumbent+1, firstRecheckGap
+				b.recheck, b.gap = int32(b.Incumbent+1), firstRecheckGap
 				b.due = b.decisions + b.gap
 			}
 		}
 		b.Incumbent = arm
 		b.changed = false
 		b.Detector.Reset()
+		b.Changed() // the bounds were of the old incumbent's challengers
 	}
 	return arm, held
 }
@@ -238,10 +280,13 @@ func LnUs(us float64) float64 { return log(max(us, minUs)) }
 // ObserveLn is Observe of y = LnUs(us), for a caller that needs y itself
 // too (one logarithm, not two). y must be finite.
 func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
-	if b.stamps == nil {
-		b.UseStamps(make([]int64, len(b.Arms)))
+	if b.state == nil {
+		b.UseState(make([]ArmState, len(b.Arms)))
 	}
 	b.SettleArm(cfg, arm)
+	if arm != b.Incumbent {
+		b.Changed() // its skip bound no longer holds
+	}
 	p := &b.Arms[arm]
 	settled := p.Kappa >= b.Priors[arm].Kappa+settledAfter
 	if arm == b.Incumbent || settled {
@@ -266,7 +311,7 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 	p.Update(y)
 	// This observation's discount: paid now by arm, owed by the others.
 	b.observed++
-	b.stamps[arm] = b.observed
+	b.state[arm].stamp = b.observed
 	if cfg.Discount < 1 {
 		p.Discount(b.Priors[arm], cfg.Discount)
 	}
