@@ -17,11 +17,6 @@ import (
 	"github.com/adaptsched/adaptsched/learned"
 )
 
-// maxShapes bounds each shard's shape cache: past it the shard starts
-// over (a decode loop whose KV length grows makes a new shape per step;
-// the buckets themselves are kept).
-const maxShapes = 1 << 14
-
 // shard is one slice of the shape→bucket cache, padded to its own cache
 // lines. Lookups read tab without a lock (shapeTable); adds take mu.
 type shard struct {
@@ -220,7 +215,7 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
 	}
-	b.record(c.arm, c.reason, c.switched)
+	s.e.record(b, c.arm, c.reason, c.switched)
 	b.mu.Unlock()
 	for i := s.n; i < MaxBackends; i++ {
 		d.Estimates[i] = math.NaN()
@@ -289,7 +284,7 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 	if sh != nil {
 		ent.node = new(shapeNode)
 		for a := range s.n {
-			ent.node.lnModel[a] = s.e.lnModel(a, w)
+			ent.node.lnModel[a] = float32(s.e.lnModel(a, w))
 		}
 		ent = sh.add(k, h, ent)
 	}
@@ -375,7 +370,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	}
 	var shift float64 // the shape's model against the bucket's
 	if d.node != nil && b.shapes.Load() > 1 {
-		shift = d.node.lnModel[d.Backend] - b.per[d.Backend].lnModel
+		shift = float64(d.node.lnModel[d.Backend]) - b.per[d.Backend].lnModel
 	}
 	b.mu.Lock()
 	had := b.kept()

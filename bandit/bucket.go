@@ -62,8 +62,7 @@ type Bucket struct {
 type ArmState struct {
 	stamp int64
 	bound armBound
-	u     float64 // the uniform of its last draw by inversion (skip)
-	kept  int64   // decisions kept for it, as incumbent, without drawing
+	kept  int64 // decisions kept for it, as incumbent, without drawing
 }
 
 // Skips returns how many decisions kept the incumbent without drawing.

@@ -35,6 +35,9 @@ const (
 	// skipWindow is how many observations a challenger's floor is
 	// computed for (its discount over them at most γ^skipWindow).
 	skipWindow = 64
+	// maxSkipArms bounds the arms of a bucket that skips (their uniforms
+	// live on the stack); a wider one always draws.
+	maxSkipArms = 8
 )
 
 // What skip did.
@@ -48,8 +51,18 @@ const (
 // floor, its Thompson cost's skipTail quantile at the least (µs); lnMean
 // and vmean, the least ln of its mean cost and variance of its mean
 // (surelyCheaper's lc, vc); mean, its mean cost when computed (µs), for
-// the skipped decision's costs.
-type armBound struct{ floor, lnMean, vmean, mean float64 }
+// the skipped decision's costs. In 32 bits, each bound rounded down
+// (down32), as a bucket keeps one per arm.
+type armBound struct{ floor, lnMean, vmean, mean float32 }
+
+// down32 returns the largest float32 at most x.
+func down32(x float64) float32 {
+	f := float32(x)
+	if float64(f) > x {
+		f = math.Nextafter32(f, float32(math.Inf(-1)))
+	}
+	return f
+}
 
 // tQuantiles[j] is the 1−skipTail quantile of Student's t with tNus[j]
 // degrees of freedom: a quantile falls as the degrees rise, so the
@@ -121,10 +134,10 @@ func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 		return armBound{}, false
 	}
 	return armBound{
-		floor:  expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo))),
-		lnMean: muLo + bLo/(aHi-1)/2,
-		vmean:  bLo / (aHi * kHi),
-		mean:   p.MeanUs(),
+		floor:  down32(expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo)))),
+		lnMean: down32(muLo + bLo/(aHi-1)/2),
+		vmean:  down32(bLo / (aHi * kHi)),
+		mean:   float32(p.MeanUs()),
 	}, true
 }
 
@@ -164,7 +177,7 @@ func (b *Bucket) refreshBounds(cfg *Config) bool {
 // for Choose.
 func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float64) int {
 	inc, h := b.Incumbent, cfg.margin()
-	if inc < 0 || b.recheck > 0 || b.noSkip || !(h > 0 && h < 1) || b.state == nil {
+	if inc < 0 || b.recheck > 0 || b.noSkip || !(h > 0 && h < 1) || b.state == nil || len(b.Arms) > maxSkipArms {
 		return skipNone
 	}
 	if b.observed-b.boundAt >= skipWindow {
@@ -191,27 +204,27 @@ func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float6
 		if extra != nil {
 			xc = extra[c]
 		}
-		if !(bd.floor+xc >= th) {
+		if !(float64(bd.floor)+xc >= th) {
 			return skipNone
 		}
-		if d := li - bd.lnMean; xc == 0 && xi == 0 && d > 0 && d*d > sureZ*sureZ*(bd.vmean+vi) {
+		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 && d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
 			return skipNone // possibly surely cheaper
 		}
 	}
 	tail := false
+	var u [maxSkipArms]float64
 	for c := range b.Arms {
 		if c != inc {
-			u := r.Float64()
-			b.state[c].u = u
-			tail = tail || u < skipTail
+			u[c] = r.Float64()
+			tail = tail || u[c] < skipTail
 		}
 	}
 	if tail {
-		b.drawByInversion(cfg, extra, r, costs)
+		b.drawByInversion(cfg, extra, r, &u, costs)
 		return skipDrawn
 	}
 	for c := range b.Arms {
-		costs[c] = b.state[c].bound.mean
+		costs[c] = float64(b.state[c].bound.mean)
 		if extra != nil {
 			costs[c] += extra[c]
 		}
@@ -225,14 +238,14 @@ func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float6
 // uniform u: m = F⁻¹(u), F Student's t with 2α degrees, location μ and
 // scale √(β/(ακ)) (m's marginal), then τ | m ~ Gamma(α + 1/2, rate
 // β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
-func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, costs []float64) {
+func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
 	b.Settle(cfg)
 	for c := range b.Arms {
 		p := b.Arms[c]
 		if c == b.Incumbent {
 			costs[c] = p.Sample(r)
 		} else {
-			m := distuv.StudentsT{Mu: p.Mu, Sigma: math.Sqrt(p.Beta / (p.Alpha * p.Kappa)), Nu: 2 * p.Alpha}.Quantile(b.state[c].u)
+			m := distuv.StudentsT{Mu: p.Mu, Sigma: math.Sqrt(p.Beta / (p.Alpha * p.Kappa)), Nu: 2 * p.Alpha}.Quantile(u[c])
 			d := m - p.Mu
 			v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
 			if !(v <= 1e300) {
