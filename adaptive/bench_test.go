@@ -49,9 +49,10 @@ func benchSpecs(n int) []kernels.Spec {
 
 // BenchmarkSelectObserve measures one Select plus one Observe (DESIGN.md §
 // The data path: ~100 ns, 0 allocs) over 10,000 buckets, with the inputs'
-// residency given, serially and from GOMAXPROCS goroutines, and over a
-// million shapes, each its own bucket, serially (1M), reporting the
-// heap the scheduler holds per bucket (B/bucket). Each loop cycles
+// residency given, serially and from GOMAXPROCS goroutines, by spec and
+// by handle (Handle.Select, one handle per op site and goroutine), and
+// over a million shapes, each its own bucket, serially (1M), reporting
+// the heap the scheduler holds per bucket (B/bucket). Each loop cycles
 // through the buckets in order, as an inference loop replays its ops
 // (parallel goroutines start at different points).
 func BenchmarkSelectObserve(b *testing.B) {
@@ -112,6 +113,40 @@ func BenchmarkSelectObserve(b *testing.B) {
 				for pb.Next() {
 					j := i % buckets
 					d, _ := s.Select(specs[j], res[j])
+					s.Observe(d, dur[j][d.Backend])
+					i++
+				}
+			})
+		})
+		handles := make([][]*Handle, runtime.GOMAXPROCS(0))
+		for g := range handles {
+			handles[g] = make([]*Handle, buckets)
+			for j, sp := range specs {
+				if handles[g][j], err = s.Handle(sp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("handle/%dbackends/serial", nb), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := i % buckets
+				d, _ := handles[0][j].Select(res[j])
+				s.Observe(d, dur[j][d.Backend])
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("handle/%dbackends/parallel", nb), func(b *testing.B) {
+			b.ReportAllocs()
+			var seed atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				g := int(seed.Add(1))
+				hs := handles[(g-1)%len(handles)]
+				i := g * 104729
+				for pb.Next() {
+					j := i % buckets
+					d, _ := hs[j].Select(res[j])
 					s.Observe(d, dur[j][d.Backend])
 					i++
 				}

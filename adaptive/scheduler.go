@@ -52,7 +52,10 @@ type Scheduler struct {
 	shared Mask                        // backends that read host memory directly
 	only   int                         // Only's backend index
 	links  [MaxBackends][2]*link.Model // [toDevice, toHost]; nil for shared-memory backends
-	log    *slog.Logger
+	// linkEpoch counts link observations: a Handle's cached transfers
+	// (transferCache) hold while it stands still.
+	linkEpoch atomic.Uint64
+	log       *slog.Logger
 	// logInfo, logDebug: the logger enables those levels (read in New),
 	// so that Select and Observe neither ask it nor box arguments for it.
 	logInfo, logDebug bool
@@ -169,24 +172,31 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	var k shapeKey
-	ok := k.set(spec)
-	var ent entry
-	if ok {
-		h := k.hash()
-		sh := &s.shards[h>>32&s.shardMask]
-		if ent, ok = sh.tab.Load().find(&k, h); !ok {
-			var err error
-			if ent, err = s.miss(*spec, sh, &k, h); err != nil {
-				return err
-			}
-		}
-	} else {
-		var err error
-		if ent, err = s.miss(*spec, nil, nil, 0); err != nil {
-			return err
-		}
+	ent, err := s.lookup(spec)
+	if err != nil {
+		return err
 	}
+	return s.decideInto(d, &ent, spec, res, exclude, why, placed, arm, nil)
+}
+
+// lookup returns spec's cache entry, making its bucket on first sight.
+func (s *Scheduler) lookup(spec *kernels.Spec) (entry, error) {
+	var k shapeKey
+	if !k.set(spec) {
+		return s.miss(*spec, nil, nil, 0)
+	}
+	h := k.hash()
+	sh := &s.shards[h>>32&s.shardMask]
+	if ent, ok := sh.tab.Load().find(&k, h); ok {
+		return ent, nil
+	}
+	return s.miss(*spec, sh, &k, h)
+}
+
+// decideInto is selectInto once spec's entry is known: the bucket (a
+// shape's own, once it learns alone), the transfers (from tc when it
+// holds this residency's, and into it), the strategy's choice.
+func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res *Residency, exclude Mask, why Reason, placed bool, arm int, tc *transferCache) error {
 	allowed := ent.capable &^ exclude
 	if allowed == 0 || s.only >= 0 && !allowed.Has(s.only) {
 		return s.noBackend(*spec, ent.capable, exclude)
@@ -201,8 +211,16 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	}
 	d.Bucket, d.BucketName, d.b, d.s, d.node = ent.id, ent.b.name, b, s, ent.node
 	var extra *[MaxBackends]float64
-	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
-		extra = &d.Transfer
+	if res.N > 0 || res.Consumers != 0 {
+		var any bool
+		if tc != nil {
+			any = tc.transfers(s, res, ent.out, allowed, &d.Transfer)
+		} else {
+			any = s.transfers(res, ent.out, allowed, &d.Transfer)
+		}
+		if any {
+			extra = &d.Transfer
+		}
 	}
 	b.mu.Lock()
 	s.e.refresh(b)
