@@ -240,14 +240,16 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 
 // prefetch starts loading, all at once, the cache lines of b that Select
 // and Observe touch with n arms: the header, then the posteriors and
-// priors and the counters in their slabs (their addresses are in the
-// header). Out of cache, each is otherwise fetched in turn as the code
+// priors, the counters and the bandit's arm states in their slabs (their
+// addresses are in the header). Out of cache, each is otherwise fetched in turn as the code
 // reaches it, one memory latency after another (BenchmarkSelectObserve,
 // 10,000 buckets).
 func (b *bucket) prefetch(n int) {
 	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.epoch)+unsafe.Sizeof(b.epoch))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.per)), uintptr(n)*unsafe.Sizeof(b.per[0]))
+	st := b.bb.State()
+	prefetch(unsafe.Pointer(unsafe.SliceData(st)), uintptr(len(st))*unsafe.Sizeof(bandit.ArmState{}))
 }
 
 // warm installs a posterior loaded from the store as arm a's.

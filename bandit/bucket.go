@@ -73,6 +73,10 @@ func (b *Bucket) Skips() (n int64) {
 	return n
 }
 
+// State returns the memory UseState handed over (nil before), for a
+// caller that prefetches it.
+func (b *Bucket) State() []ArmState { return b.state }
+
 // UseState hands the bucket the memory it keeps its ArmStates in
 // (len(Arms) values, reset by it), so that a caller that allocates many
 // buckets from slabs allocates these too; without it the first Observe
