@@ -49,21 +49,32 @@ func (w *work) Span() (startUs, endUs float64) { return w.start, w.end }
 
 // afterUs returns when the work in after has ended: the latest end of the
 // simulated events; events of other backends are waited for (their time
-// is not the Timeline's).
-func afterUs(after []backends.Event) float64 {
+// is not the Timeline's). It returns the first failure among them: work
+// queued after failed work does not run.
+func afterUs(after []backends.Event) (float64, error) {
 	end := 0.0
 	for _, e := range after {
 		if e == nil {
 			continue
 		}
+		if w, ok := e.(*work); ok {
+			if w.err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrDependency, w.err)
+			}
+			end = max(end, w.end)
+			continue
+		}
 		if v, ok := e.(backends.VirtualSpan); ok {
 			_, t := v.Span()
 			end = max(end, t)
-			continue
 		}
-		_, _ = e.Wait() // its failure is its own op's to report
+		if !e.Done() {
+			if _, err := e.Wait(); err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrDependency, err)
+			}
+		}
 	}
-	return end
+	return end, nil
 }
 
 // enqueue puts us of work on lane l after afterUs and returns its event.
@@ -115,7 +126,10 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
 		return nil, d.fail(op, err)
 	}
-	ready := afterUs(after)
+	ready, err := afterUs(after)
+	if err != nil {
+		return d.failedWork(d.fail(op, err)), nil
+	}
 	d.mu.Lock()
 	i := d.runs
 	d.runs++
@@ -156,9 +170,12 @@ func (d *Device) copyLane() int { return d.lanes[len(d.lanes)-1] }
 
 // copyAsync queues a copy of n bytes after after, once check passed.
 func (d *Device) copyAsync(what string, n int64, after []backends.Event, move func()) (backends.Event, error) {
-	ready := afterUs(after)
+	ready, err := afterUs(after)
+	if err != nil {
+		return d.failedWork(d.fail(what, err)), nil
+	}
 	d.mu.Lock()
-	err := d.lost(d.runs)
+	err = d.lost(d.runs)
 	var us float64
 	if err == nil {
 		us = float64(d.transfer(n).Duration) / 1e3

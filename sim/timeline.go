@@ -10,25 +10,26 @@ type ExecModel uint8
 
 // The execution models.
 const (
+	// Serial is the model before queues: each op costs its profile's
+	// LaunchUs ("launch, dispatch and synchronisation") plus its work,
+	// copies their link time, all one after another. It reproduces the
+	// figures recorded before the Async model, and is the zero value:
+	// what a device opened alone runs.
+	Serial ExecModel = iota
 	// Async is how GPU runtimes run: the host pays each profile's IssueUs
 	// per op or copy it enqueues and goes on; each device runs its queue
 	// in order, GapUs plus the op's work per op; copies occupy the
 	// device's link (a copy engine) beside its compute queue; the host
 	// pays SyncUs only where it waits for work that has not ended. A
 	// step's time is its makespan, the critical path.
-	Async ExecModel = iota
+	Async
 	// Synchronous is Async with the host waiting for every op and copy as
 	// it is issued: IssueUs + GapUs + work + SyncUs per op, one after
 	// another.
 	Synchronous
-	// Serial is the model before queues: each op costs its profile's
-	// LaunchUs ("launch, dispatch and synchronisation") plus its work,
-	// copies their link time, all one after another. It reproduces the
-	// figures recorded before the Async model.
-	Serial
 )
 
-var _ fmt.Stringer = Async
+var _ fmt.Stringer = Serial
 
 // String returns the model's name, or ExecModel(n) for an unknown value.
 func (m ExecModel) String() string {

@@ -209,14 +209,26 @@ func TestDeviceQueuedFailure(t *testing.T) {
 	}
 	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
 	a, _ := d.Alloc(16)
+	var prev backends.Event
 	for i := range 3 {
 		ev, err := d.RunAsync(spec, []backends.Buffer{a, a}, a, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 && !ev.Done() {
-			t.Error("failed op not Done")
+		if i == 1 {
+			prev = ev
+			if !ev.Done() {
+				t.Error("failed op not Done")
+			}
 		}
+	}
+	// Work queued after the failed op does not run, and says why.
+	ev, err := d.RunAsync(spec, []backends.Buffer{a, a}, a, []backends.Event{prev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Wait(); !errors.Is(err, ErrDependency) || !errors.Is(err, backends.ErrTransient) {
+		t.Errorf("op after a failed one: %v, want ErrDependency wrapping the transient error", err)
 	}
 	if err := d.Sync(); !errors.Is(err, backends.ErrTransient) {
 		t.Errorf("Sync: %v, want the queued op's transient error", err)
