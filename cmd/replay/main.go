@@ -30,6 +30,7 @@ type options struct {
 	table       string
 	figures     []string // -figures, in order
 	workload    string
+	exec        sim.ExecModel // -exec: the execution model of simulator workloads
 	model       string
 	profile     string
 	cpuProfile  string
@@ -155,6 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
+	execName := fs.String("exec", "", "execution model of a simulator workload: async (queued work, timed by makespan; the default for -workload), sync (a wait after every op) or serial (the model before queues; the default for -table, whose rows were measured one at a time)")
 	fs.StringVar(&o.profile, "profile", "", "GPU profile: the simulated GPU of -workload (default h100), or a counterfactual model for TRACE")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "cpu2", "CPU profile paired with -profile")
 	fs.Float64Var(&o.zipf, "zipf", 1, "Zipf exponent of a perf table's workload (0: rows uniform)")
@@ -221,6 +223,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-workload and -table are two workloads: give one")
 	case len(o.figures) > 0 && o.table == "":
 		return fail("-figures gives a -table backend its figures: give -table")
+	}
+	switch {
+	case *execName != "":
+		x, err := sim.ParseExecModel(*execName)
+		if err != nil {
+			return fail("-exec: %v", err)
+		}
+		o.exec = x
+	case o.workload != "":
+		o.exec = sim.Async
 	}
 	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
 		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))
