@@ -214,3 +214,84 @@ func BenchmarkOverlap(b *testing.B) {
 		}
 	}
 }
+
+// scripted places the i-th op of a run on arms[i]: a placement worked out
+// in advance.
+type scripted struct {
+	arms []int
+	i    int
+}
+
+func (s *scripted) Name() string { return "scripted" }
+func (s *scripted) Choose(*Task) int {
+	a := s.arms[s.i]
+	s.i++
+	return a
+}
+func (s *scripted) Observe(*Task, int, float64) {}
+
+// expertSplit returns, for n ops of the MoE decode at batch, the arms of
+// a placement that runs the last k routed experts of every layer on the
+// CPU (arm 1) and everything else on the GPU (arm 0): the split a
+// placement with foresight of the whole layer would make.
+func expertSplit(tb testing.TB, batch, n, k int) []int {
+	w, err := sim.Decode(sim.Qwen15MoE, batch, 1024, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := sim.Qwen15MoE
+	active := min(m.Experts, batch*m.TopK)
+	arms := make([]int, 0, n)
+	left := 0 // ops of the current layer's branches still to place
+	for {
+		op, ok := w.Next()
+		if !ok {
+			return arms
+		}
+		arm := 0
+		if left > 0 {
+			branch := (4*(active+1) - left) / 4 // 0: the shared expert
+			if branch > active-k {
+				arm = 1
+			}
+			left--
+		}
+		if s := op.Spec; len(s.In) == 2 && s.In[1][0] == m.Experts {
+			left = 4 * (active + 1) // the router: the branches follow
+		}
+		arms = append(arms, arm)
+	}
+}
+
+// BenchmarkOverlapSplit is what placing whole experts on the CPU reaches
+// on the MoE decode with igpu: for k routed experts per layer on cpu2, the makespan's tokens per second over the GPU alone's
+// (split_k_over_gpu), beside thompson's (BenchmarkOverlap).
+func BenchmarkOverlapSplit(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run("igpu/b"+strconv.Itoa(batch), func(b *testing.B) {
+			for b.Loop() {
+				w, err := sim.Decode(sim.Qwen15MoE, batch, 1024, fullOps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				env, err := NewEnv(w, []sim.Arm{{Profile: sim.MustProfile("igpu")}, {Profile: sim.MustProfile("cpu2")}}, EnvOptions{Model: sim.Async})
+				if err != nil {
+					b.Fatal(err)
+				}
+				run := func(arms []int) float64 {
+					r, err := env.Run(&scripted{arms: arms}, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return float64(r.Steps) / r.MakespanUs
+				}
+				gpu := run(make([]int, fullOps))
+				active := min(sim.Qwen15MoE.Experts, batch*sim.Qwen15MoE.TopK)
+				step := max(1, active/15) // k = 1…4 at batch 1, 4…60 by 4 at batch 16
+				for k := step; k <= active; k += step {
+					b.ReportMetric(run(expertSplit(b, batch, fullOps, k))/gpu, "split_"+strconv.Itoa(k)+"_over_gpu")
+				}
+			}
+		})
+	}
+}
