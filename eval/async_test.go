@@ -15,7 +15,7 @@ import (
 // Qwen1.5-MoE-A2.7B, whose experts are independent branches. Modelled
 // figures are deterministic by seed. Tests run asyncTestOps ops,
 // BenchmarkAsync fullOps.
-const asyncTestOps = 50_000
+const asyncTestOps = 25_000
 
 var asyncGPUs = []string{"h100", "mi300x", "rx7900xtx", "igpu"}
 

@@ -224,7 +224,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case len(o.figures) > 0 && o.table == "":
 		return fail("-figures gives a -table backend its figures: give -table")
 	}
+	simWorkload := o.workload != "" || o.table != "" && o.input == ""
 	switch {
+	case *execName != "" && !simWorkload:
+		return fail("-exec times a simulator workload (-workload, or -table without TRACE): a trace's durations are replayed as recorded")
 	case *execName != "":
 		x, err := sim.ParseExecModel(*execName)
 		if err != nil {

@@ -263,6 +263,7 @@ func TestErrors(t *testing.T) {
 		{"unknown cpu profile", []string{"-cpu-profile", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
 		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
 		{"unknown execution model", []string{"-workload", "decode", "-exec", "eager"}, 2, `-exec: sim: invalid setup: execution model "eager"`},
+		{"execution model of a trace", []string{"-exec", "async", "testdata/small.jsonl"}, 2, `-exec times a simulator workload`},
 		{"workload and trace", []string{"-workload", "decode", "testdata/small.jsonl"}, 2, "give it no TRACE"},
 		{"workload and table", []string{"-workload", "decode", "-table", "testdata/table.csv"}, 2, "give one"},
 		{"two traces", []string{"testdata/small.jsonl", "testdata/exact.jsonl"}, 2, "one TRACE at most"},
