@@ -8,7 +8,7 @@
 //
 //	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [-metrics ADDR] [fleet flags] [model flags]
+//	      [-json [-step-times]] [-sync | -exec async|sync|serial] [-metrics ADDR] [fleet flags] [model flags]
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
@@ -26,11 +26,18 @@
 // through the Executor; oracle (simulated backends only) places each op
 // where the simulator's true mean duration plus transfer is lowest.
 //
-// Two throughputs are reported: tokens per wall-clock second, and tokens
-// per modelled second, the sum of the durations the backends reported for
-// every op and copy. With simulated devices only the modelled figure means
-// anything (they report modelled durations without sleeping); compare
-// strategies on sim:* backends by modelled_tokens_per_s. The first -warmup
+// Throughputs reported: tokens per wall-clock second, and tokens per
+// modelled second. When every backend is simulated (sim:*), they share
+// one virtual clock (sim.Timeline) and the modelled time is the run's
+// makespan under -exec (async: queued work, the host waiting only for
+// what it reads; -sync or -exec sync: a wait after every op; -exec
+// serial: the model before queues, durations summed), beside
+// bound_tokens_per_s, the placement's bound (the largest of the host's
+// issue time and each device's busy time). Otherwise the modelled time is
+// the sum of the durations the backends reported for every op and copy.
+// With simulated devices only the modelled figure means anything (they
+// report modelled durations without sleeping); compare strategies on
+// sim:* backends by modelled_tokens_per_s. The first -warmup
 // decode steps are left out of both figures (cold_modelled_tokens_per_s
 // keeps them), so strategies that learn and those that do not can be
 // compared after the same warm-up.
