@@ -42,6 +42,10 @@ func TestModelledFigures(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `-exec: sim: invalid setup: execution model "eager"`) {
 		t.Errorf("-exec eager: %v", err)
 	}
+	err = run(context.Background(), asyncArgs("h100", 1, "-sync", "-exec", "serial"), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "-sync is -exec sync: not with -exec serial") {
+		t.Errorf("-sync -exec serial: %v", err)
+	}
 	// With a real backend there is no Timeline: no bound, no model.
 	mixed := runSummary(t, []string{"-backends", "cpu1,sim:h100", "-strategy", "only:sim:h100", "-tokens", "2", "-prompt", "2",
 		"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json"})

@@ -148,6 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
+	case o.sync && o.exec != "async" && o.exec != "sync":
+		return o, fmt.Errorf("infer: -sync is -exec sync: not with -exec %s", o.exec)
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
