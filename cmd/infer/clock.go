@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/sim"
@@ -86,4 +88,62 @@ func figures(tokens int64, d sim.TimelineStats) (modelled, bound float64) {
 		return float64(tokens) / (us / 1e6)
 	}
 	return rate(d.MakespanUs), rate(d.BoundUs())
+}
+
+// served is what serve measured: totals, and the warm-up's share of
+// them.
+type served struct {
+	tokens, ops    int64
+	wall           time.Duration     // whole run, by the wall clock
+	clock          sim.TimelineStats // whole run, by the modelled clock
+	warmSteps      int
+	warmTokens     int64
+	warmWall       time.Duration
+	warmClock      sim.TimelineStats
+	stepModelledUs []float64
+}
+
+// summarise fills sum's throughput figures.
+func (sv *served) summarise(sum *Summary, steps bool) {
+	sum.Tokens, sum.Ops = sv.tokens-sv.warmTokens, sv.ops
+	sum.Seconds = (sv.wall - sv.warmWall).Seconds()
+	measured := sv.clock.Sub(sv.warmClock)
+	sum.ModelledSeconds = measured.MakespanUs / 1e6
+	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
+	rate := func(tokens int64, s float64) float64 {
+		if s <= 0 {
+			return 0
+		}
+		return float64(tokens) / s
+	}
+	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
+	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
+	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
+	if steps {
+		sum.StepModelledUs = sv.stepModelledUs
+	}
+}
+
+// parseExec sets o.execModel from -exec and -sync (-exec sync).
+func (o *options) parseExec() error {
+	x, err := sim.ParseExecModel(o.exec)
+	if err != nil {
+		return fmt.Errorf("infer: -exec: %w", err)
+	}
+	if o.sync {
+		if x != sim.Async && x != sim.Synchronous {
+			return fmt.Errorf("infer: -sync is -exec sync: not with -exec %s", o.exec)
+		}
+		x = sim.Synchronous
+	}
+	o.execModel = x
+	return nil
+}
+
+// modelName is the Timeline's execution model, empty without one.
+func (c modelClock) modelName() string {
+	if c.tl == nil {
+		return ""
+	}
+	return c.tl.Model().String()
 }

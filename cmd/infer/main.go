@@ -84,8 +84,9 @@ type options struct {
 	tokens, batch, requests       int
 	prompt, warmup                int
 	json, stream, stepTimes       bool
-	sync                          bool   // -sync: the synchronous execution model
-	exec                          string // -exec: the simulated devices' execution model
+	sync                          bool          // -sync: the synchronous execution model
+	exec                          string        // -exec: the simulated devices' execution model
+	execModel                     sim.ExecModel // -exec and -sync, parsed
 	resetStore, logJSON, verbose  bool
 	model                         ModelConfig
 	fleet                         fleet.Flags
@@ -148,12 +149,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
-	case o.sync && o.exec != "async" && o.exec != "sync":
-		return o, fmt.Errorf("infer: -sync is -exec sync: not with -exec %s", o.exec)
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
 	if err := o.model.validate(); err != nil {
+		return o, err
+	}
+	if err := o.parseExec(); err != nil {
 		return o, err
 	}
 	avail, known := availableBytes()
@@ -227,14 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
 	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
-	x, err := sim.ParseExecModel(o.exec)
-	if err != nil {
-		return fmt.Errorf("infer: -exec: %w", err)
-	}
-	if o.sync {
-		x = sim.Synchronous
-	}
-	bes, infos, clock, err := openBackends(o.backends, x)
+	bes, infos, clock, err := openBackends(o.backends, o.execModel)
 	if err != nil {
 		return err
 	}
@@ -291,9 +286,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer m.Free()
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
-	if clock.tl != nil {
-		sum.ExecModel = clock.tl.Model().String()
-	}
+	sum.ExecModel = clock.modelName()
 	for _, in := range infos {
 		sum.Backends = append(sum.Backends, in.Name)
 	}
@@ -331,40 +324,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	placementTable(stdout, tel)
 	return nil
-}
-
-// served is what serve measured: totals, and the warm-up's share of
-// them.
-type served struct {
-	tokens, ops    int64
-	wall           time.Duration     // whole run, by the wall clock
-	clock          sim.TimelineStats // whole run, by the modelled clock
-	warmSteps      int
-	warmTokens     int64
-	warmWall       time.Duration
-	warmClock      sim.TimelineStats
-	stepModelledUs []float64
-}
-
-// summarise fills sum's throughput figures.
-func (sv *served) summarise(sum *Summary, steps bool) {
-	sum.Tokens, sum.Ops = sv.tokens-sv.warmTokens, sv.ops
-	sum.Seconds = (sv.wall - sv.warmWall).Seconds()
-	measured := sv.clock.Sub(sv.warmClock)
-	sum.ModelledSeconds = measured.MakespanUs / 1e6
-	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
-	rate := func(tokens int64, s float64) float64 {
-		if s <= 0 {
-			return 0
-		}
-		return float64(tokens) / s
-	}
-	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
-	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
-	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
-	if steps {
-		sum.StepModelledUs = sv.stepModelledUs
-	}
 }
 
 // serve decodes -requests batches (forever with 0) until ctx ends, and
