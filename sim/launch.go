@@ -35,7 +35,8 @@ type launchCost struct{ issue, gap, sync float64 }
 //   - issue 0.44: the Executor's overhead per op, 437 ns (BENCHMARKS.md,
 //     executor `ExecutorOverhead`).
 //   - gap = LaunchUs: the fan-out to the worker pool and back, which the
-//     start-up calibration measures as the dispatch cost (2 µs on cpu2).
+//     start-up calibration measures as the dispatch cost (2 µs on cpu2;
+//     cpu64's 8 µs is its profile's assumption, not a measurement).
 //   - sync 0: the fan-out's measured round trip already holds the
 //     hand-back the host waits for.
 var launchCosts = map[string]launchCost{
