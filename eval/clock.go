@@ -12,14 +12,19 @@ import (
 // every op its place on the critical path (DESIGN.md § Execution models).
 type clock struct {
 	tl         *sim.Timeline
+	serial     bool      // sim.Serial: nothing overlaps, so the Timeline is skipped
+	busy       []float64 // under serial: per lane (comp, then link), µs
 	profs      []*sim.Profile
 	comp, link []int     // lanes per arm; link -1 where the arm shares host memory
-	ends       []float64 // end of each op run so far, µs
+	ends       []float64 // end of each op run so far, µs (not under serial)
 	arms       []int8    // the arm each op ran on
 }
 
 func newClock(m sim.ExecModel, arms []sim.Arm, ops int) *clock {
-	c := &clock{tl: sim.NewTimeline(m), ends: make([]float64, ops), arms: make([]int8, ops)}
+	c := &clock{tl: sim.NewTimeline(m), serial: m == sim.Serial, arms: make([]int8, ops)}
+	if !c.serial {
+		c.ends = make([]float64, ops)
+	}
 	for _, a := range arms {
 		c.profs = append(c.profs, a.Profile)
 		c.comp = append(c.comp, c.tl.Lane(a.Profile.Name))
@@ -42,17 +47,21 @@ type input struct {
 // inputs returns op t's input groups: one per op it reads (sim.Op.After;
 // the op just before when After is nil), its activation bytes split
 // evenly among them. An op with no activations has none.
-func (c *clock) inputs(t int, o *opRec, buf *[adaptive.MaxInputs]input) []input {
+func (c *clock) inputs(t int, o *opRec, afters [][]int, buf *[adaptive.MaxInputs]input) []input {
 	if o.act <= 0 {
 		return buf[:0]
 	}
-	n := max(len(o.after), 1)
+	var after []int
+	if o.after > 0 {
+		after = afters[o.after]
+	}
+	n := max(len(after), 1)
 	n = min(n, adaptive.MaxInputs)
 	share := o.act / int64(n)
 	for i := range n {
 		back := 1
-		if len(o.after) > 0 {
-			back = o.after[i]
+		if len(after) > 0 {
+			back = after[i]
 		}
 		in := input{op: t - back, arm: -1, bytes: share}
 		if i == n-1 {
@@ -103,6 +112,11 @@ func (c *clock) queueWait(res *adaptive.Residency, ins []input) {
 // have reached a (each copy on the links it crosses), and makes the
 // host wait for it when wait is set.
 func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
+	c.arms[t] = int8(a)
+	if c.serial {
+		c.runSerial(ins, a, us)
+		return
+	}
 	ready := 0.0
 	for _, in := range ins {
 		r := 0.0
@@ -117,9 +131,29 @@ func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 	}
 	p := c.profs[a]
 	_, end := c.tl.Enqueue(c.comp[a], p.IssueUs, ready, us, p.SyncUs)
-	c.ends[t], c.arms[t] = end, int8(a)
+	c.ends[t] = end
 	if wait {
 		c.tl.Wait(end, p.SyncUs)
+	}
+}
+
+// runSerial accounts an op under sim.Serial, where the makespan is the
+// sum of the durations: only each lane's busy time is kept, and the
+// regret runs skip the Timeline's work per op.
+func (c *clock) runSerial(ins []input, a int, us float64) {
+	if c.busy == nil {
+		c.busy = make([]float64, 2*len(c.comp))
+	}
+	c.busy[a] += us
+	for _, in := range ins {
+		if in.arm == a || in.bytes <= 0 {
+			continue
+		}
+		for _, x := range [2]int{in.arm, a} {
+			if x >= 0 && c.link[x] >= 0 {
+				c.busy[len(c.comp)+x] += c.profs[x].LinkUs(in.bytes)
+			}
+		}
 	}
 }
 
@@ -136,6 +170,15 @@ func (c *clock) copyOver(a int, bytes int64, readyUs float64) float64 {
 
 // finish fills res's timing figures once the run is over.
 func (c *clock) finish(res *Result) {
+	if c.serial {
+		res.Model, res.MakespanUs = sim.Serial, res.TotalUs
+		res.BusyUs = make([]float64, len(c.comp))
+		copy(res.BusyUs, c.busy)
+		for _, b := range c.busy {
+			res.BoundUs = max(res.BoundUs, b)
+		}
+		return
+	}
 	s := c.tl.Stats()
 	res.Model = s.Model
 	res.MakespanUs, res.BoundUs = s.MakespanUs, s.BoundUs()
@@ -166,4 +209,21 @@ func (e *Env) residency(t *Task, ins []input) {
 			}
 		}
 	}
+}
+
+// afterIndex returns the index of after in e.afters, adding it.
+func (e *Env) afterIndex(after []int) int32 {
+	if len(after) == 0 {
+		return 0
+	}
+	if e.afterOf == nil {
+		e.afters, e.afterOf = [][]int{nil}, map[*int]int32{}
+	}
+	i, ok := e.afterOf[&after[0]]
+	if !ok || len(e.afters[i]) != len(after) {
+		i = int32(len(e.afters))
+		e.afters = append(e.afters, after)
+		e.afterOf[&after[0]] = i
+	}
+	return i
 }

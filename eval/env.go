@@ -82,12 +82,17 @@ type Env struct {
 	oShare        []int64
 	oBucket       [][]int64 // [bucket][arm] oracle decisions
 	cur           int64     // op being run, for Truth
+	// afters are the distinct sim.Op.After lists, afters[0] = nil (the op
+	// before), so that an opRec stays small; afterOf finds them by their
+	// first element's address (a workload's ops share their step's lists).
+	afters  [][]int
+	afterOf map[*int]int32
 }
 
 type opRec struct {
 	key, bucket int32
 	act         int64
-	after       []int // sim.Op.After
+	after       int32 // index of its sim.Op.After in Env.afters; 0: the op before
 	wait        bool  // sim.Op.HostWait
 }
 
@@ -173,7 +178,7 @@ func (e *Env) addOp(op sim.Op) error {
 			return fmt.Errorf("%w: op %d reads op %d back", ErrInvalidSetup, len(e.ops), b)
 		}
 	}
-	e.ops = append(e.ops, opRec{key: int32(op.Key), bucket: int32(op.Bucket), act: op.ActBytes, after: op.After, wait: op.HostWait})
+	e.ops = append(e.ops, opRec{key: int32(op.Key), bucket: int32(op.Bucket), act: op.ActBytes, after: e.afterIndex(op.After), wait: op.HostWait})
 	return nil
 }
 
@@ -378,7 +383,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		seg = e.segOf(ti, seg)
 		k := &e.keys[o.key]
 		task := &k.task
-		ins := ck.inputs(t, &o, &inBuf)
+		ins := ck.inputs(t, &o, e.afters, &inBuf)
 		e.residency(task, ins)
 		ck.queueWait(&task.Res, ins)
 		a := p.Choose(task)
