@@ -70,7 +70,7 @@ func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.
 		}
 		infos = append(infos, b.Info())
 		if !allSim {
-			b = metered{Backend: b, ns: clock.busy}
+			b = meter(b, clock.busy)
 		}
 		bes = append(bes, b)
 	}
