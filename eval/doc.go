@@ -5,7 +5,7 @@
 //
 //   - Env replays a sim workload over sim arms under any Policy and
 //     reports total time, the oracle's, regret, switches, the share of
-//     decisions made to learn (ExplorePct) and of those off the oracle's
+//     decisions made to learn (LearnPct) and of those off the oracle's
 //     backend (OffOraclePct), per-bucket decisions and regret over time.
 //   - Thompson is adaptsched itself: Choose is Scheduler.Select of the op
 //     with the Residency of its inputs, Observe is Scheduler.Observe, and
@@ -14,7 +14,8 @@
 //     (HybridScheduler), pcie5x and thresholds (BackendSelector), roofline
 //     (the RLX cost model), calibrate (StarPU's history model), egreedy
 //     and ucb1 (textbook bandits), the oracle and fixed placements.
-//     Placement runs any of them through the Scheduler on real work.
+//     Placement runs any of them through the Executor on real work
+//     (executor.Config.Placer).
 //
 // # Usage
 //

@@ -15,8 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Flags are the command-line flags of a program that joins a fleet
@@ -39,7 +38,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ca, "fleet-ca", "", "CA certificate (PEM) that -fleet's server certificate is checked against")
 	fs.StringVar(&f.cert, "fleet-cert", "", "client certificate (PEM) for -fleet (with -fleet-key)")
 	fs.StringVar(&f.key, "fleet-key", "", "client key (PEM) for -fleet (with -fleet-cert)")
-	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often the fleet's evidence is published and folded in")
+	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often this node's evidence is published (others' is folded in as it arrives)")
 }
 
 // Validate reports flags that do not go together.
@@ -65,11 +64,13 @@ const syncTimeout = 10 * time.Second
 
 // Start does what the flags ask: it runs the embedded server of
 // -fleet-serve, connects (to -fleet, or in process to that server), and
-// starts a Node on s for hardware fp; when the server is reachable it
-// waits (up to 10 s) until the fleet's evidence is folded in. stop closes the node, the
-// connection and the server, in that order. Without -fleet or
-// -fleet-serve it returns a nil Node and a stop that does nothing.
-func (f *Flags) Start(s *adaptive.Scheduler, fp history.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
+// starts a Node for hardware fp; when the server is reachable it waits
+// (up to 10 s) until the node has read the fleet's evidence, which the
+// relay it is given to folds in as it starts. stop closes the node, the
+// connection and the server, in that order: close the relay first.
+// Without -fleet or -fleet-serve it returns a nil Node and a stop that
+// does nothing.
+func (f *Flags) Start(fp hardware.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
 	if !f.Enabled() {
 		return nil, func() {}, nil
 	}
@@ -117,14 +118,15 @@ func (f *Flags) Start(s *adaptive.Scheduler, fp history.Fingerprint, log zerolog
 			return nil, nil, err
 		}
 	}
-	node, err = Start(nc, s, DefaultOptions(id, fp).WithInterval(f.interval).WithLogger(log))
+	node, err = Start(nc, DefaultOptions(id, fp).WithInterval(f.interval).WithLogger(log))
 	if err != nil {
 		nc.Close()
 		down()
 		return nil, nil, err
 	}
 	if nc.IsConnected() {
-		// Start from the fleet's evidence: the first Select comes next.
+		// Start from the fleet's evidence: the relay, and then the first
+		// Select, come next.
 		ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
 		defer cancel()
 		if err := node.WaitSynced(ctx); err != nil {

@@ -5,13 +5,13 @@ import (
 	"io"
 	"os"
 
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
-// openChrome imports a Chrome trace (history.ImportChrome). Its ops carry
+// openChrome imports a Chrome trace (trace.ImportChrome). Its ops carry
 // GPU durations only (backend "gpu", the sum of their kernels; an op that
-// joined no kernel is unmeasured), so the CPU's come from -profile /
-// -cpu-profile or -table, and without one the report says so. The import
+// joined no kernel is unmeasured), so the CPU's come from -sim-cpu or
+// -table (by default the simulated profiles, said in the report). The import
 // holds the trace's ops in memory: Chrome traces are one JSON document,
 // not a stream.
 func openChrome(o *options, path, name string) (*traceInput, error) {
@@ -19,7 +19,7 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	ct, err := history.ImportChrome(f, name)
+	ct, err := trace.ImportChrome(f, name)
 	f.Close()
 	if err != nil {
 		return nil, err
@@ -28,26 +28,23 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 	if c.Imported == 0 {
 		return nil, fmt.Errorf("%w: %s: no op with input shapes among %d cpu_ops (record with record_shapes=True)", errInput, name, c.CPUOps)
 	}
-	in := &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		return &chromeIter{ops: ct.Ops}, io.NopCloser(nil), nil
+	in := &traceInput{name: name, open: func() (eventIter, error) {
+		return &chromeIter{ops: ct.Ops}, nil
 	}}
 	in.note = fmt.Sprintf("chrome trace: %d ops imported (%d mapped onto the catalogue, %d opaque), %d of %d kernels joined",
 		c.Imported, c.Mapped, c.Opaque, c.Joined, c.Kernels)
-	if o.profile == "" && o.table == "" {
-		in.note += "; no CPU model (give -profile with -cpu-profile, or -table): the GPU alone is replayed"
-	}
 	return in, nil
 }
 
 // chromeIter streams imported ops as events; Line is the op's number.
 type chromeIter struct {
-	ops []history.ChromeOp
+	ops []trace.ChromeOp
 	i   int
 }
 
-func (c *chromeIter) NextInto(e *history.Event) error {
+func (c *chromeIter) NextInto(e *trace.Event) error {
 	if c.i >= len(c.ops) {
-		*e = history.Event{}
+		*e = trace.Event{}
 		return io.EOF
 	}
 	c.i++
