@@ -195,11 +195,17 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	stdout := &stickyWriter{w: stdoutW}
+	defer func() {
+		if stdout.err != nil {
+			err = errors.Join(err, fmt.Errorf("infer: writing the output: %w", stdout.err))
+		}
+	}()
 	level := zerolog.WarnLevel
 	if o.verbose {
 		level = zerolog.InfoLevel
@@ -228,26 +234,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	// The defers below assign the named result err: no err := in these
+	// blocks, or a close's error would be lost (TestWriteErrorsReachExit).
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
-			WithLogger(logger).WithMoveDamaged(o.resetStore))
-		if err != nil {
+		var db *history.DB
+		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
+			WithLogger(logger).WithMoveDamaged(o.resetStore)); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
 		cfg.Store = db
 	}
 	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
+		var f *os.File
+		if f, err = os.Create(o.trace); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, f.Close()) }()
-		rec, err := history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{})
-		if err != nil {
-			return err
+		defer func() { err = errors.Join(err, traceErr(o.trace, f.Close())) }()
+		var rec *history.Recorder
+		if rec, err = history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{}); err != nil {
+			return traceErr(o.trace, err)
 		}
-		defer func() { err = errors.Join(err, rec.Close()) }()
+		defer func() { err = errors.Join(err, traceErr(o.trace, rec.Close())) }()
 		cfg.Recorder = rec
 	}
 	e, err := executor.New(cfg)
@@ -302,12 +310,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		sum.Switches += b.Switches
 	}
 	if o.json {
-		return json.NewEncoder(stdout).Encode(sum)
+		json.NewEncoder(stdout).Encode(sum) // an error is in stdout.err
+		return nil
 	}
 	fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	placementTable(stdout, tel)
 	return nil
+}
+
+// traceErr names the trace file in a write error.
+func traceErr(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("infer: trace %s: %w", path, err)
+}
+
+// stickyWriter keeps the first write error, so that every write to
+// stdout (tokens, summary, table) reaches the exit code; after one it
+// writes nothing more.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
 
 // served is what serve measured: totals, and the warm-up's share of
