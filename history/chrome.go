@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -170,10 +171,10 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 			}
 			ev.index = i
 			if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
-				return nil, fail("traceEvents[%d] (%s %q): dur %v: want a duration in [0, %g] µs", i, ev.Cat, ev.Name, ev.Dur, MaxChromeUs)
+				return nil, fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", i, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
 			}
 			if !(math.Abs(ev.Ts) <= maxChromeTs) {
-				return nil, fail("traceEvents[%d] (%s %q): ts %v: want a time within ±%g µs", i, ev.Cat, ev.Name, ev.Ts, maxChromeTs)
+				return nil, fail("traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", i, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
 			}
 			switch ev.Cat {
 			case "cpu_op", "Operator":
@@ -193,6 +194,9 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 	}
 	if !found {
 		return nil, fail("no traceEvents")
+	}
+	if err := chromeEnd(dec); err != nil {
+		return nil, fail("%v", err)
 	}
 	ct := &ChromeTrace{Legacy: legacy}
 	c := &ct.Counts
@@ -507,4 +511,16 @@ func matmulSpec(a, b []int) kernels.Spec {
 		a, b = fold(a, 3), fold(b, 3)
 	}
 	return kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{a, b}}
+}
+
+// chromeEnd reads the end of the trace's object: nothing but white space
+// may follow it (a file cut and pasted onto another is not one trace).
+func chromeEnd(dec *json.Decoder) error {
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return fmt.Errorf("want the end of the object (%v)", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the end of the trace's object")
+	}
+	return nil
 }
