@@ -39,6 +39,10 @@ func (db *DB) run() {
 		err := db.flush(false, full)
 		end = time.Now()
 		busy = end.Sub(start)
+		if db.faults.get() != nil {
+			close(db.done) // the fault was logged; nothing more is written
+			return
+		}
 		if err != nil {
 			db.log.Error().Err(err).Msg("history: flush failed; will retry")
 		}
@@ -75,6 +79,9 @@ func (db *DB) Flush() error { return db.flush(false, false) }
 func (db *DB) flush(last, full bool) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
+	if fe := db.faults.get(); fe != nil {
+		return fe
+	}
 	start := time.Now()
 	db.mu.Lock()
 	if full {
@@ -110,7 +117,14 @@ func (db *DB) flush(last, full bool) error {
 		db.mu.Unlock()
 		return nil
 	}
-	err := db.write()
+	err := db.checkSpace()
+	if err == nil {
+		err = db.write()
+	}
+	if k := faultKind(err); k != "" {
+		db.faults.set(k, err)
+		err = db.faults.get()
+	}
 	db.mu.Lock()
 	db.stats.Busy += time.Since(start)
 	if err != nil {
@@ -176,4 +190,13 @@ func (db *DB) write() error {
 		return fmt.Errorf("history: flush: %w", err)
 	}
 	return nil
+}
+
+// checkSpace returns a "disk full" error, before anything is written,
+// when the store's file system has less than spaceReserve free.
+func (db *DB) checkSpace() error {
+	if db.opts.InMemory {
+		return nil
+	}
+	return checkSpace(db.opts.Dir, spaceReserve(db.opts))
 }
