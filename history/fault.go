@@ -30,7 +30,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("history: store %s cannot be written (%s: %v): scheduling went on without persistence; "+
+	return fmt.Sprintf("history: store %s cannot be written (%s: %v): scheduling continues without persistence; "+
 		"what its last successful flush wrote is kept", e.Dir, e.What, e.Err)
 }
 

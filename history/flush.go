@@ -147,7 +147,7 @@ func (db *DB) flush(last, full bool) error {
 	db.spare = batch[:0]
 	db.mu.Unlock()
 	if err == nil {
-		if serr := db.saveState(last); serr != nil {
+		if serr := db.saveState(last); serr != nil && db.faults.get() == nil {
 			db.log.Warn().Err(serr).Msg("history: could not record the store's state; damage to it may go unnoticed")
 		}
 	}
