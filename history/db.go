@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,7 +163,7 @@ func open(opts Options) (*DB, error) {
 		if err := checkIsStore(opts.Dir); err != nil {
 			return nil, err
 		}
-		if err := checkSpace(opts.Dir, spaceReserve(opts)); err != nil {
+		if err := checkSpace(opts.Dir, spaceReserve(opts)); err != nil && !opts.trial {
 			return nil, &FaultError{Dir: opts.Dir, What: "disk full", Err: err}
 		}
 		unlock, free, err := lockDir(opts.Dir)
@@ -173,13 +174,17 @@ func open(opts Options) (*DB, error) {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
 		orphans, err := checkFiles(opts.Dir)
-		if err == nil && len(orphans) > 0 && !opts.trial {
-			if _, ok, _ := readState(opts.Dir); ok {
-				err = trialOpen(opts, orphans)
-			} else {
+		if _, serr := os.Stat(filepath.Join(opts.Dir, badger.ManifestFilename)); err == nil && serr == nil && !opts.trial {
+			// Badger writes as it opens (it replays its log into a new
+			// table, rewrites the MANIFEST, truncates logs): what only an
+			// open store shows is looked for in a copy, so that a damaged
+			// store is never written to.
+			if _, ok, _ := readState(opts.Dir); !ok && len(orphans) > 0 {
 				opts.Logger.Warn().Str("dir", opts.Dir).Strs("tables", orphans).
 					Msg("history: tables not in the MANIFEST (left by a crash, or a MANIFEST truncated); the store has no state file to tell, so Badger deletes them")
+				orphans = nil
 			}
+			err = trialOpen(opts, orphans)
 		}
 		unlock() // closing the descriptor releases the flock
 		if err != nil {

@@ -2,6 +2,7 @@ package history
 
 import (
 	"errors"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -327,4 +328,68 @@ func TestNotAStore(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("%d entries after the refusal", len(ents))
 	}
+}
+
+// TestDamagedNeverWritten: a store whose damage only an open store shows
+// (here its state file records more keys than it holds), left with a live
+// log as a crash leaves it, is refused without a byte of any of its files
+// changing: Badger would replay the log into a new table, rewrite the
+// MANIFEST and delete the log as it opened.
+func TestDamagedNeverWritten(t *testing.T) {
+	live := filepath.Join(t.TempDir(), "live")
+	o, _ := testOpts(t, live)
+	o = o.WithMemTableSize(8 << 20)
+	db := mustOpen(t, o)
+	for i := range 20 {
+		db.Put(Key{"cpu", "B/" + strconv.Itoa(i)}, grown(float64(i)))
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "store") // the files as a crash now would leave them
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFiles(live, dir); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.mem")); len(m) == 0 {
+		t.Fatal("no log in the copied store")
+	}
+	st, _, err := readState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Keys += 5
+	if err := writeState(dir, st); err != nil {
+		t.Fatal(err)
+	}
+	before := contents(t, dir)
+	o.Dir = dir
+	_, err = Open(o)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "where its last flush left") {
+		t.Fatalf("Open: %v", err)
+	}
+	if after := contents(t, dir); !mapsEqual(before, after) {
+		t.Errorf("Open wrote to the damaged store:\nbefore %v\n after %v", before, after)
+	}
+}
+
+// contents maps each file of dir to a hash of its bytes and its size.
+func contents(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = int64(crc32.ChecksumIEEE(b))<<32 | int64(len(b))
+	}
+	return out
 }
