@@ -12,11 +12,13 @@
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
-// fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
-// -fleet-cert and -fleet-key pass credentials and TLS through);
-// -fleet-serve ADDR runs an embedded JetStream server in this process,
-// listening on ADDR (loopback unless a host is given), its data in
-// -fleet-dir, and shares through it. -fleet-node names this node (the
+// fingerprint through that NATS JetStream server (-fleet-creds,
+// -fleet-password-file, -fleet-nkey, -fleet-ca, -fleet-cert and -fleet-key
+// pass credentials and TLS through; a refusal stops the run unless
+// -fleet-optional); -fleet-serve ADDR runs an embedded JetStream server in
+// this process, listening on ADDR (loopback unless a host is given, and
+// only there without -fleet-serve-users), its data in -fleet-dir, and
+// shares through it. -fleet-node names this node (the
 // same across restarts). A server that is down is retried in the
 // background; the process schedules on its own evidence meanwhile.
 // -metrics ADDR serves the Scheduler's Prometheus collectors at /metrics
@@ -263,7 +265,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(ctx, e.Scheduler(), history.FingerprintOf(infos), logger)
 	if err != nil {
 		return err
 	}

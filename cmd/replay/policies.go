@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -46,7 +50,9 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			logw = st.log
 		}
 		log := zerolog.New(zerolog.ConsoleWriter{Out: logw}).Level(zerolog.WarnLevel)
-		node, stop, err := o.fleet.Start(th.Scheduler(), fingerprint(arms, st), log)
+		ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C while joining
+		node, stop, err := o.fleet.Start(ctx, th.Scheduler(), fingerprint(arms, st), log)
+		stopSignals()
 		if err != nil {
 			th.Close()
 			if db != nil {
