@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/adaptsched/adaptsched/adaptive/cost"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -21,7 +22,7 @@ import (
 type engine struct {
 	cfg   bandit.Config // validated
 	n     int           // arms
-	model [MaxBackends]roofline
+	model [MaxBackends]cost.Roofline
 	seed  uint64
 	// warmup holds the arms whose first run in a bucket is a device's
 	// warm-up (GPUs): see observe.
@@ -62,7 +63,7 @@ func (e *engine) alloc() *bucket {
 	return b
 }
 
-func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *engine {
+func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint64) *engine {
 	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*family{}}
 	copy(e.model[:], models)
 	return e
@@ -201,7 +202,7 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 
 // lnModel returns ln of arm a's model estimate, µs, of an op of work w.
 func (e *engine) lnModel(a int, w kernels.Work) float64 {
-	return math.Log(e.model[a].computeUs(float64(w.FLOPs), float64(w.Bytes())))
+	return math.Log(e.model[a].ComputeUs(float64(w.FLOPs), float64(w.Bytes())))
 }
 
 // setUp fills a bucket from alloc: identity, random source, model and

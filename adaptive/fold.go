@@ -5,13 +5,14 @@ import (
 	"sync"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // Fold is a Scheduler's link to evidence learned elsewhere: other machines
 // of the same kind (package fleet) whose statistics are folded into the
-// priors, and this Scheduler's own evidence, collected to be shared
-// (DESIGN.md § Persistence). Get it with Scheduler.Fold before the first
-// Select.
+// priors (DESIGN.md § Persistence). Get it with Scheduler.Fold before the
+// first Select. This Scheduler's own evidence leaves it with its changes
+// (Scheduler.Changes, learned.Change.Own).
 //
 // For each bucket and backend the Fold keeps the base prior (the cost
 // model's, as the bucket was made) and the foreign evidence last set; the
@@ -35,15 +36,15 @@ import (
 // evidence again would count it twice; the fleet is the warm start.
 //
 // The Scheduler's hot path (Select, Observe) does not see the Fold:
-// Collect reads the buckets under their locks, and SetForeign changes the
-// priors under them. Its methods are safe for concurrent use.
+// Foreign changes the priors under the buckets' locks. Its methods are
+// safe for concurrent use.
 type Fold struct {
 	s   *Scheduler
 	cap float64 // the most foreign observations a prior holds
 	mu  sync.Mutex
 	// foreign holds the evidence last set for each key, for buckets made
 	// later; buckets and byName the buckets made so far.
-	foreign map[Key]bandit.Stats
+	foreign map[learned.Key]bandit.Stats
 	buckets []*foldBucket
 	byName  map[string]*foldBucket
 }
@@ -56,9 +57,6 @@ type foldBucket struct {
 	// prior.go), folded the foreign evidence in its prior.
 	base   [MaxBackends]bandit.NormalGamma
 	folded [MaxBackends]bandit.Stats
-	// last is each arm's posterior when Collect last emitted it (or when
-	// the bucket was made), to find the arms that changed since.
-	last [MaxBackends]bandit.NormalGamma
 }
 
 // foldMemory is the most foreign evidence an arm's prior holds, as a
@@ -74,7 +72,7 @@ func (s *Scheduler) Fold() *Fold {
 	if f := s.fold.Load(); f != nil {
 		return f
 	}
-	f := &Fold{s: s, cap: math.Inf(1), foreign: map[Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f := &Fold{s: s, cap: math.Inf(1), foreign: map[learned.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
 	if g := s.cfg.Bandit.Discount; g < 1 {
 		f.cap = foldMemory / (1 - g)
 	}
@@ -110,10 +108,9 @@ func (f *Fold) add(b *bucket, fresh bool) {
 			b.loaded &^= Backend(a)
 		}
 		fb.base[a] = b.bb.Priors[a]
-		if st, ok := f.foreign[Key{Backend: s.names[a], Bucket: b.name}]; ok {
+		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok {
 			f.rebase(fb, a, st)
 		}
-		fb.last[a] = b.bb.Arms[a]
 	}
 	f.buckets = append(f.buckets, fb)
 	f.byName[b.name] = fb
@@ -149,15 +146,27 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	}
 }
 
-// SetForeign makes st the evidence from elsewhere behind k's prior,
-// replacing what was set before (it is a total, not an increment: setting
-// the same value twice counts it once). Zero Stats removes it. A key
-// whose bucket has not been made yet, or whose backend is not configured,
-// is kept for when it is made. It reports whether a bucket of this
-// Scheduler changed.
-func (f *Fold) SetForeign(k Key, st bandit.Stats) bool {
+// Foreign makes each entry's Stats the evidence from elsewhere behind
+// its key's prior, replacing what was set before (a total, not an
+// increment: setting the same value twice counts it once). Zero Stats
+// removes it. A key whose bucket has not been made yet, or whose backend
+// is not configured, is kept for when it is made. It reports how many
+// arms of this Scheduler's buckets changed. The change is not handed out
+// by Changes: it is the fleet's, not this Scheduler's, evidence.
+func (f *Fold) Foreign(batch []learned.Foreign) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	changed := 0
+	for _, e := range batch {
+		if f.set(e.Key, e.Stats) {
+			changed++
+		}
+	}
+	return changed
+}
+
+// set is Foreign for one key (f.mu held).
+func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
 	if st == (bandit.Stats{}) {
 		delete(f.foreign, k)
 	} else {
@@ -167,44 +176,17 @@ func (f *Fold) SetForeign(k Key, st bandit.Stats) bool {
 	if fb == nil || a < 0 {
 		return false
 	}
-	b := fb.b
-	b.mu.Lock()
-	unchanged := b.bb.Arms[a] == fb.last[a]
+	fb.b.mu.Lock()
 	f.rebase(fb, a, st)
-	if unchanged {
-		fb.last[a] = b.bb.Arms[a]
-	}
-	b.mu.Unlock()
+	fb.b.mu.Unlock()
 	return true
-}
-
-// Collect calls emit for every arm whose posterior changed since the
-// previous Collect, other than by SetForeign: its key and its own
-// evidence, all of it (not the change). Arms this Scheduler never learned
-// from are not emitted. emit runs under the bucket's lock: it must not
-// call back into the Scheduler or the Fold.
-func (f *Fold) Collect(emit func(k Key, own bandit.Stats)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.s
-	for _, fb := range f.buckets {
-		b := fb.b
-		b.mu.Lock()
-		for a := range s.n {
-			if p := b.bb.Arms[a]; p != fb.last[a] {
-				fb.last[a] = p
-				emit(Key{Backend: s.names[a], Bucket: b.name}, p.Since(b.bb.Priors[a]))
-			}
-		}
-		b.mu.Unlock()
-	}
 }
 
 // Evidence returns the evidence behind k's posterior: own, what this
 // Scheduler learned itself (its posterior since its prior), and foreign,
-// what SetForeign last gave. ok is false for a bucket not made yet or a
+// what Foreign last gave. ok is false for a bucket not made yet or a
 // backend not configured.
-func (f *Fold) Evidence(k Key) (own, foreign bandit.Stats, ok bool) {
+func (f *Fold) Evidence(k learned.Key) (own, foreign bandit.Stats, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)

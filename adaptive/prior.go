@@ -509,3 +509,16 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 	}
 	return 0, false
 }
+
+// correctionMax caps a learned |ln(actual/predicted)| (prior.go): a factor
+// of about 1100.
+const correctionMax = 7.0
+
+// neighbourWeight is the weight, in the corrections a prior takes from its
+// family (prior.go), of a bucket dc size classes away: half per octave.
+func neighbourWeight(dc int) float64 {
+	if dc < 0 {
+		dc = -dc
+	}
+	return math.Exp2(-float64(dc) / 2)
+}

@@ -103,11 +103,11 @@ func (s *Scheduler) move(on Mask, a int, bytes float64) float64 {
 	c := 0.0
 	if on&(Host|s.shared) == 0 {
 		if g := bits.TrailingZeros16(uint16(on)); g < s.n && s.links[g][1] != nil {
-			c = s.links[g][1].predict(bytes)
+			c = s.links[g][1].Predict(bytes)
 		}
 	}
 	if a >= 0 && !s.shared.Has(a) {
-		c += s.links[a][0].predict(bytes)
+		c += s.links[a][0].Predict(bytes)
 	}
 	return c
 }
@@ -145,7 +145,7 @@ func (s *Scheduler) ObserveTransferAt(i int, toDevice bool, bytes int64, t backe
 	if toDevice {
 		dir = 0
 	}
-	s.links[i][dir].observe(float64(bytes), us)
+	s.links[i][dir].Observe(float64(bytes), us)
 	return nil
 }
 
@@ -160,7 +160,7 @@ func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) 
 	case s.links[i][0] == nil:
 		return 0
 	case toDevice:
-		return s.links[i][0].predict(float64(bytes))
+		return s.links[i][0].Predict(float64(bytes))
 	}
-	return s.links[i][1].predict(float64(bytes))
+	return s.links[i][1].Predict(float64(bytes))
 }

@@ -3,7 +3,6 @@ package executor_test
 import (
 	"fmt"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -21,8 +20,7 @@ func ExampleExecutor() {
 		defer b.Close()
 		bes = append(bes, b)
 	}
-	e, err := executor.New(executor.Config{Config: adaptive.Config{
-		Backends: bes, NoCalibration: true, Seed: 1}})
+	e, err := executor.New(executor.Config{Backends: bes, NoCalibration: true, Seed: 1})
 	if err != nil {
 		panic(err)
 	}

@@ -25,6 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 func serveT(t *testing.T, addr string, so ServeOptions) (*server.Server, string) {
@@ -126,23 +129,25 @@ func TestFlagsAuth(t *testing.T) {
 	var serveLog syncBuf
 	srv := Flags{serve: "127.0.0.1:" + port, dir: t.TempDir(), node: "server", serveUsers: users, interval: 20 * time.Millisecond}
 	sched := newScheduler(t, 1)
-	n0, stop0, err := srv.Start(context.Background(), sched, testFP, zerolog.New(&serveLog))
+	n0, stop0, err := srv.Start(context.Background(), testFP, zerolog.New(&serveLog))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop0()
+	r0 := relayT(t, sched, n0)
 	feed(t, sched, observations(200, 3, 1))
-	if err := n0.Flush(context.Background()); err != nil {
+	if err := r0.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	url := "nats://127.0.0.1:" + port
 	var log syncBuf
 	cl := Flags{url: url, node: "a", passwordFile: pwA, interval: 20 * time.Millisecond}
-	n1, stop1, err := cl.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.New(&log))
+	n1, stop1, err := cl.Start(context.Background(), testFP, zerolog.New(&log))
 	if err != nil {
 		t.Fatalf("node a: %v", err)
 	}
 	defer stop1()
+	relayT(t, newScheduler(t, 1), n1)
 	eventually(t, 10*time.Second, func() error {
 		if st := n1.Stats(); !st.Synced || st.Received == 0 {
 			return fmt.Errorf("node a: %+v, want the server node's evidence", st)
@@ -151,12 +156,12 @@ func TestFlagsAuth(t *testing.T) {
 	})
 
 	bad := Flags{url: "nats://a:s3cret-pw@127.0.0.1:" + port, node: "a", interval: time.Second}
-	_, _, err = bad.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.New(&log))
+	_, _, err = bad.Start(context.Background(), testFP, zerolog.New(&log))
 	if !errors.Is(err, ErrAuth) || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Errorf("wrong password: %v, want ErrAuth without the password", err)
 	}
 	bad.optional = true
-	if n, stop, err := bad.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.New(&log)); err != nil || n != nil {
+	if n, stop, err := bad.Start(context.Background(), testFP, zerolog.New(&log)); err != nil || n != nil {
 		t.Errorf("-fleet-optional: node %v, %v; want none and no error", n, err)
 	} else {
 		stop()
@@ -166,7 +171,7 @@ func TestFlagsAuth(t *testing.T) {
 	}
 
 	down := Flags{url: "nats://a:s3cret-pw@127.0.0.1:" + strconv.Itoa(freePort(t)), node: "a", interval: time.Second}
-	n, stop, err := down.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.New(&log))
+	n, stop, err := down.Start(context.Background(), testFP, zerolog.New(&log))
 	if err != nil || n == nil {
 		t.Fatalf("server down: %v", err)
 	}
@@ -177,7 +182,7 @@ func TestFlagsAuth(t *testing.T) {
 
 	open := Flags{serve: "127.0.0.1:0", dir: t.TempDir(), node: "solo", interval: time.Second}
 	var openLog syncBuf
-	_, stop, err = open.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.New(&openLog))
+	_, stop, err = open.Start(context.Background(), testFP, zerolog.New(&openLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,14 +206,14 @@ func TestFlagsNoJetStream(t *testing.T) {
 	defer ns.Shutdown()
 	f := Flags{url: "nats://" + ns.Addr().String(), node: "a", interval: time.Second}
 	start := time.Now()
-	_, _, err = f.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.Nop())
+	_, _, err = f.Start(context.Background(), testFP, zerolog.Nop())
 	if !errors.Is(err, ErrNoJetStream) || time.Since(start) > 3*time.Second {
 		t.Errorf("no JetStream: %v after %v", err, time.Since(start))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start = time.Now()
-	if _, _, err := f.Start(ctx, newScheduler(t, 1), testFP, zerolog.Nop()); err == nil || time.Since(start) > time.Second {
+	if _, _, err := f.Start(ctx, testFP, zerolog.Nop()); err == nil || time.Since(start) > time.Second {
 		t.Errorf("cancelled: %v after %v", err, time.Since(start))
 	}
 }
@@ -282,6 +287,18 @@ func writeCerts(t *testing.T, dir, name string) (ca, cert, key string) {
 	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", srvDER), write("key.pem", "EC PRIVATE KEY", keyDER)
 }
 
+// relayT relays between s and n every 10 ms until the test ends (before
+// the node stops).
+func relayT(t *testing.T, s *adaptive.Scheduler, n *Node) *relay.Relay {
+	t.Helper()
+	r, err := relay.Start(s, relay.Options{Fleet: n, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 // syncBuf is a log sink safe for concurrent writes.
 type syncBuf struct {
 	mu sync.Mutex
@@ -319,7 +336,7 @@ func TestServeNKeys(t *testing.T) {
 	}
 	_, url := serveT(t, "127.0.0.1:0", ServeOptions{Users: us})
 	f := Flags{url: url, node: "a", nkeySeed: seedFile, interval: time.Second}
-	n, stop, err := f.Start(context.Background(), newScheduler(t, 1), testFP, zerolog.Nop())
+	n, stop, err := f.Start(context.Background(), testFP, zerolog.Nop())
 	if err != nil || n == nil {
 		t.Fatalf("with the seed: %v", err)
 	}

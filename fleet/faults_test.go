@@ -85,14 +85,9 @@ func TestAgeOut(t *testing.T) {
 	opts := func(id string) Options {
 		return DefaultOptions(id, testFP).WithBucket("age").WithInterval(20 * time.Millisecond).WithMaxAge(maxAge)
 	}
-	start := func(id string) (*adaptive.Scheduler, *Node) {
+	start := func(id string) (*adaptive.Scheduler, *member) {
 		s := newScheduler(t, 1)
-		n, err := Start(connect(t, &p), s, opts(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return s, n
+		return s, join(t, connect(t, &p), s, opts(id))
 	}
 	a, na := start("a")
 	live, _ := start("live")

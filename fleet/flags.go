@@ -18,8 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Flags are the command-line flags of a program that joins a fleet
@@ -86,10 +85,11 @@ const syncTimeout = 10 * time.Second
 
 // Start does what the flags ask: it runs the embedded server of
 // -fleet-serve, connects (to -fleet, or in process to that server), and
-// starts a Node on s for hardware fp; when the server is reachable it
-// waits (up to 10 s, or until ctx ends: Ctrl-C) until the fleet's
-// evidence is folded in. stop closes the node, the connection and the
-// server, in that order. Without -fleet or -fleet-serve it returns a nil
+// starts a Node for hardware fp; when the server is reachable it waits
+// (up to 10 s, or until ctx ends: Ctrl-C) until the node has read the
+// fleet's evidence, which the relay it is given to folds in as it starts.
+// stop closes the node, the connection and the server, in that order:
+// close the relay first. Without -fleet or -fleet-serve it returns a nil
 // Node and a stop that does nothing.
 //
 // Credentials or TLS the server refuses, and a server without JetStream,
@@ -97,11 +97,11 @@ const syncTimeout = 10 * time.Second
 // with -fleet-optional they are logged and Start returns a nil Node, the
 // program going on alone. A server that is down is no error: the node
 // retries in the background.
-func (f *Flags) Start(ctx context.Context, s *adaptive.Scheduler, fp history.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
+func (f *Flags) Start(ctx context.Context, fp hardware.Fingerprint, log zerolog.Logger) (node *Node, stop func(), err error) {
 	if !f.Enabled() {
 		return nil, func() {}, nil
 	}
-	node, stop, err = f.start(ctx, s, fp, log)
+	node, stop, err = f.start(ctx, fp, log)
 	if err != nil && f.optional && (errors.Is(err, ErrAuth) || errors.Is(err, ErrTLS) || errors.Is(err, ErrNoJetStream)) {
 		log.Error().Err(err).Msg("fleet: refused; going on without the fleet (-fleet-optional)")
 		return nil, func() {}, nil
@@ -109,7 +109,7 @@ func (f *Flags) Start(ctx context.Context, s *adaptive.Scheduler, fp history.Fin
 	return node, stop, err
 }
 
-func (f *Flags) start(ctx context.Context, s *adaptive.Scheduler, fp history.Fingerprint, log zerolog.Logger) (*Node, func(), error) {
+func (f *Flags) start(ctx context.Context, fp hardware.Fingerprint, log zerolog.Logger) (*Node, func(), error) {
 	id := f.node
 	if id == "" {
 		var err error
@@ -142,14 +142,15 @@ func (f *Flags) start(ctx context.Context, s *adaptive.Scheduler, fp history.Fin
 		down()
 		return nil, nil, fmt.Errorf("fleet: %s: %w", Redact(url), err)
 	}
-	node, err := Start(nc, s, DefaultOptions(id, fp).WithInterval(f.interval).WithLogger(log))
+	node, err := Start(nc, DefaultOptions(id, fp).WithInterval(f.interval).WithLogger(log))
 	if err != nil {
 		nc.Close()
 		down()
 		return nil, nil, err
 	}
 	if nc.IsConnected() {
-		// Start from the fleet's evidence: the first Select comes next.
+		// Start from the fleet's evidence: the relay, and then the first
+		// Select, come next.
 		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
 		defer cancel()
 		if err := node.WaitSynced(wctx); err != nil {

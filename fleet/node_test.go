@@ -31,7 +31,7 @@ func TestMergeEqualsPooled(t *testing.T) {
 				i := r.IntN(k)
 				split[i] = append(split[i], o)
 			}
-			nodes := make([]*Node, k)
+			nodes := make([]*member, k)
 			scheds := make([]*adaptive.Scheduler, k)
 			for i := range k {
 				s := newScheduler(t, 1)

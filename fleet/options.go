@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Options configures a Node. Build them with DefaultOptions and the WithX
@@ -19,8 +19,8 @@ type Options struct {
 	// A–Z a–z 0–9 _ -.
 	NodeID string
 	// Fingerprint scopes the statistics: only nodes with the same Hash
-	// are merged (history.FingerprintOf).
-	Fingerprint history.Fingerprint
+	// are merged (hardware.FingerprintOf).
+	Fingerprint hardware.Fingerprint
 	// Bucket is the JetStream key-value bucket; default "adaptsched".
 	Bucket string
 	// Interval is how often the node collects its Scheduler's evidence,
@@ -49,7 +49,7 @@ const (
 
 // DefaultOptions returns the options of node id for hardware fp, with the
 // defaults above.
-func DefaultOptions(id string, fp history.Fingerprint) Options {
+func DefaultOptions(id string, fp hardware.Fingerprint) Options {
 	return Options{NodeID: id, Fingerprint: fp, Bucket: DefaultBucket, Interval: DefaultInterval, MaxAge: DefaultMaxAge}
 }
 

@@ -174,9 +174,10 @@ func trialOpen(opts Options, orphans []string) error {
 }
 
 // copyFiles copies the regular files of dir (not Badger's lock file) into
-// to: tables, which Badger never changes, as hard links where it can;
-// the others holes and all (a log is a mostly empty file of twice the
-// memtable's size).
+// to, holes and all (a log is a mostly empty file of twice the memtable's
+// size). Not hard links, even for tables: Badger truncates a table to
+// nothing before it deletes it (TestCrash caught a store's table emptied
+// by a trial's compaction).
 func copyFiles(dir, to string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -186,11 +187,7 @@ func copyFiles(dir, to string) error {
 		if !e.Type().IsRegular() || e.Name() == "LOCK" {
 			continue
 		}
-		from, dst := filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())
-		if strings.HasSuffix(e.Name(), ".sst") && os.Link(from, dst) == nil {
-			continue
-		}
-		if err := copySparse(from, dst); err != nil {
+		if err := copySparse(filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -7,23 +7,22 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
 )
 
-// DB is the Badger-backed posterior store, an adaptive.Store. Schedulers
-// attached by Attach are collected at the start of each flush (and by
-// Records, Load and Stats, so that those include their pending updates);
-// Put records a posterior in memory and returns. A background goroutine
-// writes the dirty records in one batch per flush (every FlushInterval,
-// or as soon as FlushEvery records wait, whichever comes first, the
-// latter paced to about 5% of a core: flushPace) and on Close. All
-// methods are safe for concurrent use.
+// DB is the Badger-backed posterior store. Load gives a Scheduler its
+// warm start (adaptive.Config.Warm); Write keeps a Scheduler's changes
+// and writes them in one batch (package relay calls it, on its own
+// goroutine and schedule); Put records a posterior in memory for the
+// next write. The DB starts no goroutine and never calls a Scheduler.
+// All methods are safe for concurrent use.
 type DB struct {
 	opts   Options
 	bdb    *badger.DB
@@ -32,33 +31,20 @@ type DB struct {
 	faults *faults // the first write fault: from it on nothing is written
 
 	mu     sync.Mutex
-	recs   map[Key]*entry // every record of the current fingerprint
+	recs   map[learned.Key]*entry // every record of the current fingerprint
 	dirty  []*entry
 	spare  []*entry
 	closed bool
 	stats  Stats
-	srcs   []*attachment
-	emit   func(backend, bucket string, prior, p bandit.NormalGamma, n uint64) // db.collected
 
-	// waiting counts the records that attached Schedulers reported
-	// (attachment.changed) since the last collection: it lags the records
-	// they hold by what they have not reported yet. Atomic, so that a
-	// Scheduler reports without db.mu.
-	waiting atomic.Int64
-	// held is len(dirty), for Schedulers' reports to read without db.mu.
-	// FlushEvery counts records waiting (held + waiting), not updates: a
-	// flush writes each record once however often it changed.
-	held   atomic.Int64
-	kicked atomic.Bool // the flusher was kicked for the waiting batch
-
-	old map[Key]bandit.NormalGamma // weakened records of other fingerprints
+	old map[learned.Key]bandit.NormalGamma // weakened records of other fingerprints
 
 	// seen caches recs by the identity of a key's strings: the scheduler
 	// passes the same strings on every Observe, and comparing addresses
 	// costs less than hashing the strings (the store's share of
 	// BenchmarkSelectObserve without flushes: 8.5% → 6.5%).
 	seen [1 << seenBits]struct {
-		k Key
+		k learned.Key
 		e *entry
 	}
 
@@ -72,10 +58,6 @@ type DB struct {
 	keys    int
 	state   storeState
 	stateAt time.Time // when state was written
-
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
 }
 
 // seenBits sets DB.seen's size: 512 slots, a few times the records a
@@ -102,11 +84,11 @@ type Stats struct {
 	Records  int    // records of the current fingerprint (in memory)
 	Old      int    // records of other fingerprints offered by Load as weakened priors
 	Skipped  int    // stored values skipped at Open: undecodable, unknown version, bad key
-	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close; also invalid collected posteriors
+	Rejected int    // Puts and Changes refused: a non-finite or non-positive posterior or prior, or after Close
 	Flushes  int    // successful flushes that wrote at least one record
 	Failed   int    // flushes that failed (their records stay dirty and are retried)
-	Pending  int    // records waiting for the next flush (attached Schedulers' included: Stats collects them)
-	Durable  uint64 // updates (Puts, and those collected from Schedulers) written by successful flushes, counted per record as N
+	Pending  int    // records waiting for the next flush
+	Durable  uint64 // updates (Puts, and Changes' N) written by successful flushes, counted per record as N
 	// Busy is the time spent in flushes that wrote records, from the
 	// collection to Badger's commit (the flusher's share of a core).
 	Busy time.Duration
@@ -223,16 +205,13 @@ func open(opts Options) (*DB, error) {
 	}
 	db := &DB{
 		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger, faults: fl,
-		recs: make(map[Key]*entry), old: make(map[Key]bandit.NormalGamma),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		recs: make(map[learned.Key]*entry), old: make(map[learned.Key]bandit.NormalGamma),
 	}
-	db.emit = db.collected
 	if err := db.loadChecked(); err != nil {
 		bdb.Close()
 		return nil, err
 	}
 	fl.armed.Store(true)
-	go db.run()
 	return db, nil
 }
 
@@ -306,7 +285,7 @@ func (db *DB) load() error {
 		r  Record
 		fp string
 	}
-	olds := map[Key]oldRec{}
+	olds := map[learned.Key]oldRec{}
 	descs := map[string]string{}
 	err := db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
@@ -392,35 +371,28 @@ func weaken(r Record, w float64) bandit.NormalGamma {
 	return p
 }
 
-// Load implements adaptive.Store: it calls fn for every posterior of the
-// current fingerprint, pending updates included, then for each weakened
-// record of an old fingerprint whose key the current one lacks. fn must
-// not call back into the DB.
-func (db *DB) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
-	for _, r := range db.Records() {
-		fn(r.Key.Backend, r.Key.Bucket, r.Posterior)
-	}
+// Load returns the posteriors a Scheduler warm-starts from
+// (adaptive.Config.Warm): every record of the current fingerprint,
+// pending updates included, and for each key the current one lacks the
+// weakened record of an old fingerprint. The caller owns the map.
+func (db *DB) Load() map[learned.Key]bandit.NormalGamma {
 	db.mu.Lock()
-	olds := make([]Record, 0, len(db.old))
+	defer db.mu.Unlock()
+	out := make(map[learned.Key]bandit.NormalGamma, len(db.recs)+len(db.old))
 	for k, p := range db.old {
-		if _, ok := db.recs[k]; !ok {
-			olds = append(olds, Record{Key: k, Posterior: p})
-		}
+		out[k] = p
 	}
-	db.mu.Unlock()
-	for _, r := range olds {
-		fn(r.Key.Backend, r.Key.Bucket, r.Posterior)
+	for k, e := range db.recs {
+		out[k] = e.rec.Posterior
 	}
-	return nil
+	return out
 }
 
 // Records returns the current fingerprint's records, pending updates
-// included (it collects the attached Schedulers first), in no particular
-// order. The caller owns the slice.
+// included, in no particular order. The caller owns the slice.
 func (db *DB) Records() []Record {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull(false)
 	out := make([]Record, 0, len(db.recs))
 	for _, e := range db.recs {
 		out = append(out, e.rec)
@@ -428,12 +400,10 @@ func (db *DB) Records() []Record {
 	return out
 }
 
-// Stats returns the DB's counters. It collects the attached Schedulers first,
-// so that Pending counts their updates exactly.
+// Stats returns the DB's counters.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull(false)
 	s := db.stats
 	s.Records = len(db.recs)
 	s.Pending = len(db.dirty)
@@ -441,12 +411,10 @@ func (db *DB) Stats() Stats {
 }
 
 // Fingerprint returns the fingerprint that scopes this DB's records.
-func (db *DB) Fingerprint() Fingerprint { return db.opts.Fingerprint }
+func (db *DB) Fingerprint() hardware.Fingerprint { return db.opts.Fingerprint }
 
-// Close stops the flusher, collects the attached Schedulers a last time,
-// writes what is pending and closes Badger. Puts after Close are refused
-// (Stats.Rejected), and Schedulers are no longer collected;
-// a second Close returns ErrClosed.
+// Close writes what is pending and closes Badger. Puts and Writes after
+// Close are refused (Stats.Rejected); a second Close returns ErrClosed.
 //
 // After a write fault (a *FaultError, which Close returns) Badger is left
 // as it is rather than closed: closing writes its memtable into a table,
@@ -463,11 +431,9 @@ func (db *DB) Close() error {
 	}
 	db.closed = true
 	db.mu.Unlock()
-	close(db.stop)
 	closed := make(chan error, 1)
 	go func() {
-		<-db.done
-		ferr := db.flush(true, false)
+		ferr := db.flush(true)
 		if fe := db.faults.get(); fe != nil {
 			closed <- fe
 			return

@@ -106,8 +106,8 @@ func (f *faults) set(what string, err error) {
 	f.once.Do(func() {
 		fe := &FaultError{Dir: f.dir, What: what, Err: err}
 		f.first.Store(fe)
+		f.log.Error().Msg(fe.Error()) // before the close: Close returns at it, and its caller may exit
 		close(f.ch)
-		f.log.Error().Msg(fe.Error())
 	})
 }
 

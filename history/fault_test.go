@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // childEnv names the test that a re-executed test binary is to run as a
@@ -111,7 +113,7 @@ func TestPermissionIsNotDamage(t *testing.T) {
 	dir := filepath.Join(root, "store")
 	o, _ := testOpts(t, dir)
 	db := mustOpen(t, o)
-	db.Put(Key{"cpu", "MatMul/f32/1"}, grown(1, 2))
+	db.Put(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/1"}, grown(1, 2))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestCloseUnwritable(t *testing.T) {
 	dir := filepath.Join(root, "store")
 	o, log := testOpts(t, dir)
 	db := mustOpen(t, o)
-	k := Key{"cpu", "MatMul/f32/1"}
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/1"}
 	db.Put(k, grown(1, 2))
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
@@ -172,7 +174,7 @@ func TestCloseUnwritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chmod(dir, 0o700)
-	db.Put(Key{"cpu", "MatMul/f32/2"}, grown(3))
+	db.Put(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/2"}, grown(3))
 	start := time.Now()
 	err := db.Close()
 	took := time.Since(start)
@@ -195,7 +197,7 @@ func TestCloseUnwritableReopens(t *testing.T) {
 	if dir, ok := childDir(t.Name()); ok {
 		o, _ := testOpts(t, dir)
 		db := mustOpen(t, o)
-		db.Put(Key{"cpu", "MatMul/f32/1"}, grown(1, 2))
+		db.Put(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/1"}, grown(1, 2))
 		if err := db.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -271,14 +273,14 @@ func diskFullChild(t *testing.T, dir string) {
 	o, log := testOpts(t, dir)
 	db := mustOpen(t, o.WithMemTableSize(diskFullMemTable))
 	for i := range diskFullKeys {
-		db.Put(Key{"cpu", "Opaque/k" + strconv.Itoa(i)}, grown(1))
+		db.Put(learned.Key{Backend: "cpu", Bucket: "Opaque/k" + strconv.Itoa(i)}, grown(1))
 	}
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	fill(t, filepath.Join(filepath.Dir(dir), "filler"))
 	for i := range diskFullKeys {
-		db.Put(Key{"cpu", "Opaque/k" + strconv.Itoa(i)}, grown(1, 2))
+		db.Put(learned.Key{Backend: "cpu", Bucket: "Opaque/k" + strconv.Itoa(i)}, grown(1, 2))
 	}
 	err := db.Flush()
 	if !errors.Is(err, ErrUnwritable) || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), dir) {
@@ -341,7 +343,7 @@ func TestDamagedNeverWritten(t *testing.T) {
 	o = o.WithMemTableSize(8 << 20)
 	db := mustOpen(t, o)
 	for i := range 20 {
-		db.Put(Key{"cpu", "B/" + strconv.Itoa(i)}, grown(float64(i)))
+		db.Put(learned.Key{Backend: "cpu", Bucket: "B/" + strconv.Itoa(i)}, grown(float64(i)))
 	}
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/rs/zerolog"
 )
 
@@ -69,7 +70,7 @@ func damagedStore(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Put(history.Key{Backend: "cpu", Bucket: "b"}, bandit.NewPrior(10, 1, 0.2))
+	db.Put(learned.Key{Backend: "cpu", Bucket: "b"}, bandit.NewPrior(10, 1, 0.2))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,11 @@ import (
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/relay"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // options are the command's flags.
@@ -235,17 +238,19 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	cfg := executor.Config{Backends: bes, Strategy: st, Seed: o.model.Seed,
+		Logger: slog.New(zerolog.NewSlogHandler(logger))}
+	ro := relay.Options{Logger: logger}
 	// The defers below assign the named result err: no err := in these
 	// blocks, or a close's error would be lost (TestWriteErrorsReachExit).
 	if o.db != "" {
 		var db *history.DB
-		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
+		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore)); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store = db
+		cfg.Warm, ro.Store = db.Load(), db
 	}
 	if o.trace != "" {
 		var f *os.File
@@ -253,8 +258,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			return err
 		}
 		defer func() { err = errors.Join(err, traceErr(o.trace, f.Close())) }()
-		var rec *history.Recorder
-		if rec, err = history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{}); err != nil {
+		var rec *trace.Recorder
+		if rec, err = trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{}); err != nil {
 			return traceErr(o.trace, err)
 		}
 		defer func() { err = errors.Join(err, traceErr(o.trace, rec.Close())) }()
@@ -264,12 +269,21 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(ctx, e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(ctx, hardware.FingerprintOf(infos), logger)
 	if err != nil {
-		return err
+		return errors.Join(err, e.Close())
 	}
 	defer stopFleet()
+	if node != nil {
+		ro.Fleet = node
+	}
+	rl, err := relay.Start(e.Scheduler(), ro)
+	if err != nil {
+		return errors.Join(err, e.Close())
+	}
+	// The Executor first: the relay's last round then takes every change,
+	// before the fleet's node and the store close.
+	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	_, stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
 	if err != nil {
 		return err
@@ -302,7 +316,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	sum.Fallbacks = stats.Fallbacks
 	sum.ExplorePct = tel.ExplorationShare * 100
 	if node != nil {
-		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
 		fs := node.Stats()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/fleet"
+	"github.com/adaptsched/adaptsched/metrics"
 )
 
 // serveMetrics serves s's Prometheus collectors at /metrics on addr
@@ -34,7 +35,7 @@ func serveMetrics(addr string, s *adaptive.Scheduler, log zerolog.Logger) (at st
 		return "", nil, fmt.Errorf("infer: -metrics: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.Collectors()...)
+	reg.MustRegister(metrics.Collectors(s)...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -6,11 +6,11 @@
 //
 // Inputs:
 //
-//   - an adaptsched JSONL trace (history.Recorder's format, gzip
+//   - an adaptsched JSONL trace (trace.Recorder's format, gzip
 //     accepted; "-" reads stdin, spooled to a temporary file because the
 //     replay reads its input twice);
 //   - a Chrome trace (PyTorch profiler / Kineto) through
-//     history.ImportChrome: its ops carry GPU durations only, so the CPU's
+//     trace.ImportChrome: its ops carry GPU durations only, so the CPU's
 //     come from -profile / -cpu-profile or -table;
 //   - a perf table alone (-table FILE.csv: sim's table workload), or
 //     StarPU's own history-based models (-table a .../codelets/45

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/rs/zerolog"
 )
@@ -134,7 +135,7 @@ func sigintAt(op int64) (undo func()) {
 func storeHolds(t *testing.T, dir string) {
 	t.Helper()
 	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
-		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+		WithFingerprint(hardware.Fingerprint{Hash: "x", Desc: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // defaultTrace is the trace replayed without arguments: a mixed-serving
-// run of the simulator recorded by history.Recorder (recordDefault;
+// run of the simulator recorded by trace.Recorder (recordDefault;
 // regenerate with go run ./cmd/replay -record-default
 // cmd/replay/testdata/default.jsonl.gz, or go test ./cmd/replay -rewrite).
 //
@@ -69,7 +69,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 // made.
 func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func(), error) {
 	cleanup := func() {}
-	ropts := history.ReaderOptions{SkipBad: o.skipBad}
+	ropts := trace.ReaderOptions{SkipBad: o.skipBad}
 	if o.input == "" {
 		if o.profile == "" {
 			o.profile = defaultGPUProfile
@@ -129,7 +129,7 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 		if err != nil {
 			return nil, nil, fmt.Errorf("replay: %w", err)
 		}
-		rd, err := history.NewReader(prog.reader(f, st.Size()), name, ropts)
+		rd, err := trace.NewReader(prog.reader(f, st.Size()), name, ropts)
 		if err != nil {
 			f.Close()
 			return nil, nil, err
@@ -144,9 +144,9 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 }
 
 // memoryTrace is a trace held in memory (the embedded default).
-func memoryTrace(name string, b []byte, ropts history.ReaderOptions) *traceInput {
+func memoryTrace(name string, b []byte, ropts trace.ReaderOptions) *traceInput {
 	return &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		rd, err := history.NewReader(bytes.NewReader(b), name, ropts)
+		rd, err := trace.NewReader(bytes.NewReader(b), name, ropts)
 		return rd, io.NopCloser(nil), err
 	}}
 }
@@ -158,7 +158,7 @@ func readHeader(in *traceInput) error {
 		return err
 	}
 	defer c.Close()
-	in.header = it.(*history.Reader).Header()
+	in.header = it.(*trace.Reader).Header()
 	return nil
 }
 
@@ -186,7 +186,7 @@ func sniff(path string) (string, error) {
 	rb := bufio.NewReaderSize(r, 64<<10)
 	first, _ := rb.Peek(64 << 10)
 	first, _, _ = bytes.Cut(first, []byte("\n"))
-	if bytes.Contains(first, []byte(`"`+history.TraceFormat+`"`)) {
+	if bytes.Contains(first, []byte(`"`+trace.TraceFormat+`"`)) {
 		return "jsonl", nil
 	}
 	if hasTopKey(rb, "traceEvents") {

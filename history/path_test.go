@@ -1,6 +1,8 @@
 package history_test
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -9,55 +11,58 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/relay"
 	"github.com/rs/zerolog"
 )
 
-func openPullDB(t *testing.T, dir string, every int) *history.DB {
+func openPathDB(t *testing.T, dir string) *history.DB {
 	t.Helper()
-	fp := history.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
-	db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()).
-		WithFlushInterval(time.Hour).WithFlushEvery(every))
+	fp := hardware.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
+	db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
 
-// The DB is what adaptive's Scheduler keeps its posteriors in.
-var _ adaptive.Store = (*history.DB)(nil)
+// The DB is what a relay writes a Scheduler's changes to.
+var _ relay.Store = (*history.DB)(nil)
 
-func newPullScheduler(t *testing.T, st adaptive.Store) *adaptive.Scheduler {
+// newPathScheduler returns a Scheduler warm-started from db, with
+// Config.ShapeHits shapeHits, and a relay to db that takes its changes
+// once every changed records wait (and otherwise only when asked).
+func newPathScheduler(t *testing.T, db *history.DB, shapeHits, every int) (*adaptive.Scheduler, *relay.Relay) {
 	t.Helper()
-	return newPullSchedulerShapes(t, st, 0)
-}
-
-// newPullSchedulerShapes is newPullScheduler with Config.ShapeHits.
-func newPullSchedulerShapes(t *testing.T, st adaptive.Store, shapeHits int) *adaptive.Scheduler {
-	t.Helper()
-	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: st, Seed: 3, NoCalibration: true, ShapeHits: shapeHits})
+	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Warm: db.Load(), Seed: 3, NoCalibration: true, ShapeHits: shapeHits})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	r, err := relay.Start(s, relay.Options{Store: db, Interval: time.Hour, Every: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, r
 }
 
-// DESIGN.md § Persistence, write-behind by pulling: a history.DB collects
-// the posteriors from the scheduler at its flushes, and what it stores,
-// once reopened from disk, is the scheduler's own state as its Telemetry
-// shows it: each arm's posterior (its mean and its evidence κ − κ0, to
-// the bit) and N, the arm's Observes. Checked with a flush in the middle of
-// the run and for each way of ending it: the DB's Close alone, the
-// scheduler's Close then the DB's, and an Observe after the scheduler's
-// Close (of a decision made before), which the scheduler hands over by a
-// collection of its own.
-func TestPullPath(t *testing.T) {
-	for _, end := range []string{"db close", "scheduler close", "observe after scheduler close"} {
+// DESIGN.md § The data path, the Scheduler's changes as data: the relay
+// takes the changed posteriors from the scheduler and writes them to the
+// DB, and what the DB stores, once reopened from disk, is the
+// scheduler's own state as its Telemetry shows it: each arm's posterior
+// (its mean and its evidence κ − κ0, to the bit) and N, the arm's
+// Observes. Checked with a relay round in the middle of the run and for
+// each way of ending it: the relay's Close alone, the scheduler's Close
+// then the relay's, and an Observe after the scheduler's Close (of a
+// decision made before), which the relay's last round takes too.
+func TestPath(t *testing.T) {
+	for _, end := range []string{"relay close", "scheduler close", "observe after scheduler close"} {
 		t.Run(end, func(t *testing.T) {
 			dir := t.TempDir()
-			db := openPullDB(t, dir, 1<<30)
-			s := newPullScheduler(t, db)
+			db := openPathDB(t, dir)
+			s, rl := newPathScheduler(t, db, 0, 1<<30)
 			rng := rand.New(rand.NewPCG(5, 5))
 			observe := func(i int, closeFirst bool) {
 				spec := warmSpecs[i%len(warmSpecs)]
@@ -77,7 +82,7 @@ func TestPullPath(t *testing.T) {
 			for i := range n {
 				observe(i, false)
 				if i == n/2 {
-					if err := db.Flush(); err != nil {
+					if err := rl.Flush(context.Background()); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -89,21 +94,21 @@ func TestPullPath(t *testing.T) {
 				observe(n, true)
 			}
 			tel := s.Telemetry()
-			if err := db.Close(); err != nil {
+			if err := errors.Join(rl.Close(), db.Close()); err != nil {
 				t.Fatal(err)
 			}
-			db = openPullDB(t, dir, 1<<30)
+			db = openPathDB(t, dir)
 			defer db.Close()
-			got := map[history.Key]history.Record{}
+			got := map[learned.Key]history.Record{}
 			for _, rec := range db.Records() {
 				got[rec.Key] = rec
 			}
 			arms := 0
 			for _, bt := range tel.Buckets {
 				for _, at := range bt.Arms {
-					k := history.Key{Backend: at.Backend, Bucket: bt.Name}
+					k := learned.Key{Backend: at.Backend, Bucket: bt.Name}
 					rec, ok := got[k]
-					if learned(at) == 0 {
+					if learnedFrom(at) == 0 {
 						if ok {
 							t.Errorf("%v: stored, but the scheduler has no data", k)
 						}
@@ -114,8 +119,8 @@ func TestPullPath(t *testing.T) {
 						t.Errorf("%v: not stored (%d observations)", k, at.N)
 						continue
 					}
-					if rec.N != uint64(learned(at)) || rec.Prior == (bandit.NormalGamma{}) {
-						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, learned(at))
+					if rec.N != uint64(learnedFrom(at)) || rec.Prior == (bandit.NormalGamma{}) {
+						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, learnedFrom(at))
 					}
 					if m, ev := rec.Posterior.MeanUs(), rec.Posterior.Kappa-rec.Prior.Kappa; m != at.MeanUs || ev != at.Evidence {
 						t.Errorf("%v: stored mean %v µs, evidence %v; the scheduler's %v µs, %v", k, m, ev, at.MeanUs, at.Evidence)
@@ -129,9 +134,9 @@ func TestPullPath(t *testing.T) {
 	}
 }
 
-// learned returns the observations an arm's posterior learned from: a
+// learnedFrom returns the observations an arm's posterior learned from: a
 // GPU's warm-up run is counted in N but neither learned from nor stored.
-func learned(at adaptive.ArmTelemetry) int64 {
+func learnedFrom(at adaptive.ArmTelemetry) int64 {
 	if at.Warmup {
 		return at.N - 1
 	}
@@ -143,7 +148,7 @@ func learnedTotal(s *adaptive.Scheduler) int {
 	n := 0
 	for _, bt := range s.Telemetry().Buckets {
 		for _, at := range bt.Arms {
-			n += int(learned(at))
+			n += int(learnedFrom(at))
 		}
 	}
 	return n
@@ -155,7 +160,7 @@ func withData(s *adaptive.Scheduler) int {
 	n := 0
 	for _, bt := range s.Telemetry().Buckets {
 		for _, at := range bt.Arms {
-			if learned(at) > 0 {
+			if learnedFrom(at) > 0 {
 				n++
 			}
 		}
@@ -163,12 +168,12 @@ func withData(s *adaptive.Scheduler) int {
 	return n
 }
 
-// Write-behind: FlushEvery records collected from a scheduler
-// trigger a flush before the interval, and fewer do not, however often
-// they change. Below 16 times the attachment's stripes of counters (at
-// least 128) it counts every record; at the default, 1,024, a flush may
-// come up to an eighth late.
-func TestPullFlushEvery(t *testing.T) {
+// Write-behind: Every changed records of a scheduler make the relay
+// write them before the interval, and fewer do not, however often they
+// change. Below 16 times the scheduler's stripes of counters (at least
+// 128) it counts every record; at the default, 1,024, a write may come
+// up to an eighth late.
+func TestPathEvery(t *testing.T) {
 	waitFlush := func(db *history.DB) history.Stats {
 		deadline := time.Now().Add(5 * time.Second)
 		for db.Stats().Flushes == 0 && time.Now().Before(deadline) {
@@ -177,8 +182,8 @@ func TestPullFlushEvery(t *testing.T) {
 		return db.Stats()
 	}
 	for _, every := range []int{10, 40} {
-		db := openPullDB(t, t.TempDir(), every)
-		s := newPullSchedulerShapes(t, db, -1) // per bucket: the test re-observes buckets by name
+		db := openPathDB(t, t.TempDir())
+		s, rl := newPathScheduler(t, db, -1, every) // per bucket: the test re-observes buckets by name
 		rng := rand.New(rand.NewPCG(6, 6))
 		i := 0
 		observe := func() {
@@ -203,7 +208,7 @@ func TestPullFlushEvery(t *testing.T) {
 		for range 20 {
 			for _, bt := range s.Telemetry().Buckets {
 				for a, at := range bt.Arms {
-					if learned(at) == 0 {
+					if learnedFrom(at) == 0 {
 						continue
 					}
 					d, err := s.Select(specOf[bt.Name], adaptive.Residency{})
@@ -219,8 +224,8 @@ func TestPullFlushEvery(t *testing.T) {
 			t.Fatalf("every %d: %d records after re-observing, want %d", every, n, every-1)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if st := db.Stats(); st.Flushes != 0 || st.Pending != every-1 || st.Durable != 0 {
-			t.Fatalf("every %d: %d records waiting after %d updates: %+v, want no flush", every, every-1, learnedTotal(s), st)
+		if st := db.Stats(); st.Flushes != 0 || st.Durable != 0 || rl.Stats().Rounds != 0 {
+			t.Fatalf("every %d: %d records waiting after %d updates: %+v, want no write", every, every-1, learnedTotal(s), st)
 		}
 		for withData(s) < every {
 			observe()
@@ -230,17 +235,19 @@ func TestPullFlushEvery(t *testing.T) {
 			t.Fatalf("every %d: after the %dth record: %+v, want one flush of all %d updates", every, every, st, learnedTotal(s))
 		}
 		s.Close()
+		rl.Close()
 		db.Close()
 	}
 }
 
-// The pull path under concurrency (run with -race): goroutines observe
-// while the DB flushes every few updates and Stats collects; after the
-// scheduler's and the DB's Close, the stored N add up to every Observe.
-func TestPullConcurrent(t *testing.T) {
+// The path under concurrency (run with -race): goroutines observe while
+// the relay writes every few updates and is asked for a round; after the
+// scheduler's, the relay's and the DB's Close, the stored N add up to
+// every Observe.
+func TestPathConcurrent(t *testing.T) {
 	dir := t.TempDir()
-	db := openPullDB(t, dir, 64)
-	s := newPullScheduler(t, db)
+	db := openPathDB(t, dir)
+	s, rl := newPathScheduler(t, db, 0, 64)
 	const workers, each = 4, 2000
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -259,6 +266,7 @@ func TestPullConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 50 {
+			rl.Flush(context.Background())
 			db.Stats()
 			time.Sleep(100 * time.Microsecond)
 		}
@@ -269,10 +277,10 @@ func TestPullConcurrent(t *testing.T) {
 		t.Fatalf("%d of %d Observes learned from: more than one warm-up run per bucket and GPU", want, workers*each)
 	}
 	s.Close()
-	if err := db.Close(); err != nil {
+	if err := errors.Join(rl.Close(), db.Close()); err != nil {
 		t.Fatal(err)
 	}
-	db = openPullDB(t, dir, 64)
+	db = openPathDB(t, dir)
 	defer db.Close()
 	var total uint64
 	for _, rec := range db.Records() {

@@ -1,4 +1,4 @@
-package history
+package hardware
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package history
+package trace
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func TestTraceRoundTrip(t *testing.T) {
 			w = gz
 		}
 		created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-		rec, err := NewRecorder(w, Header{Created: created, Fingerprint: testFP.Hash}, RecorderOptions{Queue: len(events)})
+		rec, err := NewRecorder(w, Header{Created: created, Fingerprint: "0123456789abcdef"}, RecorderOptions{Queue: len(events)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestTraceRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := rd.Header(); h.Format != TraceFormat || h.Version != 1 || !h.Created.Equal(created) || h.Fingerprint != testFP.Hash {
+		if h := rd.Header(); h.Format != TraceFormat || h.Version != 1 || !h.Created.Equal(created) || h.Fingerprint != "0123456789abcdef" {
 			t.Errorf("header %+v", h)
 		}
 		for i := 0; ; i++ {

@@ -1,7 +1,8 @@
-package history
+package trace
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -124,113 +125,163 @@ type chromeOp struct {
 // tensor shapes (dimensions folded to rank ≤ 4, zero-size tensors
 // dropped, at most 16 inputs).
 func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
+	src, done, err := decompress(r, name)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	im := &importer{name: name, dec: json.NewDecoder(src), runtime: map[int64]chromeEvent{}}
+	if err := im.read(); err != nil {
+		return nil, err
+	}
+	im.ct = &ChromeTrace{Legacy: im.legacy}
+	im.ct.Counts.CPUOps = len(im.ops)
+	im.nest()
+	im.join()
+	im.classify()
+	im.collect()
+	return im.ct, nil
+}
+
+// decompress returns r, through gzip when it starts with gzip's magic
+// bytes, and what closes the reader it made.
+func decompress(r io.Reader, name string) (io.Reader, func(), error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var src io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: gzip: %w", ErrChrome, name, err)
+			return nil, nil, fmt.Errorf("%w: %s: gzip: %w", ErrChrome, name, err)
 		}
-		defer gz.Close()
-		src = gz
+		return gz, func() { gz.Close() }, nil
 	}
-	dec := json.NewDecoder(src)
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: offset %d: %s", ErrChrome, name, dec.InputOffset(), fmt.Sprintf(format, args...))
-	}
+	return br, func() {}, nil
+}
+
+// importer is one ImportChrome, step by step: read the events, nest the
+// ops of each thread, join the kernels to the ops that launched them,
+// classify each op (its shapes, its catalogue op), collect the imported
+// ops.
+type importer struct {
+	name    string
+	dec     *json.Decoder
+	ops     []*chromeOp
+	kernels []chromeEvent
+	runtime map[int64]chromeEvent // runtime calls by correlation ID
+	legacy  bool
+	threads map[string][2]int // thread → [first, end) in ops, once nested
+	ct      *ChromeTrace
+}
+
+// fail returns an ErrChrome naming the file and the decoder's offset.
+func (im *importer) fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s: offset %d: %s", ErrChrome, im.name, im.dec.InputOffset(), fmt.Sprintf(format, args...))
+}
+
+// read reads the top-level object, skipping every key but traceEvents.
+func (im *importer) read() error {
+	dec := im.dec
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, fail("not a JSON object (%v)", err)
+		return im.fail("not a JSON object (%v)", err)
 	}
-	var ops []*chromeOp
-	var kernelsEv []chromeEvent
-	runtime := map[int64]chromeEvent{}
-	legacy, found := false, false
+	found := false
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, fail("%v", err)
+			return im.fail("%v", err)
 		}
 		if key, _ := t.(string); key != "traceEvents" {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return nil, fail("%v", err)
+				return im.fail("%v", err)
 			}
 			continue
 		}
 		found = true
-		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-			return nil, fail("traceEvents is not an array (%v)", err)
-		}
-		for i := 0; dec.More(); i++ {
-			var ev chromeEvent
-			if err := dec.Decode(&ev); err != nil {
-				return nil, fail("traceEvents[%d]: %v", i, err)
-			}
-			if ev.Ph != "X" {
-				continue
-			}
-			ev.index = i
-			if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
-				return nil, fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", i, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
-			}
-			if !(math.Abs(ev.Ts) <= maxChromeTs) {
-				return nil, fail("traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", i, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
-			}
-			switch ev.Cat {
-			case "cpu_op", "Operator":
-				legacy = legacy || ev.Cat == "Operator"
-				ops = append(ops, &chromeOp{ev: ev, thread: string(ev.Pid) + "/" + string(ev.Tid), parent: -1})
-			case "cuda_runtime", "cuda_driver", "hip_runtime", "Runtime":
-				if ev.Args.Correlation != nil {
-					runtime[*ev.Args.Correlation] = ev
-				}
-			case "kernel", "Kernel":
-				kernelsEv = append(kernelsEv, ev)
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return nil, fail("%v", err)
+		if err := im.readEvents(); err != nil {
+			return err
 		}
 	}
 	if !found {
-		return nil, fail("no traceEvents")
+		return im.fail("no traceEvents")
 	}
 	if err := chromeEnd(dec); err != nil {
-		return nil, fail("%v", err)
+		return im.fail("%v", err)
 	}
-	ct := &ChromeTrace{Legacy: legacy}
-	c := &ct.Counts
-	c.CPUOps = len(ops)
+	return nil
+}
 
-	// Nest the ops of each thread: sorted by start, longest first, a stack
-	// of open ops gives each its parent.
+// readEvents reads the traceEvents array, keeping its complete events
+// ("ph": "X").
+func (im *importer) readEvents() error {
+	dec := im.dec
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return im.fail("traceEvents is not an array (%v)", err)
+	}
+	for i := 0; dec.More(); i++ {
+		var ev chromeEvent
+		if err := dec.Decode(&ev); err != nil {
+			return im.fail("traceEvents[%d]: %v", i, err)
+		}
+		if ev.Ph != "X" {
+			continue
+		}
+		ev.index = i
+		if err := im.add(ev); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return im.fail("%v", err)
+	}
+	return nil
+}
+
+// add checks one complete event's times and files it by category: an
+// op, a runtime call (by correlation) or a kernel.
+func (im *importer) add(ev chromeEvent) error {
+	if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
+		return im.fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
+	}
+	if !(math.Abs(ev.Ts) <= maxChromeTs) {
+		return im.fail("traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
+	}
+	switch ev.Cat {
+	case "cpu_op", "Operator":
+		im.legacy = im.legacy || ev.Cat == "Operator"
+		im.ops = append(im.ops, &chromeOp{ev: ev, thread: string(ev.Pid) + "/" + string(ev.Tid), parent: -1})
+	case "cuda_runtime", "cuda_driver", "hip_runtime", "Runtime":
+		if ev.Args.Correlation != nil {
+			im.runtime[*ev.Args.Correlation] = ev
+		}
+	case "kernel", "Kernel":
+		im.kernels = append(im.kernels, ev)
+	}
+	return nil
+}
+
+// nest gives each op of a thread its parent: sorted by start, longest
+// first, a stack of open ops holds the enclosing ones.
+func (im *importer) nest() {
+	ops := im.ops
 	slices.SortStableFunc(ops, func(a, b *chromeOp) int {
 		if x := strings.Compare(a.thread, b.thread); x != 0 {
 			return x
 		}
-		if a.ev.Ts != b.ev.Ts {
-			if a.ev.Ts < b.ev.Ts {
-				return -1
-			}
-			return 1
+		if x := cmp.Compare(a.ev.Ts, b.ev.Ts); x != 0 {
+			return x
 		}
-		if a.ev.Dur > b.ev.Dur {
-			return -1
-		} else if a.ev.Dur < b.ev.Dur {
-			return 1
-		}
-		return 0
+		return cmp.Compare(b.ev.Dur, a.ev.Dur)
 	})
-	threads := map[string][2]int{} // thread → [first, end) in ops
+	im.threads = map[string][2]int{}
 	var stack []int
 	for i, op := range ops {
 		if i == 0 || ops[i-1].thread != op.thread {
 			stack = stack[:0]
-			threads[op.thread] = [2]int{i, i}
+			im.threads[op.thread] = [2]int{i, i}
 		}
-		rg := threads[op.thread]
+		rg := im.threads[op.thread]
 		rg[1] = i + 1
-		threads[op.thread] = rg
+		im.threads[op.thread] = rg
 		for len(stack) > 0 {
 			top := ops[stack[len(stack)-1]]
 			if op.ev.Ts < top.ev.Ts+top.ev.Dur {
@@ -244,47 +295,55 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 		}
 		stack = append(stack, i)
 	}
+}
+
+// enclosing returns the innermost op of thread enclosing time t, or -1.
+func (im *importer) enclosing(thread string, t float64) int {
+	rg, ok := im.threads[thread]
+	if !ok {
+		return -1
+	}
+	ops := im.ops
+	i, _ := slices.BinarySearchFunc(ops[rg[0]:rg[1]], t, func(o *chromeOp, t float64) int {
+		if o.ev.Ts <= t {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return -1
+	}
+	for j := rg[0] + i - 1; j >= 0; j = ops[j].parent {
+		if o := ops[j]; o.ev.Ts <= t && t <= o.ev.Ts+o.ev.Dur {
+			return j
+		}
+	}
+	return -1
+}
+
+// join attributes each kernel to the op that launched it: the innermost
+// op enclosing its runtime call (by correlation), or in the 2021 format
+// the op its External id names.
+func (im *importer) join() {
 	byExt := map[int64]int{}
-	if legacy {
-		for i, op := range ops {
+	if im.legacy {
+		for i, op := range im.ops {
 			if op.ev.Args.External != nil {
 				byExt[*op.ev.Args.External] = i
 			}
 		}
 	}
-	// enclosing returns the innermost op of thread enclosing time t, or -1.
-	enclosing := func(thread string, t float64) int {
-		rg, ok := threads[thread]
-		if !ok {
-			return -1
-		}
-		seg := ops[rg[0]:rg[1]]
-		i, _ := slices.BinarySearchFunc(seg, t, func(o *chromeOp, t float64) int {
-			if o.ev.Ts <= t {
-				return -1
-			}
-			return 1
-		})
-		if i == 0 {
-			return -1
-		}
-		for j := rg[0] + i - 1; j >= 0; j = ops[j].parent {
-			if o := ops[j]; o.ev.Ts <= t && t <= o.ev.Ts+o.ev.Dur {
-				return j
-			}
-		}
-		return -1
-	}
-	for _, k := range kernelsEv {
+	c := &im.ct.Counts
+	for _, k := range im.kernels {
 		c.Kernels++
 		c.KernelUs += k.Dur
 		leaf := -1
 		if k.Args.Correlation != nil {
-			if rt, ok := runtime[*k.Args.Correlation]; ok {
-				leaf = enclosing(string(rt.Pid)+"/"+string(rt.Tid), rt.Ts)
+			if rt, ok := im.runtime[*k.Args.Correlation]; ok {
+				leaf = im.enclosing(string(rt.Pid)+"/"+string(rt.Tid), rt.Ts)
 			}
 		}
-		if leaf < 0 && legacy && k.Args.External != nil {
+		if leaf < 0 && im.legacy && k.Args.External != nil {
 			if i, ok := byExt[*k.Args.External]; ok {
 				leaf = i
 			}
@@ -295,58 +354,41 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 		}
 		c.Joined++
 		c.JoinedUs += k.Dur
-		ops[leaf].kernels++
-		ops[leaf].kernelUs += k.Dur
+		im.ops[leaf].kernels++
+		im.ops[leaf].kernelUs += k.Dur
 	}
+}
+
+// classify reads each op's shapes and catalogue op, then marks the ops
+// with a catalogue op nested in them (children come after their parent
+// in ops: one backward pass does it).
+func (im *importer) classify() {
+	ops := im.ops
 	for _, op := range ops {
 		op.shapes, op.dtype, op.f32 = chromeShapes(op.ev.Args.Dims, op.ev.Args.Types)
 		if len(op.shapes) > 0 {
-			c.WithShapes++
+			im.ct.Counts.WithShapes++
 		}
 		op.spec = mapChrome(op)
 	}
-	// Children come after their parent in ops: a backward pass marks
-	// which subtrees hold a catalogue op.
 	for i := len(ops) - 1; i >= 0; i-- {
 		if p := ops[i].parent; p >= 0 && (ops[i].spec != nil || ops[i].subMap) {
 			ops[p].subMap = true
 		}
 	}
-	var visit func(i int)
-	var sum func(i int, co *ChromeOp)
-	sum = func(i int, co *ChromeOp) {
-		co.Kernels += ops[i].kernels
-		co.ActualUs += ops[i].kernelUs
-		for _, ch := range ops[i].children {
-			co.Nested++
-			sum(ch, co)
-		}
-	}
-	visit = func(i int) {
-		op := ops[i]
-		if len(op.shapes) > 0 && (op.spec != nil || !op.subMap) {
-			ct.Ops = append(ct.Ops, importOp(op))
-			sum(i, &ct.Ops[len(ct.Ops)-1])
-			return
-		}
-		c.Outside += op.kernels
-		for _, ch := range op.children {
-			visit(ch)
-		}
-	}
-	for i, op := range ops {
+}
+
+// collect imports, from each top-level op down, the first op with shapes
+// that maps or holds nothing that maps, with its nested kernels; then
+// numbers the imported ops in start order and counts them.
+func (im *importer) collect() {
+	for i, op := range im.ops {
 		if op.parent < 0 {
-			visit(i)
+			im.visit(i)
 		}
 	}
-	slices.SortStableFunc(ct.Ops, func(a, b ChromeOp) int {
-		if a.TsUs < b.TsUs {
-			return -1
-		} else if a.TsUs > b.TsUs {
-			return 1
-		}
-		return 0
-	})
+	ct, c := im.ct, &im.ct.Counts
+	slices.SortStableFunc(ct.Ops, func(a, b ChromeOp) int { return cmp.Compare(a.TsUs, b.TsUs) })
 	for i := range ct.Ops {
 		o := &ct.Ops[i]
 		o.Seq = int64(i)
@@ -358,7 +400,31 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 		}
 	}
 	c.Imported = len(ct.Ops)
-	return ct, nil
+}
+
+// visit imports op i or looks through it to its children; the kernels of
+// an op looked through belong to no imported op (Outside).
+func (im *importer) visit(i int) {
+	op := im.ops[i]
+	if len(op.shapes) > 0 && (op.spec != nil || !op.subMap) {
+		im.ct.Ops = append(im.ct.Ops, importOp(op))
+		im.sum(i, &im.ct.Ops[len(im.ct.Ops)-1])
+		return
+	}
+	im.ct.Counts.Outside += op.kernels
+	for _, ch := range op.children {
+		im.visit(ch)
+	}
+}
+
+// sum adds the kernels of op i and of everything nested in it to co.
+func (im *importer) sum(i int, co *ChromeOp) {
+	co.Kernels += im.ops[i].kernels
+	co.ActualUs += im.ops[i].kernelUs
+	for _, ch := range im.ops[i].children {
+		co.Nested++
+		im.sum(ch, co)
+	}
 }
 
 func importOp(op *chromeOp) ChromeOp {
@@ -376,141 +442,6 @@ func importOp(op *chromeOp) ChromeOp {
 	}
 	co.Backend = "gpu"
 	return co
-}
-
-// chromeShapes returns the tensors among an op's inputs (a tensor list
-// contributes each of its tensors; scalars and zero-size tensors none),
-// the dtype to record for it (f16 for half types, else f32), and whether
-// its first tensor is f32 (only then can it map onto the catalogue).
-func chromeShapes(dims, types []json.RawMessage) (out [][]int, dt kernels.DType, f32 bool) {
-	dt, f32 = kernels.F32, true
-	for i, d := range dims {
-		var sh []int
-		if json.Unmarshal(d, &sh) == nil {
-			if len(sh) > 0 && positive(sh) {
-				if len(out) == 0 && i < len(types) {
-					var t string
-					json.Unmarshal(types[i], &t)
-					if strings.Contains(t, "Half") || strings.Contains(t, "BFloat16") {
-						dt = kernels.F16
-					}
-					f32 = t == "" || t == "float"
-				}
-				out = append(out, sh)
-			}
-			continue
-		}
-		var list [][]int
-		if json.Unmarshal(d, &list) == nil {
-			for _, sh := range list {
-				if len(sh) > 0 && positive(sh) {
-					out = append(out, sh)
-				}
-			}
-		}
-	}
-	return out, dt, f32
-}
-
-func positive(sh []int) bool {
-	for _, d := range sh {
-		if d <= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// fold merges leading dimensions until sh has at most rank r.
-func fold(sh []int, r int) []int {
-	if len(sh) <= r {
-		return append([]int{}, sh...)
-	}
-	out := make([]int, r)
-	lead := len(sh) - r + 1
-	out[0] = 1
-	for _, d := range sh[:lead] {
-		out[0] *= d
-	}
-	copy(out[1:], sh[lead:])
-	return out
-}
-
-// mapChrome returns the catalogue op that op is, or nil.
-func mapChrome(op *chromeOp) *kernels.Spec {
-	if !op.f32 || len(op.shapes) == 0 {
-		return nil
-	}
-	in := op.shapes
-	name := op.ev.Name
-	var s kernels.Spec
-	switch name {
-	case "aten::mm", "aten::bmm", "aten::matmul":
-		if len(in) < 2 {
-			return nil
-		}
-		s = matmulSpec(in[0], in[1])
-	case "aten::addmm", "aten::baddbmm":
-		if len(in) < 3 {
-			return nil
-		}
-		s = matmulSpec(in[1], in[2])
-	case "aten::linear":
-		if len(in) < 2 || len(in[1]) != 2 {
-			return nil
-		}
-		s = matmulSpec(in[0], []int{in[1][1], in[1][0]})
-	case "aten::softmax", "aten::_softmax":
-		s = kernels.Spec{Op: kernels.Softmax, In: []kernels.Shape{fold(in[0], kernels.MaxRank)}}
-	case "aten::add", "aten::add_", "aten::mul", "aten::mul_":
-		if len(in) != 2 {
-			return nil
-		}
-		s = kernels.Spec{Op: kernels.Add, In: []kernels.Shape{in[0], in[1]}}
-		if strings.HasPrefix(name, "aten::mul") {
-			s.Op = kernels.Mul
-		}
-	case "aten::layer_norm", "aten::native_layer_norm":
-		x := fold(in[0], kernels.MaxRank)
-		d := x[len(x)-1]
-		s = kernels.Spec{Op: kernels.LayerNorm, In: []kernels.Shape{x, {d}, {d}}}
-	case "aten::rms_norm":
-		x := fold(in[0], kernels.MaxRank)
-		s = kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{x, {x[len(x)-1]}}}
-	case "aten::gelu", "aten::gelu_":
-		s = kernels.Spec{Op: kernels.GELU, In: []kernels.Shape{fold(in[0], kernels.MaxRank)}}
-	case "aten::silu", "aten::silu_":
-		s = kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{fold(in[0], kernels.MaxRank)}}
-	case "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-		"aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention":
-		if len(in) < 3 {
-			return nil
-		}
-		s = kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{in[0], in[1], in[2]}}
-	default:
-		return nil
-	}
-	if s.Validate() != nil {
-		return nil
-	}
-	return &s
-}
-
-// matmulSpec folds a and b onto MatMul's ranks: a vector becomes a
-// matrix, batch dimensions merge into one.
-func matmulSpec(a, b []int) kernels.Spec {
-	if len(a) == 1 {
-		a = []int{1, a[0]}
-	}
-	if len(b) == 1 {
-		b = []int{b[0], 1}
-	}
-	if len(b) == 2 {
-		a = fold(a, 2)
-	} else {
-		a, b = fold(a, 3), fold(b, 3)
-	}
-	return kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{a, b}}
 }
 
 // chromeEnd reads the end of the trace's object: nothing but white space

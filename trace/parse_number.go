@@ -1,4 +1,4 @@
-package history
+package trace
 
 // The parser's numbers and literals: the JSON number grammar, fast
 // integer and float paths, booleans.

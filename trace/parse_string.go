@@ -1,4 +1,4 @@
-package history
+package trace
 
 // The parser's strings: JSON string decoding, escapes, and interning.
 

@@ -1,4 +1,4 @@
-package history
+package trace
 
 import (
 	"bufio"
@@ -58,12 +58,12 @@ func NewRecorder(w io.Writer, header Header, opts RecorderOptions) (*Recorder, e
 	}
 	h, err := json.Marshal(header)
 	if err != nil {
-		return nil, fmt.Errorf("history: trace header: %w", err)
+		return nil, fmt.Errorf("trace: header: %w", err)
 	}
 	r := &Recorder{ch: make(chan Event, opts.Queue), stop: make(chan struct{}), done: make(chan struct{}), w: bufio.NewWriterSize(w, 256<<10)}
 	r.w.Write(h)
 	if err := r.w.WriteByte('\n'); err != nil {
-		return nil, fmt.Errorf("history: trace header: %w", err)
+		return nil, fmt.Errorf("trace: header: %w", err)
 	}
 	go r.run()
 	return r, nil
@@ -132,7 +132,7 @@ func (r *Recorder) write(b []byte) {
 		return
 	}
 	if _, err := r.w.Write(b); err != nil {
-		r.err = fmt.Errorf("history: write trace: %w", err)
+		r.err = fmt.Errorf("trace: write: %w", err)
 	}
 }
 
@@ -146,7 +146,7 @@ func (r *Recorder) Close() error {
 		<-r.done
 		if r.err == nil {
 			if err := r.w.Flush(); err != nil {
-				r.err = fmt.Errorf("history: write trace: %w", err)
+				r.err = fmt.Errorf("trace: write: %w", err)
 			}
 		}
 	})
