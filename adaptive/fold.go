@@ -62,6 +62,9 @@ type foldBucket struct {
 	// prior.go), folded the foreign evidence in its prior.
 	base   [MaxBackends]bandit.NormalGamma
 	folded [MaxBackends]bandit.Stats
+	// held is foreign evidence too far from the cost model to fold in
+	// before this node's measurements agree with the fleet's (verify.go).
+	held [MaxBackends]bandit.Stats
 }
 
 // foldMemory is the most foreign evidence an arm's prior holds, as a
@@ -111,7 +114,7 @@ func (f *Fold) add(b *bucket) {
 	for a := range s.n {
 		fb.base[a] = b.bb.Priors[a]
 		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok && !f.v.suspended {
-			f.rebase(fb, a, st)
+			f.apply(fb, a, st)
 		}
 	}
 	f.buckets = append(f.buckets, fb)
@@ -179,9 +182,23 @@ func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
 		return false
 	}
 	fb.b.mu.Lock()
-	f.rebase(fb, a, st)
+	f.apply(fb, a, st)
 	fb.b.mu.Unlock()
 	return true
+}
+
+// apply folds st into arm a's prior, or holds it while it is implausible
+// and unverified (verify.go) (f.mu and the bucket's lock held).
+func (f *Fold) apply(fb *foldBucket, a int, st bandit.Stats) {
+	if !plausible(fb.b, a, st) && !f.v.verified(a) {
+		fb.held[a] = st
+		if fb.folded[a] != (bandit.Stats{}) {
+			f.rebase(fb, a, bandit.Stats{})
+		}
+		return
+	}
+	fb.held[a] = bandit.Stats{}
+	f.rebase(fb, a, st)
 }
 
 // Evidence returns the evidence behind k's posterior: own, what this

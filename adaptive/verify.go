@@ -22,12 +22,16 @@ import (
 // A peer that claims an arm is slow keeps a node from running it, and so
 // from measuring it: Select runs such an arm itself (a probe, reason
 // Explore) where the cost model finds it cheaper than the arm chosen and
-// this bucket has never run it, up to verifyMin probes per backend, until
-// the check has its verifyMin differences.
+// this bucket has never learned from it, up to maxProbes per backend,
+// until the check has its verifyMin differences.
 const (
 	verifyMin   = 3
 	verifyRatio = 3.0
 	verifyClamp = 2.302585092994046 // ln 10
+	// maxProbes bounds the probes per backend: verifyMin, and as many
+	// again twice over for first runs, which warm a GPU up and teach
+	// nothing (engine.observe).
+	maxProbes = 3 * verifyMin
 )
 
 // verifier is the Fold's check of foreign evidence against own
@@ -45,24 +49,47 @@ type verifier struct {
 
 // check records an own observation y (ln µs) of arm a, whose foreign
 // evidence has mean m, and reports whether the foreign evidence is now
-// contradicted (the first time only).
-func (v *verifier) check(a int, y, m float64) bool {
+// contradicted (the first time only), or agrees (the first time backend
+// a has verifyMin differences).
+func (v *verifier) check(a int, y, m float64) (contradicted, agrees bool) {
 	d := max(-verifyClamp, min(verifyClamp, y-m))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.set {
-		return false
+		return false, false
 	}
 	v.sum[a] += d
 	v.n[a]++
 	if v.n[a] < verifyMin {
-		return false
+		return false, false
 	}
 	if mean := v.sum[a] / v.n[a]; math.Abs(mean) > math.Log(verifyRatio) {
 		v.set, v.contra, v.ratio = true, a, math.Exp(mean)
-		return true
+		return true, false
 	}
-	return false
+	return false, v.n[a] == verifyMin
+}
+
+// verified reports whether backend a's check has its verifyMin
+// differences and found no contradiction.
+func (v *verifier) verified(a int) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return !v.set && v.n[a] >= verifyMin
+}
+
+// plausibleRatio bounds how far foreign evidence may be from this node's
+// own cost model to enter an arm's prior before the node's measurements
+// of that backend have agreed with the fleet's: further off, it waits
+// (foldBucket.held). The model may be wrong by this much (DESIGN.md §
+// Priors: a profile's figures 30× off are learned from); a claim further
+// off must be measured before it steers. TestFoldContradicted.
+const plausibleRatio = 10.0
+
+// plausible reports whether st, foreign evidence for arm a of b, is
+// within plausibleRatio of the arm's cost model.
+func plausible(b *bucket, a int, st bandit.Stats) bool {
+	return st.N <= 0 || math.Abs(st.Sum/st.N-b.lnModel[a]) <= math.Log(plausibleRatio)
 }
 
 // probe returns the arm that Select runs instead of chosen to test the
@@ -76,7 +103,7 @@ func (v *verifier) probe(b *bucket, allowed Mask, chosen int) int {
 			continue
 		}
 		v.mu.Lock()
-		ok := !v.set && v.n[a] < verifyMin && v.probes[a] < verifyMin
+		ok := !v.set && v.n[a] < verifyMin && v.probes[a] < maxProbes
 		if ok {
 			v.probes[a]++
 		}
@@ -89,15 +116,38 @@ func (v *verifier) probe(b *bucket, allowed Mask, chosen int) int {
 }
 
 // verifyObserved checks an own observation of us µs on arm a of b against
-// the arm's foreign evidence (b.mu held), and reports whether it set the
-// foreign evidence aside (the caller then calls Fold.setAside, without
-// b.mu).
-func (f *Fold) verifyObserved(b *bucket, a int, us float64) bool {
+// the arm's foreign evidence, folded or held (b.mu held), and reports
+// whether the foreign evidence is now contradicted (the caller then calls
+// Fold.setAside, without b.mu) or agrees (Fold.release).
+func (f *Fold) verifyObserved(b *bucket, a int, us float64) (contradicted, agrees bool) {
 	fb := b.fb
-	if fb == nil || fb.folded[a].N == 0 {
-		return false
+	st := fb.folded[a]
+	if st.N == 0 {
+		st = fb.held[a]
 	}
-	return f.v.check(a, math.Log(us), fb.folded[a].Sum/fb.folded[a].N)
+	if st.N == 0 {
+		return false, false
+	}
+	return f.v.check(a, math.Log(us), st.Sum/st.N)
+}
+
+// release folds in the foreign evidence of backend a that waited for this
+// node's measurements to agree with the fleet's.
+func (f *Fold) release(a int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.v.suspended {
+		return
+	}
+	for _, fb := range f.buckets {
+		if fb.held[a].N > 0 {
+			fb.b.mu.Lock()
+			st := fb.held[a]
+			fb.held[a] = bandit.Stats{}
+			f.rebase(fb, a, st)
+			fb.b.mu.Unlock()
+		}
+	}
 }
 
 // setAside takes the foreign evidence out of every arm's prior, for good,
