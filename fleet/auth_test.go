@@ -341,6 +341,25 @@ func TestServeNKeys(t *testing.T) {
 		t.Fatalf("with the seed: %v", err)
 	}
 	stop()
+
+	// a's key, but publishing as node b: every put is refused, and the
+	// refusal is the run's error.
+	f2 := Flags{url: url, node: "b", nkeySeed: seedFile, interval: 10 * time.Millisecond}
+	n2, stop2, err := f2.Start(context.Background(), testFP, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	sched := newScheduler(t, 1)
+	r := relayT(t, sched, n2)
+	feed(t, sched, observations(50, 2, 3))
+	eventually(t, 10*time.Second, func() error {
+		r.Flush(context.Background())
+		if err := f2.Err(); !errors.Is(err, ErrAuth) {
+			return fmt.Errorf("Err: %v, want ErrAuth", err)
+		}
+		return nil
+	})
 	if nc, err := Connect(url, zerolog.Nop(), nats.UserInfo("a", "guess")); !errors.Is(err, ErrAuth) {
 		if nc != nil {
 			nc.Close()

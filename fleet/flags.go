@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,6 +37,35 @@ type Flags struct {
 	serveCA                string
 	optional               bool
 	interval               time.Duration
+	refused                *refusal // an authorisation refused while running
+}
+
+// refusal keeps the first authorisation error the server reported to a
+// running node.
+type refusal struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (r *refusal) set(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+}
+
+// Err returns the first authorisation error the server reported while
+// the node ran (a put on keys its credentials do not cover): the program
+// should end with it, non-zero. With -fleet-optional it returns nil (the
+// error was logged).
+func (f *Flags) Err() error {
+	if f.refused == nil || f.optional {
+		return nil
+	}
+	f.refused.mu.Lock()
+	defer f.refused.mu.Unlock()
+	return f.refused.err
 }
 
 // Register defines the flags on fs.
@@ -132,6 +162,16 @@ func (f *Flags) start(ctx context.Context, fp hardware.Fingerprint, log zerolog.
 			url, opts = nats.DefaultURL, append(local, InProcess(ns))
 		}
 	}
+	f.refused = &refusal{}
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if cerr := classify(err); cerr != nil {
+			err = cerr
+			if errors.Is(err, ErrAuth) {
+				f.refused.set(fmt.Errorf("fleet: %s: %w", Redact(url), err))
+			}
+		}
+		log.Error().Err(err).Str("url", Redact(url)).Msg("fleet: the server refused an action")
+	}))
 	nc, err := Connect(url, log, opts...)
 	if err != nil {
 		down()

@@ -273,7 +273,10 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return errors.Join(err, e.Close())
 	}
-	defer stopFleet()
+	defer func() {
+		stopFleet()
+		err = errors.Join(err, o.fleet.Err()) // an authorisation refused while running
+	}()
 	if node != nil {
 		ro.Fleet = node
 	}
