@@ -1,12 +1,11 @@
 package rocm
 
-// Device memory: the caching pool's buffers, the pinned staging buffer,
-// and transfers through it.
+// Device memory: the caching pool's buffers, the pinned staging pool, and
+// transfers through it, queued on the copy stream (queue.go).
 
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -19,6 +18,7 @@ type buffer struct {
 	ptr   uintptr
 	size  int64
 	freed atomic.Bool
+	last  *event // the last queued work that used it (guarded by d.mu)
 }
 
 var _ backends.Buffer = (*buffer)(nil)
@@ -27,11 +27,21 @@ var _ backends.Buffer = (*buffer)(nil)
 func (b *buffer) Size() int64 { return b.size }
 
 // Free implements backends.Buffer: the memory goes back to the device's
-// pool. Free is idempotent.
+// pool, once the queued work that uses it has completed (until then no
+// allocation can reuse it). Free is idempotent.
 func (b *buffer) Free() {
-	if b.ptr != 0 && !b.freed.Swap(true) {
-		b.d.pool.put(b.ptr)
+	if b.ptr == 0 || b.freed.Swap(true) {
+		return
 	}
+	d := b.d
+	d.mu.Lock()
+	if l := b.last; l != nil && !l.done.Load() {
+		l.release = append(l.release, b.ptr)
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	d.pool.put(b.ptr)
 }
 
 func (d *Device) allocDevice(n int64) (uintptr, error) {
@@ -72,39 +82,58 @@ func (d *Device) Alloc(n int64) (backends.Buffer, error) {
 	return &buffer{d: d, ptr: p, size: n}, nil
 }
 
+// errFreed is the error of using a freed buffer.
+var errFreed = fmt.Errorf("%w: it was freed", backends.ErrForeignBuffer)
+
 func (d *Device) own(b backends.Buffer) (*buffer, error) {
 	db, ok := b.(*buffer)
-	if !ok || db.d != d || db.freed.Load() {
+	if !ok || db.d != d {
 		return nil, backends.ErrForeignBuffer
+	}
+	if db.freed.Load() {
+		return nil, errFreed
 	}
 	return db, nil
 }
 
-// ensureStaging grows the pinned staging buffer to n bytes (under do).
-func (d *Device) ensureStaging(n int64) error {
-	if d.stagingSize >= n {
-		return nil
+// Write implements backends.Backend: WriteAsync and its Wait. src goes
+// through pinned staging memory and an asynchronous copy on the copy
+// stream, timed by events.
+func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	e, err := d.WriteAsync(dst, src, nil)
+	if err != nil {
+		return backends.Timing{}, err
 	}
-	if d.staging != nil {
-		d.s.hostFree(d.staging)
-		d.staging, d.stagingSize = nil, 0
-	}
-	p, code := d.s.hostMalloc(n)
-	if err := d.check(fHostMalloc, code); err != nil {
-		return err
-	}
-	d.staging, d.stagingSize = p, n
-	return nil
+	return e.Wait()
 }
 
-// transfer copies n bytes between host memory and dst/src on the device
-// in chunks through the pinned staging buffer; the timing is the sum of
-// the chunks' copy times measured by events (the host-side memcpy into
-// or out of staging is not part of it).
-func (d *Device) transfer(op string, b backends.Buffer, host []byte, toDevice bool) (backends.Timing, error) {
-	t := backends.Timing{Clock: backends.DeviceEvents}
-	fail := func(err error) (backends.Timing, error) {
-		return backends.Timing{}, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
+// Read implements backends.Backend: ReadAsync and its Wait.
+func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	e, err := d.ReadAsync(dst, src, nil)
+	if err != nil {
+		return backends.Timing{}, err
+	}
+	return e.Wait()
+}
+
+// WriteAsync implements backends.Queuer: src is copied at once into
+// pinned staging memory (src may be reused as soon as WriteAsync
+// returns), then onto the device on the copy stream.
+func (d *Device) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	return d.copyAsync("write", dst, src, after)
+}
+
+// ReadAsync implements backends.Queuer: the device copies src into pinned
+// staging memory on the copy stream; dst is filled from it when the copy
+// is retired (Done, Wait, Sync).
+func (d *Device) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return d.copyAsync("read", src, dst, after)
+}
+
+// copyAsync queues a write (host → b) or read (b → host).
+func (d *Device) copyAsync(op string, b backends.Buffer, host []byte, after []backends.Event) (backends.Event, error) {
+	fail := func(err error) (backends.Event, error) {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
 	}
 	db, err := d.own(b)
 	if err != nil {
@@ -113,51 +142,77 @@ func (d *Device) transfer(op string, b backends.Buffer, host []byte, toDevice bo
 	if int64(len(host)) != db.size {
 		return fail(fmt.Errorf("%w: host %d bytes, buffer %d", kernels.ErrBufferSize, len(host), db.size))
 	}
-	if db.size == 0 {
-		return t, nil
+	deps, err := d.awaitForeign(after)
+	if err != nil {
+		return d.failedEvent(op, err)
 	}
+	var e *event
 	err = d.call(func() error {
-		if err := d.ensureStaging(min(db.size, stagingChunk)); err != nil {
+		if db.size == 0 {
+			e = &event{d: d, op: op, timing: backends.Timing{Clock: backends.DeviceEvents}}
+			e.done.Store(true)
+			return nil
+		}
+		stage, err := d.takePinned(db.size)
+		if err != nil {
 			return err
 		}
-		stage := unsafe.Slice((*byte)(d.staging), d.stagingSize)
-		for off := int64(0); off < db.size; off += stagingChunk {
-			n := min(stagingChunk, db.size-off)
-			var el time.Duration
-			var err error
-			if toDevice {
-				copy(stage[:n], host[off:off+n])
-				el, err = d.timed(func() error {
-					return d.check(fMemcpyAsync, d.s.memcpyAsync(db.ptr+uintptr(off), uintptr(d.staging), n, hostToDevice, d.stream))
-				})
-			} else {
-				el, err = d.timed(func() error {
-					return d.check(fMemcpyAsync, d.s.memcpyAsync(uintptr(d.staging), db.ptr+uintptr(off), n, deviceToHost, d.stream))
-				})
-				if err == nil {
-					copy(host[off:off+n], stage[:n])
-				}
-			}
-			if err != nil {
-				return err
-			}
-			t.Duration += el
+		src, dst, kind := uintptr(unsafe.Pointer(unsafe.SliceData(stage))), db.ptr, hostToDevice
+		if op == "write" {
+			copy(stage, host)
+		} else {
+			src, dst, kind = db.ptr, src, deviceToHost
+		}
+		e, err = d.enqueue(op, d.copyStream, []*buffer{db}, deps, func() error {
+			return d.check(fMemcpyAsync, d.s.memcpyAsync(dst, src, db.size, kind, d.copyStream))
+		})
+		if err != nil {
+			d.putPinned(stage)
+			return err
+		}
+		e.stage = stage
+		if op == "read" {
+			e.dst = host
 		}
 		return nil
 	})
 	if err != nil {
 		return fail(err)
 	}
-	return t, nil
+	return e, nil
 }
 
-// Write implements backends.Backend: src goes through pinned staging
-// memory and an asynchronous copy on the device stream, timed by events.
-func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
-	return d.transfer("write", dst, src, true)
+// takePinned returns pinned host memory of n bytes from the staging pool,
+// allocating a block of n's size class when none is free (under do).
+func (d *Device) takePinned(n int64) ([]byte, error) {
+	c := classSize(n)
+	if l := d.pinned[c]; len(l) > 0 {
+		p := l[len(l)-1]
+		d.pinned[c] = l[:len(l)-1]
+		d.pinnedCached -= c
+		return unsafe.Slice((*byte)(p), c)[:n], nil
+	}
+	p, code := d.s.hostMalloc(c)
+	if err := d.check(fHostMalloc, code); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), c)[:n], nil
 }
 
-// Read implements backends.Backend, as Write in the other direction.
-func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
-	return d.transfer("read", src, dst, false)
+// maxPinnedCache bounds the pinned staging memory kept for reuse: a model
+// upload of many large tensors would otherwise keep a block of each size
+// pinned until Close.
+const maxPinnedCache = 256 << 20
+
+// putPinned returns staging memory from takePinned to its pool, or to the
+// runtime when the pool holds maxPinnedCache already (under do).
+func (d *Device) putPinned(b []byte) {
+	c := int64(cap(b))
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if d.pinnedCached+c > maxPinnedCache {
+		_ = d.check(fHostFree, d.s.hostFree(p))
+		return
+	}
+	d.pinned[c] = append(d.pinned[c], p)
+	d.pinnedCached += c
 }
