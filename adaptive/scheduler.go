@@ -393,16 +393,10 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	records += s.mark(tr, b, had, learned)
 	p := b.bb.Arms[d.Backend]
-	var contradicted, agrees bool
-	if b.fb != nil && learned {
-		contradicted, agrees = s.fold.Load().verifyObserved(b, d.Backend, us)
-	}
+	verdict := b.fb != nil && learned && s.fold.Load().verifyObserved(b, d.Backend, us)
 	b.mu.Unlock()
-	switch {
-	case contradicted:
-		s.fold.Load().setAside()
-	case agrees:
-		s.fold.Load().release(d.Backend)
+	if verdict {
+		s.fold.Load().settle(d.Backend)
 	}
 	if s.place != nil && d.placed {
 		s.place.observe(&d, us)

@@ -117,18 +117,29 @@ func (v *verifier) probe(b *bucket, allowed Mask, chosen int) int {
 
 // verifyObserved checks an own observation of us µs on arm a of b against
 // the arm's foreign evidence, folded or held (b.mu held), and reports
-// whether the foreign evidence is now contradicted (the caller then calls
-// Fold.setAside, without b.mu) or agrees (Fold.release).
-func (f *Fold) verifyObserved(b *bucket, a int, us float64) (contradicted, agrees bool) {
+// whether the check reached a verdict: the caller then calls settle,
+// without b.mu.
+func (f *Fold) verifyObserved(b *bucket, a int, us float64) bool {
 	fb := b.fb
 	st := fb.folded[a]
 	if st.N == 0 {
 		st = fb.held[a]
 	}
 	if st.N == 0 {
-		return false, false
+		return false
 	}
-	return f.v.check(a, math.Log(us), st.Sum/st.N)
+	contradicted, agrees := f.v.check(a, math.Log(us), st.Sum/st.N)
+	return contradicted || agrees
+}
+
+// settle acts on backend a's verdict: the foreign evidence set aside when
+// contradicted, its held part folded in when it agrees.
+func (f *Fold) settle(a int) {
+	if _, _, contradicted := f.Contradicted(); contradicted {
+		f.setAside()
+		return
+	}
+	f.release(a)
 }
 
 // release folds in the foreign evidence of backend a that waited for this

@@ -80,16 +80,9 @@ func LoadStarPUDir(dir string) (*Table, error) {
 		}
 		host = h
 		path := filepath.Join(dir, e.Name())
-		st, err := os.Stat(path)
+		f, err := openTableFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
-		}
-		if err := checkTableFile(path, st); err != nil {
 			return nil, err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
 		}
 		m, err := parseStarPU(f, path)
 		f.Close()

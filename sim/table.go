@@ -117,8 +117,7 @@ type cell struct {
 var tableCols = []string{"op", "shape", "backend", "mean_us", "std_us", "n", "flops", "bytes"}
 
 // LoadTable reads a perf table of at most MaxTableBytes. name is used in
-// error messages, which read "name:line: what is wrong" (a field quoted
-// to at most 80 characters) and wrap ErrBadTable.
+// errors: "name:line: what is wrong" (fields cut to 80), wrapping ErrBadTable.
 func LoadTable(r io.Reader, name string) (*Table, error) {
 	bad := func(line int, format string, args ...any) error {
 		return fmt.Errorf("%w: %s:%d: %s", ErrBadTable, name, line, fmt.Sprintf(format, args...))

@@ -77,6 +77,21 @@ func LoadTableFile(path string) (*Table, error) {
 	if st.IsDir() {
 		return LoadStarPUDir(path)
 	}
+	f, err := openTableFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadTable(f, path)
+}
+
+// openTableFile opens a table file, refusing what checkTableFile refuses
+// before opening it (opening a FIFO blocks).
+func openTableFile(path string) (*os.File, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
+	}
 	if err := checkTableFile(path, st); err != nil {
 		return nil, err
 	}
@@ -84,8 +99,7 @@ func LoadTableFile(path string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
 	}
-	defer f.Close()
-	return ReadTable(f, path)
+	return f, nil
 }
 
 // checkTableFile refuses what is not a regular file of at most

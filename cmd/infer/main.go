@@ -221,11 +221,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	stdout := &stickyWriter{w: stdoutW}
-	defer func() {
-		if stdout.err != nil {
-			err = errors.Join(err, fmt.Errorf("infer: writing the output: %w", stdout.err))
-		}
-	}()
+	defer func() { err = errors.Join(err, stdout.failed()) }()
 	level := zerolog.WarnLevel
 	if o.verbose {
 		level = zerolog.InfoLevel
@@ -257,8 +253,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		Logger: slog.New(zerolog.NewSlogHandler(logger))}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
-	// The defers below assign the named result err: no err := in these
-	// blocks, or a close's error would be lost (TestWriteErrorsReachExit).
+	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
 	if o.db != "" {
 		var db *history.DB
 		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
@@ -290,10 +285,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return errors.Join(err, e.Close())
 	}
-	defer func() {
-		stopFleet()
-		err = errors.Join(err, o.fleet.Err()) // an authorisation refused while running
-	}()
+	defer func() { stopFleet(); err = errors.Join(err, o.fleet.Err()) }() // Err: authorisation refused while running
 	if node != nil {
 		ro.Fleet = node
 	}
@@ -357,31 +349,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	return err
-}
-
-// traceErr names the trace file in a write error.
-func traceErr(path string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("infer: trace %s: %w", path, err)
-}
-
-// stickyWriter keeps the first write error, so that every write to
-// stdout (tokens, summary, table) reaches the exit code; after one it
-// writes nothing more.
-type stickyWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (s *stickyWriter) Write(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	n, err := s.w.Write(p)
-	s.err = err
-	return n, err
 }
 
 // served is what serve measured: totals, and the warm-up's share of
