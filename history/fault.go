@@ -36,6 +36,10 @@ func (e *FaultError) Error() string {
 
 func (e *FaultError) Unwrap() []error { return []error{ErrUnwritable, e.Err} }
 
+// Reported says that the store logged the fault when it occurred, so
+// that those who meet it again need not.
+func (e *FaultError) Reported() bool { return true }
+
 // PermissionError is Open's error for a store that this process may not
 // read or write (a mode, an owner, a read-only file system): the store is
 // not damaged, and WithMoveDamaged leaves it where it is. It wraps

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/adaptsched/adaptsched/fleet"
 )
@@ -58,6 +59,15 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		return 2
 	}
-	fmt.Fprintln(stderr, err)
+	// Closers joined into one error often repeat one cause (the relay's
+	// last write and the store's Close both return the store's fault):
+	// each line once.
+	seen := map[string]bool{}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !seen[line] {
+			seen[line] = true
+			fmt.Fprintln(stderr, line)
+		}
+	}
 	return 1
 }
