@@ -46,7 +46,11 @@ func serveT(t *testing.T, addr string, so ServeOptions) (*server.Server, string)
 // the others'.
 func TestServeUsersPermissions(t *testing.T) {
 	_, url := serveT(t, "127.0.0.1:0", ServeOptions{Users: []Credential{{Node: "a", Password: "pa"}, {Node: "b", Password: "pb"}}})
-	for _, opts := range [][]nats.Option{nil, {nats.UserInfo("a", "nope")}, {nats.UserInfo("c", "pa")}} {
+	bogus := filepath.Join(t.TempDir(), "bogus.creds")
+	if err := os.WriteFile(bogus, []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]nats.Option{nil, {nats.UserInfo("a", "nope")}, {nats.UserInfo("c", "pa")}, {nats.UserCredentials(bogus)}} {
 		if nc, err := Connect(url, zerolog.Nop(), opts...); !errors.Is(err, ErrAuth) {
 			if nc != nil {
 				nc.Close()
