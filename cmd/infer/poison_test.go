@@ -61,6 +61,9 @@ func TestPoisonedPeer(t *testing.T) {
 			if got.ModelledTokensPerS < 0.97*solo.ModelledTokensPerS {
 				t.Errorf("poisoned %.1f modelled tokens/s, solo %.1f: more than 3%% lost", got.ModelledTokensPerS, solo.ModelledTokensPerS)
 			}
+			if got.Fleet == nil || got.Fleet.Aside != 1 {
+				t.Errorf("fleet %+v: want one peer set aside", got.Fleet)
+			}
 			if !strings.Contains(stderr, "peer mallory") {
 				t.Errorf("no warning naming mallory:\n%s", stderr)
 			}
