@@ -74,11 +74,8 @@ func (c *Config) validate() error {
 		}
 		seen[name] = true
 	}
-	if c.Strategy.kind > placement {
+	if c.Strategy.kind > only {
 		return fmt.Errorf("%w: unknown strategy %v", ErrConfig, c.Strategy)
-	}
-	if c.Strategy.kind == placement && c.Strategy.policy == nil {
-		return fmt.Errorf("%w: Placement with a nil policy", ErrConfig)
 	}
 	if c.Strategy.kind == only && !seen[c.Strategy.name] {
 		return fmt.Errorf("%w: %v names no configured backend", ErrConfig, c.Strategy)

@@ -19,9 +19,8 @@
 // A Scheduler is safe for concurrent use from many goroutines. Select and
 // Observe do not allocate once an op's shape has been seen: the shape is
 // hashed into a sharded cache that leads straight to the bucket, which has
-// its own mutex and random source. Telemetry (a Go snapshot) and
-// BackendTotals (the counters package metrics serves to Prometheus)
-// report what it did; a log/slog logger in Config gets decisions at debug level
+// its own mutex and random source. Telemetry, a Go snapshot, reports
+// what it did (the commands serve it to Prometheus: cmd/infer -metrics); a log/slog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
 //
 // What it learns leaves it as data, in the manner of etcd raft's

@@ -42,8 +42,8 @@ type entry struct {
 }
 
 // Scheduler places ops on backends (DESIGN.md § The data path). Select,
-// SelectExcept, Observe, ObserveTransfer, Telemetry and the collectors
-// are safe for concurrent use from many goroutines: buckets are found
+// SelectExcept, Observe, ObserveTransfer, Telemetry and Changes are
+// safe for concurrent use from many goroutines: buckets are found
 // through a sharded cache that lookups read without a lock, and each
 // bucket has its own mutex and random source; no lock is global on the
 // hot path.
@@ -57,7 +57,6 @@ type Scheduler struct {
 	shared Mask                        // backends that read host memory directly
 	only   int                         // Only's backend index
 	links  [MaxBackends][2]*link.Model // [toDevice, toHost]; nil for shared-memory backends
-	place  *placer                     // Placement's policy; nil for the other strategies
 	log    *slog.Logger
 	// logInfo, logDebug: the logger enables those levels (read in New),
 	// so that Select and Observe neither ask it nor box arguments for it.
@@ -116,9 +115,6 @@ func New(cfg Config) (*Scheduler, error) {
 			"gflops", nom.GFLOPS, "mem_gbps", nom.MemGBps, "dispatch_us", nom.DispatchUs)
 	}
 	s.e = newEngine(cfg.Bandit, models, s.gpus, cfg.Seed)
-	if cfg.Strategy.kind == placement {
-		s.place = &placer{p: cfg.Strategy.policy}
-	}
 	s.shards = make([]shard, cfg.Shards)
 	s.shardMask = uint64(cfg.Shards - 1)
 	s.loaded = cfg.Warm
@@ -147,16 +143,15 @@ type Decision struct {
 	// Estimates[i].
 	Transfer [MaxBackends]float64
 
-	b      *bucket
-	s      *Scheduler
-	node   *shapeNode // the shape's cache node; nil for a shape not cached
-	placed bool       // a Placement policy chose it: Observe reports to the policy
+	b    *bucket
+	s    *Scheduler
+	node *shapeNode // the shape's cache node; nil for a shape not cached
 }
 
 // Select chooses the backend for spec given where its inputs are. It is
 // SelectExcept with nothing excluded.
 func (s *Scheduler) Select(spec kernels.Spec, res Residency) (d Decision, err error) {
-	err = s.selectInto(&d, &spec, &res, 0, 0)
+	err = s.selectInto(&d, &spec, &res, 0, 0, false, 0)
 	return d, err
 }
 
@@ -168,14 +163,14 @@ func (s *Scheduler) Select(spec kernels.Spec, res Residency) (d Decision, err er
 // does not allocate once the op's shape has been seen, and is safe for
 // concurrent use.
 func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask, why Reason) (d Decision, err error) {
-	err = s.selectInto(&d, &spec, &res, exclude, why)
+	err = s.selectInto(&d, &spec, &res, exclude, why, false, 0)
 	return d, err
 }
 
 // selectInto is SelectExcept writing into the caller's result (zero): a
 // Decision is 250 bytes, which returning it from here and again from
-// Select copied twice.
-func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, exclude Mask, why Reason) error {
+// Select copied twice. placed: the caller named arm (SelectOn).
+func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, exclude Mask, why Reason, placed bool, arm int) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -217,14 +212,14 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	b.mu.Lock()
 	s.e.refresh(b)
 	var c choice
-	if s.place != nil {
-		c = s.placeDecide(spec, res, b, allowed, extra, d)
+	if placed {
+		c = s.placeDecide(arm, b, allowed, extra, &d.Estimates)
 	} else {
 		c = s.decide(b, allowed, extra, &d.Estimates)
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
-	} else if b.fb != nil && s.place == nil {
+	} else if b.fb != nil && !placed {
 		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
 			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
 		}
@@ -360,9 +355,7 @@ const maxObservedUs = 1e12
 // warm-up: it is counted in telemetry (Warmup) but neither learned from
 // nor handed out (see engine.observe). Otherwise, when changes are
 // tracked (Track), it only marks the bucket for Changes and counts the
-// records that adds, after Close too. Under a Placement strategy it also
-// reports the duration to the policy (Policy.Observe, under the policy's
-// lock). It does not allocate and is safe for concurrent use. It returns
+// records that adds, after Close too. It does not allocate and is safe for concurrent use. It returns
 // ErrForeignDecision for a decision this Scheduler did not
 // make and ErrBadTiming for a non-positive or absurd duration.
 func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
@@ -397,9 +390,6 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	b.mu.Unlock()
 	if verdict {
 		s.fold.Load().settle(d.Backend)
-	}
-	if s.place != nil && d.placed {
-		s.place.observe(&d, us)
 	}
 	if records > 0 {
 		tr.add(uint32(b.id), records)

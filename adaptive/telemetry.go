@@ -85,30 +85,6 @@ func interval(p bandit.NormalGamma) (lo, hi float64) {
 	return math.Exp(c - q), math.Exp(c + q)
 }
 
-// BackendTotals returns Telemetry's Backends alone, without the
-// buckets' summaries (whose credible intervals cost a quantile each): a
-// metrics scrape's figures. A shape's ops count in its bucket's Ops and
-// Time; decisions, switches and explorations where they were made. It
-// locks each bucket briefly in turn.
-func (s *Scheduler) BackendTotals() []BackendTelemetry {
-	out := make([]BackendTelemetry, s.n)
-	for a := range s.n {
-		out[a] = BackendTelemetry{Name: s.names[a], Kind: s.kinds[a]}
-	}
-	buckets, shapes := s.snapshot()
-	for _, b := range append(buckets, shapes...) {
-		b.mu.Lock()
-		for a := range s.n {
-			s.addTotals(&out[a], b, a, nil)
-		}
-		b.mu.Unlock()
-	}
-	for a := range out {
-		out[a].Time = time.Duration(out[a].ComputeUs * float64(time.Microsecond))
-	}
-	return out
-}
-
 // addTotals adds arm a of bucket b (b.mu held) to its backend's totals,
 // and its decisions by reason to reasons (nil: not wanted).
 func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[NumReasons]int64) {

@@ -37,12 +37,12 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 			}
 		}
 	}
-	// The output of an op that pulled its inputs away from where they
-	// lived goes back there for the ops that follow (the pipeline runs
-	// where its data is): without this charge a small op looks cheap on
-	// the CPU in the middle of a GPU pipeline, and the activations
-	// ping-pong over the link (sim decode at batch 16: 22% slower than
-	// leaving everything on the GPU).
+	// Rule: the output of an op that pulled its inputs away from where
+	// they lived is charged its way back there for the ops that follow
+	// (the pipeline runs where its data is). Reason: without it a small
+	// op looks cheap on the CPU in the middle of a GPU pipeline and the
+	// activations ping-pong over the link (cmd/infer's TestSimPlacement,
+	// a simulated decode, holds it).
 	if out > 0 && res.Consumers != 0 {
 		for a := range s.n {
 			if allowed.Has(a) {

@@ -60,6 +60,30 @@ type Config struct {
 	// Executor then owns them, as when it was opened through
 	// backends.Open("adaptive:...")).
 	CloseBackends bool
+	// Placer, when not nil, chooses every op's backend in the Strategy's
+	// stead: a baseline placement (eval.Placement) run through the
+	// Executor on real work, to be compared with the bandit (DESIGN.md §
+	// Evaluation). The Scheduler still learns from every op.
+	Placer Placer
+}
+
+// Placer chooses the backend of every op for Config.Placer. The
+// Executor calls it under a lock of its own, so it needs not be safe for
+// concurrent use; it must not be shared with another Executor.
+type Placer interface {
+	// Name names the placement.
+	Name() string
+	// Place returns the index in Config.Backends of the backend that
+	// should run spec, of the Scheduler's bucket, with its inputs where
+	// res says. A backend the op cannot run there (out of range,
+	// incapable, excluded after a failure) falls back to the bandit's
+	// choice (adaptive.Scheduler.SelectOn). spec's shapes must not be
+	// kept. (By value: pointers handed to an interface make every op's
+	// spec and residency escape to the heap.)
+	Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int
+	// Observed reports the measured compute duration in µs of an op of
+	// bucket that ran on backend.
+	Observed(bucket adaptive.BucketID, backend int, us float64)
 }
 
 func (c *Config) validate() error {
@@ -141,6 +165,7 @@ type Executor struct {
 	recoveries  atomic.Int64
 	invalidated atomic.Int64
 	seq         atomic.Int64 // trace sequence
+	placeMu     sync.Mutex   // serialises Config.Placer
 	closeOnce   sync.Once
 	closeErr    error
 	scratchPool sync.Pool
@@ -188,8 +213,7 @@ func mapsHost(b backends.Backend) bool {
 	return true
 }
 
-// Scheduler returns the Executor's Scheduler, for Telemetry and
-// BackendTotals (package metrics).
+// Scheduler returns the Executor's Scheduler, for its Telemetry.
 func (e *Executor) Scheduler() *adaptive.Scheduler { return e.s }
 
 // Info implements backends.Backend: the Executor reads and writes host

@@ -817,7 +817,7 @@ func (c *consumerSpy) Place(_ kernels.Spec, res adaptive.Residency, _ adaptive.B
 // ops read it, and by the program (Host).
 func TestExecutorConsumers(t *testing.T) {
 	spy := &consumerSpy{arm: 1}
-	e := newExec(t, executor.Config{Strategy: adaptive.Placement(spy)},
+	e := newExec(t, executor.Config{Placer: spy},
 		open(t, "cpu"), open(t, "sim:h100"))
 	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 2, 4, 64)
 	x, ws, outs := c.run(t, e) // op 0 writes outs[0], op 1 reads it on the GPU

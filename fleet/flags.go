@@ -85,7 +85,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ca, "fleet-ca", "", "CA certificate (PEM) that -fleet's server certificate is checked against")
 	fs.StringVar(&f.cert, "fleet-cert", "", "client certificate (PEM) for -fleet (with -fleet-key)")
 	fs.StringVar(&f.key, "fleet-key", "", "client key (PEM) for -fleet (with -fleet-cert)")
-	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often the fleet's evidence is published and folded in")
+	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often this node's evidence is published (others' is folded in as it arrives)")
 }
 
 // Validate reports flags that do not go together.

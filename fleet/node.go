@@ -100,6 +100,7 @@ type Node struct {
 	syncedCh chan struct{} // closed once the node is synced
 	flushReq chan chan error
 	kick     chan struct{} // Exchange took changes: publish them
+	updated  chan struct{} // totals changed since the last Exchange (Updated)
 	once     sync.Once
 
 	// mu guards st and the ledger, which the loop and Exchange share; the
@@ -136,7 +137,8 @@ func Start(nc *nats.Conn, opts Options) (*Node, error) {
 		opts: opts, nc: nc, log: opts.Logger,
 		ledger: newLedger(opts.Fingerprint.Hash, opts.NodeID, binary.LittleEndian.Uint64(nb[:])),
 		cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
-		flushReq: make(chan chan error), kick: make(chan struct{}, 1), maxAge: opts.MaxAge, backoff: minBackoff,
+		flushReq: make(chan chan error), kick: make(chan struct{}, 1), updated: make(chan struct{}, 1),
+		maxAge: opts.MaxAge, backoff: minBackoff,
 	}
 	go n.loop(ctx)
 	return n, nil
@@ -179,6 +181,24 @@ func (n *Node) Exchange(changes []learned.Change, dst []learned.Foreign) []learn
 		}
 	}
 	return dst
+}
+
+// Updated returns a channel that receives (at most one value waits) when
+// the evidence from elsewhere of some key changed since the last
+// Exchange: a relay then exchanges at once, so that what arrives is
+// folded in without waiting for its interval.
+func (n *Node) Updated() <-chan struct{} { return n.updated }
+
+// notify signals Updated when the ledger holds changed totals (n.mu
+// held).
+func (n *Node) notify() {
+	if len(n.ledger.changed) == 0 {
+		return
+	}
+	select {
+	case n.updated <- struct{}{}:
+	default:
+	}
 }
 
 // Flush publishes what changed now, rather than at the next Interval
@@ -299,6 +319,7 @@ func (n *Node) tick(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	n.ledger.expire(n.opts.Now(), n.maxAge)
+	n.notify()
 	n.mu.Unlock()
 	err := n.publish(requestTimeout)
 	n.gauges()
@@ -467,6 +488,7 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 	if e == nil {
 		n.mu.Lock()
 		first := n.ledger.sync()
+		n.notify()
 		n.mu.Unlock()
 		if first {
 			n.gauges()
@@ -482,6 +504,9 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 		err = n.ledger.remove(e.Key())
 	}
 	n.counted()
+	if n.ledger.synced {
+		n.notify()
+	}
 	n.mu.Unlock()
 	switch {
 	case errors.Is(err, errConflict):

@@ -39,10 +39,10 @@ type DB struct {
 
 	old map[learned.Key]bandit.NormalGamma // weakened records of other fingerprints
 
-	// seen caches recs by the identity of a key's strings: the scheduler
-	// passes the same strings on every Observe, and comparing addresses
-	// costs less than hashing the strings (the store's share of
-	// BenchmarkSelectObserve without flushes: 8.5% → 6.5%).
+	// seen caches recs by the identity of a key's strings: a Scheduler
+	// hands out the same strings in every change of a key, and comparing
+	// two addresses costs less than hashing two strings
+	// (BenchmarkStorePut holds the lookup's cost).
 	seen [1 << seenBits]struct {
 		k learned.Key
 		e *entry
@@ -244,11 +244,12 @@ func (db *DB) loadChecked() (err error) {
 	return db.saveState(true)
 }
 
-// stateEvery is how often flushes that add no key rewrite the state file
-// (a write and a rename: 1.1 ms each on the 2-core test VM's disk, more
-// than a flush of a few hot records): a state file behind the store by
-// up to this much still catches a rollback to before it. Flushes that
-// add keys, and Close's, always rewrite it.
+// stateEvery is how often flushes that add no key rewrite the state file.
+// Rule: at most once a second, always when keys were added or at Close.
+// Reason: the rewrite is a write and a rename, a disk round trip that
+// costs more than a flush of a few hot records, and a state file behind
+// the store by up to a second still catches a rollback to before it
+// (TestStateFile).
 const stateEvery = time.Second
 
 // saveState writes the store's state file when the keys or the version

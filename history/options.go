@@ -2,7 +2,6 @@ package history
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/rs/zerolog"
 
@@ -26,25 +25,26 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults for a store in dir: the host's
-// fingerprint (hardware.HostFingerprint), prior weight 0.1, warnings
-// logged to stderr. When it writes is the caller's (package relay).
+// fingerprint (hardware.HostFingerprint), prior weight 0.1, and no
+// logger: a library logs only through the logger it is given
+// (WithLogger). When it writes is the caller's (package relay).
 func DefaultOptions(dir string) Options {
 	return Options{
 		Dir:          dir,
 		Fingerprint:  hardware.HostFingerprint(),
-		Logger:       zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
 		PriorWeight:  0.1,
 		MemTableSize: DefaultMemTableSize,
 	}
 }
 
 // DefaultMemTableSize is Badger's memtable, in bytes: its own default.
-// Every flush rewrites each changed record under a new version, and a
-// full memtable becomes a level-0 table that compaction then merges: a
-// smaller memtable makes a store whose buckets all change between flushes
-// pay for compactions in Select+Observe
-// (BenchmarkSelectObserve/10k-buckets; docs/TUNING.md). The cost is
-// memory: up to this much per open store.
+// Rule: keep Badger's default. Reason: every write rewrites each changed
+// record under a new version, and a full memtable becomes a level-0
+// table that compaction then merges, so a smaller one makes a store
+// whose buckets all change between writes pay for compactions beside
+// Select+Observe (history BenchmarkSelectObserve/10k-buckets holds it;
+// figures in docs/TUNING.md). The cost is memory: up to this much per
+// open store.
 const DefaultMemTableSize = 64 << 20
 
 // minMemTableSize is the smallest memtable WithMemTableSize accepts.
@@ -60,8 +60,8 @@ func (o Options) WithInMemory(b bool) Options { o.InMemory = b; return o }
 func (o Options) WithFingerprint(f hardware.Fingerprint) Options { o.Fingerprint = f; return o }
 
 // WithLogger sets where the store logs (fingerprint changes, skipped
-// records, flush failures; Badger's own warnings). Default: stderr, info
-// level.
+// records, flush failures; Badger's own warnings). Default: none (the
+// zero zerolog.Logger, which discards).
 func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
 
 // WithPriorWeight sets how much of an old fingerprint's evidence survives

@@ -17,7 +17,8 @@
 //
 // Start before the Scheduler's first Select; close the Scheduler, then
 // the relay (its last round takes every change), then the store and the
-// fleet, which the relay does not close.
+// fleet, which the relay does not close. ExampleStart (example_test.go)
+// runs it over an in-memory store.
 package relay
 
 import (
@@ -43,10 +44,13 @@ type Store interface {
 // Fleet shares a Scheduler's changes with other machines (fleet.Node).
 // Exchange takes the changes to publish (their own evidence) and appends
 // to dst the totals of the keys whose evidence from elsewhere changed
-// since its last call; it must not block on the network. Flush publishes
-// what Exchange took now, rather than at the fleet's next tick.
+// since its last call; it must not block on the network. Updated
+// receives when such totals wait, so that they are folded in as they
+// arrive. Flush publishes what Exchange took now, rather than at the
+// fleet's next tick.
 type Fleet interface {
 	Exchange(changes []learned.Change, dst []learned.Foreign) []learned.Foreign
+	Updated() <-chan struct{}
 	Flush(ctx context.Context) error
 }
 
@@ -142,16 +146,16 @@ func Start(s *adaptive.Scheduler, opts Options) (*Relay, error) {
 	return r, nil
 }
 
-// pace paces the rounds that Every triggers: the next one starts at
-// least pace times the last write's duration after it ended, so that
-// writing takes at most about 1/(1+pace) of a core (5%) however fast
-// records change. The records that change meanwhile wait, at most until
-// the interval's round, which is never paced: a crash still loses at
-// most Interval. Unpaced, a Scheduler that changes a new record at every
-// Observe kept the store writing without pause (TestPacing), and on 2
-// cores, where the writer has no idle core, Select+Observe from 2
-// goroutines cost twice as much with the store (history
-// BenchmarkSelectObserve/10k-buckets/parallel; docs/TUNING.md).
+// pace paces the rounds that Every triggers. Rule: the next one starts
+// at least pace times the last round's duration after it ended, so that
+// the rounds take at most about 1/(1+pace) of a core (5%) however fast
+// records change; the interval's round is never paced, so a crash still
+// loses at most Interval. Reason: a Scheduler that changes a new record
+// at every Observe otherwise keeps the store writing without pause, and
+// where the writer has no idle core that time comes out of
+// Select+Observe. TestPacing holds the share; history
+// BenchmarkSelectObserve/10k-buckets/parallel the cost beside
+// Select+Observe (docs/TUNING.md).
 const pace = 19
 
 // loop is the relay's goroutine.
@@ -159,10 +163,17 @@ func (r *Relay) loop() {
 	defer close(r.done)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
-	var busy time.Duration // the last write's duration
+	var busy time.Duration // the last round's duration
 	var end time.Time      // when it ended
+	var updated <-chan struct{}
+	if r.opts.Fleet != nil {
+		updated = r.opts.Fleet.Updated()
+	}
 	for {
 		select {
+		case <-updated:
+			r.foldIn()
+			continue
 		case <-t.C:
 		case <-r.ready:
 			if !r.wait(pace*busy-time.Since(end), t.C) {
@@ -236,6 +247,18 @@ func (r *Relay) round() error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// foldIn exchanges no change with the fleet and folds in the totals it
+// gives back: the fleet's evidence arrived between rounds.
+func (r *Relay) foldIn() {
+	r.foreign = r.opts.Fleet.Exchange(nil, r.foreign[:0])
+	r.fold.Foreign(r.foreign)
+	if len(r.foreign) > 0 {
+		r.mu.Lock()
+		r.st.Foreign += uint64(len(r.foreign))
+		r.mu.Unlock()
+	}
 }
 
 // Flush runs a round now: the Scheduler's changes so far are written to

@@ -63,6 +63,7 @@ type fleet struct {
 	shapes  int
 	give    []learned.Foreign
 	flushes int
+	updated chan struct{}
 }
 
 func (f *fleet) Exchange(cs []learned.Change, dst []learned.Foreign) []learned.Foreign {
@@ -82,6 +83,8 @@ func (f *fleet) Exchange(cs []learned.Change, dst []learned.Foreign) []learned.F
 	f.give = nil
 	return dst
 }
+
+func (f *fleet) Updated() <-chan struct{} { return f.updated }
 
 func (f *fleet) Flush(context.Context) error {
 	f.mu.Lock()
@@ -161,6 +164,36 @@ func TestRound(t *testing.T) {
 	}
 	if err := r.Flush(context.Background()); !errors.Is(err, relay.ErrClosed) {
 		t.Errorf("Flush after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestUpdated: evidence that the fleet signals between rounds is folded
+// in at once, not at the next interval (here an hour).
+func TestUpdated(t *testing.T) {
+	s := newScheduler(t)
+	defer s.Close()
+	fl := &fleet{updated: make(chan struct{}, 1)}
+	r, err := relay.Start(s, relay.Options{Fleet: fl, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	observe(t, s, 0)
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(opaque(0))}
+	foreign := bandit.Stats{N: 3, Sum: 9, SumSq: 27.03}
+	fl.mu.Lock()
+	fl.give = []learned.Foreign{{Key: k, Stats: foreign}}
+	fl.mu.Unlock()
+	fl.updated <- struct{}{}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, got, _ := s.Fold().Evidence(k); got == foreign {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fleet's signalled evidence was not folded in within 5 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

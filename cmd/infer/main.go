@@ -59,7 +59,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -228,7 +227,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
-	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
 	var bes []backends.Backend
 	defer func() {
 		for _, b := range bes {
@@ -242,15 +240,18 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		if err != nil {
 			return err
 		}
-		bes = append(bes, metered{Backend: b, ns: busy})
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
+		bes = append(bes, meter(b, busy))
 		infos = append(infos, b.Info())
 	}
 	st, err := parseStrategy(o.strategy, bes)
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Backends: bes, Strategy: st, Seed: o.model.Seed,
-		Logger: slog.New(zerolog.NewSlogHandler(logger))}
+	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
+		Logger: clilog.Slog(logger)}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
