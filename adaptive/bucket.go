@@ -133,7 +133,10 @@ type bucket struct {
 	switchesTo [MaxBackends]int64
 	next       *bucket            // the Scheduler's stack of queued buckets (Changes)
 	collected  [MaxBackends]int64 // per[a].learned when Changes last handed arm a out
-	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
+	// fb is the Fold's record of this bucket (nil without a Fold): the
+	// foreign evidence that Select probes and Observe checks (verify.go).
+	fb *foldBucket
+	_  [4]byte // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,

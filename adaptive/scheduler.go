@@ -224,6 +224,10 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
+	} else if b.fb != nil && !placed {
+		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
+			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
+		}
 	}
 	b.record(c.arm, c.reason, c.switched)
 	b.mu.Unlock()
@@ -387,7 +391,11 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	records += s.mark(tr, b, had, learned)
 	p := b.bb.Arms[d.Backend]
+	verdict := b.fb != nil && learned && s.fold.Load().verifyObserved(b, d.Backend, us)
 	b.mu.Unlock()
+	if verdict {
+		s.fold.Load().settle(d.Backend)
+	}
 	if records > 0 {
 		tr.add(uint32(b.id), records)
 	}

@@ -12,11 +12,13 @@
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
-// fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
-// -fleet-cert and -fleet-key pass credentials and TLS through);
-// -fleet-serve ADDR runs an embedded JetStream server in this process,
-// listening on ADDR (loopback unless a host is given), its data in
-// -fleet-dir, and shares through it. -fleet-node names this node (the
+// fingerprint through that NATS JetStream server (-fleet-creds,
+// -fleet-password-file, -fleet-nkey, -fleet-ca, -fleet-cert and -fleet-key
+// pass credentials and TLS through; a refusal stops the run unless
+// -fleet-optional); -fleet-serve ADDR runs an embedded JetStream server in
+// this process, listening on ADDR (loopback unless a host is given, and
+// only there without -fleet-serve-users), its data in -fleet-dir, and
+// shares through it. -fleet-node names this node (the
 // same across restarts). A server that is down is retried in the
 // background; the process schedules on its own evidence meanwhile.
 // -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
@@ -235,11 +237,13 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	stdout := &stickyWriter{w: stdoutW}
+	defer func() { err = errors.Join(err, stdout.failed()) }()
 	level := zerolog.WarnLevel
 	if o.verbose {
 		level = zerolog.InfoLevel
@@ -267,10 +271,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		Logger: clilog.Slog(logger)}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
+	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
-			WithLogger(logger).WithMoveDamaged(o.resetStore))
-		if err != nil {
+		var db *history.DB
+		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
+			WithLogger(logger).WithMoveDamaged(o.resetStore)); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
@@ -278,27 +283,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
+		var f *os.File
+		if f, err = os.Create(o.trace); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, f.Close()) }()
-		rec, err := trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{})
-		if err != nil {
-			return err
+		defer func() { err = errors.Join(err, traceErr(o.trace, f.Close())) }()
+		var rec *trace.Recorder
+		if rec, err = trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{}); err != nil {
+			return traceErr(o.trace, err)
 		}
-		defer func() { err = errors.Join(err, rec.Close()) }()
+		defer func() { err = errors.Join(err, traceErr(o.trace, rec.Close())) }()
 		cfg.Recorder = rec
 	}
 	e, err := executor.New(cfg)
 	if err != nil {
 		return err
 	}
-	node, stopFleet, err := o.fleet.Start(hardware.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(ctx, hardware.FingerprintOf(infos), logger)
 	if err != nil {
 		return errors.Join(err, e.Close())
 	}
-	defer stopFleet()
+	defer func() { stopFleet(); err = errors.Join(err, o.fleet.Err()) }() // Err: authorisation refused while running
 	if node != nil {
 		ro.Fleet = node
 	}
@@ -352,7 +357,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		sum.Switches += b.Switches
 	}
 	if o.json {
-		return json.NewEncoder(stdout).Encode(sum)
+		json.NewEncoder(stdout).Encode(sum) // an error is in stdout.err
+		return nil
 	}
 	// The table first and the headline last, where a terminal leaves it
 	// in view.
