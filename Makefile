@@ -12,10 +12,11 @@
 GO        ?= go
 # TEST_PKGS: OpenBLAS, dlopen'ed by the CPU backend's CBLAS path (make test
 # installs it as root). CI_PKGS: the 236 MB HIP runtime (hiprtc inside)
-# for the ROCm backend's loader and kernel-compile tests, installed by
-# make ci only: a user's make test does not pull it in.
+# for the ROCm backend's loader and kernel-compile tests, and Debian's
+# nats-server 2.9 (the fleet must work against it: TestDebianServer),
+# installed by make ci only: a user's make test does not pull them in.
 TEST_PKGS ?= libopenblas0
-CI_PKGS   ?= libamdhip64-5
+CI_PKGS   ?= libamdhip64-5 nats-server
 DEB_PKGS  ?= $(TEST_PKGS) $(CI_PKGS)
 # Platforms whose builds of every package and command make portable checks.
 CROSS     ?= darwin/arm64 windows/amd64 linux/arm64

@@ -132,7 +132,9 @@ type bucket struct {
 	// leaves alone.
 	loaded Mask
 	next   *bucket // the Scheduler's stack of queued buckets (Changes)
-	_      [8]byte // to a whole number of cache lines (TestBucketLayout)
+	// fb is the Fold's record of this bucket (nil without a Fold): the
+	// foreign evidence that Select probes and Observe checks (verify.go).
+	fb *foldBucket
 }
 
 // armCounts is what one arm of a bucket holds beside its posterior:

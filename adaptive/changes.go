@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/learned"
 )
 
@@ -109,8 +110,16 @@ func (s *Scheduler) Changes(dst []learned.Change) []learned.Change {
 			if kept.Has(a) {
 				n := b.per[a].learned - b.per[a].collected
 				b.per[a].collected = b.per[a].learned
+				prior, post := b.bb.Priors[a], b.bb.Arms[a]
+				if fb := b.fb; fb != nil && fb.folded[a] != (bandit.Stats{}) {
+					// The store keeps this node's own evidence only: the
+					// fleet's is the fleet's, and may yet be set aside.
+					own := post.Since(prior)
+					prior = fb.base[a]
+					post = prior.With(own)
+				}
 				dst = append(dst, learned.Change{Key: learned.Key{Backend: s.names[a], Bucket: b.name},
-					Prior: b.bb.Priors[a], Posterior: b.bb.Arms[a], N: uint64(n), Shape: b.isShape})
+					Prior: prior, Posterior: post, N: uint64(n), Shape: b.isShape})
 			}
 		}
 		b.mu.Unlock()

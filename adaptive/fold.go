@@ -31,11 +31,15 @@ import (
 // CPU), which the change detector answers by widening the arm back to
 // its prior, would never be learned. Evidence reports it unscaled.
 //
-// A bucket made while a Fold is attached ignores posteriors its store
-// loaded: they hold the evidence the fleet gave before, and folding that
-// evidence again would count it twice; the fleet is the warm start.
+// A bucket's posteriors loaded from the store are this node's own
+// evidence (Changes hand the store nothing of the fleet's), and stay
+// under the foreign evidence. The foreign evidence is a prior only while
+// this node's own measurements agree with it (verify.go): Select probes
+// arms the fleet says are slow, Observe checks, and a contradiction sets
+// it all aside.
 //
-// The Scheduler's hot path (Select, Observe) does not see the Fold:
+// The Scheduler's hot path (Select, Observe) sees the Fold only through
+// the bucket's record of it, under the bucket's lock:
 // Foreign changes the priors under the buckets' locks. Its methods are
 // safe for concurrent use.
 type Fold struct {
@@ -47,6 +51,7 @@ type Fold struct {
 	foreign map[learned.Key]bandit.Stats
 	buckets []*foldBucket
 	byName  map[string]*foldBucket
+	v       verifier // own measurements against the foreign evidence (verify.go)
 }
 
 // foldBucket is what the Fold keeps of one bucket.
@@ -57,6 +62,9 @@ type foldBucket struct {
 	// prior.go), folded the foreign evidence in its prior.
 	base   [MaxBackends]bandit.NormalGamma
 	folded [MaxBackends]bandit.Stats
+	// held is foreign evidence too far from the cost model to fold in
+	// before this node's measurements agree with the fleet's (verify.go).
+	held [MaxBackends]bandit.Stats
 }
 
 // foldMemory is the most foreign evidence an arm's prior holds, as a
@@ -79,7 +87,7 @@ func (s *Scheduler) Fold() *Fold {
 	f.mu.Lock()
 	for _, b := range s.buckets {
 		b.mu.Lock()
-		f.add(b, false)
+		f.add(b)
 		b.mu.Unlock()
 	}
 	f.mu.Unlock()
@@ -91,27 +99,23 @@ func (s *Scheduler) Fold() *Fold {
 // the bucket not yet visible to other goroutines).
 func (f *Fold) made(b *bucket) {
 	f.mu.Lock()
-	f.add(b, true)
+	f.add(b)
 	f.mu.Unlock()
 }
 
-// add registers b (f.mu and b's lock held, or b not yet visible). fresh:
-// b was just made, so its data (if any) came from the store, and is
-// dropped.
-func (f *Fold) add(b *bucket, fresh bool) {
+// add registers b (f.mu and b's lock held, or b not yet visible). What
+// b loaded from the store is this node's own evidence (the store keeps
+// no other: Changes), and stays: the fleet never gives a node its own
+// values back.
+func (f *Fold) add(b *bucket) {
 	fb := &foldBucket{b: b}
+	b.fb = fb
 	s := f.s
 	b.bb.Settle(&s.e.cfg)
 	for a := range s.n {
-		if fresh && b.loaded.Has(a) {
-			b.bb.Arms[a] = b.bb.Priors[a]
-			b.bb.Changed()
-			b.seen &^= Backend(a)
-			b.loaded &^= Backend(a)
-		}
 		fb.base[a] = b.bb.Priors[a]
-		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok {
-			f.rebase(fb, a, st)
+		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok && !f.v.suspended {
+			f.apply(fb, a, st)
 		}
 	}
 	f.buckets = append(f.buckets, fb)
@@ -177,13 +181,27 @@ func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
 		f.foreign[k] = st
 	}
 	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)
-	if fb == nil || a < 0 {
+	if fb == nil || a < 0 || f.v.suspended {
 		return false
 	}
 	fb.b.mu.Lock()
-	f.rebase(fb, a, st)
+	f.apply(fb, a, st)
 	fb.b.mu.Unlock()
 	return true
+}
+
+// apply folds st into arm a's prior, or holds it while it is implausible
+// and unverified (verify.go) (f.mu and the bucket's lock held).
+func (f *Fold) apply(fb *foldBucket, a int, st bandit.Stats) {
+	if !plausible(fb.b, a, st) && !f.v.verified(a) {
+		fb.held[a] = st
+		if fb.folded[a] != (bandit.Stats{}) {
+			f.rebase(fb, a, bandit.Stats{})
+		}
+		return
+	}
+	fb.held[a] = bandit.Stats{}
+	f.rebase(fb, a, st)
 }
 
 // Evidence returns the evidence behind k's posterior: own, what this

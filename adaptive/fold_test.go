@@ -13,8 +13,8 @@ import (
 // set before a bucket is made becomes its prior when it is; set again
 // later it replaces the first (a total, not an increment) and keeps the
 // arm's own evidence; Changes hands out only arms whose own evidence
-// changed, not what Foreign set; and a bucket made under a Fold drops
-// the store's posterior.
+// changed, not what Foreign set; and a bucket made under a Fold keeps
+// the store's posterior (this node's own evidence).
 func TestFold(t *testing.T) {
 	spec := matmul(64, 512, 512)
 	name := kernels.BucketName(spec)
@@ -36,8 +36,8 @@ func TestFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	own, got, ok := f.Evidence(kg)
-	if !ok || own != (bandit.Stats{}) || got != (bandit.Stats{}) {
-		t.Errorf("gpu arm: own %+v, foreign %+v (%v): want the store's posterior dropped", own, got, ok)
+	if !ok || own.N < 49 || got != (bandit.Stats{}) {
+		t.Errorf("gpu arm: own %+v, foreign %+v (%v): want the store's posterior kept as own evidence", own, got, ok)
 	}
 	own, got, _ = f.Evidence(kc)
 	if got != foreign || math.Abs(own.N) > 1e-12 {
@@ -69,7 +69,7 @@ func TestFold(t *testing.T) {
 	}
 	ownBefore, _, _ := f.Evidence(learned.Key{Backend: d.Name, Bucket: name})
 	for _, c := range emitted {
-		if c.Key.Backend == d.Name && c.Own() != ownBefore {
+		if o := c.Own(); c.Key.Backend == d.Name && (math.Abs(o.N-ownBefore.N) > 1e-9 || math.Abs(o.Sum-ownBefore.Sum) > 1e-9*math.Abs(o.Sum) || math.Abs(o.SumSq-ownBefore.SumSq) > 1e-9*o.SumSq) {
 			t.Errorf("handed out own evidence %+v, Evidence says %+v", c.Own(), ownBefore)
 		}
 	}

@@ -134,7 +134,8 @@ type Decision struct {
 	Reason     Reason
 	// Estimates[i] is backend i's cost in µs as the decision saw it: the
 	// Thompson sample (or posterior mean, for strategies that do not
-	// sample) plus the predicted transfer of its non-resident inputs; NaN
+	// sample) plus the predicted transfer of its non-resident inputs and
+	// its queue's expected wait (Residency.QueueUs); NaN
 	// for a backend that was not a candidate or is not configured.
 	Estimates [MaxBackends]float64
 	// Transfer[i] is the predicted transfer in µs included in
@@ -222,6 +223,10 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 			extra = &d.Transfer
 		}
 	}
+	var withQueue [MaxBackends]float64
+	if queued(res, allowed, s.n, extra, &withQueue) {
+		extra = &withQueue
+	}
 	b.mu.Lock()
 	s.e.refresh(b)
 	var c choice
@@ -232,6 +237,10 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
+	} else if b.fb != nil && !placed {
+		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
+			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
+		}
 	}
 	s.e.record(b, c.arm, c.reason, c.switched)
 	b.mu.Unlock()
@@ -395,7 +404,11 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
 	records += s.mark(tr, b, had, learned)
 	p := b.bb.Arms[d.Backend]
+	verdict := b.fb != nil && learned && s.fold.Load().verifyObserved(b, d.Backend, us)
 	b.mu.Unlock()
+	if verdict {
+		s.fold.Load().settle(d.Backend)
+	}
 	if records > 0 {
 		tr.add(uint32(b.id), records)
 	}

@@ -9,6 +9,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -23,16 +24,15 @@ type ledger struct {
 	nonce             uint64 // this process's, in the values it puts
 	prefix            string // "FINGERPRINT."
 
-	counts   counts
-	synced   bool
-	dec      decoder
-	val      value
-	local    map[learned.Key]bandit.Stats // the Scheduler's own evidence
-	baseline map[learned.Key]bandit.Stats // this node's values before this run
-	own      [Shards]map[learned.Key]struct{}
-	dirty    [Shards]bool
-	putAt    [Shards]time.Time
-	nodes    map[string]int32 // other nodes, by index into contributions
+	counts counts
+	synced bool
+	dec    decoder
+	val    value
+	local  map[learned.Key]bandit.Stats // the Scheduler's own evidence
+	own    [Shards]map[learned.Key]struct{}
+	dirty  [Shards]bool
+	putAt  [Shards]time.Time
+	nodes  map[string]int32 // other nodes, by index into contributions
 	// The keys with foreign evidence (or a baseline), numbered in order of
 	// first sight: their IDs index keys, contrib and marked.
 	ids     map[learned.Key]int32
@@ -42,7 +42,27 @@ type ledger struct {
 	seen    map[nodeShard]time.Time // when each other node's value was put
 	changed []int32                 // keys whose total changed, each once
 	marked  []bool
+	// aside are the peers set aside: their own evidence contradicted them
+	// (vet); their values are ignored from then on.
+	aside map[string]bool
+	// peerKeys counts each other node's records held, and shardKeys
+	// those of each of its values (limits).
+	peerKeys  map[int32]int
+	shardKeys map[nodeShard]int
 }
+
+// Limits on what other nodes may put, checked before their values are
+// decoded (bytes, nodes) or held (keys): a peer is untrusted. A value of
+// 10,000 buckets × 2 backends is about 16 KB, one shard's; a node holds
+// at most Shards values.
+const (
+	maxValueBytes = 256 << 10
+	maxPeers      = 64
+	maxPeerKeys   = 8192
+)
+
+// ErrLimit reports a value over the limits on what a peer may put.
+var ErrLimit = errors.New("fleet: over the limits on a peer's values")
 
 // errConflict is put's answer to a value under this node's ID that
 // another process put.
@@ -51,6 +71,7 @@ var errConflict = errors.New("fleet: another process publishes under this node's
 // counts is what the ledger counts of the values it is given (Stats).
 type counts struct {
 	Received, Malformed, Foreign, Expired, Conflicts uint64
+	Limited, SetAside                                uint64 // over the limits; from peers set aside
 }
 
 // contribution is one other node's evidence for a key.
@@ -68,8 +89,9 @@ type nodeShard struct {
 func newLedger(fingerprint, node string, nonce uint64) *ledger {
 	l := &ledger{
 		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".",
-		local: map[learned.Key]bandit.Stats{}, baseline: map[learned.Key]bandit.Stats{},
+		local: map[learned.Key]bandit.Stats{},
 		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
+		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardKeys: map[nodeShard]int{},
 	}
 	for i := range l.own {
 		l.own[i] = map[learned.Key]struct{}{}
@@ -97,6 +119,9 @@ func (l *ledger) put(key string, v []byte, created time.Time) error {
 	if err != nil {
 		return err
 	}
+	if err := l.admit(node, v); err != nil {
+		return err
+	}
 	if err := l.decode(key, node, shard, v); err != nil {
 		l.counts.Malformed++
 		return err
@@ -108,7 +133,25 @@ func (l *ledger) put(key string, v []byte, created time.Time) error {
 	if node == l.node {
 		return l.putOwn()
 	}
-	l.putOther(node, shard, created)
+	return l.putOther(node, shard, created)
+}
+
+// admit refuses, before decoding, a value from a peer set aside, one of
+// more than maxValueBytes, and one from a node beyond maxPeers.
+func (l *ledger) admit(node string, v []byte) error {
+	switch _, known := l.nodes[node]; {
+	case node == l.node:
+	case l.aside[node]:
+		l.counts.SetAside++
+		return fmt.Errorf("fleet: a value of %s, set aside", node)
+	case !known && len(l.nodes) >= maxPeers:
+		l.counts.Limited++
+		return fmt.Errorf("%w: more than %d other nodes", ErrLimit, maxPeers)
+	}
+	if len(v) > maxValueBytes {
+		l.counts.Limited++
+		return fmt.Errorf("%w: a value of %d bytes, more than %d", ErrLimit, len(v), maxValueBytes)
+	}
 	return nil
 }
 
@@ -137,17 +180,14 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 }
 
 // putOwn applies a value under this node's ID (in l.val): this
-// process's own is ignored, a previous run's read before the sync is
-// the baseline, and anything else is another process using the ID.
+// process's own is ignored, and any other is never adopted, since anyone
+// who can write to the bucket can write it. One there before the sync is
+// most likely this node's previous run (its evidence is in its store,
+// and its next put replaces it); one after is another process using the
+// ID, a conflict.
 func (l *ledger) putOwn() error {
 	switch {
-	case l.val.nonce == l.nonce:
-	case !l.synced:
-		for _, r := range l.val.recs {
-			l.baseline[r.key] = r.st
-			l.own[shardOf(r.key.Bucket)][r.key] = struct{}{}
-			l.change(l.id(r.key))
-		}
+	case l.val.nonce == l.nonce, !l.synced:
 	default:
 		l.counts.Conflicts++
 		return errConflict
@@ -155,13 +195,21 @@ func (l *ledger) putOwn() error {
 	return nil
 }
 
-// putOther applies another node's value of shard (in l.val).
-func (l *ledger) putOther(node, shard string, created time.Time) {
+// putOther applies another node's value of shard (in l.val), unless it
+// would hold more than maxPeerKeys of the node's records.
+func (l *ledger) putOther(node, shard string, created time.Time) error {
 	idx, ok := l.nodes[node]
 	if !ok {
 		idx = int32(len(l.nodes))
 		l.nodes[node] = idx
 	}
+	ns := nodeShard{idx, shard}
+	if keys := l.peerKeys[idx] - l.shardKeys[ns] + len(l.val.recs); keys > maxPeerKeys {
+		l.counts.Limited++
+		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, maxPeerKeys)
+	}
+	l.peerKeys[idx] += len(l.val.recs) - l.shardKeys[ns]
+	l.shardKeys[ns] = len(l.val.recs)
 	// Before a node's first value of a shard it holds nothing of that
 	// shard's keys (checkShard): no need to search for its contribution.
 	_, known := l.seen[nodeShard{idx, shard}]
@@ -187,6 +235,7 @@ func (l *ledger) putOther(node, shard string, created time.Time) {
 	}
 	l.seen[nodeShard{idx, shard}] = created
 	l.counts.Received++
+	return nil
 }
 
 // remove applies the deletion of key: another node's value leaves. A key
@@ -241,6 +290,8 @@ func (l *ledger) drop(ns nodeShard, node string) {
 		return
 	}
 	delete(l.seen, ns)
+	l.peerKeys[ns.node] -= l.shardKeys[ns]
+	delete(l.shardKeys, ns)
 	for id, cs := range l.contrib {
 		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(l.keys[id].Bucket)) != ns.shard {
 			continue
@@ -277,12 +328,12 @@ func (l *ledger) expire(now time.Time, maxAge time.Duration) {
 }
 
 // totals appends to dst the new totals of the keys that changed since
-// the last call (each key's evidence from elsewhere: this node's baseline
-// plus every other node's), and forgets that they changed.
+// the last call (each key's evidence from elsewhere: every other node's
+// not set aside), and forgets that they changed.
 func (l *ledger) totals(dst []learned.Foreign) []learned.Foreign {
 	for _, id := range l.changed {
 		k := l.keys[id]
-		t := l.baseline[k]
+		var t bandit.Stats
 		for _, c := range l.contrib[id] {
 			t = t.Add(c.st)
 		}
@@ -316,13 +367,13 @@ func (l *ledger) due(s int, now time.Time, maxAge time.Duration) bool {
 	return len(l.own[s]) > 0 && (l.dirty[s] || now.Sub(l.putAt[s]) >= maxAge/4)
 }
 
-// encode appends to dst the value of shard s: this node's cumulative
-// evidence (its baseline plus what it learned this run) for every key
-// of the shard.
+// encode appends to dst the value of shard s: this node's own evidence
+// (what its Scheduler learned, with what it loaded from its store) for
+// every key of the shard.
 func (l *ledger) encode(dst []byte, s int) []byte {
 	l.val = value{fingerprint: l.fingerprint, node: l.node, nonce: l.nonce, recs: l.val.recs[:0]}
 	for k := range l.own[s] {
-		l.val.recs = append(l.val.recs, record{key: k, st: l.baseline[k].Add(l.local[k])})
+		l.val.recs = append(l.val.recs, record{key: k, st: l.local[k]})
 	}
 	return appendValue(dst, &l.val)
 }
@@ -339,4 +390,65 @@ func (l *ledger) nodesLive() int {
 		live[ns.node] = true
 	}
 	return len(live)
+}
+
+// vet sets aside every peer whose evidence this node's own contradicts,
+// and returns their names and the ratio of their durations to this
+// node's: over the keys where both have evidence, the mean difference of
+// ln µs (each clamped to ±ln 10, so that one key cannot decide) is more
+// than ln 3 once at least verifyKeys keys or 3 own observations are in
+// (the Scheduler's own check, adaptive's verify.go, on the same terms).
+// A peer set aside loses every contribution, and its later values are
+// ignored.
+func (l *ledger) vet() (names []string, ratios []float64) {
+	type acc struct{ sum, n, own float64 }
+	per := map[int32]*acc{}
+	for id, cs := range l.contrib {
+		own := l.local[l.keys[id]]
+		if own.N <= 0 {
+			continue
+		}
+		for _, c := range cs {
+			if c.st.N <= 0 {
+				continue
+			}
+			a := per[c.node]
+			if a == nil {
+				a = &acc{}
+				per[c.node] = a
+			}
+			a.sum += max(-vetClamp, min(vetClamp, own.Sum/own.N-c.st.Sum/c.st.N))
+			a.n++
+			a.own += own.N
+		}
+	}
+	for name, idx := range l.nodes {
+		a := per[idx]
+		if a == nil || l.aside[name] || a.n < vetKeys && a.own < 3 {
+			continue
+		}
+		if mean := a.sum / a.n; math.Abs(mean) > math.Log(vetRatio) {
+			l.setAside(name, idx)
+			names, ratios = append(names, name), append(ratios, math.Exp(-mean))
+		}
+	}
+	return names, ratios
+}
+
+// The terms of vet.
+const (
+	vetKeys  = 3
+	vetRatio = 3.0
+	vetClamp = 2.302585092994046 // ln 10
+)
+
+// setAside drops every value of peer name (index idx) and ignores its
+// later ones.
+func (l *ledger) setAside(name string, idx int32) {
+	l.aside[name] = true
+	for ns := range l.seen {
+		if ns.node == idx {
+			l.drop(ns, name)
+		}
+	}
 }

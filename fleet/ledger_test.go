@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -74,15 +75,16 @@ func TestLedgerSumsReplacesDrops(t *testing.T) {
 	}
 }
 
-// TestLedgerBaselineAndConflict: this node's values of a previous run,
-// read before the sync, are its baseline (in the total, and under what
-// it publishes); its own process's are ignored; after the sync another
-// process's under its ID is a conflict, not evidence.
-func TestLedgerBaselineAndConflict(t *testing.T) {
+// TestLedgerOwnIDNeverAdopted: a value under this node's ID that this
+// process did not put is never evidence: one there before the sync (a
+// previous run's, or a forger's while the node was away) is ignored, one
+// after is a conflict; its own process's is ignored; and what the node
+// publishes is its own evidence only.
+func TestLedgerOwnIDNeverAdopted(t *testing.T) {
 	k := learned.Key{Backend: "cpu", Bucket: "Add/f32/s1"}
-	old := bandit.Stats{N: 5, Sum: 10, SumSq: 21}
+	forged := bandit.Stats{N: 1e4, Sum: 1e4 * 6, SumSq: 1e4 * 36}
 	l := newLedger(ledgerFP, "me", 7)
-	if err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 6, record{k, old}), time.Time{}); err != nil {
+	if err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 6, record{k, forged}), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 7, record{k, bandit.Stats{N: 99}}), time.Time{}); err != nil {
@@ -91,8 +93,8 @@ func TestLedgerBaselineAndConflict(t *testing.T) {
 	if !l.sync() || l.sync() {
 		t.Fatal("sync: want true once, then false")
 	}
-	if got := totalsOf(l)[k]; got != old {
-		t.Fatalf("baseline total %+v, want %+v", got, old)
+	if got := totalsOf(l); len(got) != 0 {
+		t.Fatalf("totals %+v: a value under this node's ID was adopted", got)
 	}
 	err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 8, record{k, bandit.Stats{N: 1}}), time.Time{})
 	if !errors.Is(err, errConflict) || l.counts.Conflicts != 1 || len(l.totals(nil)) != 0 {
@@ -110,13 +112,75 @@ func TestLedgerBaselineAndConflict(t *testing.T) {
 	if err := d.decode(l.encode(nil, s), &v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.recs) != 1 || v.recs[0].st != old.Add(own) || v.nonce != 7 || v.node != "me" {
-		t.Fatalf("published %+v, want one record of baseline + own = %+v", v, old.Add(own))
+	if len(v.recs) != 1 || v.recs[0].st != own || v.nonce != 7 || v.node != "me" {
+		t.Fatalf("published %+v, want one record of its own evidence %+v", v, own)
 	}
 	l.published(s, now)
 	if l.due(s, now.Add(14*time.Minute), time.Hour) || !l.due(s, now.Add(15*time.Minute), time.Hour) {
 		t.Fatal("an unchanged shard is due again at a quarter of the age limit, not before")
 	}
+}
+
+// TestLedgerVet: a peer whose evidence the node's own contradicts (3×
+// off and more, on at least three keys) is set aside: its contributions
+// leave the totals and its later values are skipped; a peer that agrees
+// stays.
+func TestLedgerVet(t *testing.T) {
+	l := newLedger(ledgerFP, "me", 7)
+	l.sync()
+	for i := range 4 {
+		k := learned.Key{Backend: "gpu", Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		if err := l.put(ledgerKey("liar", k), ledgerValue(ledgerFP, "liar", 1, record{k, claimStats(1e4, 403)}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.put(ledgerKey("honest", k), ledgerValue(ledgerFP, "honest", 2, record{k, claimStats(50, 21)}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			l.learned(k, claimStats(2, 20))
+		}
+	}
+	names, ratios := l.vet()
+	if len(names) != 1 || names[0] != "liar" || ratios[0] < 9.9 {
+		t.Fatalf("set aside %v (%v), want liar alone, ×10 (×20, clamped)", names, ratios)
+	}
+	for k, st := range totalsOf(l) {
+		if st != claimStats(50, 21) {
+			t.Errorf("%v: total %+v, want the honest peer's alone", k, st)
+		}
+	}
+	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s0"}
+	if err := l.put(ledgerKey("liar", k), ledgerValue(ledgerFP, "liar", 1, record{k, claimStats(1e4, 500)}), time.Time{}); err == nil || l.counts.SetAside != 1 {
+		t.Errorf("a later value of the liar: %v, set-aside count %d", err, l.counts.SetAside)
+	}
+}
+
+// TestLedgerLimits: values over the limits are refused before they are
+// decoded.
+func TestLedgerLimits(t *testing.T) {
+	l := newLedger(ledgerFP, "me", 7)
+	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s0"}
+	if err := l.put(ledgerKey("big", k), make([]byte, maxValueBytes+1), time.Time{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("a value of %d bytes: %v", maxValueBytes+1, err)
+	}
+	for i := range maxPeers {
+		node := fmt.Sprintf("n%d", i)
+		if err := l.put(ledgerKey(node, k), ledgerValue(ledgerFP, node, 1, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.put(ledgerKey("one-more", k), ledgerValue(ledgerFP, "one-more", 1, record{k, claimStats(1, 20)}), time.Time{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("node %d: %v", maxPeers+1, err)
+	}
+	if l.counts.Limited != 2 {
+		t.Errorf("limited %d, want 2", l.counts.Limited)
+	}
+}
+
+// claimStats returns n observations of mean µs (σ 0.1 of ln).
+func claimStats(n, meanUs float64) bandit.Stats {
+	m := math.Log(meanUs)
+	return bandit.Stats{N: n, Sum: n * m, SumSq: n * (m*m + 0.01)}
 }
 
 // TestLedgerSkips: a value that is not a node's of this fingerprint, or

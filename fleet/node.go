@@ -35,8 +35,8 @@ const (
 // skipped whole.
 type Stats struct {
 	Connected bool // the key-value bucket is set up and the connection is up
-	// Synced: the node has read its own values of a previous run (its
-	// baseline) and publishes.
+	// Synced: the node has read the values put before it started, and
+	// publishes.
 	Synced    bool
 	Nodes     int    // other nodes whose values are held
 	Keys      int    // keys (bucket, backend) with other nodes' evidence
@@ -47,6 +47,9 @@ type Stats struct {
 	Expired   uint64 // other nodes' values aged out (MaxAge)
 	Conflicts uint64 // values under this node's ID put by another process
 	Errors    uint64 // failed set-ups and puts
+	Limited   uint64 // other nodes' values over the limits (bytes, nodes, keys), skipped
+	SetAside  uint64 // values of peers set aside (their evidence contradicted by this node's), skipped
+	Aside     int    // peers set aside
 }
 
 // Node shares a Scheduler's evidence with the other nodes of a fleet
@@ -59,10 +62,20 @@ type Stats struct {
 // its own, FINGERPRINT.NODE.sNN (one writer per key: no conflicts), and
 // watches FINGERPRINT.>: the other nodes' evidence is summed per key
 // (the ledger) and handed out to be folded into the Scheduler's priors
-// (adaptive.Fold.Foreign), so only machines of the same kind are merged. A value is cumulative — everything the node
-// has learned, not the latest change — so a lost or repeated message
-// changes nothing, and a restarted node, which first reads its own values
-// back (its baseline), overwrites them rather than adding to them.
+// (adaptive.Fold.Foreign), so only machines of the same kind are merged.
+// A value is cumulative — everything the node has learned, with what its
+// store gave it — so a lost or repeated message changes nothing; a
+// restarted node replaces its previous values and never adopts a value
+// under its ID that it did not put (anyone who can write to the bucket
+// can write one).
+//
+// Peers are untrusted. Their values are bounded before they are decoded
+// (maxValueBytes, maxPeers, maxPeerKeys); their evidence reaches the
+// Scheduler as a prior of bounded weight (adaptive.Fold), never its store
+// (adaptive's Changes hold its own evidence only); and a peer whose
+// evidence this node's own measurements contradict is set aside by name,
+// its values ignored from then on (ledger.vet; the Scheduler's own check
+// sets the fleet's evidence aside at once, adaptive's verify.go).
 //
 // Evidence is bandit.Stats: N, Σy and Σy² of y = ln(duration_us), as the
 // Scheduler's bandit holds them (discounted per bucket when
@@ -153,8 +166,14 @@ func (n *Node) Exchange(changes []learned.Change, dst []learned.Foreign) []learn
 			took = true
 		}
 	}
+	aside, ratios := n.ledger.vet()
 	dst = n.ledger.totals(dst)
+	n.counted()
 	n.mu.Unlock()
+	for i, name := range aside {
+		n.log.Warn().Str("peer", name).Float64("theirs_over_ours", ratios[i]).
+			Msg("fleet: peer " + name + "'s evidence contradicts this node's own measurements; set aside, its values ignored from now on")
+	}
 	if took {
 		select {
 		case n.kick <- struct{}{}:
@@ -334,6 +353,7 @@ func (n *Node) counted() {
 	c := &n.ledger.counts
 	n.st.Received, n.st.Malformed, n.st.Foreign = c.Received, c.Malformed, c.Foreign
 	n.st.Expired, n.st.Conflicts = c.Expired, c.Conflicts
+	n.st.Limited, n.st.SetAside, n.st.Aside = c.Limited, c.SetAside, len(n.ledger.aside)
 }
 
 // setup finds or creates the key-value bucket and watches this

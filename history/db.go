@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -23,10 +24,11 @@ import (
 // next write. The DB starts no goroutine and never calls a Scheduler.
 // All methods are safe for concurrent use.
 type DB struct {
-	opts Options
-	bdb  *badger.DB
-	fp   string
-	log  zerolog.Logger
+	opts   Options
+	bdb    *badger.DB
+	fp     string
+	log    zerolog.Logger
+	faults *faults // the first write fault: from it on nothing is written
 
 	mu     sync.Mutex
 	recs   map[learned.Key]*entry // every record of the current fingerprint
@@ -130,7 +132,21 @@ func open(opts Options) (*DB, error) {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	} else {
 		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			if faultKind(err) != "" {
+				return nil, &PermissionError{Dir: opts.Dir, Path: opts.Dir, Err: err}
+			}
 			return nil, fmt.Errorf("history: create %s: %w", opts.Dir, err)
+		}
+		// Refusals that are not damage come first: permissions, a
+		// directory of other files, a disk too full to write safely.
+		if err := checkAccess(opts.Dir); err != nil {
+			return nil, err
+		}
+		if err := checkIsStore(opts.Dir); err != nil {
+			return nil, err
+		}
+		if err := checkSpace(opts.Dir, spaceReserve(opts)); err != nil && !opts.trial {
+			return nil, &FaultError{Dir: opts.Dir, What: "disk full", Err: err}
 		}
 		unlock, free, err := lockDir(opts.Dir)
 		if err != nil {
@@ -140,13 +156,17 @@ func open(opts Options) (*DB, error) {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
 		orphans, err := checkFiles(opts.Dir)
-		if err == nil && len(orphans) > 0 && !opts.trial {
-			if _, ok, _ := readState(opts.Dir); ok {
-				err = trialOpen(opts, orphans)
-			} else {
+		if _, serr := os.Stat(filepath.Join(opts.Dir, badger.ManifestFilename)); err == nil && serr == nil && !opts.trial {
+			// Badger writes as it opens (it replays its log into a new
+			// table, rewrites the MANIFEST, truncates logs): what only an
+			// open store shows is looked for in a copy, so that a damaged
+			// store is never written to.
+			if _, ok, _ := readState(opts.Dir); !ok && len(orphans) > 0 {
 				opts.Logger.Warn().Str("dir", opts.Dir).Strs("tables", orphans).
 					Msg("history: tables not in the MANIFEST (left by a crash, or a MANIFEST truncated); the store has no state file to tell, so Badger deletes them")
+				orphans = nil
 			}
+			err = trialOpen(opts, orphans)
 		}
 		unlock() // closing the descriptor releases the flock
 		if err != nil {
@@ -157,7 +177,8 @@ func open(opts Options) (*DB, error) {
 	// files and caches keep Open fast; the memtable is sized for rewrites
 	// (DefaultMemTableSize). checkFiles verified every table's checksums;
 	// the blocks read later are verified as they are read.
-	bo = bo.WithLogger(badgerLogger{opts.Logger}).
+	fl := newFaults(opts.Dir, opts.Logger)
+	bo = bo.WithLogger(badgerLogger{opts.Logger, fl}).
 		WithSyncWrites(opts.SyncWrites).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(opts.MemTableSize).
@@ -174,16 +195,23 @@ func open(opts Options) (*DB, error) {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
+		switch k := faultKind(err); k {
+		case "permission denied", "read-only file system":
+			return nil, &PermissionError{Dir: opts.Dir, Path: opts.Dir, Err: shortErr(err)}
+		case "disk full", "I/O error":
+			return nil, &FaultError{Dir: opts.Dir, What: k, Err: shortErr(err)}
+		}
 		return nil, &DamagedError{Dir: opts.Dir, Reason: "Badger cannot open it: " + shortErr(err).Error()}
 	}
 	db := &DB{
-		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger,
+		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger, faults: fl,
 		recs: make(map[learned.Key]*entry), old: make(map[learned.Key]bandit.NormalGamma),
 	}
 	if err := db.loadChecked(); err != nil {
 		bdb.Close()
 		return nil, err
 	}
+	fl.armed.Store(true)
 	return db, nil
 }
 
@@ -240,6 +268,9 @@ func (db *DB) saveState(force bool) error {
 		return nil
 	}
 	if err := writeState(db.opts.Dir, st); err != nil {
+		if k := faultKind(err); k != "" && db.faults.armed.Load() {
+			db.faults.set(k, err) // an unwritable directory shows here first: the log's writes go through a map
+		}
 		return fmt.Errorf("history: write %s: %w", stateFile, err)
 	}
 	db.state, db.stateAt = st, time.Now()
@@ -385,6 +416,14 @@ func (db *DB) Fingerprint() hardware.Fingerprint { return db.opts.Fingerprint }
 
 // Close writes what is pending and closes Badger. Puts and Writes after
 // Close are refused (Stats.Rejected); a second Close returns ErrClosed.
+//
+// After a write fault (a *FaultError, which Close returns) Badger is left
+// as it is rather than closed: closing writes its memtable into a table,
+// through a memory map that a full disk answers with SIGBUS, and Badger
+// retries a table it cannot create every second for ever. What was
+// flushed is in its log, which the next Open replays; the directory stays
+// locked until the process exits. Close returns as soon as such a fault
+// occurs, whatever Badger is doing (TestCloseUnwritable).
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -393,16 +432,46 @@ func (db *DB) Close() error {
 	}
 	db.closed = true
 	db.mu.Unlock()
-	ferr := db.flush(true)
-	return errors.Join(ferr, db.bdb.Close())
+	closed := make(chan error, 1)
+	go func() {
+		ferr := db.flush(true)
+		if fe := db.faults.get(); fe != nil {
+			closed <- fe
+			return
+		}
+		if !db.opts.InMemory {
+			if err := checkSpace(db.opts.Dir, spaceReserve(db.opts)); err != nil {
+				db.faults.set("disk full", err)
+				closed <- db.faults.get()
+				return
+			}
+		}
+		closed <- errors.Join(ferr, db.bdb.Close())
+	}()
+	select {
+	case err := <-closed:
+		return err
+	case <-db.faults.ch:
+		return db.faults.get()
+	}
 }
 
 // badgerLogger routes Badger's log to zerolog: its warnings and errors
-// only (its info lines report every compaction and vlog rotation).
-type badgerLogger struct{ l zerolog.Logger }
+// only (its info lines report every compaction and vlog rotation). Once
+// the store is open, an error is a write fault (f): Badger logs the
+// failures of its own writes, and retries them every second for ever.
+type badgerLogger struct {
+	l zerolog.Logger
+	f *faults
+}
 
 func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error().Msg("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+	msg := "badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))
+	if b.f != nil && b.f.armed.Load() {
+		b.f.set(faultKindOf(msg), errors.New(msg)) // logs the first only
+		return
+	}
+	b.l.Error().Msg(msg)
 }
 
 func (b badgerLogger) Warningf(f string, a ...any) {

@@ -16,6 +16,9 @@ func (db *DB) Flush() error { return db.flush(false) }
 func (db *DB) flush(last bool) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
+	if fe := db.faults.get(); fe != nil {
+		return fe // nothing is written after a fault
+	}
 	start := time.Now()
 	db.mu.Lock()
 	batch := db.dirty
@@ -37,7 +40,14 @@ func (db *DB) flush(last bool) error {
 		db.mu.Unlock()
 		return nil
 	}
-	err := db.write()
+	err := db.checkSpace()
+	if err == nil {
+		err = db.write()
+	}
+	if k := faultKind(err); k != "" {
+		db.faults.set(k, err)
+		err = db.faults.get()
+	}
 	db.mu.Lock()
 	db.stats.Busy += time.Since(start)
 	if err != nil {
@@ -60,7 +70,7 @@ func (db *DB) flush(last bool) error {
 	db.spare = batch[:0]
 	db.mu.Unlock()
 	if err == nil {
-		if serr := db.saveState(last); serr != nil {
+		if serr := db.saveState(last); serr != nil && db.faults.get() == nil {
 			db.log.Warn().Err(serr).Msg("history: could not record the store's state; damage to it may go unnoticed")
 		}
 	}
@@ -103,4 +113,13 @@ func (db *DB) write() error {
 		return fmt.Errorf("history: flush: %w", err)
 	}
 	return nil
+}
+
+// checkSpace returns a "disk full" error, before anything is written,
+// when the store's file system has less than spaceReserve free.
+func (db *DB) checkSpace() error {
+	if db.opts.InMemory {
+		return nil
+	}
+	return checkSpace(db.opts.Dir, spaceReserve(db.opts))
 }

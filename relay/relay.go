@@ -116,6 +116,7 @@ type Relay struct {
 	changes []learned.Change
 	foreign []learned.Foreign
 	last    error // the last round's error, for Close
+	failing bool  // the last write to the store failed
 }
 
 // Start starts relaying s's changes: it makes s track them (Track), and
@@ -221,9 +222,13 @@ func (r *Relay) round() error {
 		start := time.Now()
 		err = r.opts.Store.Write(r.changes)
 		took = time.Since(start)
-		if err != nil {
+		// Said once per run of failed writes: a store that stopped
+		// writing (a full disk) fails every round, and said why itself.
+		var told interface{ Reported() bool }
+		if err != nil && !r.failing && !(errors.As(err, &told) && told.Reported()) {
 			r.opts.Logger.Error().Err(err).Msg("relay: store write failed; will retry")
 		}
+		r.failing = err != nil
 	}
 	r.foreign = r.foreign[:0]
 	if r.opts.Fleet != nil {

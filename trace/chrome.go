@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -203,6 +204,9 @@ func (im *importer) read() error {
 	if !found {
 		return im.fail("no traceEvents")
 	}
+	if err := chromeEnd(dec); err != nil {
+		return im.fail("%v", err)
+	}
 	return nil
 }
 
@@ -236,10 +240,10 @@ func (im *importer) readEvents() error {
 // op, a runtime call (by correlation) or a kernel.
 func (im *importer) add(ev chromeEvent) error {
 	if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
-		return im.fail("traceEvents[%d] (%s %q): dur %v: want a duration in [0, %g] µs", ev.index, ev.Cat, ev.Name, ev.Dur, MaxChromeUs)
+		return im.fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
 	}
 	if !(math.Abs(ev.Ts) <= maxChromeTs) {
-		return im.fail("traceEvents[%d] (%s %q): ts %v: want a time within ±%g µs", ev.index, ev.Cat, ev.Name, ev.Ts, maxChromeTs)
+		return im.fail("traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
 	}
 	switch ev.Cat {
 	case "cpu_op", "Operator":
@@ -438,4 +442,16 @@ func importOp(op *chromeOp) ChromeOp {
 	}
 	co.Backend = "gpu"
 	return co
+}
+
+// chromeEnd reads the end of the trace's object: nothing but white space
+// may follow it (a file cut and pasted onto another is not one trace).
+func chromeEnd(dec *json.Decoder) error {
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return fmt.Errorf("want the end of the object (%v)", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the end of the trace's object")
+	}
+	return nil
 }

@@ -132,7 +132,8 @@ func TestImportChromeLegacy(t *testing.T) {
 }
 
 func TestImportChromeErrors(t *testing.T) {
-	for _, in := range []string{"", "[]", `{"traceEvents":{}}`, `{"x":1}`, `{"traceEvents":[{"ph":1}]}`, "\x1f\x8bxx"} {
+	for _, in := range []string{"", "[]", `{"traceEvents":{}}`, `{"x":1}`, `{"traceEvents":[{"ph":1}]}`, "\x1f\x8bxx",
+		`{"traceEvents":[]}garbage`, `{"traceEvents":[]}{"traceEvents":[]}`, `{"traceEvents":[]`} {
 		if _, err := ImportChrome(strings.NewReader(in), "bad"); !errors.Is(err, ErrChrome) || !strings.Contains(err.Error(), "bad") {
 			t.Errorf("%q: %v", in, err)
 		}

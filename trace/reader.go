@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+
+	"github.com/adaptsched/adaptsched/internal/input"
 )
 
 // ReaderOptions configure a Reader; zero fields take the defaults.
@@ -34,6 +38,9 @@ type Reader struct {
 	header  Header
 	skipped int
 	p       parser
+	// declared are the backends the header lists; an event naming
+	// another is an error, not a new arm.
+	declared []string
 }
 
 // NewReader reads the header of the trace in r (name is used in errors)
@@ -61,15 +68,19 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	line = bytes.TrimPrefix(line, []byte("\ufeff")) // a byte-order mark, as perf tables accept
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&rd.header); err != nil {
 		return nil, rd.errorf(ErrTrace, "header: %v", err)
 	}
 	if rd.header.Format != TraceFormat {
-		return nil, rd.errorf(ErrTrace, "format %q, want %q", rd.header.Format, TraceFormat)
+		return nil, rd.errorf(ErrTrace, "format %s, want %q", input.Quote(rd.header.Format), TraceFormat)
 	}
 	if rd.header.Version != TraceVersion {
 		return nil, rd.errorf(ErrTrace, "version %d, this build reads %d", rd.header.Version, TraceVersion)
+	}
+	for _, b := range rd.header.Backends {
+		rd.declared = append(rd.declared, b.Name)
 	}
 	return rd, nil
 }
@@ -119,7 +130,11 @@ func (r *Reader) next(e *Event) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if err := r.p.event(line, e); err != nil {
+		err = r.p.event(line, e)
+		if err == nil {
+			err = r.checkBackends(e)
+		}
+		if err != nil {
 			if r.opts.SkipBad {
 				r.skipped++
 				continue
@@ -192,6 +207,23 @@ func (r *Reader) readLine() ([]byte, error) {
 func (r *Reader) checkLen(n int) error {
 	if n > r.opts.MaxLine {
 		return r.errorf(ErrLineTooLong, "line of %d bytes, longer than %d", n, r.opts.MaxLine)
+	}
+	return nil
+}
+
+// checkBackends returns an error when the header declares backends and e
+// names another, as its backend or in its shadow runs.
+func (r *Reader) checkBackends(e *Event) error {
+	if len(r.declared) == 0 {
+		return nil
+	}
+	if e.Backend != "" && !slices.Contains(r.declared, e.Backend) {
+		return fmt.Errorf("backend %s is not among the header's backends (%s)", input.Quote(e.Backend), strings.Join(r.declared, ", "))
+	}
+	for k := range e.Shadow {
+		if !slices.Contains(r.declared, k) {
+			return fmt.Errorf("shadow_us backend %s is not among the header's backends (%s)", input.Quote(k), strings.Join(r.declared, ", "))
+		}
 	}
 	return nil
 }

@@ -140,6 +140,7 @@ func TestTraceReaderErrors(t *testing.T) {
 	head := `{"format":"adaptsched-trace","version":1,"created":"2025-01-01T00:00:00Z"}` + "\n"
 	good := `{"seq":1,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":2.5}` + "\n"
 	long := `{"seq":9,"op":"Add","dtype":"f32","shape":[[` + strings.Repeat("1,", 200) + `1]],"actual_duration_us":1}` + "\n"
+	headB := `{"format":"adaptsched-trace","version":1,"backends":[{"name":"cpu"},{"name":"gpu"}]}` + "\n"
 	for _, c := range []struct {
 		name, in, want string
 		sentinel       error
@@ -152,6 +153,11 @@ func TestTraceReaderErrors(t *testing.T) {
 		{"float seq", head + `{"seq":1.5,"op":"Add"}` + "\n", "t:2: column 11: number 1.5 is not an integer", ErrTrace},
 		{"trailing", head + good + good[:len(good)-1] + "x\n", `t:3: column 78: unexpected 'x' after the event`, ErrTrace},
 		{"too long", head + good + long, "t:3: line", ErrLineTooLong},
+		{"undeclared backend", headB + good + `{"seq":2,"op":"Add","backend":"tpu","actual_duration_us":1}` + "\n",
+			`t:3: backend "tpu" is not among the header's backends (cpu, gpu)`, ErrTrace},
+		{"undeclared shadow", headB + `{"seq":2,"op":"Add","backend":"cpu","shadow_us":{"gpu":1,"tpu":2},"actual_duration_us":1}` + "\n",
+			`t:2: shadow_us backend "tpu" is not among`, ErrTrace},
+		{"long format", `{"format":"` + strings.Repeat("f", 200) + `","version":1}` + "\n", `t:1: format "` + strings.Repeat("f", 80) + `"… (200 bytes)`, ErrTrace},
 	} {
 		rd, err := NewReader(strings.NewReader(c.in), "t", ReaderOptions{MaxLine: 300})
 		for err == nil {
@@ -178,6 +184,19 @@ func TestTraceReaderErrors(t *testing.T) {
 	}
 	if n != 2 || rd.Skipped() != 3 || rd.Line() != 7 {
 		t.Errorf("read %d, skipped %d, line %d; want 2, 3, 7", n, rd.Skipped(), rd.Line())
+	}
+}
+
+// TestTraceBOM: a byte-order mark before the header is skipped, as the
+// perf tables' reader skips one before their CSV header.
+func TestTraceBOM(t *testing.T) {
+	in := "\ufeff" + `{"format":"adaptsched-trace","version":1}` + "\n" + `{"seq":1,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":2.5}` + "\n"
+	rd, err := NewReader(strings.NewReader(in), "t", ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := rd.Next(); err != nil || e.Op != "Add" {
+		t.Errorf("%+v, %v", e, err)
 	}
 }
 

@@ -239,7 +239,7 @@ func TestChromeLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := replayRun(t, "", "-sim-gpu", "h100", p)
-	if code != 1 || !strings.Contains(errs, "traceEvents[2] (kernel \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+	if code != 1 || !strings.Contains(errs, "traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, ":1:") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }
@@ -290,6 +290,42 @@ func TestDamagedDB(t *testing.T) {
 	}
 	if moved, _ := filepath.Glob(dir + ".damaged-*"); len(moved) != 1 {
 		t.Errorf("moved aside: %v", moved)
+	}
+}
+
+// TestTableRefusals: -table refuses a FIFO with the way out, reads "-"
+// from stdin, and names the file of a table with more backends than the
+// scheduler takes.
+func TestTableRefusals(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "t.csv")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	code, _, errs := replayRun(t, "", "-table", fifo)
+	if code != 1 || !strings.Contains(errs, fifo+" is a pipe, not a regular file: pass it on stdin instead") {
+		t.Errorf("fifo: exit %d, stderr %q", code, errs)
+	}
+	code, out, errs := replayRun(t, readFile(t, "testdata/table.csv"), "-ops", "200", "-json", "-table", "-")
+	if code != 0 || !strings.Contains(out, `"oracle"`) {
+		t.Errorf("stdin: exit %d, stderr %q", code, errs)
+	}
+	wide := filepath.Join(dir, "wide.csv")
+	var b strings.Builder
+	b.WriteString("op,shape,backend,mean_us,std_us,n\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "MatMul,4x4;4x4,b%d,10,,\n", i)
+	}
+	if err := os.WriteFile(wide, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = replayRun(t, "", "-table", wide)
+	if code != 1 || !strings.Contains(errs, wide+": 300 backends, the scheduler takes at most 8") {
+		t.Errorf("wide: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = replayRun(t, "", "-table", "-", "-")
+	if code != 2 || !strings.Contains(errs, "both read stdin") {
+		t.Errorf("two stdins: exit %d, stderr %q", code, errs)
 	}
 }
 

@@ -38,7 +38,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	var table *sim.Table
 	if o.table != "" {
 		var err error
-		if table, err = loadTable(o.table, o.figures, stderr); err != nil {
+		if table, err = loadTable(o.table, o.figures, stdin, stderr); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -52,7 +56,9 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			logw = st.log
 		}
 		log := zerolog.New(zerolog.ConsoleWriter{Out: logw}).Level(zerolog.WarnLevel)
-		node, stop, err := o.fleet.Start(fingerprint(arms, st), log)
+		ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C while joining
+		node, stop, err := o.fleet.Start(ctx, fingerprint(arms, st), log)
+		stopSignals()
 		if err != nil {
 			th.Close()
 			if db != nil {
@@ -60,9 +66,14 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			}
 			return nil, done, nil, err
 		}
-		stopFleet, ro.Fleet = stop, node
-		fs := node.Stats()
-		notes = append(notes, fmt.Sprintf("thompson shares its evidence with the fleet (synced %v: %d other nodes, %d keys)", fs.Synced, fs.Nodes, fs.Keys))
+		stopFleet = stop
+		if node == nil { // -fleet-optional, refused: logged
+			notes = append(notes, "the fleet refused this node (-fleet-optional): thompson runs alone")
+		} else {
+			ro.Fleet = node
+			fs := node.Stats()
+			notes = append(notes, fmt.Sprintf("thompson shares its evidence with the fleet (synced %v: %d other nodes, %d keys)", fs.Synced, fs.Nodes, fs.Keys))
+		}
 	}
 	closeRelay := func() error { return nil }
 	if ro.Store != nil || ro.Fleet != nil {
@@ -86,9 +97,9 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			err = errors.Join(err, db.Close())
 		}
 		if err != nil && o.db != "" {
-			return fmt.Errorf("replay: -db %s: %w", o.db, err)
+			err = fmt.Errorf("replay: -db %s: %w", o.db, err)
 		}
-		return err
+		return errors.Join(err, o.fleet.Err()) // an authorisation refused while running
 	}
 	byName := map[string]eval.Policy{}
 	for _, p := range all {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 	"github.com/adaptsched/adaptsched/trace"
@@ -117,7 +118,7 @@ func (s *scanner) arm(name string, info *backends.Info) (int, error) {
 		return i, nil
 	}
 	if len(s.arms) == maxArms {
-		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %q)", errInput, s.in.name, maxArms, maxArms+1, name)
+		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %s)", errInput, s.in.name, maxArms, maxArms+1, input.Quote(name))
 	}
 	a := armInfo{name: name, tableCol: -1}
 	prof, _ := sim.LookupProfile(strings.TrimPrefix(name, "sim:"))
@@ -238,7 +239,7 @@ func checkDurations(e *trace.Event) error {
 	}
 	for k, v := range e.Shadow {
 		if bad(v) {
-			return fmt.Errorf("shadow_us[%q] %v: want a duration in [0, %g] µs", k, v, maxUs)
+			return fmt.Errorf("shadow_us[%s] %v: want a duration in [0, %g] µs", input.Quote(k), v, maxUs)
 		}
 		if k == "" {
 			return errors.New("shadow_us with an empty backend name")
