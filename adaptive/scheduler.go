@@ -180,20 +180,6 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	return s.decideInto(d, &ent, spec, res, exclude, why, placed, arm, nil)
 }
 
-// lookup returns spec's cache entry, making its bucket on first sight.
-func (s *Scheduler) lookup(spec *kernels.Spec) (entry, error) {
-	var k shapeKey
-	if !k.set(spec) {
-		return s.miss(*spec, nil, nil, 0)
-	}
-	h := k.hash()
-	sh := &s.shards[h>>32&s.shardMask]
-	if ent, ok := sh.tab.Load().find(&k, h); ok {
-		return ent, nil
-	}
-	return s.miss(*spec, sh, &k, h)
-}
-
 // decideInto is selectInto once spec's entry is known: the bucket (a
 // shape's own, once it learns alone), the transfers (from tc when it
 // holds this residency's, and into it), the strategy's choice.

@@ -274,3 +274,17 @@ type shapeNode struct {
 	// by percents), as a node is kept per shape (B/bucket, 1M case).
 	lnModel [MaxBackends]float32
 }
+
+// lookup returns spec's cache entry, making its bucket on first sight.
+func (s *Scheduler) lookup(spec *kernels.Spec) (entry, error) {
+	var k shapeKey
+	if !k.set(spec) {
+		return s.miss(*spec, nil, nil, 0)
+	}
+	h := k.hash()
+	sh := &s.shards[h>>32&s.shardMask]
+	if ent, ok := sh.tab.Load().find(&k, h); ok {
+		return ent, nil
+	}
+	return s.miss(*spec, sh, &k, h)
+}
