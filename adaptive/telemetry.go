@@ -35,6 +35,9 @@ type BackendTelemetry struct {
 	ComputeUs    float64       // the same in µs, unrounded
 	Switches     int64         // incumbent switches to this backend
 	Explorations int64         // decisions here with reason Explore
+	// Reasons counts Decisions by reason (index: Reason); they sum to
+	// Decisions.
+	Reasons [NumReasons]int64
 }
 
 // BucketTelemetry summarises one bucket.
@@ -96,6 +99,7 @@ func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[
 	bk.Explorations += int64(b.per[a].picks[Explore])
 	for r, c := range b.per[a].picks {
 		bk.Decisions += int64(c)
+		bk.Reasons[r] += int64(c)
 		if reasons != nil {
 			reasons[r] += int64(c)
 		}
@@ -109,6 +113,7 @@ func (s *Scheduler) addOverflow(bks []BackendTelemetry, reasons *[NumReasons]int
 		for r := range NumReasons {
 			c := s.e.picksOver[a][r].Load()
 			bks[a].Decisions += c
+			bks[a].Reasons[r] += c
 			reasons[r] += c
 			if r == Explore {
 				bks[a].Explorations += c
