@@ -1,0 +1,47 @@
+package backends
+
+import "github.com/adaptsched/adaptsched/kernels"
+
+// Event is the completion of one piece of queued work (a kernel or a copy).
+// It is safe for concurrent use.
+type Event interface {
+	// Done reports, without blocking, whether the work has completed
+	// (successfully or not).
+	Done() bool
+	// Wait blocks until the work has completed and returns its Timing, or the
+	// error the work failed with (wrapping a *DeviceError naming the op).
+	Wait() (Timing, error)
+}
+
+// VirtualSpan is implemented by Events of simulated devices: the work's
+// start and end on the simulation's virtual clock, in µs.
+type VirtualSpan interface {
+	Span() (startUs, endUs float64)
+}
+
+// Queuer is the optional capability of a backend that queues work on its
+// device: each call enqueues the work after the events in after (which may
+// belong to other backends) and returns at once. A backend without it is
+// driven through its synchronous methods. The synchronous methods of a
+// Queuer behave as the queued call followed by Wait.
+type Queuer interface {
+	// RunAsync enqueues s with inputs in and output out, as Run does.
+	RunAsync(s kernels.Spec, in []Buffer, out Buffer, after []Event) (Event, error)
+	// WriteAsync enqueues the copy of src (host memory) into dst, as Write
+	// does; src must not be modified before the event is Done.
+	WriteAsync(dst Buffer, src []byte, after []Event) (Event, error)
+	// ReadAsync enqueues the copy of src into dst (host memory), as Read
+	// does; dst must not be read by the caller before the event is Done.
+	ReadAsync(dst []byte, src Buffer, after []Event) (Event, error)
+	// Sync waits for all work queued so far and returns the first error of
+	// queued work that no Wait has reported yet.
+	Sync() error
+}
+
+// SharesHardware is the optional capability of backends that run on the
+// same hardware as other backends (cpu and cpu1 share the host's cores).
+// HardwareGroup returns a name equal for backends that share hardware;
+// a backend without the capability shares with none.
+type HardwareGroup interface {
+	HardwareGroup() string
+}
