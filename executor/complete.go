@@ -1,0 +1,444 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// States of a rec.
+const (
+	recPending    int32 = iota // queued, not yet handled by the observer
+	recSucceeded               // completed; its effects stand
+	recFailed                  // failed (or a dependency did); awaiting recovery
+	recSuperseded              // failed and handled: re-run, or its output marked lost
+)
+
+// rec is one piece of queued work (an op or a copy) the Executor keeps
+// until it has completed: what it waits for, where it runs, and the state
+// of the tensor it changes from before it, so that a failure can be
+// undone and the work run again (Executor.recoverFailed).
+type rec struct {
+	a     int // the backend whose queue runs it
+	ev    backends.Event
+	deps  []*rec // the queued work it runs after
+	state atomic.Int32
+	done  chan struct{} // closed once the observer has handled it
+	tm    backends.Timing
+	err   error
+
+	op bool
+	// An op: its spec, inputs and output, as the caller gave them, and
+	// the device buffers it runs on.
+	spec    kernels.Spec
+	in      []backends.Buffer
+	bufs    []backends.Buffer
+	out     *Tensor
+	d       adaptive.Decision
+	restore bool
+	copies  []*rec // the copies of its inputs (their time goes to its trace event)
+	predUs  float64
+	endAt   int64 // expected completion, ns since the Executor's epoch
+
+	// A copy: its tensor and direction (over backend a's link).
+	t        *Tensor
+	toDevice bool
+
+	before  tensorState // the changed tensor (out, or t) before the change
+	cascade bool        // recovery's mark (under the gate's write lock)
+}
+
+// tensorState is what a rec changes in a tensor's bookkeeping.
+type tensorState struct {
+	valid   adaptive.Mask
+	version uint64
+	ready   [locs]*rec
+}
+
+// live reports whether later work must be queued after r: it has not
+// been seen to succeed, and has not been superseded by its re-run.
+func (r *rec) live() bool {
+	if r == nil {
+		return false
+	}
+	s := r.state.Load()
+	return s == recPending || s == recFailed
+}
+
+// dep adds x to the work r runs after, when it is live and not there yet.
+func (r *rec) dep(x *rec) {
+	if !x.live() || x == r {
+		return
+	}
+	for _, d := range r.deps {
+		if d == x {
+			return
+		}
+	}
+	r.deps = append(r.deps, x)
+}
+
+// lane is one backend's queue and the goroutine that waits for its work
+// in queue order.
+type lane struct {
+	q   backends.Queuer
+	own *ownQueue // the Executor's queue for a backend without Queuer
+
+	mu    sync.Mutex // serialises enqueueing: watch order is queue order
+	watch chan *rec
+	last  *rec
+}
+
+// load is the expected occupancy of one hardware group (backends that
+// share hardware share one): the predicted µs of its queued work, and
+// when it is expected to be free (StarPU dmda's expected finish time).
+type load struct {
+	mu       sync.Mutex
+	inflight int
+	pendUs   float64
+	freeAt   atomic.Int64 // ns since the Executor's epoch
+}
+
+// startLanes builds each backend's lane and the goroutines that watch
+// them and observe what completes.
+func (e *Executor) startLanes() {
+	e.epoch = time.Now()
+	e.completed = make(chan *rec, ownQueueDepth)
+	groups := map[string]int{}
+	for a, be := range e.bes {
+		l := &e.lanes[a]
+		if q, ok := be.(backends.Queuer); ok {
+			l.q = q
+		} else {
+			l.own = newOwnQueue(be)
+			l.q = l.own
+		}
+		l.watch = make(chan *rec, ownQueueDepth)
+		g := len(groups)
+		if hg, ok := be.(backends.HardwareGroup); ok {
+			name := hg.HardwareGroup()
+			if old, seen := groups[name]; seen {
+				g = old
+			} else {
+				groups[name] = g
+			}
+		} else {
+			groups[fmt.Sprintf("\x00%d", a)] = g
+		}
+		e.groupOf[a] = g
+		e.watchers.Add(1)
+		go e.watchLane(l)
+	}
+	e.loads = make([]load, len(groups))
+	e.observer.Add(1)
+	go e.observe()
+}
+
+// stopLanes ends the goroutines once everything queued has been observed.
+func (e *Executor) stopLanes() {
+	for a := range e.bes {
+		l := &e.lanes[a]
+		close(l.watch)
+		if l.own != nil {
+			l.own.close()
+		}
+	}
+	e.watchers.Wait()
+	close(e.completed)
+	e.observer.Wait()
+}
+
+// watchLane waits for each piece of l's work in queue order and hands it
+// to the observer as it completes.
+func (e *Executor) watchLane(l *lane) {
+	defer e.watchers.Done()
+	for r := range l.watch {
+		r.tm, r.err = r.ev.Wait()
+		e.completed <- r
+	}
+}
+
+// observe handles completed work in completion order, off the callers'
+// path: timings reach the Scheduler and the link model, counters and the
+// trace; a failure is left for recovery.
+func (e *Executor) observe() {
+	defer e.observer.Done()
+	for r := range e.completed {
+		if r.op {
+			e.unload(r)
+		}
+		if r.err != nil {
+			r.state.Store(recFailed)
+			e.pendingFail.Store(true)
+			close(r.done)
+			continue
+		}
+		r.state.Store(recSucceeded)
+		if !r.op {
+			e.observeCopy(r.a, r.toDevice, r.t.size, r.tm)
+			close(r.done)
+			continue
+		}
+		e.healthy(r.a)
+		e.ops[r.a].Add(1)
+		if r.d.Reason == adaptive.Fallback || r.d.Reason == adaptive.MemoryConstraint {
+			e.fallbacks.Add(1)
+		}
+		if r.tm.Duration > 0 {
+			_ = e.s.Observe(r.d, r.tm) // a zero or absurd timing teaches nothing
+		}
+		if e.cfg.Recorder != nil {
+			var xferUs float64
+			for _, c := range r.copies {
+				xferUs += c.tm.Micros() // copies complete before the op that waits for them
+			}
+			e.record(r.spec, r.d, r.tm, xferUs)
+		}
+		close(r.done)
+	}
+}
+
+// since is the time since the Executor's epoch, in ns.
+func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
+
+// queueWaits fills res.QueueUs: for each backend, how long after the op's
+// inputs are expected ready (readyAt, ns since the epoch) its hardware is
+// expected to be busy still.
+func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64) {
+	for a := range e.bes {
+		if w := e.loads[e.groupOf[a]].freeAt.Load() - readyAt; w > 0 {
+			res.QueueUs[a] = float32(float64(w) / 1e3)
+		}
+	}
+}
+
+// reserve books r's predicted µs on its backend's hardware group: it
+// starts when the group is free and its inputs are ready, and the group
+// is busy until it ends.
+func (e *Executor) reserve(r *rec, readyAt int64) {
+	l := &e.loads[e.groupOf[r.a]]
+	l.mu.Lock()
+	start := max(e.since(), l.freeAt.Load(), readyAt)
+	r.endAt = start + int64(r.predUs*1e3)
+	l.freeAt.Store(r.endAt)
+	l.pendUs += r.predUs
+	l.inflight++
+	l.mu.Unlock()
+}
+
+// unload ends r's booking: the group is expected free once the predicted
+// µs of its remaining work have passed, from now (dmda's correction on
+// completion).
+func (e *Executor) unload(r *rec) {
+	l := &e.loads[e.groupOf[r.a]]
+	l.mu.Lock()
+	l.inflight--
+	l.pendUs -= r.predUs
+	if l.inflight <= 0 {
+		l.inflight, l.pendUs = 0, 0
+	}
+	l.freeAt.Store(e.since() + int64(l.pendUs*1e3))
+	l.mu.Unlock()
+}
+
+// enqueue queues r on its backend's lane through call, after r's
+// dependencies, and hands it to the lane's watcher. An error is the
+// backend's refusal to queue it.
+func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends.Event) (backends.Event, error)) error {
+	after := make([]backends.Event, len(r.deps))
+	for i, d := range r.deps {
+		after[i] = d.ev
+	}
+	r.done = make(chan struct{})
+	l := &e.lanes[r.a]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev, err := call(l.q, after)
+	if err != nil {
+		return err
+	}
+	r.ev = ev
+	e.logMu.Lock()
+	for len(e.log) > 0 && e.log[0].state.Load() == recSucceeded {
+		e.log[0] = nil
+		e.log = e.log[1:]
+	}
+	e.log = append(e.log, r)
+	e.logMu.Unlock()
+	l.last = r
+	l.watch <- r
+	return nil
+}
+
+// drain waits until every piece of work queued so far has been observed.
+func (e *Executor) drain(ctx context.Context) error {
+	for a := range e.bes {
+		l := &e.lanes[a]
+		l.mu.Lock()
+		r := l.last
+		l.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Sync waits for every op queued so far to complete and be observed,
+// re-running failed ones (fallback), and returns the error of any op
+// that could not be completed since the last Sync. It returns an error
+// wrapping adaptive.ErrClosed after Close, and ctx's error when ctx ends
+// first. In Synchronous mode nothing is queued and it returns nil.
+func (e *Executor) Sync(ctx context.Context) error {
+	if e.closed.Load() {
+		return fmt.Errorf("executor: Sync after Close: %w", adaptive.ErrClosed)
+	}
+	if e.cfg.Synchronous {
+		return nil
+	}
+	return e.settle(ctx)
+}
+
+// settle drains the queues and recovers failures until none is left.
+func (e *Executor) settle(ctx context.Context) error {
+	for {
+		if err := e.drain(ctx); err != nil {
+			return err
+		}
+		if !e.pendingFail.Load() {
+			break
+		}
+		e.recoverFailed()
+	}
+	e.errMu.Lock()
+	err := e.asyncErr
+	e.asyncErr = nil
+	e.errMu.Unlock()
+	return err
+}
+
+// recoverFailed handles failed queued work: with the queues drained, the
+// failed work and everything queued after it that depends on it (which
+// did not run: the queues fail work whose dependencies failed) are
+// undone in reverse order, the backends that failed are backed off (a
+// lost one's copies dropped), and the ops are run again in their order,
+// away from the backend that failed them. The inputs of each are intact,
+// since every later write of them waited for it. An op that cannot run
+// again leaves its output lost (Read: ErrTensorLost) and its error for
+// Sync.
+func (e *Executor) recoverFailed() {
+	e.gate.Lock()
+	defer e.gate.Unlock()
+	for round := 0; e.pendingFail.Load() && round <= maxAttempts; round++ {
+		e.pendingFail.Store(false)
+		_ = e.drain(context.Background())
+		e.logMu.Lock() // drained: every rec in the log has succeeded or failed
+		log := e.log
+		e.log = nil
+		e.logMu.Unlock()
+		var cascade []*rec
+		for _, r := range log {
+			failedDep := false
+			for _, d := range r.deps {
+				failedDep = failedDep || d.cascade
+			}
+			if r.state.Load() == recFailed || failedDep {
+				r.cascade = true
+				cascade = append(cascade, r)
+				if !failedDep {
+					e.blame(r)
+				} else {
+					e.release(r.a) // a probe that did not conclude
+				}
+				continue
+			}
+		}
+		for i := len(cascade) - 1; i >= 0; i-- {
+			cascade[i].undo(e)
+		}
+		for _, r := range cascade {
+			r.state.Store(recSuperseded)
+		}
+		for _, r := range cascade {
+			if r.op {
+				e.rerun(r)
+			}
+		}
+	}
+}
+
+// blame charges r's own failure to its backend: out of memory evicts
+// its cold copies, anything else backs it off (a lost device drops its
+// copies).
+func (e *Executor) blame(r *rec) {
+	if errors.Is(r.err, backends.ErrOutOfMemory) {
+		e.failures[r.a].Add(1)
+		e.memRetries.Add(1)
+		e.evict(r.a, nil, nil)
+		return
+	}
+	e.failed(r.a, r.err)
+}
+
+// rerun queues failed op r again, on another backend when r failed on
+// its own.
+func (e *Executor) rerun(r *rec) {
+	var exclude adaptive.Mask
+	why := adaptive.Reason(0)
+	own := true
+	for _, d := range r.deps {
+		own = own && !d.cascade
+	}
+	if own {
+		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
+		if errors.Is(r.err, backends.ErrOutOfMemory) {
+			exclude, why = 0, adaptive.MemoryConstraint
+		}
+	}
+	_, _, err := e.run(r.spec, r.in, r.out, r.restore, exclude, why)
+	if err == nil {
+		return
+	}
+	o := r.out
+	o.mu.Lock()
+	o.valid = 0
+	o.lin.ok = false
+	o.mu.Unlock()
+	e.errMu.Lock()
+	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", r.spec, err))
+	e.errMu.Unlock()
+}
+
+// undo restores the tensor r changed to its state before r. A copy
+// dropped since (a lost device) stays invalid.
+func (r *rec) undo(e *Executor) {
+	t := r.t
+	if r.op {
+		t = r.out
+	}
+	t.mu.Lock()
+	t.valid = r.before.valid
+	for a := range e.bes {
+		if t.copies[a] == nil && !e.alias.Has(a) {
+			t.valid &^= adaptive.Backend(a)
+		}
+	}
+	t.version = r.before.version
+	t.ready = r.before.ready
+	if r.op {
+		t.lin.ok = false
+	}
+	t.mu.Unlock()
+}
