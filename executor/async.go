@@ -260,7 +260,7 @@ func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, 
 	}
 	o.usesOn[l] = append(o.usesOn[l], r)
 	o.lastUse[a] = stamp
-	o.endAt = r.endAt
+	o.endAt, o.endV = r.endAt, r.endV
 	if !r.restore {
 		o.version++
 		o.setLineage(s, ts)
@@ -308,7 +308,7 @@ func (e *Executor) waitUses(t *Tensor) error {
 		t.mu.Unlock()
 		e.gate.RUnlock()
 		for _, u := range uses {
-			<-u.done
+			e.await(u)
 		}
 	}
 }
@@ -358,7 +358,7 @@ func (e *Executor) readQueued(dst []byte, t *Tensor) error {
 		case err != nil:
 			continue // the source backend failed and is backed off: read from another
 		default:
-			<-r.done
+			e.await(r)
 		}
 	}
 	return fmt.Errorf("%w: tensor %d: its producing work kept failing", ErrTensorLost, t.id)

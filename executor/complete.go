@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,8 @@ type rec struct {
 	restore bool
 	copies  []*rec // the copies of its inputs (their time goes to its trace event)
 	predUs  float64
-	endAt   int64 // expected completion, ns since the Executor's epoch
+	endAt   int64   // expected completion, ns since the Executor's epoch
+	endV    float64 // a simulated device's end of the work (backends.VirtualSpan), µs
 
 	// A copy: its tensor and direction (over backend a's link).
 	t        *Tensor
@@ -94,6 +96,9 @@ type lane struct {
 	mu    sync.Mutex // serialises enqueueing: watch order is queue order
 	watch chan *rec
 	last  *rec
+	// poke wakes the watcher waiting for simulated work to be Done: the
+	// host's virtual clock moves when work is issued or waited for.
+	poke chan struct{}
 }
 
 // load is the expected occupancy of one hardware group (backends that
@@ -104,6 +109,10 @@ type load struct {
 	inflight int
 	pendUs   float64
 	freeAt   atomic.Int64 // ns since the Executor's epoch
+	// freeV is the latest end of the group's simulated work on its
+	// virtual clock (µs, as float64 bits; 0: none): simulated devices
+	// know when queued work ends, and their queues are priced with it.
+	freeV atomic.Uint64
 }
 
 // startLanes builds each backend's lane and the goroutines that watch
@@ -121,6 +130,7 @@ func (e *Executor) startLanes() {
 			l.q = l.own
 		}
 		l.watch = make(chan *rec, ownQueueDepth)
+		l.poke = make(chan struct{}, 1)
 		g := len(groups)
 		if hg, ok := be.(backends.HardwareGroup); ok {
 			name := hg.HardwareGroup()
@@ -160,9 +170,39 @@ func (e *Executor) stopLanes() {
 func (e *Executor) watchLane(l *lane) {
 	defer e.watchers.Done()
 	for r := range l.watch {
+		if _, ok := r.ev.(backends.VirtualSpan); ok {
+			// Waiting would advance the simulated host's clock, as a
+			// synchronisation does: take it once it is Done.
+			for !r.ev.Done() {
+				<-l.poke
+			}
+		}
 		r.tm, r.err = r.ev.Wait()
 		e.completed <- r
 	}
+}
+
+// poke wakes the watchers of simulated work.
+func (e *Executor) poke() {
+	if !e.virtual.Load() {
+		return
+	}
+	for a := range e.bes {
+		select {
+		case e.lanes[a].poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// await waits until r has been observed. For simulated work the host
+// waits for it first (Event.Wait), which moves the virtual clock.
+func (e *Executor) await(r *rec) {
+	if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
+		_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+		e.poke()
+	}
+	<-r.done
 }
 
 // observe handles completed work in completion order, off the callers'
@@ -181,6 +221,9 @@ func (e *Executor) observe() {
 			continue
 		}
 		r.state.Store(recSucceeded)
+		if r.tm.Clock == backends.Simulated {
+			e.simulated.Store(e.simulated.Load() | uint32(adaptive.Backend(r.a)))
+		}
 		if !r.op {
 			e.observeCopy(r.a, r.toDevice, r.t.size, r.tm)
 			close(r.done)
@@ -209,11 +252,24 @@ func (e *Executor) observe() {
 func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
 
 // queueWaits fills res.QueueUs: for each backend, how long after the op's
-// inputs are expected ready (readyAt, ns since the epoch) its hardware is
-// expected to be busy still.
-func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64) {
+// inputs are expected ready (readyAt, ns since the epoch; readyV on the
+// simulated devices' virtual clock) its hardware is expected to be busy
+// still. A backend whose timings are simulated but whose work has no
+// virtual span is not priced: the wall clock says nothing of its queue.
+func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV float64) {
+	sim := adaptive.Mask(e.simulated.Load())
 	for a := range e.bes {
-		if w := e.loads[e.groupOf[a]].freeAt.Load() - readyAt; w > 0 {
+		l := &e.loads[e.groupOf[a]]
+		if v := math.Float64frombits(l.freeV.Load()); v > 0 {
+			if w := v - readyV; w > 0 {
+				res.QueueUs[a] = float32(w)
+			}
+			continue
+		}
+		if sim.Has(a) {
+			continue
+		}
+		if w := l.freeAt.Load() - readyAt; w > 0 {
 			res.QueueUs[a] = float32(float64(w) / 1e3)
 		}
 	}
@@ -265,6 +321,17 @@ func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends
 		return err
 	}
 	r.ev = ev
+	if vs, ok := ev.(backends.VirtualSpan); ok {
+		_, r.endV = vs.Span()
+		ld := &e.loads[e.groupOf[r.a]]
+		for {
+			old := ld.freeV.Load()
+			if math.Float64frombits(old) >= r.endV || ld.freeV.CompareAndSwap(old, math.Float64bits(r.endV)) {
+				break
+			}
+		}
+		e.virtual.Store(true)
+	}
 	e.logMu.Lock()
 	for len(e.log) > 0 && e.log[0].state.Load() == recSucceeded {
 		e.log[0] = nil
@@ -274,6 +341,7 @@ func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends
 	e.logMu.Unlock()
 	l.last = r
 	l.watch <- r
+	e.poke() // issuing moved the simulated host's clock
 	return nil
 }
 
@@ -286,6 +354,10 @@ func (e *Executor) drain(ctx context.Context) error {
 		l.mu.Unlock()
 		if r == nil {
 			continue
+		}
+		if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
+			_, _ = r.ev.Wait() // the host waits: the virtual clock moves
+			e.poke()
 		}
 		select {
 		case <-r.done:

@@ -130,6 +130,8 @@ type Executor struct {
 	log         []*rec
 	pendingFail atomic.Bool
 	closed      atomic.Bool
+	virtual     atomic.Bool   // some queued work is simulated (backends.VirtualSpan)
+	simulated   atomic.Uint32 // adaptive.Mask of backends whose timings are simulated
 	errMu       sync.Mutex
 	asyncErr    error
 }

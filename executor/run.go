@@ -132,19 +132,20 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		res.Consumers = o.consumersHint()
 		o.mu.RUnlock()
 		var readyAt int64
+		var readyV float64
 		if queued {
 			readyAt = e.since()
 		}
 		for _, t := range ts {
 			t.mu.RLock()
-			v, end := t.valid, t.endAt
+			v, end, endV := t.valid, t.endAt, t.endV
 			t.mu.RUnlock()
 			res.Add(v, t.size)
-			readyAt = max(readyAt, end)
+			readyAt, readyV = max(readyAt, end), max(readyV, endV)
 		}
 		if queued {
 			res.QueueUs = [adaptive.MaxBackends]float32{}
-			e.queueWaits(&res, readyAt)
+			e.queueWaits(&res, readyAt, readyV)
 		}
 		sick, probes := e.unhealthy()
 		d, err := e.s.SelectExcept(s, res, failed|sick, why)

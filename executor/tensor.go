@@ -44,6 +44,7 @@ type Tensor struct {
 	ready  [locs]*rec
 	usesOn [locs][]*rec
 	endAt  int64
+	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
 }
 
 // newVersion notes that t is being overwritten (t.mu held).
@@ -152,7 +153,7 @@ func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, erro
 		}
 		defer e.gate.RUnlock()
 		t.ready = [locs]*rec{}
-		t.endAt = 0
+		t.endAt, t.endV = 0, 0
 	} else {
 		t.mu.Lock()
 	}
