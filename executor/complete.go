@@ -254,8 +254,9 @@ func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
 // queueWaits fills res.QueueUs: for each backend, how long after the op's
 // inputs are expected ready (readyAt, ns since the epoch; readyV on the
 // simulated devices' virtual clock) its hardware is expected to be busy
-// still. A backend whose timings are simulated but whose work has no
-// virtual span is not priced: the wall clock says nothing of its queue.
+// still, beyond the least of these waits. A backend whose timings are
+// simulated but whose work has no virtual span is not priced: the wall
+// clock says nothing of its queue.
 func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV float64) {
 	sim := adaptive.Mask(e.simulated.Load())
 	for a := range e.bes {
@@ -271,6 +272,18 @@ func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV flo
 		}
 		if w := l.freeAt.Load() - readyAt; w > 0 {
 			res.QueueUs[a] = float32(float64(w) / 1e3)
+		}
+	}
+	// Only the waits beyond the least one tell the backends apart: a wait
+	// that all share delays the op wherever it runs, and added to every
+	// arm it would only dilute the hysteresis's relative margin.
+	least := res.QueueUs[0]
+	for a := range e.bes {
+		least = min(least, res.QueueUs[a])
+	}
+	if least > 0 {
+		for a := range e.bes {
+			res.QueueUs[a] -= least
 		}
 	}
 }
@@ -421,6 +434,7 @@ func (e *Executor) recoverFailed() {
 		e.log = nil
 		e.logMu.Unlock()
 		var cascade []*rec
+		var blamed, oom adaptive.Mask
 		for _, r := range log {
 			failedDep := false
 			for _, d := range r.deps {
@@ -431,6 +445,10 @@ func (e *Executor) recoverFailed() {
 				cascade = append(cascade, r)
 				if !failedDep {
 					e.blame(r)
+					blamed |= adaptive.Backend(r.a)
+					if errors.Is(r.err, backends.ErrOutOfMemory) {
+						oom |= adaptive.Backend(r.a)
+					}
 				} else {
 					e.release(r.a) // a probe that did not conclude
 				}
@@ -445,7 +463,7 @@ func (e *Executor) recoverFailed() {
 		}
 		for _, r := range cascade {
 			if r.op {
-				e.rerun(r)
+				e.rerun(r, blamed, oom)
 			}
 		}
 	}
@@ -464,20 +482,17 @@ func (e *Executor) blame(r *rec) {
 	e.failed(r.a, r.err)
 }
 
-// rerun queues failed op r again, on another backend when r failed on
-// its own.
-func (e *Executor) rerun(r *rec) {
+// rerun queues failed op r again: on another backend when its backend
+// failed work of its own (blamed), and again on it after an eviction when
+// that was running out of memory (oom).
+func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	var exclude adaptive.Mask
 	why := adaptive.Reason(0)
-	own := true
-	for _, d := range r.deps {
-		own = own && !d.cascade
-	}
-	if own {
+	switch {
+	case oom.Has(r.a):
+		why = adaptive.MemoryConstraint
+	case blamed.Has(r.a):
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
-		if errors.Is(r.err, backends.ErrOutOfMemory) {
-			exclude, why = 0, adaptive.MemoryConstraint
-		}
 	}
 	_, _, err := e.run(r.spec, r.in, r.out, r.restore, exclude, why)
 	if err == nil {

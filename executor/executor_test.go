@@ -687,6 +687,7 @@ func TestExecutorConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	settle(t, e) // Read waits for the chain's work, not for its observation
 	var total int64
 	for _, b := range e.Stats().Backends {
 		total += b.Ops
