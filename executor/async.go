@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -57,19 +56,25 @@ func (t *Tensor) busy() bool {
 	return false
 }
 
-// use notes that r reads or writes t's copy at location l (t.mu held),
-// dropping the uses seen to complete.
+// use notes that r reads or writes t's copy at location l (t.mu held).
+// The uses seen to complete are dropped when the list has doubled since
+// it was last pruned, so that noting a use costs O(1) amortized however
+// far the caller has queued ahead (BenchmarkExecutorOverhead/queued).
 func (t *Tensor) use(l int, r *rec) {
 	u := t.usesOn[l]
-	n := 0
-	for _, x := range u {
-		if x.live() {
-			u[n] = x
-			n++
+	if len(u) >= 2*t.pruned[l]+4 {
+		n := 0
+		for _, x := range u {
+			if x.live() {
+				u[n] = x
+				n++
+			}
 		}
+		clear(u[n:])
+		u = u[:n]
+		t.pruned[l] = n
 	}
-	clear(u[n:])
-	t.usesOn[l] = append(u[:n], r)
+	t.usesOn[l] = append(u, r)
 }
 
 // issue queues s on backend d.Backend and returns at once: the copies its
@@ -172,10 +177,8 @@ func (e *Executor) copyToHost(t *Tensor) error {
 	for _, u := range t.usesOn[hostLoc] {
 		c.dep(u)
 	}
-	dst, src := t.host, t.copies[j]
-	if err := e.enqueue(c, func(q backends.Queuer, after []backends.Event) (backends.Event, error) {
-		return q.ReadAsync(dst, src, after)
-	}); err != nil {
+	c.host, c.dev = t.host, t.copies[j]
+	if err := e.enqueue(c); err != nil {
 		e.failed(j, err)
 		return err
 	}
@@ -203,10 +206,8 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 	for _, u := range t.usesOn[a] {
 		c.dep(u)
 	}
-	dst, src := t.copies[a], t.host
-	if err := e.enqueue(c, func(q backends.Queuer, after []backends.Event) (backends.Event, error) {
-		return q.WriteAsync(dst, src, after)
-	}); err != nil {
+	c.dev, c.host = t.copies[a], t.host
+	if err := e.enqueue(c); err != nil {
 		return nil, &backendFailure{a: a, err: err}
 	}
 	t.valid |= adaptive.Backend(a)
@@ -221,12 +222,12 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 // producer of the output's next version.
 func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt, stamp int64) error {
 	a := r.a
-	r.spec = copySpec(s)
-	r.in = make([]backends.Buffer, len(ts))
+	r.copySpec(s)
+	r.in = r.inArr[:len(ts)]
 	for i, t := range ts {
 		r.in[i] = t
 	}
-	r.bufs = append([]backends.Buffer(nil), sc.bufs[:len(ts)]...)
+	r.bufs = append(r.bufArr[:0], sc.bufs[:len(ts)]...)
 	for i := range o.usesOn {
 		for _, u := range o.usesOn[i] {
 			r.dep(u)
@@ -234,10 +235,8 @@ func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, 
 	}
 	r.before = o.snapshot()
 	e.reserve(r, readyAt)
-	out := o.copies[a]
-	if err := e.enqueue(r, func(q backends.Queuer, after []backends.Event) (backends.Event, error) {
-		return q.RunAsync(r.spec, r.bufs, out, after)
-	}); err != nil {
+	r.dev = o.copies[a]
+	if err := e.enqueue(r); err != nil {
 		e.unload(r)
 		return &backendFailure{a: a, err: err}
 	}
@@ -257,6 +256,7 @@ func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, 
 	for i := range o.usesOn {
 		clear(o.usesOn[i])
 		o.usesOn[i] = o.usesOn[i][:0]
+		o.pruned[i] = 0
 	}
 	o.usesOn[l] = append(o.usesOn[l], r)
 	o.lastUse[a] = stamp
@@ -268,21 +268,24 @@ func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, 
 	return nil
 }
 
-// copySpec returns s with its own copy of the input shapes: queued work
-// outlives the caller's Spec.
-func copySpec(s kernels.Spec) kernels.Spec {
+// copySpec sets r.spec to s with its own copy of the input shapes (in
+// r's storage when they fit): queued work outlives the caller's Spec.
+func (r *rec) copySpec(s kernels.Spec) {
 	n := 0
 	for _, sh := range s.In {
 		n += len(sh)
 	}
-	dims := make([]int, 0, n)
-	in := make([]kernels.Shape, len(s.In))
+	dims := r.dimArr[:0]
+	if n > len(r.dimArr) {
+		dims = make([]int, 0, n)
+	}
+	in := r.shapeArr[:len(s.In)]
 	for i, sh := range s.In {
 		dims = append(dims, sh...)
 		in[i] = kernels.Shape(dims[len(dims)-len(sh) : len(dims) : len(dims)])
 	}
 	s.In = in
-	return s
+	r.spec = s
 }
 
 // waitUses waits, holding no lock, until the queued work using t has

@@ -27,13 +27,21 @@ const (
 // of the tensor it changes from before it, so that a failure can be
 // undone and the work run again (Executor.recoverFailed).
 type rec struct {
-	a     int // the backend whose queue runs it
-	ev    backends.Event
-	deps  []*rec // the queued work it runs after
-	state atomic.Int32
-	done  chan struct{} // closed once the observer has handled it
-	tm    backends.Timing
-	err   error
+	a        int // the backend whose queue runs it
+	ev       backends.Event
+	deps     []*rec           // the queued work it runs after
+	after    []backends.Event // their events
+	state    atomic.Int32
+	observed atomic.Bool // the observer has handled it (Executor.obs)
+	ran      atomic.Bool // on an ownQueue: it has run (its Event; ranN)
+	ranN     *notifier
+	tm       backends.Timing
+	err      error
+
+	// The call: an op's output buffer, or a copy's device buffer and its
+	// host memory.
+	dev  backends.Buffer
+	host []byte
 
 	op bool
 	// An op: its spec, inputs and output, as the caller gave them, and
@@ -55,6 +63,14 @@ type rec struct {
 
 	before  tensorState // the changed tensor (out, or t) before the change
 	cascade bool        // recovery's mark (under the gate's write lock)
+
+	// Storage of the slices above, so that queueing allocates one rec.
+	depArr   [4]*rec
+	afterArr [4]backends.Event
+	inArr    [adaptive.MaxInputs]backends.Buffer
+	bufArr   [adaptive.MaxInputs]backends.Buffer
+	shapeArr [adaptive.MaxInputs]kernels.Shape
+	dimArr   [2 * adaptive.MaxInputs]int
 }
 
 // tensorState is what a rec changes in a tensor's bookkeeping.
@@ -84,11 +100,14 @@ func (r *rec) dep(x *rec) {
 			return
 		}
 	}
+	if r.deps == nil {
+		r.deps = r.depArr[:0]
+	}
 	r.deps = append(r.deps, x)
 }
 
-// lane is one backend's queue and the goroutine that waits for its work
-// in queue order.
+// lane is one backend's queue, and for a backends.Queuer the goroutine
+// that waits for its work in queue order.
 type lane struct {
 	q   backends.Queuer
 	own *ownQueue // the Executor's queue for a backend without Queuer
@@ -120,17 +139,19 @@ type load struct {
 func (e *Executor) startLanes() {
 	e.epoch = time.Now()
 	e.completed = make(chan *rec, ownQueueDepth)
+	e.obs, e.ran = newNotifier(), newNotifier()
 	groups := map[string]int{}
 	for a, be := range e.bes {
 		l := &e.lanes[a]
+		l.poke = make(chan struct{}, 1)
 		if q, ok := be.(backends.Queuer); ok {
 			l.q = q
+			l.watch = make(chan *rec, ownQueueDepth)
+			e.watchers.Add(1)
+			go e.watchLane(l)
 		} else {
-			l.own = newOwnQueue(be)
-			l.q = l.own
+			l.own = newOwnQueue(be, e.completed, e.ran)
 		}
-		l.watch = make(chan *rec, ownQueueDepth)
-		l.poke = make(chan struct{}, 1)
 		g := len(groups)
 		if hg, ok := be.(backends.HardwareGroup); ok {
 			name := hg.HardwareGroup()
@@ -143,8 +164,6 @@ func (e *Executor) startLanes() {
 			groups[fmt.Sprintf("\x00%d", a)] = g
 		}
 		e.groupOf[a] = g
-		e.watchers.Add(1)
-		go e.watchLane(l)
 	}
 	e.loads = make([]load, len(groups))
 	e.observer.Add(1)
@@ -155,9 +174,10 @@ func (e *Executor) startLanes() {
 func (e *Executor) stopLanes() {
 	for a := range e.bes {
 		l := &e.lanes[a]
-		close(l.watch)
 		if l.own != nil {
 			l.own.close()
+		} else {
+			close(l.watch)
 		}
 	}
 	e.watchers.Wait()
@@ -202,7 +222,7 @@ func (e *Executor) await(r *rec) {
 		_, _ = r.ev.Wait() // its error reaches the observer through the watcher
 		e.poke()
 	}
-	<-r.done
+	e.obs.wait(&r.observed)
 }
 
 // observe handles completed work in completion order, off the callers'
@@ -217,7 +237,7 @@ func (e *Executor) observe() {
 		if r.err != nil {
 			r.state.Store(recFailed)
 			e.pendingFail.Store(true)
-			close(r.done)
+			e.obs.set(&r.observed)
 			continue
 		}
 		r.state.Store(recSucceeded)
@@ -226,7 +246,7 @@ func (e *Executor) observe() {
 		}
 		if !r.op {
 			e.observeCopy(r.a, r.toDevice, r.t.size, r.tm)
-			close(r.done)
+			e.obs.set(&r.observed)
 			continue
 		}
 		e.healthy(r.a)
@@ -244,7 +264,7 @@ func (e *Executor) observe() {
 			}
 			e.record(r.spec, r.d, r.tm, xferUs)
 		}
-		close(r.done)
+		e.obs.set(&r.observed)
 	}
 }
 
@@ -317,19 +337,35 @@ func (e *Executor) unload(r *rec) {
 	l.mu.Unlock()
 }
 
-// enqueue queues r on its backend's lane through call, after r's
-// dependencies, and hands it to the lane's watcher. An error is the
-// backend's refusal to queue it.
-func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends.Event) (backends.Event, error)) error {
-	after := make([]backends.Event, len(r.deps))
-	for i, d := range r.deps {
-		after[i] = d.ev
+// enqueue queues r on its backend's lane after r's dependencies: on an
+// ownQueue, or through the backend's Queuer, handing it to the lane's
+// watcher. An error is the backend's refusal to queue it.
+func (e *Executor) enqueue(r *rec) error {
+	r.after = r.afterArr[:0]
+	for _, d := range r.deps {
+		r.after = append(r.after, d.ev)
 	}
-	r.done = make(chan struct{})
 	l := &e.lanes[r.a]
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ev, err := call(l.q, after)
+	if l.own != nil {
+		r.ranN = e.ran
+		r.ev = r
+		e.logAppend(r)
+		l.last = r
+		l.own.jobs <- r
+		return nil
+	}
+	var ev backends.Event
+	var err error
+	switch {
+	case r.op:
+		ev, err = l.q.RunAsync(r.spec, r.bufs, r.dev, r.after)
+	case r.toDevice:
+		ev, err = l.q.WriteAsync(r.dev, r.host, r.after)
+	default:
+		ev, err = l.q.ReadAsync(r.host, r.dev, r.after)
+	}
 	if err != nil {
 		return err
 	}
@@ -345,6 +381,38 @@ func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends
 		}
 		e.virtual.Store(true)
 	}
+	e.logAppend(r)
+	l.last = r
+	l.watch <- r
+	e.poke() // issuing moved the simulated host's clock
+	return nil
+}
+
+// awaitCtx waits until r has been observed or ctx ends.
+func (e *Executor) awaitCtx(ctx context.Context, r *rec) error {
+	if r.observed.Load() {
+		return nil
+	}
+	if ctx.Done() == nil {
+		e.obs.wait(&r.observed)
+		return nil
+	}
+	ch := make(chan struct{})
+	go func() { // ends once r is observed, which the queues guarantee
+		e.obs.wait(&r.observed)
+		close(ch)
+	}()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// logAppend adds r to the log of queued work, dropping the work at its
+// head seen to succeed.
+func (e *Executor) logAppend(r *rec) {
 	e.logMu.Lock()
 	for len(e.log) > 0 && e.log[0].state.Load() == recSucceeded {
 		e.log[0] = nil
@@ -352,10 +420,6 @@ func (e *Executor) enqueue(r *rec, call func(q backends.Queuer, after []backends
 	}
 	e.log = append(e.log, r)
 	e.logMu.Unlock()
-	l.last = r
-	l.watch <- r
-	e.poke() // issuing moved the simulated host's clock
-	return nil
 }
 
 // drain waits until every piece of work queued so far has been observed.
@@ -372,10 +436,8 @@ func (e *Executor) drain(ctx context.Context) error {
 			_, _ = r.ev.Wait() // the host waits: the virtual clock moves
 			e.poke()
 		}
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := e.awaitCtx(ctx, r); err != nil {
+			return err
 		}
 	}
 	return nil

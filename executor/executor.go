@@ -123,6 +123,7 @@ type Executor struct {
 	loads       []load
 	epoch       time.Time
 	completed   chan *rec
+	obs, ran    *notifier // work observed; work run on an ownQueue
 	watchers    sync.WaitGroup
 	observer    sync.WaitGroup
 	gate        sync.RWMutex

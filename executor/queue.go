@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // errDependency marks queued work that did not run because work it was
@@ -16,114 +16,106 @@ var errDependency = errors.New("executor: work it depended on failed")
 
 // ownQueue is the queue the Executor gives a backend that does not queue
 // work itself (no backends.Queuer): one goroutine runs the backend's
-// synchronous calls in the order they were queued, each after the events
-// it depends on. It implements backends.Queuer; the Executor hands it
-// slices it owns and does not reuse, so it keeps them without copying.
+// synchronous calls in the order they were queued, each after the work
+// it depends on (Executor.enqueue), and hands each to the observer as it
+// completes. The work's Event is its rec.
 type ownQueue struct {
-	be   backends.Backend
-	jobs chan *job
-
-	mu   sync.Mutex
-	last *job // the most recent job queued: Sync waits for it
-	done chan struct{}
+	be       backends.Backend
+	jobs     chan *rec
+	observer chan<- *rec
+	ran      *notifier
+	done     chan struct{}
+	stop     sync.Once
 }
 
-// job is one call queued on an ownQueue and its Event.
-type job struct {
-	after []backends.Event
-	call  func() (backends.Timing, error)
-
-	fin chan struct{} // closed when tm and err are set
-	tm  backends.Timing
-	err error
-}
-
-// ownQueueDepth is how many calls an ownQueue holds before the caller
-// queueing one more waits: enough for several decode steps.
+// ownQueueDepth is how many pieces of work a queue holds before the
+// caller queueing one more waits: enough for several decode steps.
 const ownQueueDepth = 4096
 
-func newOwnQueue(be backends.Backend) *ownQueue {
-	q := &ownQueue{be: be, jobs: make(chan *job, ownQueueDepth), done: make(chan struct{})}
+func newOwnQueue(be backends.Backend, observer chan<- *rec, ran *notifier) *ownQueue {
+	q := &ownQueue{be: be, jobs: make(chan *rec, ownQueueDepth), observer: observer, ran: ran, done: make(chan struct{})}
 	go q.work()
 	return q
 }
 
-// work runs the jobs in order until the queue is closed.
+// work runs the queue until it is closed.
 func (q *ownQueue) work() {
 	defer close(q.done)
-	for j := range q.jobs {
-		var err error
-		for _, ev := range j.after {
-			if _, derr := ev.Wait(); derr != nil {
-				err = fmt.Errorf("%w: %w", errDependency, derr)
-				break
-			}
-		}
-		if err == nil {
-			j.tm, j.err = j.call()
-		} else {
-			j.err = err
-		}
-		close(j.fin)
+	for r := range q.jobs {
+		r.tm, r.err = q.run(r)
+		q.ran.set(&r.ran)
+		q.observer <- r
 	}
+}
+
+// run waits for r's dependencies, then makes its call.
+func (q *ownQueue) run(r *rec) (backends.Timing, error) {
+	for _, d := range r.after {
+		if _, err := d.Wait(); err != nil {
+			return backends.Timing{}, fmt.Errorf("%w: %w", errDependency, err)
+		}
+	}
+	switch {
+	case r.op:
+		return q.be.Run(r.spec, r.bufs, r.dev)
+	case r.toDevice:
+		return q.be.Write(r.dev, r.host)
+	}
+	return q.be.Read(r.host, r.dev)
 }
 
 // close stops the worker once it has run what is queued.
 func (q *ownQueue) close() {
-	close(q.jobs)
+	q.stop.Do(func() { close(q.jobs) })
 	<-q.done
 }
 
-func (q *ownQueue) push(after []backends.Event, call func() (backends.Timing, error)) *job {
-	j := &job{after: after, call: call, fin: make(chan struct{})}
-	q.mu.Lock()
-	q.last = j
-	q.jobs <- j // in queue order: pushes are serialised by mu
-	q.mu.Unlock()
-	return j
+// Done implements backends.Event for work on an ownQueue.
+func (r *rec) Done() bool { return r.ran.Load() }
+
+// Wait implements backends.Event for work on an ownQueue.
+func (r *rec) Wait() (backends.Timing, error) {
+	r.ranN.wait(&r.ran)
+	return r.tm, r.err
 }
 
-// RunAsync implements backends.Queuer.
-func (q *ownQueue) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
-	return q.push(after, func() (backends.Timing, error) { return q.be.Run(s, in, out) }), nil
+// notifier wakes the goroutines waiting for a flag of queued work to be
+// set (it has run; it has been observed). One condition variable serves
+// all the work: waiters are few (a Read, a Sync, a queue waiting for
+// another device), and setting a flag nobody waits for takes no lock.
+type notifier struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	waiters atomic.Int32
 }
 
-// WriteAsync implements backends.Queuer.
-func (q *ownQueue) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
-	return q.push(after, func() (backends.Timing, error) { return q.be.Write(dst, src) }), nil
+func newNotifier() *notifier {
+	n := &notifier{}
+	n.cond.L = &n.mu
+	return n
 }
 
-// ReadAsync implements backends.Queuer.
-func (q *ownQueue) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
-	return q.push(after, func() (backends.Timing, error) { return q.be.Read(dst, src) }), nil
-}
-
-// Sync implements backends.Queuer: it waits for the last job queued. The
-// Executor reads each job's error through its Event, so Sync reports
-// none.
-func (q *ownQueue) Sync() error {
-	q.mu.Lock()
-	j := q.last
-	q.mu.Unlock()
-	if j == nil {
-		return nil
+// wait returns once flag is set.
+func (n *notifier) wait(flag *atomic.Bool) {
+	if flag.Load() {
+		return
 	}
-	<-j.fin
-	return nil
-}
-
-// Done implements backends.Event.
-func (j *job) Done() bool {
-	select {
-	case <-j.fin:
-		return true
-	default:
-		return false
+	n.waiters.Add(1)
+	n.mu.Lock()
+	for !flag.Load() {
+		n.cond.Wait()
 	}
+	n.mu.Unlock()
+	n.waiters.Add(-1)
 }
 
-// Wait implements backends.Event.
-func (j *job) Wait() (backends.Timing, error) {
-	<-j.fin
-	return j.tm, j.err
+// set sets flag and wakes its waiters: a waiter counted before it looked
+// at the flag holds mu until it waits, so the broadcast cannot miss it.
+func (n *notifier) set(flag *atomic.Bool) {
+	flag.Store(true)
+	if n.waiters.Load() > 0 {
+		n.mu.Lock()
+		n.cond.Broadcast()
+		n.mu.Unlock()
+	}
 }

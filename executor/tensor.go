@@ -43,6 +43,7 @@ type Tensor struct {
 	// since the Executor's epoch).
 	ready  [locs]*rec
 	usesOn [locs][]*rec
+	pruned [locs]int // len(usesOn[l]) after its last pruning
 	endAt  int64
 	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
 }
