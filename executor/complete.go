@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -118,20 +117,6 @@ type lane struct {
 	// poke wakes the watcher waiting for simulated work to be Done: the
 	// host's virtual clock moves when work is issued or waited for.
 	poke chan struct{}
-}
-
-// load is the expected occupancy of one hardware group (backends that
-// share hardware share one): the predicted µs of its queued work, and
-// when it is expected to be free (StarPU dmda's expected finish time).
-type load struct {
-	mu       sync.Mutex
-	inflight int
-	pendUs   float64
-	freeAt   atomic.Int64 // ns since the Executor's epoch
-	// freeV is the latest end of the group's simulated work on its
-	// virtual clock (µs, as float64 bits; 0: none): simulated devices
-	// know when queued work ends, and their queues are priced with it.
-	freeV atomic.Uint64
 }
 
 // startLanes builds each backend's lane and the goroutines that watch
@@ -268,75 +253,6 @@ func (e *Executor) observe() {
 	}
 }
 
-// since is the time since the Executor's epoch, in ns.
-func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
-
-// queueWaits fills res.QueueUs: for each backend, how long after the op's
-// inputs are expected ready (readyAt, ns since the epoch; readyV on the
-// simulated devices' virtual clock) its hardware is expected to be busy
-// still, beyond the least of these waits. A backend whose timings are
-// simulated but whose work has no virtual span is not priced: the wall
-// clock says nothing of its queue.
-func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV float64) {
-	sim := adaptive.Mask(e.simulated.Load())
-	for a := range e.bes {
-		l := &e.loads[e.groupOf[a]]
-		if v := math.Float64frombits(l.freeV.Load()); v > 0 {
-			if w := v - readyV; w > 0 {
-				res.QueueUs[a] = float32(w)
-			}
-			continue
-		}
-		if sim.Has(a) {
-			continue
-		}
-		if w := l.freeAt.Load() - readyAt; w > 0 {
-			res.QueueUs[a] = float32(float64(w) / 1e3)
-		}
-	}
-	// Only the waits beyond the least one tell the backends apart: a wait
-	// that all share delays the op wherever it runs, and added to every
-	// arm it would only dilute the hysteresis's relative margin.
-	least := res.QueueUs[0]
-	for a := range e.bes {
-		least = min(least, res.QueueUs[a])
-	}
-	if least > 0 {
-		for a := range e.bes {
-			res.QueueUs[a] -= least
-		}
-	}
-}
-
-// reserve books r's predicted µs on its backend's hardware group: it
-// starts when the group is free and its inputs are ready, and the group
-// is busy until it ends.
-func (e *Executor) reserve(r *rec, readyAt int64) {
-	l := &e.loads[e.groupOf[r.a]]
-	l.mu.Lock()
-	start := max(e.since(), l.freeAt.Load(), readyAt)
-	r.endAt = start + int64(r.predUs*1e3)
-	l.freeAt.Store(r.endAt)
-	l.pendUs += r.predUs
-	l.inflight++
-	l.mu.Unlock()
-}
-
-// unload ends r's booking: the group is expected free once the predicted
-// µs of its remaining work have passed, from now (dmda's correction on
-// completion).
-func (e *Executor) unload(r *rec) {
-	l := &e.loads[e.groupOf[r.a]]
-	l.mu.Lock()
-	l.inflight--
-	l.pendUs -= r.predUs
-	if l.inflight <= 0 {
-		l.inflight, l.pendUs = 0, 0
-	}
-	l.freeAt.Store(e.since() + int64(l.pendUs*1e3))
-	l.mu.Unlock()
-}
-
 // enqueue queues r on its backend's lane after r's dependencies: on an
 // ownQueue, or through the backend's Queuer, handing it to the lane's
 // watcher. An error is the backend's refusal to queue it.
@@ -441,153 +357,4 @@ func (e *Executor) drain(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Sync waits for every op queued so far to complete and be observed,
-// re-running failed ones (fallback), and returns the error of any op
-// that could not be completed since the last Sync. It returns an error
-// wrapping adaptive.ErrClosed after Close, and ctx's error when ctx ends
-// first. In Synchronous mode nothing is queued and it returns nil.
-func (e *Executor) Sync(ctx context.Context) error {
-	if e.closed.Load() {
-		return fmt.Errorf("executor: Sync after Close: %w", adaptive.ErrClosed)
-	}
-	if e.cfg.Synchronous {
-		return nil
-	}
-	return e.settle(ctx)
-}
-
-// settle drains the queues and recovers failures until none is left.
-func (e *Executor) settle(ctx context.Context) error {
-	for {
-		if err := e.drain(ctx); err != nil {
-			return err
-		}
-		if !e.pendingFail.Load() {
-			break
-		}
-		e.recoverFailed()
-	}
-	e.errMu.Lock()
-	err := e.asyncErr
-	e.asyncErr = nil
-	e.errMu.Unlock()
-	return err
-}
-
-// recoverFailed handles failed queued work: with the queues drained, the
-// failed work and everything queued after it that depends on it (which
-// did not run: the queues fail work whose dependencies failed) are
-// undone in reverse order, the backends that failed are backed off (a
-// lost one's copies dropped), and the ops are run again in their order,
-// away from the backend that failed them. The inputs of each are intact,
-// since every later write of them waited for it. An op that cannot run
-// again leaves its output lost (Read: ErrTensorLost) and its error for
-// Sync.
-func (e *Executor) recoverFailed() {
-	e.gate.Lock()
-	defer e.gate.Unlock()
-	for round := 0; e.pendingFail.Load() && round <= maxAttempts; round++ {
-		e.pendingFail.Store(false)
-		_ = e.drain(context.Background())
-		e.logMu.Lock() // drained: every rec in the log has succeeded or failed
-		log := e.log
-		e.log = nil
-		e.logMu.Unlock()
-		var cascade []*rec
-		var blamed, oom adaptive.Mask
-		for _, r := range log {
-			failedDep := false
-			for _, d := range r.deps {
-				failedDep = failedDep || d.cascade
-			}
-			if r.state.Load() == recFailed || failedDep {
-				r.cascade = true
-				cascade = append(cascade, r)
-				if !failedDep {
-					e.blame(r)
-					blamed |= adaptive.Backend(r.a)
-					if errors.Is(r.err, backends.ErrOutOfMemory) {
-						oom |= adaptive.Backend(r.a)
-					}
-				} else {
-					e.release(r.a) // a probe that did not conclude
-				}
-				continue
-			}
-		}
-		for i := len(cascade) - 1; i >= 0; i-- {
-			cascade[i].undo(e)
-		}
-		for _, r := range cascade {
-			r.state.Store(recSuperseded)
-		}
-		for _, r := range cascade {
-			if r.op {
-				e.rerun(r, blamed, oom)
-			}
-		}
-	}
-}
-
-// blame charges r's own failure to its backend: out of memory evicts
-// its cold copies, anything else backs it off (a lost device drops its
-// copies).
-func (e *Executor) blame(r *rec) {
-	if errors.Is(r.err, backends.ErrOutOfMemory) {
-		e.failures[r.a].Add(1)
-		e.memRetries.Add(1)
-		e.evict(r.a, nil, nil)
-		return
-	}
-	e.failed(r.a, r.err)
-}
-
-// rerun queues failed op r again: on another backend when its backend
-// failed work of its own (blamed), and again on it after an eviction when
-// that was running out of memory (oom).
-func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
-	var exclude adaptive.Mask
-	why := adaptive.Reason(0)
-	switch {
-	case oom.Has(r.a):
-		why = adaptive.MemoryConstraint
-	case blamed.Has(r.a):
-		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
-	}
-	_, _, err := e.run(r.spec, r.in, r.out, r.restore, exclude, why)
-	if err == nil {
-		return
-	}
-	o := r.out
-	o.mu.Lock()
-	o.valid = 0
-	o.lin.ok = false
-	o.mu.Unlock()
-	e.errMu.Lock()
-	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", r.spec, err))
-	e.errMu.Unlock()
-}
-
-// undo restores the tensor r changed to its state before r. A copy
-// dropped since (a lost device) stays invalid.
-func (r *rec) undo(e *Executor) {
-	t := r.t
-	if r.op {
-		t = r.out
-	}
-	t.mu.Lock()
-	t.valid = r.before.valid
-	for a := range e.bes {
-		if t.copies[a] == nil && !e.alias.Has(a) {
-			t.valid &^= adaptive.Backend(a)
-		}
-	}
-	t.version = r.before.version
-	t.ready = r.before.ready
-	if r.op {
-		t.lin.ok = false
-	}
-	t.mu.Unlock()
 }

@@ -520,3 +520,20 @@ func TestQueuedCloseDeadline(t *testing.T) {
 		t.Errorf("%d of 5 ops observed", got)
 	}
 }
+
+// TestQueuedOutOfMemory: a queued kernel that runs out of device memory
+// is run again, after an eviction, with reason MemoryConstraint; the
+// results are right.
+func TestQueuedOutOfMemory(t *testing.T) {
+	dev := mustSim(t, sim.Event{At: 3, Kind: sim.OutOfMemory, Span: 1})
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	c := newChain(t, rand.New(rand.NewPCG(4, 4)), 8, 4, 64)
+	_, _, outs := c.run(t, e)
+	c.check(t, e, outs)
+	if st := e.Stats(); st.MemoryRetries == 0 {
+		t.Errorf("out of memory not retried: %+v", st)
+	}
+	if r := e.Scheduler().Telemetry().Reasons[adaptive.MemoryConstraint]; r == 0 {
+		t.Errorf("no decision with reason MemoryConstraint")
+	}
+}
