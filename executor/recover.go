@@ -80,7 +80,6 @@ func (e *Executor) recoverFailed() {
 				} else {
 					e.release(r.a) // a probe that did not conclude
 				}
-				continue
 			}
 		}
 		for i := len(cascade) - 1; i >= 0; i-- {
