@@ -203,11 +203,20 @@ func (e *Executor) poke() {
 // await waits until r has been observed. For simulated work the host
 // waits for it first (Event.Wait), which moves the virtual clock.
 func (e *Executor) await(r *rec) {
-	if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
-		_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+	e.hostWait(r)
+	e.obs.wait(&r.observed)
+}
+
+// hostWait has the host wait for simulated work r (Event.Wait moves the
+// virtual clock to its end) and wakes the watchers: r, or work that an
+// ownQueue's worker waited for, may be Done with its watcher asleep.
+func (e *Executor) hostWait(r *rec) {
+	if _, ok := r.ev.(backends.VirtualSpan); ok {
+		if !r.ev.Done() {
+			_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+		}
 		e.poke()
 	}
-	e.obs.wait(&r.observed)
 }
 
 // observe handles completed work in completion order, off the callers'
@@ -348,10 +357,7 @@ func (e *Executor) drain(ctx context.Context) error {
 		if r == nil {
 			continue
 		}
-		if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
-			_, _ = r.ev.Wait() // the host waits: the virtual clock moves
-			e.poke()
-		}
+		e.hostWait(r)
 		if err := e.awaitCtx(ctx, r); err != nil {
 			return err
 		}
