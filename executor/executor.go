@@ -132,6 +132,7 @@ type Executor struct {
 	pendingFail atomic.Bool
 	closed      atomic.Bool
 	virtual     atomic.Bool   // some queued work is simulated (backends.VirtualSpan)
+	doneV       atomic.Uint64 // latest end of simulated work seen Done (float64 bits, µs)
 	simulated   atomic.Uint32 // adaptive.Mask of backends whose timings are simulated
 	errMu       sync.Mutex
 	asyncErr    error

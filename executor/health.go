@@ -18,6 +18,9 @@ type health struct {
 	mu    sync.Mutex
 	sick  atomic.Uint32 // adaptive.Mask of backends in back-off or probing
 	state [adaptive.MaxBackends]healthState
+	// failedN counts each backend's failures: queued work that succeeds
+	// clears a back-off only if none came after it was queued.
+	failedN [adaptive.MaxBackends]atomic.Int64
 }
 
 // healthState is one backend's back-off (health.mu held).
@@ -75,6 +78,7 @@ func (e *Executor) releaseProbes(probes adaptive.Mask, chosen int, ok bool) {
 // up to BackoffMax); a lost device's copies are dropped.
 func (e *Executor) failed(a int, err error) {
 	e.failures[a].Add(1)
+	e.health.failedN[a].Add(1)
 	e.health.mu.Lock()
 	h := &e.health.state[a]
 	d := e.cfg.BackoffBase << min(h.failures, 30)
