@@ -64,8 +64,9 @@ bench: libs
 	$(GO) run ./cmd/benchmd -in bench.out -out BENCHMARKS.md -targets docs/targets.csv -tuning docs/TUNING.md
 	@rm -f bench.out
 
-# demo replays the embedded mixed-serving trace through every placement
-# policy, prints the comparison and writes the plot to replay.png.
+# demo replays the embedded trace, recorded from a simulated mixed-serving
+# run, through every placement policy, prints the comparison and writes
+# the plot to replay.png.
 demo:
 	$(GO) run ./cmd/replay -plot replay.png
 

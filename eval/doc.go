@@ -5,7 +5,7 @@
 //
 //   - Env replays a sim workload over sim arms under any Policy and
 //     reports total time, the oracle's, regret, switches, the share of
-//     decisions made to learn (ExplorePct) and of those off the oracle's
+//     decisions made to learn (LearnPct) and of those off the oracle's
 //     backend (OffOraclePct), per-bucket decisions and regret over time.
 //   - Thompson is adaptsched itself: Choose is Scheduler.Select of the op
 //     with the Residency of its inputs, Observe is Scheduler.Observe, and

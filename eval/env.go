@@ -3,7 +3,6 @@ package eval
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -20,6 +19,9 @@ type EnvOptions struct {
 	// run ends there (Ctrl-C in replay) and its Result covers the ops run
 	// so far, against the oracle's cost of those ops.
 	Stop func() bool
+	// Seed draws the durations that OracleUs and Truth report before the
+	// first Run (Run redraws for its own seed).
+	Seed uint64
 }
 
 // Env is a workload materialised against a set of arms, with everything
@@ -29,28 +31,32 @@ type EnvOptions struct {
 //
 // # Cost and oracle
 //
-// The cost of a policy is the sum, over ops, of the sampled compute
+// The cost of a policy is the sum, over ops, of the drawn compute
 // duration on the arm it chose (noise, spikes, warm-up and the events
 // included) and the transfer of the op's activations when they lie on the
 // other side of a link: the previous op ran on a device that does not
 // share memory with the chosen one (latency + bytes / bandwidth of every
 // link crossed, at the profile's true figures, without noise).
 //
+// Durations are drawn once per seed, for every op on every arm, and every
+// policy run with that seed is charged those draws (common random
+// numbers): two policies differ only by their choices, never by luck.
+//
 // The oracle (DESIGN.md § Evaluation) is the best fixed arm per bucket in
-// hindsight, per stationary segment: events split the stream into
-// segments, and in each the oracle keeps one arm per bucket. Its cost is
-// the expected cost of that assignment: Σ true mean compute (noise mean
-// 1, spikes at SpikeProb·SpikeFactor, warm-up on the first run of each
-// kernel on each arm, events) + the transfers that the assignment implies.
-// Transfers couple buckets, so the assignment is found by coordinate
-// descent from the compute-optimal one (each (segment, bucket) moved to
-// the arm that lowers the total, until none does): a local optimum, so a
-// policy may beat it slightly, and regret can be a little negative.
+// hindsight on those draws, per stationary segment: events split the
+// stream into segments, and in each the oracle keeps one arm per bucket.
+// Transfers and warm-up couple buckets, so the assignment is found by
+// coordinate descent, each move the exact change of the total, started
+// from the compute-optimal assignment and from every arm for all: its
+// cost is never above a fixed arm's, so a fixed policy's regret is never
+// negative. A policy that learns can still beat it: it may place the
+// shapes of one bucket apart, or follow drift inside a segment, which a
+// per-bucket assignment cannot.
 // Regret % = (policy − oracle) / oracle × 100.
 //
 // Two shares describe a policy's decisions: OffOraclePct, the decisions
 // not on the oracle's arm for that op (every policy measured the same
-// way, whatever it believes), and ExplorePct, the decisions the policy
+// way, whatever it believes), and LearnPct, the decisions the policy
 // made to learn (Explorer; 0 for a policy that never explores).
 type Env struct {
 	name     string
@@ -75,6 +81,12 @@ type Env struct {
 	oShare        []int64
 	oBucket       [][]int64 // [bucket][arm] oracle decisions
 	cur           int64     // op being run, for Truth
+	// noise[t·arms + a] is op t's drawn multiplicative noise on arm a for
+	// drawSeed (draw).
+	noise    []float64
+	drawSeed uint64
+	drawn    bool
+	warms    bool // some arm's first run of a kernel is slower (WarmupFactor > 1)
 }
 
 type opRec struct {
@@ -137,8 +149,11 @@ func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if e.every <= 0 {
 		e.every = max(int64(len(e.ops))/100, 1)
 	}
+	for _, a := range arms {
+		e.warms = e.warms || a.Profile.WarmupFactor > 1
+	}
 	e.segments()
-	e.solveOracle()
+	e.draw(opt.Seed)
 	return e, nil
 }
 
@@ -199,12 +214,13 @@ func (e *Env) Arms() []Arm { return slices.Clone(e.bArms) }
 // Buckets returns the bucket names, by index.
 func (e *Env) Buckets() []string { return slices.Clone(e.bNames) }
 
-// OracleUs returns the oracle's expected total cost in µs.
+// OracleUs returns the oracle's total cost in µs on the draws of the
+// last Run's seed (EnvOptions.Seed before the first).
 func (e *Env) OracleUs() float64 { return e.oracleUs }
 
 // Truth is the ground truth that the oracle policy is given: the oracle's
-// mean cost in µs of an op of bucket on arm in the segment of the op now
-// being run (compute and the transfers the oracle's assignment implies).
+// cost per op in µs, on the drawn durations, of bucket's ops on arm in the
+// segment of the op now being run (compute and the transfers the oracle's assignment implies).
 // Its argmin per bucket is the oracle's assignment. It is only meaningful
 // while Run runs.
 func (e *Env) Truth(bucket, arm int) float64 {
@@ -251,9 +267,10 @@ type Result struct {
 	// against it: at least RegretPct, where the best arm differs between
 	// the shapes of a bucket. Both are 0 for a run Stopped early.
 	ShapeOracleUs, ShapeRegretPct float64
-	// ExplorePct is the share of decisions the policy made to learn, in %
-	// (Explorer; 0 for a policy without it).
-	ExplorePct float64
+	// LearnPct is the share of decisions the policy made to learn, in %
+	// (Explorer; 0 for a policy without it): thompson's reasons Explore
+	// and Prior, where Telemetry's exploration share is Explore alone.
+	LearnPct float64
 	// OffOraclePct is the share of decisions not on the oracle's arm for
 	// that op, in %.
 	OffOraclePct float64
@@ -294,8 +311,9 @@ func pct(policy, oracle float64) float64 {
 	return (policy - oracle) / oracle * 100
 }
 
-// Run replays the workload under p, sampling durations with a PCG seeded
-// by seed, and reports its cost against the oracle. p must have been built
+// Run replays the workload under p, charging the durations drawn for seed
+// (the same for every policy run with seed), and reports its cost against
+// the oracle on those draws. p must have been built
 // for e.Arms(); it is told the compute µs of each op it placed. Runs of
 // one Env must not overlap (Truth reads the op being run). It fails when p
 // returns an arm out of range.
@@ -308,8 +326,8 @@ func (e *Env) Run(p Policy, seed uint64) (Result, error) { return e.RunEach(p, s
 func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us float64)) (Result, error) {
 	xo, _ := p.(TransferObserver)
 	ex, _ := p.(Explorer)
+	e.draw(seed)
 	nA, nb := e.nA, len(e.bNames)
-	r := rand.New(rand.NewPCG(seed, 0xa7e5))
 	res := Result{
 		Policy: p.Name(), Workload: e.name, Ops: int64(len(e.ops)), OracleUs: e.oracleUs,
 		Share: make([]float64, nA), OracleShare: make([]float64, nA),
@@ -369,18 +387,11 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		if a < 0 || a >= nA {
 			return Result{}, fmt.Errorf("%w: policy %s chose arm %d of %d", ErrInvalidSetup, p.Name(), a, nA)
 		}
-		prof := e.arms[a].Profile
-		us := k.base[a] * e.factor[seg][a]
-		if sg := k.sigma[a]; sg > 0 {
-			us *= math.Exp(sg*r.NormFloat64() - sg*sg/2)
-		}
-		if prof.SpikeProb > 0 && r.Float64() < prof.SpikeProb {
-			us *= prof.SpikeFactor
-		}
+		us := e.cost(t, seg, a)
 		if w := &warm[int(k.kernel)*nA+a]; !*w {
 			*w = true
-			if prof.WarmupFactor > 1 {
-				us *= prof.WarmupFactor
+			if f := e.arms[a].Profile.WarmupFactor; f > 1 {
+				us *= f
 			}
 		}
 		p.Observe(task, a, us)
@@ -419,7 +430,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		res.ShapeOracleUs = e.shapeOracleUs
 		res.ShapeRegretPct = pct(res.TotalUs, e.shapeOracleUs)
 	}
-	res.ExplorePct = float64(explore) / n * 100
+	res.LearnPct = float64(explore) / n * 100
 	res.OffOraclePct = float64(offOracle) / n * 100
 	for a := range nA {
 		res.Share[a] = float64(counts[a]) / n

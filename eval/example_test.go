@@ -37,6 +37,6 @@ func ExampleEnv_Run() {
 	}
 	// Output:
 	// gpu    on GPU 100%, regret    1.9%
-	// cpu    on GPU   0%, regret 10482.8%
+	// cpu    on GPU   0%, regret 10496.7%
 	// oracle on GPU  77%, regret    0.0%
 }

@@ -2,8 +2,10 @@ package eval
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -58,16 +60,60 @@ func (e *Env) linkUs(bytes int64, from, to int) float64 {
 	return us
 }
 
-// mean is the expected compute cost of op t on arm a in segment s.
-func (e *Env) mean(o opRec, s, a int) float64 {
-	return e.keys[o.key].base[a] * e.arms[a].Profile.SpikeMean() * e.factor[s][a]
+// draw samples, for seed, every op's multiplicative noise on every arm
+// (lognormal with the shape's σ, times SpikeFactor with SpikeProb) and
+// solves the oracle on those draws. Every policy run with seed is scored
+// on the same draws (common random numbers), so a fixed assignment costs
+// the same whichever policy plays it, and none beats the oracle's.
+func (e *Env) draw(seed uint64) {
+	if e.drawn && e.drawSeed == seed {
+		return
+	}
+	r := rand.New(rand.NewPCG(seed, 0xa7e5))
+	n := len(e.ops) * e.nA
+	if cap(e.noise) < n {
+		e.noise = make([]float64, n)
+	}
+	e.noise = e.noise[:n]
+	for t, o := range e.ops {
+		k := &e.keys[o.key]
+		for a, arm := range e.arms {
+			z := 1.0
+			if sg := k.sigma[a]; sg > 0 {
+				z = math.Exp(sg*r.NormFloat64() - sg*sg/2)
+			}
+			if p := arm.Profile; p.SpikeProb > 0 && r.Float64() < p.SpikeProb {
+				z *= p.SpikeFactor
+			}
+			e.noise[t*e.nA+a] = z
+		}
+	}
+	e.drawSeed, e.drawn = seed, true
+	e.solveOracle()
 }
 
-// solveOracle finds the oracle's assignment per segment × bucket, its
-// expected cost at every checkpoint, and the per-shape oracle's total.
+// cost is op t's drawn compute µs on arm a in segment s, before warm-up.
+func (e *Env) cost(t, s, a int) float64 {
+	return e.keys[e.ops[t].key].base[a] * e.factor[s][a] * e.noise[t*e.nA+a]
+}
+
+// warmUs is the warm-up surcharge of op t on arm a: its first run of its
+// kernel there costs WarmupFactor × its drawn duration.
+func (e *Env) warmUs(t, s, a int) float64 {
+	if f := e.arms[a].Profile.WarmupFactor; f > 1 {
+		return (f - 1) * e.cost(t, s, a)
+	}
+	return 0
+}
+
+// solveOracle finds the oracle's assignment per segment × bucket on the
+// drawn durations, its cost at every checkpoint, and the per-shape
+// oracle's total (started from the bucket oracle's assignment too, so it
+// is never above it).
 func (e *Env) solveOracle() {
 	nb := len(e.bNames)
-	unit, assign, marginal := e.solve(nb, func(o opRec) int { return int(o.bucket) })
+	bucketOf := func(t int) int { return int(e.ops[t].bucket) }
+	unit, assign, marginal := e.solve(nb, bucketOf, nil)
 	e.assign, e.marginal = assign, marginal
 	e.oShare = make([]int64, e.nA)
 	e.oBucket = make([][]int64, nb)
@@ -84,96 +130,148 @@ func (e *Env) solveOracle() {
 	})
 	e.oracle = append(e.oracle, e.oracleUs)
 	nk := len(e.keys)
-	unit, assign, _ = e.solve(nk, func(o opRec) int { return int(o.key) })
-	e.shapeOracleUs = e.expected(unit, assign, nk, nil)
+	keyBucket := make([]int32, nk)
+	for _, o := range e.ops {
+		keyBucket[o.key] = o.bucket
+	}
+	fromBuckets := func(u int) int32 { return assign[(u/nk)*nb+int(keyBucket[u%nk])] }
+	unit, kassign, _ := e.solve(nk, func(t int) int { return int(e.ops[t].key) }, fromBuckets)
+	e.shapeOracleUs = e.expected(unit, kassign, nk, nil)
 }
 
-// solve assigns an arm to each unit, a segment × one of ng groups (group
-// of an op), by coordinate descent from the compute-optimal start, and
-// returns each op's unit, the assignment and each unit's mean cost per
-// op on each arm, the others fixed.
-func (e *Env) solve(ng int, group func(opRec) int) (unit, assign []int32, marginal []float64) {
-	nA, n := e.nA, len(e.ops)
-	nu := len(e.bounds) * ng
-	// ops of each unit (segment × group), CSR.
-	start := make([]int, nu+1)
-	unit = make([]int32, n)
+// unitSet is a partition of the ops into units (segment × group), each
+// with its ops in time order, and, per kernel, the units that run it and
+// their first op of it: what the warm-up of an assignment depends on.
+type unitSet struct {
+	ng, nu  int
+	unit    []int32 // per op
+	start   []int   // CSR over members
+	members []int32
+	// kernels[u] are the kernels of unit u; firsts[k] the (unit, first op)
+	// pairs of kernel k.
+	kernels [][]int32
+	firsts  [][][2]int32
+}
+
+func (e *Env) units(ng int, group func(t int) int) *unitSet {
+	n := len(e.ops)
+	us := &unitSet{ng: ng, nu: len(e.bounds) * ng, unit: make([]int32, n), members: make([]int32, n)}
+	us.start = make([]int, us.nu+1)
 	seg := 0
-	for t, o := range e.ops {
+	for t := range e.ops {
 		seg = e.segOf(int64(t), seg)
-		unit[t] = int32(seg*ng + group(o))
-		start[unit[t]+1]++
+		us.unit[t] = int32(seg*ng + group(t))
+		us.start[us.unit[t]+1]++
 	}
-	for u := range nu {
-		start[u+1] += start[u]
+	for u := range us.nu {
+		us.start[u+1] += us.start[u]
 	}
-	members := make([]int32, n)
-	fill := slices.Clone(start[:nu])
+	fill := slices.Clone(us.start[:us.nu])
 	for t := range n {
-		members[fill[unit[t]]] = int32(t)
-		fill[unit[t]]++
+		us.members[fill[us.unit[t]]] = int32(t)
+		fill[us.unit[t]]++
 	}
-	assign = make([]int32, nu)
-	marginal = make([]float64, nu*nA)
-	cost := make([]float64, nA)
-	// unitCost fills cost[a]: the unit's total if it moved to a, the others fixed.
-	unitCost := func(u int) {
-		s := u / ng
-		for a := range nA {
-			cost[a] = 0
-		}
-		for _, t := range members[start[u]:start[u+1]] {
-			o := e.ops[t]
-			prevUnit := int32(-1)
-			if t > 0 {
-				prevUnit = unit[t-1]
-			}
-			nextUnit := int32(-1)
-			if int(t)+1 < n {
-				nextUnit = unit[t+1]
-			}
-			for a := range nA {
-				c := e.mean(o, s, a)
-				from := -1
-				if prevUnit >= 0 {
-					from = int(assign[prevUnit])
-					if prevUnit == int32(u) {
-						from = a
-					}
-				}
-				c += e.linkUs(o.act, from, a)
-				if nextUnit >= 0 && nextUnit != int32(u) {
-					c += e.linkUs(e.ops[t+1].act, a, int(assign[nextUnit]))
-				}
-				cost[a] += c
+	if !e.warms {
+		return us // unitCost needs no kernels
+	}
+	us.kernels = make([][]int32, us.nu)
+	us.firsts = make([][][2]int32, len(e.kernels))
+	for u := range us.nu {
+		for _, t := range us.members[us.start[u]:us.start[u+1]] {
+			k := e.keys[e.ops[t].key].kernel
+			if !slices.Contains(us.kernels[u], k) {
+				us.kernels[u] = append(us.kernels[u], k)
+				us.firsts[k] = append(us.firsts[k], [2]int32{int32(u), t})
 			}
 		}
 	}
-	for u := range nu { // compute-optimal start
-		s := u / ng
-		best, bestC := 0, math.Inf(1)
-		for a := range nA {
+	return us
+}
+
+// solve assigns an arm to each unit (segment × one of ng groups, group of
+// op t) by coordinate descent on the drawn durations: from the
+// compute-optimal assignment, from each arm for every unit, and from
+// start(u) when given, keeping the cheapest result. Each move is a
+// unit's exact change of the total (compute, transfers in and out,
+// warm-up), so the result costs no more than any of its starts: no fixed
+// arm beats the oracle. It returns each op's unit, the assignment and
+// each unit's cost per op on each arm, the others fixed.
+func (e *Env) solve(ng int, group func(t int) int, start func(u int) int32) (unit, assign []int32, marginal []float64) {
+	us := e.units(ng, group)
+	var starts [][]int32
+	opt := make([]int32, us.nu)
+	for u := range us.nu { // compute-optimal
+		s, best, bestC := u/ng, 0, math.Inf(1)
+		for a := range e.nA {
 			var c float64
-			for _, t := range members[start[u]:start[u+1]] {
-				c += e.mean(e.ops[t], s, a)
+			for _, t := range us.members[us.start[u]:us.start[u+1]] {
+				c += e.cost(int(t), s, a)
 			}
 			if c < bestC {
 				best, bestC = a, c
 			}
 		}
-		assign[u] = int32(best)
+		opt[u] = int32(best)
 	}
-	for range 20 {
+	starts = append(starts, opt)
+	for a := range e.nA {
+		c := make([]int32, us.nu)
+		for u := range c {
+			c[u] = int32(a)
+		}
+		starts = append(starts, c)
+	}
+	if start != nil {
+		c := make([]int32, us.nu)
+		for u := range c {
+			c[u] = start(u)
+		}
+		starts = append(starts, c)
+	}
+	// Descend from the compute-optimal start; another start is descended
+	// from only when it is cheaper as it stands (a fixed arm can be, where
+	// transfers or warm-up dominate), which keeps the result no dearer
+	// than any start at a fraction of the descents.
+	assign = starts[0]
+	e.descend(us, assign)
+	best := e.expected(us.unit, assign, ng, nil)
+	for _, st := range starts[1:] {
+		if e.expected(us.unit, st, ng, nil) >= best {
+			continue
+		}
+		e.descend(us, st)
+		if total := e.expected(us.unit, st, ng, nil); total < best {
+			best, assign = total, st
+		}
+	}
+	marginal = make([]float64, us.nu*e.nA)
+	cost := make([]float64, e.nA)
+	for u := range us.nu {
+		if m := us.start[u+1] - us.start[u]; m > 0 {
+			e.unitCost(us, assign, u, cost)
+			for a := range e.nA {
+				marginal[u*e.nA+a] = cost[a] / float64(m)
+			}
+		}
+	}
+	return us.unit, assign, marginal
+}
+
+// descend moves units of assign to the arm that lowers the total until
+// none does (or 50 sweeps).
+func (e *Env) descend(us *unitSet, assign []int32) {
+	cost := make([]float64, e.nA)
+	for range 50 {
 		changed := false
-		for u := range nu {
-			if start[u] == start[u+1] {
+		for u := range us.nu {
+			if us.start[u] == us.start[u+1] {
 				continue
 			}
-			unitCost(u)
+			e.unitCost(us, assign, u, cost)
 			cur := int(assign[u])
 			best := cur
-			for a := range nA {
-				if cost[a] < cost[best]*(1-1e-12) {
+			for a := range e.nA {
+				if cost[a] < cost[best] && cost[a] < cost[cur]-1e-9*math.Abs(cost[cur]) {
 					best = a
 				}
 			}
@@ -183,21 +281,81 @@ func (e *Env) solve(ng int, group func(opRec) int) (unit, assign []int32, margin
 			}
 		}
 		if !changed {
-			break
+			return
 		}
 	}
-	for u := range nu {
-		if m := start[u+1] - start[u]; m > 0 {
-			unitCost(u)
-			for a := range nA {
-				marginal[u*nA+a] = cost[a] / float64(m)
-			}
-		}
-	}
-	return unit, assign, marginal
 }
 
-// expected returns the expected cost of running each op t on
+// unitCost fills cost[a] with unit u's share of the total if it moved to
+// arm a, the others fixed: its ops' compute, the transfers into them and
+// out of them to another unit, and the change of its kernels' warm-up.
+func (e *Env) unitCost(us *unitSet, assign []int32, u int, cost []float64) {
+	n, s := len(e.ops), u/us.ng
+	for a := range e.nA {
+		cost[a] = 0
+	}
+	for _, t := range us.members[us.start[u]:us.start[u+1]] {
+		o := e.ops[t]
+		prevUnit, nextUnit := int32(-1), int32(-1)
+		if t > 0 {
+			prevUnit = us.unit[t-1]
+		}
+		if int(t)+1 < n {
+			nextUnit = us.unit[t+1]
+		}
+		for a := range e.nA {
+			c := e.cost(int(t), s, a)
+			from := -1
+			if prevUnit >= 0 {
+				from = int(assign[prevUnit])
+				if prevUnit == int32(u) {
+					from = a
+				}
+			}
+			c += e.linkUs(o.act, from, a)
+			if nextUnit >= 0 && nextUnit != int32(u) {
+				c += e.linkUs(e.ops[t+1].act, a, int(assign[nextUnit]))
+			}
+			cost[a] += c
+		}
+	}
+	if !e.warms {
+		return
+	}
+	for _, k := range us.kernels[u] {
+		cur := e.warmOf(us, assign, k, u, int(assign[u]))
+		for a := range e.nA {
+			cost[a] += e.warmOf(us, assign, k, u, a) - cur
+		}
+	}
+}
+
+// warmOf is kernel k's warm-up surcharge over the whole stream under
+// assign with unit u on arm a: on each arm, its first op there pays.
+func (e *Env) warmOf(us *unitSet, assign []int32, k int32, u, a int) float64 {
+	var first [adaptive.MaxBackends]int32
+	for i := range e.nA {
+		first[i] = -1
+	}
+	for _, f := range us.firsts[k] {
+		arm := int(assign[f[0]])
+		if int(f[0]) == u {
+			arm = a
+		}
+		if first[arm] < 0 || f[1] < first[arm] {
+			first[arm] = f[1]
+		}
+	}
+	var w float64
+	for arm := range e.nA {
+		if t := first[arm]; t >= 0 {
+			w += e.warmUs(int(t), int(us.unit[t])/us.ng, arm)
+		}
+	}
+	return w
+}
+
+// expected returns the drawn cost of running each op t on
 // assign[unit[t]], op by op, warm-up and transfers included; each (nil:
 // none) sees every op with its arm and the total before it.
 func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a int, total float64)) float64 {
@@ -210,11 +368,12 @@ func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a
 		if each != nil {
 			each(t, o, a, total)
 		}
-		c := e.mean(o, int(unit[t])/ng, a)
+		s := int(unit[t]) / ng
+		c := e.cost(t, s, a)
 		if w := &warm[int(e.keys[o.key].kernel)*nA+a]; !*w {
 			*w = true
 			if f := e.arms[a].Profile.WarmupFactor; f > 1 {
-				c *= f
+				c *= f // as Run charges it, to the last bit
 			}
 		}
 		total += c + e.linkUs(o.act, loc, a)

@@ -76,7 +76,7 @@ type TransferObserver interface {
 // Explorer is an optional capability of a Policy: Explored reports whether
 // its last Choose was made to learn (thompson: reason Explore or Prior;
 // egreedy: a random pick; calibrate: a forced sample; ucb1: an arm other
-// than the best mean). The harness counts these as ExplorePct; policies
+// than the best mean). The harness counts these as LearnPct; policies
 // without it never explore.
 type Explorer interface {
 	Explored() bool

@@ -126,9 +126,6 @@ func (b *Backend) Read(dst []byte, src backends.Buffer) (backends.Timing, error)
 	return ev.Wait()
 }
 
-// maxInline is the input count whose byte slices Run keeps on the stack.
-const maxInline = 4
-
 // Run implements backends.Backend: RunAsync and its Wait. On an idle
 // queue the kernel runs on the caller's goroutine. The timing is the
 // monotonic clock around the kernel alone, buffer checks excluded.

@@ -22,12 +22,15 @@ const (
 
 // task is one piece of queued work: what to run, on which buffers, after
 // which events, and the event that reports its completion.
+// The buffers' memory is resolved when the task is queued: a buffer
+// freed afterwards stays valid for it (its memory is the garbage
+// collector's), as GPU memory stays reserved for work already queued.
 type task struct {
 	kind  workKind
 	spec  kernels.Spec
-	in    []backends.Buffer
-	out   backends.Buffer // the kernel's output, or the copy's device side
-	host  []byte          // the copy's host side
+	in    [][]byte
+	out   []byte // the kernel's output, or the copy's buffer side
+	host  []byte // the copy's host side
 	after []backends.Event
 	ev    *event
 }
@@ -113,7 +116,15 @@ func (q *queue) enqueue(b *Backend, t *task, inline bool) error {
 	}
 	q.mu.Unlock()
 	q.finish(b, t)
-	q.drain(b) // work queued meanwhile by other callers
+	// Work queued meanwhile by other callers goes to a goroutine: the
+	// caller returns as soon as its own task is done.
+	q.mu.Lock()
+	more := len(q.pending) > 0
+	q.running = more
+	q.mu.Unlock()
+	if more {
+		go q.drain(b)
+	}
 	return nil
 }
 
@@ -163,13 +174,18 @@ func (q *queue) run(b *Backend, t *task) (backends.Timing, error) {
 				Err: fmt.Errorf("dependency %d failed: %w", i, err)}
 		}
 	}
+	start := time.Now()
 	switch t.kind {
 	case workWrite:
-		return b.copyTimed("write", t.out, t.host, true)
+		copy(t.out, t.host)
 	case workRead:
-		return b.copyTimed("read", t.out, t.host, false)
+		copy(t.host, t.out)
+	default:
+		if err := b.cpu.Run(t.spec, t.in, t.out); err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: t.op(), Err: err}
+		}
 	}
-	return b.runTimed(t.spec, t.in, t.out)
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 }
 
 // sync waits for every task queued so far and returns the first error of
@@ -265,14 +281,13 @@ func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if s.Op == kernels.Opaque {
 		return fail(fmt.Errorf("%w: %q has no kernel", kernels.ErrNotExecutable, s.Params.Name))
 	}
-	var inline [maxInline][]byte
-	bufs := inline[:0]
+	bufs := make([][]byte, len(in))
 	for i, buf := range in {
 		d, err := backends.HostBytes(b, buf)
 		if err != nil {
 			return fail(fmt.Errorf("input %d: %w", i, err))
 		}
-		bufs = append(bufs, d)
+		bufs[i] = d
 	}
 	o, err := backends.HostBytes(b, out)
 	if err != nil {
@@ -281,64 +296,22 @@ func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, bufs, o); err != nil {
 		return fail(err)
 	}
-	return &task{kind: workRun, spec: s, in: slices.Clone(in), out: out, after: slices.Clone(after)}, nil
+	return &task{kind: workRun, spec: s, in: bufs, out: o, after: slices.Clone(after)}, nil
 }
 
 // copyAsync checks a copy's arguments and queues it.
 func (b *Backend) copyAsync(kind workKind, buf backends.Buffer, host []byte, after []backends.Event, inline bool) (*event, error) {
-	t := &task{kind: kind, out: buf, host: host, after: slices.Clone(after)}
+	t := &task{kind: kind, host: host, after: slices.Clone(after)}
 	d, err := backends.HostBytes(b, buf)
 	if err == nil && len(d) != len(host) {
 		err = fmt.Errorf("%w: buffer of %d bytes, host memory of %d", kernels.ErrBufferSize, len(d), len(host))
 	}
 	if err == nil {
+		t.out = d
 		err = b.q.enqueue(b, t, inline)
 	}
 	if err != nil {
 		return nil, &backends.DeviceError{Backend: b.name, Op: t.op(), Err: err}
 	}
 	return t.ev, nil
-}
-
-// runTimed runs s on the buffers, resolved again (a buffer freed since
-// the task was queued fails it), and times the kernel alone.
-func (b *Backend) runTimed(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	var inline [maxInline][]byte
-	bufs := inline[:0]
-	for i, buf := range in {
-		d, err := backends.HostBytes(b, buf)
-		if err != nil {
-			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
-				Err: fmt.Errorf("input %d: %w", i, err)}
-		}
-		bufs = append(bufs, d)
-	}
-	o, err := backends.HostBytes(b, out)
-	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
-			Err: fmt.Errorf("output: %w", err)}
-	}
-	start := time.Now()
-	err = b.cpu.Run(s, bufs, o)
-	d := time.Since(start)
-	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
-	}
-	return backends.Timing{Duration: d, Clock: backends.WallClock}, nil
-}
-
-// copyTimed copies between host memory and buf, resolved again, timed by
-// the wall clock.
-func (b *Backend) copyTimed(op string, buf backends.Buffer, host []byte, toBuffer bool) (backends.Timing, error) {
-	d, err := backends.HostBytes(b, buf)
-	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: op, Err: err}
-	}
-	start := time.Now()
-	if toBuffer {
-		copy(d, host)
-	} else {
-		copy(host, d)
-	}
-	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 }

@@ -123,9 +123,10 @@ func TestQueueOrderAcrossBackends(t *testing.T) {
 	}
 }
 
-// TestQueueErrors checks that an op failing in the queue (its input freed
-// while it waited, or a dependency that failed) reports a DeviceError
-// naming the op at its Wait, and that Sync reports an error no Wait has.
+// TestQueueErrors checks that an op failing in the queue (a dependency
+// failed) reports a DeviceError naming the op at its Wait, that Sync
+// reports an error no Wait has, and that a buffer freed once its op is
+// queued stays valid for that op.
 func TestQueueErrors(t *testing.T) {
 	b := openTest(t, DefaultOptions().WithThreads(2))
 	silu := kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{16}}}
@@ -141,14 +142,10 @@ func TestQueueErrors(t *testing.T) {
 	}
 	in.Free()
 	g.open(nil)
-	_, err = ev.Wait()
+	if _, err := ev.Wait(); err != nil {
+		t.Fatalf("op whose input was freed once it was queued: %v, want success", err)
+	}
 	var de *backends.DeviceError
-	if !errors.As(err, &de) || de.Op != "SiLU" || !errors.Is(err, backends.ErrForeignBuffer) || !strings.Contains(err.Error(), "freed") {
-		t.Fatalf("op whose input was freed while queued: %v, want a DeviceError{Op: SiLU} saying it was freed", err)
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatalf("Sync after Wait reported the error: %v, want nil", err)
-	}
 
 	in2, _ := b.Alloc(64)
 	boom := errors.New("gpu kernel failed")

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -32,10 +31,10 @@ type event struct {
 	d          *Device
 	op         string
 	stream     uintptr
-	start, end uintptr // from the event pool, returned when retired
-	stage      []byte  // pinned staging memory of a copy
-	dst        []byte  // a read's destination, filled from stage when retired
-	release    []uintptr
+	start, end uintptr   // from the event pool, returned when retired
+	stage      []byte    // pinned staging memory of a copy
+	dst        []byte    // a read's destination, filled from stage when retired
+	release    []uintptr // device memory freed while queued, pooled when retired
 	timing     backends.Timing
 	err        error
 	done       atomic.Bool
@@ -371,85 +370,29 @@ func (d *Device) launch(p opPlan, fns []uintptr, bufs []*buffer) error {
 	return nil
 }
 
-// WriteAsync implements backends.Queuer: src is copied at once into
-// pinned staging memory (src may be reused as soon as WriteAsync
-// returns), then onto the device on the copy stream.
-func (d *Device) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
-	return d.copyAsync("write", dst, src, after)
-}
-
-// ReadAsync implements backends.Queuer: the device copies src into pinned
-// staging memory on the copy stream; dst is filled from it when the copy
-// is retired (Done, Wait, Sync).
-func (d *Device) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
-	return d.copyAsync("read", src, dst, after)
-}
-
-// copyAsync queues a write (host → b) or read (b → host).
-func (d *Device) copyAsync(op string, b backends.Buffer, host []byte, after []backends.Event) (backends.Event, error) {
-	fail := func(err error) (backends.Event, error) {
-		return nil, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
-	}
-	db, err := d.own(b)
-	if err != nil {
-		return fail(err)
-	}
-	if int64(len(host)) != db.size {
-		return fail(fmt.Errorf("%w: host %d bytes, buffer %d", kernels.ErrBufferSize, len(host), db.size))
-	}
-	deps, err := d.awaitForeign(after)
-	if err != nil {
-		return d.failedEvent(op, err)
-	}
-	var e *event
-	err = d.call(func() error {
-		if db.size == 0 {
-			e = &event{d: d, op: op, timing: backends.Timing{Clock: backends.DeviceEvents}}
-			e.done.Store(true)
-			return nil
-		}
-		stage, err := d.takePinned(db.size)
-		if err != nil {
-			return err
-		}
-		src, dst, kind := uintptr(unsafe.Pointer(unsafe.SliceData(stage))), db.ptr, hostToDevice
-		if op == "write" {
-			copy(stage, host)
-		} else {
-			src, dst, kind = db.ptr, src, deviceToHost
-		}
-		e, err = d.enqueue(op, d.copyStream, []*buffer{db}, deps, func() error {
-			return d.check(fMemcpyAsync, d.s.memcpyAsync(dst, src, db.size, kind, d.copyStream))
-		})
-		if err != nil {
-			d.putPinned(stage)
-			return err
-		}
-		e.stage = stage
-		if op == "read" {
-			e.dst = host
-		}
-		return nil
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return e, nil
-}
-
 // Sync implements backends.Queuer: it waits for every op and copy queued
 // so far and returns the first error of queued work that no Wait has
 // reported (the others are dropped). After Close it fails with ErrClosed.
 func (d *Device) Sync() error {
-	var pending []*event
+	// Waiting for the last work queued on each stream is waiting for all;
+	// the rest is then retired by queries that find it complete.
+	var last [2]*event
 	if err := d.gated(func() error {
-		pending = slices.Clone(d.inflight)
+		for _, e := range d.inflight {
+			if e.stream == d.stream {
+				last[0] = e
+			} else {
+				last[1] = e
+			}
+		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	for _, e := range pending {
-		_, _ = e.wait()
+	for _, e := range last {
+		if e != nil {
+			_, _ = e.wait()
+		}
 	}
 	var first error
 	err := d.gated(func() error {
@@ -495,39 +438,4 @@ func (d *Device) drainQueue() error {
 		}
 	}
 	return errors.Join(append([]error{d.takeFailed()}, errs...)...)
-}
-
-// takePinned returns pinned host memory of n bytes from the staging pool,
-// allocating a block of n's size class when none is free (under do).
-func (d *Device) takePinned(n int64) ([]byte, error) {
-	c := classSize(n)
-	if l := d.pinned[c]; len(l) > 0 {
-		p := l[len(l)-1]
-		d.pinned[c] = l[:len(l)-1]
-		d.pinnedCached -= c
-		return unsafe.Slice((*byte)(p), c)[:n], nil
-	}
-	p, code := d.s.hostMalloc(c)
-	if err := d.check(fHostMalloc, code); err != nil {
-		return nil, err
-	}
-	return unsafe.Slice((*byte)(p), c)[:n], nil
-}
-
-// maxPinnedCache bounds the pinned staging memory kept for reuse: a model
-// upload of many large tensors would otherwise keep a block of each size
-// pinned until Close.
-const maxPinnedCache = 256 << 20
-
-// putPinned returns staging memory from takePinned to its pool, or to the
-// runtime when the pool holds maxPinnedCache already (under do).
-func (d *Device) putPinned(b []byte) {
-	c := int64(cap(b))
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	if d.pinnedCached+c > maxPinnedCache {
-		_ = d.check(fHostFree, d.s.hostFree(p))
-		return
-	}
-	d.pinned[c] = append(d.pinned[c], p)
-	d.pinnedCached += c
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/history"
 )
 
 // TestRunFleet runs the command twice on a tiny model through an embedded
@@ -51,20 +53,28 @@ func TestFleetFlagErrors(t *testing.T) {
 	}
 }
 
-// TestServeMetrics serves a Scheduler's collectors over HTTP on loopback
-// (-metrics with no host) and reads them back.
+// TestServeMetrics serves the metrics over HTTP on loopback (-metrics
+// with no host) and reads them back: the Scheduler's, the Executor's,
+// the store's, the Go runtime's and the process's families, each under
+// its conventional name.
 func TestServeMetrics(t *testing.T) {
 	b, err := backends.Open("sim:h100")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{b}})
+	e, err := executor.New(executor.Config{Config: adaptive.Config{Backends: []backends.Backend{b}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	at, stop, err := serveMetrics(":0", s, zerolog.Nop())
+	defer e.Close()
+	db, err := history.Open(history.DefaultOptions(t.TempDir()).WithLogger(zerolog.Nop()).
+		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	at, stop, err := serveMetrics(":0", metricSources{sched: e.Scheduler(), exec: e, store: db}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +88,14 @@ func TestServeMetrics(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "adaptsched_op_seconds_total") {
-		t.Errorf("GET /metrics: %s\n%s", resp.Status, body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s\n%s", resp.Status, body)
+	}
+	for _, name := range []string{"adaptsched_decisions_total{backend=\"sim:h100\"}", "adaptsched_op_seconds_total", "adaptsched_explorations_total",
+		"adaptsched_fallbacks_total", "adaptsched_transfer_bytes_total", "adaptsched_transfer_seconds_total", "adaptsched_backend_healthy",
+		"adaptsched_store_flushes_total", "adaptsched_store_flush_errors_total", "go_goroutines", "process_cpu_seconds_total"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("GET /metrics lacks %s", name)
+		}
 	}
 }

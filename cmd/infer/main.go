@@ -19,8 +19,17 @@
 // -fleet-dir, and shares through it. -fleet-node names this node (the
 // same across restarts). A server that is down is retried in the
 // background; the process schedules on its own evidence meanwhile.
-// -metrics ADDR serves the Scheduler's Prometheus collectors at /metrics
-// (loopback unless a host is given). Nothing listens unless asked.
+// -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
+// host is given; ":0" picks a port, and the address bound is printed):
+// adaptsched_decisions_total and adaptsched_explorations_total (reason
+// Explore) by backend, adaptsched_decision_reasons_total by reason,
+// ops, op seconds and switches by backend, fallbacks, backend failures
+// and health, transfers (bytes, copies and seconds by backend; the link
+// model's latency and bandwidth by direction), the store's flushes,
+// failed flushes and pending records (-db), the fleet's peers, sync,
+// connection, published, received and errors (-fleet), and the Go and
+// process collectors. Nothing listens unless asked. -db says on stderr
+// what it loaded.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -52,11 +61,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -98,10 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{model: DefaultModel}
 	fs := flag.NewFlagSet("infer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
+	// A bad flag gets the flag package's one line and a hint; -h the
+	// whole usage (both printed once Parse returns).
+	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
 	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
@@ -125,11 +131,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.model.Vocab, "vocab", o.model.Vocab, "vocabulary size")
 	fs.IntVar(&o.model.Ctx, "ctx", o.model.Ctx, "context length")
 	fs.Uint64Var(&o.model.Seed, "seed", o.model.Seed, "seed of the weights, prompts and scheduler")
-	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics over HTTP on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given) at /metrics")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics over HTTP on ADDR (HOST:PORT, :PORT or PORT; loopback unless a host is given; port 0 picks one, printed) at /metrics")
 	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			fs.PrintDefaults()
+			return o, err
+		}
+		fmt.Fprintln(stderr, usageHint)
+		return o, &usageError{err: err, shown: true}
 	}
+	o, err := checkFlags(o, fs)
+	if err != nil {
+		return o, &usageError{err: err}
+	}
+	return o, nil
+}
+
+// checkFlags checks the parsed flags together.
+func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
@@ -179,20 +200,15 @@ type Summary struct {
 	// (adaptive.Telemetry.ExplorationShare).
 	ExplorePct float64 `json:"explore_pct"`
 	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
-	Fleet   *fleet.Stats `json:"fleet,omitempty"`
-	Stopped bool         `json:"stopped"` // by a signal
+	Fleet   *FleetSummary `json:"fleet,omitempty"`
+	Stopped bool          `json:"stopped"` // by a signal
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -228,6 +244,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	var src metricSources
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
 			WithLogger(logger).WithMoveDamaged(o.resetStore))
@@ -235,7 +252,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store = db
+		cfg.Store, src.store = db, db
+		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
@@ -260,7 +278,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer stopFleet()
-	_, stopMetrics, err := serveMetrics(o.metrics, e.Scheduler(), logger)
+	src.sched, src.exec = e.Scheduler(), e
+	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err
 	}
@@ -295,8 +314,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
-		fs := node.Stats()
-		sum.Fleet = &fs
+		sum.Fleet = fleetSummary(node.Stats())
 	}
 	for _, b := range tel.Backends {
 		sum.Switches += b.Switches
@@ -304,10 +322,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if o.json {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
+	// The table first and the headline last, where a terminal leaves it
+	// in view.
+	if err := placementTable(stdout, tel); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
-	placementTable(stdout, tel)
-	return nil
+	return err
 }
 
 // served is what serve measured: totals, and the warm-up's share of
@@ -455,31 +477,3 @@ func (s *statusLine) show(tokens int64, elapsed time.Duration) {
 }
 
 func (s *statusLine) clear() { io.WriteString(s.w, "\r\033[K") }
-
-// placementTable prints, per bucket, each backend's share of the ops, its
-// mean µs, and the bucket's switches.
-func placementTable(w io.Writer, tel adaptive.Telemetry) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprint(tw, "bucket\tincumbent\tswitches\talarms")
-	for _, b := range tel.Backends {
-		fmt.Fprintf(tw, "\t%s ops\t%s µs", b.Name, b.Name)
-	}
-	fmt.Fprintln(tw)
-	buckets := append([]adaptive.BucketTelemetry(nil), tel.Buckets...)
-	sort.Slice(buckets, func(i, j int) bool { return buckets[i].Name < buckets[j].Name })
-	for _, bk := range buckets {
-		var total int64
-		for _, a := range bk.Arms {
-			total += a.N
-		}
-		if total == 0 {
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d", bk.Name, bk.Incumbent, bk.Switches, bk.Alarms)
-		for _, a := range bk.Arms {
-			fmt.Fprintf(tw, "\t%d (%.0f%%)\t%.1f", a.N, 100*float64(a.N)/float64(total), a.MeanUs)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-}

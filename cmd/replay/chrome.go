@@ -10,8 +10,8 @@ import (
 
 // openChrome imports a Chrome trace (history.ImportChrome). Its ops carry
 // GPU durations only (backend "gpu", the sum of their kernels; an op that
-// joined no kernel is unmeasured), so the CPU's come from -profile /
-// -cpu-profile or -table, and without one the report says so. The import
+// joined no kernel is unmeasured), so the CPU's come from -sim-cpu or
+// -table (by default the simulated profiles, said in the report). The import
 // holds the trace's ops in memory: Chrome traces are one JSON document,
 // not a stream.
 func openChrome(o *options, path, name string) (*traceInput, error) {
@@ -28,14 +28,11 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 	if c.Imported == 0 {
 		return nil, fmt.Errorf("%w: %s: no op with input shapes among %d cpu_ops (record with record_shapes=True)", errInput, name, c.CPUOps)
 	}
-	in := &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		return &chromeIter{ops: ct.Ops}, io.NopCloser(nil), nil
+	in := &traceInput{name: name, open: func() (eventIter, error) {
+		return &chromeIter{ops: ct.Ops}, nil
 	}}
 	in.note = fmt.Sprintf("chrome trace: %d ops imported (%d mapped onto the catalogue, %d opaque), %d of %d kernels joined",
 		c.Imported, c.Mapped, c.Opaque, c.Joined, c.Kernels)
-	if o.profile == "" && o.table == "" {
-		in.note += "; no CPU model (give -profile with -cpu-profile, or -table): the GPU alone is replayed"
-	}
 	return in, nil
 }
 

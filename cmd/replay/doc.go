@@ -7,11 +7,12 @@
 // Inputs:
 //
 //   - an adaptsched JSONL trace (history.Recorder's format, gzip
-//     accepted; "-" reads stdin, spooled to a temporary file because the
-//     replay reads its input twice);
+//     accepted; "-" reads stdin);
 //   - a Chrome trace (PyTorch profiler / Kineto) through
 //     history.ImportChrome: its ops carry GPU durations only, so the CPU's
-//     come from -profile / -cpu-profile or -table;
+//     come from -sim-cpu (by default sim:cpu2, said in the report) or
+//     -table; ops outside the op catalogue, which no backend here can
+//     run, are left out and summed by reason;
 //   - a perf table alone (-table FILE.csv: sim's table workload), or
 //     StarPU's own history-based models (-table a .../codelets/45
 //     directory or one file in it: sim.LoadStarPU, one arm per device and
@@ -20,28 +21,36 @@
 //     gives a table's backend the hardware figures its prior uses, as a
 //     CSV's "# backend LABEL:" line does;
 //   - a simulator workload (-workload mixed-serving|decode|prefill with
-//     -profile GPU and -cpu-profile CPU);
+//     -sim-gpu GPU and -sim-cpu CPU);
 //   - nothing: an embedded mixed-serving trace, recorded by this
 //     project's recorder from a simulator run (sim:h100 + sim:cpu2, placed
 //     by thompson, with 5% shadow runs).
 //
-// A trace is replayed in two streaming passes, in memory bounded by the
-// number of distinct ops and buckets, whatever its length. Pass 1 keeps,
-// per bucket and backend, the count, mean µs and spread of ln µs of every
-// measurement (the backend an op ran on, and shadow runs). Pass 2 drives
-// every policy event by event: the duration of the backend a policy
-// chooses is the event's own measurement there when it has one, else a
-// counterfactual drawn lognormal around the bucket's measured mean on
-// that backend elsewhere in the trace, else around a -table or -profile
-// model's mean (draws are deterministic by -seed, one stream per policy).
-// A bucket with neither a measurement nor a model on some backend is left
-// out of the comparison and listed; the report counts the decisions by
-// the source of their duration. The oracle of a bucket is the backend
-// with the lowest mean, times the bucket's ops. Transfers are not
+// A trace is parsed once. Pass 1 keeps, per bucket and backend, the
+// count, mean µs and spread of ln µs of every measurement (the backend an
+// op ran on, and shadow runs), and spools each event as its distinct op
+// and measurements (a few bytes; in memory up to 4 MiB, in a temporary
+// file beyond, so memory does not grow with the trace). Each op's
+// duration on each backend is then fixed: its own measurement there when
+// it has one, else a counterfactual drawn lognormal around the bucket's
+// measured mean on that backend elsewhere in the trace, else around a
+// -table or -sim-gpu / -sim-cpu model's mean, drawn once for all policies
+// from a stream seeded by -seed and the op's place (common random
+// numbers). The oracle of a bucket is the backend of the least total over
+// its ops on those durations, in hindsight: no fixed backend beats it.
+// Pass 2 drives every policy op by op over the spool, each charged those
+// durations. A trace that measures one kind of backend (a Kineto trace:
+// the GPU) gets the other from the simulated profiles sim:h100 / sim:cpu2
+// unless -sim-gpu, -sim-cpu or -table says otherwise. A bucket with
+// neither a measurement nor a model on some backend is left out of the
+// comparison and summed by reason; only those that more data would
+// include count against -max-excluded (ops outside the op catalogue are
+// no choice: no backend here runs them). The report counts the
+// decisions by the source of their duration. Transfers are not
 // replayed: a trace records only the transfer of the backend chosen.
 // Simulator workloads and perf tables run through eval.Env instead, which
 // moves each op's activation from where the previous op ran and charges
-// the copies.
+// the copies, also on common draws.
 //
 // thompson is adaptive.Scheduler itself (eval.Thompson), called as the
 // Executor calls it: Select with the Residency of the op's inputs, Observe
@@ -59,7 +68,7 @@
 // reference, 0 by definition. -plot draws cumulative regret per policy
 // and thompson's decision map, and says where it wrote the picture.
 //
-// Bad flags print the usage and exit 2; bad input prints
+// A bad flag prints one line and a hint (-h prints the usage) and exits 2; bad input prints
 // "file:line: message" and exits 1, or with -skip-bad the bad lines are
 // counted in the report.
 //
@@ -68,10 +77,10 @@
 //	replay                                   # the embedded default trace
 //	replay -plot replay.png                  # and its plot
 //	replay trace.jsonl.gz                    # a recorded trace
-//	replay -profile mi300x trace.jsonl       # counterfactuals from a profile
+//	replay -sim-gpu mi300x trace.jsonl       # counterfactuals from a profile
 //	replay -table perf.csv trace.jsonl       # ... or from a perf table
-//	replay -profile h100 kineto.json         # a PyTorch profiler trace
-//	replay -workload mixed-serving -profile mi250 -ops 200000
+//	replay kineto.json.gz                    # a PyTorch profiler trace
+//	replay -workload mixed-serving -sim-gpu mi250 -ops 200000
 //	replay -table perf.csv -ops 100000       # a perf table's workload
 //	replay -table ~/.starpu/sampling/codelets/45 -ops 100000  # StarPU's models
 //	replay -json -policies thompson,roofline,oracle trace.jsonl

@@ -16,7 +16,7 @@ func TestFleetServe(t *testing.T) {
 	dir := t.TempDir()
 	var reps [2]Report
 	for i, node := range []string{"a", "b"} {
-		code, out, errs := replayRun(t, "", "-json", "-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000",
+		code, out, errs := replayRun(t, "", "-json", "-workload", "mixed-serving", "-sim-gpu", "mi300x", "-ops", "5000",
 			"-policies", "thompson", "-fleet-serve", "127.0.0.1:0", "-fleet-dir", dir, "-fleet-node", node)
 		if code != 0 {
 			t.Fatalf("run %s: exit %d: %s", node, code, errs)
@@ -28,8 +28,8 @@ func TestFleetServe(t *testing.T) {
 	if !strings.Contains(strings.Join(reps[1].Notes, ";"), "synced true: 1 other nodes") {
 		t.Errorf("second run's notes %q: want a's evidence", reps[1].Notes)
 	}
-	a, b := reps[0].Policies[0].ExplorePct, reps[1].Policies[0].ExplorePct
-	t.Logf("explore_pct: a %.3f%%, b %.3f%%", a, b)
+	a, b := reps[0].Policies[0].LearnPct, reps[1].Policies[0].LearnPct
+	t.Logf("learn_pct: a %.3f%%, b %.3f%%", a, b)
 	if !(b <= a/10) || a == 0 {
 		t.Errorf("b explored %.3f%%, a %.3f%%: want b at most a tenth of a", b, a)
 	}

@@ -28,6 +28,13 @@ const defaultName = "default"
 // replay runs the replay that o asks for and returns its report.
 func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, error) {
 	interrupted.Store(false)
+	// Caught from the start, so that Ctrl-C while a workload or table is
+	// prepared still ends in the report of what was replayed (the
+	// default action would exit 130 silently).
+	defer notifyInterrupt()()
+	if onOp != nil {
+		onOp(-1) // before anything is prepared
+	}
 	var table *sim.Table
 	if o.table != "" {
 		var err error
@@ -46,7 +53,6 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	default:
 		var in *traceInput
 		var cleanup func()
-		defer notifyInterrupt()()
 		prog := newProgress(stderr, o.progressMin)
 		in, cleanup, err = openInput(&o, stdin, prog)
 		if err != nil {
@@ -64,23 +70,24 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 }
 
 // openInput returns the trace that o names: the embedded default, stdin
-// (spooled to a temporary file, since the replay reads it twice), or a
-// file, as an adaptsched trace or a Chrome trace. cleanup removes what it
+// (spooled to a temporary file), a file or a pipe, as an adaptsched trace
+// or a Chrome trace, its header read. cleanup closes and removes what it
 // made.
 func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func(), error) {
-	cleanup := func() {}
 	ropts := history.ReaderOptions{SkipBad: o.skipBad}
 	if o.input == "" {
 		if o.profile == "" {
 			o.profile = defaultGPUProfile
 		}
 		in := memoryTrace(defaultName, defaultTrace, ropts)
-		in.note = fmt.Sprintf("default trace: %d ops of mixed serving (Llama-3.2-1B) on sim:h100 + sim:cpu2, placed by thompson, %.0f%% shadow runs; counterfactuals without a measurement come from profiles %s / %s",
+		in.note = fmt.Sprintf("default trace: %d ops of a simulated mixed-serving run (Llama-3.2-1B) on sim:h100 + sim:cpu2, placed by thompson, %.0f%% shadow runs; counterfactuals without a measurement come from profiles %s / %s",
 			defaultOps, defaultShadow*100, o.profile, o.cpuProfile)
-		return in, cleanup, readHeader(in)
+		return in, in.close, readHeader(in)
 	}
-	path, name := o.input, o.input
+	path, name, cleanup := o.input, o.input, func() {}
 	if o.input == "-" {
+		// Spooled to a file, so that its format can be told (a Chrome
+		// trace's key may follow megabytes); it is parsed once.
 		f, err := os.CreateTemp("", "replay-stdin-*")
 		if err != nil {
 			return nil, cleanup, fmt.Errorf("replay: spooling stdin: %w", err)
@@ -96,69 +103,71 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 		}
 		path, name = f.Name(), "stdin"
 	}
+	in, closeIn, err := openPath(o, path, name, ropts, prog)
+	return in, func() { closeIn(); cleanup() }, err
+}
+
+// openPath opens the trace file (or pipe) at path, called name.
+func openPath(o *options, path, name string, ropts history.ReaderOptions, prog *progress) (*traceInput, func(), error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		cleanup()
 		return nil, func() {}, fmt.Errorf("replay: %w", err)
 	}
-	if !st.Mode().IsRegular() {
-		// The replay reads a trace twice; a pipe (<(gzip -c t.jsonl)) would
-		// be empty the second time, a FIFO without a writer or a device
-		// (/dev/zero) would block or never end. Checked before opening,
-		// which blocks on a FIFO.
-		way := "give a trace file"
-		if st.Mode()&os.ModeNamedPipe != 0 {
-			way = "pass it on stdin instead, which is read once and kept: replay [flags] - < " + path
-		}
-		return nil, func() {}, fmt.Errorf("%w: %s is not a regular file (%s) and the replay reads its trace twice: %s",
-			errInput, path, kindOf(st.Mode()), way)
+	if m := st.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 {
+		// A directory, or a device (/dev/zero) that never ends. Checked
+		// before opening, which blocks on a FIFO; a pipe is read as it
+		// comes, once.
+		return nil, func() {}, fmt.Errorf("%w: %s is %s, not a trace file or a pipe", errInput, path, kindOf(m))
 	}
 	format := o.format
-	if format == "auto" {
+	if format == "auto" && st.Mode().IsRegular() {
 		if format, err = sniff(path); err != nil {
-			cleanup()
 			return nil, func() {}, err
 		}
 	}
 	if format == "chrome" {
 		in, err := openChrome(o, path, name)
-		return in, cleanup, err
+		return in, func() {}, err
 	}
-	in := &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("replay: %w", err)
-		}
-		rd, err := history.NewReader(prog.reader(f, st.Size()), name, ropts)
-		if err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		return rd, f, nil
-	}}
-	if err := readHeader(in); err != nil {
-		cleanup()
-		return nil, func() {}, err
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("replay: %w", err)
 	}
-	return in, cleanup, nil
+	in := streamTrace(name, prog.reader(f, st.Size()), ropts)
+	in.closer = f
+	return in, in.close, readHeader(in)
 }
 
 // memoryTrace is a trace held in memory (the embedded default).
 func memoryTrace(name string, b []byte, ropts history.ReaderOptions) *traceInput {
-	return &traceInput{name: name, open: func() (eventIter, io.Closer, error) {
-		rd, err := history.NewReader(bytes.NewReader(b), name, ropts)
-		return rd, io.NopCloser(nil), err
-	}}
+	return streamTrace(name, bytes.NewReader(b), ropts)
 }
 
-// readHeader opens in once for its header.
+// streamTrace is an adaptsched trace read once from r.
+func streamTrace(name string, r io.Reader, ropts history.ReaderOptions) *traceInput {
+	in := &traceInput{name: name}
+	in.open = func() (eventIter, error) {
+		if in.opened {
+			return nil, fmt.Errorf("replay: %s: the trace is read once", name)
+		}
+		in.opened = true
+		rd, err := history.NewReader(r, name, ropts)
+		if err != nil {
+			return nil, err
+		}
+		in.header = rd.Header()
+		return rd, nil
+	}
+	return in
+}
+
+// readHeader opens in, reading its header; the scan reads on from there.
 func readHeader(in *traceInput) error {
-	it, c, err := in.open()
+	it, err := in.open()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	in.header = it.(*history.Reader).Header()
+	in.it = it
 	return nil
 }
 

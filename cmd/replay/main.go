@@ -94,12 +94,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const usageText = `usage: replay [flags] [TRACE]
 
 Replays operations through placement policies and compares each with the
-oracle (the best fixed backend per bucket in hindsight).
+oracle: the best fixed backend per bucket in hindsight, on the same
+durations every policy is charged (each op's duration on each backend is
+drawn once, for all). No fixed policy beats it; a learner can, by placing
+one bucket's shapes apart or following drift.
 
 TRACE is an adaptsched JSONL trace (gzip accepted; "-" reads stdin) or a
 Chrome trace (PyTorch profiler / Kineto). Without TRACE, -workload replays
 a simulator workload, -table a perf table's workload, and with neither an
-embedded mixed-serving trace is replayed.
+embedded trace, recorded from a simulated mixed-serving run (sim:h100 +
+sim:cpu2), is replayed.
 
 thompson is adaptsched's Scheduler itself, called as the Executor calls
 it (Select with where each op's inputs live, Observe with the measured
@@ -113,15 +117,17 @@ The report's columns, one row per policy:
   total ms     the policy's total time over the ops (compute and transfers)
   ×oracle      total / the oracle's expected total
   regret %     (total − oracle) / oracle × 100; the oracle's row is 0 by
-               definition (a note says when its sampled total differs)
+               definition; never negative for a fixed policy
   switches     decisions whose backend differs from the bucket's previous
   regret/shape %  regret against the per-shape oracle (the best backend
                for each shape, where the oracle takes one per bucket;
                workloads and tables, not traces)
   switches/shape  decisions whose backend differs from the shape's previous
-  explore %    decisions the policy made to learn: thompson's Explore and
+  learn %      decisions the policy made to learn: thompson's Explore and
                Prior, egreedy's random picks, calibrate's forced samples,
-               ucb1's bonus picks; 0 for rules that never learn
+               ucb1's bonus picks; 0 for rules that never learn ("explore"
+               elsewhere, as in infer and the metrics, is reason Explore
+               alone; Prior is the reason line below)
   off-oracle % decisions not on the oracle's backend for that op
   cf %         decisions whose duration was not measured on the op itself
                (drawn from trace statistics, a table or a profile)
@@ -134,10 +140,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
+	// A bad flag gets the flag package's one line and a hint; -h the
+	// whole usage (both printed once Parse returns).
+	fs.Usage = func() {}
 	pol := fs.String("policies", strings.Join(eval.PolicyNames, ","), "comma-separated policies to compare")
 	fs.IntVar(&o.ops, "ops", 0, "replay at most N ops (0: the whole trace; simulator workloads default to 50000)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random draw (policies, counterfactuals, workloads)")
@@ -155,8 +160,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
-	fs.StringVar(&o.profile, "profile", "", "GPU profile: the simulated GPU of -workload (default h100), or a counterfactual model for TRACE")
-	fs.StringVar(&o.cpuProfile, "cpu-profile", "cpu2", "CPU profile paired with -profile")
+	fs.StringVar(&o.profile, "sim-gpu", "", "simulated GPU `PROFILE`: the GPU of -workload (default h100), or the model of a TRACE's GPU durations it lacks (default h100 for a trace of CPUs only)")
+	fs.StringVar(&o.cpuProfile, "sim-cpu", "cpu2", "simulated CPU `PROFILE` paired with -sim-gpu: the CPU of -workload, or the model of a TRACE's CPU durations it lacks")
+	deprecated(fs, stderr, "profile", "sim-gpu")
+	deprecated(fs, stderr, "cpu-profile", "sim-cpu")
 	fs.Float64Var(&o.zipf, "zipf", 1, "Zipf exponent of a perf table's workload (0: rows uniform)")
 	fs.StringVar(&o.format, "format", "auto", "TRACE format: auto, jsonl or chrome")
 	fs.IntVar(&o.top, "top", 5, "buckets listed where the policies disagree most")
@@ -165,11 +172,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.guardOptions.flags(fs)
 	o.fleet.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText)
+			fs.PrintDefaults()
+		} else {
+			fmt.Fprintln(stderr, usageHint)
+		}
 		return o, err
 	}
 	fail := func(format string, args ...any) (options, error) {
 		fmt.Fprintf(stderr, "replay: "+format+"\n", args...)
-		fs.Usage()
+		fmt.Fprintln(stderr, usageHint)
 		return o, errUsage
 	}
 	switch fs.NArg() {
@@ -225,7 +238,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
 		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))
 	}
-	for _, p := range []struct{ flag, name string }{{"profile", o.profile}, {"cpu-profile", o.cpuProfile}} {
+	for _, p := range []struct{ flag, name string }{{"sim-gpu", o.profile}, {"sim-cpu", o.cpuProfile}} {
 		if p.name == "" {
 			continue
 		}
@@ -234,4 +247,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// usageHint follows a usage error: the flags are one -h away.
+const usageHint = "run replay -h for the flags"
+
+// deprecated registers old as an alias of the flag called name, saying
+// once on stderr that it is deprecated: -profile and -cpu-profile name
+// simulated devices yet read like pprof's flags.
+func deprecated(fs *flag.FlagSet, stderr io.Writer, old, name string) {
+	warned := false
+	fs.Func(old, "deprecated: -"+name, func(v string) error {
+		if !warned {
+			fmt.Fprintf(stderr, "replay: warning: -%s is deprecated: use -%s\n", old, name)
+			warned = true
+		}
+		return fs.Set(name, v)
+	})
 }

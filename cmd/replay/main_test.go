@@ -49,11 +49,11 @@ var goldenCases = []struct {
 }{
 	{"small", []string{"-max-excluded", "25", "testdata/small.jsonl"}, 1},
 	{"small-table", []string{"-table", "testdata/table.csv", "testdata/small.jsonl"}, 1},
-	{"small-profile", []string{"-profile", "mi250", "testdata/small.jsonl"}, 1.5},
+	{"small-profile", []string{"-sim-gpu", "mi250", "testdata/small.jsonl"}, 1.5},
 	{"exact", []string{"testdata/exact.jsonl"}, 3},
 	{"table-workload", []string{"-table", "testdata/table.csv", "-ops", "3000"}, 1},
 	{"decode", []string{"-workload", "decode", "-ops", "3000"}, 1.5},
-	{"chrome", []string{"-profile", "h100", "testdata/chrome.json"}, 1},
+	{"chrome", []string{"-sim-gpu", "h100", "testdata/chrome.json"}, 1},
 }
 
 func TestGolden(t *testing.T) {
@@ -92,7 +92,7 @@ func TestGolden(t *testing.T) {
 // −0.46%, small-profile 1.15%: one trial on 120 ops is about 1%, exact
 // 0.34%, table-workload, decode and chrome near 0), and checks what its
 // report says of it: its reasons add up to its decisions, and its
-// explore % is the share of Explore and Prior.
+// learn % is the share of Explore and Prior.
 func TestThompsonBounded(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,8 +109,8 @@ func TestThompsonBounded(t *testing.T) {
 				t.Errorf("reasons %v add up to %d, want the %d decisions", th.Reasons, n, r.Ops)
 			}
 			learn := float64(th.Reasons["Explore"]+th.Reasons["Prior"]) / float64(r.Ops) * 100
-			if math.Abs(th.ExplorePct-learn) > 1e-9 {
-				t.Errorf("explore %v%%, want Explore+Prior's %v%%", th.ExplorePct, learn)
+			if math.Abs(th.LearnPct-learn) > 1e-9 {
+				t.Errorf("learn %v%%, want Explore+Prior's %v%%", th.LearnPct, learn)
 			}
 			if o := r.Policies[1]; o.RegretPct != 0 || o.Ratio != 1 {
 				t.Errorf("oracle row: regret %v, ratio %v; want 0 and 1 by definition", o.RegretPct, o.Ratio)
@@ -257,8 +257,8 @@ func TestErrors(t *testing.T) {
 		{"negative ops", []string{"-ops", "-1"}, 2, "-ops -1"},
 		{"unknown policy", []string{"-policies", "thompson,magic"}, 2, `unknown policy "magic" (known: thompson, static2x`},
 		{"no policy", []string{"-policies", ","}, 2, "names no policy"},
-		{"unknown profile", []string{"-profile", "tpu9"}, 2, `unknown profile "tpu9"`},
-		{"unknown cpu profile", []string{"-cpu-profile", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
+		{"unknown profile", []string{"-sim-gpu", "tpu9"}, 2, `unknown profile "tpu9"`},
+		{"unknown cpu profile", []string{"-sim-cpu", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
 		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
 		{"workload and trace", []string{"-workload", "decode", "testdata/small.jsonl"}, 2, "give it no TRACE"},
 		{"workload and table", []string{"-workload", "decode", "-table", "testdata/table.csv"}, 2, "give one"},
@@ -278,6 +278,10 @@ func TestErrors(t *testing.T) {
 			code, _, errs := replayRun(t, "", c.args...)
 			if code != c.code || !strings.Contains(errs, c.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, c.code, c.msg)
+			}
+			// A usage error is its line and the hint, not the usage.
+			if n := strings.Count(errs, "\n"); c.code == 2 && (n > 2 || !strings.Contains(errs, usageHint)) {
+				t.Errorf("a usage error printed %d lines: %q", n, errs)
 			}
 		})
 	}
@@ -345,7 +349,7 @@ func TestSkipBad(t *testing.T) {
 	}
 }
 
-// TestStdin reads the trace from stdin (spooled: the replay reads twice)
+// TestStdin reads the trace from stdin
 // and gives the same figures as from the file.
 func TestStdin(t *testing.T) {
 	_, fromFile, _ := replayRun(t, "", "-json", "-max-excluded", "25", "testdata/small.jsonl")
@@ -424,6 +428,13 @@ func TestPlot(t *testing.T) {
 	if !strings.Contains(svg, "<svg") {
 		t.Error("r.svg is not SVG")
 	}
+	// The plot says what the oracle is, that a learner can beat it, and
+	// what the decision map's colour is.
+	for _, want := range []string{"best backend per bucket", "a learner can be", "majority backend"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot does not say %q", want)
+		}
+	}
 	// Every policy is named in the legend: the oracle as the reference,
 	// the others alone or grouped with the ones they run alongside.
 	for _, name := range eval.PolicyNames {
@@ -451,16 +462,16 @@ func TestCloseCurves(t *testing.T) {
 // regret points of it.
 func TestDBEqualsPlain(t *testing.T) {
 	dir := t.TempDir()
-	base := []string{"-workload", "mixed-serving", "-profile", "mi300x", "-ops", "5000", "-policies", "thompson"}
+	base := []string{"-workload", "mixed-serving", "-sim-gpu", "mi300x", "-ops", "5000", "-policies", "thompson"}
 	run := func(extra ...string) PolicyResult {
 		return replayJSON(t, append(slices.Clone(base), extra...)...).Policies[0]
 	}
 	plain, cold, warm := run(), run("-db", dir), run("-db", dir)
-	if cold.TotalUs != plain.TotalUs || cold.Switches != plain.Switches || cold.ExplorePct != plain.ExplorePct {
+	if cold.TotalUs != plain.TotalUs || cold.Switches != plain.Switches || cold.LearnPct != plain.LearnPct {
 		t.Errorf("cold -db %+v differs from plain %+v", cold, plain)
 	}
-	if !(warm.ExplorePct <= cold.ExplorePct/10) || cold.ExplorePct == 0 {
-		t.Errorf("warm explore %.2f%%, cold %.2f%%: want at most a tenth", warm.ExplorePct, cold.ExplorePct)
+	if !(warm.LearnPct <= cold.LearnPct/10) || cold.LearnPct == 0 {
+		t.Errorf("warm learn %.2f%%, cold %.2f%%: want at most a tenth", warm.LearnPct, cold.LearnPct)
 	}
 	if d := math.Abs(warm.RegretPct - plain.RegretPct); d > 0.15 {
 		t.Errorf("warm regret %.3f%%, plain %.3f%%: %.3f points apart, want ≤ 0.15", warm.RegretPct, plain.RegretPct, d)
@@ -488,7 +499,7 @@ func TestDB(t *testing.T) {
 	if strings.Contains(strings.Join(reps[1].Notes, ";"), "(0 posteriors loaded)") {
 		t.Errorf("second run notes %q: nothing was loaded", reps[1].Notes)
 	}
-	if a, b := reps[0].Policies[0].ExplorePct, reps[1].Policies[0].ExplorePct; b > a {
+	if a, b := reps[0].Policies[0].LearnPct, reps[1].Policies[0].LearnPct; b > a {
 		t.Errorf("warm start explored %v%%, more than the cold start's %v%%", b, a)
 	}
 }
@@ -594,5 +605,40 @@ func TestRealH100Traces(t *testing.T) {
 				t.Errorf("batch %s: thompson's mean regret %.2f%% not below %s's %.2f%%", tc.batch, th, name, g)
 			}
 		}
+	}
+}
+
+// TestDeprecatedFlags: -profile and -cpu-profile still work as -sim-gpu
+// and -sim-cpu, with one warning line each however often given.
+func TestDeprecatedFlags(t *testing.T) {
+	args := []string{"-json", "-policies", "thompson", "-ops", "500", "-workload", "decode"}
+	_, want, _ := replayRun(t, "", append(args, "-sim-gpu", "mi250", "-sim-cpu", "cpu64")...)
+	code, got, errs := replayRun(t, "", append(args, "-profile", "h100", "-profile", "mi250", "-cpu-profile", "cpu64")...)
+	if code != 0 || got != want {
+		t.Fatalf("exit %d; reports differ:\n%s\n%s", code, got, want)
+	}
+	if strings.Count(errs, "-profile is deprecated: use -sim-gpu") != 1 || strings.Count(errs, "-cpu-profile is deprecated: use -sim-cpu") != 1 {
+		t.Errorf("stderr %q: want one warning per deprecated flag", errs)
+	}
+}
+
+// TestLegendFits: a legend's strip is as wide as its longest entry (the
+// decision map's cut StarPU's backend names off at a fixed 3.5 cm).
+func TestLegendFits(t *testing.T) {
+	leg := newLegend()
+	long := "sim:cuda0_impl0 with a long name"
+	leg.add("cpu", blank{})
+	leg.add(long, blank{})
+	if w := leg.width(); w < leg.TextStyle.Width(long)+leg.ThumbnailWidth {
+		t.Errorf("legend strip %v for an entry of %v", w, leg.TextStyle.Width(long))
+	}
+}
+
+// TestHelp: -h prints the whole usage, without the hint that follows a
+// usage error, and exits 0.
+func TestHelp(t *testing.T) {
+	code, _, errs := replayRun(t, "", "-h")
+	if code != 0 || !strings.HasPrefix(errs, "usage: replay [flags] [TRACE]") || strings.Contains(errs, usageHint) || !strings.Contains(errs, "-sim-gpu") {
+		t.Errorf("exit %d, stderr %.300q", code, errs)
 	}
 }

@@ -25,23 +25,26 @@ const mapBins = 120
 // decisionMap counts thompson's decisions per (time bin, size class) and
 // backend, in memory bounded by bins × classes, whatever the input length.
 type decisionMap struct {
-	ops    int64
-	arms   int
-	counts map[[2]int][]int64
+	ops  int64
+	arms int
+	// counts[bin][class·arms + arm], grown to the largest class seen: a
+	// slice, not a map, since it is counted on every op replayed.
+	counts [mapBins][]int64
 }
 
 func newDecisionMap(ops int64, arms int) *decisionMap {
-	return &decisionMap{ops: max(ops, 1), arms: arms, counts: map[[2]int][]int64{}}
+	return &decisionMap{ops: max(ops, 1), arms: arms}
 }
 
 func (m *decisionMap) add(op int64, class, arm int) {
-	k := [2]int{int(op * mapBins / m.ops), class}
-	c := m.counts[k]
-	if c == nil {
-		c = make([]int64, m.arms)
-		m.counts[k] = c
+	bin := min(int(op*mapBins/m.ops), mapBins-1)
+	c := &m.counts[bin]
+	if i := class*m.arms + arm; i < len(*c) {
+		(*c)[i]++
+		return
 	}
-	c[arm]++
+	*c = append(*c, make([]int64, (class+1)*m.arms-len(*c))...)
+	(*c)[class*m.arms+arm]++
 }
 
 // plotData is what -plot draws besides the report: the runs' cumulative
@@ -83,16 +86,17 @@ func writePlot(file string, rep *Report, pd *plotData) error {
 		return err
 	}
 	var dm *plot.Plot
-	var mleg plot.Legend
+	var mleg *legend
 	if pd.dmap != nil {
 		if dm, mleg, err = mapPlot(pd); err != nil {
 			return err
 		}
 	}
-	// Regret | its legend | the decision map | its legend.
-	regretW, legendW, mapW, mlegW := 16*vg.Centimeter, 5*vg.Centimeter, vg.Length(0), vg.Length(0)
+	// Regret | its legend | the decision map | its legend, each legend's
+	// strip as wide as its longest entry, so that none is cut off.
+	regretW, legendW, mapW, mlegW := 16*vg.Centimeter, leg.width(), vg.Length(0), vg.Length(0)
 	if dm != nil {
-		mapW, mlegW = 15*vg.Centimeter, 3.5*vg.Centimeter
+		mapW, mlegW = 15*vg.Centimeter, mleg.width()
 	}
 	w, h := regretW+legendW+mapW+mlegW, 13*vg.Centimeter
 	var c interface {
@@ -135,26 +139,52 @@ func styled(p *plot.Plot) *plot.Plot {
 	return p
 }
 
-// newLegend returns a legend for a strip of its own.
-func newLegend() plot.Legend {
-	leg := plot.NewLegend()
+// legend is a legend for a strip of its own, which knows its entries.
+type legend struct {
+	plot.Legend
+	names []string
+}
+
+func newLegend() *legend {
+	leg := &legend{Legend: plot.NewLegend()}
 	leg.Top, leg.Left = true, true
 	leg.TextStyle.Font.Size = vg.Points(legendPt)
+	leg.Padding = vg.Points(2)
 	return leg
+}
+
+func (l *legend) add(name string, thumbs ...plot.Thumbnailer) {
+	l.Add(name, thumbs...)
+	l.names = append(l.names, name)
+}
+
+// blank is a legend entry's empty thumbnail: a line of text.
+type blank struct{}
+
+func (blank) Thumbnail(*draw.Canvas) {}
+
+// width is the strip the legend needs: its longest entry, the thumbnail
+// and a margin either side.
+func (l *legend) width() vg.Length {
+	var w vg.Length
+	for _, n := range l.names {
+		w = max(w, l.TextStyle.Width(n))
+	}
+	return w + l.ThumbnailWidth + vg.Centimeter
 }
 
 // dashes give policies that share a colour in a long list, or whose
 // curves cross, a second visual cue.
 var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
 
-// regretPlot draws each policy's cumulative regret against the oracle's
-// expected cost, which is the reference: a dashed line at 0, labelled
-// "oracle" (the oracle policy's own sampled curve is not drawn). Policies
-// whose curves agree within sameCurve at every point (everything on the
-// GPU, and a rule that always picks it, differ only by their sampled
-// durations) share one line and one legend entry, "a ≈ b", so that no
-// curve hides another unnamed.
-func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
+// regretPlot draws each policy's cumulative regret against the oracle,
+// which is the reference: a dashed line at 0, its legend saying what it
+// is (the best backend per bucket in hindsight on the durations every
+// policy is charged) and that a learner can go below it. Policies whose
+// curves agree within sameCurve at every point (everything on the GPU,
+// and a rule that always picks it) share one line and one legend entry,
+// "a ≈ b", so that no curve hides another unnamed.
+func regretPlot(rep *Report, pd *plotData) (*plot.Plot, *legend, error) {
 	p := styled(plot.New())
 	leg := newLegend()
 	p.Title.Text = "cumulative regret, " + rep.Input
@@ -196,7 +226,11 @@ func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
 	}
 	ref.Color, ref.Width, ref.Dashes = color.Gray{Y: 90}, vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(4)}
 	p.Add(plotter.NewGrid(), ref)
-	leg.Add("oracle (reference, 0)", ref)
+	leg.add("oracle = 0: the best backend per bucket", ref)
+	for _, l := range []string{"in hindsight, on the durations every", "policy is charged; no fixed policy is",
+		"below it, a learner can be (it may split", "a bucket's shapes or follow drift)"} {
+		leg.add(l, blank{})
+	}
 	for i, c := range curves {
 		l, err := plotter.NewLine(c.pts)
 		if err != nil {
@@ -208,7 +242,7 @@ func regretPlot(rep *Report, pd *plotData) (*plot.Plot, plot.Legend, error) {
 		l.Width = vg.Points(1.5 + 0.3*float64(len(curves)-1-i))
 		l.Dashes = dashes[i/len(palette)%len(dashes)]
 		p.Add(l)
-		leg.Add(strings.Join(c.names, " ≈ "), l)
+		leg.add(strings.Join(c.names, " ≈ "), l)
 	}
 	return p, leg, nil
 }
@@ -243,25 +277,31 @@ func symlog(x float64) float64 {
 
 // mapPlot draws thompson's decision map and returns its legend (which
 // backend each colour is) for a strip of its own.
-func mapPlot(pd *plotData) (*plot.Plot, plot.Legend, error) {
+func mapPlot(pd *plotData) (*plot.Plot, *legend, error) {
 	p := styled(plot.New())
 	leg := newLegend()
-	p.Title.Text = "thompson's decisions"
+	p.Title.Text = "thompson's decisions: the majority backend per cell"
 	p.X.Label.Text = "op"
 	p.X.Tick.Marker = intTicks{}
 	p.Y.Label.Text = "size class (half-octaves of work)"
 	p.Y.Tick.Marker = intTicks{}
 	m := pd.dmap
 	per := make([]plotter.XYs, m.arms)
-	for k, c := range m.counts {
-		best := 0
-		for a := range c {
-			if c[a] > c[best] {
-				best = a
+	for bin, cells := range m.counts {
+		for class := range len(cells) / m.arms {
+			c := cells[class*m.arms : (class+1)*m.arms]
+			best := 0
+			for a := range c {
+				if c[a] > c[best] {
+					best = a
+				}
 			}
+			if c[best] == 0 {
+				continue
+			}
+			x := (float64(bin) + 0.5) * float64(m.ops) / mapBins
+			per[best] = append(per[best], plotter.XY{X: x, Y: float64(class)})
 		}
-		x := (float64(k[0]) + 0.5) * float64(m.ops) / mapBins
-		per[best] = append(per[best], plotter.XY{X: x, Y: float64(k[1])})
 	}
 	for a, pts := range per {
 		if len(pts) == 0 {
@@ -276,7 +316,7 @@ func mapPlot(pd *plotData) (*plot.Plot, plot.Legend, error) {
 		s.GlyphStyle.Shape = draw.BoxGlyph{}
 		s.GlyphStyle.Radius = vg.Points(2)
 		p.Add(s)
-		leg.Add(pd.arms[a], s)
+		leg.add(pd.arms[a], s)
 	}
 	return p, leg, nil
 }

@@ -18,7 +18,7 @@ const (
 	srcShadow                 // a shadow run of the event on the chosen backend
 	srcTrace                  // counterfactual: the bucket's measurements elsewhere in the trace
 	srcTable                  // counterfactual: the -table perf table
-	srcProfile                // counterfactual: the -profile / -cpu-profile model
+	srcProfile                // counterfactual: the -sim-gpu / -sim-cpu model
 	srcSim                    // the simulator drew it (-workload, -table without TRACE)
 	numSources
 )
@@ -52,11 +52,13 @@ type Report struct {
 	Counterfactual map[string]int64 `json:"counterfactual,omitempty"`
 	// Excluded are the ops (and their buckets) left out because some
 	// backend had neither a measurement nor a model for them.
-	ExcludedOps     int64          `json:"excluded_ops,omitempty"`
-	ExcludedBuckets []string       `json:"excluded_buckets,omitempty"`
-	Skipped         int            `json:"skipped,omitempty"`
-	Notes           []string       `json:"notes,omitempty"`
-	Disagreements   []Disagreement `json:"disagreements,omitempty"`
+	ExcludedOps     int64    `json:"excluded_ops,omitempty"`
+	ExcludedBuckets []string `json:"excluded_buckets,omitempty"`
+	// Excluded sums them by reason.
+	Excluded      []ExcludedGroup `json:"excluded,omitempty"`
+	Skipped       int             `json:"skipped,omitempty"`
+	Notes         []string        `json:"notes,omitempty"`
+	Disagreements []Disagreement  `json:"disagreements,omitempty"`
 }
 
 // PolicyResult is one policy's replay against the oracle.
@@ -74,10 +76,10 @@ type PolicyResult struct {
 	// same shape: simulator and table workloads only.
 	ShapeRegretPct *float64 `json:"shape_regret_pct,omitempty"`
 	ShapeSwitches  *int64   `json:"shape_switches,omitempty"`
-	// ExplorePct is the share of its decisions the policy made to learn
+	// LearnPct is the share of its decisions the policy made to learn
 	// (thompson: reason Explore or Prior; egreedy: its random picks;
 	// calibrate: forced samples; ucb1: a bonus overturning the best mean).
-	ExplorePct float64 `json:"explore_pct"`
+	LearnPct float64 `json:"learn_pct"`
 	// OffOraclePct is the share of its decisions not on the oracle's
 	// backend for that op, whatever the reason.
 	OffOraclePct float64            `json:"off_oracle_pct"`
@@ -119,14 +121,14 @@ type policyRun struct {
 	// traces), shapeSwitches the switches counted per shape.
 	shapeOracleUs float64
 	shapeSwitches int64
-	// explore counts the decisions made to learn (eval.Explorer);
+	// learn counts the decisions made to learn (eval.Explorer);
 	// offOracle those not on the oracle's backend.
-	explore, offOracle int64
-	reasons            map[string]int64 // thompson's decisions by reason
-	counts             []int64          // per arm
-	perBucket          [][]int64        // [bucket][arm]
-	sources            [numSources]int64
-	points             []point
+	learn, offOracle int64
+	reasons          map[string]int64 // thompson's decisions by reason
+	counts           []int64          // per arm
+	perBucket        [][]int64        // [bucket][arm]
+	sources          [numSources]int64
+	points           []point
 }
 
 // runSet is every policy's run over the same ops.
@@ -139,16 +141,22 @@ type runSet struct {
 	runs         []policyRun
 	excludedOps  int64
 	excludedBkts []string
+	excluded     []ExcludedGroup
 	skipped      int
 	notes        []string
 	seed         uint64
 	top          int
 }
 
+// roundingPct is the regret below which two totals differ by the order
+// of their sums alone (a fixed policy adds its ops in time order, the
+// oracle bucket by bucket): shown as 0, not −0.00.
+const roundingPct = 1e-9
+
 // report turns runs into the printed Report.
 func (rs *runSet) report() *Report {
 	r := &Report{Input: rs.input, Backends: rs.arms, Seed: rs.seed, ExcludedOps: rs.excludedOps,
-		ExcludedBuckets: rs.excludedBkts, Skipped: rs.skipped, Notes: rs.notes}
+		ExcludedBuckets: rs.excludedBkts, Excluded: rs.excluded, Skipped: rs.skipped, Notes: rs.notes}
 	for _, n := range rs.bucketOps {
 		if n > 0 {
 			r.Buckets++
@@ -162,12 +170,16 @@ func (rs *runSet) report() *Report {
 		if run.oracleUs > 0 {
 			pr.Ratio = run.totalUs / run.oracleUs
 			pr.RegretPct = (run.totalUs - run.oracleUs) / run.oracleUs * 100
+			if math.Abs(pr.RegretPct) < roundingPct {
+				pr.Ratio, pr.RegretPct = 1, 0
+			}
 		}
 		if run.name == "oracle" {
-			// The reference: its regret is 0 by definition. Its realised
-			// total, from sampled durations, is said once in words.
+			// The reference: its regret is 0 by definition. The oracle
+			// policy plays the oracle's assignment on the same draws, so
+			// its own total is the oracle's unless the run was cut short.
 			if d := pr.RegretPct; math.Abs(d) >= 0.005 {
-				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's realised total (%.3f ms, sampled durations) is %.2f%% from the oracle's expected %.3f ms; every regret is against the expected total", run.totalUs/1e3, d, run.oracleUs/1e3))
+				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's own total (%.3f ms) is %.2f%% from the oracle's %.3f ms; every regret is against the oracle's", run.totalUs/1e3, d, run.oracleUs/1e3))
 			}
 			pr.TotalUs, pr.Ratio, pr.RegretPct = run.oracleUs, 1, 0
 		}
@@ -183,7 +195,7 @@ func (rs *runSet) report() *Report {
 			}
 		}
 		if run.ops > 0 {
-			pr.ExplorePct = float64(run.explore) / float64(run.ops) * 100
+			pr.LearnPct = float64(run.learn) / float64(run.ops) * 100
 			pr.OffOraclePct = float64(run.offOracle) / float64(run.ops) * 100
 			pr.CounterfactualPct = float64(cfn) / float64(run.ops) * 100
 			for a, c := range run.counts {
@@ -292,13 +304,7 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
 	}
-	if r.ExcludedOps > 0 {
-		fmt.Fprintf(w, "excluded: %d ops of %d buckets with no measurement or model on some backend: %s\n",
-			r.ExcludedOps, len(r.ExcludedBuckets), strings.Join(r.ExcludedBuckets, ", "))
-	}
-	if r.Skipped > 0 {
-		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)
-	}
+	writeExcluded(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -309,7 +315,7 @@ func writeTable(w io.Writer, r *Report) error {
 	if shapes {
 		head += "\tregret/shape %\tswitches/shape"
 	}
-	head += "\texplore %\toff-oracle %\tcf %"
+	head += "\tlearn %\toff-oracle %\tcf %"
 	for _, b := range r.Backends {
 		head += "\t" + b
 	}
@@ -319,7 +325,7 @@ func writeTable(w io.Writer, r *Report) error {
 		if shapes && p.ShapeRegretPct != nil {
 			line += fmt.Sprintf("\t%.2f\t%d", *p.ShapeRegretPct, *p.ShapeSwitches)
 		}
-		line += fmt.Sprintf("\t%.2f\t%.2f\t%.1f", p.ExplorePct, p.OffOraclePct, p.CounterfactualPct)
+		line += fmt.Sprintf("\t%.2f\t%.2f\t%.1f", p.LearnPct, p.OffOraclePct, p.CounterfactualPct)
 		for _, b := range r.Backends {
 			line += fmt.Sprintf("\t%.1f%%", p.Share[b]*100)
 		}
@@ -365,4 +371,18 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// writeExcluded says what the comparison left out, by reason, and the
+// bad lines it skipped.
+func writeExcluded(w io.Writer, r *Report) {
+	if r.ExcludedOps > 0 {
+		fmt.Fprintf(w, "excluded: %d ops of %d buckets, not compared (the report's figures leave them out):\n", r.ExcludedOps, len(r.ExcludedBuckets))
+		for _, g := range r.Excluded {
+			fmt.Fprintf(w, "  %d ops, %d buckets: %s; most ops: %s\n", g.Ops, g.Buckets, g.Reason, strings.Join(g.Top, ", "))
+		}
+	}
+	if r.Skipped > 0 {
+		fmt.Fprintf(w, "skipped: %d bad lines\n", r.Skipped)
+	}
 }

@@ -18,11 +18,11 @@ const (
 	defaultSimOps = 50_000 // ops of -workload and -table without -ops
 	decodeBatch   = 8      // sequences of -workload decode
 	decodeContext = 1024   // their starting context, tokens
-	defaultGPU    = "h100" // -workload's GPU without -profile
+	defaultGPU    = "h100" // the simulated GPU without -sim-gpu
 )
 
-// replayWorkload runs -workload on the simulator: the GPU of -profile
-// and the CPU of -cpu-profile, through eval's harness.
+// replayWorkload runs -workload on the simulator: the GPU of -sim-gpu
+// and the CPU of -sim-cpu, through eval's harness.
 func replayWorkload(o *options, stderr io.Writer) (*runSet, *plotData, error) {
 	m, err := sim.LookupModel(o.model)
 	if err != nil {
@@ -67,7 +67,6 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	defer notifyInterrupt()()
 	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load})
 	if err != nil {
 		return nil, nil, err
@@ -146,7 +145,7 @@ func bucketsOf(res eval.Result) (ops []int64, oracleArm []int) {
 func runOf(res eval.Result) policyRun {
 	r := policyRun{name: res.Policy, totalUs: res.TotalUs, oracleUs: res.OracleUs, ops: res.Ops, switches: res.Switches,
 		shapeOracleUs: res.ShapeOracleUs, shapeSwitches: res.ShapeSwitches,
-		explore:   int64(res.ExplorePct/100*float64(res.Ops) + 0.5),
+		learn:     int64(res.LearnPct/100*float64(res.Ops) + 0.5),
 		offOracle: int64(res.OffOraclePct/100*float64(res.Ops) + 0.5)}
 	r.sources[srcSim] = res.Ops
 	for _, s := range res.Share {

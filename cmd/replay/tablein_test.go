@@ -2,6 +2,8 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,23 @@ func TestTableInputs(t *testing.T) {
 	writeFile(t, bad, "# Performance Model Version\n45\n# number of combinations\nx\n")
 	if code, _, errs := replayRun(t, "", "-table", bad); code != 1 || !strings.Contains(errs, bad+":4: the number of combinations") {
 		t.Errorf("bad model: exit %d, %q", code, errs)
+	}
+}
+
+// TestREADMETableFigure: the README's figure for the real tables at the
+// default size is what its printed command gives (here DeepBench, seed
+// 1, thompson alone: the draws and the oracle are the same whichever
+// policies run beside it).
+func TestREADMETableFigure(t *testing.T) {
+	readme := readFile(t, "../../README.md")
+	m := regexp.MustCompile(`(\d+\.\d+)–(\d+\.\d+)% at the default 50,000 ops`).FindStringSubmatch(readme)
+	if m == nil || !strings.Contains(readme, "go run ./cmd/replay -table sim/testdata/tables/deepbench_knl_vs_titanx_pascal.csv -seed S") {
+		t.Fatal("README.md no longer states the tables' figure with its command")
+	}
+	lo, _ := strconv.ParseFloat(m[1], 64)
+	hi, _ := strconv.ParseFloat(m[2], 64)
+	r := replayJSON(t, "-policies", "thompson,oracle", "-seed", "1", "-table", "../../sim/testdata/tables/deepbench_knl_vs_titanx_pascal.csv")
+	if got := r.Policies[0].RegretPct; got < lo || got > hi {
+		t.Errorf("thompson's regret %.3f%%, outside the README's %v–%v%%", got, lo, hi)
 	}
 }

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -28,13 +27,34 @@ type eventIter interface {
 	Skipped() int
 }
 
-// traceInput is a trace that can be read twice (the replay's two passes).
+// traceInput is a trace to replay, read once.
 type traceInput struct {
 	name   string
 	header history.Header
 	note   string // said in the report
-	// open returns a fresh stream positioned at the first event.
-	open func() (eventIter, io.Closer, error)
+	// open returns the stream of events (an adaptsched trace's after its
+	// header, which it sets); it may be called once.
+	open   func() (eventIter, error)
+	opened bool
+	it     eventIter // opened by readHeader, for the scan
+	closer io.Closer // the file under it, or nil
+}
+
+// events returns the trace's events, opening it unless readHeader has.
+func (in *traceInput) events() (eventIter, error) {
+	if in.it != nil {
+		it := in.it
+		in.it = nil
+		return it, nil
+	}
+	return in.open()
+}
+
+// close closes the file under the trace, if any.
+func (in *traceInput) close() {
+	if in.closer != nil {
+		in.closer.Close()
+	}
 }
 
 // armInfo is one backend of a trace replay.
@@ -51,30 +71,25 @@ type armInfo struct {
 	described bool
 }
 
-// seedOf derives a policy's stream from the seed and its name.
-func seedOf(seed uint64, name string) *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return rand.New(rand.NewPCG(seed, h.Sum64()))
-}
-
 // tracePolicy is one policy of a trace replay with its own accounting.
 type tracePolicy struct {
 	p    eval.Policy
 	ex   eval.Explorer // p's, or nil
-	r    *rand.Rand
 	run  policyRun
 	last []int8 // per bucket, the previous decision (-1: none)
 	dmap *decisionMap
 }
 
-// replayTrace is the two-pass replay of a trace.
+// replayTrace replays a trace: pass 1 parses it (the only time) into
+// the scanner and its spool, and pass 2 replays the spool under every
+// policy, solving the oracle on the same durations as it goes.
 func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, stderr io.Writer) (rs *runSet, pd *plotData, err error) {
 	s, err := newScanner(o, in, table)
 	if err != nil {
 		return nil, nil, err
 	}
-	prog.phase("pass 1/2")
+	defer s.spool.close()
+	prog.phase("reading")
 	if err := s.scan(); err != nil {
 		return nil, nil, err
 	}
@@ -96,18 +111,17 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			rs.excludedOps += b.ops
 			rs.excludedBkts = append(rs.excludedBkts, b.name)
 			rs.bucketOps = append(rs.bucketOps, 0)
-			rs.oracleArm = append(rs.oracleArm, -1)
 			continue
 		}
 		included += b.ops
 		rs.bucketOps = append(rs.bucketOps, b.ops)
-		rs.oracleArm = append(rs.oracleArm, b.oracle)
 	}
+	rs.excluded = s.excludedGroups(o.top)
 	if included == 0 {
-		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: every backend needs a measurement in the trace or a -table / -profile model)",
-			errInput, in.name, s.ops, rs.excludedOps)
+		return nil, nil, fmt.Errorf("%w: %s: no op can be compared (%d ops read, %d excluded: %s)",
+			errInput, in.name, s.ops, rs.excludedOps, excludedSummary(rs.excluded))
 	}
-	warning, err := checkExcluded(o, s, rs.excludedOps)
+	warning, err := checkExcluded(o, s)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,35 +148,69 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 	if warning != "" {
 		fmt.Fprintln(stderr, warning)
 	}
-	every := max(included/200, 1)
 	pd = &plotData{arms: rs.arms}
-	tps := make([]*tracePolicy, len(ps))
-	for i, p := range ps {
-		tp := &tracePolicy{p: p, r: seedOf(o.seed, p.Name()), last: make([]int8, len(s.buckets)),
-			run: policyRun{name: p.Name(), counts: make([]int64, len(arms)), perBucket: make([][]int64, len(s.buckets))}}
-		for b := range tp.last {
-			tp.last[b] = -1
-			tp.run.perBucket[b] = make([]int64, len(arms))
-		}
-		if p.Name() == "thompson" {
-			tp.dmap = newDecisionMap(included, len(arms))
-			pd.dmap = tp.dmap
-		}
-		tp.ex, _ = p.(eval.Explorer)
-		tps[i] = tp
-	}
-	prog.phase("pass 2/2")
-	it, c, err := in.open()
+	tps, oraclePos := newTracePolicies(ps, len(s.buckets), len(arms), included, pd)
+	prog.phase("replaying")
+	ho := newHindsight(len(s.buckets), len(s.arms))
+	op, err := s.replaySpool(tps, newOpCosts(o.seed), ho, included, rs, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer c.Close()
-	var read, op int64
-	var bad int
-	var oracleUs float64
-	var meas [maxArms]float64
-	var msrc [maxArms]source
-	for {
+	ho.point(op)
+	for i, b := range s.buckets {
+		rs.oracleArm = append(rs.oracleArm, ho.finish(i, b))
+	}
+	for _, tp := range tps {
+		tp.run.reasons = reasonsOf(tp.p)
+		tp.run.oracleUs = ho.totalUs
+		tp.run.offOracle = ho.offOracle(tp.run.perBucket)
+		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: ho.totalUs})
+		rs.runs = append(rs.runs, tp.run)
+	}
+	if oraclePos >= 0 {
+		rs.runs = slices.Insert(rs.runs, oraclePos, ho.run(op, len(s.arms)))
+	}
+	return rs, pd, nil
+}
+
+// newTracePolicies gives each policy of ps its accounting over buckets
+// and arms, thompson a decision map for the plot; the oracle policy is
+// left out, its run derived from the oracle's, and oraclePos is where it
+// goes in the report (-1: not asked for).
+func newTracePolicies(ps []eval.Policy, buckets, arms int, included int64, pd *plotData) (tps []*tracePolicy, oraclePos int) {
+	oraclePos = -1
+	for i, p := range ps {
+		if p.Name() == "oracle" {
+			oraclePos = i
+			continue
+		}
+		tp := &tracePolicy{p: p, last: make([]int8, buckets),
+			run: policyRun{name: p.Name(), counts: make([]int64, arms), perBucket: make([][]int64, buckets)}}
+		for b := range tp.last {
+			tp.last[b] = -1
+			tp.run.perBucket[b] = make([]int64, arms)
+		}
+		if p.Name() == "thompson" {
+			tp.dmap = newDecisionMap(included, arms)
+			pd.dmap = tp.dmap
+		}
+		tp.ex, _ = p.(eval.Explorer)
+		tps = append(tps, tp)
+	}
+	return tps, oraclePos
+}
+
+// replaySpool is pass 2: every spooled op under every policy, each charged
+// the op's costs (measured, or drawn once for all), which ho sums for the
+// oracle. It returns the ops replayed.
+func (s *scanner) replaySpool(tps []*tracePolicy, costs *opCosts, ho *hindsight, included int64, rs *runSet, stderr io.Writer) (op int64, err error) {
+	sr, err := s.spool.reader()
+	if err != nil {
+		return 0, err
+	}
+	every := max(included/200, 1)
+	var meas []measurement
+	for rec := int64(0); ; rec++ {
 		if onOp != nil {
 			onOp(op)
 		}
@@ -171,75 +219,57 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 			rs.notes = append(rs.notes, fmt.Sprintf("interrupted: the figures cover the first %d of %d ops compared", op, included))
 			break
 		}
-		ev, ent, err := s.next(it, &read, &bad)
+		var idx int32
+		idx, meas, err = sr.next(meas)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, nil, err
+			return 0, err
 		}
-		if ent.n == 0 {
-			return nil, nil, badLine(in, it, errors.New("an op that the first pass did not see: the input changed while it was replayed"))
+		if int(idx) >= len(s.entries) {
+			return 0, fmt.Errorf("%w: op %d of %d", errSpool, idx, len(s.entries))
 		}
+		ent := s.entries[idx]
 		b := s.buckets[ent.task.Bucket]
 		if b.excluded {
 			continue
 		}
 		if op%every == 0 {
+			ho.point(op)
 			for _, tp := range tps {
-				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
+				tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: ho.totalUs})
 			}
 		}
-		meas = [maxArms]float64{}
-		if ev.Backend != "" && measured(ev.ActualUs) {
-			a := s.armIdx[ev.Backend]
-			meas[a], msrc[a] = ev.ActualUs, srcMeasured
-		}
-		for k, v := range ev.Shadow {
-			if a, ok := s.armIdx[k]; ok && measured(v) && meas[a] == 0 {
-				meas[a], msrc[a] = v, srcShadow
-			}
-		}
-		oracleUs += b.mean[b.oracle]
+		costs.fill(s, rec, b, ent, meas)
+		ho.add(ent.task.Bucket, costs)
 		for _, tp := range tps {
 			a := tp.p.Choose(&ent.task)
-			if a < 0 || a >= len(arms) {
-				return nil, nil, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(arms))
+			if a < 0 || a >= len(s.arms) {
+				return 0, fmt.Errorf("replay: policy %s chose backend %d of %d", tp.p.Name(), a, len(s.arms))
 			}
 			if tp.ex != nil && tp.ex.Explored() {
-				tp.run.explore++
+				tp.run.learn++
 			}
-			us, src := meas[a], msrc[a]
-			if us == 0 {
-				us, src = drawCounterfactual(b, ent, a, tp.r)
-			}
+			us := costs.us[a]
 			tp.p.Observe(&ent.task, a, us)
 			run := &tp.run
 			run.totalUs += us
 			run.ops++
 			run.counts[a]++
 			run.perBucket[ent.task.Bucket][a]++
-			run.sources[src]++
+			run.sources[costs.src[a]]++
 			if l := tp.last[ent.task.Bucket]; l >= 0 && int(l) != a {
 				run.switches++
 			}
 			tp.last[ent.task.Bucket] = int8(a)
-			if a != b.oracle {
-				run.offOracle++
-			}
 			if tp.dmap != nil {
 				tp.dmap.add(op, ent.class, a)
 			}
 		}
 		op++
 	}
-	for _, tp := range tps {
-		tp.run.reasons = reasonsOf(tp.p)
-		tp.run.oracleUs = oracleUs
-		tp.run.points = append(tp.run.points, point{op: op, policyUs: tp.run.totalUs, oracle: oracleUs})
-		rs.runs = append(rs.runs, tp.run)
-	}
-	return rs, pd, nil
+	return op, nil
 }
 
 // drawCounterfactual returns a counterfactual duration of ent on arm a: lognormal
@@ -247,8 +277,8 @@ func replayTrace(o *options, in *traceInput, table *sim.Table, prog *progress, s
 // the model's mean for the op; the draw's mean is that mean.
 func drawCounterfactual(b *bucketState, ent *specEntry, a int, r *rand.Rand) (float64, source) {
 	mean, sigma, src := ent.model[a], ent.sigma[a], ent.msrc[a]
-	if w := &b.meas[a]; w.n > 0 {
-		mean, sigma, src = w.meanUs(), w.sigma(), srcTrace
+	if b.meas[a].n > 0 {
+		mean, sigma, src = b.traceMean[a], b.traceSigma[a], srcTrace
 	}
 	return mean * math.Exp(sigma*r.NormFloat64()-sigma*sigma/2), src
 }

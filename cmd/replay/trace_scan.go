@@ -50,6 +50,7 @@ func (w *welford) sigma() float64 {
 // specEntry is one distinct op of the trace: its task and, per backend,
 // its model's mean duration (0: no model).
 type specEntry struct {
+	idx   int32 // in scanner.entries
 	task  eval.Task
 	spec  kernels.Spec
 	class int // kernels.SizeClass of its work
@@ -67,8 +68,13 @@ type bucketState struct {
 	modelSum [maxArms]float64
 	modelN   [maxArms]int64
 	mean     [maxArms]float64 // the oracle's mean µs per backend
-	oracle   int
-	excluded bool
+	// traceMean and traceSigma are meas's mean µs and σ of ln µs, set by
+	// finish where a backend has measurements: what counterfactual draws
+	// centre on, computed once rather than per draw.
+	traceMean, traceSigma [maxArms]float64
+	oracle                int
+	excluded              bool
+	opaque                bool // its ops are outside the op catalogue
 }
 
 // scanner is pass 1: it learns the backends, buckets and distinct ops of a
@@ -82,6 +88,9 @@ type scanner struct {
 	buckets []*bucketState
 	bktIdx  map[string]int
 	specs   map[string]*specEntry
+	entries []*specEntry // by idx
+	spool   spool        // the events, decoded, for pass 2
+	meas    []measurement
 	key     []byte
 	ev      history.Event // the event just read, reused
 	ops     int64
@@ -206,9 +215,13 @@ func (s *scanner) entry(e *history.Event) (*specEntry, error) {
 		s.bktIdx[bname] = b
 		s.buckets = append(s.buckets, &bucketState{name: bname, oracle: -1})
 	}
-	ent := &specEntry{spec: spec, class: kernels.SizeClass(spec.Work())}
+	ent := &specEntry{idx: int32(len(s.entries)), spec: spec, class: kernels.SizeClass(spec.Work())}
 	ent.task = eval.NewTask(b, &ent.spec)
 	s.specs[string(s.key)] = ent
+	s.entries = append(s.entries, ent)
+	if spec.Op == kernels.Opaque {
+		s.buckets[b].opaque = true
+	}
 	return ent, nil
 }
 
@@ -245,9 +258,7 @@ func badLine(in *traceInput, it eventIter, err error) error {
 }
 
 // next returns the next event to replay and its op, skipping (with
-// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops. Pass 2
-// calls it with the scanner that pass 1 filled, so both passes see the
-// same events.
+// -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops.
 func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *specEntry, error) {
 	for {
 		if s.o.ops > 0 && *read >= int64(s.o.ops) {
@@ -273,13 +284,13 @@ func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *sp
 	}
 }
 
-// scan is pass 1.
+// scan is pass 1: it reads the trace, the only time it is parsed, and
+// spools each event's op and measurements for pass 2.
 func (s *scanner) scan() error {
-	it, c, err := s.in.open()
+	it, err := s.in.events()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
 	for {
 		if interrupted.Load() {
 			return fmt.Errorf("%w during the first pass, after %d ops: nothing was replayed", errInterrupted, s.ops)
@@ -294,6 +305,7 @@ func (s *scanner) scan() error {
 		b := s.buckets[ent.task.Bucket]
 		b.ops++
 		ent.n++
+		s.meas = s.meas[:0]
 		if ev.Backend != "" {
 			a, err := s.arm(ev.Backend, nil)
 			if err != nil {
@@ -302,6 +314,7 @@ func (s *scanner) scan() error {
 			s.events[a]++
 			if measured(ev.ActualUs) {
 				b.meas[a].add(ev.ActualUs)
+				s.meas = append(s.meas, measurement{arm: uint8(a), src: srcMeasured, us: ev.ActualUs})
 			}
 		}
 		for k, v := range ev.Shadow {
@@ -314,172 +327,15 @@ func (s *scanner) scan() error {
 			}
 			if measured(v) {
 				b.meas[a].add(v)
+				if k != ev.Backend || !measured(ev.ActualUs) {
+					s.meas = append(s.meas, measurement{arm: uint8(a), src: srcShadow, us: v})
+				}
 			}
+		}
+		if err := s.spool.add(ent.idx, s.meas); err != nil {
+			return err
 		}
 	}
 	s.bad += it.Skipped()
 	return nil
-}
-
-// finish adds the backends that only a model knows, attaches the models,
-// and sets every bucket's oracle; it returns notes for the report.
-func (s *scanner) finish() ([]string, error) {
-	var notes []string
-	var gpuProf, cpuProf *sim.Profile
-	if s.o.profile != "" {
-		gpuProf = sim.MustProfile(s.o.profile)
-		cpuProf = sim.MustProfile(s.o.cpuProfile)
-	}
-	hasKind := func(gpu bool) bool {
-		for _, a := range s.arms {
-			if a.gpu == gpu {
-				return true
-			}
-		}
-		return false
-	}
-	addModel := func(name string, gpu bool, prof *sim.Profile) error {
-		if _, ok := s.armIdx[name]; ok {
-			return nil
-		}
-		i, err := s.arm(name, nil)
-		if err != nil {
-			return err
-		}
-		a := &s.arms[i]
-		a.gpu, a.model = gpu, true
-		a.info.Kind, a.info.SharedMemory = backends.CPU, true
-		if gpu {
-			a.info.Kind, a.info.SharedMemory = backends.GPU, false
-		}
-		a.info.Nominal = defaultNominal(gpu, prof)
-		return nil
-	}
-	if s.table != nil {
-		for _, label := range s.table.Backends() {
-			if s.matchTable(label) < 0 {
-				p, _ := sim.LookupProfile(strings.TrimPrefix(label, "sim:"))
-				if err := addModel(label, !strings.HasPrefix(strings.ToLower(label), "cpu"), p); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	if gpuProf != nil {
-		if !hasKind(false) {
-			if err := addModel("cpu", false, cpuProf); err != nil {
-				return nil, err
-			}
-		}
-		if !hasKind(true) {
-			if err := addModel("gpu", true, gpuProf); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i := range s.arms {
-		a := &s.arms[i]
-		if s.table != nil {
-			for c, label := range s.table.Backends() {
-				if sameBackend(label, a.name) {
-					a.tableCol = c
-				}
-			}
-		}
-		if gpuProf != nil {
-			a.prof = cpuProf
-			if a.gpu {
-				a.prof = gpuProf
-			}
-			if !a.described {
-				a.info.Nominal = a.prof.Nominal
-			}
-		}
-	}
-	if len(s.arms) < 2 {
-		notes = append(notes, "one backend only: give -profile (with -cpu-profile) or -table to model the others")
-	}
-	if len(s.arms) == 0 {
-		return notes, fmt.Errorf("%w: %s: no event names a backend, and no model adds one", errInput, s.in.name)
-	}
-	// Models per distinct op, then per bucket.
-	var tableCols []int
-	if s.table != nil {
-		for range s.table.Backends() {
-			tableCols = append(tableCols, 0)
-		}
-	}
-	for _, ent := range s.specs {
-		if ent.n == 0 {
-			continue
-		}
-		var tbl []float64
-		if s.table != nil {
-			tbl = tableMeans(s.table, ent.spec)
-		}
-		for a := range s.arms {
-			arm := &s.arms[a]
-			switch {
-			case tbl != nil && arm.tableCol >= 0:
-				ent.model[a], ent.sigma[a], ent.msrc[a] = tbl[arm.tableCol], sim.DefaultSpread, srcTable
-			case arm.prof != nil && ent.spec.Op != kernels.Opaque:
-				ent.model[a], ent.sigma[a], ent.msrc[a] = arm.prof.MeanUs(ent.spec), arm.prof.Sigma, srcProfile
-			default:
-				continue
-			}
-			b := s.buckets[ent.task.Bucket]
-			b.modelSum[a] += float64(ent.n) * ent.model[a]
-			b.modelN[a] += ent.n
-		}
-	}
-	for _, b := range s.buckets {
-		if b.ops == 0 {
-			continue
-		}
-		best := math.Inf(1)
-		for a := range s.arms {
-			switch {
-			case b.meas[a].n > 0:
-				b.mean[a] = b.meas[a].meanUs()
-			case b.modelN[a] == b.ops:
-				b.mean[a] = b.modelSum[a] / float64(b.ops)
-			default:
-				b.excluded = true
-				continue
-			}
-			if b.mean[a] < best {
-				best, b.oracle = b.mean[a], a
-			}
-		}
-	}
-	return notes, nil
-}
-
-// matchTable returns the trace backend that a table column stands for, or -1.
-func (s *scanner) matchTable(label string) int {
-	for i, a := range s.arms {
-		if sameBackend(label, a.name) {
-			return i
-		}
-	}
-	return -1
-}
-
-func sameBackend(a, b string) bool {
-	return strings.TrimPrefix(a, "sim:") == strings.TrimPrefix(b, "sim:")
-}
-
-// tableMeans returns the table's mean µs of spec on each of its backends
-// (sim.Arm.Truth of its arms), or nil when the table lacks it on one.
-func tableMeans(t *sim.Table, spec kernels.Spec) []float64 {
-	arms := t.Arms()
-	out := make([]float64, len(arms))
-	for a, arm := range arms {
-		base, _, err := arm.Truth(spec)
-		if err != nil {
-			return nil
-		}
-		out[a] = base * arm.Profile.SpikeMean()
-	}
-	return out
 }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/fleet"
+)
+
+// TestPlacementTableWidth: the final table fits 100 columns with two
+// backends, however long a bucket's or a shape's name (it took 148),
+// a shape's row follows its bucket, and the columns are explained.
+func TestPlacementTableWidth(t *testing.T) {
+	arms := func(n0, n1 int64) []adaptive.ArmTelemetry {
+		return []adaptive.ArmTelemetry{{Backend: "sim:h100", N: n0, MeanUs: 9.4}, {Backend: "sim:cpu2", N: n1, MeanUs: 1410.6}}
+	}
+	parent := "QuantizedMatMul/q8_0/s44"
+	tel := adaptive.Telemetry{
+		Backends: []adaptive.BackendTelemetry{{Name: "sim:h100"}, {Name: "sim:cpu2"}},
+		Buckets: []adaptive.BucketTelemetry{
+			{Name: parent + " QuantizedMatMul q8_0 [1x2048 768x2048]", Parent: parent, Incumbent: "sim:h100", Arms: arms(257, 0)},
+			{Name: "Attention/f32/s26 Attention f32 [1x12x1x64 1x4x10x64 1x4x10x64 1x4x10x64 1x4x10x64]", Parent: "Attention/f32/s26", Incumbent: "sim:cpu2", Arms: arms(0, 17)},
+			{Name: parent, Incumbent: "sim:h100", Switches: 12345, Alarms: 678, Arms: arms(791, 1)},
+			{Name: "Attention/f32/s26", Incumbent: "sim:cpu2", Arms: arms(0, 48)},
+			{Name: "Idle/f32/s1", Arms: arms(0, 0)},
+		},
+	}
+	var b bytes.Buffer
+	if err := placementTable(&b, tel); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > tableWidth {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	at := func(s string) int { return strings.Index(out, s) }
+	if !(at(parent) < at("└ [1x2048 768x2048]") && at("Attention/f32/s26") < at("└ [1x12x1x64")) || at("Idle") >= 0 {
+		t.Errorf("shape rows do not follow their buckets, or an idle bucket is shown:\n%s", out)
+	}
+	for _, want := range []string{"on: the incumbent", "alarms:", "sw:", "└\" row is a shape"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the legend does not explain %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestHeadlineLast: the summary line is the last of the output, where a
+// terminal leaves it in view, below the table.
+func TestHeadlineLast(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := append([]string{}, tinyArgs[:len(tinyArgs)-1]...) // without -json
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "tokens/s") || !strings.HasPrefix(lines[0], "bucket") {
+		t.Errorf("output does not start with the table and end with the headline:\n%s", out.String())
+	}
+}
+
+// TestJSONKeysSnakeCase: every key of -json's object is snake_case, the
+// fleet's counters included (they came out as Go's field names).
+func TestJSONKeysSnakeCase(t *testing.T) {
+	b, err := json.Marshal(Summary{Fleet: fleetSummary(fleet.Stats{Synced: true}), StepModelledUs: []float64{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, sub := range m {
+			if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(k) {
+				t.Errorf("key %q is not snake_case", k)
+			}
+			walk(sub)
+		}
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	walk(v)
+	if !strings.Contains(string(b), `"synced":true`) {
+		t.Errorf("fleet counters missing: %s", b)
+	}
+}
+
+// TestFlagErrorsOnce: a bad flag, a bad value or flags that do not go
+// together print one line and the hint, once, and exit 2, as replay's do
+// (infer printed the whole usage, then the error again, and exited 1).
+func TestFlagErrorsOnce(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"-tokens", "x"}, `invalid value "x" for flag -tokens`},
+		{[]string{"-tokens", "0"}, "-tokens, -batch and -prompt must be positive"},
+		{[]string{"stray"}, `unexpected argument "stray"`},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), c.args, &out, &errb)
+		code := exitCode(err, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], c.want) || lines[1] != usageHint {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q with the hint", c.args, code, errb.String(), c.want)
+		}
+	}
+	var errb bytes.Buffer
+	if code := exitCode(context.Canceled, &errb); code != 1 || strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("a run error: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestSaysWhereAndWhat: -metrics :0 says the address it bound, and -db
+// what it loaded (nothing, then the first run's posteriors).
+func TestSaysWhereAndWhat(t *testing.T) {
+	dir := t.TempDir()
+	for i, want := range []string{"no posterior of this hardware yet", "posteriors of this hardware loaded"} {
+		var out, errb bytes.Buffer
+		args := append(append([]string{}, tinyArgs...), "-db", dir, "-metrics", ":0")
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		s := errb.String()
+		if !strings.Contains(s, "infer: -db "+dir+": ") || !strings.Contains(s, want) {
+			t.Errorf("run %d: stderr %q; want -db's %q", i+1, s, want)
+		}
+		if !regexp.MustCompile(`infer: metrics at http://127\.0\.0\.1:[1-9][0-9]*/metrics`).MatchString(s) {
+			t.Errorf("run %d: stderr %q; want the address -metrics bound", i+1, s)
+		}
+	}
+}
