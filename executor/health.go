@@ -92,9 +92,17 @@ func (e *Executor) failed(a int, err error) {
 	e.health.sick.Store(e.health.sick.Load() | uint32(adaptive.Backend(a)))
 	e.health.mu.Unlock()
 	e.cfg.Logger.Warn().Err(err).Str("backend", e.s.BackendName(a)).Dur("backoff", d).Msg("adaptive: backend failed; falling back")
-	if errors.Is(err, backends.ErrDeviceLost) {
-		e.invalidate(a)
+	if !errors.Is(err, backends.ErrDeviceLost) {
+		return
 	}
+	if e.cfg.Synchronous || e.recovering.Load() {
+		e.invalidate(a)
+		return
+	}
+	// Queued work may still use the lost device's buffers: they are
+	// dropped by the recovery, once the queues are drained.
+	e.lostMask.Or(uint32(adaptive.Backend(a)))
+	e.pendingFail.Store(true)
 }
 
 // healthy clears backend a's back-off after an op succeeded there.
