@@ -266,8 +266,10 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
+	// Only the async model queues: -sync (and serial) wait for every op.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
-		Logger: clilog.Slog(logger)}
+		Synchronous: o.execModel != sim.Async,
+		Logger:      clilog.Slog(logger)}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
