@@ -114,6 +114,9 @@ type lane struct {
 	mu    sync.Mutex // serialises enqueueing: watch order is queue order
 	watch chan *rec
 	last  *rec
+	// lastV is the lane's simulated work that ends last: a simulated
+	// device's link runs beside its kernels, so it need not be last.
+	lastV *rec
 	// poke wakes the watcher waiting for simulated work to be Done: the
 	// host's virtual clock moves when work is issued or waited for.
 	poke chan struct{}
@@ -174,18 +177,50 @@ func (e *Executor) stopLanes() {
 // to the observer as it completes.
 func (e *Executor) watchLane(l *lane) {
 	defer e.watchers.Done()
-	for r := range l.watch {
-		if _, ok := r.ev.(backends.VirtualSpan); ok {
-			// Waiting would advance the simulated host's clock, as a
-			// synchronisation does: take it once it is Done.
-			for !r.ev.Done() {
-				<-l.poke
+	var pending []*rec // simulated work not yet Done, in queue order
+	for watch := l.watch; watch != nil || len(pending) > 0; {
+		select {
+		case r, ok := <-watch:
+			switch {
+			case !ok:
+				watch = nil
+			case isVirtual(r):
+				pending = append(pending, r)
+			default:
+				r.tm, r.err = r.ev.Wait()
+				e.completed <- r
 			}
-			maxFloat(&e.doneV, r.endV)
+		case <-l.poke:
 		}
+		pending = e.completeDone(pending)
+	}
+}
+
+// isVirtual reports whether r is simulated work, taken once it is Done:
+// waiting would advance the simulated host's clock, as a synchronisation
+// does.
+func isVirtual(r *rec) bool {
+	_, ok := r.ev.(backends.VirtualSpan)
+	return ok
+}
+
+// completeDone hands the simulated work of pending that is Done to the
+// observer and returns the rest. Any Done work goes, not only the oldest:
+// a simulated device runs copies on its link beside its kernels, so a copy
+// queued after a long kernel can end first, and a host waiting for that
+// copy (Read) must see it observed (TestVirtualCopyPassesKernel).
+func (e *Executor) completeDone(pending []*rec) []*rec {
+	kept := pending[:0]
+	for _, r := range pending {
+		if !r.ev.Done() {
+			kept = append(kept, r)
+			continue
+		}
+		maxFloat(&e.doneV, r.endV)
 		r.tm, r.err = r.ev.Wait()
 		e.completed <- r
 	}
+	return kept
 }
 
 // poke wakes the watchers of simulated work.
@@ -291,6 +326,9 @@ func (e *Executor) enqueue(r *rec) error {
 	r.ev = ev
 	if vs, ok := ev.(backends.VirtualSpan); ok {
 		_, r.endV = vs.Span()
+		if l.lastV == nil || r.endV >= l.lastV.endV {
+			l.lastV = r
+		}
 		maxFloat(&e.loads[e.groupOf[r.a]].freeV, r.endV)
 		e.virtual.Store(true)
 	}
@@ -340,14 +378,16 @@ func (e *Executor) drain(ctx context.Context) error {
 	for a := range e.bes {
 		l := &e.lanes[a]
 		l.mu.Lock()
-		r := l.last
+		work := [2]*rec{l.last, l.lastV}
 		l.mu.Unlock()
-		if r == nil {
-			continue
-		}
-		e.hostWait(r)
-		if err := e.awaitCtx(ctx, r); err != nil {
-			return err
+		for _, r := range work {
+			if r == nil {
+				continue
+			}
+			e.hostWait(r)
+			if err := e.awaitCtx(ctx, r); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -533,3 +533,43 @@ func TestQueuedOutOfMemory(t *testing.T) {
 		t.Errorf("no decision with reason MemoryConstraint")
 	}
 }
+
+// TestVirtualCopyPassesKernel: on a simulated GPU a copy runs on the link
+// beside the kernels, so the copy out of a short op's output ends before
+// a long kernel queued after that op. A Read of the output waits for the
+// copy alone and must return, not wait for the long kernel's observation
+// (the watcher once took simulated work in queue order only, and hung).
+func TestVirtualCopyPassesKernel(t *testing.T) {
+	tl := sim.NewTimeline(sim.Async)
+	// Durations only: the point is when the host's Read returns.
+	gpu, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gpu.Close() })
+	e := newExec(t, executor.Config{Strategy: adaptive.Only(gpu.Info().Name)}, gpu)
+	add := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{16}, {16}}}
+	const n = 8192 // about a millisecond on the simulated H100; the copy out, microseconds
+	mm := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{n, n}, {n, n}}}
+	x := alloc(t, e, kernels.AsBytes([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}))
+	k, _ := e.Alloc(add.OutBytes())
+	if _, err := e.Run(add, []backends.Buffer{x, x}, k); err != nil {
+		t.Fatal(err)
+	}
+	big := alloc(t, e, make([]byte, 4*n*n))
+	l, _ := e.Alloc(mm.OutBytes())
+	if _, err := e.Run(mm, []backends.Buffer{big, big}, l); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, add.OutBytes())
+	read := make(chan error, 1)
+	go func() { _, err := e.Read(got, k); read <- err }()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Read of a short op's output did not return while a long kernel was queued after it")
+	}
+}
