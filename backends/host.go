@@ -45,12 +45,18 @@ func (h *HostBuffer) Bytes() []byte { return h.data }
 // F32 returns the buffer's memory viewed as float32.
 func (h *HostBuffer) F32() []float32 { return kernels.AsF32(h.data) }
 
+// errFreed is the error of using a freed HostBuffer.
+var errFreed = fmt.Errorf("%w: it was freed", ErrForeignBuffer)
+
 // HostBytes returns the memory of b if it is a live HostBuffer allocated by
-// owner, and ErrForeignBuffer otherwise.
+// owner, and ErrForeignBuffer otherwise (saying so when b was freed).
 func HostBytes(owner any, b Buffer) ([]byte, error) {
 	h, ok := b.(*HostBuffer)
-	if !ok || h.owner != owner || h.freed.Load() {
+	if !ok || h.owner != owner {
 		return nil, ErrForeignBuffer
+	}
+	if h.freed.Load() {
+		return nil, errFreed
 	}
 	return h.data, nil
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // Pool is a bounded pool of long-lived worker goroutines that run the
-// chunks of a parallel loop. An idle worker polls for work for spinFor
-// before it blocks. The goroutine calling Parallel works too, and
+// chunks of a parallel loop. An idle worker parks (see idleSpin): a pool
+// without work burns no CPU. The goroutine calling Parallel works too, and
 // claims chunks from the same counter as the workers, so a call always
 // finishes even when every worker is busy: Parallel may be called
 // concurrently and from inside another Parallel's fn (a parallel gemm
@@ -20,6 +20,10 @@ type Pool struct {
 	jobs    chan *job
 	closed  atomic.Bool
 	once    sync.Once
+
+	idleSpin  time.Duration // how long an idle worker polls before it parks
+	parked    atomic.Int32  // workers blocked on jobs
+	idlePolls atomic.Int64  // polls of jobs by idle workers, in all
 }
 
 // ranger is one parallel loop body: run covers the indices [lo, hi).
@@ -53,11 +57,15 @@ const chunksPerThread = 4
 // NewPool returns a pool of threads workers (runtime.NumCPU() when
 // threads ≤ 0). The calling goroutine counts as one, so threads-1
 // goroutines are started; a pool of 1 runs every loop inline.
-func NewPool(threads int) *Pool {
+func NewPool(threads int) *Pool { return newPool(threads, idleSpin) }
+
+// newPool is NewPool with the idle workers' poll window: the benchmarks
+// compare windows.
+func newPool(threads int, spin time.Duration) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, jobs: make(chan *job, threads)}
+	p := &Pool{threads: threads, jobs: make(chan *job, threads), idleSpin: spin}
 	for range threads - 1 {
 		go p.worker()
 	}
@@ -175,38 +183,54 @@ func (p *Pool) worker() {
 // last chunk.
 const othersSpin = 200 * time.Microsecond
 
-// spinFor is how long an idle worker keeps polling the queue, yielding the
-// processor between polls, before it blocks. A decode step runs a
-// parallel op every few tens or hundreds of µs, with single-threaded ops
-// in between (the cpu1 backend's, small ones inline); a worker that
-// blocked in such a gap must be woken for the next op, and that wake-up,
-// tens of µs (BenchmarkPoolGap), is learned by the scheduler as the op's
-// cost, which steers small ops away from cpu (cmd/infer
-// BenchmarkDecodePaired; docs/TUNING.md). The cost: an idle pool burns a
-// core for spinFor after its last call; OpenMP runtimes spin the same way
-// before sleeping (KMP_BLOCKTIME, 200 ms by default).
-const spinFor = 5 * time.Millisecond
+// idleSpin is how long an idle worker polls the queue for the next job
+// before it parks (blocks on the queue): none. A poll saves the wake-up
+// of a parked worker for an op that follows within the window, but takes
+// a core for the window after every op from whatever else the process
+// (the caller's single-threaded ops, another backend's queue, the host
+// thread launching GPU work) or the machine runs. On a loaded 2-core
+// machine, kernels BenchmarkPoolIdle found no window that pays: a step
+// of serial work and a parallel call took as long or longer with a
+// 50 µs poll, and 1.5–2× as long with the 5 ms poll the pool once had.
+const idleSpin = 0
 
 // next returns the next job (nil: the pool is closing), polling for
-// spinFor before it blocks. Polls yield (runtime.Gosched), so goroutines
-// of this process that need the processor get it.
+// p.idleSpin (none but in benchmarks) before it parks. Polls yield
+// (runtime.Gosched), so goroutines of this process that need the
+// processor get it.
 func (p *Pool) next() *job {
-	start := time.Now()
-	for i := 0; ; i++ {
-		// len reads the queue without its lock, which a poll by receive
-		// would take, and contend for with Parallel's send.
-		if len(p.jobs) > 0 {
-			select {
-			case j := <-p.jobs:
-				return j
-			default: // another worker took it
+	if p.idleSpin > 0 {
+		start := time.Now()
+		for i := 0; ; i++ {
+			// len reads the queue without its lock, which a poll by
+			// receive would take, and contend for with Parallel's send.
+			if len(p.jobs) > 0 {
+				select {
+				case j := <-p.jobs:
+					return j
+				default: // another worker took it
+				}
 			}
+			p.idlePolls.Add(1)
+			if i%16 == 15 && time.Since(start) > p.idleSpin {
+				break
+			}
+			runtime.Gosched()
 		}
-		if i%16 == 15 && time.Since(start) > spinFor {
-			return <-p.jobs
-		}
-		runtime.Gosched()
 	}
+	p.parked.Add(1)
+	j := <-p.jobs
+	p.parked.Add(-1)
+	return j
+}
+
+// Idle reports the pool's idle state: how many workers are parked now
+// (blocked on the queue, burning no CPU), and how many times in all an
+// idle worker has polled the queue instead. A quiet pool has every
+// worker parked and a poll count that no longer moves
+// (TestPoolParksWhenIdle).
+func (p *Pool) Idle() (parked int, polls int64) {
+	return int(p.parked.Load()), p.idlePolls.Load()
 }
 
 // Close stops the workers; later Parallel calls run inline. Close is

@@ -1,9 +1,11 @@
 package kernels
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,6 +78,44 @@ func TestPoolThreadsAndClose(t *testing.T) {
 	}
 }
 
+// TestPoolParksWhenIdle checks that idle workers park: once a pool's
+// calls are done, every worker ends up blocked on the queue, and no
+// worker ever polled it (the default window, idleSpin, is none).
+func TestPoolParksWhenIdle(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	chunks, fn := gapBody(p)
+	for range 20 {
+		p.Parallel(chunks, fn)
+	}
+	// The bound only ends a failing test: a parking worker gets there in
+	// microseconds. A stale job still queued (one a busy worker missed)
+	// wakes a worker that already counted itself parked.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if parked, _ := p.Idle(); parked == 2 && len(p.jobs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			parked, _ := p.Idle()
+			t.Fatalf("%d of 2 workers parked after 10 s idle", parked)
+		}
+	}
+	if _, polls := p.Idle(); polls != 0 {
+		t.Errorf("idle workers polled the queue %d times, want 0: they park at once", polls)
+	}
+	q := newPool(3, time.Millisecond)
+	defer q.Close()
+	q.Parallel(chunks, fn)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, polls := q.Idle(); polls > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a pool with a poll window never polled: the counter does not count")
+		}
+	}
+}
+
 // BenchmarkPoolParallel measures one Parallel call's overhead (waking the
 // workers, splitting, waiting) with a trivial body.
 func BenchmarkPoolParallel(b *testing.B) {
@@ -89,38 +129,68 @@ func BenchmarkPoolParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkPoolGap measures a Parallel call that comes some time after
-// the last one (the single-threaded ops of a decode step in between):
-// wall time of the call alone, in call-ns/op, for a body of about 1 µs
-// per chunk that shares nothing. Right after the last call the workers are
-// still polling; past spinFor they have blocked and must be woken.
-func BenchmarkPoolGap(b *testing.B) {
-	for _, gap := range []time.Duration{0, 200 * time.Microsecond, 2 * spinFor} {
-		b.Run(gap.String(), func(b *testing.B) {
-			p := NewPool(0)
-			defer p.Close()
-			chunks := p.Threads() * chunksPerThread
-			out := make([]float64, chunks*8) // a cache line per chunk
-			fn := func(lo, hi int) {
-				for c := lo; c < hi; c++ {
-					x := 1.0
-					for range 300 {
+// gapBody returns a parallel loop body of about 1 µs per chunk that
+// shares nothing, and its chunk count for p.
+func gapBody(p *Pool) (int, func(lo, hi int)) {
+	chunks := p.Threads() * chunksPerThread
+	out := make([]float64, chunks*8) // a cache line per chunk
+	return chunks, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			x := 1.0
+			for range 300 {
+				x = x*1.0000001 + 1e-9
+			}
+			out[c*8] = x
+		}
+	}
+}
+
+// BenchmarkPoolIdle measures both sides of the idle workers' poll
+// window (idleSpin). Each iteration is a step: serial work on the caller
+// (a single-threaded op of a decode step; serial=N is its rough length
+// on a quiet core), then a Parallel call, for pools that park at once
+// (spin=0, the default), poll for 50 µs, or poll for 5 ms (the window before
+// parking was introduced). ns/op is the step's wall time, call-ns/op the
+// Parallel call's alone (what a parked worker's wake-up adds), and
+// cpu-ns/op the process's CPU time per step (getrusage): a polling
+// worker takes its CPU from the caller's serial work, from other
+// backends and from other processes.
+func BenchmarkPoolIdle(b *testing.B) {
+	for _, spin := range []time.Duration{0, 50 * time.Microsecond, 5 * time.Millisecond} {
+		for _, serial := range []int{5, 30, 300} {
+			b.Run(fmt.Sprintf("spin=%v/serial=%dµs", spin, serial), func(b *testing.B) {
+				p := newPool(0, spin)
+				defer p.Close()
+				chunks, fn := gapBody(p)
+				var call time.Duration
+				x := 1.0
+				cpu0 := processCPU()
+				for b.Loop() {
+					for range serial * 300 { // about 1 µs per 300 on a quiet core
 						x = x*1.0000001 + 1e-9
 					}
-					out[c*8] = x
+					t := time.Now()
+					p.Parallel(chunks, fn)
+					call += time.Since(t)
 				}
-			}
-			var in time.Duration
-			for b.Loop() {
-				for t := time.Now(); time.Since(t) < gap; {
-				}
-				t := time.Now()
-				p.Parallel(chunks, fn)
-				in += time.Since(t)
-			}
-			b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "call-ns/op")
-		})
+				cpu := processCPU() - cpu0
+				b.ReportMetric(float64(call.Nanoseconds())/float64(b.N), "call-ns/op")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				sinkF = x
+			})
+		}
 	}
+}
+
+var sinkF float64
+
+// processCPU returns the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPoolSpread measures whether a parallel loop's chunks really

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/internal/host"
@@ -13,8 +12,9 @@ import (
 
 // Backend runs ops on the host CPU: the kernels package's parallel kernels
 // on a worker pool of its own, matmul through a CBLAS loaded at run time or
-// gonum. Buffers are host memory (backends.HostBuffer). Backend is safe for
-// concurrent use; Close must not race with other calls.
+// gonum. Buffers are host memory (backends.HostBuffer). Work runs in
+// queue order (backends.Queuer); the synchronous methods queue and wait.
+// Backend is safe for concurrent use.
 type Backend struct {
 	name string
 	pool *kernels.Pool
@@ -26,6 +26,7 @@ type Backend struct {
 	calMu   sync.Mutex
 	cal     backends.Nominal // Calibrate's result; zero until it succeeds
 
+	q         queue
 	closeOnce sync.Once
 }
 
@@ -106,69 +107,48 @@ func (b *Backend) MapHost(data []byte) (backends.Buffer, error) {
 
 var _ backends.HostMapper = (*Backend)(nil)
 
-// Write implements backends.Backend: a copy, timed by the wall clock.
+// Write implements backends.Backend: WriteAsync and its Wait. On an idle
+// queue the copy runs on the caller's goroutine.
 func (b *Backend) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
-	d, err := backends.HostBytes(b, dst)
+	ev, err := b.copyAsync(workWrite, dst, src, nil, true)
 	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "write", Err: err}
+		return backends.Timing{}, err
 	}
-	if len(d) != len(src) {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "write",
-			Err: fmt.Errorf("%w: buffer of %d bytes, source of %d", kernels.ErrBufferSize, len(d), len(src))}
-	}
-	start := time.Now()
-	copy(d, src)
-	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+	return ev.Wait()
 }
 
-// Read implements backends.Backend: a copy, timed by the wall clock.
+// Read implements backends.Backend: ReadAsync and its Wait.
 func (b *Backend) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
-	s, err := backends.HostBytes(b, src)
+	ev, err := b.copyAsync(workRead, src, dst, nil, true)
 	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "read", Err: err}
+		return backends.Timing{}, err
 	}
-	if len(dst) != len(s) {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: "read",
-			Err: fmt.Errorf("%w: buffer of %d bytes, destination of %d", kernels.ErrBufferSize, len(s), len(dst))}
-	}
-	start := time.Now()
-	copy(dst, s)
-	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+	return ev.Wait()
 }
 
 // maxInline is the input count whose byte slices Run keeps on the stack.
 const maxInline = 4
 
-// Run implements backends.Backend. The timing is the monotonic clock
-// around the kernel alone, buffer checks excluded.
+// Run implements backends.Backend: RunAsync and its Wait. On an idle
+// queue the kernel runs on the caller's goroutine. The timing is the
+// monotonic clock around the kernel alone, buffer checks excluded.
 func (b *Backend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	var inline [maxInline][]byte
-	bufs := inline[:0]
-	for i, buf := range in {
-		d, err := backends.HostBytes(b, buf)
-		if err != nil {
-			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
-				Err: fmt.Errorf("input %d: %w", i, err)}
-		}
-		bufs = append(bufs, d)
-	}
-	o, err := backends.HostBytes(b, out)
+	t, err := b.runTask(s, in, out, nil)
 	if err != nil {
-		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
-			Err: fmt.Errorf("output: %w", err)}
+		return backends.Timing{}, err
 	}
-	start := time.Now()
-	err = b.cpu.Run(s, bufs, o)
-	d := time.Since(start)
-	if err != nil {
+	if err := b.q.enqueue(b, t, true); err != nil {
 		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
 	}
-	return backends.Timing{Duration: d, Clock: backends.WallClock}, nil
+	return t.ev.Wait()
 }
 
-// Close implements backends.Backend: it stops the worker pool. Close is
-// idempotent.
+// Close implements backends.Backend: it waits for the queued work, then
+// stops the worker pool. It returns the first error of queued work that
+// no Wait or Sync has reported. Later calls fail with ErrClosed; Close
+// is idempotent.
 func (b *Backend) Close() error {
+	err := b.q.close()
 	b.closeOnce.Do(b.pool.Close)
-	return nil
+	return err
 }

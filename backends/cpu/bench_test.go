@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -152,5 +153,49 @@ func BenchmarkDecode(b *testing.B) {
 				b.ReportMetric(2*float64(n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// BenchmarkQueuedChain runs a chain of 16 small dependent ops (Scale of
+// 4096 floats, x → y → x …) on a two-thread backend: synchronously (Run
+// after Run), and queued (RunAsync after RunAsync, then one Wait). ns/op
+// is the chain's wall time; caller-ns/op, for the queued chain, the time
+// until the last RunAsync returns: what the host thread spends before it
+// is free to launch other work.
+func BenchmarkQueuedChain(b *testing.B) {
+	const n, ops = 4096, 16
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{n}}, Params: kernels.Params{Scale: 1.0001}}
+	for _, mode := range []string{"sync", "queued"} {
+		b.Run(mode, func(b *testing.B) {
+			be := benchBackend(b, "cpu-chain", DefaultOptions().WithThreads(2))
+			x, _ := be.Alloc(n * 4)
+			y, _ := be.Alloc(n * 4)
+			bufs := [2][]backends.Buffer{{x}, {y}}
+			var caller time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var last backends.Event
+				for i := range ops {
+					var err error
+					if mode == "sync" {
+						_, err = be.Run(s, bufs[i%2], bufs[1-i%2][0])
+					} else {
+						last, err = be.RunAsync(s, bufs[i%2], bufs[1-i%2][0], nil)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if last != nil {
+					caller += time.Since(start)
+					if _, err := last.Wait(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if mode == "queued" {
+				b.ReportMetric(float64(caller.Nanoseconds())/float64(b.N), "caller-ns/op")
+			}
+		})
 	}
 }

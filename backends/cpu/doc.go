@@ -32,11 +32,20 @@
 // for gonum, every library tried with its dlerror text; Backend.BLAS
 // returns the same text.
 //
-// # Timing
+// # Queue and timing
 //
-// Run times the kernel alone with the monotonic clock (time.Now, Since):
-// Timing{Clock: backends.WallClock}. Write and Read are copies, timed the
-// same way; the backend shares host memory (Info.SharedMemory).
+// Each backend runs its work in order on a queue of its own
+// (backends.Queuer): RunAsync, WriteAsync and ReadAsync return at once,
+// and the work runs on a goroutine that drains the queue and exits when
+// it is empty, after waiting for the events of other backends it depends
+// on (a failed dependency fails the op). The synchronous methods queue
+// and wait; on an idle queue they run on the caller's goroutine. The
+// pool's workers park when idle: a backend without work burns no CPU.
+// "cpu" and "cpu1" report the same backends.HardwareGroup, "host".
+//
+// The worker times the kernel alone with the monotonic clock (time.Now,
+// Since): Timing{Clock: backends.WallClock}. Copies are timed the same
+// way; the backend shares host memory (Info.SharedMemory).
 //
 // # Usage
 //

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -23,9 +22,9 @@ import (
 // bound to the device first (the vendor runtimes keep the current device
 // or context per thread), one caller at a time under a mutex: a
 // dedicated device thread would cost two cross-thread wake-ups per op,
-// more than a short op's device time (BenchmarkGPULaunch). Device
-// is safe for concurrent use; ops and transfers run one at a time, in
-// call order per caller.
+// more than a short op's device time (BenchmarkGPULaunch). Work is queued
+// (queue.go): ops on one stream, copies on another, each in call order.
+// Device is safe for concurrent use.
 type Device struct {
 	l    *loaded
 	s    *shim
@@ -42,23 +41,25 @@ type Device struct {
 	mu sync.Mutex
 	// ctx is the NVIDIA primary context (0 on AMD); bound says the device
 	// is initialised, so do binds each caller's thread to it.
-	ctx                    uintptr
-	bound                  bool
-	stream, evStart, evEnd uintptr
-	blas                   uintptr
-	staging                unsafe.Pointer
-	stagingSize            int64
-	modules                map[string]uintptr
-	functions              map[string]uintptr
+	ctx       uintptr
+	bound     bool
+	blas      uintptr
+	modules   map[string]uintptr
+	functions map[string]uintptr
+
+	// stream runs kernels; copyStream runs copies, the same stream when
+	// the device has no copy engine.
+	stream, copyStream uintptr
+	events             []uintptr                  // the event pool: handles not in use
+	pinned             map[int64][]unsafe.Pointer // free pinned staging blocks by size class
+	pinnedCached       int64                      // their bytes
+	inflight           []*event                   // queued work not yet retired, in queue order
+	failed             []*event                   // retired work that failed, not yet reported by Sync
 
 	pool *pool
 }
 
 var _ backends.Backend = (*Device)(nil)
-
-// stagingChunk bounds the pinned staging buffer: larger transfers go in
-// chunks, each timed by its own events.
-const stagingChunk = 64 << 20
 
 // Open opens device o.Device of the first platform (AMD, then NVIDIA,
 // unless o.Platform picks one) whose libraries load and which has that
@@ -90,7 +91,7 @@ func Open(o Options) (*Device, error) {
 // open returns a device, or the reason the platform is unavailable, or an
 // error for a device that exists but failed to initialise.
 func open(v *vendor, o Options) (*Device, string, error) {
-	d := &Device{v: v, opts: o, modules: map[string]uintptr{}, functions: map[string]uintptr{}}
+	d := &Device{v: v, opts: o, modules: map[string]uintptr{}, functions: map[string]uintptr{}, pinned: map[int64][]unsafe.Pointer{}}
 	var reason string
 	err := d.do(func() error {
 		l, _, r := loadRuntime(v, o)
@@ -244,14 +245,31 @@ func (d *Device) initDevice() error {
 	if d.stream, code = s.create(fStreamCreate); code != 0 {
 		return d.check(fStreamCreate, code)
 	}
-	if d.evStart, code = s.create(fEventCreate); code != 0 {
-		return d.check(fEventCreate, code)
-	}
-	if d.evEnd, code = s.create(fEventCreate); code != 0 {
-		return d.check(fEventCreate, code)
+	d.copyStream = d.stream
+	if d.hasCopyEngine() {
+		if d.copyStream, code = s.create(fStreamCreate); code != 0 {
+			return d.check(fStreamCreate, code)
+		}
 	}
 	d.bound = true
 	return nil
+}
+
+// hasCopyEngine reports whether copies can overlap kernels on a stream of
+// their own: on NVIDIA when the driver counts an async engine
+// (CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT); on AMD always, every GPU
+// having SDMA engines (HIP documents its async-engine attribute as
+// CUDA-only).
+func (d *Device) hasCopyEngine() bool {
+	if d.v.platform != NVIDIA {
+		return true
+	}
+	cudev, code := d.s.deviceGet(d.opts.Device)
+	if code != 0 {
+		return false
+	}
+	n, code := d.s.deviceAttr(cuAttrAsyncEngineCount, cudev)
+	return code == 0 && n > 0
 }
 
 // initBLAS checks that rocBLAS has kernels for this architecture and
@@ -315,98 +333,17 @@ func (d *Device) Supports(s kernels.Spec) error {
 	return err
 }
 
-// timed records the start event, runs f (which enqueues work on the
-// stream), records the end event, waits for it and returns the events'
-// elapsed time. Waiting is what reading the Timing costs: the methods
-// return it, so every op and transfer synchronises.
-func (d *Device) timed(f func() error) (time.Duration, error) {
-	s := d.s
-	if err := d.check(fEventRecord, s.eventRecord(d.evStart, d.stream)); err != nil {
-		return 0, err
-	}
-	if err := f(); err != nil {
-		_ = s.call(fStreamSync, d.stream)
-		return 0, err
-	}
-	if err := d.check(fEventRecord, s.eventRecord(d.evEnd, d.stream)); err != nil {
-		return 0, err
-	}
-	if err := d.check(fEventSync, s.call(fEventSync, d.evEnd)); err != nil {
-		return 0, err
-	}
-	ms, code := s.eventElapsed(d.evStart, d.evEnd)
-	if err := d.check(fEventElapsed, code); err != nil {
-		return 0, err
-	}
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
-}
-
-// Run implements backends.Backend. The first use of a kernel compiles its
-// source (or loads it from the disk cache) before the timed region; the
-// Timing is the device time between events recorded around the op's
-// launches (or its BLAS call) on the stream.
+// Run implements backends.Backend: RunAsync and its Wait. The first use
+// of a kernel compiles its source (or loads it from the disk cache)
+// before the op is enqueued; the Timing is the device time between
+// events recorded around the op's launches (or its BLAS call) on the
+// stream.
 func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	fail := func(err error) (backends.Timing, error) {
-		return backends.Timing{}, &backends.DeviceError{Backend: d.info.Name, Op: s.Op.String(), Err: err}
-	}
-	p, err := planOp(s, d.blas != 0)
+	e, err := d.RunAsync(s, in, out, nil)
 	if err != nil {
-		return fail(err)
+		return backends.Timing{}, err
 	}
-	if err := checkBuffers(s, in, out); err != nil {
-		return fail(err)
-	}
-	ptrs := make([]uintptr, len(in))
-	for i, b := range in {
-		db, err := d.own(b)
-		if err != nil {
-			return fail(fmt.Errorf("input %d: %w", i, err))
-		}
-		ptrs[i] = db.ptr
-	}
-	ob, err := d.own(out)
-	if err != nil {
-		return fail(fmt.Errorf("output: %w", err))
-	}
-	var el time.Duration
-	err = d.call(func() error {
-		fns := make([]uintptr, len(p.launches))
-		for i, l := range p.launches {
-			f, err := d.function(l.kernel)
-			if err != nil {
-				return err
-			}
-			fns[i] = f
-		}
-		var err error
-		el, err = d.timed(func() error {
-			if p.gemm != nil {
-				return d.sgemm(p.gemm, ptrs[0], ptrs[1], ob.ptr)
-			}
-			for i, l := range p.launches {
-				args := make([]uint64, len(l.args))
-				for j, a := range l.args {
-					switch a.buf {
-					case argValue:
-						args[j] = a.val
-					case argOut:
-						args[j] = uint64(ob.ptr)
-					default:
-						args[j] = uint64(ptrs[a.buf])
-					}
-				}
-				if err := d.check(fLaunch, d.s.launch(fns[i], l.grid, l.block, 0, d.stream, args)); err != nil {
-					return fmt.Errorf("%s: %w", l.kernel, err)
-				}
-			}
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return backends.Timing{Duration: el, Clock: backends.DeviceEvents}, nil
+	return e.Wait()
 }
 
 // sgemm runs a row-major GEMM on the column-major BLAS by the operand
@@ -427,9 +364,11 @@ func (d *Device) sgemm(g *gemm, a, b, c uintptr) error {
 	return nil
 }
 
-// Close implements backends.Backend: it releases the pool's memory, the
-// staging buffer, modules, events, stream and BLAS handle. Libraries stay
-// loaded. Close is idempotent.
+// Close implements backends.Backend: it waits for the queued work, then
+// releases the pool's memory, the staging memory, modules, events,
+// streams and BLAS handle. Libraries stay loaded. It returns the first
+// error of queued work that no Wait or Sync reported, with any teardown
+// error. Close is idempotent.
 func (d *Device) Close() error {
 	d.gate.Lock()
 	defer d.gate.Unlock()
@@ -437,6 +376,10 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	var queued error
+	if d.bound {
+		queued = d.do(func() error { return d.drainQueue() })
+	}
 	if d.pool != nil {
 		d.pool.drain()
 	}
@@ -448,23 +391,28 @@ func (d *Device) Close() error {
 				errs = append(errs, fmt.Errorf("%s: status %d", d.symName(fBLASDestroy), code))
 			}
 		}
-		if d.staging != nil {
-			errs = append(errs, d.check(fHostFree, s.hostFree(d.staging)))
+		for _, l := range d.pinned {
+			for _, p := range l {
+				errs = append(errs, d.check(fHostFree, s.hostFree(p)))
+			}
 		}
+		d.pinned = nil
 		for _, m := range d.modules {
 			errs = append(errs, d.check(fModuleUnload, s.call(fModuleUnload, m)))
 		}
-		for _, e := range []uintptr{d.evStart, d.evEnd} {
-			if e != 0 {
-				errs = append(errs, d.check(fEventDestroy, s.call(fEventDestroy, e)))
-			}
+		for _, e := range d.events {
+			errs = append(errs, d.check(fEventDestroy, s.call(fEventDestroy, e)))
+		}
+		d.events = nil
+		if d.copyStream != 0 && d.copyStream != d.stream {
+			errs = append(errs, d.check(fStreamDestroy, s.call(fStreamDestroy, d.copyStream)))
 		}
 		if d.stream != 0 {
 			errs = append(errs, d.check(fStreamDestroy, s.call(fStreamDestroy, d.stream)))
 		}
 		return errors.Join(errs...)
 	})
-	return err
+	return errors.Join(queued, err)
 }
 
 // Pool returns the bytes of device memory in live buffers and the bytes

@@ -16,13 +16,27 @@
 // A Device makes its vendor calls on the caller's OS thread, one caller at
 // a time, after binding that thread to the device (the primary context on
 // NVIDIA, hipSetDevice on AMD): no hand-off to another thread on the path
-// of an op. It owns one stream and its events. Device memory comes from a
-// caching pool; transfers go through pinned staging memory as
-// asynchronous copies on the stream.
-// Every op and transfer is timed by events recorded around it on the
-// stream: the Timing (Clock backends.DeviceEvents) is the device-measured
-// actual_duration_us of DESIGN.md. Reading it means waiting for the end
-// event, so Run, Write and Read return once the work is done.
+// of an op. Device memory comes from a caching pool.
+//
+// # Queued work and timing
+//
+// A Device is a backends.Queuer. RunAsync enqueues an op on the compute
+// stream between a start and an end event taken from the device's event
+// pool, and returns at once; WriteAsync and ReadAsync do the same for
+// copies, through pinned staging blocks (pooled by size), on a copy
+// stream of their own where the device has copy engines (NVIDIA: the
+// driver's async engine count; AMD: always, its SDMA engines). A copy and
+// a kernel that use the same buffer are ordered on the device
+// (hipStreamWaitEvent, cudaStreamWaitEvent); events of other backends
+// (a CPU op) are waited for on the host thread that enqueues, and a CPU
+// op waits for a GPU event through its Wait (hipEventSynchronize). The
+// Timing (Clock backends.DeviceEvents, the device-measured
+// actual_duration_us of DESIGN.md) is read only once the end event has
+// completed: when a query (hipEventQuery, cudaEventQuery) finds it so, or
+// at the next synchronisation point (Wait, Sync, Close); the events then
+// go back to the pool. Run, Write and Read are the queued call and its
+// Wait. A buffer freed while queued work uses it goes back to the memory
+// pool once that work has completed.
 //
 // MatMul runs on rocblas_sgemm / cublasSgemm_v2 (row-major by the operand
 // swap), or on a tiled kernel without a BLAS. Every other op runs a kernel
@@ -34,10 +48,13 @@
 // child process (this executable re-run; package init answers it), and
 // falls back to the tiled kernel when either fails (see Device.BLAS).
 //
-// Errors of ops and transfers are *backends.DeviceError values wrapping
-// backends.ErrOutOfMemory (hipErrorOutOfMemory, cudaErrorMemoryAllocation),
-// backends.ErrDeviceLost (the sticky errors: illegal address, launch
-// failure, ECC; the Device then refuses every call) or a *CallError.
+// Errors of ops and transfers are *backends.DeviceError values, naming
+// the op, wrapping backends.ErrOutOfMemory (hipErrorOutOfMemory,
+// cudaErrorMemoryAllocation), backends.ErrDeviceLost (the sticky errors:
+// illegal address, launch failure, ECC; the Device then refuses every
+// new call) or a *CallError. An error of queued work (a kernel that fails
+// as it runs) comes back from its event's Wait, or else from the next
+// Sync, or else from Close.
 //
 // # Usage
 //
@@ -46,7 +63,8 @@
 // Alloc, Write, Run and Read that follow.
 //
 // Tests run everywhere: a fake HIP runtime (testdata/fakehip.c, built with
-// gcc by the tests) drives the Go side end to end, and Debian's
+// gcc by the tests; one thread per stream, so work really is queued)
+// drives the Go side end to end, and Debian's
 // libamdhip64-5 provides the real runtime (no device) and hiprtc. The GPU
 // tests and benchmarks skip without a device; build them with
 // `go test -c` and run the binary on a GPU machine.

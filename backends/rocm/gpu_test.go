@@ -235,3 +235,37 @@ func BenchmarkGPUTransfer(b *testing.B) {
 		buf.Free()
 	}
 }
+
+// BenchmarkGPUQueuedChain runs a chain of 64 dependent 256-element Scale
+// ops (x → y → x …), as a decode step's small ops come: synchronously
+// (Run after Run: launch, synchronisation and timing read per op), and
+// queued (RunAsync after RunAsync, then Sync). ns/op is the chain's wall
+// time; the ratio of the two is what queueing saves per step.
+func BenchmarkGPUQueuedChain(b *testing.B) {
+	d := openGPU(b)
+	const ops = 64
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1.0001}}
+	x, _ := d.Alloc(1024)
+	y, _ := d.Alloc(1024)
+	bufs := [2]backends.Buffer{x, y}
+	for _, mode := range []string{"sync", "queued"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				for i := range ops {
+					var err error
+					if mode == "sync" {
+						_, err = d.Run(s, bufs[i%2:i%2+1], bufs[1-i%2])
+					} else {
+						_, err = d.RunAsync(s, bufs[i%2:i%2+1], bufs[1-i%2], nil)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := d.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ enum {
 	F_GET_DEVICE_COUNT, F_SET_DEVICE, F_MALLOC, F_FREE, F_HOST_MALLOC, F_HOST_FREE,
 	F_MEMCPY_ASYNC, F_STREAM_CREATE, F_STREAM_DESTROY, F_STREAM_SYNC,
 	F_EVENT_CREATE, F_EVENT_DESTROY, F_EVENT_RECORD, F_EVENT_SYNC, F_EVENT_ELAPSED,
+	F_EVENT_QUERY, F_STREAM_WAIT_EVENT,
 	F_MEM_GET_INFO, F_RUNTIME_VERSION, F_ERROR_STRING, F_DEVICE_PROPS, F_DEVICE_NAME,
 	F_DEVICE_ATTR, F_INIT, F_DEVICE_GET, F_CTX_RETAIN, F_CTX_SET_CURRENT,
 	F_MODULE_LOAD, F_MODULE_UNLOAD, F_MODULE_FUNCTION, F_LAUNCH,
@@ -96,6 +97,9 @@ static int sh_handle_create(shim_t* s, int idx, u64* h) {
 static int sh_handle_call(shim_t* s, int idx, u64 h) { return ((fn_p)s->fn[idx])((void*)h); }
 static int sh_event_record(shim_t* s, u64 ev, u64 stream) {
 	return ((int (*)(void*, void*))s->fn[F_EVENT_RECORD])((void*)ev, (void*)stream);
+}
+static int sh_stream_wait_event(shim_t* s, u64 stream, u64 ev) {
+	return ((int (*)(void*, void*, unsigned))s->fn[F_STREAM_WAIT_EVENT])((void*)stream, (void*)ev, 0);
 }
 static int sh_event_elapsed(shim_t* s, float* ms, u64 start, u64 end) {
 	return ((int (*)(float*, void*, void*))s->fn[F_EVENT_ELAPSED])(ms, (void*)start, (void*)end);
@@ -214,6 +218,8 @@ const (
 	fEventRecord    fn = C.F_EVENT_RECORD
 	fEventSync      fn = C.F_EVENT_SYNC
 	fEventElapsed   fn = C.F_EVENT_ELAPSED
+	fEventQuery     fn = C.F_EVENT_QUERY
+	fStreamWait     fn = C.F_STREAM_WAIT_EVENT
 	fMemGetInfo     fn = C.F_MEM_GET_INFO
 	fRuntimeVersion fn = C.F_RUNTIME_VERSION
 	fErrorString    fn = C.F_ERROR_STRING
@@ -328,6 +334,12 @@ func (s *shim) call(f fn, h uintptr) int { return int(C.sh_handle_call(s.t, C.in
 
 func (s *shim) eventRecord(ev, stream uintptr) int {
 	return int(C.sh_event_record(s.t, C.u64(ev), C.u64(stream)))
+}
+
+// streamWaitEvent makes later work on stream wait for ev's completion,
+// on the device: the host does not block.
+func (s *shim) streamWaitEvent(stream, ev uintptr) int {
+	return int(C.sh_stream_wait_event(s.t, C.u64(stream), C.u64(ev)))
 }
 
 func (s *shim) eventElapsed(start, end uintptr) (float32, int) {

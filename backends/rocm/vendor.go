@@ -54,6 +54,10 @@ type vendor struct {
 	deviceLost []int
 }
 
+// notReady is the status of a query on work not yet complete:
+// hipErrorNotReady and cudaErrorNotReady are both 600.
+const notReady = 600
+
 // lostCodes are the sticky errors, numbered alike in HIP, the CUDA runtime
 // and the CUDA driver: ECC uncorrectable (214), illegal address (700),
 // launch timeout (702), hardware stack error through launch failure
@@ -84,6 +88,8 @@ var amdVendor = vendor{
 		{fEventRecord, roleRuntime, []string{"hipEventRecord"}, false},
 		{fEventSync, roleRuntime, []string{"hipEventSynchronize"}, false},
 		{fEventElapsed, roleRuntime, []string{"hipEventElapsedTime"}, false},
+		{fEventQuery, roleRuntime, []string{"hipEventQuery"}, false},
+		{fStreamWait, roleRuntime, []string{"hipStreamWaitEvent"}, false},
 		{fMemGetInfo, roleRuntime, []string{"hipMemGetInfo"}, false},
 		{fRuntimeVersion, roleRuntime, []string{"hipRuntimeGetVersion"}, false},
 		{fErrorString, roleRuntime, []string{"hipGetErrorString"}, true},
@@ -135,6 +141,8 @@ var nvidiaVendor = vendor{
 		{fEventRecord, roleRuntime, []string{"cudaEventRecord"}, false},
 		{fEventSync, roleRuntime, []string{"cudaEventSynchronize"}, false},
 		{fEventElapsed, roleRuntime, []string{"cudaEventElapsedTime"}, false},
+		{fEventQuery, roleRuntime, []string{"cudaEventQuery"}, false},
+		{fStreamWait, roleRuntime, []string{"cudaStreamWaitEvent"}, false},
 		{fMemGetInfo, roleRuntime, []string{"cudaMemGetInfo"}, false},
 		{fRuntimeVersion, roleRuntime, []string{"cudaRuntimeGetVersion"}, false},
 		{fErrorString, roleRuntime, []string{"cudaGetErrorString"}, true},
@@ -166,8 +174,9 @@ var nvidiaVendor = vendor{
 
 // CUDA driver attributes (CUdevice_attribute) read on NVIDIA.
 const (
-	cuAttrCCMajor = 75
-	cuAttrCCMinor = 76
+	cuAttrCCMajor          = 75
+	cuAttrCCMinor          = 76
+	cuAttrAsyncEngineCount = 40 // copy engines that overlap copies with kernels
 )
 
 func vendorFor(p Platform) *vendor {

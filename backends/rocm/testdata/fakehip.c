@@ -2,7 +2,13 @@
 // gcc into libamdhip64.so.6 so that the Go side of backends/rocm can be
 // tested end to end on machines without a GPU. It exports the functions
 // the backend's table resolves, hiprtc included (inside the runtime, as
-// ROCm 5 ships it). Kernels run synchronously in C on the calling thread.
+// ROCm 5 ships it). Each stream is a thread that runs its commands
+// (kernels, copies, event records, waits on events) in order, so work
+// really is asynchronous: hipEventQuery answers hipErrorNotReady (600)
+// until the stream reaches the event, hipEventElapsedTime fails the same
+// way on an incomplete event, and hipStreamWaitEvent orders two streams.
+// A stream's first field is its enqueue function, which the fake rocBLAS
+// calls to run sgemm on the stream.
 //
 // Hooks, read from the environment at each call:
 //   FAKEHIP_NO_DEVICE=1       hipGetDeviceCount returns hipErrorNoDevice (100)
@@ -10,8 +16,12 @@
 //   FAKEHIP_LAUNCH_ERROR=code hipModuleLaunchKernel returns code (719: device lost)
 //   FAKEHIP_KERNEL_US=n       each launch takes at least n µs
 //   FAKEHIP_COMPILE_FAIL=1    hiprtcCompileProgram fails with a log
+//   FAKEHIP_ASYNC_ERROR=code  a kernel launched now fails when it runs: it
+//                             writes nothing, and every event recorded
+//                             after it on its stream completes with code
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,26 +66,182 @@ int hipFree(void* p) {
 }
 int hipHostMalloc(void** p, size_t n, unsigned flags) { (void)flags; *p = malloc(n); return *p ? 0 : 2; }
 int hipHostFree(void* p) { free(p); return 0; }
-int hipMemcpyAsync(void* dst, const void* src, size_t n, int kind, void* stream) {
-	(void)stream;
-	if (kind < 0 || kind > 4) return 21;
-	memmove(dst, src, n);
+
+// Streams and events. One lock and condition guard every stream queue
+// and event state.
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+typedef struct event {
+	long recorded, completed; // generations: records issued and reached
+	double t;                 // when the last record was reached, ms
+	int err;                  // the stream's error when it was reached
+} event_t;
+
+enum { C_FN, C_RECORD, C_WAIT, C_STOP };
+typedef struct cmd {
+	int kind;
+	void (*fn)(void*);
+	void* arg;
+	event_t* ev;
+	long gen;
+	struct cmd* next;
+} cmd_t;
+
+typedef struct stream stream_t;
+struct stream {
+	void (*enqueue)(stream_t*, void (*fn)(void*), void* arg); // first: fakerocblas calls it
+	cmd_t *head, *tail;
+	long queued, done;
+	int err; // set by a kernel that failed as it ran
+	pthread_t th;
+};
+
+static void push(stream_t* s, cmd_t* c) {
+	c->next = 0;
+	if (s->tail) s->tail->next = c; else s->head = c;
+	s->tail = c;
+	s->queued++;
+	pthread_cond_broadcast(&cv);
+}
+
+static void enqueue_fn(stream_t* s, void (*fn)(void*), void* arg) {
+	cmd_t* c = calloc(1, sizeof(cmd_t));
+	c->kind = C_FN; c->fn = fn; c->arg = arg;
+	pthread_mutex_lock(&mu);
+	push(s, c);
+	pthread_mutex_unlock(&mu);
+}
+
+static void* stream_main(void* p) {
+	stream_t* s = p;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		while (!s->head) pthread_cond_wait(&cv, &mu);
+		cmd_t* c = s->head;
+		s->head = c->next;
+		if (!s->head) s->tail = 0;
+		int stop = c->kind == C_STOP;
+		switch (c->kind) {
+		case C_FN:
+			pthread_mutex_unlock(&mu);
+			c->fn(c->arg);
+			pthread_mutex_lock(&mu);
+			break;
+		case C_RECORD:
+			c->ev->t = now_ms();
+			c->ev->err = s->err;
+			if (c->gen > c->ev->completed) c->ev->completed = c->gen;
+			break;
+		case C_WAIT:
+			while (c->ev->completed < c->gen) pthread_cond_wait(&cv, &mu);
+			break;
+		}
+		s->done++;
+		free(c);
+		pthread_cond_broadcast(&cv);
+		if (stop) break;
+	}
+	pthread_mutex_unlock(&mu);
 	return 0;
 }
-int hipStreamCreate(void** s) { *s = malloc(8); return 0; }
-int hipStreamDestroy(void* s) { free(s); return 0; }
-int hipStreamSynchronize(void* s) { (void)s; return 0; }
-int hipEventCreate(void** e) { *e = calloc(1, sizeof(double)); return 0; }
+
+int hipStreamCreate(void** out) {
+	stream_t* s = calloc(1, sizeof(stream_t));
+	s->enqueue = enqueue_fn;
+	pthread_create(&s->th, 0, stream_main, s);
+	*out = s;
+	return 0;
+}
+int hipStreamDestroy(void* p) {
+	stream_t* s = p;
+	cmd_t* c = calloc(1, sizeof(cmd_t));
+	c->kind = C_STOP;
+	pthread_mutex_lock(&mu);
+	push(s, c);
+	pthread_mutex_unlock(&mu);
+	pthread_join(s->th, 0);
+	free(s);
+	return 0;
+}
+int hipStreamSynchronize(void* p) {
+	stream_t* s = p;
+	if (!s) return 0; // the null stream: the fake runs stream-less work at once
+	pthread_mutex_lock(&mu);
+	long want = s->queued;
+	while (s->done < want) pthread_cond_wait(&cv, &mu);
+	int err = s->err;
+	pthread_mutex_unlock(&mu);
+	return err;
+}
+int hipStreamWaitEvent(void* p, void* e, unsigned flags) {
+	if (flags) return 1;
+	cmd_t* c = calloc(1, sizeof(cmd_t));
+	c->kind = C_WAIT; c->ev = e;
+	pthread_mutex_lock(&mu);
+	c->gen = c->ev->recorded;
+	push(p, c);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+typedef struct { void* dst; const void* src; size_t n; } copy_t;
+static void run_copy(void* p) {
+	copy_t* c = p;
+	memmove(c->dst, c->src, c->n);
+	free(c);
+}
+int hipMemcpyAsync(void* dst, const void* src, size_t n, int kind, void* stream) {
+	if (kind < 0 || kind > 4 || !stream) return 21;
+	copy_t* c = malloc(sizeof(copy_t));
+	c->dst = dst; c->src = src; c->n = n;
+	enqueue_fn(stream, run_copy, c);
+	return 0;
+}
+
+int hipEventCreate(void** e) { *e = calloc(1, sizeof(event_t)); return 0; }
 int hipEventDestroy(void* e) { free(e); return 0; }
-int hipEventRecord(void* e, void* s) { (void)s; *(double*)e = now_ms(); return 0; }
-int hipEventSynchronize(void* e) { (void)e; return 0; }
-int hipEventElapsedTime(float* ms, void* a, void* b) { *ms = (float)(*(double*)b - *(double*)a); return 0; }
+int hipEventRecord(void* e, void* s) {
+	if (!s) return 1;
+	cmd_t* c = calloc(1, sizeof(cmd_t));
+	c->kind = C_RECORD; c->ev = e;
+	pthread_mutex_lock(&mu);
+	c->gen = ++c->ev->recorded;
+	push(s, c);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+int hipEventQuery(void* p) {
+	event_t* e = p;
+	pthread_mutex_lock(&mu);
+	int r = e->completed < e->recorded ? 600 : e->err;
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+int hipEventSynchronize(void* p) {
+	event_t* e = p;
+	pthread_mutex_lock(&mu);
+	while (e->completed < e->recorded) pthread_cond_wait(&cv, &mu);
+	int r = e->err;
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+int hipEventElapsedTime(float* ms, void* a, void* b) {
+	event_t *x = a, *y = b;
+	pthread_mutex_lock(&mu);
+	int ready = x->completed == x->recorded && y->completed == y->recorded && x->recorded && y->recorded;
+	if (ready) *ms = (float)(y->t - x->t);
+	pthread_mutex_unlock(&mu);
+	return ready ? 0 : 600;
+}
 int hipMemGetInfo(size_t* f, size_t* t) { *t = 1UL << 34; *f = *t - live_bytes; return 0; }
 int hipRuntimeGetVersion(int* v) { *v = 50221153; return 0; }
 const char* hipGetErrorString(int code) {
 	switch (code) {
 	case 2: return "hipErrorOutOfMemory";
 	case 100: return "hipErrorNoDevice";
+	case 600: return "hipErrorNotReady";
+	case 700: return "hipErrorIllegalAddress";
 	case 719: return "hipErrorLaunchFailure";
 	}
 	return "hipErrorUnknown";
@@ -156,7 +322,7 @@ static void k_silu(void** a) {
 static void k_copy(void** a) {
 	memmove(*(void**)a[0], *(void**)a[1], *(long long*)a[2]);
 }
-static unsigned grid_z; // the launch's gridDim.z: sgemm_tiled's batch
+static __thread unsigned grid_z; // the running launch's gridDim.z: sgemm_tiled's batch
 
 static void k_sgemm(void** a) {
 	int m = *(int*)a[3], n = *(int*)a[4], k = *(int*)a[5];
@@ -172,7 +338,9 @@ static void k_sgemm(void** a) {
 	}
 }
 
-static struct { const char* name; kernel_fn fn; int nargs; } kernels[] = {
+typedef struct { const char* name; kernel_fn fn; int nargs; } kdef_t;
+
+static kdef_t kernels[] = {
 	{"add_f32", k_add, 5}, {"mul_f32", k_mul, 5}, {"scale_f32", k_scale, 4},
 	{"silu_f32", k_silu, 3}, {"copy_u8", k_copy, 3}, {"sgemm_tiled", k_sgemm, 9},
 };
@@ -194,16 +362,52 @@ int hipModuleGetFunction(void** f, void* m, const char* name) {
 		if (strcmp(kernels[i].name, name) == 0) { *f = &kernels[i]; return 0; }
 	return 500;
 }
-int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                          unsigned shmem, void* stream, void** params, void** extra) {
-	(void)shmem; (void)stream;
-	long err = envl("FAKEHIP_LAUNCH_ERROR");
-	if (err) return (int)err;
-	if (!gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024 || extra) return 1; // hipErrorInvalidValue
-	double until = now_ms() + envl("FAKEHIP_KERNEL_US") / 1e3;
-	grid_z = gz;
-	((kernel_fn)((void**)f)[1])(params);
+// launch_t is a launch as its stream runs it: the arguments' 8-byte
+// slots copied (the caller's are gone by then) and pointers to them.
+typedef struct {
+	kernel_fn fn;
+	unsigned gz;
+	long us;
+	int fail;
+	stream_t* s;
+	unsigned long long vals[32];
+	void* params[32];
+} launch_t;
+
+static void run_launch(void* p) {
+	launch_t* l = p;
+	double until = now_ms() + l->us / 1e3;
+	if (l->fail) {
+		pthread_mutex_lock(&mu);
+		l->s->err = l->fail;
+		pthread_mutex_unlock(&mu);
+	} else {
+		grid_z = l->gz;
+		l->fn(l->params);
+	}
 	while (now_ms() < until) {
 	}
+	free(l);
+}
+
+int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned shmem, void* stream, void** params, void** extra) {
+	(void)shmem;
+	long err = envl("FAKEHIP_LAUNCH_ERROR");
+	if (err) return (int)err;
+	if (!gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024 || extra || !stream) return 1; // hipErrorInvalidValue
+	kdef_t* k = f;
+	int nargs = k->nargs;
+	launch_t* l = calloc(1, sizeof(launch_t));
+	l->fn = k->fn;
+	l->gz = gz;
+	l->us = envl("FAKEHIP_KERNEL_US");
+	l->fail = (int)envl("FAKEHIP_ASYNC_ERROR");
+	l->s = stream;
+	for (int i = 0; i < nargs && i < 32; i++) {
+		memcpy(&l->vals[i], params[i], 8);
+		l->params[i] = &l->vals[i];
+	}
+	enqueue_fn(stream, run_launch, l);
 	return 0;
 }

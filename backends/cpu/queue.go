@@ -1,0 +1,344 @@
+package cpu
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// workKind says what a queued task does.
+type workKind uint8
+
+const (
+	workRun workKind = iota
+	workWrite
+	workRead
+)
+
+// task is one piece of queued work: what to run, on which buffers, after
+// which events, and the event that reports its completion.
+type task struct {
+	kind  workKind
+	spec  kernels.Spec
+	in    []backends.Buffer
+	out   backends.Buffer // the kernel's output, or the copy's device side
+	host  []byte          // the copy's host side
+	after []backends.Event
+	ev    *event
+}
+
+// op names the task in its errors: the kernel's op, "write" or "read".
+func (t *task) op() string {
+	switch t.kind {
+	case workWrite:
+		return "write"
+	case workRead:
+		return "read"
+	}
+	return t.spec.Op.String()
+}
+
+// event is the completion of one task of a CPU backend's queue.
+type event struct {
+	q        *queue
+	done     chan struct{} // closed when the task has completed
+	timing   backends.Timing
+	err      error
+	reported atomic.Bool // a Wait or Sync has returned err
+}
+
+var _ backends.Event = (*event)(nil)
+
+// Done implements backends.Event.
+func (e *event) Done() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait implements backends.Event: the Timing is the worker's clock
+// around the kernel or copy alone, the wait for dependencies excluded.
+func (e *event) Wait() (backends.Timing, error) {
+	<-e.done
+	if e.err != nil {
+		e.reported.Store(true)
+	}
+	return e.timing, e.err
+}
+
+// queue runs a backend's queued work in order. No goroutine waits on an
+// empty queue: the first task queued on an idle queue starts one that
+// drains the queue and exits when it is empty, and a synchronous call on
+// an idle queue runs its task on the caller's own goroutine. Either way
+// one task runs at a time, in queue order.
+type queue struct {
+	mu      sync.Mutex
+	pending []*task
+	running bool   // a goroutine is draining the queue
+	last    *event // the last task queued: Sync waits for it
+	failed  []*event
+	closed  bool
+}
+
+// enqueue queues t. With inline set and the queue idle, it runs t on the
+// calling goroutine before returning; otherwise a draining goroutine runs
+// it. It fails with ErrClosed after close.
+func (q *queue) enqueue(b *Backend, t *task, inline bool) error {
+	t.ev = &event{q: q, done: make(chan struct{})}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	q.last = t.ev
+	if q.running {
+		q.pending = append(q.pending, t)
+		q.mu.Unlock()
+		return nil
+	}
+	q.running = true
+	if !inline {
+		q.pending = append(q.pending, t)
+		q.mu.Unlock()
+		go q.drain(b)
+		return nil
+	}
+	q.mu.Unlock()
+	q.finish(b, t)
+	q.drain(b) // work queued meanwhile by other callers
+	return nil
+}
+
+// drain runs queued tasks until the queue is empty, then lets go of it.
+func (q *queue) drain(b *Backend) {
+	for {
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.running = false
+			q.pending = nil
+			q.mu.Unlock()
+			return
+		}
+		t := q.pending[0]
+		q.pending[0] = nil
+		q.pending = q.pending[1:]
+		q.mu.Unlock()
+		q.finish(b, t)
+	}
+}
+
+// finish runs t after its dependencies and completes its event.
+func (q *queue) finish(b *Backend, t *task) {
+	ev := t.ev
+	ev.timing, ev.err = q.run(b, t)
+	if ev.err != nil {
+		q.mu.Lock()
+		q.failed = append(q.failed, ev)
+		q.mu.Unlock()
+	}
+	close(ev.done)
+}
+
+// run waits for t's dependencies on other queues (this queue's own are
+// done, the queue being in order), then runs t. A failed dependency, of
+// this queue or another, fails t without running it.
+func (q *queue) run(b *Backend, t *task) (backends.Timing, error) {
+	for i, dep := range t.after {
+		var err error
+		if e, ok := dep.(*event); ok && e.q == q {
+			err = e.err // done: it ran before t
+		} else {
+			_, err = dep.Wait()
+		}
+		if err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: t.op(),
+				Err: fmt.Errorf("dependency %d failed: %w", i, err)}
+		}
+	}
+	switch t.kind {
+	case workWrite:
+		return b.copyTimed("write", t.out, t.host, true)
+	case workRead:
+		return b.copyTimed("read", t.out, t.host, false)
+	}
+	return b.runTimed(t.spec, t.in, t.out)
+}
+
+// sync waits for every task queued so far and returns the first error of
+// queued work that no Wait has reported, forgetting the others' errors.
+func (q *queue) sync() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	last := q.last
+	q.mu.Unlock()
+	return q.await(last)
+}
+
+// await waits for last and collects the unreported errors of the tasks
+// completed so far.
+func (q *queue) await(last *event) error {
+	if last != nil {
+		<-last.done
+	}
+	q.mu.Lock()
+	failed := q.failed
+	q.failed = nil
+	q.mu.Unlock()
+	for _, e := range failed {
+		if !e.reported.Swap(true) {
+			return e.err
+		}
+	}
+	return nil
+}
+
+// close refuses further work and waits for the work already queued. It
+// returns the first error of queued work that no Wait has reported.
+func (q *queue) close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	last := q.last
+	q.mu.Unlock()
+	return q.await(last)
+}
+
+var (
+	_ backends.Queuer        = (*Backend)(nil)
+	_ backends.HardwareGroup = (*Backend)(nil)
+)
+
+// HardwareGroup implements backends.HardwareGroup: every CPU backend of
+// the process runs on the host's cores, "cpu" and "cpu1" alike.
+func (b *Backend) HardwareGroup() string { return "host" }
+
+// RunAsync implements backends.Queuer: s runs on the backend's queue
+// after the events in after (of any backend). Bad arguments (an invalid
+// or Opaque op, a foreign or freed buffer, wrong sizes) fail here,
+// at once; failures of the kernel or of a dependency come from the
+// event's Wait, and from Sync.
+func (b *Backend) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	t, err := b.runTask(s, in, out, after)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.q.enqueue(b, t, false); err != nil {
+		return nil, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
+	}
+	return t.ev, nil
+}
+
+// WriteAsync implements backends.Queuer: src is copied into dst on the
+// backend's queue; src must stay unchanged until the event is done.
+func (b *Backend) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	return b.copyAsync(workWrite, dst, src, after, false)
+}
+
+// ReadAsync implements backends.Queuer: src is copied into dst on the
+// backend's queue.
+func (b *Backend) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return b.copyAsync(workRead, src, dst, after, false)
+}
+
+// Sync implements backends.Queuer. After Close it fails with ErrClosed.
+func (b *Backend) Sync() error { return b.q.sync() }
+
+// runTask checks a kernel's arguments and returns its task.
+func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (*task, error) {
+	fail := func(err error) (*task, error) {
+		return nil, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
+	}
+	if s.Op == kernels.Opaque {
+		return fail(fmt.Errorf("%w: %q has no kernel", kernels.ErrNotExecutable, s.Params.Name))
+	}
+	var inline [maxInline][]byte
+	bufs := inline[:0]
+	for i, buf := range in {
+		d, err := backends.HostBytes(b, buf)
+		if err != nil {
+			return fail(fmt.Errorf("input %d: %w", i, err))
+		}
+		bufs = append(bufs, d)
+	}
+	o, err := backends.HostBytes(b, out)
+	if err != nil {
+		return fail(fmt.Errorf("output: %w", err))
+	}
+	if err := kernels.CheckBuffers(s, bufs, o); err != nil {
+		return fail(err)
+	}
+	return &task{kind: workRun, spec: s, in: slices.Clone(in), out: out, after: slices.Clone(after)}, nil
+}
+
+// copyAsync checks a copy's arguments and queues it.
+func (b *Backend) copyAsync(kind workKind, buf backends.Buffer, host []byte, after []backends.Event, inline bool) (*event, error) {
+	t := &task{kind: kind, out: buf, host: host, after: slices.Clone(after)}
+	d, err := backends.HostBytes(b, buf)
+	if err == nil && len(d) != len(host) {
+		err = fmt.Errorf("%w: buffer of %d bytes, host memory of %d", kernels.ErrBufferSize, len(d), len(host))
+	}
+	if err == nil {
+		err = b.q.enqueue(b, t, inline)
+	}
+	if err != nil {
+		return nil, &backends.DeviceError{Backend: b.name, Op: t.op(), Err: err}
+	}
+	return t.ev, nil
+}
+
+// runTimed runs s on the buffers, resolved again (a buffer freed since
+// the task was queued fails it), and times the kernel alone.
+func (b *Backend) runTimed(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	var inline [maxInline][]byte
+	bufs := inline[:0]
+	for i, buf := range in {
+		d, err := backends.HostBytes(b, buf)
+		if err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
+				Err: fmt.Errorf("input %d: %w", i, err)}
+		}
+		bufs = append(bufs, d)
+	}
+	o, err := backends.HostBytes(b, out)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(),
+			Err: fmt.Errorf("output: %w", err)}
+	}
+	start := time.Now()
+	err = b.cpu.Run(s, bufs, o)
+	d := time.Since(start)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: s.Op.String(), Err: err}
+	}
+	return backends.Timing{Duration: d, Clock: backends.WallClock}, nil
+}
+
+// copyTimed copies between host memory and buf, resolved again, timed by
+// the wall clock.
+func (b *Backend) copyTimed(op string, buf backends.Buffer, host []byte, toBuffer bool) (backends.Timing, error) {
+	d, err := backends.HostBytes(b, buf)
+	if err != nil {
+		return backends.Timing{}, &backends.DeviceError{Backend: b.name, Op: op, Err: err}
+	}
+	start := time.Now()
+	if toBuffer {
+		copy(d, host)
+	} else {
+		copy(host, d)
+	}
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+}

@@ -1,0 +1,344 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// gate is an Event of another backend that completes when the test says
+// so, with the error the test gives.
+type gate struct {
+	done chan struct{}
+	err  error
+}
+
+func newGate() *gate { return &gate{done: make(chan struct{})} }
+
+func (g *gate) open(err error) { g.err = err; close(g.done) }
+
+func (g *gate) Done() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *gate) Wait() (backends.Timing, error) {
+	<-g.done
+	return backends.Timing{}, g.err
+}
+
+// mapF32 maps v into b (HostMapper), failing the test on error.
+func mapF32(t *testing.T, b *Backend, v []float32) backends.Buffer {
+	t.Helper()
+	buf, err := b.MapHost(kernels.AsBytes(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// TestQueueOrderAcrossBackends runs a matmul on cpu1 and, queued on cpu
+// after cpu1's event, a Scale of its output, over the same host memory
+// (each backend maps it): the Scale never reads the matmul's output
+// before it is written (the output starts as NaN). It also checks that
+// a chain on one queue runs in queue order without events.
+func TestQueueOrderAcrossBackends(t *testing.T) {
+	one := openTest(t, DefaultOptions().WithThreads(1))
+	all := openTest(t, DefaultOptions().WithThreads(2))
+	const n = 96
+	mm := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{n, n}, {n, n}}}
+	scale := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{n, n}}, Params: kernels.Params{Scale: 2}}
+	a, w := make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], w[i] = float32(i%7)-3, float32(i%5)-2
+	}
+	want := make([]byte, n*n*4)
+	if err := kernels.Reference(mm, [][]byte{kernels.AsBytes(a), kernels.AsBytes(w)}, want); err != nil {
+		t.Fatal(err)
+	}
+	for rep := range 20 {
+		x, y := make([]float32, n*n), make([]float32, n*n)
+		for i := range x {
+			x[i], y[i] = float32(math.NaN()), float32(math.NaN())
+		}
+		ev1, err := one.RunAsync(mm, []backends.Buffer{mapF32(t, one, a), mapF32(t, one, w)}, mapF32(t, one, x), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev2, err := all.RunAsync(scale, []backends.Buffer{mapF32(t, all, x)}, mapF32(t, all, y), []backends.Event{ev1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ev2.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !ev1.Done() {
+			t.Fatal("the dependent op completed before its dependency")
+		}
+		for i, v := range kernels.AsF32(want) {
+			if y[i] != 2*v {
+				t.Fatalf("rep %d: y[%d] = %v, want %v: the Scale read stale data", rep, i, y[i], 2*v)
+			}
+		}
+	}
+	// A chain on one queue: x ← 1, then x ← 2x ten times, no events.
+	x := make([]float32, 64)
+	xb := mapF32(t, all, x)
+	tmp, _ := all.Alloc(256)
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{64}}, Params: kernels.Params{Scale: 2}}
+	ones := make([]float32, 64)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if _, err := all.WriteAsync(xb, kernels.AsBytes(ones), nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		all.RunAsync(s, []backends.Buffer{xb}, tmp, nil)
+		all.RunAsync(s, []backends.Buffer{tmp}, xb, nil)
+	}
+	got := make([]byte, 256)
+	ev, err := all.ReadAsync(got, xb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm, err := ev.Wait(); err != nil || tm.Clock != backends.WallClock {
+		t.Fatalf("read: %+v, %v", tm, err)
+	}
+	if v := kernels.AsF32(got)[0]; v != 1024 {
+		t.Fatalf("after the chain x = %v, want 1024 (2^10): the queue ran out of order", v)
+	}
+	if err := all.Sync(); err != nil {
+		t.Fatalf("Sync after a clean chain: %v", err)
+	}
+}
+
+// TestQueueErrors checks that an op failing in the queue (its input freed
+// while it waited, or a dependency that failed) reports a DeviceError
+// naming the op at its Wait, and that Sync reports an error no Wait has.
+func TestQueueErrors(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(2))
+	silu := kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{16}}}
+	in, _ := b.Alloc(64)
+	out, _ := b.Alloc(64)
+	g := newGate()
+	ev, err := b.RunAsync(silu, []backends.Buffer{in}, out, []backends.Event{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Done() {
+		t.Fatal("an op behind an open dependency is done")
+	}
+	in.Free()
+	g.open(nil)
+	_, err = ev.Wait()
+	var de *backends.DeviceError
+	if !errors.As(err, &de) || de.Op != "SiLU" || !errors.Is(err, backends.ErrForeignBuffer) || !strings.Contains(err.Error(), "freed") {
+		t.Fatalf("op whose input was freed while queued: %v, want a DeviceError{Op: SiLU} saying it was freed", err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatalf("Sync after Wait reported the error: %v, want nil", err)
+	}
+
+	in2, _ := b.Alloc(64)
+	boom := errors.New("gpu kernel failed")
+	g2 := newGate()
+	ev2, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, []backends.Event{g2})
+	after, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, nil) // later in the queue: runs
+	g2.open(boom)
+	if err := b.Sync(); !errors.As(err, &de) || de.Op != "SiLU" || !errors.Is(err, boom) {
+		t.Fatalf("Sync after a failed dependency: %v, want a DeviceError{Op: SiLU} wrapping it", err)
+	}
+	if _, err := after.Wait(); err != nil {
+		t.Fatalf("an op queued after the failed one: %v", err)
+	}
+	if _, err := ev2.Wait(); !errors.Is(err, boom) {
+		t.Fatalf("Wait of the failed op after Sync: %v", err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatalf("second Sync: %v, want nil (reported once)", err)
+	}
+
+	// A dependency of the same queue that failed fails the op after it.
+	failedEv, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, []backends.Event{newFailed(boom)})
+	next, _ := b.RunAsync(silu, []backends.Buffer{in2}, out, []backends.Event{failedEv})
+	if _, err := next.Wait(); !errors.Is(err, boom) || !strings.Contains(err.Error(), "dependency 0 failed") {
+		t.Fatalf("op after a failed op of its own queue: %v, want the dependency's error", err)
+	}
+	b.Sync()
+
+	// Bad arguments fail at once, not in the queue.
+	if _, err := b.RunAsync(silu, []backends.Buffer{in}, out, nil); !errors.Is(err, backends.ErrForeignBuffer) || !strings.Contains(err.Error(), "freed") {
+		t.Errorf("RunAsync on a freed buffer: %v", err)
+	}
+	if _, err := b.ReadAsync(make([]byte, 3), out, nil); !errors.Is(err, kernels.ErrBufferSize) {
+		t.Errorf("ReadAsync of the wrong size: %v", err)
+	}
+	if _, err := b.RunAsync(kernels.Spec{Op: kernels.Opaque, In: []kernels.Shape{{16}}}, []backends.Buffer{in2}, out, nil); !errors.Is(err, kernels.ErrNotExecutable) {
+		t.Errorf("RunAsync of an Opaque op: %v", err)
+	}
+}
+
+// TestQueueClose checks that Close drains work in flight, that every
+// later call fails with ErrClosed, and that Close reports an error of
+// queued work no Wait reported.
+func TestQueueClose(t *testing.T) {
+	b, err := New("cpu-close", DefaultOptions().WithLogger(nil).WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	silu := kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{16}}}
+	in, _ := b.Alloc(64)
+	out, _ := b.Alloc(64)
+	g := newGate()
+	ev, _ := b.RunAsync(silu, []backends.Buffer{in}, out, []backends.Event{g})
+	failing, _ := b.RunAsync(silu, []backends.Buffer{in}, out, []backends.Event{newFailed(errors.New("upstream"))})
+	closed := make(chan error)
+	go func() { closed <- b.Close() }()
+	g.open(nil)
+	if err := <-closed; err == nil || !strings.Contains(err.Error(), "upstream") {
+		t.Fatalf("Close with a failed queued op: %v, want its error", err)
+	}
+	if !ev.Done() || !failing.Done() {
+		t.Fatal("Close returned with work in flight")
+	}
+	if _, err := ev.Wait(); err != nil {
+		t.Errorf("the op Close drained: %v", err)
+	}
+	if err := b.Sync(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Close: %v, want ErrClosed", err)
+	}
+	if _, err := b.RunAsync(silu, []backends.Buffer{in}, out, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("RunAsync after Close: %v, want ErrClosed", err)
+	}
+	if _, err := b.Run(silu, []backends.Buffer{in}, out); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close: %v, want ErrClosed", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// newFailed returns an Event that has already failed with err.
+func newFailed(err error) *gate {
+	g := newGate()
+	g.open(err)
+	return g
+}
+
+// TestQueueParks checks that a backend with no work keeps nothing awake:
+// after a burst of queued ops the queue has no goroutine draining it and
+// every pool worker is parked, with no idle poll.
+func TestQueueParks(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(3))
+	s := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{64, 256}, {256, 64}}}
+	x, _ := b.Alloc(s.InBytes(0))
+	w, _ := b.Alloc(s.InBytes(1))
+	out, _ := b.Alloc(s.OutBytes())
+	for range 30 {
+		if _, err := b.RunAsync(s, []backends.Buffer{x, w}, out, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The bound only ends a failing test.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.q.mu.Lock()
+		running := b.q.running
+		b.q.mu.Unlock()
+		parked, polls := b.pool.Idle()
+		if !running && parked == 2 {
+			if polls != 0 {
+				t.Errorf("idle workers polled %d times, want 0", polls)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s idle: queue draining %v, %d of 2 workers parked", running, parked)
+		}
+	}
+}
+
+func TestHardwareGroup(t *testing.T) {
+	var groups []string
+	for _, name := range []string{"cpu", "cpu1"} {
+		b, err := backends.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hg, ok := b.(backends.HardwareGroup)
+		if !ok {
+			t.Fatalf("%s does not implement HardwareGroup", name)
+		}
+		groups = append(groups, hg.HardwareGroup())
+		if _, ok := b.(backends.Queuer); !ok {
+			t.Errorf("%s does not implement Queuer", name)
+		}
+		b.Close()
+	}
+	if groups[0] != groups[1] || groups[0] == "" {
+		t.Errorf("HardwareGroup of cpu and cpu1: %q, want equal and non-empty", groups)
+	}
+}
+
+// TestQueueConcurrentChains runs chains from 4 goroutines at once, each
+// op doubling a vector on cpu or cpu1 in turn after the previous op's
+// event (the two backends map the same host memory): every chain ends at
+// 2^10, whatever the interleaving of the queues.
+func TestQueueConcurrentChains(t *testing.T) {
+	bs := []*Backend{openTest(t, DefaultOptions().WithThreads(2)), openTest(t, DefaultOptions().WithThreads(1))}
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 2}}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			v := [2][]float32{make([]float32, 256), make([]float32, 256)}
+			for i := range v[0] {
+				v[0][i] = 1
+			}
+			var last backends.Event
+			for i := range 10 {
+				b := bs[i%2]
+				src, _ := b.MapHost(kernels.AsBytes(v[i%2]))
+				dst, _ := b.MapHost(kernels.AsBytes(v[1-i%2]))
+				var after []backends.Event
+				if last != nil {
+					after = []backends.Event{last}
+				}
+				ev, err := b.RunAsync(s, []backends.Buffer{src}, dst, after)
+				if err != nil {
+					errs <- err
+					return
+				}
+				last = ev
+			}
+			if _, err := last.Wait(); err != nil {
+				errs <- err
+				return
+			}
+			for i, x := range v[0] {
+				if x != 1024 {
+					errs <- fmt.Errorf("element %d = %v after the chain, want 1024", i, x)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,533 @@
+//go:build cgo
+
+package rocm
+
+// Queued work: every op and copy is enqueued on a stream between two
+// events from the device's event pool, and its Timing is read once the
+// end event has completed, when a query finds it so or at the next
+// synchronisation point (Wait, Sync, Close), never right after launch.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+var (
+	_ backends.Queuer = (*Device)(nil)
+	_ backends.Event  = (*event)(nil)
+)
+
+// event is one op or copy queued on the device. Its fields other than
+// done and reported are guarded by the device's mutex until done is set,
+// and read-only afterwards.
+type event struct {
+	d          *Device
+	op         string
+	stream     uintptr
+	start, end uintptr // from the event pool, returned when retired
+	stage      []byte  // pinned staging memory of a copy
+	dst        []byte  // a read's destination, filled from stage when retired
+	release    []uintptr
+	timing     backends.Timing
+	err        error
+	done       atomic.Bool
+	reported   atomic.Bool
+}
+
+// Done implements backends.Event: it queries the end event (without
+// blocking) and, once complete, retires the work: reads its timing,
+// fills a read's destination and returns the events and staging memory
+// to their pools.
+func (e *event) Done() bool {
+	if e.done.Load() {
+		return true
+	}
+	_ = e.d.gated(func() error {
+		e.d.poll(e)
+		return nil
+	})
+	return e.done.Load()
+}
+
+// Wait implements backends.Event. It blocks in the runtime's event
+// synchronisation without holding the device, so other goroutines keep
+// enqueuing meanwhile.
+func (e *event) Wait() (backends.Timing, error) {
+	t, err := e.wait()
+	if err != nil {
+		e.reported.Store(true)
+	}
+	return t, err
+}
+
+// wait is Wait without marking the error reported (Sync's wait).
+func (e *event) wait() (backends.Timing, error) {
+	if !e.done.Load() {
+		d := e.d
+		var end uintptr
+		if err := d.gated(func() error {
+			if !e.done.Load() {
+				end = e.end
+			}
+			return nil
+		}); err == nil && end != 0 {
+			code := d.syncEvent(end)
+			_ = d.gated(func() error {
+				d.retire(e, fEventSync, code)
+				d.trimRetired()
+				return nil
+			})
+		}
+		// After Close every event has been retired (Close drains).
+	}
+	return e.timing, e.err
+}
+
+// gated runs f under do unless the device is closed, even once it is
+// lost: completing queued work must go on after a sticky error.
+func (d *Device) gated(f func() error) error {
+	d.gate.RLock()
+	defer d.gate.RUnlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return d.do(f)
+}
+
+// syncEvent blocks until ev has completed and returns the status,
+// binding the calling thread to the device but without the device's
+// mutex (the runtimes are thread-safe; the mutex only serialises this
+// package's bookkeeping). A handle recycled meanwhile only makes the
+// wait longer: the retire that follows sees the event done.
+func (d *Device) syncEvent(ev uintptr) int {
+	d.gate.RLock()
+	defer d.gate.RUnlock()
+	if d.closed {
+		return 0
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if d.ctx != 0 {
+		d.s.call(fCtxSetCurrent, d.ctx)
+	} else {
+		d.s.setDevice(d.opts.Device)
+	}
+	return d.s.call(fEventSync, ev)
+}
+
+// poll queries e's end event and retires e if it has completed (under do).
+func (d *Device) poll(e *event) {
+	if !e.done.Load() {
+		d.retire(e, fEventQuery, d.s.call(fEventQuery, e.end))
+	}
+}
+
+// retire completes e given the status of call (a query or
+// synchronisation) on its end event (under do); notReady leaves it
+// queued. The elapsed time is read here, the end event being complete.
+func (d *Device) retire(e *event, call fn, code int) {
+	if e.done.Load() || code == notReady {
+		return
+	}
+	var err error
+	if code != 0 {
+		err = d.check(call, code)
+	} else {
+		ms, c := d.s.eventElapsed(e.start, e.end)
+		if err = d.check(fEventElapsed, c); err == nil {
+			e.timing = backends.Timing{Duration: time.Duration(float64(ms) * float64(time.Millisecond)), Clock: backends.DeviceEvents}
+			copy(e.dst, e.stage)
+		}
+	}
+	d.events = append(d.events, e.start, e.end)
+	e.start, e.end = 0, 0
+	if e.stage != nil {
+		d.putPinned(e.stage)
+		e.stage = nil
+	}
+	for _, p := range e.release {
+		d.pool.put(p)
+	}
+	e.release = nil
+	if err != nil {
+		e.err = &backends.DeviceError{Backend: d.info.Name, Op: e.op, Err: err}
+		d.failed = append(d.failed, e)
+	}
+	e.done.Store(true)
+}
+
+// retireCompleted retires the queued work that has completed, oldest
+// first, stopping at the first that has not (under do).
+func (d *Device) retireCompleted() {
+	n := 0
+	for _, e := range d.inflight {
+		d.poll(e)
+		if !e.done.Load() {
+			break
+		}
+		n++
+	}
+	d.inflight = slices.Delete(d.inflight, 0, n)
+}
+
+// trimRetired drops the retired work at the head of the queue (under do).
+func (d *Device) trimRetired() {
+	n := 0
+	for n < len(d.inflight) && d.inflight[n].done.Load() {
+		n++
+	}
+	d.inflight = slices.Delete(d.inflight, 0, n)
+}
+
+// takeEvent returns an event handle from the pool, creating one when the
+// pool is empty (under do).
+func (d *Device) takeEvent() (uintptr, error) {
+	if n := len(d.events); n > 0 {
+		ev := d.events[n-1]
+		d.events = d.events[:n-1]
+		return ev, nil
+	}
+	ev, code := d.s.create(fEventCreate)
+	return ev, d.check(fEventCreate, code)
+}
+
+// enqueue records a start event on stream, runs launch (which enqueues
+// the work itself on stream), records the end event and returns the
+// work's event (under do). The work first waits, on the device, for the
+// last work on another stream that used one of bufs (a copy before the
+// kernel reading its buffer, a kernel before the copy reading its output)
+// and for the events in after. Each buffer then remembers the work as
+// its last user.
+func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*event, launch func() error) (*event, error) {
+	d.retireCompleted()
+	wait := func(l *event) error {
+		if l == nil || l.done.Load() || l.stream == stream {
+			return nil
+		}
+		return d.check(fStreamWait, d.s.streamWaitEvent(stream, l.end))
+	}
+	for _, b := range bufs {
+		if err := wait(b.last); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range after {
+		if err := wait(l); err != nil {
+			return nil, err
+		}
+	}
+	start, err := d.takeEvent()
+	if err != nil {
+		return nil, err
+	}
+	end, err := d.takeEvent()
+	if err != nil {
+		d.events = append(d.events, start)
+		return nil, err
+	}
+	err = d.check(fEventRecord, d.s.eventRecord(start, stream))
+	if err == nil {
+		err = launch()
+	}
+	if err == nil {
+		err = d.check(fEventRecord, d.s.eventRecord(end, stream))
+	}
+	if err != nil {
+		d.events = append(d.events, start, end)
+		return nil, err
+	}
+	e := &event{d: d, op: op, stream: stream, start: start, end: end}
+	for _, b := range bufs {
+		b.last = e
+	}
+	d.inflight = append(d.inflight, e)
+	return e, nil
+}
+
+// awaitForeign waits, on the calling goroutine, for the events in after
+// that are not this device's (another backend's work: the host thread
+// that enqueues waits, as a CPU op's output must be complete before a
+// copy reads it), and returns this device's own, which the device waits
+// for itself. It returns the error of the first dependency known to have
+// failed: a foreign one, or one of this device's already retired.
+func (d *Device) awaitForeign(after []backends.Event) ([]*event, error) {
+	var own []*event
+	for i, a := range after {
+		var err error
+		if e, ok := a.(*event); ok && e.d == d {
+			if e.done.Load() {
+				err = e.err
+			}
+			own = append(own, e)
+		} else {
+			_, err = a.Wait()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dependency %d failed: %w", i, err)
+		}
+	}
+	return own, nil
+}
+
+// failedEvent returns the event of work that did not run because a
+// dependency failed: done, with a DeviceError naming op and wrapping the
+// dependency's error, which Sync reports if no Wait does.
+func (d *Device) failedEvent(op string, dep error) (backends.Event, error) {
+	e := &event{d: d, op: op, err: &backends.DeviceError{Backend: d.info.Name, Op: op, Err: dep}}
+	err := d.gated(func() error {
+		d.failed = append(d.failed, e)
+		return nil
+	})
+	if err != nil {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
+	}
+	e.done.Store(true)
+	return e, nil
+}
+
+// RunAsync implements backends.Queuer: the op is enqueued on the compute
+// stream after the events in after and returns at once. Errors of the
+// arguments, of a dependency and of the launch come back here; errors of
+// the running kernel come back from the event's Wait and from Sync.
+func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	fail := func(err error) (backends.Event, error) {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: s.Op.String(), Err: err}
+	}
+	p, err := planOp(s, d.blas != 0)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkBuffers(s, in, out); err != nil {
+		return fail(err)
+	}
+	bufs := make([]*buffer, len(in)+1)
+	for i, b := range in {
+		if bufs[i], err = d.own(b); err != nil {
+			return fail(fmt.Errorf("input %d: %w", i, err))
+		}
+	}
+	ob, err := d.own(out)
+	if err != nil {
+		return fail(fmt.Errorf("output: %w", err))
+	}
+	bufs[len(in)] = ob
+	deps, err := d.awaitForeign(after)
+	if err != nil {
+		return d.failedEvent(s.Op.String(), err)
+	}
+	var e *event
+	err = d.call(func() error {
+		fns := make([]uintptr, len(p.launches))
+		for i, l := range p.launches {
+			f, err := d.function(l.kernel)
+			if err != nil {
+				return err
+			}
+			fns[i] = f
+		}
+		var err error
+		e, err = d.enqueue(s.Op.String(), d.stream, bufs, deps, func() error {
+			return d.launch(p, fns, bufs)
+		})
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+// launch enqueues the op's BLAS call or kernels on the compute stream
+// (under do); bufs are the inputs then the output.
+func (d *Device) launch(p opPlan, fns []uintptr, bufs []*buffer) error {
+	ob := bufs[len(bufs)-1]
+	if p.gemm != nil {
+		return d.sgemm(p.gemm, bufs[0].ptr, bufs[1].ptr, ob.ptr)
+	}
+	for i, l := range p.launches {
+		args := make([]uint64, len(l.args))
+		for j, a := range l.args {
+			switch a.buf {
+			case argValue:
+				args[j] = a.val
+			case argOut:
+				args[j] = uint64(ob.ptr)
+			default:
+				args[j] = uint64(bufs[a.buf].ptr)
+			}
+		}
+		if err := d.check(fLaunch, d.s.launch(fns[i], l.grid, l.block, 0, d.stream, args)); err != nil {
+			return fmt.Errorf("%s: %w", l.kernel, err)
+		}
+	}
+	return nil
+}
+
+// WriteAsync implements backends.Queuer: src is copied at once into
+// pinned staging memory (src may be reused as soon as WriteAsync
+// returns), then onto the device on the copy stream.
+func (d *Device) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	return d.copyAsync("write", dst, src, after)
+}
+
+// ReadAsync implements backends.Queuer: the device copies src into pinned
+// staging memory on the copy stream; dst is filled from it when the copy
+// is retired (Done, Wait, Sync).
+func (d *Device) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return d.copyAsync("read", src, dst, after)
+}
+
+// copyAsync queues a write (host → b) or read (b → host).
+func (d *Device) copyAsync(op string, b backends.Buffer, host []byte, after []backends.Event) (backends.Event, error) {
+	fail := func(err error) (backends.Event, error) {
+		return nil, &backends.DeviceError{Backend: d.info.Name, Op: op, Err: err}
+	}
+	db, err := d.own(b)
+	if err != nil {
+		return fail(err)
+	}
+	if int64(len(host)) != db.size {
+		return fail(fmt.Errorf("%w: host %d bytes, buffer %d", kernels.ErrBufferSize, len(host), db.size))
+	}
+	deps, err := d.awaitForeign(after)
+	if err != nil {
+		return d.failedEvent(op, err)
+	}
+	var e *event
+	err = d.call(func() error {
+		if db.size == 0 {
+			e = &event{d: d, op: op, timing: backends.Timing{Clock: backends.DeviceEvents}}
+			e.done.Store(true)
+			return nil
+		}
+		stage, err := d.takePinned(db.size)
+		if err != nil {
+			return err
+		}
+		src, dst, kind := uintptr(unsafe.Pointer(unsafe.SliceData(stage))), db.ptr, hostToDevice
+		if op == "write" {
+			copy(stage, host)
+		} else {
+			src, dst, kind = db.ptr, src, deviceToHost
+		}
+		e, err = d.enqueue(op, d.copyStream, []*buffer{db}, deps, func() error {
+			return d.check(fMemcpyAsync, d.s.memcpyAsync(dst, src, db.size, kind, d.copyStream))
+		})
+		if err != nil {
+			d.putPinned(stage)
+			return err
+		}
+		e.stage = stage
+		if op == "read" {
+			e.dst = host
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+// Sync implements backends.Queuer: it waits for every op and copy queued
+// so far and returns the first error of queued work that no Wait has
+// reported (the others are dropped). After Close it fails with ErrClosed.
+func (d *Device) Sync() error {
+	var pending []*event
+	if err := d.gated(func() error {
+		pending = slices.Clone(d.inflight)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, e := range pending {
+		_, _ = e.wait()
+	}
+	var first error
+	err := d.gated(func() error {
+		d.retireCompleted()
+		first = d.takeFailed()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return first
+}
+
+// takeFailed returns the first error of retired work that no Wait has
+// reported, and forgets the failed work (under do).
+func (d *Device) takeFailed() error {
+	failed := d.failed
+	d.failed = nil
+	for _, e := range failed {
+		if !e.reported.Swap(true) {
+			return e.err
+		}
+	}
+	return nil
+}
+
+// drainQueue waits for all queued work and retires it, then waits for
+// both streams (work left by a launch that failed half-way), under do at
+// Close. It returns the first unreported error of queued work.
+func (d *Device) drainQueue() error {
+	for _, e := range d.inflight {
+		if !e.done.Load() {
+			d.retire(e, fEventSync, d.s.call(fEventSync, e.end))
+		}
+	}
+	d.inflight = nil
+	var errs []error
+	for _, st := range []uintptr{d.stream, d.copyStream} {
+		if st != 0 {
+			if code := d.s.call(fStreamSync, st); code != 0 {
+				errs = append(errs, d.check(fStreamSync, code))
+			}
+		}
+	}
+	return errors.Join(append([]error{d.takeFailed()}, errs...)...)
+}
+
+// takePinned returns pinned host memory of n bytes from the staging pool,
+// allocating a block of n's size class when none is free (under do).
+func (d *Device) takePinned(n int64) ([]byte, error) {
+	c := classSize(n)
+	if l := d.pinned[c]; len(l) > 0 {
+		p := l[len(l)-1]
+		d.pinned[c] = l[:len(l)-1]
+		d.pinnedCached -= c
+		return unsafe.Slice((*byte)(p), c)[:n], nil
+	}
+	p, code := d.s.hostMalloc(c)
+	if err := d.check(fHostMalloc, code); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), c)[:n], nil
+}
+
+// maxPinnedCache bounds the pinned staging memory kept for reuse: a model
+// upload of many large tensors would otherwise keep a block of each size
+// pinned until Close.
+const maxPinnedCache = 256 << 20
+
+// putPinned returns staging memory from takePinned to its pool, or to the
+// runtime when the pool holds maxPinnedCache already (under do).
+func (d *Device) putPinned(b []byte) {
+	c := int64(cap(b))
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if d.pinnedCached+c > maxPinnedCache {
+		_ = d.check(fHostFree, d.s.hostFree(p))
+		return
+	}
+	d.pinned[c] = append(d.pinned[c], p)
+	d.pinnedCached += c
+}
