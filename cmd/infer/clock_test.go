@@ -58,24 +58,43 @@ func TestModelledFigures(t *testing.T) {
 // only:sim:<gpu> beside sim:cpu2 (simModel, batch 1 and 16), its
 // modelled tokens per second on the async model, its bound, the
 // synchronous model's (-sync), and the ratios modelled_over_bound and
-// async_over_sync.
+// async_over_sync; then auto against every fixed policy (only:sim:cpu2,
+// only:sim:<gpu>, static2x, pcie5x) on the async model,
+// auto_over_best_fixed.
 func BenchmarkSimAsync(b *testing.B) {
 	skipCompute(b)
 	for _, gpu := range []string{"h100", "mi300x", "rx7900xtx", "igpu"} {
 		for _, batch := range []int{1, 16} {
 			b.Run(gpu+"/b"+strconv.Itoa(batch), func(b *testing.B) {
-				args := append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", "only:sim:" + gpu, "-batch", strconv.Itoa(batch),
-					"-prompt", strconv.Itoa(simPrompt), "-tokens", strconv.Itoa(simTokens), "-warmup", strconv.Itoa(simWarmup), "-json"}, simModel...)
+				args := func(strategy string, extra ...string) []string {
+					a := append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
+						"-prompt", strconv.Itoa(simPrompt), "-tokens", strconv.Itoa(simTokens), "-warmup", strconv.Itoa(simWarmup), "-json"}, simModel...)
+					return append(a, extra...)
+				}
+				only := "only:sim:" + gpu
 				var as, sy Summary
+				fixed := map[string]float64{}
+				var auto float64
 				for b.Loop() {
-					as = runSummary(b, args)
-					sy = runSummary(b, append(args, "-sync"))
+					as = runSummary(b, args(only))
+					sy = runSummary(b, args(only, "-sync"))
+					auto = runSummary(b, args("auto")).ModelledTokensPerS
+					fixed[only] = as.ModelledTokensPerS
+					for _, st := range []string{"only:sim:cpu2", "static2x", "pcie5x"} {
+						fixed[st] = runSummary(b, args(st)).ModelledTokensPerS
+					}
+				}
+				best := 0.0
+				for _, v := range fixed {
+					best = max(best, v)
 				}
 				b.ReportMetric(as.ModelledTokensPerS, "modelled-tokens/s")
 				b.ReportMetric(as.BoundTokensPerS, "bound-tokens/s")
 				b.ReportMetric(sy.ModelledTokensPerS, "sync-tokens/s")
+				b.ReportMetric(auto, "auto-tokens/s")
 				b.ReportMetric(as.ModelledTokensPerS/as.BoundTokensPerS, "modelled_over_bound")
 				b.ReportMetric(as.ModelledTokensPerS/sy.ModelledTokensPerS, "async_over_sync")
+				b.ReportMetric(auto/best, "auto_over_best_fixed")
 			})
 		}
 	}
