@@ -448,3 +448,43 @@ func TestCalibrator(t *testing.T) {
 		t.Errorf("a CPU with figures was calibrated")
 	}
 }
+
+// TestQueueWait checks Residency.QueueUs: each arm's expected wait joins
+// its cost as a priced transfer does (estimates, not Transfer), so that an
+// op moves off a busy device to an idle one, and a zero wait changes
+// nothing.
+func TestQueueWait(t *testing.T) {
+	s := newTestScheduler(t, Config{Strategy: CPUPreferred, Seed: 1})
+	spec := matmul(64, 512, 512)
+	var res Residency
+	res.Add(Host, spec.InBytes(0))
+	idle, err := s.Select(spec, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := res
+	busy.QueueUs[0], busy.QueueUs[1] = 300, 1e4
+	d, _ := s.Select(spec, busy)
+	for a, w := range []float64{300, 1e4} {
+		if got := d.Estimates[a] - idle.Estimates[a]; math.Abs(got-w) > 1e-6 {
+			t.Errorf("arm %d: wait added %v, want %v", a, got, w)
+		}
+		if d.Transfer[a] != idle.Transfer[a] {
+			t.Errorf("arm %d: transfer %v changed to %v by the wait", a, idle.Transfer[a], d.Transfer[a])
+		}
+	}
+
+	// Automatic: weights on the GPU make it the choice, until its queue
+	// holds 100 ms of work while the CPU's is empty.
+	s = newTestScheduler(t, Config{Seed: 2})
+	big := matmul(2, 16384, 16384)
+	var onGPU Residency
+	onGPU.Add(Backend(1), big.InBytes(1))
+	if d, _ := s.Select(big, onGPU); d.Name != "gpu" {
+		t.Fatalf("idle gpu: chose %s (estimates %v)", d.Name, d.Estimates[:2])
+	}
+	onGPU.QueueUs[1] = 1e5
+	if d, _ := s.Select(big, onGPU); d.Name != "cpu" {
+		t.Errorf("gpu queue of 100 ms: chose %s (estimates %v)", d.Name, d.Estimates[:2])
+	}
+}

@@ -51,6 +51,12 @@ type Residency struct {
 	// 0 means unknown: then a backend that pulls inputs away from where
 	// they live is charged sending its output back.
 	Consumers Mask
+	// QueueUs[i] is the expected µs until backend i's queue is free (the
+	// predicted durations of its queued, unfinished work: StarPU dmda's
+	// expected start time). Select adds it to that arm's cost as it adds
+	// a priced transfer, so that work spreads over idle devices. Zero: no
+	// wait.
+	QueueUs [MaxBackends]float32
 }
 
 // Add records bytes of input resident on the backends in on. When the

@@ -141,7 +141,8 @@ type Decision struct {
 	Reason     Reason
 	// Estimates[i] is backend i's cost in µs as the decision saw it: the
 	// Thompson sample (or posterior mean, for strategies that do not
-	// sample) plus the predicted transfer of its non-resident inputs; NaN
+	// sample) plus the predicted transfer of its non-resident inputs and
+	// its queue's expected wait (Residency.QueueUs); NaN
 	// for a backend that was not a candidate or is not configured.
 	Estimates [MaxBackends]float64
 	// Transfer[i] is the predicted transfer in µs included in
@@ -214,6 +215,10 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	var extra *[MaxBackends]float64
 	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
 		extra = &d.Transfer
+	}
+	var withQueue [MaxBackends]float64
+	if queued(res, allowed, s.n, extra, &withQueue) {
+		extra = &withQueue
 	}
 	b.mu.Lock()
 	s.e.refresh(b)

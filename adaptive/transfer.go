@@ -66,6 +66,30 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 	return any
 }
 
+// queued writes into x each allowed arm's transfer (extra, nil: none)
+// plus its queue's expected wait, and reports whether any arm waits;
+// when none does x is untouched and the decision is today's.
+func queued(res *Residency, allowed Mask, n int, extra *[MaxBackends]float64, x *[MaxBackends]float64) bool {
+	any := false
+	for a := range n {
+		if allowed.Has(a) && res.QueueUs[a] > 0 {
+			any = true
+		}
+	}
+	if !any {
+		return false
+	}
+	if extra != nil {
+		*x = *extra
+	}
+	for a := range n {
+		if allowed.Has(a) && res.QueueUs[a] > 0 {
+			x[a] += float64(res.QueueUs[a])
+		}
+	}
+	return true
+}
+
 // toConsumers predicts the µs to bring bytes of output made on backend a
 // to where they will be read (Residency.Consumers): host memory and the
 // shared-memory backends through a's device→host link, each other GPU

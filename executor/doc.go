@@ -10,6 +10,12 @@
 // evicted; a lost device's tensors are recomputed from the ops that
 // produced them. Stats and an optional trace Recorder report what it did.
 //
+// Run queues each op on its backend and returns at once (DESIGN.md §
+// Queued execution): Read waits for what it reads, Sync and Close for
+// everything; timings reach the Scheduler as the work completes, and a
+// failed queued op runs again elsewhere. Submit also returns where the op
+// was placed and why. Config.Synchronous makes every op wait for itself.
+//
 // The package registers the "adaptive" driver with the backends registry:
 // backends.Open("adaptive:cpu,cpu1,sim:h100") opens the listed backends
 // and an Executor that owns them.
@@ -24,7 +30,7 @@
 //	be.Write(x, data)
 //	out, _ := be.Alloc(spec.OutBytes())
 //	_, err = be.Run(spec, []backends.Buffer{x, ...}, out)
-//	be.Read(result, out)
+//	be.Read(result, out) // waits for the ops that produce out
 //
 // ExampleExecutor runs this with two CPU backends and a simulated GPU.
 package executor

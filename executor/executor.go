@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,6 +34,11 @@ type Config struct {
 	// Executor then owns them, as when it was opened through
 	// backends.Open("adaptive:...")).
 	CloseBackends bool
+	// Synchronous makes each op wait for its completion, as a plain
+	// backend's Run does: the Timing Run returns is the kernel's, and no
+	// queue is priced. Otherwise Run queues the op on its backend and
+	// returns at once (DESIGN.md § Queued execution).
+	Synchronous bool
 }
 
 func (c *Config) validate() error {
@@ -104,9 +110,31 @@ type Executor struct {
 	recoveries  atomic.Int64
 	invalidated atomic.Int64
 	seq         atomic.Int64 // trace sequence
-	closeOnce   sync.Once
+	closeMu     sync.Mutex
+	closeDone   bool
 	closeErr    error
 	scratchPool sync.Pool
+
+	// Queued work (not Synchronous). gate is held for reading while work
+	// is queued, and for writing by recovery and Close; log holds the
+	// work queued and not yet seen to succeed, in queue order.
+	lanes       [adaptive.MaxBackends]lane
+	groupOf     [adaptive.MaxBackends]int
+	loads       []load
+	epoch       time.Time
+	completed   chan *rec
+	obs, ran    *notifier // work observed; work run on an ownQueue
+	watchers    sync.WaitGroup
+	observer    sync.WaitGroup
+	gate        sync.RWMutex
+	logMu       sync.Mutex
+	log         []*rec
+	pendingFail atomic.Bool
+	closed      atomic.Bool
+	virtual     atomic.Bool   // some queued work is simulated (backends.VirtualSpan)
+	simulated   atomic.Uint32 // adaptive.Mask of backends whose timings are simulated
+	errMu       sync.Mutex
+	asyncErr    error
 }
 
 var _ backends.Backend = (*Executor)(nil)
@@ -132,6 +160,9 @@ func New(cfg Config) (*Executor, error) {
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
 	e.scratchPool.New = func() any { return new(opScratch) }
+	if !cfg.Synchronous {
+		e.startLanes()
+	}
 	return e, nil
 }
 
@@ -180,23 +211,46 @@ func (e *Executor) Supports(s kernels.Spec) error {
 	return fmt.Errorf("%w: %s: %v (%s)", backends.ErrUnsupported, e.cfg.Name, s, strings.Join(why, "; "))
 }
 
-// Close implements backends.Backend: it closes the Scheduler (handing the
-// posteriors to the store, which the caller closes), frees every device
-// copy, and closes the backends when CloseBackends is set. Tensors must
-// not be used afterwards. Close is idempotent.
-func (e *Executor) Close() error {
-	e.closeOnce.Do(func() {
-		errs := []error{e.s.Close()}
-		for a := range e.bes {
-			e.dropCopies(a)
+// Close implements backends.Backend: CloseContext without a deadline.
+func (e *Executor) Close() error { return e.CloseContext(context.Background()) }
+
+// CloseContext waits for the queued work to complete and be observed
+// (re-running what fails, as Sync), then closes the Scheduler (handing
+// the posteriors to the store, which the caller closes), frees every
+// device copy, and closes the backends when CloseBackends is set. When
+// ctx ends first it returns ctx's error and leaves the Executor open.
+// The error of queued work that could not run is joined to its result.
+// Tensors must not be used afterwards. Close is idempotent.
+func (e *Executor) CloseContext(ctx context.Context) error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closeDone {
+		return e.closeErr
+	}
+	var errs []error
+	if !e.cfg.Synchronous {
+		err := e.settle(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("executor: Close: %w", ctx.Err())
 		}
-		if e.cfg.CloseBackends {
-			for _, b := range e.bes {
-				errs = append(errs, b.Close())
-			}
+		errs = append(errs, err)
+		e.gate.Lock()
+		e.closed.Store(true)
+		e.gate.Unlock()
+		e.stopLanes()
+	}
+	e.closed.Store(true)
+	errs = append(errs, e.s.Close())
+	for a := range e.bes {
+		e.dropCopies(a)
+	}
+	if e.cfg.CloseBackends {
+		for _, b := range e.bes {
+			errs = append(errs, b.Close())
 		}
-		e.closeErr = errors.Join(errs...)
-	})
+	}
+	e.closeErr = errors.Join(errs...)
+	e.closeDone = true
 	return e.closeErr
 }
 

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -283,7 +284,19 @@ func (c *chain) run(t testing.TB, b backends.Backend) (x backends.Buffer, ws, ou
 		ws, outs = append(ws, w), append(outs, out)
 		prev = out
 	}
+	settle(t, b)
 	return x, ws, outs
+}
+
+// settle waits for b's queued work when b is an Executor, so that its
+// counters are complete.
+func settle(t testing.TB, b backends.Backend) {
+	t.Helper()
+	if e, ok := b.(*executor.Executor); ok {
+		if err := e.Sync(context.Background()); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+	}
 }
 
 // check reads every op's output from b and compares it with the reference.
@@ -325,6 +338,7 @@ func TestExecutorResidency(t *testing.T) {
 		}
 		prev = out
 	}
+	settle(t, e)
 	if got := gpu.writes.Load(); got != n+1 {
 		t.Errorf("weights moved again: %d copies to the GPU", got)
 	}
@@ -353,6 +367,7 @@ func TestExecutorResidency(t *testing.T) {
 	if _, err := e.Run(c.specOf(c.ops[0]), []backends.Buffer{x, ws[0]}, out); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, e)
 	if got := gpu.writes.Load(); got != n+3 {
 		t.Errorf("%d copies to the GPU, want %d (x and the rewritten weight)", got, n+3)
 	}
@@ -379,7 +394,8 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestExecutorFaults runs a chain twice on a simulated GPU that fails:
+// TestExecutorFaults runs a chain twice, synchronously, on a simulated GPU
+// that fails (TestQueuedFaults has the queued counterpart):
 // transient errors in the first pass, out of memory and then the device
 // lost in the second (fallback and memory pressure). Every op must
 // complete with the right result; ops lost with the device are recomputed
@@ -404,7 +420,7 @@ func TestExecutorFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred, Now: clock.now},
-		Recorder: rec, BackoffBase: 10 * time.Millisecond}, open(t, "cpu"), dev)
+		Recorder: rec, BackoffBase: 10 * time.Millisecond, Synchronous: true}, open(t, "cpu"), dev)
 	const n = 40
 	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 8, 64)
 	x, _ := e.Alloc(int64(len(c.x)))
@@ -671,6 +687,7 @@ func TestExecutorConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	settle(t, e) // Read waits for the chain's work, not for its observation
 	var total int64
 	for _, b := range e.Stats().Backends {
 		total += b.Ops

@@ -75,7 +75,7 @@ func (e *Executor) recover(t *Tensor) error {
 		if st.t.Valid() != 0 {
 			continue // another op recovered it meanwhile
 		}
-		if _, err := e.run(st.spec, st.in, st.t, true); err != nil {
+		if _, _, err := e.run(st.spec, st.in, st.t, true, 0, 0); err != nil {
 			return fmt.Errorf("%w: recomputing tensor %d: %w", ErrTensorLost, st.t.id, err)
 		}
 		e.recoveries.Add(1)

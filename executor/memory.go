@@ -83,6 +83,10 @@ func (e *Executor) evict(a int, ts []*Tensor, o *Tensor) int64 {
 		if t == o || containsTensor(ts, t) || !t.mu.TryLock() {
 			continue
 		}
+		if t.busy() { // queued work still uses it
+			t.mu.Unlock()
+			continue
+		}
 		c := t.copies[a]
 		if c == nil {
 			t.mu.Unlock()

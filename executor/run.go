@@ -31,8 +31,41 @@ type opScratch struct {
 // the kernel's, as the chosen backend measured it. The output may alias
 // an input. It returns an error wrapping ErrAllFailed, joining each
 // backend's failure, only when every capable backend failed.
+//
+// Unless Config.Synchronous is set, Run queues the op and returns at once
+// with a zero Timing: the op's timing reaches the Scheduler when it
+// completes, a failure of the queued op re-runs it on the next best
+// backend, and an op that could not run at all is reported by Sync (and
+// its output by Read, as lost).
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	return e.run(s, in, out, false)
+	_, tm, err := e.runCaller(s, in, out)
+	return tm, err
+}
+
+// Submit is Run returning where the op was placed and why: the
+// Scheduler's Decision (backend, reason, each backend's estimate, the
+// transfers it priced). Queued, it is the first placement; a later
+// fallback is counted in Stats and recorded in the trace.
+func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, error) {
+	d, _, err := e.runCaller(s, in, out)
+	return d, err
+}
+
+// runCaller is run for the caller: with queued work, once failures
+// already seen are recovered, under the gate's read lock.
+func (e *Executor) runCaller(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, backends.Timing, error) {
+	if e.cfg.Synchronous {
+		return e.run(s, in, out, false, 0, 0)
+	}
+	if e.pendingFail.Load() {
+		e.recoverFailed()
+	}
+	e.gate.RLock()
+	defer e.gate.RUnlock()
+	if e.closed.Load() {
+		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
+	}
+	return e.run(s, in, out, false, 0, 0)
 }
 
 // maxAttempts bounds the retries of one copy or op around failures.
@@ -40,48 +73,79 @@ const maxAttempts = 8
 
 // run is Run; restore marks a recomputation of out's lost version
 // (Executor.recover), which neither bumps its version nor records its
-// lineage, and does not recover lost inputs itself.
-func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool) (backends.Timing, error) {
+// lineage, and does not recover lost inputs itself. exclude and why start
+// the fallback: the backends already failed (a queued op's re-run) and
+// the reason to record.
+func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
-		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
 	}
 	if err := s.Validate(); err != nil {
-		return backends.Timing{}, e.opErr(s, err)
+		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, err)
 	}
 	sc := e.scratchPool.Get().(*opScratch)
 	defer func() { *sc = opScratch{}; e.scratchPool.Put(sc) }()
 	ts := sc.ts[:len(in)]
-	var res adaptive.Residency
+	o, err := e.resolve(s, in, out, ts)
+	if err != nil {
+		return adaptive.Decision{}, backends.Timing{}, err
+	}
+	return e.place(sc, s, ts, o, restore, exclude, why)
+}
+
+// resolve fills ts with run's input tensors and returns its output, each
+// checked against s.
+func (e *Executor) resolve(s kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
 	for i, b := range in {
 		t, err := e.tensorOf(b)
 		if err != nil {
-			return backends.Timing{}, e.opErr(s, fmt.Errorf("input %d: %w", i, err))
+			return nil, e.opErr(s, fmt.Errorf("input %d: %w", i, err))
 		}
 		if t.size != s.InBytes(i) {
-			return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, s.InBytes(i)))
+			return nil, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, s.InBytes(i)))
 		}
 		ts[i] = t
 	}
 	o, err := e.tensorOf(out)
 	if err != nil {
-		return backends.Timing{}, e.opErr(s, fmt.Errorf("output: %w", err))
+		return nil, e.opErr(s, fmt.Errorf("output: %w", err))
 	}
 	if o.size != s.OutBytes() {
-		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, s.OutBytes()))
+		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, s.OutBytes()))
 	}
-	var failed, oomed adaptive.Mask
+	return o, nil
+}
+
+// place chooses the backend for s, runs or queues it there, and falls
+// back on failure.
+func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
+	var res adaptive.Residency
+	var oomed adaptive.Mask
+	failed := exclude
 	var errs [adaptive.MaxBackends]error
-	why := adaptive.Reason(0)
+	queued := !e.cfg.Synchronous
 	for {
 		res.N = 0
 		o.mu.RLock()
 		res.Consumers = o.consumersHint()
 		o.mu.RUnlock()
+		var readyAt int64
+		var readyV float64
+		if queued {
+			readyAt = e.since()
+		}
 		for _, t := range ts {
 			t.mu.RLock()
-			v := t.valid
+			v, end, endV := t.valid, t.endAt, t.endV
 			t.mu.RUnlock()
 			res.Add(v, t.size)
+			readyAt, readyV = max(readyAt, end), max(readyV, endV)
+		}
+		if queued {
+			res.QueueUs = [adaptive.MaxBackends]float32{}
+			e.queueWaits(&res, readyAt, readyV)
 		}
 		sick, probes := e.unhealthy()
 		d, err := e.s.SelectExcept(s, res, failed|sick, why)
@@ -94,13 +158,23 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 			e.releaseProbes(probes, d.Backend, err == nil)
 		}
 		if err != nil {
-			if failed == 0 {
-				return backends.Timing{}, err
+			if failed&^exclude == 0 {
+				return d, backends.Timing{}, err
 			}
-			return backends.Timing{}, e.allFailed(s, failed, &errs, err)
+			return d, backends.Timing{}, e.allFailed(s, failed, &errs, err)
 		}
 		a := d.Backend
-		tm, xferUs, err := e.attempt(sc, s, ts, o, a, restore)
+		if queued {
+			err = e.issue(sc, s, ts, o, &d, restore, readyAt, res.QueueUs[a])
+			if err == nil {
+				return d, backends.Timing{}, nil
+			}
+		}
+		var tm backends.Timing
+		var xferUs float64
+		if !queued {
+			tm, xferUs, err = e.attempt(sc, s, ts, o, a, restore)
+		}
 		if err == nil {
 			e.healthy(a)
 			e.ops[a].Add(1)
@@ -113,12 +187,12 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 			if e.cfg.Recorder != nil {
 				e.record(s, d, tm, xferUs)
 			}
-			return tm, nil
+			return d, tm, nil
 		}
 		var bf *backendFailure
 		if !errors.As(err, &bf) {
 			e.release(a)
-			return backends.Timing{}, err
+			return d, backends.Timing{}, err
 		}
 		f := bf.a
 		failed |= adaptive.Backend(f)
@@ -207,7 +281,7 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 		if err := e.outputOn(o, a); err != nil {
 			return backends.Timing{}, xferUs, err
 		}
-		locks := e.lockSet(sc, ts, o)
+		locks := e.lockSet(sc, ts, o, false)
 		ok := o.copies[a] != nil
 		for i, t := range ts {
 			if !t.valid.Has(a) || t.copies[a] == nil {
@@ -245,8 +319,9 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 
 // lockSet takes the locks of an op's tensors in id order (so that ops
 // sharing tensors cannot deadlock): the output's for writing, the
-// inputs' for reading. It returns how many it took.
-func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor) int {
+// inputs' for reading, or for writing too when exclusive (queueing work
+// updates the inputs' bookkeeping). It returns how many it took.
+func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
 	n := 0
 	add := func(t *Tensor, w bool) {
 		for i := range n {
@@ -260,7 +335,7 @@ func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor) int {
 	}
 	add(o, true)
 	for _, t := range ts {
-		add(t, false)
+		add(t, exclusive)
 	}
 	for i := 1; i < n; i++ { // insertion sort: at most MaxInputs+1 entries
 		for j := i; j > 0 && sc.locks[j].id < sc.locks[j-1].id; j-- {

@@ -35,6 +35,17 @@ type Tensor struct {
 	// needed too, which Select charges moving the output to
 	// (Residency.Consumers).
 	readers, consumers adaptive.Mask
+
+	// Queued work (Executor not Synchronous): ready[l] is the work that
+	// makes the copy at location l (Executor.loc) hold the current
+	// version, usesOn[l] the work queued on that copy that may not have
+	// completed, and endAt when the current version is expected ready (ns
+	// since the Executor's epoch).
+	ready  [locs]*rec
+	usesOn [locs][]*rec
+	pruned [locs]int // len(usesOn[l]) after its last pruning
+	endAt  int64
+	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
 }
 
 // newVersion notes that t is being overwritten (t.mu held).
@@ -69,7 +80,16 @@ func (t *Tensor) Valid() adaptive.Mask {
 // Free implements backends.Buffer: it releases every copy. Free is
 // idempotent.
 func (t *Tensor) Free() {
-	t.mu.Lock()
+	if !t.e.cfg.Synchronous {
+		// Queued work that uses t completes first (holding t's lock and
+		// the gate's read lock on return).
+		if err := t.e.waitUses(t); err != nil {
+			return // freed already
+		}
+		defer t.e.gate.RUnlock()
+	} else {
+		t.mu.Lock()
+	}
 	if t.freed {
 		t.mu.Unlock()
 		return
@@ -126,10 +146,22 @@ func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, erro
 			Err: fmt.Errorf("%w: %d bytes into a tensor of %d", kernels.ErrBufferSize, len(src), t.size)}
 	}
 	start := time.Now()
-	t.mu.Lock()
+	if !e.cfg.Synchronous {
+		// The host copy is overwritten once the queued work using t has
+		// completed.
+		if err := e.waitUses(t); err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write", Err: err}
+		}
+		defer e.gate.RUnlock()
+		t.ready = [locs]*rec{}
+		t.endAt, t.endV = 0, 0
+	} else {
+		t.mu.Lock()
+	}
 	defer t.mu.Unlock()
 	if t.freed {
-		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write", Err: backends.ErrForeignBuffer}
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write",
+			Err: fmt.Errorf("%w: Write of freed tensor %d", ErrBadTensor, t.id)}
 	}
 	if t.host == nil {
 		t.host = allocHost(t.size)
@@ -155,11 +187,18 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 			Err: fmt.Errorf("%w: tensor of %d bytes into %d", kernels.ErrBufferSize, t.size, len(dst))}
 	}
 	start := time.Now()
+	if !e.cfg.Synchronous {
+		if err := e.readQueued(dst, t); err != nil {
+			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: err}
+		}
+		return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+	}
 	for range maxAttempts + 1 {
 		t.mu.Lock()
 		if t.freed {
 			t.mu.Unlock()
-			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read", Err: backends.ErrForeignBuffer}
+			return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read",
+				Err: fmt.Errorf("%w: Read of freed tensor %d", ErrBadTensor, t.id)}
 		}
 		err = nil
 		if t.valid&adaptive.Host == 0 {
@@ -313,6 +352,11 @@ func (e *Executor) mapHost(t *Tensor, a int) error {
 func (e *Executor) outputOn(o *Tensor, a int) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return e.outputOnLocked(o, a)
+}
+
+// outputOnLocked is outputOn with o.mu held.
+func (e *Executor) outputOnLocked(o *Tensor, a int) error {
 	if o.freed {
 		return fmt.Errorf("%w: output tensor %d is freed", ErrBadTensor, o.id)
 	}

@@ -1,0 +1,368 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// Locations of a tensor's copies in its queued-work bookkeeping: one per
+// backend, and hostLoc for host memory, which the backends that map it
+// (Executor.alias) share.
+const (
+	hostLoc = adaptive.MaxBackends
+	locs    = adaptive.MaxBackends + 1
+)
+
+// loc returns the location of backend a's copy of a tensor.
+func (e *Executor) loc(a int) int {
+	if e.alias.Has(a) {
+		return hostLoc
+	}
+	return a
+}
+
+// snapshot returns what queued work changes in t (t.mu held).
+func (t *Tensor) snapshot() tensorState {
+	return tensorState{valid: t.valid, version: t.version, ready: t.ready}
+}
+
+// liveUses returns the queued work that reads or writes any copy of t and
+// has not been seen to complete (t.mu held).
+func (t *Tensor) liveUses() []*rec {
+	var out []*rec
+	for i := range t.usesOn {
+		for _, r := range t.usesOn[i] {
+			if r.live() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// busy reports whether queued work that uses t may not have completed
+// (t.mu held).
+func (t *Tensor) busy() bool {
+	for i := range t.usesOn {
+		for _, r := range t.usesOn[i] {
+			if r.live() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// use notes that r reads or writes t's copy at location l (t.mu held).
+// The uses seen to complete are dropped when the list has doubled since
+// it was last pruned, so that noting a use costs O(1) amortized however
+// far the caller has queued ahead (BenchmarkExecutorOverhead/queued).
+func (t *Tensor) use(l int, r *rec) {
+	u := t.usesOn[l]
+	if len(u) >= 2*t.pruned[l]+4 {
+		n := 0
+		for _, x := range u {
+			if x.live() {
+				u[n] = x
+				n++
+			}
+		}
+		clear(u[n:])
+		u = u[:n]
+		t.pruned[l] = n
+	}
+	t.usesOn[l] = append(u, r)
+}
+
+// issue queues s on backend d.Backend and returns at once: the copies its
+// inputs lack there, then the op, each after the queued work it depends
+// on (the writes of what it reads, the reads of what it overwrites, on
+// any backend). readyAt is when its inputs are expected ready (ns since
+// the epoch) and waitUs the queue wait the decision priced. A failure of
+// a backend is a *backendFailure, as from attempt.
+func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, d *adaptive.Decision, restore bool, readyAt int64, waitUs float32) error {
+	a := d.Backend
+	r := &rec{op: true, a: a, d: *d, restore: restore, out: o}
+	if p := d.Estimates[a] - float64(waitUs); p > 0 {
+		r.predUs = p
+	}
+	stamp := e.tick.Add(1)
+	for try := 0; ; try++ {
+		n := e.lockSet(sc, ts, o, true)
+		err := e.placeInputs(sc, r, ts, a, stamp)
+		if err == nil {
+			err = e.outputOnLocked(o, a)
+		}
+		if err == nil {
+			err = e.queueOp(sc, r, s, ts, o, readyAt, stamp)
+		}
+		unlockSet(sc, n)
+		if errors.Is(err, errNoCopy) && !restore && try < maxAttempts {
+			// An input lost every copy with a device: recompute it, then
+			// place it again.
+			if err = e.recoverLost(ts); err == nil {
+				continue
+			}
+		}
+		return err
+	}
+}
+
+// recoverLost recomputes the inputs with no valid copy.
+func (e *Executor) recoverLost(ts []*Tensor) error {
+	for _, t := range ts {
+		if t.Valid() == 0 {
+			if err := e.recover(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// placeInputs makes each input valid on backend a, queueing the copies
+// that takes, and records in r what it waits for (tensors locked).
+func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp int64) error {
+	l := e.loc(a)
+	for i, t := range ts {
+		if t.freed {
+			return fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
+		}
+		t.readers |= adaptive.Backend(a)
+		if !t.valid.Has(a) {
+			if t.valid == 0 {
+				return errNoCopy
+			}
+			if t.valid&adaptive.Host == 0 {
+				if err := e.copyToHost(t); err != nil {
+					return err
+				}
+			}
+			if !e.alias.Has(a) {
+				c, err := e.copyToDevice(t, a)
+				if err != nil {
+					return err
+				}
+				r.copies = append(r.copies, c)
+			}
+		}
+		if t.copies[a] == nil {
+			if !e.alias.Has(a) {
+				return fmt.Errorf("%w: tensor %d valid on %s without a copy there", ErrBadTensor, t.id, e.s.BackendName(a))
+			}
+			if err := e.mapHost(t, a); err != nil {
+				return err
+			}
+		}
+		t.lastUse[a] = stamp
+		r.dep(t.ready[l])
+		sc.bufs[i] = t.copies[a]
+	}
+	return nil
+}
+
+// copyToHost queues the read of t's copy on a backend into host memory
+// (t.mu held; t has a valid device copy): after that copy is written and
+// after the queued work that reads the host copy now.
+func (e *Executor) copyToHost(t *Tensor) error {
+	j := e.sourceOf(t.valid)
+	if t.host == nil {
+		t.host = allocHost(t.size)
+	}
+	c := &rec{a: j, t: t, before: t.snapshot()}
+	c.dep(t.ready[j])
+	for _, u := range t.usesOn[hostLoc] {
+		c.dep(u)
+	}
+	c.host, c.dev = t.host, t.copies[j]
+	if err := e.enqueue(c); err != nil {
+		e.failed(j, err)
+		return err
+	}
+	t.valid |= adaptive.Host | e.alias
+	t.ready[hostLoc] = c
+	t.use(hostLoc, c)
+	t.use(j, c)
+	return nil
+}
+
+// copyToDevice queues the write of t's host copy into its copy on backend
+// a, allocating that (t.mu held; the host copy is valid): after the host
+// copy is written and after the queued work that uses a's copy now.
+func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
+	if t.copies[a] == nil {
+		c, err := e.bes[a].Alloc(t.size)
+		if err != nil {
+			return nil, &backendFailure{a: a, err: err}
+		}
+		t.copies[a] = c
+		e.register(t, a)
+	}
+	c := &rec{a: a, t: t, toDevice: true, before: t.snapshot()}
+	c.dep(t.ready[hostLoc])
+	for _, u := range t.usesOn[a] {
+		c.dep(u)
+	}
+	c.dev, c.host = t.copies[a], t.host
+	if err := e.enqueue(c); err != nil {
+		return nil, &backendFailure{a: a, err: err}
+	}
+	t.valid |= adaptive.Backend(a)
+	t.ready[a] = c
+	t.use(a, c)
+	t.use(hostLoc, c)
+	return c, nil
+}
+
+// queueOp queues op r (inputs placed, output allocated, tensors locked)
+// after the work that uses the output's copies, and makes it the
+// producer of the output's next version.
+func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt, stamp int64) error {
+	a := r.a
+	r.copySpec(s)
+	r.in = r.inArr[:len(ts)]
+	for i, t := range ts {
+		r.in[i] = t
+	}
+	r.bufs = append(r.bufArr[:0], sc.bufs[:len(ts)]...)
+	for i := range o.usesOn {
+		for _, u := range o.usesOn[i] {
+			r.dep(u)
+		}
+	}
+	r.before = o.snapshot()
+	e.reserve(r, readyAt)
+	r.dev = o.copies[a]
+	if err := e.enqueue(r); err != nil {
+		e.unload(r)
+		return &backendFailure{a: a, err: err}
+	}
+	l := e.loc(a)
+	for _, t := range ts {
+		if t != o {
+			t.use(l, r)
+		}
+	}
+	o.newVersion()
+	o.valid = adaptive.Backend(a)
+	if e.alias.Has(a) {
+		o.valid = adaptive.Host | e.alias
+	}
+	o.ready = [locs]*rec{}
+	o.ready[l] = r
+	for i := range o.usesOn {
+		clear(o.usesOn[i])
+		o.usesOn[i] = o.usesOn[i][:0]
+		o.pruned[i] = 0
+	}
+	o.usesOn[l] = append(o.usesOn[l], r)
+	o.lastUse[a] = stamp
+	o.endAt, o.endV = r.endAt, r.endV
+	if !r.restore {
+		o.version++
+		o.setLineage(s, ts)
+	}
+	return nil
+}
+
+// copySpec sets r.spec to s with its own copy of the input shapes (in
+// r's storage when they fit): queued work outlives the caller's Spec.
+func (r *rec) copySpec(s kernels.Spec) {
+	n := 0
+	for _, sh := range s.In {
+		n += len(sh)
+	}
+	dims := r.dimArr[:0]
+	if n > len(r.dimArr) {
+		dims = make([]int, 0, n)
+	}
+	in := r.shapeArr[:len(s.In)]
+	for i, sh := range s.In {
+		dims = append(dims, sh...)
+		in[i] = kernels.Shape(dims[len(dims)-len(sh) : len(dims) : len(dims)])
+	}
+	s.In = in
+	r.spec = s
+}
+
+// waitUses waits, holding no lock, until the queued work using t has
+// completed, recovering failures on the way; then it returns with t.mu
+// and the gate's read lock held, t not freed, and no queued work using
+// t (t may be written or freed). A freed t is ErrBadTensor.
+func (e *Executor) waitUses(t *Tensor) error {
+	for {
+		if e.pendingFail.Load() {
+			e.recoverFailed()
+		}
+		e.gate.RLock()
+		t.mu.Lock()
+		if t.freed {
+			t.mu.Unlock()
+			e.gate.RUnlock()
+			return fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
+		}
+		uses := t.liveUses()
+		if len(uses) == 0 {
+			return nil
+		}
+		t.mu.Unlock()
+		e.gate.RUnlock()
+		for _, u := range uses {
+			e.await(u)
+		}
+	}
+}
+
+// readQueued is Read with queued work: it waits for the work producing
+// t's current version (queueing its copy into host memory when t has
+// none), then copies it out.
+func (e *Executor) readQueued(dst []byte, t *Tensor) error {
+	for range maxAttempts + 1 {
+		if e.pendingFail.Load() {
+			e.recoverFailed()
+		}
+		e.gate.RLock()
+		if e.closed.Load() {
+			e.gate.RUnlock()
+			return fmt.Errorf("executor: Read after Close: %w", adaptive.ErrClosed)
+		}
+		t.mu.Lock()
+		if t.freed {
+			t.mu.Unlock()
+			e.gate.RUnlock()
+			return fmt.Errorf("%w: Read of freed tensor %d", ErrBadTensor, t.id)
+		}
+		var err error
+		if t.valid&adaptive.Host == 0 {
+			if t.valid == 0 {
+				err = errNoCopy
+			} else {
+				err = e.copyToHost(t)
+			}
+		}
+		r := t.ready[hostLoc]
+		if err == nil && !r.live() {
+			copy(dst, t.host)
+			t.readers |= adaptive.Host
+			t.mu.Unlock()
+			e.gate.RUnlock()
+			return nil
+		}
+		t.mu.Unlock()
+		e.gate.RUnlock()
+		switch {
+		case errors.Is(err, errNoCopy):
+			if rerr := e.recover(t); rerr != nil {
+				return rerr
+			}
+		case err != nil:
+			continue // the source backend failed and is backed off: read from another
+		default:
+			e.await(r)
+		}
+	}
+	return fmt.Errorf("%w: tensor %d: its producing work kept failing", ErrTensorLost, t.id)
+}

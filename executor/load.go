@@ -1,0 +1,93 @@
+package executor
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+)
+
+// load is the expected occupancy of one hardware group (backends that
+// share hardware share one): the predicted µs of its queued work, and
+// when it is expected to be free (StarPU dmda's expected finish time).
+type load struct {
+	mu       sync.Mutex
+	inflight int
+	pendUs   float64
+	freeAt   atomic.Int64 // ns since the Executor's epoch
+	// freeV is the latest end of the group's simulated work on its
+	// virtual clock (µs, as float64 bits; 0: none): simulated devices
+	// know when queued work ends, and their queues are priced with it.
+	freeV atomic.Uint64
+}
+
+// since is the time since the Executor's epoch, in ns.
+func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
+
+// queueWaits fills res.QueueUs: for each backend, how long after the op's
+// inputs are expected ready (readyAt, ns since the epoch; readyV on the
+// simulated devices' virtual clock) its hardware is expected to be busy
+// still, beyond the least of these waits. A backend whose timings are
+// simulated but whose work has no virtual span is not priced: the wall
+// clock says nothing of its queue.
+func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV float64) {
+	sim := adaptive.Mask(e.simulated.Load())
+	for a := range e.bes {
+		l := &e.loads[e.groupOf[a]]
+		if v := math.Float64frombits(l.freeV.Load()); v > 0 {
+			if w := v - readyV; w > 0 {
+				res.QueueUs[a] = float32(w)
+			}
+			continue
+		}
+		if sim.Has(a) {
+			continue
+		}
+		if w := l.freeAt.Load() - readyAt; w > 0 {
+			res.QueueUs[a] = float32(float64(w) / 1e3)
+		}
+	}
+	// Only the waits beyond the least one tell the backends apart: a wait
+	// that all share delays the op wherever it runs, and added to every
+	// arm it would only dilute the hysteresis's relative margin.
+	least := res.QueueUs[0]
+	for a := range e.bes {
+		least = min(least, res.QueueUs[a])
+	}
+	if least > 0 {
+		for a := range e.bes {
+			res.QueueUs[a] -= least
+		}
+	}
+}
+
+// reserve books r's predicted µs on its backend's hardware group: it
+// starts when the group is free and its inputs are ready, and the group
+// is busy until it ends.
+func (e *Executor) reserve(r *rec, readyAt int64) {
+	l := &e.loads[e.groupOf[r.a]]
+	l.mu.Lock()
+	start := max(e.since(), l.freeAt.Load(), readyAt)
+	r.endAt = start + int64(r.predUs*1e3)
+	l.freeAt.Store(r.endAt)
+	l.pendUs += r.predUs
+	l.inflight++
+	l.mu.Unlock()
+}
+
+// unload ends r's booking: the group is expected free once the predicted
+// µs of its remaining work have passed, from now (dmda's correction on
+// completion).
+func (e *Executor) unload(r *rec) {
+	l := &e.loads[e.groupOf[r.a]]
+	l.mu.Lock()
+	l.inflight--
+	l.pendUs -= r.predUs
+	if l.inflight <= 0 {
+		l.inflight, l.pendUs = 0, 0
+	}
+	l.freeAt.Store(e.since() + int64(l.pendUs*1e3))
+	l.mu.Unlock()
+}

@@ -1,0 +1,539 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// fakeQueuer is a device that queues its work (backends.Queuer) over the
+// memory and kernels of the backend it wraps: one goroutine runs the work
+// in order, each piece after the events it depends on (of any backend)
+// and after a random delay of up to maxDelay, so that work queued later
+// on another device overtakes it. Work after a failed event fails without
+// running. Its failAt-th op (from 1) fails with a transient error.
+type fakeQueuer struct {
+	backends.Backend
+	maxDelay time.Duration
+	failAt   int64
+
+	jobs  chan func()
+	runs  atomic.Int64
+	mu    sync.Mutex
+	r     *rand.Rand
+	close sync.Once
+}
+
+func newFakeQueuer(t testing.TB, be backends.Backend, maxDelay time.Duration, seed uint64) *fakeQueuer {
+	q := &fakeQueuer{Backend: be, maxDelay: maxDelay, jobs: make(chan func(), 1<<16), r: rand.New(rand.NewPCG(seed, 1))}
+	go func() {
+		for j := range q.jobs {
+			j()
+		}
+	}()
+	t.Cleanup(func() { q.close.Do(func() { close(q.jobs) }) })
+	return q
+}
+
+type fakeEvent struct {
+	done chan struct{}
+	tm   backends.Timing
+	err  error
+}
+
+func (e *fakeEvent) Done() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *fakeEvent) Wait() (backends.Timing, error) { <-e.done; return e.tm, e.err }
+
+func (q *fakeQueuer) enqueue(after []backends.Event, call func() (backends.Timing, error)) backends.Event {
+	ev := &fakeEvent{done: make(chan struct{})}
+	q.mu.Lock()
+	delay := time.Duration(q.r.Int64N(int64(q.maxDelay) + 1))
+	q.mu.Unlock()
+	q.jobs <- func() {
+		defer close(ev.done)
+		for _, a := range after {
+			if _, err := a.Wait(); err != nil {
+				ev.err = fmt.Errorf("fake: dependency failed: %w", err)
+				return
+			}
+		}
+		time.Sleep(delay)
+		ev.tm, ev.err = call()
+	}
+	return ev
+}
+
+func (q *fakeQueuer) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	n := q.runs.Add(1)
+	return q.enqueue(after, func() (backends.Timing, error) {
+		if n == q.failAt {
+			return backends.Timing{}, &backends.DeviceError{Backend: "fake", Op: s.Op.String(), Err: backends.ErrTransient}
+		}
+		return q.Backend.Run(s, in, out)
+	}), nil
+}
+
+func (q *fakeQueuer) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	return q.enqueue(after, func() (backends.Timing, error) { return q.Backend.Write(dst, src) }), nil
+}
+
+func (q *fakeQueuer) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return q.enqueue(after, func() (backends.Timing, error) { return q.Backend.Read(dst, src) }), nil
+}
+
+func (q *fakeQueuer) Sync() error {
+	_, err := q.enqueue(nil, func() (backends.Timing, error) { return backends.Timing{}, nil }).Wait()
+	return err
+}
+
+var _ backends.Queuer = (*fakeQueuer)(nil)
+
+// byOp places each op by its kind: Add and RMSNorm on backend 0, Mul on
+// backend 1.
+type byOp struct{}
+
+func (byOp) Name() string                             { return "by-op" }
+func (byOp) Observed(adaptive.BucketID, int, float64) {}
+func (byOp) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
+	if s.Op == kernels.Mul {
+		return 1
+	}
+	return 0
+}
+
+// TestQueuedCrossDevice alternates a chain between the host CPU and a
+// queued device with its own memory whose work is delayed at random: each
+// op consumes the previous one's output from the other device, so a read
+// of stale data (an op not waiting for its producer on the other device,
+// or a copy not waiting for the write it moves) gives a wrong result.
+// Then the reverse hazard: an op on the CPU overwrites, in place in host
+// memory, the input that a delayed copy to the device still has to read.
+func TestQueuedCrossDevice(t *testing.T) {
+	for seed := range uint64(4) {
+		gpu := newFakeQueuer(t, open(t, "sim:h100"), 300*time.Microsecond, seed)
+		cpu := &countingBackend{Backend: open(t, "cpu")}
+		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Placement(byOp{})}}, cpu, gpu)
+		c := newChain(t, rand.New(rand.NewPCG(seed, 7)), 12, 4, 64)
+		_, _, outs := c.run(t, e)
+		c.check(t, e, outs)
+		if st := e.Stats(); st.Backends[0].Ops != 8 || st.Backends[1].Ops != 4 {
+			t.Fatalf("placement: %+v", st.Backends)
+		}
+
+		// Write after read across devices: Mul (device) reads x through a
+		// delayed copy; the Add that follows (CPU, in place in host
+		// memory) overwrites x. The Mul must see x's first value.
+		x, w, y := alloc(t, e, c.x), alloc(t, e, c.ws[1]), alloc(t, e, c.want[0])
+		mul, add := c.specOf(kernels.Mul), c.specOf(kernels.Add)
+		if _, err := e.Run(mul, []backends.Buffer{x, w}, y); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Run(add, []backends.Buffer{x, w}, x); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, len(c.want[0]))
+		if err := kernels.Reference(mul, [][]byte{c.x, c.ws[1]}, want); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if _, err := e.Read(got, y); err != nil {
+			t.Fatal(err)
+		}
+		if err := near(kernels.F32, got, want, 1e-5); err != nil {
+			t.Errorf("seed %d: the device read x after the CPU overwrote it: %v", seed, err)
+		}
+	}
+}
+
+// alloc allocates a tensor of e holding data.
+func alloc(t testing.TB, e *executor.Executor, data []byte) backends.Buffer {
+	t.Helper()
+	b, err := e.Alloc(int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Write(b, data); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestQueuedFailureFallsBack fails a queued op in the middle of a chain
+// on a device that queues work (and fails what depends on the failure):
+// the op and the ops queued behind it run again, the failed one on the
+// CPU; every result is right, Run reported nothing, and every op that
+// completed was observed once (Stats' ops and the Scheduler's
+// observations agree, and cover the chain). The second half does the same
+// on a simulated GPU that fails transiently and is then lost, driven
+// through the Executor's own queue.
+func TestQueuedFailureFallsBack(t *testing.T) {
+	gpu := newFakeQueuer(t, open(t, "sim:h100"), 100*time.Microsecond, 3)
+	gpu.failAt = 5
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), gpu)
+	const n = 12
+	c := newChain(t, rand.New(rand.NewPCG(9, 9)), n, 4, 64)
+	_, _, outs := c.run(t, e) // c.run syncs: no error
+	c.check(t, e, outs)
+	st := e.Stats()
+	if st.Fallbacks == 0 || st.Backends[1].Failures != 1 {
+		t.Errorf("no fallback after the failure: %+v", st)
+	}
+	if got := st.Backends[0].Ops + st.Backends[1].Ops; got < n || observed(e) != got {
+		t.Errorf("%d ops ran, %d observed, for %d ops", got, observed(e), n)
+	}
+
+	dev := mustSim(t, sim.Event{At: 3, Kind: sim.DeviceLost})
+	e = newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	_, _, outs = c.run(t, e)
+	c.check(t, e, outs)
+	st = e.Stats()
+	if st.Backends[1].Failures == 0 || st.Backends[1].Healthy || st.Fallbacks == 0 {
+		t.Errorf("the lost GPU was not fallen back from: %+v", st)
+	}
+	if got := st.Backends[0].Ops + st.Backends[1].Ops; got < n || observed(e) != got {
+		t.Errorf("%d ops ran, %d observed, for %d ops", got, observed(e), n)
+	}
+}
+
+// alternate places ops on backends 0 and 1 in turn.
+type alternate struct{ n atomic.Int64 }
+
+func (*alternate) Name() string                             { return "alternate" }
+func (*alternate) Observed(adaptive.BucketID, int, float64) {}
+func (a *alternate) Place(kernels.Spec, adaptive.Residency, adaptive.BucketID) int {
+	return int(a.n.Add(1) % 2)
+}
+
+// warmStore holds posteriors for New to load, and takes nothing back.
+type warmStore map[[2]string]bandit.NormalGamma
+
+func (w warmStore) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
+	for k, p := range w {
+		fn(k[0], k[1], p)
+	}
+	return nil
+}
+
+func (w warmStore) Attach(func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)) (
+	func(uint32, int), func()) {
+	return func(uint32, int) {}, func() {}
+}
+
+// observed returns the Scheduler's observations over every bucket.
+func observed(e *executor.Executor) int64 {
+	var n int64
+	for _, b := range e.Scheduler().Telemetry().Buckets {
+		if b.Parent == "" {
+			n += b.Observations
+		}
+	}
+	return n
+}
+
+// slow is a backend whose ops take at least d more: work stays queued.
+type slow struct {
+	backends.Backend
+	d     time.Duration
+	group string
+}
+
+func (s *slow) Run(sp kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	start := time.Now()
+	time.Sleep(s.d)
+	if _, err := s.Backend.Run(sp, in, out); err != nil {
+		return backends.Timing{}, err
+	}
+	return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
+}
+
+// grouped is slow sharing hardware with the other grouped backends of its
+// group name.
+type grouped struct{ *slow }
+
+func (g grouped) HardwareGroup() string { return g.group }
+
+// TestQueuedCloseObserves closes an Executor with work in flight: Close
+// waits for it, and every op reaches the Scheduler and the trace.
+func TestQueuedCloseObserves(t *testing.T) {
+	var trace bytes.Buffer
+	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, executor.Config{Recorder: rec},
+		&slow{Backend: open(t, "cpu"), d: time.Millisecond}, &slow{Backend: open(t, "cpu1"), d: time.Millisecond})
+	const n = 40
+	x := alloc(t, e, kernels.AsBytes(make([]float32, 64)))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{64}, {64}}}
+	for range n {
+		out, _ := e.Alloc(spec.OutBytes())
+		if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := observed(e); got >= n {
+		t.Fatalf("all %d ops observed before Close: nothing was in flight", got)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := observed(e); got != n {
+		t.Errorf("%d of %d ops observed after Close", got, n)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(trace.String(), "\n") - 1; lines != n || rec.Dropped() != 0 {
+		t.Errorf("%d trace events (%d dropped), want %d", lines, rec.Dropped(), n)
+	}
+}
+
+// TestQueuedPosteriorsMatchSync runs independent ops on two queued
+// backends, whose completions interleave in no fixed order, then feeds a
+// fresh Scheduler the same timings in the order the Executor observed them
+// (its trace), one Select and Observe at a time: every posterior is the
+// same, to the bit. What Select changes that Observe reads is kept out,
+// since the interleaving of decisions and observations is not replayed:
+// one op shape with its arms loaded from a store (no young arm's prior is
+// re-derived), placed by a fixed rule (no incumbent, whose change
+// detector Observe feeds).
+func TestQueuedPosteriorsMatchSync(t *testing.T) {
+	var trace bytes.Buffer
+	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bes := []backends.Backend{&slow{Backend: open(t, "cpu"), d: 50 * time.Microsecond}, &slow{Backend: open(t, "cpu1"), d: 80 * time.Microsecond}}
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{256}, {256}}}
+	probe, err := adaptive.New(adaptive.Config{Backends: bes, NoCalibration: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := probe.Select(spec, adaptive.Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
+	warm := warmStore{}
+	for _, name := range []string{"cpu", "cpu1"} {
+		warm[[2]string{name, d.BucketName}] = bandit.NormalGamma{Mu: math.Log(100), Kappa: 2, Alpha: 2, Beta: 0.5}
+	}
+	e := newExec(t, executor.Config{Config: adaptive.Config{Store: warm, Strategy: adaptive.Placement(&alternate{})}, Recorder: rec}, bes...)
+	x := alloc(t, e, kernels.AsBytes(make([]float32, 256)))
+	for range 200 {
+		out, _ := e.Alloc(spec.OutBytes())
+		if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	async := e.Scheduler().Telemetry()
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := adaptive.New(adaptive.Config{Backends: bes, NoCalibration: true, Seed: 1, Store: warm, Strategy: adaptive.Placement(&alternate{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := history.NewReader(&trace, "trace", history.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := s.Backends()
+	for n := 0; ; n++ {
+		ev, err := r.Next()
+		if err != nil {
+			if n != 200 {
+				t.Fatalf("trace ended after %d events: %v", n, err)
+			}
+			break
+		}
+		sp, err := ev.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Select(sp, adaptive.Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Backend = -1
+		for i, name := range names {
+			if name == ev.Backend {
+				d.Backend, d.Name = i, name
+			}
+		}
+		tm := backends.Timing{Duration: time.Duration(math.Round(ev.ActualUs * 1e3)), Clock: backends.WallClock}
+		if err := s.Observe(d, tm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replayed := s.Telemetry()
+	if len(async.Buckets) != 1 || len(replayed.Buckets) != 1 {
+		t.Fatalf("buckets: %d queued, %d replayed; want 1", len(async.Buckets), len(replayed.Buckets))
+	}
+	a, b := async.Buckets[0], replayed.Buckets[0]
+	if a.Observations != 200 || b.Observations != 200 {
+		t.Fatalf("observations: %d queued, %d replayed; want 200", a.Observations, b.Observations)
+	}
+	for i := range a.Arms {
+		if a.Arms[i] != b.Arms[i] {
+			t.Errorf("arm %d: queued %+v, replayed %+v", i, a.Arms[i], b.Arms[i])
+		}
+	}
+	if a.Arms[0].N == 0 || a.Arms[1].N == 0 {
+		t.Errorf("one backend ran everything (%+v): the interleaving was not tested", a.Arms)
+	}
+}
+
+// TestQueuedSpreadsIndependentOps queues a burst of independent ops on
+// two backends that it knows (posteriors loaded from a store, tight): 1 ms
+// and 2 ms an op. Pricing each queue's expected wait (Residency.QueueUs)
+// sends part of the burst to the slower, idle one; backends that share
+// hardware (backends.HardwareGroup) share one expected-free time, so there
+// the whole burst goes to the faster one, as without queues.
+func TestQueuedSpreadsIndependentOps(t *testing.T) {
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{256}, {256}}}
+	burst := func(t *testing.T, bes ...backends.Backend) [2]int {
+		probe, err := adaptive.New(adaptive.Config{Backends: bes, NoCalibration: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := probe.Select(spec, adaptive.Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe.Close()
+		known := func(us float64) bandit.NormalGamma { // 50 runs' worth, 10% spread
+			return bandit.NormalGamma{Mu: math.Log(us), Kappa: 50, Alpha: 25, Beta: 25 * 0.01}
+		}
+		warm := warmStore{{"cpu", d.BucketName}: known(1000), {"cpu1", d.BucketName}: known(2000)}
+		e := newExec(t, executor.Config{Config: adaptive.Config{Store: warm}}, bes...)
+		x := alloc(t, e, kernels.AsBytes(make([]float32, 256)))
+		var where [2]int
+		for range 12 {
+			out, _ := e.Alloc(spec.OutBytes())
+			d, err := e.Submit(spec, []backends.Buffer{x, x}, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			where[d.Backend]++
+		}
+		if err := e.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return where
+	}
+	fast, slower := &slow{Backend: open(t, "cpu"), d: time.Millisecond}, &slow{Backend: open(t, "cpu1"), d: 2 * time.Millisecond}
+	if where := burst(t, fast, slower); where[1] < 2 || where[0] <= where[1] {
+		t.Errorf("separate hardware: burst of 12 placed %v, want most on the faster and some on the idle one", where)
+	}
+	fast.group, slower.group = "host", "host"
+	if where := burst(t, grouped{fast}, grouped{slower}); where[1] != 0 {
+		t.Errorf("shared hardware: burst of 12 placed %v, want it on the faster one", where)
+	}
+}
+
+// TestQueuedBadUse: a Read or Write of a freed tensor, a Sync, Read or Run
+// after Close each get one clear error.
+func TestQueuedBadUse(t *testing.T) {
+	e := newExec(t, executor.Config{}, open(t, "cpu"))
+	x := alloc(t, e, kernels.AsBytes(make([]float32, 16)))
+	y := alloc(t, e, kernels.AsBytes(make([]float32, 16)))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, y); err != nil {
+		t.Fatal(err)
+	}
+	y.Free()
+	buf := make([]byte, 64)
+	if _, err := e.Read(buf, y); !errors.Is(err, executor.ErrBadTensor) || !strings.Contains(err.Error(), "freed") {
+		t.Errorf("Read of a freed tensor: %v", err)
+	}
+	if _, err := e.Write(y, buf); !errors.Is(err, executor.ErrBadTensor) || !strings.Contains(err.Error(), "freed") {
+		t.Errorf("Write of a freed tensor: %v", err)
+	}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, y); !errors.Is(err, executor.ErrBadTensor) {
+		t.Errorf("Run into a freed tensor: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync(context.Background()); !errors.Is(err, adaptive.ErrClosed) || !strings.Contains(err.Error(), "Sync after Close") {
+		t.Errorf("Sync after Close: %v", err)
+	}
+	if _, err := e.Read(buf, x); !errors.Is(err, adaptive.ErrClosed) {
+		t.Errorf("Read after Close: %v", err)
+	}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, x); !errors.Is(err, adaptive.ErrClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+}
+
+// TestQueuedCloseDeadline: Close with a context that ends before the
+// queued work does returns the context's error and leaves the Executor
+// open; a later Close completes.
+func TestQueuedCloseDeadline(t *testing.T) {
+	e := newExec(t, executor.Config{}, &slow{Backend: open(t, "cpu"), d: 20 * time.Millisecond})
+	x := alloc(t, e, kernels.AsBytes(make([]float32, 16)))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	for range 5 {
+		if _, err := e.Run(spec, []backends.Buffer{x, x}, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if err := e.CloseContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close past its deadline: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := observed(e); got != 5 {
+		t.Errorf("%d of 5 ops observed", got)
+	}
+}
+
+// TestQueuedOutOfMemory: a queued kernel that runs out of device memory
+// is run again, after an eviction, with reason MemoryConstraint; the
+// results are right.
+func TestQueuedOutOfMemory(t *testing.T) {
+	dev := mustSim(t, sim.Event{At: 3, Kind: sim.OutOfMemory, Span: 1})
+	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	c := newChain(t, rand.New(rand.NewPCG(4, 4)), 8, 4, 64)
+	_, _, outs := c.run(t, e)
+	c.check(t, e, outs)
+	if st := e.Stats(); st.MemoryRetries == 0 {
+		t.Errorf("out of memory not retried: %+v", st)
+	}
+	if r := e.Scheduler().Telemetry().Reasons[adaptive.MemoryConstraint]; r == 0 {
+		t.Errorf("no decision with reason MemoryConstraint")
+	}
+}
