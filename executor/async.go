@@ -85,7 +85,7 @@ func (t *Tensor) use(l int, r *rec) {
 // a backend is a *backendFailure, as from attempt.
 func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, d *adaptive.Decision, restore bool, readyAt int64, waitUs float32) error {
 	a := d.Backend
-	r := &rec{op: true, a: a, d: *d, restore: restore, out: o}
+	r := &rec{op: true, a: a, d: *d, restore: restore, out: o, failedN: e.health.failedN[a].Load()}
 	if p := d.Estimates[a] - float64(waitUs); p > 0 {
 		r.predUs = p
 	}

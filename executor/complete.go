@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +51,7 @@ type rec struct {
 	d       adaptive.Decision
 	restore bool
 	copies  []*rec // the copies of its inputs (their time goes to its trace event)
+	failedN int64  // its backend's failures when it was queued (health.failedN)
 	predUs  float64
 	endAt   int64   // expected completion, ns since the Executor's epoch
 	endV    float64 // a simulated device's end of the work (backends.VirtualSpan), µs
@@ -181,6 +181,7 @@ func (e *Executor) watchLane(l *lane) {
 			for !r.ev.Done() {
 				<-l.poke
 			}
+			maxFloat(&e.doneV, r.endV)
 		}
 		r.tm, r.err = r.ev.Wait()
 		e.completed <- r
@@ -203,11 +204,20 @@ func (e *Executor) poke() {
 // await waits until r has been observed. For simulated work the host
 // waits for it first (Event.Wait), which moves the virtual clock.
 func (e *Executor) await(r *rec) {
-	if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
-		_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+	e.hostWait(r)
+	e.obs.wait(&r.observed)
+}
+
+// hostWait has the host wait for simulated work r (Event.Wait moves the
+// virtual clock to its end) and wakes the watchers: r, or work that an
+// ownQueue's worker waited for, may be Done with its watcher asleep.
+func (e *Executor) hostWait(r *rec) {
+	if _, ok := r.ev.(backends.VirtualSpan); ok {
+		if !r.ev.Done() {
+			_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+		}
 		e.poke()
 	}
-	e.obs.wait(&r.observed)
 }
 
 // observe handles completed work in completion order, off the callers'
@@ -234,7 +244,9 @@ func (e *Executor) observe() {
 			e.obs.set(&r.observed)
 			continue
 		}
-		e.healthy(r.a)
+		if r.failedN == e.health.failedN[r.a].Load() {
+			e.healthy(r.a) // no failure of its backend since it was queued
+		}
 		e.ops[r.a].Add(1)
 		if r.d.Reason == adaptive.Fallback || r.d.Reason == adaptive.MemoryConstraint {
 			e.fallbacks.Add(1)
@@ -288,13 +300,7 @@ func (e *Executor) enqueue(r *rec) error {
 	r.ev = ev
 	if vs, ok := ev.(backends.VirtualSpan); ok {
 		_, r.endV = vs.Span()
-		ld := &e.loads[e.groupOf[r.a]]
-		for {
-			old := ld.freeV.Load()
-			if math.Float64frombits(old) >= r.endV || ld.freeV.CompareAndSwap(old, math.Float64bits(r.endV)) {
-				break
-			}
-		}
+		maxFloat(&e.loads[e.groupOf[r.a]].freeV, r.endV)
 		e.virtual.Store(true)
 	}
 	e.logAppend(r)
@@ -348,10 +354,7 @@ func (e *Executor) drain(ctx context.Context) error {
 		if r == nil {
 			continue
 		}
-		if _, ok := r.ev.(backends.VirtualSpan); ok && !r.ev.Done() {
-			_, _ = r.ev.Wait() // the host waits: the virtual clock moves
-			e.poke()
-		}
+		e.hostWait(r)
 		if err := e.awaitCtx(ctx, r); err != nil {
 			return err
 		}

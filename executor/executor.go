@@ -130,8 +130,11 @@ type Executor struct {
 	logMu       sync.Mutex
 	log         []*rec
 	pendingFail atomic.Bool
+	recovering  atomic.Bool   // recoverFailed runs (the gate's write lock held)
+	lostMask    atomic.Uint32 // backends lost while work was queued: recovery drops their copies
 	closed      atomic.Bool
 	virtual     atomic.Bool   // some queued work is simulated (backends.VirtualSpan)
+	doneV       atomic.Uint64 // latest end of simulated work seen Done (float64 bits, µs)
 	simulated   atomic.Uint32 // adaptive.Mask of backends whose timings are simulated
 	errMu       sync.Mutex
 	asyncErr    error

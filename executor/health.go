@@ -18,6 +18,9 @@ type health struct {
 	mu    sync.Mutex
 	sick  atomic.Uint32 // adaptive.Mask of backends in back-off or probing
 	state [adaptive.MaxBackends]healthState
+	// failedN counts each backend's failures: queued work that succeeds
+	// clears a back-off only if none came after it was queued.
+	failedN [adaptive.MaxBackends]atomic.Int64
 }
 
 // healthState is one backend's back-off (health.mu held).
@@ -75,6 +78,7 @@ func (e *Executor) releaseProbes(probes adaptive.Mask, chosen int, ok bool) {
 // up to BackoffMax); a lost device's copies are dropped.
 func (e *Executor) failed(a int, err error) {
 	e.failures[a].Add(1)
+	e.health.failedN[a].Add(1)
 	e.health.mu.Lock()
 	h := &e.health.state[a]
 	d := e.cfg.BackoffBase << min(h.failures, 30)
@@ -88,9 +92,17 @@ func (e *Executor) failed(a int, err error) {
 	e.health.sick.Store(e.health.sick.Load() | uint32(adaptive.Backend(a)))
 	e.health.mu.Unlock()
 	e.cfg.Logger.Warn().Err(err).Str("backend", e.s.BackendName(a)).Dur("backoff", d).Msg("adaptive: backend failed; falling back")
-	if errors.Is(err, backends.ErrDeviceLost) {
-		e.invalidate(a)
+	if !errors.Is(err, backends.ErrDeviceLost) {
+		return
 	}
+	if e.cfg.Synchronous || e.recovering.Load() {
+		e.invalidate(a)
+		return
+	}
+	// Queued work may still use the lost device's buffers: they are
+	// dropped by the recovery, once the queues are drained.
+	e.lostMask.Or(uint32(adaptive.Backend(a)))
+	e.pendingFail.Store(true)
 }
 
 // healthy clears backend a's back-off after an op succeeded there.

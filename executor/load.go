@@ -28,12 +28,16 @@ func (e *Executor) since() int64 { return int64(time.Since(e.epoch)) }
 
 // queueWaits fills res.QueueUs: for each backend, how long after the op's
 // inputs are expected ready (readyAt, ns since the epoch; readyV on the
-// simulated devices' virtual clock) its hardware is expected to be busy
+// simulated devices' virtual clock, or the simulated host's time if
+// later) its hardware is expected to be busy
 // still, beyond the least of these waits. A backend whose timings are
 // simulated but whose work has no virtual span is not priced: the wall
 // clock says nothing of its queue.
 func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV float64) {
 	sim := adaptive.Mask(e.simulated.Load())
+	if e.virtual.Load() {
+		readyV = max(readyV, e.virtualNow())
+	}
 	for a := range e.bes {
 		l := &e.loads[e.groupOf[a]]
 		if v := math.Float64frombits(l.freeV.Load()); v > 0 {
@@ -59,6 +63,36 @@ func (e *Executor) queueWaits(res *adaptive.Residency, readyAt int64, readyV flo
 	if least > 0 {
 		for a := range e.bes {
 			res.QueueUs[a] -= least
+		}
+	}
+}
+
+// virtualNow returns a lower bound of the simulated host's clock: the
+// latest end of simulated work that is Done (asking never moves the
+// clock). Work that waits past it waits for its device; a device whose
+// queue ended before it is idle, however late its last work ended
+// (under a serial execution model, always).
+func (e *Executor) virtualNow() float64 {
+	now := math.Float64frombits(e.doneV.Load())
+	for a := range e.bes {
+		l := &e.lanes[a]
+		l.mu.Lock()
+		r := l.last
+		l.mu.Unlock()
+		if r != nil && r.endV > now && r.ev.Done() {
+			now = r.endV
+		}
+	}
+	maxFloat(&e.doneV, now)
+	return now
+}
+
+// maxFloat raises the float64 in bits v to x.
+func maxFloat(v *atomic.Uint64, x float64) {
+	for {
+		old := v.Load()
+		if math.Float64frombits(old) >= x || v.CompareAndSwap(old, math.Float64bits(x)) {
+			return
 		}
 	}
 }

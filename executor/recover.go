@@ -46,7 +46,8 @@ func (e *Executor) settle(ctx context.Context) error {
 // failed work and everything queued after it that depends on it (which
 // did not run: the queues fail work whose dependencies failed) are
 // undone in reverse order, the backends that failed are backed off (a
-// lost one's copies dropped), and the ops are run again in their order,
+// lost one's copies dropped, also for a loss met while queueing work),
+// and the ops are run again in their order,
 // away from the backend that failed them. The inputs of each are intact,
 // since every later write of them waited for it. An op that cannot run
 // again leaves its output lost (Read: ErrTensorLost) and its error for
@@ -54,9 +55,17 @@ func (e *Executor) settle(ctx context.Context) error {
 func (e *Executor) recoverFailed() {
 	e.gate.Lock()
 	defer e.gate.Unlock()
+	e.recovering.Store(true)
+	defer e.recovering.Store(false)
 	for round := 0; e.pendingFail.Load() && round <= maxAttempts; round++ {
 		e.pendingFail.Store(false)
 		_ = e.drain(context.Background())
+		lost := adaptive.Mask(e.lostMask.Swap(0))
+		for a := range e.bes {
+			if lost.Has(a) {
+				e.invalidate(a) // lost while work was queued: drained now
+			}
+		}
 		e.logMu.Lock() // drained: every rec in the log has succeeded or failed
 		log := e.log
 		e.log = nil
@@ -80,7 +89,6 @@ func (e *Executor) recoverFailed() {
 				} else {
 					e.release(r.a) // a probe that did not conclude
 				}
-				continue
 			}
 		}
 		for i := len(cascade) - 1; i >= 0; i-- {
