@@ -99,8 +99,9 @@ type OffloadResult struct {
 	// (never above Budget).
 	MaxCachedBytes, Budget int64
 	// Threshold is threshold-best's batch threshold (math.MaxInt: never
-	// offload) and the llama.cpp-style rules'.
-	Threshold int
+	// offload) and the llama.cpp-style rules'; ExpertThreshold the one
+	// for experts (ikllama: 32 × experts / active).
+	Threshold, ExpertThreshold int
 	// OpUs[i] is what op i was charged, its copies included; Arms[i]
 	// the arm it ran on (0 the CPU, 1 the GPU).
 	OpUs []float64
@@ -156,7 +157,7 @@ type offloadRule struct {
 // run replays the workload under rule.
 func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 	w := e.w
-	res := OffloadResult{Policy: rule.name, Ops: int64(len(w.Ops)), Budget: w.Budget, Threshold: rule.threshold,
+	res := OffloadResult{Policy: rule.name, Ops: int64(len(w.Ops)), Budget: w.Budget, Threshold: rule.threshold, ExpertThreshold: rule.expertThreshold,
 		OpUs: make([]float64, len(w.Ops)), Arms: make([]int8, len(w.Ops))}
 	keep, err := e.newKeeper(rule.name)
 	if err != nil {
