@@ -165,11 +165,11 @@ func BenchmarkOffloadTargets(b *testing.B) {
 			}
 			f.add(c.name, rs)
 			th := rs["thompson"].TotalUs
-			b.Logf("%-32s thompson %9.1f ms  ×threshold-best %.3f  ×llamacpp %.3f  ×lru %.3f  ×frequency %.3f  ×oracle %.3f",
+			fmt.Printf("%-32s thompson %9.1f ms  ×threshold-best %.3f  ×llamacpp %.3f  ×lru %.3f  ×frequency %.3f  ×oracle %.3f\n",
 				c.name, th/1e3, th/rs["threshold-best"].TotalUs, th/rs["llamacpp"].TotalUs, th/rs["lru"].TotalUs, th/rs["frequency"].TotalUs, th/rs["oracle"].TotalUs)
 		}
 		for _, s := range f.failures {
-			b.Log("not met: " + s)
+			fmt.Println("not met: " + s)
 		}
 		b.ReportMetric(f.worstVsBest, "worst_x_threshold_best")
 		b.ReportMetric(float64(f.belowBest)/float64(f.cases), "share_below_threshold_best")
@@ -215,7 +215,7 @@ func BenchmarkOffloadDrift(b *testing.B) {
 					if r <= 1.05 {
 						met++
 					}
-					b.Logf("%s %.0f%% b%d: after the switch thompson %.3f× the oracle (whole run %.3f×)", g, share*100, batch, r, th.TotalUs/or.TotalUs)
+					fmt.Printf("%s %.0f%% b%d: after the switch thompson %.3f× the oracle (whole run %.3f×)\n", g, share*100, batch, r, th.TotalUs/or.TotalUs)
 				}
 			}
 		}
