@@ -237,7 +237,7 @@ func (e *Executor) observe() {
 		}
 		r.state.Store(recSucceeded)
 		if r.tm.Clock == backends.Simulated {
-			e.simulated.Store(e.simulated.Load() | uint32(adaptive.Backend(r.a)))
+			e.simulated.Or(uint32(adaptive.Backend(r.a)))
 		}
 		if !r.op {
 			e.observeCopy(r.a, r.toDevice, r.t.size, r.tm)
@@ -247,20 +247,11 @@ func (e *Executor) observe() {
 		if r.failedN == e.health.failedN[r.a].Load() {
 			e.healthy(r.a) // no failure of its backend since it was queued
 		}
-		e.ops[r.a].Add(1)
-		if r.d.Reason == adaptive.Fallback || r.d.Reason == adaptive.MemoryConstraint {
-			e.fallbacks.Add(1)
+		var xferUs float64
+		for _, c := range r.copies {
+			xferUs += c.tm.Micros() // copies complete before the op that waits for them
 		}
-		if r.tm.Duration > 0 {
-			_ = e.s.Observe(r.d, r.tm) // a zero or absurd timing teaches nothing
-		}
-		if e.cfg.Recorder != nil {
-			var xferUs float64
-			for _, c := range r.copies {
-				xferUs += c.tm.Micros() // copies complete before the op that waits for them
-			}
-			e.record(r.spec, r.d, r.tm, xferUs)
-		}
+		e.finished(r.spec, &r.d, r.tm, xferUs)
 		e.obs.set(&r.observed)
 	}
 }

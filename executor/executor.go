@@ -68,7 +68,8 @@ func (c *Config) validate() error {
 // them unchanged (DESIGN.md § The data path). Its buffers are Tensors that
 // know where their valid copies live; each op goes through Select, moves
 // the inputs the chosen backend lacks (timed, feeding the link model),
-// runs, and feeds the kernel's Timing to Observe. A backend that fails is
+// runs, and feeds the kernel's Timing to Observe: queued on the backend,
+// unless Config.Synchronous, with the timing observed when it arrives. A backend that fails is
 // kept out with exponential back-off while the op falls back to the next
 // best capable backend; one that runs out of memory has its cold copies
 // evicted; tensors lost with a device are recomputed from their lineage.
@@ -82,6 +83,8 @@ func (c *Config) validate() error {
 // residency registry when it places or frees a device copy; only while a
 // backend is in back-off does it take the back-off's lock, and only a
 // timed device copy takes its link direction's (Scheduler.ObserveTransferAt).
+// Queued, an op holds its tensors' locks (all for writing) only while it
+// is queued, plus its lane's and its hardware group's briefly.
 type Executor struct {
 	cfg Config
 	s   *adaptive.Scheduler

@@ -177,16 +177,7 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		}
 		if err == nil {
 			e.healthy(a)
-			e.ops[a].Add(1)
-			if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
-				e.fallbacks.Add(1)
-			}
-			if tm.Duration > 0 {
-				_ = e.s.Observe(d, tm) // a zero or absurd timing teaches nothing
-			}
-			if e.cfg.Recorder != nil {
-				e.record(s, d, tm, xferUs)
-			}
+			e.finished(s, &d, tm, xferUs)
 			return d, tm, nil
 		}
 		var bf *backendFailure
@@ -216,6 +207,21 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		}
 		e.failed(f, bf.err)
 		why = adaptive.Fallback
+	}
+}
+
+// finished counts an op that ran and hands its timing to the Scheduler
+// and the trace (xferUs: its copies' time).
+func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Timing, xferUs float64) {
+	e.ops[d.Backend].Add(1)
+	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
+		e.fallbacks.Add(1)
+	}
+	if tm.Duration > 0 {
+		_ = e.s.Observe(*d, tm) // a zero or absurd timing teaches nothing
+	}
+	if e.cfg.Recorder != nil {
+		e.record(s, *d, tm, xferUs)
 	}
 }
 
