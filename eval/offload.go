@@ -186,47 +186,12 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 		default:
 			a = rule.place(op, prev, resident, w.Model.Experts > 0 && op.Weight >= 0 && w.Weights[op.Weight].Expert >= 0)
 		}
-		us := e.dur[2*i+a]
-		cost := us
-		res.ComputeUs += us
-		if prev != a && op.ActBytes > 0 {
-			x := e.profs[offGPU].LinkUs(op.ActBytes)
-			cost += x
-			res.ActCopyUs += x
-			if th != nil && x > 0 {
-				th.ObserveTransfer(offGPU, a == offGPU, op.ActBytes, x)
-			}
-		}
-		copied := false
-		if a == offGPU && !resident {
-			x := e.copyUs[op.Weight]
-			cost += x
-			res.WeightCopyUs += x
-			res.WeightCopies++
-			copied = true
-			if th != nil && x > 0 {
-				th.ObserveTransfer(offGPU, true, w.Weights[op.Weight].Bytes, x)
-			}
-		}
-		if op.Weight >= 0 && !w.Weights[op.Weight].OnGPU {
-			admitted, err := keep.used(op.Weight, copied, op.Step, e.savedUs(i, rule.name, th))
-			if err != nil {
-				return res, fmt.Errorf("eval: %s: op %d: %w", rule.name, i, err)
-			}
-			if admitted && !copied { // the cache copies it in for its own sake
-				x := e.copyUs[op.Weight]
-				cost += x
-				res.WeightCopyUs += x
-				res.WeightCopies++
-			}
-		}
-		if b := keep.bytes(); b > w.Budget {
-			return res, fmt.Errorf("eval: %s: op %d: %d cached bytes over the budget of %d", rule.name, i, b, w.Budget)
-		} else if b > res.MaxCachedBytes {
-			res.MaxCachedBytes = b
+		cost, err := e.charge(&res, i, prev, a, resident, keep, th)
+		if err != nil {
+			return res, fmt.Errorf("eval: %s: op %d: %w", rule.name, i, err)
 		}
 		if th != nil {
-			th.Observe(&task, a, us)
+			th.Observe(&task, a, e.dur[2*i+a])
 		}
 		if a == offGPU {
 			gpuOps++
@@ -240,6 +205,51 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 		return res, th.Err()
 	}
 	return res, nil
+}
+
+// charge adds op i's compute on arm a and its copies to res, tells the
+// policy's cache of the use (thompson: and the Scheduler of each copy),
+// checks the budget, and returns what the op cost.
+func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident bool, keep keeper, th *Thompson) (float64, error) {
+	op := &e.w.Ops[i]
+	cost := e.dur[2*i+a]
+	res.ComputeUs += cost
+	if prev != a && op.ActBytes > 0 {
+		x := e.profs[offGPU].LinkUs(op.ActBytes)
+		cost += x
+		res.ActCopyUs += x
+		if th != nil && x > 0 {
+			th.ObserveTransfer(offGPU, a == offGPU, op.ActBytes, x)
+		}
+	}
+	copied := a == offGPU && !resident
+	if copied {
+		x := e.copyUs[op.Weight]
+		cost += x
+		res.WeightCopyUs += x
+		res.WeightCopies++
+		if th != nil && x > 0 {
+			th.ObserveTransfer(offGPU, true, e.w.Weights[op.Weight].Bytes, x)
+		}
+	}
+	if op.Weight >= 0 && !e.w.Weights[op.Weight].OnGPU {
+		admitted, err := keep.used(op.Weight, copied, op.Step, e.savedUs(i, res.Policy, th))
+		if err != nil {
+			return 0, err
+		}
+		if admitted && !copied { // the cache copies it in for its own sake
+			x := e.copyUs[op.Weight]
+			cost += x
+			res.WeightCopyUs += x
+			res.WeightCopies++
+		}
+	}
+	b := keep.bytes()
+	if b > e.w.Budget {
+		return 0, fmt.Errorf("%d cached bytes over the budget of %d", b, e.w.Budget)
+	}
+	res.MaxCachedBytes = max(res.MaxCachedBytes, b)
+	return cost, nil
 }
 
 // place is llama.cpp's rule (ggml-backend's op offload): an op runs where
