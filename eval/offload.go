@@ -37,6 +37,7 @@ type OffloadEnv struct {
 	profs   [2]*sim.Profile
 	arms    []Arm
 	dur     []float64 // [2·op + arm] µs, drawn for seed
+	mean    []float64 // [2·op + arm] µs, the true expected duration
 	copyUs  []float64 // per weight: its true copy time to the GPU
 	nominal []float64 // per weight: its copy time by the GPU's datasheet link
 }
@@ -52,6 +53,7 @@ func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*Offload
 	}
 	r := rand.New(rand.NewPCG(seed, 0x0ff10ad))
 	e.dur = make([]float64, 2*len(w.Ops))
+	e.mean = make([]float64, 2*len(w.Ops))
 	for i := range w.Ops {
 		s := w.Ops[i].Spec
 		for a, p := range e.profs {
@@ -59,6 +61,7 @@ func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*Offload
 			if err != nil {
 				return nil, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, i, err)
 			}
+			e.mean[2*i+a] = us * p.SpikeMean()
 			us *= math.Exp(sigma*r.NormFloat64() - sigma*sigma/2)
 			if p.SpikeProb > 0 && r.Float64() < p.SpikeProb {
 				us *= p.SpikeFactor
@@ -277,13 +280,14 @@ func (r offloadRule) place(op *sim.OffloadOp, prev int, resident, expert bool) i
 	return offCPU
 }
 
-// cheaper is the oracle's choice: the arm of least true cost for op i,
-// its copies priced.
+// cheaper is the oracle's choice: the arm of least expected cost for op
+// i by the true model (not the draw: the oracle knows the devices, not
+// the dice), its copies priced.
 func (e *OffloadEnv) cheaper(i, prev int, resident bool) int {
 	op := &e.w.Ops[i]
 	var c [2]float64
 	for a := range c {
-		c[a] = e.dur[2*i+a]
+		c[a] = e.mean[2*i+a]
 		if a != prev && op.ActBytes > 0 {
 			c[a] += e.profs[offGPU].LinkUs(op.ActBytes)
 		}
@@ -325,7 +329,7 @@ func (e *OffloadEnv) fillTask(t *Task, op *sim.OffloadOp, prev int, resident boo
 // sees it: the cheaper of the CPU and the GPU with the copy, less the GPU
 // without it (thompson: from its decision's estimates; oracle: the truth).
 func (e *OffloadEnv) savedUs(i int, policy string, th *Thompson) float64 {
-	cpu, gpu := e.dur[2*i+offCPU], e.dur[2*i+offGPU]
+	cpu, gpu := e.mean[2*i+offCPU], e.mean[2*i+offGPU]
 	cp := e.copyUs[e.w.Ops[i].Weight]
 	if policy == "thompson" {
 		d := th.Decision()
