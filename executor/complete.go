@@ -152,7 +152,7 @@ func (e *Executor) startLanes() {
 	}
 	e.loads = make([]load, len(groups))
 	e.observer.Add(1)
-	go e.observe()
+	go e.observeQueued()
 }
 
 // stopLanes ends the goroutines once everything queued has been observed.
@@ -220,10 +220,10 @@ func (e *Executor) hostWait(r *rec) {
 	}
 }
 
-// observe handles completed work in completion order, off the callers'
+// observeQueued handles completed work in completion order, off the callers'
 // path: timings reach the Scheduler and the link model, counters and the
 // trace; a failure is left for recovery.
-func (e *Executor) observe() {
+func (e *Executor) observeQueued() {
 	defer e.observer.Done()
 	for r := range e.completed {
 		if r.op {

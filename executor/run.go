@@ -148,11 +148,11 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			e.queueWaits(&res, readyAt, readyV)
 		}
 		sick, probes := e.unhealthy()
-		d, err := e.s.SelectExcept(s, res, failed|sick, why)
+		d, err := e.choose(s, res, failed|sick, why)
 		if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 			// Every healthy backend failed or none can run it: try those
 			// in back-off rather than fail.
-			d, err = e.s.SelectExcept(s, res, failed, why)
+			d, err = e.choose(s, res, failed, why)
 		}
 		if probes != 0 {
 			e.releaseProbes(probes, d.Backend, err == nil)
@@ -218,7 +218,7 @@ func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Ti
 		e.fallbacks.Add(1)
 	}
 	if tm.Duration > 0 {
-		_ = e.s.Observe(*d, tm) // a zero or absurd timing teaches nothing
+		e.observe(*d, tm) // a zero or absurd timing teaches nothing
 	}
 	if e.cfg.Recorder != nil {
 		e.record(s, *d, tm, xferUs)
