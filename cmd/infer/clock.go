@@ -37,8 +37,9 @@ func (c modelClock) read() sim.TimelineStats {
 // simulated ("sim:<profile>") they share one sim.Timeline of model x and
 // are handed to the Executor as they are, so that it sees their queues;
 // otherwise each is wrapped to meter its reported durations, the only
-// modelled time there is.
-func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.Info, modelClock, error) {
+// modelled time there is. opened is told of each backend as it opens,
+// unwrapped.
+func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) ([]backends.Backend, []backends.Info, modelClock, error) {
 	names := strings.Split(list, ",")
 	allSim := true
 	for i, n := range names {
@@ -68,6 +69,7 @@ func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.
 		if err != nil {
 			return fail(err)
 		}
+		opened(b)
 		infos = append(infos, b.Info())
 		if !allSim {
 			b = meter(b, clock.busy)

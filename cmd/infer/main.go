@@ -77,6 +77,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
+	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
@@ -249,7 +250,11 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
-	bes, infos, clock, err := openBackends(o.backends, o.execModel)
+	bes, infos, clock, err := openBackends(o.backends, o.execModel, func(b backends.Backend) {
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -258,11 +263,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			b.Close()
 		}
 	}()
-	for _, b := range bes {
-		if bl, ok := b.(interface{ BLAS() string }); ok {
-			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
-		}
-	}
 	st, err := parseStrategy(o.strategy, bes)
 	if err != nil {
 		return err

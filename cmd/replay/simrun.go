@@ -67,7 +67,6 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	defer notifyInterrupt()()
 	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load, Model: o.exec})
 	if err != nil {
 		return nil, nil, err
