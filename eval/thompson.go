@@ -78,6 +78,10 @@ func (p *Thompson) Choose(t *Task) int {
 	return d.Backend
 }
 
+// Decision returns the last decision Choose made (its Estimates and
+// Transfer price a weight's copy).
+func (p *Thompson) Decision() adaptive.Decision { return p.d }
+
 // Explored implements Explorer: the last decision's reason was Explore or
 // Prior (the bucket had no data for the arm chosen).
 func (p *Thompson) Explored() bool { return p.learn }

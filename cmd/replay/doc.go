@@ -22,6 +22,9 @@
 //     CSV's "# backend LABEL:" line does;
 //   - a simulator workload (-workload mixed-serving|decode|prefill with
 //     -sim-gpu GPU and -sim-cpu CPU);
+//   - an offload workload (-workload offload-dense|offload-moe): weights
+//     in host memory beside a GPU budget, run through eval.OffloadEnv
+//     with llama.cpp's offload rules, expert caches and thompson;
 //   - nothing: an embedded mixed-serving trace, recorded by this
 //     project's recorder from a simulator run (sim:h100 + sim:cpu2, placed
 //     by thompson, with 5% shadow runs).
@@ -87,6 +90,8 @@
 //	replay kineto.json.gz                    # a PyTorch profiler trace
 //	replay -workload mixed-serving -sim-gpu mi250 -ops 200000
 //	replay -table perf.csv -ops 100000       # a perf table's workload
+//	replay -workload offload-moe -sim-gpu pcie3x8 -moe 8,2 -gpu-mem 10% \
+//	    -routing sim/testdata/moe/expert_popularity_machine_learning.json -prompt 34 -rounds 64
 //	replay -table ~/.starpu/sampling/codelets/45 -ops 100000  # StarPU's models
 //	replay -json -policies thompson,roofline,oracle trace.jsonl
 //	replay -db ~/.cache/adaptsched/db trace.jsonl

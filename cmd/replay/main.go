@@ -41,7 +41,8 @@ type options struct {
 	progressMin int64 // input bytes from which a terminal gets a progress bar
 	input       string
 	guardOptions
-	fleet fleet.Flags // thompson's fleet (-fleet, -fleet-serve)
+	fleet   fleet.Flags  // thompson's fleet (-fleet, -fleet-serve)
+	offload offloadFlags // -workload offload-dense and offload-moe
 }
 
 // run is the command: it parses args, replays, writes the report to stdout
@@ -57,6 +58,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.record != "" {
 		if err := recordDefault(o.record); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+	if isOffload(o.workload) {
+		if err := runOffload(o, stdout); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
@@ -105,6 +113,16 @@ Chrome trace (PyTorch profiler / Kineto). Without TRACE, -workload replays
 a simulator workload, -table a perf table's workload, and with neither an
 embedded trace, recorded from a simulated mixed-serving run (sim:h100 +
 sim:cpu2), is replayed.
+
+-workload offload-dense and offload-moe keep weights in host memory
+(Llama-3-8B's first layers; every Mixtral 8x7B expert) beside a GPU
+budget (-gpu-mem), and compare thompson with llama.cpp's rule (llamacpp:
+offload iff the batch ≥ 32; ikllama: experts at 32·E/K), the best single
+threshold in hindsight (threshold-best), expert caches (lru, frequency)
+and an oracle that prices weight copies: total = compute + weight and
+activation copies. Their flags: -gpu-mem, -moe, -routing, -routing-drift,
+-zipf, -prompt, -ubatch, -batch, -decode, -rounds; -sim-gpu defaults to
+pcie3x8 and -sim-cpu to desktop16 there.
 
 thompson is adaptsched's Scheduler itself, called as the Executor calls
 it (Select with where each op's inputs live, Observe with the measured
@@ -159,14 +177,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.figures = append(o.figures, v)
 		return nil
 	})
-	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
+	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode, prefill, offload-dense or offload-moe")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
 	execName := fs.String("exec", "", "execution model of a simulator workload: async (queued work, timed by makespan; the default for -workload), sync (a wait after every op) or serial (the model before queues; the default for -table, whose rows were measured one at a time)")
 	fs.StringVar(&o.profile, "sim-gpu", "", "simulated GPU `PROFILE`: the GPU of -workload (default h100), or the model of a TRACE's GPU durations it lacks (default h100 for a trace of CPUs only)")
 	fs.StringVar(&o.cpuProfile, "sim-cpu", "cpu2", "simulated CPU `PROFILE` paired with -sim-gpu: the CPU of -workload, or the model of a TRACE's CPU durations it lacks")
 	deprecated(fs, stderr, "profile", "sim-gpu")
 	deprecated(fs, stderr, "cpu-profile", "sim-cpu")
-	fs.Float64Var(&o.zipf, "zipf", 1, "Zipf exponent of a perf table's workload (0: rows uniform)")
+	fs.Float64Var(&o.zipf, "zipf", 1, "Zipf exponent of a perf table's workload (0: rows uniform), and of offload-moe's expert popularity without -routing")
+	o.offload.register(fs)
 	fs.StringVar(&o.format, "format", "auto", "TRACE format: auto, jsonl or chrome")
 	fs.IntVar(&o.top, "top", 5, "buckets listed where the policies disagree most")
 	fs.StringVar(&o.record, "record-default", "", "write the embedded default trace to `FILE` and exit (maintainers)")
@@ -186,6 +205,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(stderr, "replay: "+format+"\n", args...)
 		fmt.Fprintln(stderr, usageHint)
 		return o, errUsage
+	}
+	if isOffload(o.workload) {
+		return parseOffload(o, fs, *pol, *execName, fail)
 	}
 	switch fs.NArg() {
 	case 0:

@@ -11,7 +11,7 @@ import (
 )
 
 // workloadNames are the simulator workloads of -workload.
-var workloadNames = []string{"mixed-serving", "decode", "prefill"}
+var workloadNames = []string{"mixed-serving", "decode", "prefill", "offload-dense", "offload-moe"}
 
 // The simulator workloads' defaults.
 const (

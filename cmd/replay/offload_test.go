@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const mlRouting = "../../sim/testdata/moe/expert_popularity_machine_learning.json"
+
+func TestOffloadWorkload(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"-workload", "offload-moe", "-sim-gpu", "pcie3x8", "-moe", "8,2", "-gpu-mem", "10%", "-routing", mlRouting,
+		"-routing-drift", strings.Replace(mlRouting, "machine_learning", "college_medicine", 1) + "@0.5", "-prompt", "34", "-rounds", "2", "-json"}
+	if code := run(args, nil, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	var rep OffloadReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.GPU != "sim:pcie3x8" || rep.CPU != "sim:desktop16" || rep.Steps != 2 || rep.BudgetBytes <= 0 || len(rep.Policies) != 7 {
+		t.Fatalf("report %+v", rep)
+	}
+	best := 1e300
+	for _, p := range rep.Policies {
+		best = min(best, p.TotalMs)
+		if p.MaxCachedBytes > rep.BudgetBytes {
+			t.Errorf("%s cached %d bytes over the budget %d", p.Policy, p.MaxCachedBytes, rep.BudgetBytes)
+		}
+		if p.Policy == "ikllama" && (p.Threshold == nil || *p.Threshold != 128) {
+			t.Errorf("ikllama's expert threshold %v, want 32·8/2 = 128", p.Threshold)
+		}
+	}
+	for _, p := range rep.Policies {
+		if p.XBest < 1 || p.XBest == 1 && p.TotalMs != best {
+			t.Errorf("%s: ×best %.3f", p.Policy, p.XBest)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"-workload", "offload-dense", "-gpu-mem", "50%", "-decode", "4", "-batch", "8", "-policies", "llamacpp,thompson"}, nil, &out, &errs); code != 0 {
+		t.Fatalf("dense: exit %d: %s", code, errs.String())
+	}
+	if !strings.Contains(out.String(), "offload-dense/llama-3-8b") || !strings.Contains(out.String(), "llamacpp") || strings.Contains(out.String(), "lru") {
+		t.Errorf("dense table:\n%s", out.String())
+	}
+}
+
+func TestOffloadErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-moe", "16,2", "-routing", mlRouting}, "expert_popularity_machine_learning.json: layer 0: 8 experts, want 16"},
+		{[]string{"-moe", "8"}, `-moe "8": want E,K`},
+		{[]string{"-moe", "2,3"}, `-moe "2,3"`},
+		{[]string{"-gpu-mem", "120%"}, "share in 0–100%"},
+		{[]string{"-gpu-mem", "lots"}, "want bytes or a share"},
+		{[]string{"-routing-drift", mlRouting}, "want FILE@F"},
+		{[]string{"-routing-drift", mlRouting + "@1.5"}, "want FILE@F"},
+		{[]string{"-routing", "none.json"}, "none.json"},
+		{[]string{"-policies", "static2x"}, `unknown offload policy "static2x"`},
+		{[]string{"-sim-gpu", "desktop16"}, "want a GPU profile"},
+		{[]string{"-exec", "async"}, "-exec serial only"},
+	} {
+		var out, errs bytes.Buffer
+		args := append([]string{"-workload", "offload-moe"}, c.args...)
+		if code := run(args, nil, &out, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", c.args, code, errs.String(), c.want)
+		}
+	}
+}
