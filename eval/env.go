@@ -22,6 +22,12 @@ type EnvOptions struct {
 	// Seed draws the durations that OracleUs and Truth report before the
 	// first Run (Run redraws for its own seed).
 	Seed uint64
+	// Model is the execution model runs are timed under (default
+	// sim.Serial, the model before queues): under Async and Synchronous
+	// an op's duration is the time it occupies its device
+	// (sim.Arm.TruthIn), and Result.MakespanUs is the run's critical
+	// path on a sim.Timeline; thompson is told each arm's queue wait.
+	Model sim.ExecModel
 }
 
 // Env is a workload materialised against a set of arms, with everything
@@ -60,6 +66,7 @@ type EnvOptions struct {
 // made to learn (Explorer; 0 for a policy that never explores).
 type Env struct {
 	name     string
+	model    sim.ExecModel
 	arms     []sim.Arm
 	bArms    []Arm
 	nA       int
@@ -87,11 +94,18 @@ type Env struct {
 	drawSeed uint64
 	drawn    bool
 	warms    bool // some arm's first run of a kernel is slower (WarmupFactor > 1)
+	// afters are the distinct sim.Op.After lists, afters[0] = nil (the op
+	// before), so that an opRec stays small; afterOf finds them by their
+	// first element's address (a workload's ops share their step's lists).
+	afters  [][]int
+	afterOf map[*int]int32
 }
 
 type opRec struct {
 	key, bucket int32
 	act         int64
+	after       int32 // index of its sim.Op.After in Env.afters; 0: the op before
+	wait        bool  // sim.Op.HostWait
 }
 
 type keyInfo struct {
@@ -108,7 +122,10 @@ func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if len(arms) == 0 {
 		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
 	}
-	e := &Env{name: w.Name(), arms: arms, nA: len(arms), kernels: map[string]int32{}}
+	if opt.Model > sim.Synchronous {
+		return nil, fmt.Errorf("%w: execution model %v", ErrInvalidSetup, opt.Model)
+	}
+	e := &Env{name: w.Name(), model: opt.Model, arms: arms, nA: len(arms), kernels: map[string]int32{}}
 	seen := map[string]bool{}
 	for i, a := range arms {
 		if a.Profile == nil {
@@ -171,7 +188,12 @@ func (e *Env) addOp(op sim.Op) error {
 		}
 		e.keys = append(e.keys, k)
 	}
-	e.ops = append(e.ops, opRec{key: int32(op.Key), bucket: int32(op.Bucket), act: op.ActBytes})
+	for _, b := range op.After {
+		if b < 1 || b > len(e.ops) {
+			return fmt.Errorf("%w: op %d reads op %d back", ErrInvalidSetup, len(e.ops), b)
+		}
+	}
+	e.ops = append(e.ops, opRec{key: int32(op.Key), bucket: int32(op.Bucket), act: op.ActBytes, after: e.afterIndex(op.After), wait: op.HostWait})
 	return nil
 }
 
@@ -192,7 +214,7 @@ func (e *Env) newKey(op sim.Op) (keyInfo, error) {
 	}
 	k.kernel = kid
 	for a, arm := range e.arms {
-		base, sigma, err := arm.Truth(s)
+		base, sigma, err := arm.TruthIn(s, e.model)
 		if err != nil {
 			return keyInfo{}, fmt.Errorf("%w: op %d: %w", ErrInvalidSetup, len(e.ops), err)
 		}
@@ -284,6 +306,17 @@ type Result struct {
 	// OracleUs and the figures above cover the ops run (the oracle's
 	// shares and per-bucket decisions still cover the whole workload).
 	Stopped bool
+	// Model is the execution model the run was timed under
+	// (EnvOptions.Model). MakespanUs is its time on a sim.Timeline, the
+	// critical path (TotalUs, up to rounding, under sim.Serial); BoundUs
+	// the least time of its placement: the largest of the host's issue
+	// time IssueUs and each arm's busy time BusyUs. SyncUs is the host's
+	// time in synchronisation. Steps counts the ops the host waited for
+	// (sim.Op.HostWait): a decode's tokens are Steps × its batch.
+	Model                                sim.ExecModel
+	MakespanUs, BoundUs, IssueUs, SyncUs float64
+	BusyUs                               []float64
+	Steps                                int64
 }
 
 // RegretBetween returns the regret in percent of the ops in [from, to):
@@ -351,7 +384,9 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	warm := make([]bool, len(e.kernels)*nA)
 	var offOracle, explore int64
 	ran := int64(len(e.ops))
-	loc, seg, oi := -1, 0, 0
+	seg, oi := 0, 0
+	ck := newClock(e.model, e.arms, len(e.ops))
+	var inBuf [adaptive.MaxInputs]input
 	for t, o := range e.ops {
 		ti := int64(t)
 		e.cur = ti
@@ -366,20 +401,9 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		seg = e.segOf(ti, seg)
 		k := &e.keys[o.key]
 		task := &k.task
-		task.Res = adaptive.Residency{}
-		if o.act > 0 {
-			on := adaptive.Host
-			if loc >= 0 {
-				on = adaptive.Backend(loc)
-			}
-			task.Res.Add(on, o.act)
-		}
-		for a := range nA {
-			task.Transfer[a] = 0
-			if o.act > 0 && e.linkUs(o.act, loc, a) > 0 {
-				task.Transfer[a] = float64(o.act)
-			}
-		}
+		ins := ck.inputs(t, &o, e.afters, &inBuf)
+		e.residency(task, ins)
+		ck.queueWait(&task.Res, ins)
 		a := p.Choose(task)
 		if ex != nil && ex.Explored() {
 			explore++
@@ -398,14 +422,21 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		if each != nil {
 			each(task, a, us)
 		}
-		x := e.linkUs(o.act, loc, a)
-		if xo != nil && x > 0 {
-			e.reportCopies(xo, o.act, loc, a)
+		var x float64
+		for _, in := range ins {
+			xi := e.linkUs(in.bytes, in.arm, a)
+			if xo != nil && xi > 0 {
+				e.reportCopies(xo, in.bytes, in.arm, a)
+			}
+			x += xi
+		}
+		ck.run(t, ins, a, us, o.wait)
+		if o.wait {
+			res.Steps++
 		}
 		res.ComputeUs += us
 		res.TransferUs += x
 		res.TotalUs += us + x
-		loc = a
 		counts[a]++
 		perBucket[o.bucket][a]++
 		if l := last[o.bucket]; l >= 0 && int(l) != a {
@@ -425,6 +456,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		res.Ops, res.OracleUs = ran, e.oracle[oi]
 	}
 	res.Points = append(res.Points, Point{Op: ran, PolicyUs: res.TotalUs, OracleUs: res.OracleUs})
+	ck.finish(&res)
 	res.RegretPct = pct(res.TotalUs, res.OracleUs)
 	if !res.Stopped {
 		res.ShapeOracleUs = e.shapeOracleUs

@@ -38,3 +38,14 @@ func (a Arm) Truth(spec kernels.Spec) (baseUs, sigma float64, err error) {
 	w := spec.Work()
 	return a.Profile.baseUs(spec, float64(w.FLOPs), float64(w.Bytes())), a.Profile.Sigma, nil
 }
+
+// TruthIn is Truth under the execution model m: for a profile arm the
+// time the op occupies the device (Profile.OpUs) rather than BaseUs; a
+// table arm's measured means are what they are under every model.
+func (a Arm) TruthIn(spec kernels.Spec, m ExecModel) (baseUs, sigma float64, err error) {
+	base, sigma, err := a.Truth(spec)
+	if err != nil || a.table != nil || m == Serial {
+		return base, sigma, err
+	}
+	return base - a.Profile.LaunchUs + a.Profile.GapUs, sigma, nil
+}

@@ -26,11 +26,19 @@ type Options struct {
 	seed        uint64
 	skipCompute bool
 	events      []Event
+	timeline    *Timeline
 }
 
 // DefaultOptions returns the defaults: seed 1, results computed with the
-// reference kernels, no scheduled events.
+// reference kernels, no scheduled events, a Timeline of the device's own
+// in the Serial model.
 func DefaultOptions() Options { return Options{seed: 1} }
+
+// WithTimeline returns o with the virtual clock the device runs on
+// (default: a Timeline of its own in the Serial model, so that a device
+// opened alone reports the durations it always has). Devices of one run
+// share one Timeline, which reports the run's makespan.
+func (o Options) WithTimeline(t *Timeline) Options { o.timeline = t; return o }
 
 // WithSeed returns o with the seed of the device's noise (default 1): two
 // devices with the same profile, seed and calls report the same durations.
@@ -62,6 +70,9 @@ type Device struct {
 	seen   map[string]bool // kernels (op, dtype) already run once (warm-up)
 	used   int64           // bytes allocated and not freed
 	closed bool
+	tl     *Timeline
+	lanes  []int   // the device's lanes on tl: compute, then the link if it has one
+	failed []*work // queued work that failed, for Sync
 }
 
 var _ backends.Backend = (*Device)(nil)
@@ -86,12 +97,24 @@ func New(p *Profile, opt Options) (*Device, error) {
 			return nil, err
 		}
 	}
-	return &Device{
+	d := &Device{
 		prof: *p, opt: opt,
 		rng:  rand.New(rand.NewPCG(opt.seed, 0x5eed_0f_de71ce)),
 		seen: map[string]bool{},
-	}, nil
+		tl:   opt.timeline,
+	}
+	if d.tl == nil {
+		d.tl = NewTimeline(Serial)
+	}
+	d.lanes = append(d.lanes, d.tl.Lane("sim:"+p.Name))
+	if !p.Shared {
+		d.lanes = append(d.lanes, d.tl.Lane("sim:"+p.Name+" link"))
+	}
+	return d, nil
 }
+
+// Timeline returns the virtual clock the device runs on.
+func (d *Device) Timeline() *Timeline { return d.tl }
 
 // Profile returns a copy of the device's profile.
 func (d *Device) Profile() Profile { return d.prof }
@@ -223,42 +246,6 @@ func (d *Device) transfer(n int64) backends.Timing {
 	return backends.Timing{Duration: micros(us), Clock: backends.Simulated}
 }
 
-// Write implements backends.Backend.
-func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
-	b, err := d.bytesOf(dst)
-	if err != nil {
-		return backends.Timing{}, d.fail("write", err)
-	}
-	if len(b) != len(src) {
-		return backends.Timing{}, d.fail("write", fmt.Errorf("%w: %d bytes into a buffer of %d", kernels.ErrBufferSize, len(src), len(b)))
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.lost(d.runs); err != nil {
-		return backends.Timing{}, d.fail("write", err)
-	}
-	copy(b, src)
-	return d.transfer(int64(len(src))), nil
-}
-
-// Read implements backends.Backend.
-func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
-	b, err := d.bytesOf(src)
-	if err != nil {
-		return backends.Timing{}, d.fail("read", err)
-	}
-	if len(b) != len(dst) {
-		return backends.Timing{}, d.fail("read", fmt.Errorf("%w: buffer of %d bytes into %d", kernels.ErrBufferSize, len(b), len(dst)))
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.lost(d.runs); err != nil {
-		return backends.Timing{}, d.fail("read", err)
-	}
-	copy(dst, b)
-	return d.transfer(int64(len(dst))), nil
-}
-
 // lost reports ErrDeviceLost once the device is closed or a DeviceLost
 // event covers op i.
 func (d *Device) lost(i int64) error {
@@ -271,54 +258,6 @@ func (d *Device) lost(i int64) error {
 		}
 	}
 	return nil
-}
-
-// Run implements backends.Backend: it checks the buffers, computes the
-// result with kernels.Reference unless WithSkipCompute was set, and
-// returns the duration drawn from the profile. Every call counts as one
-// op for the scheduled events, failed ones included.
-func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	op := s.Op.String()
-	if err := d.Supports(s); err != nil {
-		return backends.Timing{}, d.fail(op, err)
-	}
-	ins := make([][]byte, len(in))
-	for i, b := range in {
-		var err error
-		if ins[i], err = d.bytesOf(b); err != nil {
-			return backends.Timing{}, d.fail(op, fmt.Errorf("input %d: %w", i, err))
-		}
-	}
-	ob, err := d.bytesOf(out)
-	if err != nil {
-		return backends.Timing{}, d.fail(op, fmt.Errorf("output: %w", err))
-	}
-	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
-		return backends.Timing{}, d.fail(op, err)
-	}
-	d.mu.Lock()
-	i := d.runs
-	d.runs++
-	if err := d.lost(i); err != nil {
-		d.mu.Unlock()
-		return backends.Timing{}, d.fail(op, err)
-	}
-	if err := d.injected(i, false); err != nil {
-		d.mu.Unlock()
-		return backends.Timing{}, d.fail(op, err)
-	}
-	key := KernelKey(s)
-	first := !d.seen[key] // the kernel's first run (Profile.WarmupFactor)
-	d.seen[key] = true
-	compute, _ := Slowdown(d.opt.events, i)
-	us := d.prof.sample(d.rng, d.prof.BaseUs(s)*compute, first)
-	d.mu.Unlock()
-	if !d.opt.skipCompute {
-		if err := kernels.Reference(s, ins, ob); err != nil {
-			return backends.Timing{}, d.fail(op, err)
-		}
-	}
-	return backends.Timing{Duration: micros(us), Clock: backends.Simulated}, nil
 }
 
 // Close implements backends.Backend.

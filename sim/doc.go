@@ -20,6 +20,14 @@
 //     have it (LoadTable: free-text shapes, BOM, blank counts, hardware
 //     figures per backend in "# backend LABEL:" lines) or StarPU's own
 //     history-based models, format 45 (LoadStarPU, LoadStarPUDir).
+//   - A Timeline is the virtual clock of one run: the host issues work,
+//     each device runs its queue in order, and a step's time is its
+//     makespan (Async), or every op waits for its end (Synchronous), or
+//     durations add up as before queues (Serial, the default of a device
+//     opened alone). Device implements backends.Queuer on it; the
+//     profiles' issue, gap and synchronisation costs are cited in
+//     launch.go. Op.After gives a workload's dependencies: the Qwen1.5
+//     MoE model's experts are independent branches.
 //   - Arm pairs a profile (or a perf table's column) with scheduled
 //     events for an evaluation; Arm.Truth is its ground truth per op,
 //     which only the evaluation's oracle sees.

@@ -22,4 +22,7 @@ var (
 	// ErrInvalidSetup: an arm was asked for the truth of an op it cannot
 	// run (Arm.Truth).
 	ErrInvalidSetup = errors.New("sim: invalid setup")
+	// ErrDependency: queued work did not run because work it was queued
+	// after failed; the error wraps that failure too.
+	ErrDependency = errors.New("sim: queued after work that failed")
 )

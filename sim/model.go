@@ -19,6 +19,10 @@ type Model struct {
 	// Weights is the weights' dtype: F32 runs MatMul, Q8_0 and Q4_0 run
 	// QuantizedMatMul (llama.cpp's formats).
 	Weights kernels.DType
+	// A mixture-of-experts model replaces each layer's FFN by Experts
+	// experts of width ExpertFFN, TopK of them per token, beside one
+	// shared expert of width FFN; 0 Experts is a dense model.
+	Experts, TopK, ExpertFFN int
 }
 
 // The models, dimensions from each model's config.json on Hugging Face.
@@ -29,10 +33,14 @@ var (
 	Llama32_1B = Model{Name: "llama-3.2-1b", Hidden: 2048, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256, Layers: 16, Weights: kernels.Q8_0}
 	// Qwen25_05B is Qwen/Qwen2.5-0.5B in f32.
 	Qwen25_05B = Model{Name: "qwen2.5-0.5b", Hidden: 896, Heads: 14, KVHeads: 2, FFN: 4864, Vocab: 151936, Layers: 24, Weights: kernels.F32}
+	// Qwen15MoE is Qwen/Qwen1.5-MoE-A2.7B, 8-bit: 60 experts of width
+	// 1408, 4 per token, and a shared expert of width 5632.
+	Qwen15MoE = Model{Name: "qwen1.5-moe-a2.7b", Hidden: 2048, Heads: 16, KVHeads: 16, FFN: 5632, Vocab: 151936, Layers: 24,
+		Weights: kernels.Q8_0, Experts: 60, TopK: 4, ExpertFFN: 1408}
 )
 
-// Models returns the models, largest first.
-func Models() []Model { return []Model{Llama3_8B, Llama32_1B, Qwen25_05B} }
+// Models returns the models, largest first, the mixture of experts last.
+func Models() []Model { return []Model{Llama3_8B, Llama32_1B, Qwen25_05B, Qwen15MoE} }
 
 // LookupModel returns the model called name.
 func LookupModel(name string) (Model, error) {
@@ -53,10 +61,64 @@ func (m Model) validate() error {
 		m.Hidden%m.Heads != 0 || m.Heads%m.KVHeads != 0 || m.HeadDim()%2 != 0 {
 		return fmt.Errorf("%w: model %q dimensions %+v", ErrInvalidWorkload, m.Name, m)
 	}
-	if m.Weights.Quantized() && (m.Hidden%kernels.QK != 0 || m.FFN%kernels.QK != 0) {
+	if m.Experts < 0 || m.Experts > 0 && (m.TopK <= 0 || m.TopK > m.Experts || m.ExpertFFN <= 0) {
+		return fmt.Errorf("%w: model %q: %d experts, %d per token, width %d", ErrInvalidWorkload, m.Name, m.Experts, m.TopK, m.ExpertFFN)
+	}
+	if m.Weights.Quantized() && (m.Hidden%kernels.QK != 0 || m.FFN%kernels.QK != 0 || m.ExpertFFN%kernels.QK != 0) {
 		return fmt.Errorf("%w: model %q: %v needs widths that are multiples of %d", ErrInvalidWorkload, m.Name, m.Weights, kernels.QK)
 	}
 	return nil
+}
+
+// projSpec is the projection of rows × in activations to out features.
+func (m Model) projSpec(rows, in, out int) kernels.Spec {
+	if m.Weights == kernels.F32 {
+		return kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{rows, in}, {in, out}}}
+	}
+	return kernels.Spec{Op: kernels.QuantizedMatMul, DType: m.Weights, In: []kernels.Shape{{rows, in}, {out, in}}}
+}
+
+// experts appends a MoE layer's FFN to ops, whose last op is the FFN's
+// RMSNorm: the router's projection, then the shared expert and the
+// active experts as independent branches (gate and up projections of the
+// normed activations, SwiGLU, down projection), then residual Adds that
+// sum the branches in order. tokens × TopK routed rows spread over
+// min(Experts, tokens × TopK) active experts, evenly: which experts a
+// token picks changes no op's shape, so the branches are the same every
+// step.
+func (m Model) experts(ops []opTemplate, tokens int) []opTemplate {
+	norm := len(ops) - 1
+	at := func(s kernels.Spec, act int64, deps ...int) int {
+		after := make([]int, len(deps))
+		for i, d := range deps {
+			after[i] = len(ops) - d
+		}
+		ops = append(ops, opTemplate{spec: s, actBytes: act, after: after})
+		return len(ops) - 1
+	}
+	router := m.projSpec(tokens, m.Hidden, m.Experts)
+	at(router, router.InBytes(0), norm)
+	branch := func(rows, width int) int {
+		up := m.projSpec(rows, m.Hidden, width)
+		g := at(up, up.InBytes(0), norm)
+		u := at(up, up.InBytes(0), norm)
+		sw := kernels.Spec{Op: kernels.SwiGLU, DType: kernels.F32, In: []kernels.Shape{{rows, width}, {rows, width}}}
+		s := at(sw, sw.InBytes(0)+sw.InBytes(1), g, u)
+		down := m.projSpec(rows, width, m.Hidden)
+		return at(down, down.InBytes(0), s)
+	}
+	downs := []int{branch(tokens, m.FFN)}
+	slots := tokens * m.TopK
+	active := min(m.Experts, slots)
+	for range active {
+		downs = append(downs, branch((slots+active-1)/active, m.ExpertFFN))
+	}
+	sum := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{tokens, m.Hidden}, {tokens, m.Hidden}}}
+	acc := norm - 1 // the attention's residual Add
+	for _, d := range downs {
+		acc = at(sum, sum.InBytes(0)+sum.InBytes(1), acc, d)
+	}
+	return ops
 }
 
 // step is one forward pass: batch sequences of seq new tokens each,
@@ -67,6 +129,7 @@ type step struct{ batch, seq, kv int }
 type opTemplate struct {
 	spec     kernels.Spec
 	actBytes int64
+	after    []int // Op.After
 }
 
 // forward returns the ops of one forward pass, in execution order:
@@ -111,6 +174,10 @@ func (m Model) forward(st step) []opTemplate {
 		proj(tokens, m.Heads*d, m.Hidden)
 		add(kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{tokens, m.Hidden}, {tokens, m.Hidden}}}, 0, 1)
 		norm(tokens)
+		if m.Experts > 0 {
+			ops = m.experts(ops, tokens)
+			continue
+		}
 		proj(tokens, m.Hidden, m.FFN)
 		proj(tokens, m.Hidden, m.FFN)
 		add(kernels.Spec{Op: kernels.SwiGLU, DType: kernels.F32, In: []kernels.Shape{{tokens, m.FFN}, {tokens, m.FFN}}}, 0, 1)

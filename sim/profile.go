@@ -49,18 +49,25 @@ type Profile struct {
 	// PeakGFLOPS and PeakMemGBps are the hardware's real peaks, which the
 	// efficiencies below apply to (0: the datasheet's, Nominal).
 	PeakGFLOPS, PeakMemGBps float64
-	LaunchUs                float64 // per-op launch, dispatch and synchronisation, µs
-	MatEff                  float64 // fraction of PeakGFLOPS a large f32 matmul reaches
-	TileM, TileN, TileK     float64 // half-saturation dimensions of the matmul efficiency
-	VecEff                  float64 // fraction of PeakGFLOPS reached by non-matrix ops
-	BWEff                   float64 // fraction of PeakMemGBps a large streaming op reaches
-	BWHalfBytes             float64 // bytes at which half the achievable bandwidth is reached
-	LinkGBps                float64 // achieved host↔device bandwidth, GB/s (0 when Shared)
-	LinkLatencyUs           float64 // achieved host↔device copy latency, µs
-	Sigma                   float64 // run-to-run σ of ln(duration)
-	SpikeProb               float64 // probability that one run is a spike
-	SpikeFactor             float64 // a spike's slowdown (×)
-	WarmupFactor            float64 // the first run of each kernel is this much slower (×)
+	LaunchUs                float64 // per-op launch, dispatch and synchronisation, µs (the Serial model)
+	// The Async and Synchronous models split LaunchUs into what each side
+	// pays (Timeline): the host's time to issue one op or copy through
+	// the runtime, the device's time per op beyond its work (command
+	// fetch, kernel start and end, its timing events), and the host's
+	// time to resume after waiting for work, µs. The figures and their
+	// sources are beside each profile's, in launchCosts.
+	IssueUs, GapUs, SyncUs float64
+	MatEff                 float64 // fraction of PeakGFLOPS a large f32 matmul reaches
+	TileM, TileN, TileK    float64 // half-saturation dimensions of the matmul efficiency
+	VecEff                 float64 // fraction of PeakGFLOPS reached by non-matrix ops
+	BWEff                  float64 // fraction of PeakMemGBps a large streaming op reaches
+	BWHalfBytes            float64 // bytes at which half the achievable bandwidth is reached
+	LinkGBps               float64 // achieved host↔device bandwidth, GB/s (0 when Shared)
+	LinkLatencyUs          float64 // achieved host↔device copy latency, µs
+	Sigma                  float64 // run-to-run σ of ln(duration)
+	SpikeProb              float64 // probability that one run is a spike
+	SpikeFactor            float64 // a spike's slowdown (×)
+	WarmupFactor           float64 // the first run of each kernel is this much slower (×)
 }
 
 // The profiles. Nominal figures are vendor datasheet numbers (cited);
@@ -225,6 +232,7 @@ func (p *Profile) Validate() error {
 		{"LaunchUs", p.LaunchUs}, {"TileM", p.TileM}, {"TileN", p.TileN}, {"TileK", p.TileK},
 		{"BWHalfBytes", p.BWHalfBytes}, {"PeakGFLOPS", p.PeakGFLOPS}, {"PeakMemGBps", p.PeakMemGBps}, {"LinkLatencyUs", p.LinkLatencyUs}, {"Sigma", p.Sigma},
 		{"SpikeProb", p.SpikeProb}, {"Nominal.DispatchUs", p.Nominal.DispatchUs},
+		{"IssueUs", p.IssueUs}, {"GapUs", p.GapUs}, {"SyncUs", p.SyncUs},
 	}
 	for _, f := range nonneg {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
@@ -338,6 +346,20 @@ func (p *Profile) baseUs(s kernels.Spec, flops, bytes float64) float64 {
 	compute := flops / rate
 	memory := (bytes + p.BWHalfBytes) / (gbps * 1e3 * p.BWEff) // bytes per µs
 	return p.LaunchUs + max(compute, memory)
+}
+
+// DeviceUs returns the true noise-free time s occupies p's queue under
+// the Async and Synchronous models: BaseUs with GapUs in place of
+// LaunchUs (the host's issue and synchronisation are charged apart).
+func (p *Profile) DeviceUs(s kernels.Spec) float64 { return p.BaseUs(s) - p.LaunchUs + p.GapUs }
+
+// OpUs returns the true noise-free duration a device reports for s under
+// model m: BaseUs for Serial, DeviceUs otherwise.
+func (p *Profile) OpUs(s kernels.Spec, m ExecModel) float64 {
+	if m == Serial {
+		return p.BaseUs(s)
+	}
+	return p.DeviceUs(s)
 }
 
 // SpikeMean returns the mean factor that spikes add: 1 + SpikeProb·(SpikeFactor−1).

@@ -26,6 +26,15 @@ type Op struct {
 	// must cross the link when this op runs on the other side; weights and
 	// the KV cache are resident on every device.
 	ActBytes int64
+	// After lists the ops whose outputs this op reads, as distances back
+	// in the stream (1: the op just before), ActBytes split evenly among
+	// them; nil means the op just before (a chain). Ops that read none of
+	// each other's outputs (a MoE layer's experts) may run at once.
+	// Shared by ops of the same step: do not modify.
+	After []int
+	// HostWait marks an op whose result the host reads before it issues
+	// more work (a step's last op: the next token is sampled from it).
+	HostWait bool
 }
 
 // Workload is a deterministic stream of ops. Next returns the next op, or
@@ -61,7 +70,7 @@ func (c *catalogue) number(ts []opTemplate) []Op {
 			b = len(c.buckets)
 			c.buckets[name] = b
 		}
-		ops[i] = Op{Spec: t.spec, Key: k, Bucket: b, BucketName: name, ActBytes: t.actBytes}
+		ops[i] = Op{Spec: t.spec, Key: k, Bucket: b, BucketName: name, ActBytes: t.actBytes, After: t.after, HostWait: i == len(ts)-1}
 	}
 	return ops
 }

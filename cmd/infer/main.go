@@ -8,7 +8,7 @@
 //
 //	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [-metrics ADDR] [fleet flags] [model flags]
+//	      [-json [-step-times]] [-sync | -exec async|sync|serial] [-metrics ADDR] [fleet flags] [model flags]
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
@@ -35,11 +35,18 @@
 // through the Executor; oracle (simulated backends only) places each op
 // where the simulator's true mean duration plus transfer is lowest.
 //
-// Two throughputs are reported: tokens per wall-clock second, and tokens
-// per modelled second, the sum of the durations the backends reported for
-// every op and copy. With simulated devices only the modelled figure means
-// anything (they report modelled durations without sleeping); compare
-// strategies on sim:* backends by modelled_tokens_per_s. The first -warmup
+// Throughputs reported: tokens per wall-clock second, and tokens per
+// modelled second. When every backend is simulated (sim:*), they share
+// one virtual clock (sim.Timeline) and the modelled time is the run's
+// makespan under -exec (async: queued work, the host waiting only for
+// what it reads; -sync or -exec sync: a wait after every op; -exec
+// serial: the model before queues, durations summed), beside
+// bound_tokens_per_s, the placement's bound (the largest of the host's
+// issue time and each device's busy time). Otherwise the modelled time is
+// the sum of the durations the backends reported for every op and copy.
+// With simulated devices only the modelled figure means anything (they
+// report modelled durations without sleeping); compare strategies on
+// sim:* backends by modelled_tokens_per_s. The first -warmup
 // decode steps are left out of both figures (cold_modelled_tokens_per_s
 // keeps them), so strategies that learn and those that do not can be
 // compared after the same warm-up.
@@ -62,7 +69,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,12 +77,12 @@ import (
 	"github.com/rs/zerolog/log"
 
 	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/sim"
 )
 
 // options are the command's flags.
@@ -85,6 +91,9 @@ type options struct {
 	tokens, batch, requests       int
 	prompt, warmup                int
 	json, stream, stepTimes       bool
+	sync                          bool          // -sync: the synchronous execution model
+	exec                          string        // -exec: the simulated devices' execution model
+	execModel                     sim.ExecModel // -exec and -sync, parsed
 	resetStore, logJSON, verbose  bool
 	model                         ModelConfig
 	fleet                         fleet.Flags
@@ -122,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
+	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
+	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")
 	fs.BoolVar(&o.stream, "stream", false, "print each generated token (request:token) on stdout")
 	fs.IntVar(&o.model.Dim, "dim", o.model.Dim, "model width")
 	fs.IntVar(&o.model.Layers, "layers", o.model.Layers, "transformer blocks")
@@ -165,6 +176,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.model.validate(); err != nil {
 		return o, err
 	}
+	if err := o.parseExec(); err != nil {
+		return o, err
+	}
 	avail, known := availableBytes()
 	return o, checkMemory(o.model, o.batch, avail, known)
 }
@@ -183,6 +197,14 @@ type Summary struct {
 	// Tokens over it.
 	ModelledSeconds    float64 `json:"modelled_seconds"`
 	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
+	// BoundTokensPerS is Tokens over the least time of the placement that
+	// ran: the largest of the host's issue time and each simulated
+	// device's busy time (0 unless every backend is simulated), so that
+	// ModelledTokensPerS / BoundTokensPerS is the pipeline's efficiency.
+	BoundTokensPerS float64 `json:"bound_tokens_per_s"`
+	// ExecModel is the simulated devices' execution model (sim.ExecModel:
+	// async, or sync with -sync); empty unless every backend is simulated.
+	ExecModel string `json:"exec_model,omitempty"`
 	// WarmupSteps decode steps (WarmupTokens tokens) ran before the
 	// measured ones and are in no figure above; ColdModelledTokensPerS
 	// counts them too.
@@ -223,27 +245,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
 	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
-	var bes []backends.Backend
+	bes, infos, clock, err := openBackends(o.backends, o.execModel)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, b := range bes {
 			b.Close()
 		}
 	}()
-	var infos []backends.Info
-	busy := new(atomic.Int64) // ns the backends reported
-	for _, name := range strings.Split(o.backends, ",") {
-		b, err := backends.Open(strings.TrimSpace(name))
-		if err != nil {
-			return err
-		}
-		bes = append(bes, metered{Backend: b, ns: busy})
-		infos = append(infos, b.Info())
-	}
 	st, err := parseStrategy(o.strategy, bes)
 	if err != nil {
 		return err
 	}
-	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger}}
+	// The models other than async wait for every op: the Executor does too.
+	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger},
+		Synchronous: o.execModel != sim.Async}
 	var src metricSources
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
@@ -290,6 +307,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer m.Free()
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
+	sum.ExecModel = clock.modelName()
 	for _, in := range infos {
 		sum.Backends = append(sum.Backends, in.Name)
 	}
@@ -297,7 +315,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		status = &statusLine{w: stderr, e: e}
 	}
-	sv, err := serve(ctx, m, o, stdout, status, busy)
+	sv, err := serve(ctx, m, o, stdout, status, clock)
 	if status != nil {
 		status.clear()
 	}
@@ -332,42 +350,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	return err
 }
 
-// served is what serve measured: totals, and the warm-up's share of
-// them.
-type served struct {
-	tokens, ops        int64
-	wall, busy         time.Duration // whole run: wall clock, backends' reported durations
-	warmSteps          int
-	warmTokens         int64
-	warmWall, warmBusy time.Duration
-	stepBusyUs         []float64
-}
-
-// summarise fills sum's throughput figures.
-func (sv *served) summarise(sum *Summary, steps bool) {
-	sum.Tokens, sum.Ops = sv.tokens-sv.warmTokens, sv.ops
-	sum.Seconds = (sv.wall - sv.warmWall).Seconds()
-	sum.ModelledSeconds = (sv.busy - sv.warmBusy).Seconds()
-	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
-	rate := func(tokens int64, s float64) float64 {
-		if s <= 0 {
-			return 0
-		}
-		return float64(tokens) / s
-	}
-	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
-	sum.ModelledTokensPerS = rate(sum.Tokens, sum.ModelledSeconds)
-	sum.ColdModelledTokensPerS = rate(sv.tokens, sv.busy.Seconds())
-	if steps {
-		sum.StepModelledUs = sv.stepBusyUs
-	}
-}
-
 // serve decodes -requests batches (forever with 0) until ctx ends, and
 // returns the tokens generated, the ops run, and the time they took by
-// the wall clock and by the backends' reports (busy, in ns). The first
-// -warmup steps are recorded apart.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, busy *atomic.Int64) (sv served, err error) {
+// the wall clock and by the modelled clock. The first -warmup steps are
+// recorded apart.
+func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock) (sv served, err error) {
 	bt, err := m.NewBatch(o.batch)
 	if err != nil {
 		return sv, err
@@ -375,13 +362,13 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 	defer bt.Free()
 	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
 	start := time.Now()
-	busy0 := busy.Load()
+	clock0 := clock.read()
 	last := start
 	step := 0
 	defer func() {
-		sv.wall, sv.busy = time.Since(start), time.Duration(busy.Load()-busy0)
+		sv.wall, sv.clock = time.Since(start), clock.read().Sub(clock0)
 		if step <= o.warmup {
-			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmBusy = step, sv.tokens, sv.wall, sv.busy
+			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
 		}
 	}()
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
@@ -398,13 +385,13 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			if err := ctx.Err(); err != nil {
 				return sv, err
 			}
-			before := busy.Load()
+			before := clock.read().MakespanUs
 			next, err := bt.Step(cur, &sv.ops)
 			if err != nil {
 				return sv, err
 			}
 			if o.stepTimes {
-				sv.stepBusyUs = append(sv.stepBusyUs, float64(busy.Load()-before)/1e3)
+				sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
 			}
 			step++
 			if p+1 >= o.prompt {
@@ -423,7 +410,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			}
 			if step == o.warmup {
 				sv.warmSteps, sv.warmTokens = step, sv.tokens
-				sv.warmWall, sv.warmBusy = time.Since(start), time.Duration(busy.Load()-busy0)
+				sv.warmWall, sv.warmClock = time.Since(start), clock.read().Sub(clock0)
 			}
 			if status != nil && time.Since(last) >= 250*time.Millisecond {
 				last = time.Now()

@@ -43,7 +43,8 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 
 // simOracle is the "oracle" placement for simulated backends: each op
 // goes to the backend with the lowest true expected duration
-// (sim.Profile.MeanUs of the op's shape) plus the true time to move the
+// (sim.Profile.OpUs of the op's shape under the devices' execution
+// model, spikes included) plus the true time to move the
 // inputs it lacks there (sim.Profile.LinkUs per input, over the source
 // device's link and the destination's). It knows the simulator's ground
 // truth, which no other policy sees, but it is greedy per op: it does not
@@ -52,6 +53,7 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 type simOracle struct {
 	profs  []*sim.Profile
 	shared adaptive.Mask // backends that read host memory
+	model  sim.ExecModel // what the devices' durations are (their Timeline's)
 }
 
 var _ adaptive.PlacementPolicy = (*simOracle)(nil)
@@ -70,6 +72,9 @@ func newSimOracle(bes []backends.Backend) (*simOracle, error) {
 			return nil, fmt.Errorf("infer: -strategy oracle: %w", err)
 		}
 		o.profs = append(o.profs, p)
+		if d, ok := b.(interface{ Timeline() *sim.Timeline }); ok {
+			o.model = d.Timeline().Model()
+		}
 		if in.SharedMemory || in.Kind == backends.CPU {
 			o.shared |= adaptive.Backend(i)
 		}
@@ -87,7 +92,7 @@ func (o *simOracle) Observed(adaptive.BucketID, int, float64) {}
 func (o *simOracle) Place(spec kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
 	best, bestUs := -1, 0.0
 	for a, p := range o.profs {
-		us := p.MeanUs(spec) + o.transferUs(&res, a)
+		us := p.OpUs(spec, o.model)*p.SpikeMean() + o.transferUs(&res, a)
 		if best < 0 || us < bestUs {
 			best, bestUs = a, us
 		}

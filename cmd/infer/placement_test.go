@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -116,10 +115,10 @@ func TestRunModelled(t *testing.T) {
 // It fails at batch 16 if a GPU arm learns from its warm-up run
 // (adaptive/core.go sets that run aside).
 func TestSimPlacement(t *testing.T) {
-	registerSimNoCompute()
+	skipCompute(t)
 	small := []string{"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
 	tps := func(gpu, strategy string, batch int) float64 {
-		return runSummary(t, append([]string{"-backends", "simnc:cpu2,simnc:" + gpu, "-strategy", strategy,
+		return runSummary(t, append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-exec", "serial",
 			"-batch", strconv.Itoa(batch), "-prompt", "4", "-tokens", "16", "-warmup", "6", "-json"}, small...)).ModelledTokensPerS
 	}
 	for _, c := range []struct {
@@ -135,15 +134,15 @@ func TestSimPlacement(t *testing.T) {
 	}
 }
 
-// registerSimNoCompute registers "simnc:<profile>": the simulator's
-// devices without their reference kernels. A placement depends on the
-// modelled durations only, and computing every op under the race detector
-// took this package's tests from 1 s to 48.
-var registerSimNoCompute = sync.OnceFunc(func() {
-	backends.Register("simnc", func(profile string) (backends.Backend, error) {
-		return sim.Open(profile, sim.DefaultOptions().WithSkipCompute(true))
-	})
-})
+// skipCompute makes infer's simulated devices skip their reference
+// kernels until tb ends. A placement depends on the modelled durations
+// only, and computing every op under the race detector took this
+// package's tests from 1 s to 48.
+func skipCompute(tb testing.TB) {
+	old := simOptions
+	simOptions = simOptions.WithSkipCompute(true)
+	tb.Cleanup(func() { simOptions = old })
+}
 
 // simModel is BenchmarkSimPlacement's model: 15.9M parameters.
 var simModel = []string{"-dim", "512", "-layers", "4", "-heads", "8", "-kv-heads", "4", "-ffn", "1408", "-vocab", "8000", "-ctx", "64"}
@@ -153,9 +152,11 @@ var simModel = []string{"-dim", "512", "-layers", "4", "-heads", "8", "-kv-heads
 // modelled-tokens/s for every strategy alike.
 const simPrompt, simTokens, simWarmup = 4, 40, 8
 
-// runSim decodes the workload on sim:cpu2 and sim:<gpu> under strategy.
+// runSim decodes the workload on sim:cpu2 and sim:<gpu> under strategy,
+// on the model before queues (-exec serial), which its targets were set
+// on; BenchmarkSimAsync times the queued model.
 func runSim(b *testing.B, gpu, strategy string, batch int) Summary {
-	return runSummary(b, append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-batch", strconv.Itoa(batch),
+	return runSummary(b, append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-exec", "serial", "-batch", strconv.Itoa(batch),
 		"-prompt", strconv.Itoa(simPrompt), "-tokens", strconv.Itoa(simTokens), "-warmup", strconv.Itoa(simWarmup),
 		"-json", "-step-times"}, simModel...))
 }

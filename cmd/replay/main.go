@@ -30,6 +30,7 @@ type options struct {
 	table       string
 	figures     []string // -figures, in order
 	workload    string
+	exec        sim.ExecModel // -exec: the execution model of simulator workloads
 	model       string
 	profile     string
 	cpuProfile  string
@@ -160,6 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	fs.StringVar(&o.workload, "workload", "", "simulator workload: mixed-serving, decode or prefill")
 	fs.StringVar(&o.model, "model", sim.Llama32_1B.Name, "model of the simulator workload")
+	execName := fs.String("exec", "", "execution model of a simulator workload: async (queued work, timed by makespan; the default for -workload), sync (a wait after every op) or serial (the model before queues; the default for -table, whose rows were measured one at a time)")
 	fs.StringVar(&o.profile, "sim-gpu", "", "simulated GPU `PROFILE`: the GPU of -workload (default h100), or the model of a TRACE's GPU durations it lacks (default h100 for a trace of CPUs only)")
 	fs.StringVar(&o.cpuProfile, "sim-cpu", "cpu2", "simulated CPU `PROFILE` paired with -sim-gpu: the CPU of -workload, or the model of a TRACE's CPU durations it lacks")
 	deprecated(fs, stderr, "profile", "sim-gpu")
@@ -234,6 +236,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-workload and -table are two workloads: give one")
 	case len(o.figures) > 0 && o.table == "":
 		return fail("-figures gives a -table backend its figures: give -table")
+	}
+	simWorkload := o.workload != "" || o.table != "" && o.input == ""
+	switch {
+	case *execName != "" && !simWorkload:
+		return fail("-exec times a simulator workload (-workload, or -table without TRACE): a trace's durations are replayed as recorded")
+	case *execName != "":
+		x, err := sim.ParseExecModel(*execName)
+		if err != nil {
+			return fail("-exec: %v", err)
+		}
+		o.exec = x
+	case o.workload != "":
+		o.exec = sim.Async
 	}
 	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
 		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))

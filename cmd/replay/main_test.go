@@ -53,6 +53,8 @@ var goldenCases = []struct {
 	{"exact", []string{"testdata/exact.jsonl"}, 3},
 	{"table-workload", []string{"-table", "testdata/table.csv", "-ops", "3000"}, 1},
 	{"decode", []string{"-workload", "decode", "-ops", "3000"}, 1.5},
+	// The model before queues, as recorded before -exec existed.
+	{"decode-serial", []string{"-workload", "decode", "-ops", "3000", "-exec", "serial"}, 1.5},
 	{"chrome", []string{"-sim-gpu", "h100", "testdata/chrome.json"}, 1},
 }
 
@@ -260,6 +262,8 @@ func TestErrors(t *testing.T) {
 		{"unknown profile", []string{"-sim-gpu", "tpu9"}, 2, `unknown profile "tpu9"`},
 		{"unknown cpu profile", []string{"-sim-cpu", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
 		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
+		{"unknown execution model", []string{"-workload", "decode", "-exec", "eager"}, 2, `-exec: sim: invalid setup: execution model "eager"`},
+		{"execution model of a trace", []string{"-exec", "async", "testdata/small.jsonl"}, 2, `-exec times a simulator workload`},
 		{"workload and trace", []string{"-workload", "decode", "testdata/small.jsonl"}, 2, "give it no TRACE"},
 		{"workload and table", []string{"-workload", "decode", "-table", "testdata/table.csv"}, 2, "give one"},
 		{"two traces", []string{"testdata/small.jsonl", "testdata/exact.jsonl"}, 2, "one TRACE at most"},

@@ -76,6 +76,12 @@ type PolicyResult struct {
 	// same shape: simulator and table workloads only.
 	ShapeRegretPct *float64 `json:"shape_regret_pct,omitempty"`
 	ShapeSwitches  *int64   `json:"shape_switches,omitempty"`
+	// MakespanUs is the run's time on the simulator's timeline under the
+	// async or sync execution model (-exec), the critical path rather
+	// than TotalUs's sum; BoundUs the least time of the placement that
+	// ran. Simulator and table workloads only, not under -exec serial.
+	MakespanUs *float64 `json:"makespan_us,omitempty"`
+	BoundUs    *float64 `json:"bound_us,omitempty"`
 	// LearnPct is the share of its decisions the policy made to learn
 	// (thompson: reason Explore or Prior; egreedy: its random picks;
 	// calibrate: forced samples; ucb1: a bonus overturning the best mean).
@@ -121,6 +127,8 @@ type policyRun struct {
 	// traces), shapeSwitches the switches counted per shape.
 	shapeOracleUs float64
 	shapeSwitches int64
+	// makespanUs and boundUs are PolicyResult's (0: not timed).
+	makespanUs, boundUs float64
 	// learn counts the decisions made to learn (eval.Explorer);
 	// offOracle those not on the oracle's backend.
 	learn, offOracle int64
@@ -182,6 +190,9 @@ func (rs *runSet) report() *Report {
 				r.Notes = append(r.Notes, fmt.Sprintf("the oracle policy's own total (%.3f ms) is %.2f%% from the oracle's %.3f ms; every regret is against the oracle's", run.totalUs/1e3, d, run.oracleUs/1e3))
 			}
 			pr.TotalUs, pr.Ratio, pr.RegretPct = run.oracleUs, 1, 0
+		}
+		if run.makespanUs > 0 {
+			pr.MakespanUs, pr.BoundUs = &run.makespanUs, &run.boundUs
 		}
 		if run.shapeOracleUs > 0 {
 			reg := (pr.TotalUs - run.shapeOracleUs) / run.shapeOracleUs * 100
@@ -311,7 +322,11 @@ func writeTable(w io.Writer, r *Report) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	shapes := len(r.Policies) > 0 && r.Policies[0].ShapeRegretPct != nil
+	timed := len(r.Policies) > 0 && r.Policies[0].MakespanUs != nil
 	head := "policy\ttotal ms\t×oracle\tregret %\tswitches"
+	if timed {
+		head = "policy\tmakespan ms\tbound ms\ttotal ms\t×oracle\tregret %\tswitches"
+	}
 	if shapes {
 		head += "\tregret/shape %\tswitches/shape"
 	}
@@ -321,7 +336,11 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintln(tw, head+"\t")
 	for _, p := range r.Policies {
-		line := fmt.Sprintf("%s\t%.3f\t%.4f\t%.2f\t%d", p.Name, p.TotalUs/1e3, p.Ratio, p.RegretPct, p.Switches)
+		line := p.Name + "\t"
+		if timed && p.MakespanUs != nil {
+			line += fmt.Sprintf("%.3f\t%.3f\t", *p.MakespanUs/1e3, *p.BoundUs/1e3)
+		}
+		line += fmt.Sprintf("%.3f\t%.4f\t%.2f\t%d", p.TotalUs/1e3, p.Ratio, p.RegretPct, p.Switches)
 		if shapes && p.ShapeRegretPct != nil {
 			line += fmt.Sprintf("\t%.2f\t%d", *p.ShapeRegretPct, *p.ShapeSwitches)
 		}

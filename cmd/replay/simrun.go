@@ -67,7 +67,7 @@ func replayEnv(o *options, mk func() (sim.Workload, error), arms []sim.Arm, stde
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load})
+	env, err := eval.NewEnv(w, arms, eval.EnvOptions{Stop: interrupted.Load, Model: o.exec})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,6 +148,9 @@ func runOf(res eval.Result) policyRun {
 		learn:     int64(res.LearnPct/100*float64(res.Ops) + 0.5),
 		offOracle: int64(res.OffOraclePct/100*float64(res.Ops) + 0.5)}
 	r.sources[srcSim] = res.Ops
+	if res.Model != sim.Serial {
+		r.makespanUs, r.boundUs = res.MakespanUs, res.BoundUs
+	}
 	for _, s := range res.Share {
 		r.counts = append(r.counts, int64(s*float64(res.Ops)+0.5))
 	}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// simOptions are the options infer opens simulated devices with (tests
+// skip the reference kernels: a placement depends on modelled durations
+// only).
+var simOptions = sim.DefaultOptions()
+
+// modelClock is what the modelled figures are read from: the simulated
+// devices' shared Timeline when every backend is simulated, else the sum
+// of the durations the backends reported (metered), which has no bound.
+type modelClock struct {
+	tl   *sim.Timeline
+	busy *atomic.Int64 // ns reported, without a Timeline
+}
+
+// read returns the clock's figures so far: under a Timeline its stats
+// (makespan, issue, each device's busy time); otherwise the reported sum
+// as the makespan, with no lanes and so no bound.
+func (c modelClock) read() sim.TimelineStats {
+	if c.tl != nil {
+		return c.tl.Stats()
+	}
+	return sim.TimelineStats{MakespanUs: float64(c.busy.Load()) / 1e3}
+}
+
+// openBackends opens the backends named in list. When every one is
+// simulated ("sim:<profile>") they share one sim.Timeline of model x and
+// are handed to the Executor as they are, so that it sees their queues;
+// otherwise each is wrapped to meter its reported durations, the only
+// modelled time there is.
+func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.Info, modelClock, error) {
+	names := strings.Split(list, ",")
+	allSim := true
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+		allSim = allSim && strings.HasPrefix(names[i], "sim:")
+	}
+	var bes []backends.Backend
+	var infos []backends.Info
+	fail := func(err error) ([]backends.Backend, []backends.Info, modelClock, error) {
+		for _, b := range bes {
+			b.Close()
+		}
+		return nil, nil, modelClock{}, err
+	}
+	clock := modelClock{busy: new(atomic.Int64)}
+	if allSim {
+		clock.tl = sim.NewTimeline(x)
+	}
+	for _, n := range names {
+		var b backends.Backend
+		var err error
+		if allSim {
+			b, err = sim.Open(strings.TrimPrefix(n, "sim:"), simOptions.WithTimeline(clock.tl))
+		} else {
+			b, err = backends.Open(n)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		infos = append(infos, b.Info())
+		if !allSim {
+			b = meter(b, clock.busy)
+		}
+		bes = append(bes, b)
+	}
+	return bes, infos, clock, nil
+}
+
+// figures are the modelled throughputs of tokens generated over the
+// clock's span d: by makespan, and by the placement's bound (0 without
+// a Timeline).
+func figures(tokens int64, d sim.TimelineStats) (modelled, bound float64) {
+	rate := func(us float64) float64 {
+		if us <= 0 {
+			return 0
+		}
+		return float64(tokens) / (us / 1e6)
+	}
+	return rate(d.MakespanUs), rate(d.BoundUs())
+}
+
+// served is what serve measured: totals, and the warm-up's share of
+// them.
+type served struct {
+	tokens, ops    int64
+	wall           time.Duration     // whole run, by the wall clock
+	clock          sim.TimelineStats // whole run, by the modelled clock
+	warmSteps      int
+	warmTokens     int64
+	warmWall       time.Duration
+	warmClock      sim.TimelineStats
+	stepModelledUs []float64
+}
+
+// summarise fills sum's throughput figures.
+func (sv *served) summarise(sum *Summary, steps bool) {
+	sum.Tokens, sum.Ops = sv.tokens-sv.warmTokens, sv.ops
+	sum.Seconds = (sv.wall - sv.warmWall).Seconds()
+	measured := sv.clock.Sub(sv.warmClock)
+	sum.ModelledSeconds = measured.MakespanUs / 1e6
+	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
+	rate := func(tokens int64, s float64) float64 {
+		if s <= 0 {
+			return 0
+		}
+		return float64(tokens) / s
+	}
+	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
+	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
+	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
+	if steps {
+		sum.StepModelledUs = sv.stepModelledUs
+	}
+}
+
+// parseExec sets o.execModel from -exec and -sync (-exec sync).
+func (o *options) parseExec() error {
+	x, err := sim.ParseExecModel(o.exec)
+	if err != nil {
+		return fmt.Errorf("infer: -exec: %w", err)
+	}
+	if o.sync {
+		if x != sim.Async && x != sim.Synchronous {
+			return fmt.Errorf("infer: -sync is -exec sync: not with -exec %s", o.exec)
+		}
+		x = sim.Synchronous
+	}
+	o.execModel = x
+	return nil
+}
+
+// modelName is the Timeline's execution model, empty without one.
+func (c modelClock) modelName() string {
+	if c.tl == nil {
+		return ""
+	}
+	return c.tl.Model().String()
+}

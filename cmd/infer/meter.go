@@ -1,0 +1,110 @@
+package main
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// meter wraps b to sum the durations it reports into ns, keeping the
+// optional capabilities the Executor looks for: a backend that queues
+// work (backends.Queuer) stays one, its timings counted when its events
+// report them, and so does one that shares hardware
+// (backends.HardwareGroup) among those that queue. A HardwareGroup
+// without Queuer is not forwarded (no backend has that pair).
+func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
+	m := metered{Backend: b, ns: ns}
+	q, ok := b.(backends.Queuer)
+	if !ok {
+		return m
+	}
+	mq := meteredQueue{metered: m, q: q}
+	if g, ok := b.(backends.HardwareGroup); ok {
+		return meteredGroup{meteredQueue: mq, g: g}
+	}
+	return mq
+}
+
+// meteredQueue is metered for a backend that queues work.
+type meteredQueue struct {
+	metered
+	q backends.Queuer
+}
+
+var _ backends.Queuer = meteredQueue{}
+
+// meteredGroup is meteredQueue for a backend that shares hardware.
+type meteredGroup struct {
+	meteredQueue
+	g backends.HardwareGroup
+}
+
+var _ backends.HardwareGroup = meteredGroup{}
+
+// HardwareGroup implements backends.HardwareGroup: the wrapped backend's.
+func (m meteredGroup) HardwareGroup() string { return m.g.HardwareGroup() }
+
+// unwrap returns the events of the wrapped backends, as they expect them
+// (after itself when none is wrapped).
+func unwrap(after []backends.Event) []backends.Event {
+	var out []backends.Event
+	for i, e := range after {
+		me, ok := e.(*meteredEvent)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(after)
+		}
+		out[i] = me.Event
+	}
+	if out == nil {
+		return after
+	}
+	return out
+}
+
+func (m meteredQueue) wrap(e backends.Event, err error) (backends.Event, error) {
+	if err != nil || e == nil {
+		return e, err
+	}
+	return &meteredEvent{Event: e, ns: m.ns}, nil
+}
+
+// RunAsync implements backends.Queuer.
+func (m meteredQueue) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return m.wrap(m.q.RunAsync(s, in, out, unwrap(after)))
+}
+
+// WriteAsync implements backends.Queuer.
+func (m meteredQueue) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	return m.wrap(m.q.WriteAsync(dst, src, unwrap(after)))
+}
+
+// ReadAsync implements backends.Queuer.
+func (m meteredQueue) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	return m.wrap(m.q.ReadAsync(dst, src, unwrap(after)))
+}
+
+// Sync implements backends.Queuer.
+func (m meteredQueue) Sync() error { return m.q.Sync() }
+
+// meteredEvent counts its work's duration once, the first time a Wait
+// reports it.
+type meteredEvent struct {
+	backends.Event
+	ns   *atomic.Int64
+	once sync.Once
+}
+
+// Wait implements backends.Event.
+func (e *meteredEvent) Wait() (backends.Timing, error) {
+	t, err := e.Event.Wait()
+	if err == nil {
+		e.once.Do(func() { e.ns.Add(int64(t.Duration)) })
+	}
+	return t, err
+}

@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+var (
+	_ backends.Queuer      = (*Device)(nil)
+	_ backends.Event       = (*work)(nil)
+	_ backends.VirtualSpan = (*work)(nil)
+)
+
+// work is the Event of one op or copy queued on a simulated device. Its
+// result is computed when it is queued (its inputs, queued earlier, are
+// final by then); its time is virtual, on the device's Timeline.
+type work struct {
+	tl         *Timeline
+	start, end float64 // µs on tl
+	syncUs     float64 // what the host pays to resume after waiting for it
+	t          backends.Timing
+	err        error
+	reported   atomic.Bool // Wait returned err, or Sync did
+}
+
+// Done implements backends.Event: the host's clock has reached the work's
+// end (the host waited for it or for later work), or the work failed
+// when it was queued. Polling Done never advances the clock: an observer
+// that must not hold the host up takes the timings of work that is Done.
+func (w *work) Done() bool { return w.err != nil || w.tl.Done(w.end) }
+
+// Wait implements backends.Event: the host waits for the work; when it
+// had not ended by the host's clock, the host resumes at its end plus
+// the profile's SyncUs (Timeline.Wait).
+func (w *work) Wait() (backends.Timing, error) {
+	if w.err != nil {
+		w.reported.Store(true)
+		return backends.Timing{}, w.err
+	}
+	w.tl.Wait(w.end, w.syncUs)
+	return w.t, nil
+}
+
+// Span implements backends.VirtualSpan.
+func (w *work) Span() (startUs, endUs float64) { return w.start, w.end }
+
+// afterUs returns when the work in after has ended: the latest end of the
+// simulated events; events of other backends are waited for (their time
+// is not the Timeline's). It returns the first failure among them: work
+// queued after failed work does not run.
+func afterUs(after []backends.Event) (float64, error) {
+	end := 0.0
+	for _, e := range after {
+		if e == nil {
+			continue
+		}
+		if w, ok := e.(*work); ok {
+			if w.err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrDependency, w.err)
+			}
+			end = max(end, w.end)
+			continue
+		}
+		if v, ok := e.(backends.VirtualSpan); ok {
+			_, t := v.Span()
+			end = max(end, t)
+		}
+		if !e.Done() {
+			if _, err := e.Wait(); err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrDependency, err)
+			}
+		}
+	}
+	return end, nil
+}
+
+// enqueue puts us of work on lane l after afterUs and returns its event.
+func (d *Device) enqueue(l int, afterUs, us float64) *work {
+	start, end := d.tl.Enqueue(l, d.prof.IssueUs, afterUs, us, d.prof.SyncUs)
+	return &work{tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
+		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
+}
+
+// failedWork is the event of queued work that failed: Done at once, its
+// error reported by Wait or by the next Sync.
+func (d *Device) failedWork(err error) *work {
+	w := &work{tl: d.tl, err: err}
+	d.mu.Lock()
+	kept := d.failed[:0]
+	for _, f := range d.failed { // those a Wait reported are done with
+		if !f.reported.Load() {
+			kept = append(kept, f)
+		}
+	}
+	d.failed = append(kept, w)
+	d.mu.Unlock()
+	return w
+}
+
+// RunAsync implements backends.Queuer: it checks the buffers (an error
+// here is returned at once), computes the result with kernels.Reference
+// unless WithSkipCompute was set, and queues the op's modelled duration
+// (Profile.OpUs of the Timeline's model, with noise, spikes, warm-up and
+// the scheduled events) on the device's compute lane after the work in
+// after. An injected failure is the failure of the queued work: Wait and
+// Sync report it. Every call counts as one op for the scheduled events.
+func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	op := s.Op.String()
+	if err := d.Supports(s); err != nil {
+		return nil, d.fail(op, err)
+	}
+	ins := make([][]byte, len(in))
+	for i, b := range in {
+		var err error
+		if ins[i], err = d.bytesOf(b); err != nil {
+			return nil, d.fail(op, fmt.Errorf("input %d: %w", i, err))
+		}
+	}
+	ob, err := d.bytesOf(out)
+	if err != nil {
+		return nil, d.fail(op, fmt.Errorf("output: %w", err))
+	}
+	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
+		return nil, d.fail(op, err)
+	}
+	ready, err := afterUs(after)
+	if err != nil {
+		return d.failedWork(d.fail(op, err)), nil
+	}
+	d.mu.Lock()
+	i := d.runs
+	d.runs++
+	err = d.lost(i)
+	if err == nil {
+		err = d.injected(i, false)
+	}
+	if err != nil {
+		d.mu.Unlock()
+		return d.failedWork(d.fail(op, err)), nil
+	}
+	key := KernelKey(s)
+	first := !d.seen[key] // the kernel's first run (Profile.WarmupFactor)
+	d.seen[key] = true
+	compute, _ := Slowdown(d.opt.events, i)
+	us := d.prof.sample(d.rng, d.prof.OpUs(s, d.tl.Model())*compute, first)
+	d.mu.Unlock()
+	if !d.opt.skipCompute {
+		if err := kernels.Reference(s, ins, ob); err != nil {
+			return d.failedWork(d.fail(op, err)), nil
+		}
+	}
+	return d.enqueue(d.lanes[0], ready, us), nil
+}
+
+// Run implements backends.Backend: RunAsync, then Wait.
+func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	ev, err := d.RunAsync(s, in, out, nil)
+	if err != nil {
+		return backends.Timing{}, err
+	}
+	return ev.Wait()
+}
+
+// copyLane returns the lane copies occupy: the link, or the compute
+// queue of a device that shares host memory (a memcpy).
+func (d *Device) copyLane() int { return d.lanes[len(d.lanes)-1] }
+
+// copyAsync queues a copy of n bytes after after, once check passed.
+func (d *Device) copyAsync(what string, n int64, after []backends.Event, move func()) (backends.Event, error) {
+	ready, err := afterUs(after)
+	if err != nil {
+		return d.failedWork(d.fail(what, err)), nil
+	}
+	d.mu.Lock()
+	err = d.lost(d.runs)
+	var us float64
+	if err == nil {
+		us = float64(d.transfer(n).Duration) / 1e3
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return d.failedWork(d.fail(what, err)), nil
+	}
+	move()
+	return d.enqueue(d.copyLane(), ready, us), nil
+}
+
+// WriteAsync implements backends.Queuer: the copy occupies the device's
+// link (the time of Profile.LinkUs), or its queue when it shares host
+// memory (a memcpy at its bandwidth).
+func (d *Device) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	b, err := d.bytesOf(dst)
+	if err != nil {
+		return nil, d.fail("write", err)
+	}
+	if len(b) != len(src) {
+		return nil, d.fail("write", fmt.Errorf("%w: %d bytes into a buffer of %d", kernels.ErrBufferSize, len(src), len(b)))
+	}
+	return d.copyAsync("write", int64(len(src)), after, func() { copy(b, src) })
+}
+
+// ReadAsync implements backends.Queuer, as WriteAsync the other way.
+func (d *Device) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	b, err := d.bytesOf(src)
+	if err != nil {
+		return nil, d.fail("read", err)
+	}
+	if len(b) != len(dst) {
+		return nil, d.fail("read", fmt.Errorf("%w: buffer of %d bytes into %d", kernels.ErrBufferSize, len(b), len(dst)))
+	}
+	return d.copyAsync("read", int64(len(dst)), after, func() { copy(dst, b) })
+}
+
+// Write implements backends.Backend: WriteAsync, then Wait.
+func (d *Device) Write(dst backends.Buffer, src []byte) (backends.Timing, error) {
+	ev, err := d.WriteAsync(dst, src, nil)
+	if err != nil {
+		return backends.Timing{}, err
+	}
+	return ev.Wait()
+}
+
+// Read implements backends.Backend: ReadAsync, then Wait.
+func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	ev, err := d.ReadAsync(dst, src, nil)
+	if err != nil {
+		return backends.Timing{}, err
+	}
+	return ev.Wait()
+}
+
+// Sync implements backends.Queuer: the host waits for everything queued
+// on the device (paying SyncUs when it had not all ended), and gets the
+// first failure of queued work that no Wait reported.
+func (d *Device) Sync() error {
+	d.tl.WaitLanes(d.prof.SyncUs, d.lanes...)
+	d.mu.Lock()
+	failed := d.failed
+	d.failed = nil
+	d.mu.Unlock()
+	for _, w := range failed {
+		if !w.reported.Swap(true) {
+			return w.err
+		}
+	}
+	return nil
+}

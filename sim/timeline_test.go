@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// fourOps charges the hand-computed example of TestTimelineMakespan on t:
+// lane 0 (issue 2 µs per op) and lane 1 (issue 1 µs), op3 after op2,
+// op4 after op1, then the host waits for op4 (sync 4 µs) and again for
+// op3, which has ended by then.
+func fourOps(t *Timeline) (ends [4]float64) {
+	a, b := t.Lane("a"), t.Lane("b")
+	_, ends[0] = t.Enqueue(a, 2, 0, 10, 4)
+	_, ends[1] = t.Enqueue(b, 1, 0, 4, 4)
+	_, ends[2] = t.Enqueue(a, 2, ends[1], 3, 4)
+	_, ends[3] = t.Enqueue(b, 1, ends[0], 5, 4)
+	t.Wait(ends[3], 4)
+	t.Wait(ends[2], 4)
+	return ends
+}
+
+// TestTimelineMakespan: a step's time is its critical path, not the sum
+// of its ops (DESIGN.md § Execution models). Worked by hand:
+//
+//	async: op1 a [2,12]; op2 b [3,7]; op3 a [12,15] (a busy until 12);
+//	       op4 b [12,17] (after op1); the host waits for op4: 17 + 4 = 21;
+//	       op3 has ended, so the second wait is free.
+//	sync:  (2+10+4) + (1+4+4) + (2+3+4) + (1+5+4) = 44.
+//	serial: 10 + 4 + 3 + 5 = 22, nothing issued or synchronised.
+func TestTimelineMakespan(t *testing.T) {
+	for _, c := range []struct {
+		m                                   ExecModel
+		ends                                [4]float64
+		makespan, issue, sync, busyA, bound float64
+		syncs                               int64
+	}{
+		{Async, [4]float64{12, 7, 15, 17}, 21, 6, 4, 13, 13, 1},
+		{Synchronous, [4]float64{12, 21, 30, 40}, 44, 6, 16, 13, 13, 4},
+		{Serial, [4]float64{10, 14, 17, 22}, 22, 0, 0, 13, 13, 0},
+	} {
+		tl := NewTimeline(c.m)
+		ends := fourOps(tl)
+		s := tl.Stats()
+		if ends != c.ends || s.MakespanUs != c.makespan || s.IssueUs != c.issue || s.SyncUs != c.sync ||
+			s.Syncs != c.syncs || s.Lanes[0].BusyUs != c.busyA || s.Lanes[1].BusyUs != 9 || s.BoundUs() != c.bound {
+			t.Errorf("%v: ends %v, stats %+v (bound %v); want ends %v, makespan %v, issue %v, sync %v in %d waits, busy %v and 9",
+				c.m, ends, s, s.BoundUs(), c.ends, c.makespan, c.issue, c.sync, c.syncs, c.busyA)
+		}
+	}
+}
+
+// TestTimelineOrdering: each lane runs its work in order, and work
+// waits for what it depends on on another lane.
+func TestTimelineOrdering(t *testing.T) {
+	tl := NewTimeline(Async)
+	a, b := tl.Lane("a"), tl.Lane("b")
+	s1, e1 := tl.Enqueue(a, 1, 0, 50, 0)
+	s2, e2 := tl.Enqueue(a, 1, 0, 5, 0) // behind the first on its lane
+	s3, _ := tl.Enqueue(b, 1, e2, 5, 0) // after the second, on the other lane
+	if s2 < e1 || s3 < e2 || s1 != 1 {
+		t.Errorf("spans [%v,%v] [%v,%v] then %v: work overlaps on a lane or starts before its input", s1, e1, s2, e2, s3)
+	}
+	if got := tl.FreeInUs(a); got != e2-tl.HostUs() {
+		t.Errorf("lane a free in %v µs, want %v", got, e2-tl.HostUs())
+	}
+}
+
+// quiet returns the profile called name without noise, spikes or
+// warm-up, so that its durations are its DeviceUs.
+func quiet(t *testing.T, name string) *Profile {
+	t.Helper()
+	p := MustProfile(name)
+	p.Sigma, p.SpikeProb, p.WarmupFactor = 0, 0, 0
+	return p
+}
+
+// TestDeviceQueue: ops queued on two simulated devices of one Timeline
+// overlap; a GPU op consuming a CPU op's output starts after it and reads
+// its result; the host pays the sync cost only where it waits.
+func TestDeviceQueue(t *testing.T) {
+	tl := NewTimeline(Async)
+	cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := New(quiet(t, "igpu"), DefaultOptions().WithTimeline(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	buf := func(d *Device, v ...float32) backends.Buffer {
+		b, err := d.Alloc(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != nil {
+			if _, err := d.Write(b, kernels.AsBytes(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	x, y, c := buf(cpu, 1, 2, 3, 4), buf(cpu, 10, 20, 30, 40), buf(cpu)
+	before := tl.Stats()
+	e1, err := cpu.RunAsync(spec, []backends.Buffer{x, y}, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// igpu shares host memory: its buffer aliases nothing, so copy c in
+	// after the CPU op, then add it to itself on the GPU.
+	g, out := buf(gpu), buf(gpu)
+	cb := make([]byte, 16)
+	eR, err := cpu.ReadAsync(cb, c, []backends.Event{e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eR.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	eW, err := gpu.WriteAsync(g, cb, []backends.Event{eR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := gpu.RunAsync(spec, []backends.Buffer{g, g}, out, []backends.Event{eW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end1 := e1.(backends.VirtualSpan).Span()
+	start2, end2 := e2.(backends.VirtualSpan).Span()
+	if start2 < end1 {
+		t.Errorf("GPU op starts at %v µs, before its input's producer ends at %v", start2, end1)
+	}
+	if e2.Done() {
+		t.Error("queued GPU op Done before the host waited for it")
+	}
+	mid := tl.Stats().Sub(before)
+	if mid.Syncs != 1 || mid.SyncUs != cpu.prof.SyncUs {
+		t.Errorf("one wait on the CPU: %d syncs, %v µs", mid.Syncs, mid.SyncUs)
+	}
+	res := make([]byte, 16)
+	if _, err := gpu.Read(res, out); err != nil {
+		t.Fatal(err)
+	}
+	got := kernels.AsF32(res)
+	for i, want := range []float32{22, 44, 66, 88} {
+		if got[i] != want {
+			t.Fatalf("result %v, want 22 44 66 88", got)
+		}
+	}
+	after := tl.Stats().Sub(before)
+	if !e2.Done() || after.Syncs != 2 || math.Abs(after.SyncUs-cpu.prof.SyncUs-gpu.prof.SyncUs) > 1e-9 {
+		t.Errorf("after the read: done %v, %d syncs of %v µs; want 2 (cpu then igpu)", e2.Done(), after.Syncs, after.SyncUs)
+	}
+	if tl.HostUs() < end2 {
+		t.Errorf("host at %v µs after reading a result that ends at %v", tl.HostUs(), end2)
+	}
+}
+
+// TestDeviceSyncCharges: queued ops cost the host their issue only;
+// Sync waits once; the synchronous methods pay a sync per op.
+func TestDeviceSyncCharges(t *testing.T) {
+	spec := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 64}, {64, 64}}}
+	run := func(queued bool) TimelineStats {
+		tl := NewTimeline(Async)
+		d, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := d.Alloc(spec.InBytes(0))
+		b, _ := d.Alloc(spec.InBytes(1))
+		o, _ := d.Alloc(spec.OutBytes())
+		for range 10 {
+			if queued {
+				if _, err := d.RunAsync(spec, []backends.Buffer{a, b}, o, nil); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := d.Run(spec, []backends.Buffer{a, b}, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		return tl.Stats()
+	}
+	h := quiet(t, "h100")
+	op := h.DeviceUs(spec)
+	q, s := run(true), run(false)
+	if q.Syncs != 1 || math.Abs(q.MakespanUs-(h.IssueUs+10*op+h.SyncUs)) > 1e-6 {
+		t.Errorf("queued: %d syncs, makespan %v µs; want 1 and %v", q.Syncs, q.MakespanUs, h.IssueUs+10*op+h.SyncUs)
+	}
+	if s.Syncs != 10 || math.Abs(s.MakespanUs-10*(h.IssueUs+op+h.SyncUs)) > 1e-6 {
+		t.Errorf("synchronous: %d syncs, makespan %v µs; want 10 and %v", s.Syncs, s.MakespanUs, 10*(h.IssueUs+op+h.SyncUs))
+	}
+}
+
+// TestDeviceQueuedFailure: an injected failure of queued work is Done at
+// once and reported by Sync, once.
+func TestDeviceQueuedFailure(t *testing.T) {
+	d, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(NewTimeline(Async)).
+		WithEvents(Event{At: 1, Kind: TransientError}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	a, _ := d.Alloc(16)
+	var prev backends.Event
+	for i := range 3 {
+		ev, err := d.RunAsync(spec, []backends.Buffer{a, a}, a, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			prev = ev
+			if !ev.Done() {
+				t.Error("failed op not Done")
+			}
+		}
+	}
+	// Work queued after the failed op does not run, and says why.
+	ev, err := d.RunAsync(spec, []backends.Buffer{a, a}, a, []backends.Event{prev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Wait(); !errors.Is(err, ErrDependency) || !errors.Is(err, backends.ErrTransient) {
+		t.Errorf("op after a failed one: %v, want ErrDependency wrapping the transient error", err)
+	}
+	if err := d.Sync(); !errors.Is(err, backends.ErrTransient) {
+		t.Errorf("Sync: %v, want the queued op's transient error", err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Errorf("second Sync: %v, want nil (reported once)", err)
+	}
+}
+
+// TestSerialUnchanged: a device opened without a Timeline reports the
+// durations of the model before queues (LaunchUs + work).
+func TestSerialUnchanged(t *testing.T) {
+	d, err := New(quiet(t, "h100"), DefaultOptions().WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 64}, {64, 64}}}
+	a, _ := d.Alloc(spec.InBytes(0))
+	o, _ := d.Alloc(spec.OutBytes())
+	tm, err := d.Run(spec, []backends.Buffer{a, a}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := micros(d.prof.BaseUs(spec)); tm.Duration != want || d.Timeline().Model() != Serial {
+		t.Errorf("serial duration %v, want %v (BaseUs)", tm.Duration, want)
+	}
+}
