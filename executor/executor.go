@@ -39,6 +39,12 @@ type Config struct {
 	// queue is priced. Otherwise Run queues the op on its backend and
 	// returns at once (DESIGN.md § Queued execution).
 	Synchronous bool
+	// WeightBudget[i] is the bytes of weight copies (MarkWeight) that
+	// backend i may hold; a negative entry, or a backend past the slice's
+	// end, has no budget. A weight an op needs on a backend where the
+	// cache does not keep it is copied for that op alone (DESIGN.md §
+	// Weights in host memory).
+	WeightBudget []int64
 }
 
 func (c *Config) validate() error {
@@ -98,6 +104,7 @@ type Executor struct {
 
 	health health
 	res    registry
+	wc     weightCache
 
 	ops         [adaptive.MaxBackends]atomic.Int64
 	failures    [adaptive.MaxBackends]atomic.Int64
@@ -160,6 +167,9 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 	e.res.init()
+	if err := e.initWeights(); err != nil {
+		return nil, err
+	}
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
 	e.scratchPool.New = func() any { return new(opScratch) }
