@@ -65,9 +65,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -89,7 +89,12 @@ import (
 type options struct {
 	backends, strategy, db, trace string
 	tokens, batch, requests       int
-	prompt, warmup                int
+	prompt, warmup                int    // prompt: the longest of prompts
+	prompts                       []int  // -prompt: the lengths drawn from
+	promptList                    string // -prompt as given
+	ubatch                        int    // -ubatch: prompt tokens per micro-batch
+	gpuMemS                       string // -gpu-mem as given
+	gpuMem                        gpuMem
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
 	exec                          string        // -exec: the simulated devices' execution model
@@ -118,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// whole usage (both printed once Parse returns).
 	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
-	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
+	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp (a weight's home, offload iff batch ≥ 32), or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
 	fs.BoolVar(&o.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
@@ -127,7 +132,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tokens, "tokens", 32, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
 	fs.IntVar(&o.requests, "requests", 1, "batches to serve (0: until Ctrl-C)")
-	fs.IntVar(&o.prompt, "prompt", 4, "prompt tokens per request (random ids)")
+	fs.StringVar(&o.promptList, "prompt", "4", "prompt tokens per request (random ids): N, or N1,N2,... drawn per batch of requests")
+	fs.IntVar(&o.ubatch, "ubatch", 512, "prompt tokens per sequence in one prefill micro-batch")
+	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
@@ -165,11 +172,18 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
+	var err error
+	if o.prompts, o.prompt, err = parsePrompts(o.promptList); err != nil {
+		return o, err
+	}
+	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
+		return o, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
-	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
-		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
+	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.ubatch <= 0 || o.warmup < 0:
+		return o, fmt.Errorf("infer: -tokens, -batch and -ubatch must be positive, -requests and -warmup not negative")
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
@@ -197,6 +211,10 @@ type Summary struct {
 	// Tokens over it.
 	ModelledSeconds    float64 `json:"modelled_seconds"`
 	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
+	// PromptTokens were prefilled in the measured steps;
+	// ModelledServedTokensPerS counts them with Tokens.
+	PromptTokens             int64   `json:"prompt_tokens"`
+	ModelledServedTokensPerS float64 `json:"modelled_served_tokens_per_s"`
 	// BoundTokensPerS is Tokens over the least time of the placement that
 	// ran: the largest of the host's issue time and each simulated
 	// device's busy time (0 unless every backend is simulated), so that
@@ -261,6 +279,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	// The models other than async wait for every op: the Executor does too.
 	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger},
 		Synchronous: o.execModel != sim.Async}
+	if o.gpuMem.set {
+		// The budget in bytes is known once the weights are: placeWeights
+		// sets the same figure the Executor enforces.
+		cfg.WeightBudget = budgets(bes, o.gpuMem.budget(o.model.weightBytes()))
+	}
 	var src metricSources
 	if o.db != "" {
 		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
@@ -306,6 +329,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer m.Free()
+	if o.gpuMem.set {
+		if _, err := placeWeights(e, m, bes, o.gpuMem, o.strategy == "llamacpp"); err != nil {
+			return err
+		}
+	}
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
 	sum.ExecModel = clock.modelName()
 	for _, in := range infos {
@@ -348,77 +376,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	return err
-}
-
-// serve decodes -requests batches (forever with 0) until ctx ends, and
-// returns the tokens generated, the ops run, and the time they took by
-// the wall clock and by the modelled clock. The first -warmup steps are
-// recorded apart.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock) (sv served, err error) {
-	bt, err := m.NewBatch(o.batch)
-	if err != nil {
-		return sv, err
-	}
-	defer bt.Free()
-	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
-	start := time.Now()
-	clock0 := clock.read()
-	last := start
-	step := 0
-	defer func() {
-		sv.wall, sv.clock = time.Since(start), clock.read().Sub(clock0)
-		if step <= o.warmup {
-			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
-		}
-	}()
-	for req := 0; o.requests == 0 || req < o.requests; req++ {
-		bt.Reset()
-		cur := make([]int, o.batch)
-		prompts := make([][]int, o.batch)
-		for i := range prompts {
-			for range o.prompt {
-				prompts[i] = append(prompts[i], r.IntN(o.model.Vocab))
-			}
-			cur[i] = prompts[i][0]
-		}
-		for p := 0; p < o.prompt+o.tokens-1; p++ {
-			if err := ctx.Err(); err != nil {
-				return sv, err
-			}
-			before := clock.read().MakespanUs
-			next, err := bt.Step(cur, &sv.ops)
-			if err != nil {
-				return sv, err
-			}
-			if o.stepTimes {
-				sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
-			}
-			step++
-			if p+1 >= o.prompt {
-				cur = next
-				sv.tokens += int64(o.batch)
-				if o.stream {
-					for i, tok := range next {
-						fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
-					}
-					fmt.Fprintln(stdout)
-				}
-			} else {
-				for i := range cur {
-					cur[i] = prompts[i][p+1]
-				}
-			}
-			if step == o.warmup {
-				sv.warmSteps, sv.warmTokens = step, sv.tokens
-				sv.warmWall, sv.warmClock = time.Since(start), clock.read().Sub(clock0)
-			}
-			if status != nil && time.Since(last) >= 250*time.Millisecond {
-				last = time.Now()
-				status.show(sv.tokens, time.Since(start))
-			}
-		}
-	}
-	return sv, nil
 }
 
 // shares returns each backend's share of the ops that ran.
@@ -464,3 +421,19 @@ func (s *statusLine) show(tokens int64, elapsed time.Duration) {
 }
 
 func (s *statusLine) clear() { io.WriteString(s.w, "\r\033[K") }
+
+// parsePrompts reads -prompt: one length, or lengths separated by commas
+// (a batch of requests draws one); it returns them and the longest.
+func parsePrompts(s string) ([]int, int, error) {
+	var out []int
+	longest := 0
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, 0, fmt.Errorf("infer: -prompt %q: %q is not a positive number of tokens", s, f)
+		}
+		out = append(out, n)
+		longest = max(longest, n)
+	}
+	return out, longest, nil
+}

@@ -47,6 +47,15 @@ func (c ModelConfig) Params() int64 {
 	return int64(c.Layers)*layer + int64(c.Vocab)*d + d
 }
 
+// weightBytes returns the bytes of the model's weights (Q8_0 matrices
+// of 34 bytes per 32 values, f32 norms), as NewModel lays them out.
+func (c ModelConfig) weightBytes() int64 {
+	q8 := func(rows, cols int) int64 { return int64(rows) * int64(cols) / kernels.QK * 34 }
+	d, kv, f := c.Dim, c.kvDim(), c.FFN
+	layer := 2*q8(d, d) + 2*q8(kv, d) + 3*q8(f, d) + 2*4*int64(d)
+	return int64(c.Layers)*layer + 4*int64(d) + q8(c.Vocab, d)
+}
+
 // layer holds one block's weights on the backend.
 type layer struct {
 	attnNorm, ffnNorm          backends.Buffer
@@ -128,6 +137,16 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 		return nil, fmt.Errorf("infer: loading weights: %w", err)
 	}
 	return m, nil
+}
+
+// weightGroups returns the model's weights per layer, the final norm and
+// the output last.
+func (m *Model) weightGroups() [][]backends.Buffer {
+	var out [][]backends.Buffer
+	for _, l := range m.layers {
+		out = append(out, []backends.Buffer{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3})
+	}
+	return append(out, []backends.Buffer{m.norm, m.out})
 }
 
 // Free releases the weights.
@@ -236,141 +255,32 @@ func (bt *Batch) run(s kernels.Spec, out backends.Buffer, in ...backends.Buffer)
 // greedy (argmax) next token of each, and advances the position. Ops are
 // counted into ops.
 func (bt *Batch) Step(tokens []int, ops *int64) ([]int, error) {
-	m, c, B := bt.m, bt.m.cfg, bt.b
-	if len(tokens) != B {
-		return nil, fmt.Errorf("infer: %d tokens for a batch of %d", len(tokens), B)
+	if len(tokens) != bt.b {
+		return nil, fmt.Errorf("infer: %d tokens for a batch of %d", len(tokens), bt.b)
 	}
-	if bt.pos >= c.Ctx {
-		return nil, fmt.Errorf("infer: position %d beyond the context of %d", bt.pos, c.Ctx)
+	seqs := make([][]int, len(tokens))
+	for i, t := range tokens {
+		seqs[i] = []int{t}
 	}
-	x := make([]float32, B*c.Dim)
-	for i, tok := range tokens {
-		if tok < 0 || tok >= c.Vocab {
-			return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
-		}
-		copy(x[i*c.Dim:], m.embed[tok*c.Dim:(tok+1)*c.Dim])
-	}
-	if _, err := m.be.Write(bt.x0, kernels.AsBytes(x)); err != nil {
-		return nil, err
-	}
-	hd, T := c.headDim(), bt.pos+1
-	act := kernels.Shape{B, c.Dim}
-	vec := kernels.Shape{c.Dim}
-	qmm := func(in kernels.Shape, rows int) kernels.Spec {
-		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
-	}
-	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, vec}}
-	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{act, act}}
-	ffAct := kernels.Shape{B, c.FFN}
-	kvShape := kernels.Shape{B, c.KVHeads, T, hd}
-	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, 1, hd}, kvShape, kvShape}, Params: kernels.Params{Causal: true}}
-	n := int64(0)
-	xin := bt.x0
-	kvBytes := 4 * B * c.KVHeads * T * hd
-	for li := range m.layers {
-		l, s := &m.layers[li], &bt.layers[li]
-		steps := []struct {
-			spec kernels.Spec
-			out  backends.Buffer
-			in   []backends.Buffer
-		}{
-			{rms, s.h, []backends.Buffer{xin, l.attnNorm}},
-			{qmm(act, c.Dim), s.q, []backends.Buffer{s.h, l.wq}},
-			{qmm(act, c.kvDim()), s.k, []backends.Buffer{s.h, l.wk}},
-			{qmm(act, c.kvDim()), s.v, []backends.Buffer{s.h, l.wv}},
-			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.Heads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.qr, []backends.Buffer{s.q}},
-			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.kr, []backends.Buffer{s.k}},
-		}
-		for _, st := range steps {
-			if err := bt.run(st.spec, st.out, st.in...); err != nil {
-				return nil, err
-			}
-			n++
-		}
-		// Append this position's keys and values to the host cache, and
-		// hand the attention the packed [B, KVHeads, T, headDim] caches.
-		kt, err := bt.appendKV(s.kr, bt.kc[li], T, kvBytes)
-		if err != nil {
-			return nil, err
-		}
-		vt, err := bt.appendKV(s.v, bt.vc[li], T, kvBytes)
-		if err != nil {
-			kt.Free()
-			return nil, err
-		}
-		err = bt.run(attn, s.att, s.qr, kt, vt)
-		n++
-		if err == nil {
-			steps = steps[:0]
-			steps = append(steps, []struct {
-				spec kernels.Spec
-				out  backends.Buffer
-				in   []backends.Buffer
-			}{
-				{qmm(act, c.Dim), s.o, []backends.Buffer{s.att, l.wo}},
-				{add, s.x1, []backends.Buffer{xin, s.o}},
-				{rms, s.h2, []backends.Buffer{s.x1, l.ffnNorm}},
-				{qmm(act, c.FFN), s.g, []backends.Buffer{s.h2, l.w1}},
-				{qmm(act, c.FFN), s.u, []backends.Buffer{s.h2, l.w3}},
-				{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, s.sw, []backends.Buffer{s.g, s.u}},
-				{qmm(ffAct, c.Dim), s.d, []backends.Buffer{s.sw, l.w2}},
-				{add, s.x2, []backends.Buffer{s.x1, s.d}},
-			}...)
-			for _, st := range steps {
-				if err = bt.run(st.spec, st.out, st.in...); err != nil {
-					break
-				}
-				n++
-			}
-		}
-		kt.Free()
-		vt.Free()
-		if err != nil {
-			return nil, err
-		}
-		xin = s.x2
-	}
-	if err := bt.run(rms, bt.hn, xin, m.norm); err != nil {
-		return nil, err
-	}
-	if err := bt.run(qmm(act, c.Vocab), bt.logits, bt.hn, m.out); err != nil {
-		return nil, err
-	}
-	n += 2
-	if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
-		return nil, err
-	}
-	next := make([]int, B)
-	for i := range next {
-		row := bt.Logits[i*c.Vocab : (i+1)*c.Vocab]
-		best := 0
-		for j, v := range row {
-			if v > row[best] {
-				best = j
-			}
-		}
-		next[i] = best
-	}
-	bt.pos++
-	if ops != nil {
-		*ops += n
-	}
-	return next, nil
+	return bt.Forward(seqs, ops)
 }
 
-// appendKV reads this position's rows (src: [B, KVHeads, headDim]) into
-// the host cache (at bt.pos) and returns a new buffer holding the packed
-// cache of the first T positions.
-func (bt *Batch) appendKV(src backends.Buffer, cache []float32, T, bytes int) (backends.Buffer, error) {
+// appendKV reads this step's S rows of each sequence (src: [B, S,
+// KVHeads, headDim]) into the host cache (at bt.pos) and returns a new
+// buffer holding the packed cache of the first T positions.
+func (bt *Batch) appendKV(src backends.Buffer, cache []float32, S, T, bytes int) (backends.Buffer, error) {
 	c := bt.m.cfg
 	hd := c.headDim()
-	if _, err := bt.m.be.Read(kernels.AsBytes(bt.rowBuf), src); err != nil {
+	rows := bt.rows(bt.b * S * c.kvDim())
+	if _, err := bt.m.be.Read(kernels.AsBytes(rows), src); err != nil {
 		return nil, err
 	}
 	for b := range bt.b {
-		for h := range c.KVHeads {
-			dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos) * hd
-			copy(cache[dst:dst+hd], bt.rowBuf[(b*c.KVHeads+h)*hd:])
+		for s := range S {
+			for h := range c.KVHeads {
+				dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos + s) * hd
+				copy(cache[dst:dst+hd], rows[((b*S+s)*c.KVHeads+h)*hd:])
+			}
 		}
 	}
 	if cap(bt.kvBuf) < bytes {
@@ -393,4 +303,12 @@ func (bt *Batch) appendKV(src backends.Buffer, cache []float32, T, bytes int) (b
 		return nil, err
 	}
 	return buf, nil
+}
+
+// rows returns the batch's host scratch of at least n floats.
+func (bt *Batch) rows(n int) []float32 {
+	if cap(bt.rowBuf) < n {
+		bt.rowBuf = make([]float32, n)
+	}
+	return bt.rowBuf[:n]
 }

@@ -31,6 +31,12 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 		return placement(eval.NewStatic2x, bes), nil
 	case s == "pcie5x":
 		return placement(eval.NewPCIe5x, bes), nil
+	case s == "llamacpp":
+		p, err := newLlamaCPP(bes)
+		if err != nil {
+			return adaptive.Strategy{}, err
+		}
+		return adaptive.Placement(p), nil
 	case s == "oracle":
 		o, err := newSimOracle(bes)
 		if err != nil {
@@ -38,7 +44,7 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 		}
 		return adaptive.Placement(o), nil
 	}
-	return adaptive.Strategy{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, oracle)", s)
+	return adaptive.Strategy{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
 }
 
 // simOracle is the "oracle" placement for simulated backends: each op
