@@ -130,9 +130,11 @@ func budgets(bes []backends.Backend, budget int64) []int64 {
 
 // llamaCPP is llama.cpp's rule (ggml-backend's scheduler) as a placement:
 // an op runs where its weights live, except that an op whose weights are
-// in host memory is offloaded to the GPU when its batch (rows) is at
-// least offloadMinBatch; an op without weights runs where its first
-// input is (where the op before it ran).
+// in host memory is offloaded to the GPU when its batch (tokens) is at
+// least offloadMinBatch; an op without weights runs on the GPU too at
+// such a batch (the scheduler expands the GPU over the offloaded ops'
+// neighbours), and otherwise where its first input is (where the op
+// before it ran).
 type llamaCPP struct {
 	cpu, gpu int
 }
@@ -171,12 +173,26 @@ func (p *llamaCPP) Place(s kernels.Spec, res adaptive.Residency, _ adaptive.Buck
 		}
 		return p.cpu
 	}
+	if tokens(s) >= offloadMinBatch {
+		return p.gpu
+	}
 	switch s.Op {
 	case kernels.QuantizedMatMul, kernels.RMSNorm: // input 1 is a weight
-		if on(1) == p.gpu || s.In[0][0] >= offloadMinBatch {
-			return p.gpu
-		}
-		return p.cpu
+		return on(1)
 	}
 	return on(0)
+}
+
+// tokens returns the tokens an op of the model processes at once: the
+// rows of its activation ([B, S, heads, headDim] for RoPE, [B, heads,
+// S, headDim] for the attention's query).
+func tokens(s kernels.Spec) int {
+	in := s.In[0]
+	switch {
+	case s.Op == kernels.RoPE && len(in) == 4:
+		return in[0] * in[1]
+	case s.Op == kernels.Attention && len(in) == 4:
+		return in[0] * in[2]
+	}
+	return in[0]
 }

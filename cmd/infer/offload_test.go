@@ -144,7 +144,10 @@ func TestLlamaCPPRule(t *testing.T) {
 		{qmm(32), res(host, host), 1, "batch 32 offloads"},
 		{qmm(1), res(host, gpu), 1, "weights on the GPU"},
 		{kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{1, 64}, {1, 64}}}, res(adaptive.Backend(1), host), 1, "input on the GPU"},
-		{kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{64, 64}, {64, 64}}}, res(host, host), 0, "input in host memory"},
+		{kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4, 64}, {4, 64}}}, res(host, host), 0, "input in host memory"},
+		{kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{64, 64}, {64, 64}}}, res(host, host), 1, "batch 64 without weights"},
+		{kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{1, 8, 34, 64}, {1, 4, 34, 64}, {1, 4, 34, 64}}}, res(host, host), 1, "34 queries"},
+		{kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{8, 8, 1, 64}, {8, 4, 34, 64}, {8, 4, 34, 64}}}, res(host, host), 0, "8 queries"},
 	} {
 		if got := p.Place(c.spec, c.res, 0); got != c.want {
 			t.Errorf("%s: placed on %d, want %d", c.because, got, c.want)
