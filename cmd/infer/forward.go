@@ -190,7 +190,13 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 	if err != nil {
 		return nil, n, err
 	}
-	if err := bt.ffn(li, s, rowsN, runAll); err != nil {
+	if len(l.experts) > 0 {
+		k, err := bt.moeFFN(li, s, rowsN)
+		n += k
+		if err != nil {
+			return nil, n, err
+		}
+	} else if err := bt.ffn(li, s, rowsN, runAll); err != nil {
 		return nil, n, err
 	}
 	if err := runAll([]opStep{{add, s.x2, []backends.Buffer{s.x1, s.d}}}); err != nil {

@@ -95,6 +95,9 @@ type options struct {
 	ubatch                        int    // -ubatch: prompt tokens per micro-batch
 	gpuMemS                       string // -gpu-mem as given
 	gpuMem                        gpuMem
+	moe, routingFile, drift       string  // -moe, -routing, -routing-drift as given
+	zipf                          float64 // -zipf
+	routing                       moeRouting
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
 	exec                          string        // -exec: the simulated devices' execution model
@@ -133,6 +136,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
 	fs.IntVar(&o.requests, "requests", 1, "batches to serve (0: until Ctrl-C)")
 	fs.StringVar(&o.promptList, "prompt", "4", "prompt tokens per request (random ids): N, or N1,N2,... drawn per batch of requests")
+	fs.StringVar(&o.moe, "moe", "", "E,K: every FFN a mixture of E experts, the top K per token")
+	fs.StringVar(&o.routingFile, "routing", "", "with -moe: per-layer expert counts (JSON of sim/testdata/moe) that tokens are routed by")
+	fs.Float64Var(&o.zipf, "zipf", 1, "with -moe and no -routing: Zipf exponent of the experts' popularity (0: uniform)")
+	fs.StringVar(&o.drift, "routing-drift", "", "FILE@F: with -moe, route by FILE from the fraction F of the requests on")
 	fs.IntVar(&o.ubatch, "ubatch", 512, "prompt tokens per sequence in one prefill micro-batch")
 	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
@@ -177,6 +184,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, err
 	}
 	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
+		return o, err
+	}
+	if err := o.parseMoE(); err != nil {
 		return o, err
 	}
 	switch {

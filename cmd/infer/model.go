@@ -16,6 +16,9 @@ import (
 type ModelConfig struct {
 	Dim, Layers, Heads, KVHeads, FFN, Vocab, Ctx int
 	Seed                                         uint64
+	// Experts > 0 makes every FFN a mixture of that many experts (each
+	// an FFN of width FFN), TopK of them per token (-moe E,K).
+	Experts, TopK int
 }
 
 // DefaultModel is about 100M parameters (100.1M: see Params).
@@ -33,6 +36,8 @@ func (c ModelConfig) validate() error {
 		return fmt.Errorf("%w: %d KV heads do not divide %d heads", errModel, c.KVHeads, c.Heads)
 	case c.Dim%kernels.QK != 0 || c.FFN%kernels.QK != 0:
 		return fmt.Errorf("%w: dim %d and ffn %d must be multiples of %d (Q8_0 blocks)", errModel, c.Dim, c.FFN, kernels.QK)
+	case c.Experts < 0 || (c.Experts > 0 && (c.TopK < 1 || c.TopK > c.Experts)):
+		return fmt.Errorf("%w: %d experts, top %d: want 1 <= top <= experts", errModel, c.Experts, c.TopK)
 	}
 	return nil
 }
@@ -43,7 +48,7 @@ func (c ModelConfig) kvDim() int   { return c.KVHeads * c.headDim() }
 // Params returns the parameter count (the tied output counted once).
 func (c ModelConfig) Params() int64 {
 	d, kv, f := int64(c.Dim), int64(c.kvDim()), int64(c.FFN)
-	layer := 2*d*d + 2*d*kv + 3*d*f + 2*d
+	layer := 2*d*d + 2*d*kv + 3*d*f*int64(max(c.Experts, 1)) + 2*d
 	return int64(c.Layers)*layer + int64(c.Vocab)*d + d
 }
 
@@ -52,7 +57,7 @@ func (c ModelConfig) Params() int64 {
 func (c ModelConfig) weightBytes() int64 {
 	q8 := func(rows, cols int) int64 { return int64(rows) * int64(cols) / kernels.QK * 34 }
 	d, kv, f := c.Dim, c.kvDim(), c.FFN
-	layer := 2*q8(d, d) + 2*q8(kv, d) + 3*q8(f, d) + 2*4*int64(d)
+	layer := 2*q8(d, d) + 2*q8(kv, d) + 3*q8(f, d)*int64(max(c.Experts, 1)) + 2*4*int64(d)
 	return int64(c.Layers)*layer + 4*int64(d) + q8(c.Vocab, d)
 }
 
@@ -60,6 +65,23 @@ func (c ModelConfig) weightBytes() int64 {
 type layer struct {
 	attnNorm, ffnNorm          backends.Buffer
 	wq, wk, wv, wo, w1, w2, w3 backends.Buffer
+	experts                    []expert // a mixture of experts in place of w1, w2, w3
+}
+
+// expert is one FFN of a mixture of experts.
+type expert struct{ w1, w2, w3 backends.Buffer }
+
+// ffnWeights returns the layer's FFN weights: w1, w2, w3, or each
+// expert's.
+func (l *layer) ffnWeights() []backends.Buffer {
+	if len(l.experts) == 0 {
+		return []backends.Buffer{l.w1, l.w2, l.w3}
+	}
+	var out []backends.Buffer
+	for _, x := range l.experts {
+		out = append(out, x.w1, x.w2, x.w3)
+	}
+	return out
 }
 
 // Model is the transformer's weights on one backend (an Executor or a
@@ -120,11 +142,17 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 	d, kv := cfg.Dim, cfg.kvDim()
 	m.embed = uniform(cfg.Vocab*d, 1)
 	for range cfg.Layers {
-		m.layers = append(m.layers, layer{
+		l := layer{
 			attnNorm: norm(), ffnNorm: norm(),
 			wq: q8(d, d), wk: q8(kv, d), wv: q8(kv, d), wo: q8(d, d),
-			w1: q8(cfg.FFN, d), w3: q8(cfg.FFN, d), w2: q8(d, cfg.FFN),
-		})
+		}
+		if cfg.Experts == 0 {
+			l.w1, l.w3, l.w2 = q8(cfg.FFN, d), q8(cfg.FFN, d), q8(d, cfg.FFN)
+		}
+		for range cfg.Experts {
+			l.experts = append(l.experts, expert{w1: q8(cfg.FFN, d), w3: q8(cfg.FFN, d), w2: q8(d, cfg.FFN)})
+		}
+		m.layers = append(m.layers, l)
 	}
 	m.norm = norm()
 	q, qerr := kernels.Quantize(kernels.Q8_0, m.embed)
@@ -144,7 +172,7 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 func (m *Model) weightGroups() [][]backends.Buffer {
 	var out [][]backends.Buffer
 	for _, l := range m.layers {
-		out = append(out, []backends.Buffer{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3})
+		out = append(out, append([]backends.Buffer{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo}, l.ffnWeights()...))
 	}
 	return append(out, []backends.Buffer{m.norm, m.out})
 }
@@ -159,7 +187,8 @@ func (m *Model) Free() {
 		}
 	}
 	for _, l := range m.layers {
-		free(l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3)
+		free(l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo)
+		free(l.ffnWeights()...)
 	}
 	free(m.norm, m.out)
 }
@@ -184,6 +213,7 @@ type Batch struct {
 	kvBuf  []byte
 	rowBuf []float32
 	Logits []float32 // the last step's logits, [B][Vocab]
+	route  *router   // a mixture of experts' router
 }
 
 // NewBatch prepares a batch of b sequences.

@@ -9,14 +9,19 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
 )
 
 // serveLogits prefills a prompt of 2 sequences in micro-batches of
 // ubatch tokens, decodes steps tokens, and returns the logits after the
 // prompt and after each decode step. check runs after every step.
 func serveLogits(t *testing.T, be backends.Backend, ubatch, steps int, setup func(*Model), check func()) [][]float32 {
+	return serveModel(t, be, tiny, ubatch, steps, setup, check)
+}
+
+func serveModel(t *testing.T, be backends.Backend, cfg ModelConfig, ubatch, steps int, setup func(*Model), check func()) [][]float32 {
 	t.Helper()
-	m, err := NewModel(be, tiny)
+	m, err := NewModel(be, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +34,13 @@ func serveLogits(t *testing.T, be backends.Backend, ubatch, steps int, setup fun
 		t.Fatal(err)
 	}
 	defer bt.Free()
+	if cfg.Experts > 0 {
+		r, err := sim.ZipfRouting(cfg.Layers, cfg.Experts, 1.2, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt.route = moeRouting{first: r, driftAt: -1}.newRouter(cfg.TopK, 7)
+	}
 	prompt := [][]int{{5, 17, 40, 2, 9, 33, 61}, {1, 90, 12, 12, 7, 80, 3}}
 	var out [][]float32
 	var cur []int
@@ -117,6 +129,35 @@ func TestOffloadServing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMoEServing: a mixture of experts (4, top 2, Zipf routing) served
+// with a GPU budget of 30% of the weights, under auto: the budget holds
+// after every step and the logits are plain "cpu"'s on the same routing.
+func TestMoEServing(t *testing.T) {
+	cfg := tiny
+	cfg.Experts, cfg.TopK = 4, 2
+	want := serveModel(t, openT(t, "cpu"), cfg, 3, 4, nil, func() {}) // the same micro-batches draw the same experts
+	bes := []backends.Backend{openT(t, "sim:cpu2"), openT(t, "sim:h100")}
+	g, _ := parseGPUMem("30%")
+	budget := g.budget(cfg.weightBytes())
+	e, err := executor.New(executor.Config{Config: adaptive.Config{Backends: bes, Seed: 1, NoCalibration: true},
+		WeightBudget: budgets(bes, budget)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	check := func() {
+		if got := e.WeightBytes()[1]; got > budget {
+			t.Fatalf("%d weight bytes on the GPU, budget %d", got, budget)
+		}
+	}
+	setup := func(m *Model) {
+		if _, err := placeWeights(e, m, bes, g, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLogits(t, "moe", serveModel(t, e, cfg, 3, 4, setup, check), want)
 }
 
 // TestLlamaCPPRule: a weight's home decides, unless the batch reaches 32;

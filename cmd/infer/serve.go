@@ -21,6 +21,9 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		return sv, err
 	}
 	defer bt.Free()
+	if o.model.Experts > 0 {
+		bt.route = o.routing.newRouter(o.model.TopK, o.model.Seed)
+	}
 	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
 	start := time.Now()
 	clock0 := clock.read()
@@ -64,6 +67,9 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 	}
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
 		bt.Reset()
+		if bt.route != nil {
+			bt.route.request(req)
+		}
 		plen := o.prompts[r.IntN(len(o.prompts))]
 		prompts := make([][]int, o.batch)
 		for i := range prompts {

@@ -114,6 +114,12 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-gpu-mem", "-4G"}, `-gpu-mem "-4G": not a size`},
 		{[]string{"-prompt", "34,0"}, `-prompt "34,0": "0" is not a positive number of tokens`},
 		{[]string{"-ubatch", "0"}, "-tokens, -batch and -ubatch must be positive"},
+		{[]string{"-moe", "8"}, `-moe "8": want E,K with 1 <= K <= E`},
+		{[]string{"-moe", "4,5"}, `-moe "4,5": want E,K with 1 <= K <= E`},
+		{[]string{"-routing", "x.json"}, "-routing and -routing-drift need -moe E,K"},
+		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
+		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
+		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), c.args, &out, &errb)
