@@ -1,0 +1,198 @@
+// Package weightcache decides which weights a device keeps in its memory
+// budget when their home is host memory: the rule the executor's GPU
+// weight cache and the simulator's thompson policy share.
+//
+// A weight is worth keeping by the copy time it is expected to save per
+// byte of budget: its recent use rate (uses decayed with a half-life, in
+// the caller's steps) × the time one copy over the link takes ÷ its
+// bytes. A weight is admitted when it fits in free budget, or when every
+// weight it would evict is worth less by the hysteresis margin, so two
+// weights of about the same worth do not evict each other in turn
+// (TestNoThrashing). Resident bytes never exceed the budget
+// (TestBudgetNeverExceeded). A Cache is not safe for concurrent use.
+package weightcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ErrInvalid wraps the errors of bad arguments.
+var ErrInvalid = errors.New("weightcache: invalid")
+
+// Options tune the rule; the zero value takes the defaults.
+type Options struct {
+	// HalfLife is the steps after which a use counts half (default 32):
+	// long enough that a weight used once per decode step keeps its worth
+	// across a step's other weights, short enough to follow a drift of
+	// the routing within a few hundred steps.
+	HalfLife float64
+	// Margin is the hysteresis: a weight evicts others only if it is worth
+	// more than (1 + Margin) × each of them (default 0.25).
+	Margin float64
+	// MinUses is the decayed uses a weight needs before it is copied in
+	// for its own sake (Use with copied false; default 2): a weight used
+	// once is not worth a copy the op did not need.
+	MinUses float64
+}
+
+// Weight is one tensor whose home is host memory.
+type Weight struct {
+	ID     int     // the caller's dense index, ≥ 0
+	Bytes  int64   // > 0
+	CopyUs float64 // one copy's expected time over the link, µs (> 0)
+}
+
+type entry struct {
+	w        Weight
+	score    float64 // decayed uses at step last
+	last     float64
+	resident bool
+}
+
+// Cache is one device's weight cache.
+type Cache struct {
+	budget, used int64
+	o            Options
+	decay        float64 // ln 2 / HalfLife
+	entries      []entry
+	victims      []int
+}
+
+// New returns an empty cache of budget bytes.
+func New(budget int64, o Options) (*Cache, error) {
+	if o.HalfLife == 0 {
+		o.HalfLife = 32
+	}
+	if o.Margin == 0 {
+		o.Margin = 0.25
+	}
+	if o.MinUses == 0 {
+		o.MinUses = 2
+	}
+	if budget < 0 || !(o.HalfLife > 0) || !(o.Margin >= 0) || !(o.MinUses >= 0) || math.IsInf(o.HalfLife+o.Margin+o.MinUses, 0) {
+		return nil, fmt.Errorf("%w: budget %d, options %+v", ErrInvalid, budget, o)
+	}
+	return &Cache{budget: budget, o: o, decay: math.Ln2 / o.HalfLife}, nil
+}
+
+// Budget and Used return the bytes the cache may hold and holds.
+func (c *Cache) Budget() int64 { return c.budget }
+
+// Used returns the resident bytes.
+func (c *Cache) Used() int64 { return c.used }
+
+// Resident reports whether weight id is resident.
+func (c *Cache) Resident(id int) bool {
+	return id >= 0 && id < len(c.entries) && c.entries[id].resident
+}
+
+// Plan is what to do after a use.
+type Plan struct {
+	// Hit: the weight was resident (nothing to copy).
+	Hit bool
+	// Admit: keep the weight resident from now on (copy it in unless the
+	// op already did), after evicting Evict.
+	Admit bool
+	// Evict lists the weights dropped to make room (valid until the next
+	// call).
+	Evict []int
+}
+
+// Use records a use of w at step now (non-decreasing) and applies the
+// rule: copied says the op copied w to the device anyway (it ran there),
+// so keeping it costs nothing but room. The returned Plan is already
+// applied to the cache's state.
+func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
+	if w.ID < 0 || w.Bytes <= 0 || !(w.CopyUs > 0) || math.IsInf(w.CopyUs, 0) {
+		return Plan{}, fmt.Errorf("%w: weight %+v", ErrInvalid, w)
+	}
+	for w.ID >= len(c.entries) {
+		c.entries = append(c.entries, entry{})
+	}
+	e := &c.entries[w.ID]
+	e.w = w
+	e.score = c.scoreAt(e, now) + 1
+	e.last = now
+	if e.resident {
+		return Plan{Hit: true}, nil
+	}
+	if w.Bytes > c.budget || !copied && e.score < c.o.MinUses {
+		return Plan{}, nil
+	}
+	worth := c.worth(e, now)
+	c.victims = c.victims[:0]
+	free := c.budget - c.used
+	if free < w.Bytes {
+		// The least worth first, until w fits; each must be worth less
+		// than w by the margin.
+		order := c.residentsByWorth(now)
+		for _, id := range order {
+			if free >= w.Bytes {
+				break
+			}
+			if c.worth(&c.entries[id], now)*(1+c.o.Margin) >= worth {
+				return Plan{}, nil
+			}
+			c.victims = append(c.victims, id)
+			free += c.entries[id].w.Bytes
+		}
+		if free < w.Bytes {
+			return Plan{}, nil
+		}
+	}
+	for _, id := range c.victims {
+		c.entries[id].resident = false
+		c.used -= c.entries[id].w.Bytes
+	}
+	e.resident = true
+	c.used += w.Bytes
+	return Plan{Admit: true, Evict: c.victims}, nil
+}
+
+// Invalidate drops weight id's device copy: its host copy was written, so
+// the copy is stale.
+func (c *Cache) Invalidate(id int) {
+	if c.Resident(id) {
+		c.entries[id].resident = false
+		c.used -= c.entries[id].w.Bytes
+	}
+}
+
+// scoreAt is e's decayed uses at step now.
+func (c *Cache) scoreAt(e *entry, now float64) float64 {
+	if e.score == 0 {
+		return 0
+	}
+	return e.score * math.Exp(-c.decay*max(now-e.last, 0))
+}
+
+// worth is e's expected copy time saved per byte per step: its use rate
+// × one copy's time ÷ its bytes.
+func (c *Cache) worth(e *entry, now float64) float64 {
+	return c.scoreAt(e, now) * c.decay * e.w.CopyUs / float64(e.w.Bytes)
+}
+
+// residentsByWorth returns the resident weights, the least worth first
+// (ties by id, so the rule is deterministic).
+func (c *Cache) residentsByWorth(now float64) []int {
+	var ids []int
+	for id := range c.entries {
+		if c.entries[id].resident {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b int) int {
+		wa, wb := c.worth(&c.entries[a], now), c.worth(&c.entries[b], now)
+		switch {
+		case wa < wb:
+			return -1
+		case wa > wb:
+			return 1
+		}
+		return a - b
+	})
+	return ids
+}

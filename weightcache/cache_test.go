@@ -1,0 +1,105 @@
+package weightcache
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestBudgetNeverExceeded(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	c, err := New(1000, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := make([]int64, 40)
+	for i := range sizes {
+		sizes[i] = 1 + r.Int64N(400)
+	}
+	resident := map[int]bool{}
+	for step := range 5000 {
+		id := int(r.ExpFloat64()*6) % len(sizes)
+		p, err := c.Use(Weight{ID: id, Bytes: sizes[id], CopyUs: float64(sizes[id]) / 10}, float64(step), r.IntN(2) == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range p.Evict {
+			if !resident[v] {
+				t.Fatalf("step %d: evicted %d, not resident", step, v)
+			}
+			delete(resident, v)
+		}
+		if p.Hit != resident[id] {
+			t.Fatalf("step %d: hit %v, resident %v", step, p.Hit, resident[id])
+		}
+		if p.Admit {
+			resident[id] = true
+		}
+		var sum int64
+		for v := range resident {
+			sum += sizes[v]
+			if !c.Resident(v) {
+				t.Fatalf("step %d: %d should be resident", step, v)
+			}
+		}
+		if sum != c.Used() || sum > c.Budget() {
+			t.Fatalf("step %d: resident %d bytes, Used %d, budget %d", step, sum, c.Used(), c.Budget())
+		}
+		if step%97 == 0 {
+			c.Invalidate(id)
+			delete(resident, id)
+		}
+	}
+}
+
+func TestNoThrashing(t *testing.T) {
+	// Two weights used in turn, room for one: the first keeps its place.
+	c, _ := New(100, Options{})
+	a, b := Weight{ID: 0, Bytes: 100, CopyUs: 50}, Weight{ID: 1, Bytes: 100, CopyUs: 50}
+	evictions := 0
+	for step := range 1000 {
+		w := a
+		if step%2 == 1 {
+			w = b
+		}
+		p, _ := c.Use(w, float64(step), true)
+		evictions += len(p.Evict)
+	}
+	if evictions != 0 {
+		t.Errorf("%d evictions between two weights of equal worth", evictions)
+	}
+}
+
+func TestHotWeightDisplacesCold(t *testing.T) {
+	c, _ := New(100, Options{})
+	cold, hot := Weight{ID: 0, Bytes: 100, CopyUs: 50}, Weight{ID: 1, Bytes: 100, CopyUs: 50}
+	if p, _ := c.Use(cold, 0, true); !p.Admit {
+		t.Fatalf("empty cache refused a copied weight: %+v", p)
+	}
+	if p, _ := c.Use(hot, 1, false); p.Admit {
+		t.Fatalf("a weight used once, not copied, was admitted: %+v", p)
+	}
+	var got Plan
+	for step := 2; step < 20 && !got.Admit; step++ {
+		got, _ = c.Use(hot, float64(step), false)
+	}
+	if !got.Admit || len(got.Evict) != 1 || got.Evict[0] != 0 || c.Resident(0) || !c.Resident(1) {
+		t.Errorf("hot weight never displaced the cold one: %+v", got)
+	}
+	// Too big for the budget: never admitted.
+	if p, _ := c.Use(Weight{ID: 2, Bytes: 101, CopyUs: 1}, 30, true); p.Admit {
+		t.Errorf("admitted a weight over the budget")
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	if _, err := New(-1, Options{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative budget: %v", err)
+	}
+	c, _ := New(10, Options{})
+	for _, w := range []Weight{{ID: -1, Bytes: 1, CopyUs: 1}, {ID: 0, Bytes: 0, CopyUs: 1}, {ID: 0, Bytes: 1}} {
+		if _, err := c.Use(w, 0, true); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v", w, err)
+		}
+	}
+}
