@@ -8,7 +8,10 @@
 // bytes. A weight is admitted when it fits in free budget, or when every
 // weight it would evict is worth less by the hysteresis margin, so two
 // weights of about the same worth do not evict each other in turn
-// (TestNoThrashing). Resident bytes never exceed the budget
+// (TestNoThrashing). A weight the op did not copy (it ran elsewhere) is
+// copied in for its own sake only when its recent uses × what a resident
+// use saves cover the copy (by the margin too where it evicts;
+// TestCopyMustPayBack). Resident bytes never exceed the budget
 // (TestBudgetNeverExceeded). A Cache is not safe for concurrent use.
 package weightcache
 
@@ -43,6 +46,11 @@ type Weight struct {
 	ID     int     // the caller's dense index, ≥ 0
 	Bytes  int64   // > 0
 	CopyUs float64 // one copy's expected time over the link, µs (> 0)
+	// SavedUs is what one use expects to save when the weight is
+	// resident: the cheapest way to run the op without it (its copy, or
+	// another device) less running it resident, µs (0: CopyUs). Only a
+	// copy the op did not make weighs it.
+	SavedUs float64
 }
 
 type entry struct {
@@ -106,7 +114,7 @@ type Plan struct {
 // so keeping it costs nothing but room. The returned Plan is already
 // applied to the cache's state.
 func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
-	if w.ID < 0 || w.Bytes <= 0 || !(w.CopyUs > 0) || math.IsInf(w.CopyUs, 0) {
+	if w.ID < 0 || w.Bytes <= 0 || !(w.CopyUs > 0) || math.IsInf(w.CopyUs, 0) || !(w.SavedUs >= 0) || math.IsInf(w.SavedUs, 0) {
 		return Plan{}, fmt.Errorf("%w: weight %+v", ErrInvalid, w)
 	}
 	for w.ID >= len(c.entries) {
@@ -119,12 +127,22 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	if e.resident {
 		return Plan{Hit: true}, nil
 	}
-	if w.Bytes > c.budget || !copied && e.score < c.o.MinUses {
+	saved := w.SavedUs
+	if saved <= 0 {
+		saved = w.CopyUs
+	}
+	free := c.budget - c.used
+	// Copied in for its own sake: its recent uses must have paid for the
+	// copy, by the margin when it evicts.
+	pay := w.CopyUs
+	if free < w.Bytes {
+		pay *= 1 + c.o.Margin
+	}
+	if w.Bytes > c.budget || !copied && (e.score < c.o.MinUses || e.score*saved < pay) {
 		return Plan{}, nil
 	}
 	worth := c.worth(e, now)
 	c.victims = c.victims[:0]
-	free := c.budget - c.used
 	if free < w.Bytes {
 		// The least worth first, until w fits; each must be worth less
 		// than w by the margin.

@@ -103,3 +103,20 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestCopyMustPayBack(t *testing.T) {
+	// A use saves a tenth of a copy: admitted into free room only once
+	// its recent uses reach 10.
+	c, _ := New(1000, Options{HalfLife: 1000})
+	w := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 10}
+	for step := range 40 {
+		p, _ := c.Use(w, float64(step), false)
+		if p.Admit {
+			if step < 9 {
+				t.Fatalf("admitted at use %d, before its uses paid the copy back", step+1)
+			}
+			return
+		}
+	}
+	t.Fatal("never admitted a weight used 40 times")
+}
