@@ -9,9 +9,8 @@
 // weight it would evict is worth less by the hysteresis margin, so two
 // weights of about the same worth do not evict each other in turn
 // (TestNoThrashing). A weight the op did not copy (it ran elsewhere) is
-// copied in for its own sake only when its recent uses × what a resident
-// use saves cover the copy (by the margin too where it evicts;
-// TestCopyMustPayBack). Resident bytes never exceed the budget
+// copied in for its own sake only when its expected uses × what a
+// resident use saves cover the copy (TestCopyMustPayBack). Resident bytes never exceed the budget
 // (TestBudgetNeverExceeded). A Cache is not safe for concurrent use.
 package weightcache
 
@@ -57,6 +56,7 @@ type entry struct {
 	w        Weight
 	score    float64 // decayed uses at step last
 	last     float64
+	first    float64 // step of the first use
 	resident bool
 }
 
@@ -121,6 +121,9 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 		c.entries = append(c.entries, entry{})
 	}
 	e := &c.entries[w.ID]
+	if e.score == 0 && e.last == 0 {
+		e.first = now
+	}
 	e.w = w
 	e.score = c.scoreAt(e, now) + 1
 	e.last = now
@@ -132,13 +135,18 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 		saved = w.CopyUs
 	}
 	free := c.budget - c.used
-	// Copied in for its own sake: its recent uses must have paid for the
-	// copy, by the margin when it evicts.
-	pay := w.CopyUs
+	// Copied in for its own sake, the uses it is expected to have must pay
+	// for the copy: where it evicts, its recent (decayed) uses, by the
+	// margin; into free room, which costs nothing else, as many uses again
+	// as it has had over its age (a weight used for n steps is expected to
+	// be used for n more; TestFreeRoomFillsWithAge).
+	uses, pay := e.score, w.CopyUs
 	if free < w.Bytes {
 		pay *= 1 + c.o.Margin
+	} else {
+		uses *= max(1, (now-e.first)*c.decay)
 	}
-	if w.Bytes > c.budget || !copied && (e.score < c.o.MinUses || e.score*saved < pay) {
+	if w.Bytes > c.budget || !copied && (e.score < c.o.MinUses || uses*saved < pay) {
 		return Plan{}, nil
 	}
 	worth := c.worth(e, now)

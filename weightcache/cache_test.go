@@ -120,3 +120,27 @@ func TestCopyMustPayBack(t *testing.T) {
 	}
 	t.Fatal("never admitted a weight used 40 times")
 }
+
+func TestFreeRoomFillsWithAge(t *testing.T) {
+	// Used every fourth step, a use saving a tenth of a copy: its decayed
+	// uses level off near 0.25 × 32/ln 2 ≈ 11.5, enough for free room
+	// once its age counts, never enough to evict.
+	c, _ := New(100, Options{})
+	w := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 7}
+	admitted := -1
+	for step := 0; step < 400 && admitted < 0; step += 4 {
+		if p, _ := c.Use(w, float64(step), false); p.Admit {
+			admitted = step
+		}
+	}
+	if admitted < 46 || admitted > 200 {
+		t.Errorf("admitted at step %d, want after a half-life's worth of age and within 200", admitted)
+	}
+	// Full now: a weight of the same rate does not evict it.
+	v := Weight{ID: 1, Bytes: 100, CopyUs: 100, SavedUs: 7}
+	for step := 400; step < 800; step += 4 {
+		if p, _ := c.Use(v, float64(step), false); p.Admit {
+			t.Fatalf("step %d: evicted a weight of the same worth", step)
+		}
+	}
+}
