@@ -163,7 +163,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 				c, err := e.copyToDevice(t, a)
 				if err != nil {
 					if admit && t.copies[a] == nil {
-						e.unreserve(a, t.size)
+						e.unreserve(t, a)
 					}
 					return err
 				}

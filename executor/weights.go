@@ -3,42 +3,38 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"math"
-	"sort"
 	"sync"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/weightcache"
 )
 
 // ErrBudget marks a weight that does not fit in a backend's weight budget
 // (Config.WeightBudget): Preload and Pin fail with it.
 var ErrBudget = errors.New("executor: weight budget exceeded")
 
-// keepMargin is the cache's hysteresis: a weight displaces cached ones
-// only when the copy time it is expected to save beats theirs by this
-// factor, so that two weights of equal use do not evict each other in
-// turn (TestWeightCacheNoThrash).
-const keepMargin = 1.25
-
-// weightCache is the Executor's record of the weights (MarkWeight): how
-// often each is used, and the bytes of weight copies held on each backend
-// with a budget (Config.WeightBudget). Its lock is taken after tensor
-// locks; it only TryLocks other tensors.
+// weightCache is the Executor's record of the weights (MarkWeight): the
+// bytes of weight copies held on each backend, pinned or cached, and for
+// each backend with a budget (Config.WeightBudget) the rule that decides
+// which weights are worth their bytes there (weightcache, shared with the
+// simulator's policies). Its lock is taken after tensor locks; it only
+// TryLocks other tensors.
 type weightCache struct {
 	mu     sync.Mutex
-	n      int   // weights marked: the horizon of use counts
+	n      int   // weights marked: a pass over them is the cache's step
 	tick   int64 // weight uses so far
 	bytes  [adaptive.MaxBackends]int64
+	pinned [adaptive.MaxBackends]int64
 	budget [adaptive.MaxBackends]int64 // < 0: no budget
+	rule   [adaptive.MaxBackends]*weightcache.Cache
+	evict  []int // the last admission's victims
 }
 
-// weightUse is a weight's decayed use count (Tensor, under the cache's
-// lock): uses·exp(−age/horizon), the horizon a few passes over the model.
+// weightUse is a weight's cache identity (Tensor, under the cache's lock).
 type weightUse struct {
-	score float64
-	at    int64
-	pin   adaptive.Mask // backends where its copy is pinned
+	id  int           // dense index for the rule
+	pin adaptive.Mask // backends where its copy is pinned
 }
 
 // initWeights sets the budgets from cfg.WeightBudget.
@@ -80,10 +76,11 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 		}
 	}
 	if !t.weight.Load() {
-		t.weight.Store(true)
 		e.wc.mu.Lock()
+		t.wuse.id = e.wc.n
 		e.wc.n++
 		e.wc.mu.Unlock()
+		t.weight.Store(true)
 	}
 	return nil
 }
@@ -123,10 +120,7 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 	defer t.mu.Unlock()
 	if t.copies[a] == nil {
 		e.wc.mu.Lock()
-		fits := e.wc.budget[a] < 0 || e.wc.bytes[a]+t.size <= e.wc.budget[a]
-		if fits {
-			e.wc.bytes[a] += t.size // reserved before the copy is made
-		}
+		fits := e.admitLocked(t, a, pin, true)
 		e.wc.mu.Unlock()
 		if !fits {
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",
@@ -134,16 +128,11 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 		}
 		c, err := e.bes[a].Alloc(t.size)
 		if err != nil {
-			e.unreserve(a, t.size)
+			e.unreserve(t, a)
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload", Err: err}
 		}
 		t.copies[a] = c
 		e.register(t, a)
-	}
-	if pin {
-		e.wc.mu.Lock()
-		t.wuse.pin |= adaptive.Backend(a)
-		e.wc.mu.Unlock()
 	}
 	if !t.valid.Has(a) {
 		tm, err := e.bes[a].Write(t.copies[a], t.host)
@@ -167,99 +156,103 @@ func (e *Executor) weightBytes(a int) int64 {
 	return e.wc.bytes[a]
 }
 
-// unreserve gives back bytes of backend a's budget.
-func (e *Executor) unreserve(a int, bytes int64) {
-	e.wc.mu.Lock()
-	e.wc.bytes[a] -= bytes
-	e.wc.mu.Unlock()
+// unreserve gives back the room reserved for weight t on backend a, whose
+// copy could not be made.
+func (e *Executor) unreserve(t *Tensor, a int) {
+	e.unregisterWeight(t, adaptive.Backend(a))
 }
 
 // touchWeight counts one use of weight t by an op (t.mu held).
 func (e *Executor) touchWeight(t *Tensor) {
 	e.wc.mu.Lock()
 	e.wc.tick++
-	t.wuse.score = e.decayed(t) + 1
-	t.wuse.at = e.wc.tick
 	e.wc.mu.Unlock()
 }
 
-// decayed returns t's use count now (wc.mu held): halved every few passes
-// over the model's weights, so that the cache follows a drifting use
-// (experts' popularity) without forgetting a pass's worth of uses.
-func (e *Executor) decayed(t *Tensor) float64 {
-	horizon := 4 * float64(max(e.wc.n, 1))
-	return t.wuse.score * math.Exp(-float64(e.wc.tick-t.wuse.at)/horizon)
-}
+// step is the weight cache's clock (wc.mu held): passes over the marked
+// weights, about one per decode step of a model.
+func (e *Executor) step() float64 { return float64(e.wc.tick) / float64(max(e.wc.n, 1)) }
 
-// worth returns the copy µs that keeping weight t on backend a is
-// expected to save (wc.mu held): its use count times the learned link
-// model's time to copy it there.
-func (e *Executor) worth(t *Tensor, a int) float64 {
-	return e.decayed(t) * max(e.s.PredictTransfer(e.s.BackendName(a), true, t.size), 1e-3)
+// admitLocked reserves room for weight t on backend a (wc.mu held): a
+// pinned copy takes free room outside the rule; otherwise the rule admits
+// it (copied: the op copies it there anyway), and the weights it evicts
+// must be dropped by the caller (e.evictPlan). Without a budget it always
+// fits.
+func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool) bool {
+	budget := e.wc.budget[a]
+	switch {
+	case budget < 0:
+	case pin:
+		if e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget {
+			return false // pins are placed before the cache is in use
+		}
+		e.wc.pinned[a] += t.size
+		t.wuse.pin |= adaptive.Backend(a)
+	default:
+		if e.wc.rule[a] == nil {
+			r, err := weightcache.New(budget-e.wc.pinned[a], weightcache.Options{})
+			if err != nil {
+				return false
+			}
+			e.wc.rule[a] = r
+		}
+		copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, t.size), 1e-3)
+		plan, err := e.wc.rule[a].Use(weightcache.Weight{ID: t.wuse.id, Bytes: t.size, CopyUs: copyUs}, e.step(), copied)
+		if err != nil || !plan.Admit {
+			return false
+		}
+		e.wc.evict = append(e.wc.evict[:0], plan.Evict...)
+	}
+	e.wc.bytes[a] += t.size
+	return true
 }
 
 // cacheable reports whether an op on backend a should keep the copy of
 // weight t it makes (t.mu held, t has no copy on a): yes without a
-// budget; with one, when it fits, or when evicting the cached weights of
-// least worth per byte (idle, unpinned, not among the op's tensors skip)
-// frees room and t's worth beats theirs by keepMargin. Those evicted are
-// freed here; the room is reserved for t.
+// budget; with one, when the rule admits it, the weights it evicts for
+// it freed here (idle ones; skip are the op's own tensors). When one
+// cannot be freed now (queued work still uses it, or another op holds
+// it), t is not kept and the rule is told the victim stayed.
 func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
 	e.wc.mu.Lock()
-	budget := e.wc.budget[a]
-	if budget < 0 || e.wc.bytes[a]+t.size <= budget {
-		e.wc.bytes[a] += t.size
-		e.wc.mu.Unlock()
-		return true
+	ok := e.admitLocked(t, a, false, true)
+	var victims []int
+	if ok {
+		victims = append(victims, e.wc.evict...)
 	}
-	need := e.wc.bytes[a] + t.size - budget
-	gain := e.worth(t, a)
+	e.wc.evict = e.wc.evict[:0]
 	e.wc.mu.Unlock()
-	if t.size > budget {
-		return false
+	if !ok || len(victims) == 0 {
+		return ok
 	}
-	type cand struct {
-		t     *Tensor
-		worth float64
-	}
-	var cands []cand
-	e.wc.mu.Lock()
+	byID := map[int]*Tensor{}
 	for _, x := range e.residentOn(a) {
-		if x == t || !x.weight.Load() || x.wuse.pin.Has(a) || containsTensor(skip, x) {
+		if x.weight.Load() {
+			byID[x.wuse.id] = x
+		}
+	}
+	var kept []*Tensor
+	for _, id := range victims {
+		x := byID[id]
+		if x == nil || (!containsTensor(skip, x) && e.dropWeightCopy(x, a)) {
 			continue
 		}
-		cands = append(cands, cand{x, e.worth(x, a)})
+		kept = append(kept, x)
 	}
-	e.wc.mu.Unlock()
-	sort.Slice(cands, func(i, j int) bool {
-		return cands[i].worth/float64(cands[i].t.size) < cands[j].worth/float64(cands[j].t.size)
-	})
-	var pick []*Tensor
-	var freed int64
-	var loss float64
-	for _, c := range cands {
-		if freed >= need {
-			break
-		}
-		pick = append(pick, c.t)
-		freed += c.t.size
-		loss += c.worth
+	if len(kept) == 0 {
+		return true
 	}
-	if freed < need || gain <= keepMargin*loss {
-		return false
-	}
-	for _, x := range pick {
-		if !e.dropWeightCopy(x, a) {
-			return false // busy or contended: try again at its next use
-		}
-	}
+	// t gives its room back to the victims that stayed, which the rule
+	// counts resident again (with one more use).
 	e.wc.mu.Lock()
-	ok := e.wc.bytes[a]+t.size <= budget
-	if ok {
-		e.wc.bytes[a] += t.size
+	defer e.wc.mu.Unlock()
+	e.wc.rule[a].Invalidate(t.wuse.id)
+	e.wc.bytes[a] -= t.size
+	for _, x := range kept {
+		copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, x.size), 1e-3)
+		_, _ = e.wc.rule[a].Use(weightcache.Weight{ID: x.wuse.id, Bytes: x.size, CopyUs: copyUs}, e.step(), true)
 	}
-	e.wc.mu.Unlock()
-	return ok
+	return false
 }
 
 // dropWeightCopy frees weight x's copy on backend a when no queued work
@@ -305,8 +298,15 @@ func (e *Executor) dropWeightCopies(t *Tensor) {
 func (e *Executor) unregisterWeight(t *Tensor, held adaptive.Mask) {
 	e.wc.mu.Lock()
 	for a := range e.bes {
-		if held.Has(a) {
-			e.wc.bytes[a] -= t.size
+		if !held.Has(a) {
+			continue
+		}
+		e.wc.bytes[a] -= t.size
+		if t.wuse.pin.Has(a) {
+			e.wc.pinned[a] -= t.size
+			t.wuse.pin &^= adaptive.Backend(a)
+		} else if r := e.wc.rule[a]; r != nil {
+			r.Invalidate(t.wuse.id)
 		}
 	}
 	e.wc.mu.Unlock()
@@ -380,7 +380,7 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 	if t.copies[a] == nil && e.cacheable(t, a, ts) {
 		c, err := e.bes[a].Alloc(t.size)
 		if err != nil {
-			e.unreserve(a, t.size)
+			e.unreserve(t, a)
 			return nil, 0, &backendFailure{a: a, err: err}
 		}
 		t.copies[a] = c
