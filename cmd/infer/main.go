@@ -6,9 +6,25 @@
 //
 // Usage:
 //
-//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
-//	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [-sync | -exec async|sync|serial] [-metrics ADDR] [fleet flags] [model flags]
+//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
+//	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
+//	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
+//	      [-db DIR] [-trace FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
+//	      [-metrics ADDR] [fleet flags] [model flags]
+//
+// Serving: each batch of requests draws a prompt length from -prompt,
+// prefills the prompts in micro-batches of -ubatch tokens per sequence,
+// then decodes -tokens tokens. -gpu-mem keeps the weights in host memory
+// and gives each GPU a budget for them (bytes, or a share of the model's
+// weights), loading those that fit, the last layers first (llama.cpp's
+// -ngl); the Executor then prices each op's weight copy and caches the
+// weights worth their bytes (DESIGN.md § Weights in host memory).
+// -strategy llamacpp is llama.cpp's rule through the same Executor: the
+// loaded weights pinned, an op run where its weights live unless its
+// batch is at least 32 tokens. -moe E,K makes every FFN a mixture of E
+// experts, the top K per token drawn from -routing's per-layer counts
+// (sim/testdata/moe: Mixtral 8x7B, 32 layers of 8) or a Zipf skew, the
+// -routing-drift file taking over from the fraction F of the requests.
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
