@@ -138,6 +138,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 		weight := t.weight.Load()
 		if weight {
 			e.touchWeight(t)
+			e.copyForOwnSake(t, &r.d, ts)
 		}
 		if !t.valid.Has(a) {
 			if t.valid == 0 {

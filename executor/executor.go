@@ -105,6 +105,7 @@ type Executor struct {
 	health health
 	res    registry
 	wc     weightCache
+	weighs bool // some backend has a weight budget
 
 	ops         [adaptive.MaxBackends]atomic.Int64
 	failures    [adaptive.MaxBackends]atomic.Int64

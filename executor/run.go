@@ -179,6 +179,9 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			tm, xferUs, err = e.attempt(sc, s, ts, o, a, restore)
 		}
 		if err == nil {
+			if !queued && e.weighs {
+				e.copyForOwnSakeSync(ts, &d)
+			}
 			e.healthy(a)
 			e.ops[a].Add(1)
 			if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {

@@ -50,6 +50,7 @@ func (e *Executor) initWeights() error {
 			continue // works on the host copy in place: holds no copies
 		}
 		e.wc.budget[a] = b
+		e.weighs = e.weighs || b >= 0
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 	defer t.mu.Unlock()
 	if t.copies[a] == nil {
 		e.wc.mu.Lock()
-		fits := e.admitLocked(t, a, pin, true)
+		fits := e.admitLocked(t, a, pin, true, 0)
 		e.wc.mu.Unlock()
 		if !fits {
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",
@@ -178,7 +179,7 @@ func (e *Executor) step() float64 { return float64(e.wc.tick) / float64(max(e.wc
 // it (copied: the op copies it there anyway), and the weights it evicts
 // must be dropped by the caller (e.evictPlan). Without a budget it always
 // fits.
-func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool) bool {
+func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float64) bool {
 	budget := e.wc.budget[a]
 	switch {
 	case budget < 0:
@@ -197,7 +198,7 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool) bool {
 			e.wc.rule[a] = r
 		}
 		copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, t.size), 1e-3)
-		plan, err := e.wc.rule[a].Use(weightcache.Weight{ID: t.wuse.id, Bytes: t.size, CopyUs: copyUs}, e.step(), copied)
+		plan, err := e.wc.rule[a].Use(weightcache.Weight{ID: t.wuse.id, Bytes: t.size, CopyUs: copyUs, SavedUs: savedUs}, e.step(), copied)
 		if err != nil || !plan.Admit {
 			return false
 		}
@@ -214,8 +215,14 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool) bool {
 // cannot be freed now (queued work still uses it, or another op holds
 // it), t is not kept and the rule is told the victim stayed.
 func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
+	return e.admit(t, a, skip, true, 0)
+}
+
+// admit is cacheable for a copy the op makes (copied), or one the rule
+// may want for its own sake, a resident use saving savedUs.
+func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs float64) bool {
 	e.wc.mu.Lock()
-	ok := e.admitLocked(t, a, false, true)
+	ok := e.admitLocked(t, a, false, copied, savedUs)
 	var victims []int
 	if ok {
 		victims = append(victims, e.wc.evict...)
@@ -406,4 +413,76 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 		return nil, tm.Micros(), nil
 	}
 	return dst, tm.Micros(), nil
+}
+
+// ownSake offers weight t, read by an op placed by d, to the cache of
+// every other backend with a budget that lacks it (t.mu held): the use
+// counts toward its worth there, and the rule may want it kept there for
+// its own sake, each resident use saving what d's estimates say (the
+// chosen arm's cost less that arm's with the copy of t taken off). It
+// returns the backends that admitted it: the caller copies it in.
+func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adaptive.Mask {
+	var in adaptive.Mask
+	for b := range e.bes {
+		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || t.copies[b] != nil || !(d.Estimates[b] > 0) {
+			continue
+		}
+		copyUs := e.s.PredictTransfer(e.s.BackendName(b), true, t.size)
+		saved := d.Estimates[d.Backend] - (d.Estimates[b] - copyUs)
+		if !(saved > 0) {
+			saved = 1e-9 // nothing saved: the use counts, no copy is wanted
+		}
+		if e.admit(t, b, skip, false, saved) {
+			in |= adaptive.Backend(b)
+		}
+	}
+	return in
+}
+
+// copyForOwnSake queues the copies of weight t that other backends' caches
+// want for its own sake (ownSake; t.mu held). A copy that cannot be made
+// gives its room back: the op does not need it.
+func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor) {
+	in := e.ownSake(t, d, ts)
+	for b := range e.bes {
+		if !in.Has(b) {
+			continue
+		}
+		if _, err := e.copyToDevice(t, b); err != nil && t.copies[b] == nil {
+			e.unreserve(t, b)
+		}
+	}
+}
+
+// copyForOwnSakeSync is copyForOwnSake in the synchronous path, after the
+// op: each wanted copy made at once.
+func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
+	for _, t := range ts {
+		if !t.weight.Load() {
+			continue
+		}
+		t.mu.Lock()
+		in := e.ownSake(t, d, ts)
+		for b := range e.bes {
+			if !in.Has(b) {
+				continue
+			}
+			c, err := e.bes[b].Alloc(t.size)
+			if err != nil {
+				e.unreserve(t, b)
+				continue
+			}
+			tm, err := e.bes[b].Write(c, t.host)
+			if err != nil {
+				c.Free()
+				e.unreserve(t, b)
+				continue
+			}
+			e.observeCopy(b, true, t.size, tm)
+			t.copies[b] = c
+			e.register(t, b)
+			t.valid |= adaptive.Backend(b)
+		}
+		t.mu.Unlock()
+	}
 }

@@ -327,3 +327,42 @@ func TestWeightErrors(t *testing.T) {
 		t.Errorf("two budgets for one backend: %v, want ErrConfig", err)
 	}
 }
+
+// TestWeightOwnSake: a weight that ops keep reading on the CPU, whose
+// reads the GPU's estimates say would be cheaper there if it were held,
+// is copied into the GPU's cache for its own sake once its uses pay for
+// the copy, within the budget.
+func TestWeightOwnSake(t *testing.T) {
+	const dim = 128
+	m := newWeightModel(rand.New(rand.NewPCG(6, 1)), 1, dim)
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}, Synchronous: sync,
+			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
+		w := alloc(t, e, m.ws[0])
+		if err := e.MarkWeight(w); err != nil {
+			t.Fatal(err)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 2)), 256*dim)))
+		out := alloc(t, e, make([]byte, 4*256*dim))
+		var d adaptive.Decision
+		for i := range 64 {
+			var err error
+			if d, err = e.Submit(m.spec(256), []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+			if w.(*executor.Tensor).Valid().Has(1) {
+				t.Logf("sync=%v: kept on the GPU after %d uses (estimates %.0f µs on the CPU, %.0f on the GPU with %.0f of copies)",
+					sync, i+1, d.Estimates[0], d.Estimates[1], d.Transfer[1])
+				break
+			}
+		}
+		if !w.(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: never kept on the GPU (estimates %.0f µs on the CPU, %.0f on the GPU with %.0f of copies)",
+				sync, d.Estimates[0], d.Estimates[1], d.Transfer[1])
+		}
+		if got := e.WeightBytes()[1]; got > int64(len(m.ws[0])) {
+			t.Errorf("sync=%v: %d weight bytes, budget %d", sync, got, len(m.ws[0]))
+		}
+	}
+}
