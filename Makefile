@@ -1,25 +1,35 @@
 # adaptsched — build, test, benchmark, demo.
-# `make test` is what CI runs (.ci/run). It installs the Debian runtime
-# libraries the tests load at run time when they are missing (as root).
-# `make demo` needs nothing beyond Go. `make ops` and `make bench` run on
-# whatever this machine has: they name the libraries that are missing
-# (the CPU backend then uses its pure-Go matmul, the GPU backend reports
-# itself unavailable) and go on.
+# `make test` is go vet and go test -race: it installs OpenBLAS when run as
+# root on Debian and it is missing, and otherwise goes on without it (the
+# tests that need a missing library skip, naming it). CI runs `make ci`
+# (.ci/run): it also installs the HIP runtime, makes the tests that load
+# either library fail rather than skip, and checks the cgo-free and cross
+# builds (`make portable`). `make demo` needs nothing beyond Go. `make ops`
+# and `make bench` run on whatever this machine has: they name the
+# libraries that are missing (the CPU backend then uses its pure-Go matmul,
+# the GPU backend reports itself unavailable) and go on.
 
 GO        ?= go
-# Debian packages whose libraries are dlopen'ed by the tests: OpenBLAS for
-# the CPU backend's CBLAS path, the HIP runtime (with hiprtc inside) for the
-# ROCm backend's loader and kernel-compile tests.
-DEB_PKGS  ?= libopenblas0 libamdhip64-5
+# TEST_PKGS: OpenBLAS, dlopen'ed by the CPU backend's CBLAS path (make test
+# installs it as root). CI_PKGS: the 236 MB HIP runtime (hiprtc inside)
+# for the ROCm backend's loader and kernel-compile tests, and Debian's
+# nats-server 2.9 (the fleet must work against it: TestDebianServer),
+# installed by make ci only: a user's make test does not pull them in.
+TEST_PKGS ?= libopenblas0
+CI_PKGS   ?= libamdhip64-5 nats-server
+DEB_PKGS  ?= $(TEST_PKGS) $(CI_PKGS)
+# Platforms whose builds of every package and command make portable checks.
+CROSS     ?= darwin/arm64 windows/amd64 linux/arm64
 BENCHTIME ?= 300ms
 
-.PHONY: all build deps libs test vet bench demo ops peer clean
+.PHONY: all build deps testdeps libs test vet portable ci bench demo ops peer clean
 
 all: build
 
 build:
 	$(GO) build ./...
 
+# deps installs DEB_PKGS where missing (as root on Debian) or fails.
 deps:
 	@missing=""; \
 	for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -30,6 +40,16 @@ deps:
 	  else \
 	    echo "make: missing Debian packages:$$missing (install them, or run make as root)"; exit 1; \
 	  fi; \
+	fi
+
+# testdeps installs TEST_PKGS as deps does where it can, and otherwise
+# says what is missing and goes on: the tests that need it skip.
+testdeps:
+	@if command -v dpkg >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  $(MAKE) --no-print-directory deps DEB_PKGS="$(TEST_PKGS)" || \
+	    echo "make: could not install $(TEST_PKGS); the tests that need it skip"; \
+	else \
+	  $(MAKE) --no-print-directory libs DEB_PKGS="$(TEST_PKGS)"; \
 	fi
 
 # libs names the runtime libraries that are missing, without failing: the
@@ -46,8 +66,27 @@ libs:
 vet:
 	$(GO) vet ./...
 
-test: deps vet
+test: testdeps vet
 	$(GO) test -race ./...
+
+# portable checks the builds the docs promise besides this one: without
+# cgo (its tests run, the GPU backend's unavailable path among them) and
+# every package and command for each of CROSS.
+portable:
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test ./backends/...
+	@for t in $(CROSS); do \
+	  echo "GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./..."; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... || exit 1; \
+	done
+
+# ci is what .ci/run runs on a clean checkout without GPU: every runtime
+# library installed, a test that needs one fails when it cannot load it
+# (ADAPTSCHED_REQUIRE_LIBS), then the portable builds.
+ci:
+	@$(MAKE) --no-print-directory deps
+	ADAPTSCHED_REQUIRE_LIBS=1 $(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory portable
 
 # bench runs every benchmark once and writes BENCHMARKS.md (the targets
 # table, docs/targets.csv naming each target's benchmark, and every figure)
@@ -78,7 +117,7 @@ PEER_PKGS   ?= libstarpu-dev libopenblas-dev pkg-config
 PEER_ROUNDS ?= 5
 PEER_BIN    ?= bin/peer_starpu
 peer:
-	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) $(PEER_PKGS)"
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(TEST_PKGS) $(PEER_PKGS)"
 	@mkdir -p $(dir $(PEER_BIN))
 	$(CC) -O3 -Wall -o $(PEER_BIN) bench/peer/starpu/peer_starpu.c bench/peer/peerkern.c \
 	  $$(pkg-config --cflags --libs starpu-1.3) -ldl

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/adaptsched/adaptsched/adaptive/cost"
+	"github.com/adaptsched/adaptsched/adaptive/prior"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -21,14 +23,14 @@ import (
 type engine struct {
 	cfg   bandit.Config // validated
 	n     int           // arms
-	model [MaxBackends]roofline
+	model [MaxBackends]cost.Roofline
 	seed  uint64
 	// warmup holds the arms whose first run in a bucket is a device's
 	// warm-up (GPUs): see observe.
 	warmup Mask
 
 	famMu sync.Mutex
-	fams  map[string]*family
+	fams  map[string]*prior.Family
 	// corr holds the learned corrections above a family, and epoch counts
 	// what buckets have published into them (prior.go).
 	corr  corrections
@@ -62,18 +64,10 @@ func (e *engine) alloc() *bucket {
 	return b
 }
 
-func newEngine(cfg bandit.Config, models []roofline, warmup Mask, seed uint64) *engine {
-	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*family{}}
+func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint64) *engine {
+	e := &engine{cfg: cfg, n: len(models), warmup: warmup, seed: seed, fams: map[string]*prior.Family{}}
 	copy(e.model[:], models)
 	return e
-}
-
-// family is one op family (an op and dtype at every size): what its
-// buckets published of their arms' measured ratios, per size class, and
-// the op's class, the level above it (prior.go).
-type family struct {
-	class kernels.Class
-	sums  []classSums // under engine.corr.mu
 }
 
 // bucket is one bucket's state: the bandit, its random source and its
@@ -85,12 +79,13 @@ type bucket struct {
 	// The fields one Select and Observe touch come first, up to trialMean:
 	// 256 bytes, four cache lines. A bucket is a whole number of lines
 	// (TestBucketLayout), so that neighbours in a slab never share one.
-	// The posteriors and priors (bb.Arms, bb.Priors) and the counters
-	// (per) are exactly n long, from the engine's slabs (engine.alloc),
-	// rather than arrays of MaxBackends inline: inline, a bucket of 2 arms
-	// spanned 1,768 bytes to use 500 of them, and a loop over 10,000
-	// buckets walked 18 MB. The rand.Rand around the PCG lives on each
-	// Select's stack.
+	// Rule: the posteriors and priors (bb.Arms, bb.Priors) and the
+	// counters (per) are exactly n long, from the engine's slabs
+	// (engine.alloc), not arrays of MaxBackends inline. Reason: inline, a
+	// bucket of 2 arms spans more than three times the bytes it uses, and
+	// a loop over 10,000 buckets walks that much more memory
+	// (BenchmarkSelectObserve, 10,000 buckets, holds it). The rand.Rand
+	// around the PCG lives on each Select's stack.
 	mu  sync.Mutex
 	bb  bandit.Bucket
 	pcg rand.PCG
@@ -100,10 +95,9 @@ type bucket struct {
 	// warmed holds the warm-up arms whose first run in the bucket has
 	// been set aside (engine.observe).
 	warmed Mask
-	// queued: the bucket waits for the store to collect it, from its
-	// first change until a flush's collection (Scheduler.collect); next
-	// links it on the Scheduler's stack or kept list. Observe reads it on
-	// every call, so it sits in the hot lines.
+	// queued: the bucket waits for Changes, from its first change after
+	// the last Changes; next links it on the Scheduler's stack. Observe
+	// reads it on every call, so it sits in the hot lines.
 	queued bool
 	// isShape: the bucket is a shape's (parent is set), read where the
 	// hot fields are.
@@ -124,11 +118,11 @@ type bucket struct {
 
 	class int
 	name  string
-	fam   *family
+	fam   *prior.Family
 	// parent is the bucket of a shape's bucket (newShape), nil for a
 	// bucket; own holds the arms of a shape's bucket with evidence of its
-	// own (observed here, or its own stored posterior), which the store
-	// keeps (Scheduler.collect).
+	// own (observed here, or its own stored posterior), which Changes
+	// hands out.
 	parent *bucket
 	own    Mask
 	// loaded holds the arms whose posterior or prior holds evidence from
@@ -137,9 +131,12 @@ type bucket struct {
 	loaded     Mask
 	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
 	switchesTo [MaxBackends]int64
-	next       *bucket            // the store's stack or kept list of queued buckets
-	collected  [MaxBackends]int64 // per[a].learned when the store last collected arm a
-	_          [12]byte           // to a whole number of cache lines (TestBucketLayout)
+	next       *bucket            // the Scheduler's stack of queued buckets (Changes)
+	collected  [MaxBackends]int64 // per[a].learned when Changes last handed arm a out
+	// fb is the Fold's record of this bucket (nil without a Fold): the
+	// foreign evidence that Select probes and Observe checks (verify.go).
+	fb *foldBucket
+	_  [4]byte // to a whole number of cache lines (TestBucketLayout)
 }
 
 // armCounts is what one arm of a bucket counts: every op run (ops,
@@ -149,8 +146,8 @@ type armCounts struct {
 	ops     int64
 	timeUs  float64
 	learned int64
-	lnMean  float64   // mean of the learned ln µs (bucket.learnLn)
-	pub     published // what the engine was last told (under engine.corr.mu)
+	lnMean  float64         // mean of the learned ln µs (bucket.learnLn)
+	pub     prior.Published // what the engine was last told (under engine.corr.mu)
 	picks   [NumReasons]int64
 }
 
@@ -161,7 +158,7 @@ func (e *engine) newBucket(id BucketID, name, fam string, opClass kernels.Class,
 	e.famMu.Lock()
 	f := e.fams[fam]
 	if f == nil {
-		f = &family{class: opClass}
+		f = &prior.Family{Class: opClass}
 		e.fams[fam] = f
 	}
 	b := e.alloc()
@@ -201,12 +198,12 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 
 // lnModel returns ln of arm a's model estimate, µs, of an op of work w.
 func (e *engine) lnModel(a int, w kernels.Work) float64 {
-	return math.Log(e.model[a].computeUs(float64(w.FLOPs), float64(w.Bytes())))
+	return math.Log(e.model[a].ComputeUs(float64(w.FLOPs), float64(w.Bytes())))
 }
 
 // setUp fills a bucket from alloc: identity, random source, model and
 // priors (derivedPrior, or held[a] for an arm in b.loaded).
-func (e *engine) setUp(b *bucket, id BucketID, name string, f *family, class int, w kernels.Work, held *[MaxBackends]bandit.NormalGamma) {
+func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, class int, w kernels.Work, held *[MaxBackends]bandit.NormalGamma) {
 	b.id, b.name, b.class, b.fam = id, name, class, f
 	h := fnv.New64a()
 	h.Write([]byte(name))

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"math/bits"
 	"runtime"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/rs/zerolog"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // Config configures a Scheduler. Zero fields take the defaults that
@@ -27,15 +28,16 @@ type Config struct {
 	// spread of ln µs, CUSUM in standard deviations); zero fields take
 	// bandit's defaults.
 	Bandit bandit.Config
-	// Store, when not nil, warm-starts the posteriors (loaded in New,
-	// keyed by backend name and BucketName) and collects every updated
-	// posterior from the Scheduler when it writes (write-behind: Store).
-	// The Scheduler does not close it.
-	Store Store
-	// Logger receives decisions at debug level, incumbent switches and
-	// change alarms at info. The zero value, like zerolog.Nop(), logs
-	// nothing.
-	Logger zerolog.Logger
+	// Warm, when not nil, warm-starts the posteriors: a bucket made takes
+	// the posterior of each of its arms found here, keyed by backend name
+	// and BucketName (history.DB.Load reads them from a store). The
+	// Scheduler reads it from New on: do not change it after.
+	Warm map[learned.Key]bandit.NormalGamma
+	// Logger receives decisions at debug level, backend figures,
+	// incumbent switches and change alarms at info, failed calibrations
+	// at warn; the levels it enables are read once, in New. Nil logs
+	// nothing. (A zerolog logger serves through zerolog.NewSlogHandler.)
+	Logger *slog.Logger
 	// Now is the clock of telemetry timestamps; nil means time.Now. A
 	// backend's Calibrate times hardware with the real monotonic clock.
 	Now func() time.Time
@@ -72,11 +74,8 @@ func (c *Config) validate() error {
 		}
 		seen[name] = true
 	}
-	if c.Strategy.kind > placement {
+	if c.Strategy.kind > only {
 		return fmt.Errorf("%w: unknown strategy %v", ErrConfig, c.Strategy)
-	}
-	if c.Strategy.kind == placement && c.Strategy.policy == nil {
-		return fmt.Errorf("%w: Placement with a nil policy", ErrConfig)
 	}
 	if c.Strategy.kind == only && !seen[c.Strategy.name] {
 		return fmt.Errorf("%w: %v names no configured backend", ErrConfig, c.Strategy)
@@ -86,6 +85,9 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case c.ShapeHits == 0:

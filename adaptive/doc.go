@@ -19,10 +19,17 @@
 // A Scheduler is safe for concurrent use from many goroutines. Select and
 // Observe do not allocate once an op's shape has been seen: the shape is
 // hashed into a sharded cache that leads straight to the bucket, which has
-// its own mutex and random source. Telemetry (a Go snapshot) and
-// Collectors (Prometheus counters that a program registers itself) report
-// what it did; a zerolog logger in Config gets decisions at debug level
+// its own mutex and random source. Telemetry, a Go snapshot, reports
+// what it did (the commands serve it to Prometheus: cmd/infer -metrics); a log/slog logger in Config gets decisions at debug level
 // and switches and change alarms at info.
+//
+// What it learns leaves it as data, in the manner of etcd raft's
+// Ready/Advance: Config.Warm warm-starts the buckets; once Track is
+// called, Observe only marks a changed bucket and counts its records,
+// and Changes hands the changed posteriors out in one batch
+// (learned.Change); Fold.Foreign takes the evidence of other machines
+// in. It calls no store and no fleet: package relay carries the changes
+// to them.
 //
 // The evaluation harness and replay (package eval) run this same
 // Scheduler through Select and Observe, so the regret they report is the

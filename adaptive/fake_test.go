@@ -2,15 +2,16 @@ package adaptive
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // fakeBackend is the test double of a backend: Info and Supports matter to
@@ -86,63 +87,41 @@ func (f *fakeBackend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buf
 
 func (f *fakeBackend) Close() error { return nil }
 
-// memStore is an in-memory Store. It collects the Scheduler only when
-// told to (collect); changed counts the records reported.
+// memStore keeps posteriors in memory, as a store behind the relay
+// does: warm is a Scheduler's Config.Warm, and collect takes the
+// Scheduler's Changes as a relay's round would.
 type memStore struct {
-	mu       sync.Mutex
-	m        map[Key]bandit.NormalGamma
-	n        map[Key]uint64 // the observations collected per key
-	pull     func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)
-	reported atomic.Int64
-}
-
-var _ Store = (*memStore)(nil)
-
-func (m *memStore) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, p := range m.m {
-		fn(k.Backend, k.Bucket, p)
-	}
-	return nil
-}
-
-func (m *memStore) Attach(collect func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)) (
-	changed func(bucket uint32, records int), detach func()) {
-	m.pull = collect
-	return func(_ uint32, n int) { m.reported.Add(int64(n)) }, func() { m.collect(false) }
+	m map[learned.Key]bandit.NormalGamma
+	n map[learned.Key]uint64 // the observations collected per key
 }
 
 // put stores p as k's posterior.
-func (m *memStore) put(k Key, p bandit.NormalGamma) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *memStore) put(k learned.Key, p bandit.NormalGamma) {
 	if m.m == nil {
-		m.m = map[Key]bandit.NormalGamma{}
+		m.m = map[learned.Key]bandit.NormalGamma{}
 	}
 	m.m[k] = p
 }
 
-// collect collects the attached Scheduler (flush: as a write would) and
-// returns the records it gave.
-func (m *memStore) collect(flush bool) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[Key]bandit.NormalGamma{}
-	}
+// warm returns a copy of the stored posteriors, for Config.Warm.
+func (m *memStore) warm() map[learned.Key]bandit.NormalGamma { return maps.Clone(m.m) }
+
+// collect takes s's changes and returns how many records they were.
+func (m *memStore) collect(s *Scheduler) int {
 	if m.n == nil {
-		m.n = map[Key]uint64{}
+		m.n = map[learned.Key]uint64{}
 	}
-	recs := 0
-	m.pull(func(be, bu string, _, p bandit.NormalGamma, n uint64) {
-		k := Key{Backend: be, Bucket: bu}
-		m.m[k] = p
-		m.n[k] += n
-		recs++
-	}, flush)
-	return recs
+	cs := s.Changes(nil)
+	for _, c := range cs {
+		m.put(c.Key, c.Posterior)
+		m.n[c.Key] += c.N
+	}
+	return len(cs)
 }
+
+// reported returns the records that s's Observes counted since its last
+// Changes (exact under Track(1)).
+func reported(s *Scheduler) int64 { return s.track.Load().waiting.Load() }
 
 // matmul returns an m×k by k×n f32 MatMul.
 func matmul(m, k, n int) kernels.Spec {

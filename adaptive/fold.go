@@ -5,13 +5,14 @@ import (
 	"sync"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // Fold is a Scheduler's link to evidence learned elsewhere: other machines
 // of the same kind (package fleet) whose statistics are folded into the
-// priors, and this Scheduler's own evidence, collected to be shared
-// (DESIGN.md § Persistence). Get it with Scheduler.Fold before the first
-// Select.
+// priors (DESIGN.md § Persistence). Get it with Scheduler.Fold before the
+// first Select. This Scheduler's own evidence leaves it with its changes
+// (Scheduler.Changes, learned.Change.Own).
 //
 // For each bucket and backend the Fold keeps the base prior (the cost
 // model's, as the bucket was made) and the foreign evidence last set; the
@@ -30,22 +31,27 @@ import (
 // CPU), which the change detector answers by widening the arm back to
 // its prior, would never be learned. Evidence reports it unscaled.
 //
-// A bucket made while a Fold is attached ignores posteriors its store
-// loaded: they hold the evidence the fleet gave before, and folding that
-// evidence again would count it twice; the fleet is the warm start.
+// A bucket's posteriors loaded from the store are this node's own
+// evidence (Changes hand the store nothing of the fleet's), and stay
+// under the foreign evidence. The foreign evidence is a prior only while
+// this node's own measurements agree with it (verify.go): Select probes
+// arms the fleet says are slow, Observe checks, and a contradiction sets
+// it all aside.
 //
-// The Scheduler's hot path (Select, Observe) does not see the Fold:
-// Collect reads the buckets under their locks, and SetForeign changes the
-// priors under them. Its methods are safe for concurrent use.
+// The Scheduler's hot path (Select, Observe) sees the Fold only through
+// the bucket's record of it, under the bucket's lock:
+// Foreign changes the priors under the buckets' locks. Its methods are
+// safe for concurrent use.
 type Fold struct {
 	s   *Scheduler
 	cap float64 // the most foreign observations a prior holds
 	mu  sync.Mutex
 	// foreign holds the evidence last set for each key, for buckets made
 	// later; buckets and byName the buckets made so far.
-	foreign map[Key]bandit.Stats
+	foreign map[learned.Key]bandit.Stats
 	buckets []*foldBucket
 	byName  map[string]*foldBucket
+	v       verifier // own measurements against the foreign evidence (verify.go)
 }
 
 // foldBucket is what the Fold keeps of one bucket.
@@ -56,9 +62,9 @@ type foldBucket struct {
 	// prior.go), folded the foreign evidence in its prior.
 	base   [MaxBackends]bandit.NormalGamma
 	folded [MaxBackends]bandit.Stats
-	// last is each arm's posterior when Collect last emitted it (or when
-	// the bucket was made), to find the arms that changed since.
-	last [MaxBackends]bandit.NormalGamma
+	// held is foreign evidence too far from the cost model to fold in
+	// before this node's measurements agree with the fleet's (verify.go).
+	held [MaxBackends]bandit.Stats
 }
 
 // foldMemory is the most foreign evidence an arm's prior holds, as a
@@ -74,14 +80,14 @@ func (s *Scheduler) Fold() *Fold {
 	if f := s.fold.Load(); f != nil {
 		return f
 	}
-	f := &Fold{s: s, cap: math.Inf(1), foreign: map[Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
+	f := &Fold{s: s, cap: math.Inf(1), foreign: map[learned.Key]bandit.Stats{}, byName: map[string]*foldBucket{}}
 	if g := s.cfg.Bandit.Discount; g < 1 {
 		f.cap = foldMemory / (1 - g)
 	}
 	f.mu.Lock()
 	for _, b := range s.buckets {
 		b.mu.Lock()
-		f.add(b, false)
+		f.add(b)
 		b.mu.Unlock()
 	}
 	f.mu.Unlock()
@@ -93,27 +99,23 @@ func (s *Scheduler) Fold() *Fold {
 // the bucket not yet visible to other goroutines).
 func (f *Fold) made(b *bucket) {
 	f.mu.Lock()
-	f.add(b, true)
+	f.add(b)
 	f.mu.Unlock()
 }
 
-// add registers b (f.mu and b's lock held, or b not yet visible). fresh:
-// b was just made, so its data (if any) came from the store, and is
-// dropped.
-func (f *Fold) add(b *bucket, fresh bool) {
+// add registers b (f.mu and b's lock held, or b not yet visible). What
+// b loaded from the store is this node's own evidence (the store keeps
+// no other: Changes), and stays: the fleet never gives a node its own
+// values back.
+func (f *Fold) add(b *bucket) {
 	fb := &foldBucket{b: b}
+	b.fb = fb
 	s := f.s
 	for a := range s.n {
-		if fresh && b.loaded.Has(a) {
-			b.bb.Arms[a] = b.bb.Priors[a]
-			b.seen &^= Backend(a)
-			b.loaded &^= Backend(a)
-		}
 		fb.base[a] = b.bb.Priors[a]
-		if st, ok := f.foreign[Key{Backend: s.names[a], Bucket: b.name}]; ok {
-			f.rebase(fb, a, st)
+		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok && !f.v.suspended {
+			f.apply(fb, a, st)
 		}
-		fb.last[a] = b.bb.Arms[a]
 	}
 	f.buckets = append(f.buckets, fb)
 	f.byName[b.name] = fb
@@ -149,62 +151,61 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	}
 }
 
-// SetForeign makes st the evidence from elsewhere behind k's prior,
-// replacing what was set before (it is a total, not an increment: setting
-// the same value twice counts it once). Zero Stats removes it. A key
-// whose bucket has not been made yet, or whose backend is not configured,
-// is kept for when it is made. It reports whether a bucket of this
-// Scheduler changed.
-func (f *Fold) SetForeign(k Key, st bandit.Stats) bool {
+// Foreign makes each entry's Stats the evidence from elsewhere behind
+// its key's prior, replacing what was set before (a total, not an
+// increment: setting the same value twice counts it once). Zero Stats
+// removes it. A key whose bucket has not been made yet, or whose backend
+// is not configured, is kept for when it is made. It reports how many
+// arms of this Scheduler's buckets changed. The change is not handed out
+// by Changes: it is the fleet's, not this Scheduler's, evidence.
+func (f *Fold) Foreign(batch []learned.Foreign) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	changed := 0
+	for _, e := range batch {
+		if f.set(e.Key, e.Stats) {
+			changed++
+		}
+	}
+	return changed
+}
+
+// set is Foreign for one key (f.mu held).
+func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
 	if st == (bandit.Stats{}) {
 		delete(f.foreign, k)
 	} else {
 		f.foreign[k] = st
 	}
 	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)
-	if fb == nil || a < 0 {
+	if fb == nil || a < 0 || f.v.suspended {
 		return false
 	}
-	b := fb.b
-	b.mu.Lock()
-	unchanged := b.bb.Arms[a] == fb.last[a]
-	f.rebase(fb, a, st)
-	if unchanged {
-		fb.last[a] = b.bb.Arms[a]
-	}
-	b.mu.Unlock()
+	fb.b.mu.Lock()
+	f.apply(fb, a, st)
+	fb.b.mu.Unlock()
 	return true
 }
 
-// Collect calls emit for every arm whose posterior changed since the
-// previous Collect, other than by SetForeign: its key and its own
-// evidence, all of it (not the change). Arms this Scheduler never learned
-// from are not emitted. emit runs under the bucket's lock: it must not
-// call back into the Scheduler or the Fold.
-func (f *Fold) Collect(emit func(k Key, own bandit.Stats)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.s
-	for _, fb := range f.buckets {
-		b := fb.b
-		b.mu.Lock()
-		for a := range s.n {
-			if p := b.bb.Arms[a]; p != fb.last[a] {
-				fb.last[a] = p
-				emit(Key{Backend: s.names[a], Bucket: b.name}, p.Since(b.bb.Priors[a]))
-			}
+// apply folds st into arm a's prior, or holds it while it is implausible
+// and unverified (verify.go) (f.mu and the bucket's lock held).
+func (f *Fold) apply(fb *foldBucket, a int, st bandit.Stats) {
+	if !plausible(fb.b, a, st) && !f.v.verified(a) {
+		fb.held[a] = st
+		if fb.folded[a] != (bandit.Stats{}) {
+			f.rebase(fb, a, bandit.Stats{})
 		}
-		b.mu.Unlock()
+		return
 	}
+	fb.held[a] = bandit.Stats{}
+	f.rebase(fb, a, st)
 }
 
 // Evidence returns the evidence behind k's posterior: own, what this
 // Scheduler learned itself (its posterior since its prior), and foreign,
-// what SetForeign last gave. ok is false for a bucket not made yet or a
+// what Foreign last gave. ok is false for a bucket not made yet or a
 // backend not configured.
-func (f *Fold) Evidence(k Key) (own, foreign bandit.Stats, ok bool) {
+func (f *Fold) Evidence(k learned.Key) (own, foreign bandit.Stats, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fb, a := f.byName[k.Bucket], f.s.index(k.Backend)

@@ -6,35 +6,38 @@ import (
 
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // TestFold checks the Fold (DESIGN.md § Persistence): foreign evidence
 // set before a bucket is made becomes its prior when it is; set again
 // later it replaces the first (a total, not an increment) and keeps the
-// arm's own evidence; Collect emits only arms whose own evidence
-// changed; and a bucket made under a Fold drops the store's posterior.
+// arm's own evidence; Changes hands out only arms whose own evidence
+// changed, not what Foreign set; and a bucket made under a Fold keeps
+// the store's posterior (this node's own evidence).
 func TestFold(t *testing.T) {
 	spec := matmul(64, 512, 512)
 	name := kernels.BucketName(spec)
-	kc, kg := Key{Backend: "cpu", Bucket: name}, Key{Backend: "gpu", Bucket: name}
-	store := &memStore{m: map[Key]bandit.NormalGamma{kg: {Mu: 9, Kappa: 50, Alpha: 25, Beta: 5}}}
-	s := newTestScheduler(t, Config{Store: store, Bandit: bandit.Config{Discount: 1}})
+	kc, kg := learned.Key{Backend: "cpu", Bucket: name}, learned.Key{Backend: "gpu", Bucket: name}
+	warm := map[learned.Key]bandit.NormalGamma{kg: {Mu: 9, Kappa: 50, Alpha: 25, Beta: 5}}
+	s := newTestScheduler(t, Config{Warm: warm, Bandit: bandit.Config{Discount: 1}})
 	defer s.Close()
+	s.Track(1)
 	f := s.Fold()
 	if f != s.Fold() {
 		t.Fatal("a second Fold call attached another Fold")
 	}
 	foreign := bandit.Stats{N: 40, Sum: 40 * 5.5, SumSq: 40 * (5.5*5.5 + 0.04)}
-	if f.SetForeign(kc, foreign) {
-		t.Error("SetForeign before the bucket was made reported a change")
+	if f.Foreign([]learned.Foreign{{Key: kc, Stats: foreign}}) != 0 {
+		t.Error("Foreign before the bucket was made reported a change")
 	}
 	d, err := s.Select(spec, Residency{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	own, got, ok := f.Evidence(kg)
-	if !ok || own != (bandit.Stats{}) || got != (bandit.Stats{}) {
-		t.Errorf("gpu arm: own %+v, foreign %+v (%v): want the store's posterior dropped", own, got, ok)
+	if !ok || own.N < 49 || got != (bandit.Stats{}) {
+		t.Errorf("gpu arm: own %+v, foreign %+v (%v): want the store's posterior kept as own evidence", own, got, ok)
 	}
 	own, got, _ = f.Evidence(kc)
 	if got != foreign || math.Abs(own.N) > 1e-12 {
@@ -43,19 +46,16 @@ func TestFold(t *testing.T) {
 	if d.Reason == Prior {
 		t.Errorf("decision %v: an arm with the fleet's evidence has data", d.Reason)
 	}
-	var emitted []Key
-	collect := func() {
-		emitted = emitted[:0]
-		f.Collect(func(k Key, _ bandit.Stats) { emitted = append(emitted, k) })
-	}
+	var emitted []learned.Change
+	collect := func() { emitted = s.Changes(emitted[:0]) }
 	collect()
 	if len(emitted) != 0 {
-		t.Errorf("Collect before any Observe emitted %v", emitted)
+		t.Errorf("Changes before any Observe handed out %v", emitted)
 	}
 	// A GPU's first run in the bucket is its warm-up, not learned from.
 	for i := 0; len(emitted) == 0; i++ {
 		if i == 3 {
-			t.Fatal("Collect after 3 Observes emitted nothing")
+			t.Fatal("Changes after 3 Observes handed out nothing")
 		}
 		if i > 0 {
 			if d, err = s.Select(spec, Residency{}); err != nil {
@@ -67,21 +67,26 @@ func TestFold(t *testing.T) {
 		}
 		collect()
 	}
-	ownBefore, _, _ := f.Evidence(Key{Backend: d.Name, Bucket: name})
+	ownBefore, _, _ := f.Evidence(learned.Key{Backend: d.Name, Bucket: name})
+	for _, c := range emitted {
+		if o := c.Own(); c.Key.Backend == d.Name && (math.Abs(o.N-ownBefore.N) > 1e-9 || math.Abs(o.Sum-ownBefore.Sum) > 1e-9*math.Abs(o.Sum) || math.Abs(o.SumSq-ownBefore.SumSq) > 1e-9*o.SumSq) {
+			t.Errorf("handed out own evidence %+v, Evidence says %+v", c.Own(), ownBefore)
+		}
+	}
 	half := bandit.Stats{N: foreign.N / 2, Sum: foreign.Sum / 2, SumSq: foreign.SumSq / 2}
-	if !f.SetForeign(kc, half) || !f.SetForeign(kc, half) {
-		t.Error("SetForeign on a made bucket reported no change")
+	if f.Foreign([]learned.Foreign{{Key: kc, Stats: half}, {Key: kc, Stats: half}}) != 2 {
+		t.Error("Foreign on a made bucket reported no change")
 	}
 	if _, got, _ := f.Evidence(kc); got != half {
 		t.Errorf("foreign %+v after setting %+v twice", got, half)
 	}
-	ownAfter, _, _ := f.Evidence(Key{Backend: d.Name, Bucket: name})
+	ownAfter, _, _ := f.Evidence(learned.Key{Backend: d.Name, Bucket: name})
 	if math.Abs(ownAfter.N-ownBefore.N) > 1e-9 || math.Abs(ownAfter.Sum-ownBefore.Sum) > 1e-9*math.Abs(ownBefore.Sum) {
 		t.Errorf("own evidence %+v became %+v when the prior changed", ownBefore, ownAfter)
 	}
 	collect()
 	if len(emitted) != 0 {
-		t.Errorf("Collect after SetForeign alone emitted %v", emitted)
+		t.Errorf("Changes after Foreign alone handed out %v", emitted)
 	}
 }
 
@@ -92,9 +97,9 @@ func TestFoldCap(t *testing.T) {
 	defer s.Close()
 	f := s.Fold()
 	spec := matmul(64, 512, 512)
-	k := Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
 	st := bandit.Stats{N: 5000, Sum: 5000 * 5.5, SumSq: 5000 * (5.5*5.5 + 0.04)}
-	f.SetForeign(k, st)
+	f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
 	if _, err := s.Select(spec, Residency{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +129,8 @@ func TestFoldedPriorAdapts(t *testing.T) {
 		y := math.Log(us)
 		return bandit.Stats{N: 5000, Sum: 5000 * y, SumSq: 5000 * (y*y + 0.01)}
 	}
-	f.SetForeign(Key{Backend: "cpu", Bucket: name}, at(100))
-	f.SetForeign(Key{Backend: "gpu", Bucket: name}, at(150))
+	f.Foreign([]learned.Foreign{{Key: learned.Key{Backend: "cpu", Bucket: name}, Stats: at(100)},
+		{Key: learned.Key{Backend: "gpu", Bucket: name}, Stats: at(150)}})
 	truth := map[string]float64{"cpu": 300, "gpu": 150}
 	onGPU := 0
 	for i := range 2000 {

@@ -1,21 +1,25 @@
 package adaptive
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // TestTransfers checks DESIGN.md § Priors (transfers): each backend's
@@ -174,17 +178,18 @@ func TestObserveErrors(t *testing.T) {
 	}
 }
 
-// TestStore checks the warm start and write-behind of DESIGN.md §
+// TestStore checks the warm start and the changes as data of DESIGN.md §
 // Persistence: a stored posterior is the arm's starting point, an Observe
-// reports its bucket's record to the store, and the store's collection
-// then takes the updated posterior and the observation; Close hands over
-// what changed since, and so does an Observe after Close.
+// marks its bucket's record, and Changes then hands out the updated
+// posterior and the observation, once; after Close, Changes hands out
+// what changed since, and again after an Observe after Close.
 func TestStore(t *testing.T) {
 	st := &memStore{}
 	stored := bandit.NewPrior(7, 50, 0.1) // 50 pseudo-observations at 7 µs
-	k := Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}
+	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s50"}
 	st.put(k, stored)
-	s := newTestScheduler(t, Config{Store: st, Seed: 4})
+	s := newTestScheduler(t, Config{Warm: st.warm(), Seed: 4})
+	s.Track(1)
 	spec := matmul(64, 512, 512)
 	d, err := s.Select(spec, Residency{})
 	if err != nil {
@@ -199,37 +204,41 @@ func TestStore(t *testing.T) {
 	if err := s.Observe(d, us(9)); err != nil {
 		t.Fatal(err)
 	}
-	recs := st.collect(true)
+	rep := reported(s)
+	recs := st.collect(s)
 	p := st.m[k]
-	if st.reported.Load() != 1 || recs != 1 || st.n[k] != 1 || !(p.Kappa > stored.Kappa*0.99) || p.Mu <= stored.Mu {
-		t.Errorf("store after Observe: %d reported, %d collected, n %d, %+v", st.reported.Load(), recs, st.n[k], p)
+	if rep != 1 || recs != 1 || st.n[k] != 1 || !(p.Kappa > stored.Kappa*0.99) || p.Mu <= stored.Mu {
+		t.Errorf("store after Observe: %d reported, %d collected, n %d, %+v", rep, recs, st.n[k], p)
 	}
-	if recs := st.collect(true); recs != 0 {
+	if recs := st.collect(s); recs != 0 {
 		t.Errorf("a second collection took %d records, want none", recs)
 	}
 	d, _ = s.Select(spec, Residency{})
 	late, _ := s.Select(spec, Residency{})
 	s.Observe(d, us(9))
 	s.Close()
-	if st.n[k]+st.n[Key{Backend: "cpu", Bucket: k.Bucket}] != 2 {
+	st.collect(s)
+	if st.n[k]+st.n[learned.Key{Backend: "cpu", Bucket: k.Bucket}] != 2 {
 		t.Errorf("after Close: %v observations stored, want 2", st.n)
 	}
 	s.Observe(late, us(9))
-	if st.n[k]+st.n[Key{Backend: "cpu", Bucket: k.Bucket}] != 3 {
+	st.collect(s)
+	if st.n[k]+st.n[learned.Key{Backend: "cpu", Bucket: k.Bucket}] != 3 {
 		t.Errorf("after an Observe after Close: %v observations stored, want 3", st.n)
 	}
 }
 
-// TestStoreAllocs holds DESIGN.md § The data path's "0 allocs" with a
-// store attached: an Observe that queues its bucket for the store and
-// reports its records (changed) allocates nothing, nor does one of a
-// bucket already queued.
+// TestStoreAllocs holds DESIGN.md § The data path's "0 allocs" with
+// changes tracked: an Observe that queues its bucket for Changes and
+// counts its records allocates nothing, nor does one of a bucket already
+// queued.
 func TestStoreAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	st := &memStore{}
-	s := newTestScheduler(t, Config{Store: st, Seed: 1})
+	s := newTestScheduler(t, Config{Seed: 1})
+	s.Track(1)
 	specs := make([]kernels.Spec, 300)
 	for i := range specs {
 		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1024}},
@@ -255,12 +264,12 @@ func TestStoreAllocs(t *testing.T) {
 			}
 		}
 	}
-	if got := st.reported.Load(); got != int64(withData) || withData == 0 {
+	if got := reported(s); got != int64(withData) || withData == 0 {
 		t.Fatalf("%d records reported, want the %d arms with data", got, withData)
 	}
 	for _, queued := range []bool{false, true} {
 		if !queued {
-			st.collect(true) // none queued: each Observe below queues its bucket
+			st.collect(s) // none queued: each Observe below queues its bucket
 		}
 		i := 0
 		if n := testing.AllocsPerRun(200, func() { op(i); i++ }); n != 0 {
@@ -269,9 +278,9 @@ func TestStoreAllocs(t *testing.T) {
 	}
 }
 
-// TestTelemetryAndCollectors checks the counters against a tally kept here
-// and the Prometheus collectors against the snapshot.
-func TestTelemetryAndCollectors(t *testing.T) {
+// TestTelemetry checks the counters against a tally kept here (the
+// commands serve them as metrics: cmd/infer -metrics).
+func TestTelemetry(t *testing.T) {
 	s := newTestScheduler(t, Config{Seed: 9})
 	r := rand.New(rand.NewPCG(9, 10))
 	var ops [2]int64
@@ -313,29 +322,9 @@ func TestTelemetryAndCollectors(t *testing.T) {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.Collectors()...)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			got[mf.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
-	for a, b := range tel.Backends {
-		want := map[string]float64{
-			"adaptsched_ops_total/":          float64(ops[a]),
-			"adaptsched_op_seconds_total/":   total[a] * 1e-6,
-			"adaptsched_switches_total/":     float64(b.Switches),
-			"adaptsched_explorations_total/": float64(b.Explorations),
-		}
-		for k, v := range want {
-			if g := got[k+b.Name]; math.Abs(g-v) > 1e-9 {
-				t.Errorf("%s%s = %v, want %v", k, b.Name, g, v)
-			}
+	for _, b := range tel.Backends {
+		if b.Time != time.Duration(b.ComputeUs*float64(time.Microsecond)) {
+			t.Errorf("%s: Time %v, ComputeUs %v µs", b.Name, b.Time, b.ComputeUs)
 		}
 	}
 }
@@ -486,5 +475,22 @@ func TestQueueWait(t *testing.T) {
 	onGPU.QueueUs[1] = 1e5
 	if d, _ := s.Select(big, onGPU); d.Name != "cpu" {
 		t.Errorf("gpu queue of 100 ms: chose %s (estimates %v)", d.Name, d.Estimates[:2])
+	}
+}
+
+// TestLogger: with a logger that enables debug, a decision is logged with
+// its bucket and estimates, and an incumbent switch at info; the levels
+// are read in New (Config.Logger).
+func TestLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newTestScheduler(t, Config{Seed: 2, Logger: log})
+	defer s.Close()
+	if _, err := s.Select(matmul(64, 512, 512), Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, "adaptive: decision") || !strings.Contains(out, "bucket=MatMul/f32/") ||
+		!strings.Contains(out, "estimates_us=") || !strings.Contains(out, "adaptive: backend figures") {
+		t.Errorf("log lacks the decision or the backend figures:\n%s", out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // truth is a synthetic device: the mean duration in µs of a spec.
@@ -331,8 +332,8 @@ func TestGPUWarmup(t *testing.T) {
 	// A GPU arm warm-started from a store has data: its first run here is
 	// learned from.
 	st := &memStore{}
-	st.put(Key{Backend: "gpu", Bucket: kernels.BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
-	s = newTestScheduler(t, Config{Seed: 9, Store: st})
+	st.put(learned.Key{Backend: "gpu", Bucket: kernels.BucketName(spec)}, bandit.NewPrior(13, 50, 0.1))
+	s = newTestScheduler(t, Config{Seed: 9, Warm: st.warm()})
 	d, _ = s.Select(spec, Residency{})
 	d.Backend, d.Name = 1, "gpu"
 	before := arm(1)

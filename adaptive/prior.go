@@ -5,8 +5,8 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/adaptsched/adaptsched/adaptive/prior"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // Self-correcting priors (DESIGN.md § Priors). A cost model can be wrong by
@@ -34,20 +34,14 @@ import (
 
 const (
 	// youngArm is how many observations an arm has in a bucket before its
-	// prior is left alone: with the default discount (γ = 0.995) its
-	// evidence is then about 60 times the prior's.
+	// prior is left alone: by then, at the default discount (γ = 0.999),
+	// its evidence is about 62 pseudo-observations against the prior's
+	// κ0 = 0.2.
 	youngArm = 64
-	// shrinkWeight is the pseudo-weight, in buckets, of a level's parent
-	// in the hierarchy of corrections.
-	shrinkWeight = 1.0
 	// trialBudget bounds a forced trial of an arm with no data: its
 	// predicted cost (prior mean and transfer) is at most this share of
 	// the bucket's time so far.
 	trialBudget = 0.02
-	// priorRhoVar is the variance across buckets, in ln², believed of a
-	// learned ratio until buckets measure it: a model can be off by 50×
-	// (e^3.9) for hardware it does not know, two standard deviations.
-	priorRhoVar = 4.0
 	// trialZ is how many standard deviations of its learned ratio an arm
 	// may sit behind a measured arm and still be tried (worthTrial), and
 	// how far above what the rest says one run of an arm may be and still
@@ -59,99 +53,12 @@ const (
 	trialEvidence = 3
 )
 
-// published is what a bucket has told the engine of one arm: ρ = ln(mean
-// measured / model) and whether it has said anything.
-type published struct {
-	rho float64
-	ok  bool
-}
-
-// levelSums are the corrections of one level (an op class, or all):
-// per arm Σρ, Σρ² and count, per ordered pair Σ(ρ_a − ρ_r), its squares
-// and count.
-type levelSums struct {
-	arm, armSq   [MaxBackends]float64
-	armN         [MaxBackends]float64
-	pair, pairSq [MaxBackends][MaxBackends]float64
-	pairN        [MaxBackends][MaxBackends]float64
-}
-
-// corrections holds the levels above a family: one per op class, and all.
-type corrections struct {
-	mu    sync.Mutex
-	class [3]levelSums
-	all   levelSums
-}
-
-// add folds a change of bucket b's arm a from old to now into the levels
-// (c.mu held): the arm's own sums, and each pair with another arm b has
-// published (per, b's counters, hold what it published).
-func (c *corrections) add(class kernels.Class, per []armCounts, a int, old, now published) {
-	c.class[class%3].add(per, a, old, now)
-	c.all.add(per, a, old, now)
-}
-
-// classSums are a family's sums of one size class.
-type classSums struct {
-	class int
-	levelSums
-}
-
-// sumsOf returns the family's sums of size class c, made on first use
-// (engine.corr.mu held).
-func (f *family) sumsOf(c int) *levelSums {
-	for i := range f.sums {
-		if f.sums[i].class == c {
-			return &f.sums[i].levelSums
-		}
-	}
-	f.sums = append(f.sums, classSums{class: c})
-	return &f.sums[len(f.sums)-1].levelSums
-}
-
-// add folds a change of a bucket's arm a from old to now into l: the
-// arm's own sums, and each pair with another arm the bucket has
-// published (per, its counters, hold what it published).
-func (l *levelSums) add(per []armCounts, a int, old, now published) {
-	if old.ok {
-		l.arm[a] -= old.rho
-		l.armSq[a] -= old.rho * old.rho
-		l.armN[a]--
-	}
-	l.arm[a] += now.rho
-	l.armSq[a] += now.rho * now.rho
-	l.armN[a]++
-	for r := range per {
-		pr := per[r].pub
-		if r == a || !pr.ok {
-			continue
-		}
-		if old.ok {
-			d := old.rho - pr.rho
-			l.pair[a][r] -= d
-			l.pair[r][a] += d
-			l.pairSq[a][r] -= d * d
-			l.pairSq[r][a] -= d * d
-			l.pairN[a][r]--
-			l.pairN[r][a]--
-		}
-		d := now.rho - pr.rho
-		l.pair[a][r] += d
-		l.pair[r][a] -= d
-		l.pairSq[a][r] += d * d
-		l.pairSq[r][a] += d * d
-		l.pairN[a][r]++
-		l.pairN[r][a]++
-	}
-}
-
-// shrink blends a level's sum s over weight w with its parent's estimate.
-func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }
-
 // milestone reports whether an arm's n-th learned observation publishes
-// its ratio: 1, 4, 16, then every youngArm (64). Each publish takes the
-// engine's lock: at every power of two, 10,000 buckets that stay young
-// through BenchmarkSelectObserve spent 5% of its time publishing.
+// its ratio: 1, 4, 16, then every youngArm (64). Rule: a few early
+// publications, then a steady trickle. Reason: each takes the engine's
+// lock, which every bucket shares, so publishing at every power of two
+// costs buckets that stay young a measurable share of Select+Observe
+// (BenchmarkSelectObserve over 10,000 buckets holds it).
 func milestone(n int64) bool {
 	return n == 1 || n == 4 || n == 16 || n > 0 && n%youngArm == 0
 }
@@ -180,6 +87,23 @@ func (e *engine) rho(b *bucket, arm int) float64 {
 	return b.per[arm].lnMean + e.cfg.PriorSpread*e.cfg.PriorSpread/2 - b.lnModel[arm]
 }
 
+// corrections is the hierarchy of learned corrections (package prior)
+// under the engine's lock, which also guards every family's sums and the
+// buckets' publications (armCounts.pub).
+type corrections struct {
+	mu sync.Mutex
+	h  prior.Hierarchy
+}
+
+// pubs returns what b's arms have published (e.corr.mu held), as the
+// hierarchy takes them.
+func (e *engine) pubs(b *bucket) (out [MaxBackends]prior.Published) {
+	for a := range e.n {
+		out[a] = b.per[a].pub
+	}
+	return out
+}
+
 // publish tells the engine arm's ratio in b (b.mu held), at a milestone.
 func (e *engine) publish(b *bucket, arm int) {
 	if b.parent != nil { // its parent publishes what it learns (newShape)
@@ -188,15 +112,15 @@ func (e *engine) publish(b *bucket, arm int) {
 		}
 		return
 	}
-	now := published{rho: e.rho(b, arm), ok: true}
+	now := prior.Published{Rho: e.rho(b, arm), OK: true}
 	e.corr.mu.Lock()
 	old := b.per[arm].pub
 	b.per[arm].pub = now
-	e.corr.add(b.fam.class, b.per, arm, old, now)
-	b.fam.sumsOf(b.class).add(b.per, arm, old, now)
+	pubs := e.pubs(b)
+	e.corr.h.Publish(b.fam, b.class, pubs[:e.n], arm, old, now)
 	e.corr.mu.Unlock()
 	e.epoch.Add(1)
-	if !old.ok && b.epoch != math.MaxUint64 {
+	if !old.OK && b.epoch != math.MaxUint64 {
 		b.epoch = 0 // a new arm of b's has data: refresh at its next Select
 	}
 }
@@ -204,9 +128,10 @@ func (e *engine) publish(b *bucket, arm int) {
 // refresh re-derives the priors of b's young arms (b.mu held) when the
 // evidence has moved on since b last did: when the engine's epoch has at
 // least doubled, or an arm of b's has published for the first time (which
-// zeroes b.epoch). So a bucket refreshes O(log publishes) times, not at
-// every publish anywhere: over 10,000 young buckets that made every
-// Select refresh, 2.5× slower.
+// zeroes b.epoch). Rule: a bucket refreshes O(log publishes) times.
+// Reason: refreshing at every publish anywhere makes every Select of
+// 10,000 young buckets re-derive priors (BenchmarkSelectObserve holds
+// the cost).
 func (e *engine) refresh(b *bucket) {
 	ep := e.epoch.Load()
 	if ep <= 2*b.epoch || b.epoch == math.MaxUint64 {
@@ -243,65 +168,11 @@ func (e *engine) refresh(b *bucket) {
 	e.corr.mu.Unlock()
 }
 
-// familyView is what b's family has published, at two levels: near,
-// weighted by size distance to b (2^(−Δclass/2)), and op, every size of
-// the op at weight 1. Each holds per arm Σwρ, Σwρ² and Σw, per pair
-// Σw(ρ_a − ρ_r), its square and Σw, b's own publications left out. It
-// reads the family's sums per size class, not its buckets (engine.corr.mu
-// held).
-type familyView struct{ near, op viewLevel }
-
-type viewLevel struct {
-	arm, armSq, armW    [MaxBackends]float64
-	pair, pairSq, pairW [MaxBackends][MaxBackends]float64
-}
-
-// add adds w times l's sums to v.
-func (v *viewLevel) add(n int, w float64, l *levelSums) {
-	for a := range n {
-		v.arm[a] += w * l.arm[a]
-		v.armSq[a] += w * l.armSq[a]
-		v.armW[a] += w * l.armN[a]
-		for r := range n {
-			v.pair[a][r] += w * l.pair[a][r]
-			v.pairSq[a][r] += w * l.pairSq[a][r]
-			v.pairW[a][r] += w * l.pairN[a][r]
-		}
-	}
-}
-
-// drop takes b's own publications out of v, at weight 1 (its own size
-// class).
-func (v *viewLevel) drop(n int, per []armCounts) {
-	for a := range n {
-		pa := per[a].pub
-		if !pa.ok {
-			continue
-		}
-		v.arm[a] -= pa.rho
-		v.armSq[a] -= pa.rho * pa.rho
-		v.armW[a]--
-		for r := range n {
-			if pr := per[r].pub; r != a && pr.ok {
-				d := pa.rho - pr.rho
-				v.pair[a][r] -= d
-				v.pairSq[a][r] -= d * d
-				v.pairW[a][r]--
-			}
-		}
-	}
-}
-
-func (e *engine) familyView(b *bucket) familyView {
-	var v familyView
-	for i := range b.fam.sums {
-		cs := &b.fam.sums[i]
-		v.near.add(e.n, neighbourWeight(b.class-cs.class), &cs.levelSums)
-		v.op.add(e.n, 1, &cs.levelSums)
-	}
-	v.near.drop(e.n, b.per)
-	v.op.drop(e.n, b.per)
-	return v
+// familyView returns what b's family has published, b's own publications
+// left out (e.corr.mu held).
+func (e *engine) familyView(b *bucket) prior.View {
+	pubs := e.pubs(b)
+	return b.fam.View(b.class, pubs[:e.n])
 }
 
 // trialCost is what a forced trial of arm a (no data in b) is budgeted
@@ -312,7 +183,7 @@ func (e *engine) familyView(b *bucket) familyView {
 // (TestSpikeFirstRun).
 func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 	m := p.MeanUs()
-	if e.corr.all.armN[a] < trialEvidence {
+	if e.corr.h.All.ArmN[a] < trialEvidence {
 		m = math.Min(m, math.Exp(b.lnModel[a]))
 	}
 	return float32(m)
@@ -320,7 +191,7 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
 // by priorRho (b.mu and e.corr.mu held).
-func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGamma {
+func (e *engine) derivedPrior(b *bucket, a int, fam *prior.View) bandit.NormalGamma {
 	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
@@ -336,22 +207,35 @@ func (e *engine) derivedPrior(b *bucket, a int, fam *familyView) bandit.NormalGa
 // a. It is asked when the trial is within budget, so with the evidence
 // of that moment.
 func (e *engine) worthTrial(b *bucket, a int) bool {
-	cl, all := &e.corr.class[b.fam.class%3], &e.corr.all
+	h := &e.corr.h
+	cl := h.Class(b.fam.Class)
 	e.corr.mu.Lock()
 	defer e.corr.mu.Unlock()
 	fam := e.familyView(b)
-	own, up := e.ownRho(b, a, cl, &fam)
+	var held [MaxBackends]prior.Published
+	up := e.parentPubs(b, &held)
+	own := h.OwnRho(a, up, cl, &fam)
 	for r := range e.n {
-		if r == a || b.per[r].learned == 0 || all.pairN[a][r] < trialEvidence {
+		if r == a || b.per[r].learned == 0 || h.All.PairN[a][r] < trialEvidence {
 			continue
 		}
 		// ln of a's cost over r's, as the learned ratio predicts it.
-		behind := b.lnModel[a] - b.lnModel[r] + e.pairRho(a, r, own, up, cl, &fam)
-		if behind > trialZ*math.Sqrt(pairSpread(&fam, cl, all, a, r)) {
+		behind := b.lnModel[a] - b.lnModel[r] + h.PairRho(a, r, own, up, cl, &fam)
+		if behind > trialZ*math.Sqrt(h.PairSpread(a, r, cl, &fam)) {
 			return false
 		}
 	}
 	return true
+}
+
+// parentPubs returns, in held, what b's parent published (e.corr.mu
+// held) when b is a shape's bucket, nil for a bucket.
+func (e *engine) parentPubs(b *bucket, held *[MaxBackends]prior.Published) []prior.Published {
+	if b.parent == nil {
+		return nil
+	}
+	*held = e.pubs(b.parent)
+	return held[:e.n]
 }
 
 // priorRho returns the ρ of arm a's prior in b (b.mu and e.corr.mu held):
@@ -361,7 +245,7 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 // stands. A spike only slows a run, and as the arm's own level it was
 // the prior with the run again on top, which held the arm at the spike's
 // cost for good (TestSpikeFirstRun).
-func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
+func (e *engine) priorRho(b *bucket, a int, fam *prior.View) float64 {
 	n := b.per[a].learned
 	if n >= 2 {
 		return e.rho(b, a)
@@ -375,108 +259,33 @@ func (e *engine) priorRho(b *bucket, a int, fam *familyView) float64 {
 
 // crossRho returns the ρ of arm a in b that the other buckets and b's
 // other arms say, and its variance (b.mu and e.corr.mu held).
-// Its own ratio elsewhere (the hierarchy of armRho) stands until buckets
+// Its own ratio elsewhere (the hierarchy's OwnRho) stands until buckets
 // that measured both a and an arm r that b has measured say how the two
 // compare: then ρ_r(b) + δ(a, r), weighted by how many such buckets there
-// are (against shrinkWeight for the arm's own), since b's own ratio on r
-// carries over to a only in so far as the model's error is shared, which
-// those buckets show.
-func (e *engine) crossRho(b *bucket, a int, fam *familyView) (rho, variance float64) {
-	cl := &e.corr.class[b.fam.class%3]
-	all := &e.corr.all
-	own, up := e.ownRho(b, a, cl, fam)
-	ownVar := spread(
-		level{fam.near.arm[a], fam.near.armSq[a], fam.near.armW[a]},
-		level{fam.op.arm[a], fam.op.armSq[a], fam.op.armW[a]},
-		level{cl.arm[a], cl.armSq[a], cl.armN[a]},
-		level{all.arm[a], all.armSq[a], all.armN[a]})
-	sum, weight := clampRho(own)/ownVar, 1/ownVar
+// are (against the arm's own spread), since b's own ratio on r carries
+// over to a only in so far as the model's error is shared, which those
+// buckets show.
+func (e *engine) crossRho(b *bucket, a int, fam *prior.View) (rho, variance float64) {
+	h := &e.corr.h
+	cl := h.Class(b.fam.Class)
+	var held [MaxBackends]prior.Published
+	up := e.parentPubs(b, &held)
+	own := h.OwnRho(a, up, cl, fam)
+	ownVar := h.ArmSpread(a, cl, fam)
+	sum, weight := prior.Clamp(own)/ownVar, 1/ownVar
 	noise := e.cfg.PriorSpread * e.cfg.PriorSpread
 	for r := range e.n {
 		n := b.per[r].learned
 		if r == a || n == 0 {
 			continue
 		}
-		d := e.pairRho(a, r, own, up, cl, fam)
-		v := pairSpread(fam, cl, all, a, r) + noise/float64(min(n, youngArm))
+		d := h.PairRho(a, r, own, up, cl, fam)
+		v := h.PairSpread(a, r, cl, fam) + noise/float64(min(n, youngArm))
 		sum += (e.rho(b, r) + d) / v
 		weight += 1 / v
 	}
 	return sum / weight, 1 / weight
 }
-
-// ownRho returns arm a's own ratio for b (armRho, or that of b's parent
-// when b is a shape's bucket and its parent has published a) and the
-// parent's counters, nil for a bucket (e.corr.mu held).
-func (e *engine) ownRho(b *bucket, a int, cl *levelSums, fam *familyView) (float64, []armCounts) {
-	own := e.armRho(a, cl, fam)
-	if b.parent == nil {
-		return own, nil
-	}
-	up := b.parent.per // their pub, under e.corr.mu
-	if pa := up[a].pub; pa.ok {
-		own = pa.rho
-	}
-	return own, up
-}
-
-// pairRho returns the learned ratio ρ_a − ρ_r, clamped: every bucket's,
-// shrunk toward the difference of the two arms' own ratios, then the op
-// class's, the family's at every size and near b's, and the parent's
-// (up, when b is a shape's bucket) (e.corr.mu held).
-func (e *engine) pairRho(a, r int, own float64, up []armCounts, cl *levelSums, fam *familyView) float64 {
-	all := &e.corr.all
-	d := shrink(all.pair[a][r], all.pairN[a][r], own-e.armRho(r, cl, fam))
-	d = shrink(cl.pair[a][r], cl.pairN[a][r], d)
-	d = shrink(fam.op.pair[a][r], fam.op.pairW[a][r], d)
-	d = shrink(fam.near.pair[a][r], fam.near.pairW[a][r], d)
-	if up != nil && up[a].pub.ok && up[r].pub.ok {
-		d = shrink(up[a].pub.rho-up[r].pub.rho, 1, d)
-	}
-	return clampRho(d)
-}
-
-// level is one level's sums of a ratio: Σx, Σx² and their weight.
-type level struct{ sum, sq, w float64 }
-
-// spread returns the variance across buckets of a ratio, from the first
-// of levels (innermost first) with at least two buckets' weight, shrunk
-// toward priorRhoVar by one pseudo-bucket; priorRhoVar when none has.
-// Estimates are weighted by 1/spread (priorRho): a ratio that differs
-// from bucket to bucket says little about one more bucket.
-func spread(levels ...level) float64 {
-	for _, l := range levels {
-		if l.w >= 2 {
-			ss := math.Max(l.sq-l.sum*l.sum/l.w, 0)
-			return (ss + priorRhoVar) / (l.w + 1)
-		}
-	}
-	return priorRhoVar
-}
-
-// pairSpread is spread of the learned ratio between arms a and r: from
-// the family's buckets near b's size, the family's at every size, its op
-// class's, all.
-func pairSpread(fam *familyView, cl, all *levelSums, a, r int) float64 {
-	return spread(
-		level{fam.near.pair[a][r], fam.near.pairSq[a][r], fam.near.pairW[a][r]},
-		level{fam.op.pair[a][r], fam.op.pairSq[a][r], fam.op.pairW[a][r]},
-		level{cl.pair[a][r], cl.pairSq[a][r], cl.pairN[a][r]},
-		level{all.pair[a][r], all.pairSq[a][r], all.pairN[a][r]})
-}
-
-// armRho is arm a's ratio from the family's buckets near b's size,
-// shrunk toward the family's at every size, its op class's, every
-// bucket's, and 0, the model's.
-func (e *engine) armRho(a int, cl *levelSums, fam *familyView) float64 {
-	all := &e.corr.all
-	g := shrink(all.arm[a], all.armN[a], 0)
-	g = shrink(cl.arm[a], cl.armN[a], g)
-	g = shrink(fam.op.arm[a], fam.op.armW[a], g)
-	return shrink(fam.near.arm[a], fam.near.armW[a], g)
-}
-
-func clampRho(x float64) float64 { return math.Max(-correctionMax, math.Min(correctionMax, x)) }
 
 // trial returns an allowed arm with no data in b that may be tried now
 // (b.mu held): its predicted cost, prior mean and transfer, is at most
@@ -509,3 +318,7 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 	}
 	return 0, false
 }
+
+// The hierarchy's arrays hold every arm: MaxBackends and prior.MaxArms
+// are one number (a difference below zero does not compile as a uint).
+const _ = uint(prior.MaxArms-MaxBackends) + uint(MaxBackends-prior.MaxArms)

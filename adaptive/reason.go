@@ -8,8 +8,8 @@ type Reason uint8
 
 // The reasons.
 const (
-	// UserPreference: the strategy (GPUPreferred, CPUPreferred, Only, or
-	// the policy of a Placement) named this backend and it can run the op.
+	// UserPreference: the strategy (GPUPreferred, CPUPreferred, Only) or
+	// the caller (SelectOn) named this backend and it can run the op.
 	UserPreference Reason = iota + 1
 	// GPUUnavailable: GPUPreferred, but no GPU backend is configured or
 	// allowed.

@@ -81,3 +81,29 @@ func (r *Residency) Add(on Mask, bytes int64) {
 		last.On = Host
 	}
 }
+
+// Lacking returns, for each of n backends, the bytes of r's inputs not
+// resident there: an input is resident on the backends in its On and,
+// when it sits in host memory or on a backend in shared (those that read
+// host memory), on every backend in shared. It is the rule Select prices
+// transfers by (Scheduler.move), in bytes, for a placement that prices
+// them itself.
+func (r *Residency) Lacking(shared Mask, n int) (out [MaxBackends]float64) {
+	for i := range min(r.N, MaxInputs) {
+		in := r.Inputs[i]
+		if in.Bytes <= 0 {
+			continue
+		}
+		on := in.On
+		if on == 0 {
+			on = Host
+		}
+		for a := range min(n, MaxBackends) {
+			if on.Has(a) || shared.Has(a) && on&(Host|shared) != 0 {
+				continue
+			}
+			out[a] += float64(in.Bytes)
+		}
+	}
+	return out
+}

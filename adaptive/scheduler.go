@@ -1,17 +1,20 @@
 package adaptive
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/rs/zerolog"
-
+	"github.com/adaptsched/adaptsched/adaptive/cost"
+	"github.com/adaptsched/adaptsched/adaptive/link"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // maxShapes bounds each shard's shape cache: past it the shard starts
@@ -39,8 +42,8 @@ type entry struct {
 }
 
 // Scheduler places ops on backends (DESIGN.md § The data path). Select,
-// SelectExcept, Observe, ObserveTransfer, Telemetry and the collectors
-// are safe for concurrent use from many goroutines: buckets are found
+// SelectExcept, Observe, ObserveTransfer, Telemetry and Changes are
+// safe for concurrent use from many goroutines: buckets are found
 // through a sharded cache that lookups read without a lock, and each
 // bucket has its own mutex and random source; no lock is global on the
 // hot path.
@@ -50,44 +53,44 @@ type Scheduler struct {
 	n      int
 	names  [MaxBackends]string
 	kinds  [MaxBackends]backends.Kind
-	gpus   Mask                       // GPU backends
-	shared Mask                       // backends that read host memory directly
-	only   int                        // Only's backend index
-	links  [MaxBackends][2]*linkModel // [toDevice, toHost]; nil for shared-memory backends
-	place  *placer                    // Placement's policy; nil for the other strategies
-	log    zerolog.Logger
+	gpus   Mask                        // GPU backends
+	shared Mask                        // backends that read host memory directly
+	only   int                         // Only's backend index
+	links  [MaxBackends][2]*link.Model // [toDevice, toHost]; nil for shared-memory backends
+	log    *slog.Logger
+	// logInfo, logDebug: the logger enables those levels (read in New),
+	// so that Select and Observe neither ask it nor box arguments for it.
+	logInfo, logDebug bool
 
 	shards    []shard
 	shardMask uint64
 
 	regMu   sync.Mutex
 	byKey   map[kernels.BucketKey]*bucket
-	buckets []*bucket // by BucketID
-	shapes  []*bucket // the shapes' own buckets (shapeBucket)
-	loaded  map[Key]bandit.NormalGamma
+	buckets []*bucket                          // by BucketID
+	shapes  []*bucket                          // the shapes' own buckets (shapeBucket)
+	loaded  map[learned.Key]bandit.NormalGamma // Config.Warm
 
-	// The store's attachment (nil changed: no store). Observe queues a
-	// bucket on dirty when it first changes after a flush's collection
-	// and reports its records by changed; the store's collections take
-	// them (collect), and keep on kept, which only collect touches, those
-	// a collection that was not a flush's took.
-	changed func(bucket uint32, records int)
-	detach  func()
-	dirty   atomic.Pointer[bucket]
-	kept    *bucket
+	// The change tracking (nil: not tracked, Track). Observe queues a
+	// bucket on dirty when it first changes after a Changes call and
+	// counts its records; Changes takes them.
+	track atomic.Pointer[tracker]
+	dirty atomic.Pointer[bucket]
 
 	fold   atomic.Pointer[Fold] // nil until Fold is called
 	closed atomic.Bool
 }
 
-// New validates cfg, settles each backend's cost-model figures
-// (calibrating CPUs with unknown figures), and loads the store.
+// New validates cfg and settles each backend's cost-model figures
+// (calibrating CPUs with unknown figures).
 func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, n: len(cfg.Backends), log: cfg.Logger, only: -1, byKey: map[kernels.BucketKey]*bucket{}}
-	models := make([]roofline, s.n)
+	s.logInfo = s.log.Enabled(context.Background(), slog.LevelInfo)
+	s.logDebug = s.log.Enabled(context.Background(), slog.LevelDebug)
+	models := make([]cost.Roofline, s.n)
 	for i, b := range cfg.Backends {
 		info := b.Info()
 		s.names[i], s.kinds[i] = info.Name, info.Kind
@@ -100,29 +103,21 @@ func New(cfg Config) (*Scheduler, error) {
 		if cfg.Strategy.kind == only && cfg.Strategy.name == info.Name {
 			s.only = i
 		}
-		nom := s.figures(b, info)
-		models[i] = newRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
-		if !s.shared.Has(i) {
-			s.links[i] = [2]*linkModel{newLink(nom.LinkLatencyUs, nom.LinkGBps), newLink(nom.LinkLatencyUs, nom.LinkGBps)}
+		nom, err := cost.Figures(b, info, cfg.NoCalibration)
+		if err != nil {
+			s.log.Warn("adaptive: calibration failed; using default CPU figures", "err", err, "backend", info.Name)
 		}
-		s.log.Info().Str("backend", info.Name).Str("kind", info.Kind.String()).
-			Float64("gflops", nom.GFLOPS).Float64("mem_gbps", nom.MemGBps).
-			Float64("dispatch_us", nom.DispatchUs).Msg("adaptive: backend figures")
+		models[i] = cost.NewRoofline(nom.GFLOPS, nom.MemGBps, nom.DispatchUs)
+		if !s.shared.Has(i) {
+			s.links[i] = [2]*link.Model{link.New(nom.LinkLatencyUs, nom.LinkGBps), link.New(nom.LinkLatencyUs, nom.LinkGBps)}
+		}
+		s.log.Info("adaptive: backend figures", "backend", info.Name, "kind", info.Kind.String(),
+			"gflops", nom.GFLOPS, "mem_gbps", nom.MemGBps, "dispatch_us", nom.DispatchUs)
 	}
 	s.e = newEngine(cfg.Bandit, models, s.gpus, cfg.Seed)
-	if cfg.Strategy.kind == placement {
-		s.place = &placer{p: cfg.Strategy.policy}
-	}
 	s.shards = make([]shard, cfg.Shards)
 	s.shardMask = uint64(cfg.Shards - 1)
-	if cfg.Store != nil {
-		s.loaded = map[Key]bandit.NormalGamma{}
-		err := cfg.Store.Load(func(be, bu string, p bandit.NormalGamma) { s.loaded[Key{Backend: be, Bucket: bu}] = p })
-		if err != nil {
-			return nil, fmt.Errorf("adaptive: loading posteriors: %w", err)
-		}
-		s.changed, s.detach = cfg.Store.Attach(s.collect)
-	}
+	s.loaded = cfg.Warm
 	return s, nil
 }
 
@@ -149,16 +144,15 @@ type Decision struct {
 	// Estimates[i].
 	Transfer [MaxBackends]float64
 
-	b      *bucket
-	s      *Scheduler
-	node   *shapeNode // the shape's cache node; nil for a shape not cached
-	placed bool       // a Placement policy chose it: Observe reports to the policy
+	b    *bucket
+	s    *Scheduler
+	node *shapeNode // the shape's cache node; nil for a shape not cached
 }
 
 // Select chooses the backend for spec given where its inputs are. It is
 // SelectExcept with nothing excluded.
 func (s *Scheduler) Select(spec kernels.Spec, res Residency) (d Decision, err error) {
-	err = s.selectInto(&d, &spec, &res, 0, 0)
+	err = s.selectInto(&d, &spec, &res, 0, 0, false, 0)
 	return d, err
 }
 
@@ -170,14 +164,14 @@ func (s *Scheduler) Select(spec kernels.Spec, res Residency) (d Decision, err er
 // does not allocate once the op's shape has been seen, and is safe for
 // concurrent use.
 func (s *Scheduler) SelectExcept(spec kernels.Spec, res Residency, exclude Mask, why Reason) (d Decision, err error) {
-	err = s.selectInto(&d, &spec, &res, exclude, why)
+	err = s.selectInto(&d, &spec, &res, exclude, why, false, 0)
 	return d, err
 }
 
 // selectInto is SelectExcept writing into the caller's result (zero): a
 // Decision is 250 bytes, which returning it from here and again from
-// Select copied twice.
-func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, exclude Mask, why Reason) error {
+// Select copied twice. placed: the caller named arm (SelectOn).
+func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, exclude Mask, why Reason, placed bool, arm int) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -223,13 +217,17 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	b.mu.Lock()
 	s.e.refresh(b)
 	var c choice
-	if s.place != nil {
-		c = s.placeDecide(spec, res, b, allowed, extra, d)
+	if placed {
+		c = s.placeDecide(arm, b, allowed, extra, &d.Estimates)
 	} else {
 		c = s.decide(b, allowed, extra, &d.Estimates)
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
+	} else if b.fb != nil && !placed {
+		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
+			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
+		}
 	}
 	b.record(c.arm, c.reason, c.switched)
 	b.mu.Unlock()
@@ -237,14 +235,21 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 		d.Estimates[i] = math.NaN()
 	}
 	d.Backend, d.Name, d.Reason = c.arm, s.names[c.arm], c.reason
-	if c.switched {
-		s.log.Info().Str("bucket", b.name).Str("to", d.Name).Msg("adaptive: incumbent switched")
+	if c.switched && s.logInfo {
+		s.log.Info("adaptive: incumbent switched", "bucket", b.name, "to", d.Name)
 	}
-	if ev := s.log.Debug(); ev != nil {
-		ev.Str("bucket", b.name).Str("backend", d.Name).Str("reason", d.Reason.String()).
-			Floats64("estimates_us", d.Estimates[:s.n]).Msg("adaptive: decision")
+	if s.logDebug {
+		s.logDecision(b.name, d.Name, d.Reason, d.Estimates)
 	}
 	return nil
+}
+
+// logDecision logs a decision at debug level. It takes the estimates by
+// value: sliced from the caller's Decision, they would move every
+// Decision to the heap.
+func (s *Scheduler) logDecision(bucket, backend string, r Reason, est [MaxBackends]float64) {
+	s.log.Debug("adaptive: decision", "bucket", bucket, "backend", backend, "reason", r.String(),
+		"estimates_us", est[:s.n])
 }
 
 // decide applies the strategy (b.mu held).
@@ -312,7 +317,7 @@ func (s *Scheduler) bucketFor(spec kernels.Spec, w kernels.Work) *bucket {
 	name := key.String()
 	b := s.e.newBucket(BucketID(len(s.buckets)), name, key.Family(), key.Op.Class(), int(key.Class), w)
 	for a := range s.n {
-		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+		if p, ok := s.loaded[learned.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			b.warm(a, p)
 		}
 	}
@@ -350,15 +355,12 @@ func (s *Scheduler) noBackend(spec kernels.Spec, capable, exclude Mask) error {
 const maxObservedUs = 1e12
 
 // Observe folds the measured compute duration of a decision's op into its
-// bucket's posterior (transfers go to ObserveTransfer) and makes it the
-// store's. The first run of an op on a GPU in a bucket that has no data
-// for it is the device's warm-up: it is counted in telemetry (Warmup) but
-// neither learned from nor stored (see engine.observe). Otherwise, with a
-// store, it only marks the bucket for the store to collect and reports
-// the records that adds (Store.Attach's changed); after Close it hands
-// the bucket over at once (detach). Under a Placement strategy it also
-// reports the duration to the policy (Policy.Observe, under the policy's
-// lock). It does not allocate and is safe for concurrent use. It returns
+// bucket's posterior (transfers go to ObserveTransfer). The first run of
+// an op on a GPU in a bucket that has no data for it is the device's
+// warm-up: it is counted in telemetry (Warmup) but neither learned from
+// nor handed out (see engine.observe). Otherwise, when changes are
+// tracked (Track), it only marks the bucket for Changes and counts the
+// records that adds, after Close too. It does not allocate and is safe for concurrent use. It returns
 // ErrForeignDecision for a decision this Scheduler did not
 // make and ErrBadTiming for a non-positive or absurd duration.
 func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
@@ -370,13 +372,13 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 		return fmt.Errorf("%w: %v on %s", ErrBadTiming, t.Duration, d.Name)
 	}
 	b := d.b
-	var records int // records the store's next collection gains
-	var late bool
-	if b.isShape { // a shape's bucket, then its parent's
+	tr := s.track.Load()
+	var records int // records the next Changes gains
+	if b.isShape {  // a shape's bucket, then its parent's
 		b.mu.Lock()
 		had := b.kept()
 		_, learned := s.e.observe(b, d.Backend, us, 0)
-		records, late = s.stored(b, had, learned)
+		records = s.mark(tr, b, had, learned)
 		b.mu.Unlock()
 		b = b.parent
 	}
@@ -387,46 +389,44 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	b.mu.Lock()
 	had := b.kept()
 	alarm, learned := s.e.observe(b, d.Backend, us, shift)
-	r, l := s.stored(b, had, learned)
-	records, late = records+r, late || l
+	records += s.mark(tr, b, had, learned)
 	p := b.bb.Arms[d.Backend]
+	verdict := b.fb != nil && learned && s.fold.Load().verifyObserved(b, d.Backend, us)
 	b.mu.Unlock()
-	if s.place != nil && d.placed {
-		s.place.observe(&d, us)
+	if verdict {
+		s.fold.Load().settle(d.Backend)
 	}
-	if late {
-		s.detach()
-	} else if records > 0 {
-		s.changed(uint32(b.id), records)
+	if records > 0 {
+		tr.add(uint32(b.id), records)
 	}
-	if alarm {
-		s.log.Info().Str("bucket", b.name).Str("backend", d.Name).Float64("us", us).
-			Float64("mean_us", p.MeanUs()).Msg("adaptive: change alarm; posterior widened")
+	if alarm && s.logInfo {
+		s.log.Info("adaptive: change alarm; posterior widened", "bucket", b.name, "backend", d.Name,
+			"us", us, "mean_us", p.MeanUs())
 	}
 	return nil
 }
 
-// stored queues b for the store's next collection after an observation
-// that changed its posteriors (learned; had: b.kept() before it), b.mu held,
-// and returns the records that collection gains from b and whether the
-// Scheduler was closed (late: the Observe must collect itself). Queued
-// under b.mu, with closed read there, Close's pass over the buckets'
-// locks knows every Observe that saw it open has queued. A warm-up run
-// (engine.observe) changed no posterior: the store has nothing to learn.
-func (s *Scheduler) stored(b *bucket, had Mask, learned bool) (records int, late bool) {
-	if !learned || s.changed == nil {
-		return 0, false
+// mark queues b for the next Changes after an observation that changed
+// its posteriors (learned; had: b.kept() before it), b.mu held, and
+// returns the records that Changes gains from b. Queued under b.mu,
+// Close's pass over the buckets' locks knows every Observe that came
+// before it has queued. A warm-up run (engine.observe) changed no
+// posterior: there is nothing to hand out. t is s.track (nil: nothing is
+// tracked).
+func (s *Scheduler) mark(t *tracker, b *bucket, had Mask, learned bool) int {
+	if !learned || t == nil {
+		return 0
 	}
-	// A queued bucket's records are reported already: only an arm's first
+	// A queued bucket's records are counted already: only an arm's first
 	// data is a new one.
 	switch {
 	case !b.queued:
 		s.queue(b)
-		records = b.kept().Count()
+		return b.kept().Count()
 	case b.kept() != had:
-		records = 1
+		return 1
 	}
-	return records, s.closed.Load()
+	return 0
 }
 
 // index returns the index of the backend called name, or −1.
@@ -455,24 +455,22 @@ func (s *Scheduler) BucketName(id BucketID) string {
 	return s.buckets[id].name
 }
 
-// Close stops the Scheduler: later Selects fail with ErrClosed. It hands
-// every changed posterior to the store (Store.Attach's detach: the store's
-// own Close writes them; the Scheduler does not close it), and an Observe
-// after Close (of a decision made before) hands its bucket over again.
-// Close is idempotent.
+// Close stops the Scheduler: later Selects fail with ErrClosed. When
+// changes are tracked it returns once every Observe under way has marked
+// its bucket, so that a Changes after it takes them all; an Observe after
+// Close (of a decision made before) still marks its bucket. Close is
+// idempotent.
 func (s *Scheduler) Close() error {
-	if s.closed.Swap(true) || s.detach == nil {
+	if s.closed.Swap(true) || s.track.Load() == nil {
 		return nil
 	}
-	// An Observe that saw the Scheduler open queued its bucket under the
-	// bucket's lock: once every lock has been taken, each has, and the
-	// last collection finds them all.
+	// An Observe queues its bucket under the bucket's lock: once every
+	// lock has been taken, each Observe under way has.
 	buckets, shapes := s.snapshot()
 	for _, b := range append(buckets, shapes...) {
 		b.mu.Lock()
 		b.mu.Unlock() // empty: it waits for the Observes inside
 	}
-	s.detach()
 	return nil
 }
 

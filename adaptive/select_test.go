@@ -57,9 +57,7 @@ func FuzzSelect(f *testing.F) {
 
 // TestSelectObserveAllocs holds DESIGN.md § The data path's "0 allocs":
 // once an op's shape has been seen, Select and Observe allocate nothing,
-// under Automatic and under a Placement strategy (a spec or residency
-// handed to an interface by pointer would escape to the heap on every
-// call).
+// nor do Bucket and SelectOn, a placement's path.
 func TestSelectObserveAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
@@ -68,25 +66,29 @@ func TestSelectObserveAllocs(t *testing.T) {
 	var res Residency
 	res.Add(Host, mm.InBytes(0))
 	res.Add(Backend(1), mm.InBytes(1))
-	for _, st := range []Strategy{Automatic, Placement(&recorder{arm: 1})} {
-		s := newTestScheduler(t, Config{Strategy: st, Seed: 1})
-		if d, err := s.Select(mm, res); err == nil {
+	for _, placed := range []bool{false, true} {
+		s := newTestScheduler(t, Config{Seed: 1})
+		sel := func() (Decision, error) {
+			if !placed {
+				return s.Select(mm, res)
+			}
+			if _, err := s.Bucket(mm); err != nil {
+				return Decision{}, err
+			}
+			return s.SelectOn(mm, res, 1, 0, 0)
+		}
+		if d, err := sel(); err == nil {
 			s.Observe(d, us(10))
 		}
-		if rec, ok := st.policy.(*recorder); ok {
-			// The recorder appends what it is told: give it room first.
-			rec.placed, rec.res, rec.buckets = make([]kernels.Op, 0, 1000), make([]Residency, 0, 1000), make([]BucketID, 0, 1000)
-			rec.observed, rec.arms = make([]float64, 0, 1000), make([]int, 0, 1000)
-		}
 		n := testing.AllocsPerRun(200, func() {
-			d, err := s.Select(mm, res)
+			d, err := sel()
 			if err != nil {
 				t.Fatal(err)
 			}
 			s.Observe(d, us(10))
 		})
 		if n != 0 {
-			t.Errorf("%v: %v allocations per Select+Observe, want 0", st, n)
+			t.Errorf("placed %v: %v allocations per Select+Observe, want 0", placed, n)
 		}
 	}
 }

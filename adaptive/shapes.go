@@ -1,6 +1,9 @@
 package adaptive
 
-import "github.com/adaptsched/adaptsched/kernels"
+import (
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+)
 
 // DefaultShapeHits is Config.ShapeHits's default: inference repeats its
 // shapes, and one seen this often will be seen again (TestShapesLearnApart
@@ -33,7 +36,7 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	}
 	c := s.e.newShape(b, name, spec.Work())
 	for a := range s.n {
-		if p, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
+		if p, ok := s.loaded[learned.Key{Backend: s.names[a], Bucket: name}]; ok && validPosterior(p) {
 			c.warm(a, p)
 		}
 	}
@@ -49,7 +52,7 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 // holds reports whether the store loaded a posterior of bucket name.
 func (s *Scheduler) holds(name string) bool {
 	for a := range s.n {
-		if _, ok := s.loaded[Key{Backend: s.names[a], Bucket: name}]; ok {
+		if _, ok := s.loaded[learned.Key{Backend: s.names[a], Bucket: name}]; ok {
 			return true
 		}
 	}

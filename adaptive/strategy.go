@@ -10,19 +10,19 @@ const (
 	gpuPreferred
 	cpuPreferred
 	only
-	placement
 )
 
 // Strategy is how the Scheduler picks a backend, as the HybridScheduler
 // it replaces did (DESIGN.md § Strategies and telemetry). The zero value is
 // Automatic.
 type Strategy struct {
-	kind   strategyKind
-	name   string          // Only's backend
-	policy PlacementPolicy // Placement's policy
+	kind strategyKind
+	name string // Only's backend
 }
 
-// The fixed strategies. Only(name) and Placement(policy) build the others.
+// The fixed strategies. Only(name) builds the others. (A baseline
+// placement is no strategy: executor.Config.Placer runs one through
+// SelectOn.)
 var (
 	// Automatic lets the per-bucket Thompson-sampling bandit choose among
 	// the capable backends.
@@ -43,8 +43,8 @@ func Only(name string) Strategy { return Strategy{kind: only, name: name} }
 
 var _ fmt.Stringer = Automatic
 
-// String returns "automatic", "gpu-preferred", "cpu-preferred",
-// "only(name)" or "placement(policy name)".
+// String returns "automatic", "gpu-preferred", "cpu-preferred" or
+// "only(name)".
 func (s Strategy) String() string {
 	switch s.kind {
 	case automatic:
@@ -55,11 +55,6 @@ func (s Strategy) String() string {
 		return "cpu-preferred"
 	case only:
 		return "only(" + s.name + ")"
-	case placement:
-		if s.policy == nil {
-			return "placement(nil)"
-		}
-		return "placement(" + s.policy.Name() + ")"
 	}
 	return fmt.Sprintf("Strategy(%d)", uint8(s.kind))
 }

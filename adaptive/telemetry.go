@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -33,6 +32,7 @@ type BackendTelemetry struct {
 	Decisions    int64         // ops Select placed here
 	Ops          int64         // ops observed here (Observe)
 	Time         time.Duration // total observed compute time
+	ComputeUs    float64       // the same in µs, unrounded
 	Switches     int64         // incumbent switches to this backend
 	Explorations int64         // decisions here with reason Explore
 }
@@ -85,6 +85,23 @@ func interval(p bandit.NormalGamma) (lo, hi float64) {
 	return math.Exp(c - q), math.Exp(c + q)
 }
 
+// addTotals adds arm a of bucket b (b.mu held) to its backend's totals,
+// and its decisions by reason to reasons (nil: not wanted).
+func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[NumReasons]int64) {
+	if !b.isShape { // a shape's ops are its parent's too
+		bk.Ops += b.per[a].ops
+		bk.ComputeUs += b.per[a].timeUs
+	}
+	bk.Switches += b.switchesTo[a]
+	bk.Explorations += b.per[a].picks[Explore]
+	for r, c := range b.per[a].picks {
+		bk.Decisions += c
+		if reasons != nil {
+			reasons[r] += c
+		}
+	}
+}
+
 // Telemetry returns a snapshot. It locks each bucket briefly in turn, so it
 // may run beside Select and Observe.
 func (s *Scheduler) Telemetry() Telemetry {
@@ -112,20 +129,13 @@ func (s *Scheduler) Telemetry() Telemetry {
 				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa, Warmup: b.warmed.Has(a),
 			})
 			bt.Observations += b.per[a].ops
-			bk := &t.Backends[a]
-			if !b.isShape { // a shape's ops are its parent's too
-				bk.Ops += b.per[a].ops
-				bk.Time += time.Duration(b.per[a].timeUs * float64(time.Microsecond))
-			}
-			bk.Switches += b.switchesTo[a]
-			bk.Explorations += b.per[a].picks[Explore]
-			for r, c := range b.per[a].picks {
-				bk.Decisions += c
-				reasons[r] += c
-			}
+			s.addTotals(&t.Backends[a], b, a, &reasons)
 		}
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
+	}
+	for a := range t.Backends {
+		t.Backends[a].Time = time.Duration(t.Backends[a].ComputeUs * float64(time.Microsecond))
 	}
 	for r := UserPreference; r < NumReasons; r++ {
 		if reasons[r] > 0 {
@@ -141,71 +151,10 @@ func (s *Scheduler) Telemetry() Telemetry {
 			if l == nil {
 				continue
 			}
-			lat, gbps := l.figures()
-			l.mu.Lock()
-			n := l.n
-			l.mu.Unlock()
+			lat, gbps := l.Figures()
+			n := l.Copies()
 			t.Links = append(t.Links, LinkTelemetry{Backend: s.names[a], ToDevice: dir == 0, LatencyUs: lat, GBps: gbps, Copies: n})
 		}
 	}
 	return t
-}
-
-// collector is one Prometheus counter family per backend, summed over the
-// buckets at scrape time: the hot path only bumps plain fields under the
-// bucket's lock it already holds.
-type collector struct {
-	s    *Scheduler
-	desc *prometheus.Desc
-	get  func(b *bucket, a int) float64
-	// decided: the counter counts decisions, which shapes' own buckets
-	// make too (observations are their parents' as well).
-	decided bool
-}
-
-var _ prometheus.Collector = (*collector)(nil)
-
-// Describe implements prometheus.Collector.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	var sum [MaxBackends]float64
-	bs, shapes := c.s.snapshot()
-	if c.decided {
-		bs = append(bs, shapes...)
-	}
-	for _, b := range bs {
-		b.mu.Lock()
-		for a := range c.s.n {
-			sum[a] += c.get(b, a)
-		}
-		b.mu.Unlock()
-	}
-	for a := range c.s.n {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, sum[a], c.s.names[a])
-	}
-}
-
-// Collectors returns the Scheduler's Prometheus collectors, counters
-// labelled by backend: adaptsched_ops_total, adaptsched_op_seconds_total
-// (observed compute time), adaptsched_switches_total (incumbent switches
-// to the backend) and adaptsched_explorations_total. The program registers
-// them on its own registry if it wants them; the library never touches
-// the default registry. Each call returns new collectors.
-func (s *Scheduler) Collectors() []prometheus.Collector {
-	label := []string{"backend"}
-	mk := func(name, help string, decided bool, get func(b *bucket, a int) float64) prometheus.Collector {
-		return &collector{s: s, desc: prometheus.NewDesc(name, help, label, nil), get: get, decided: decided}
-	}
-	return []prometheus.Collector{
-		mk("adaptsched_ops_total", "Ops observed on the backend.", false,
-			func(b *bucket, a int) float64 { return float64(b.per[a].ops) }),
-		mk("adaptsched_op_seconds_total", "Observed compute time of ops on the backend, in seconds.", false,
-			func(b *bucket, a int) float64 { return b.per[a].timeUs * 1e-6 }),
-		mk("adaptsched_switches_total", "Incumbent switches of a bucket to the backend.", true,
-			func(b *bucket, a int) float64 { return float64(b.switchesTo[a]) }),
-		mk("adaptsched_explorations_total", "Decisions that explored the backend (reason Explore).", true,
-			func(b *bucket, a int) float64 { return float64(b.per[a].picks[Explore]) }),
-	}
 }

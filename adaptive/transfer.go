@@ -37,12 +37,12 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 			}
 		}
 	}
-	// The output of an op that pulled its inputs away from where they
-	// lived goes back there for the ops that follow (the pipeline runs
-	// where its data is): without this charge a small op looks cheap on
-	// the CPU in the middle of a GPU pipeline, and the activations
-	// ping-pong over the link (sim decode at batch 16: 22% slower than
-	// leaving everything on the GPU).
+	// Rule: the output of an op that pulled its inputs away from where
+	// they lived is charged its way back there for the ops that follow
+	// (the pipeline runs where its data is). Reason: without it a small
+	// op looks cheap on the CPU in the middle of a GPU pipeline and the
+	// activations ping-pong over the link (cmd/infer's TestSimPlacement,
+	// a simulated decode, holds it).
 	if out > 0 && res.Consumers != 0 {
 		for a := range s.n {
 			if allowed.Has(a) {
@@ -127,11 +127,11 @@ func (s *Scheduler) move(on Mask, a int, bytes float64) float64 {
 	c := 0.0
 	if on&(Host|s.shared) == 0 {
 		if g := bits.TrailingZeros16(uint16(on)); g < s.n && s.links[g][1] != nil {
-			c = s.links[g][1].predict(bytes)
+			c = s.links[g][1].Predict(bytes)
 		}
 	}
 	if a >= 0 && !s.shared.Has(a) {
-		c += s.links[a][0].predict(bytes)
+		c += s.links[a][0].Predict(bytes)
 	}
 	return c
 }
@@ -169,7 +169,7 @@ func (s *Scheduler) ObserveTransferAt(i int, toDevice bool, bytes int64, t backe
 	if toDevice {
 		dir = 0
 	}
-	s.links[i][dir].observe(float64(bytes), us)
+	s.links[i][dir].Observe(float64(bytes), us)
 	return nil
 }
 
@@ -184,7 +184,7 @@ func (s *Scheduler) PredictTransfer(backend string, toDevice bool, bytes int64) 
 	case s.links[i][0] == nil:
 		return 0
 	case toDevice:
-		return s.links[i][0].predict(float64(bytes))
+		return s.links[i][0].Predict(float64(bytes))
 	}
-	return s.links[i][1].predict(float64(bytes))
+	return s.links[i][1].Predict(float64(bytes))
 }

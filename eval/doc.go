@@ -14,7 +14,8 @@
 //     (HybridScheduler), pcie5x and thresholds (BackendSelector), roofline
 //     (the RLX cost model), calibrate (StarPU's history model), egreedy
 //     and ucb1 (textbook bandits), the oracle and fixed placements.
-//     Placement runs any of them through the Scheduler on real work.
+//     Placement runs any of them through the Executor on real work
+//     (executor.Config.Placer).
 //
 // # Usage
 //

@@ -5,16 +5,17 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// Placement adapts p, built over arms (ArmsOf of the Scheduler's
-// Config.Backends, in order), to adaptive.Placement: a baseline run
+// Placement adapts p, built over arms (ArmsOf of the Executor's
+// Config.Backends, in order), to executor.Config.Placer: a baseline run
 // through the Scheduler and the Executor on real work. Each op's Task is
 // built as the harness builds it: Bucket the Scheduler's BucketID, the
 // work of the Spec, Res as given, and Transfer[i] the bytes of input not
-// resident on backend i (host memory and a shared-memory backend's copy
-// count as resident on every shared-memory backend). Observed hands p a
-// Task that carries only the Bucket.
-func Placement(p Policy, arms []Arm) adaptive.PlacementPolicy {
-	pl := &placement{p: p, n: len(arms)}
+// resident on backend i, by the Scheduler's own rule
+// (adaptive.Residency.Lacking: host memory and a shared-memory backend's
+// copy count as resident on every shared-memory backend). Observed hands
+// p a Task that carries only the Bucket.
+func Placement(p Policy, arms []Arm) *Placer {
+	pl := &Placer{p: p, n: len(arms)}
 	for i, a := range arms {
 		if a.Info.SharedMemory || !a.GPU {
 			pl.shared |= adaptive.Backend(i)
@@ -23,7 +24,9 @@ func Placement(p Policy, arms []Arm) adaptive.PlacementPolicy {
 	return pl
 }
 
-type placement struct {
+// Placer is a Policy as an Executor's Placer (Placement). It is not safe
+// for concurrent use: the Executor serialises it.
+type Placer struct {
 	p      Policy
 	n      int
 	shared adaptive.Mask
@@ -31,13 +34,15 @@ type placement struct {
 	xfer   [adaptive.MaxBackends]float64
 }
 
-func (pl *placement) Name() string { return pl.p.Name() }
+// Name is the policy's name.
+func (pl *Placer) Name() string { return pl.p.Name() }
 
-func (pl *placement) Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int {
+// Place asks the policy for spec's backend.
+func (pl *Placer) Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int {
 	pl.task = Task{Bucket: int(bucket), Res: res}
 	describe(&pl.task, &spec)
 	if res.N > 0 {
-		pl.nonResident(&res)
+		pl.xfer = res.Lacking(pl.shared, pl.n)
 		pl.task.Transfer = pl.xfer[:pl.n]
 	}
 	arm := pl.p.Choose(&pl.task)
@@ -45,29 +50,8 @@ func (pl *placement) Place(spec kernels.Spec, res adaptive.Residency, bucket ada
 	return arm
 }
 
-func (pl *placement) Observed(bucket adaptive.BucketID, backend int, us float64) {
+// Observed tells the policy an op's measured duration.
+func (pl *Placer) Observed(bucket adaptive.BucketID, backend int, us float64) {
 	pl.task = Task{Bucket: int(bucket)}
 	pl.p.Observe(&pl.task, backend, us)
-}
-
-// nonResident writes into pl.xfer, per backend, the bytes of res's inputs
-// not resident there.
-func (pl *placement) nonResident(res *adaptive.Residency) {
-	pl.xfer = [adaptive.MaxBackends]float64{}
-	for i := range min(res.N, adaptive.MaxInputs) {
-		in := res.Inputs[i]
-		if in.Bytes <= 0 {
-			continue
-		}
-		on := in.On
-		if on == 0 {
-			on = adaptive.Host
-		}
-		for a := range pl.n {
-			if on.Has(a) || pl.shared.Has(a) && on&(adaptive.Host|pl.shared) != 0 {
-				continue
-			}
-			pl.xfer[a] += float64(in.Bytes)
-		}
-	}
 }

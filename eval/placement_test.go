@@ -39,9 +39,10 @@ func harnessTask(bucket int, spec kernels.Spec, transfer []float64) Task {
 }
 
 // TestPlacementMatchesPolicy: the static baselines run through the
-// Scheduler (adaptive.Placement of Placement) pick what the policies pick
-// on the harness's Task, with Reason UserPreference; a pick the backend
-// cannot run falls back to the bandit (Reason Unsupported).
+// Scheduler as the Executor runs a Placer (Bucket, Place, SelectOn) pick
+// what the policies pick on the harness's Task, with Reason
+// UserPreference; a pick the backend cannot run falls back to the bandit
+// (Reason Unsupported).
 func TestPlacementMatchesPolicy(t *testing.T) {
 	mm := func(m, k, n int) kernels.Spec {
 		return kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{m, k}, {k, n}}}
@@ -64,8 +65,8 @@ func TestPlacementMatchesPolicy(t *testing.T) {
 				lacking{backends.Described(testGPU), kernels.Softmax},
 			}
 			arms := ArmsOf(bes)
-			s, err := adaptive.New(adaptive.Config{Backends: bes, Strategy: adaptive.Placement(Placement(mk(arms), arms)),
-				Seed: 3})
+			pl := Placement(mk(arms), arms)
+			s, err := adaptive.New(adaptive.Config{Backends: bes, Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +75,11 @@ func TestPlacementMatchesPolicy(t *testing.T) {
 			for _, spec := range specs {
 				var res adaptive.Residency
 				res.Add(adaptive.Host, spec.InBytes(0))
-				d, err := s.Select(spec, res)
+				b, err := s.Bucket(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := s.SelectOn(spec, res, pl.Place(spec, res, b), 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

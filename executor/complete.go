@@ -155,7 +155,7 @@ func (e *Executor) startLanes() {
 	}
 	e.loads = make([]load, len(groups))
 	e.observer.Add(1)
-	go e.observe()
+	go e.observeQueued()
 }
 
 // stopLanes ends the goroutines once everything queued has been observed.
@@ -223,10 +223,10 @@ func (e *Executor) hostWait(r *rec) {
 	}
 }
 
-// observe handles completed work in completion order, off the callers'
+// observeQueued handles completed work in completion order, off the callers'
 // path: timings reach the Scheduler and the link model, counters and the
 // trace; a failure is left for recovery.
-func (e *Executor) observe() {
+func (e *Executor) observeQueued() {
 	defer e.observer.Done()
 	for r := range e.completed {
 		if r.op {
@@ -241,7 +241,7 @@ func (e *Executor) observe() {
 		}
 		r.state.Store(recSucceeded)
 		if r.tm.Clock == backends.Simulated {
-			e.simulated.Store(e.simulated.Load() | uint32(adaptive.Backend(r.a)))
+			e.simulated.Or(uint32(adaptive.Backend(r.a)))
 		}
 		if !r.op {
 			e.observeCopy(r.a, r.toDevice, r.t.size, r.tm)
@@ -251,20 +251,11 @@ func (e *Executor) observe() {
 		if r.failedN == e.health.failedN[r.a].Load() {
 			e.healthy(r.a) // no failure of its backend since it was queued
 		}
-		e.ops[r.a].Add(1)
-		if r.d.Reason == adaptive.Fallback || r.d.Reason == adaptive.MemoryConstraint {
-			e.fallbacks.Add(1)
+		var xferUs float64
+		for _, c := range r.copies {
+			xferUs += c.tm.Micros() // copies complete before the op that waits for them
 		}
-		if r.tm.Duration > 0 {
-			_ = e.s.Observe(r.d, r.tm) // a zero or absurd timing teaches nothing
-		}
-		if e.cfg.Recorder != nil {
-			var xferUs float64
-			for _, c := range r.copies {
-				xferUs += c.tm.Micros() // copies complete before the op that waits for them
-			}
-			e.record(r.spec, r.d, r.tm, xferUs)
-		}
+		e.finished(r.spec, &r.d, r.tm, xferUs)
 		e.obs.set(&r.observed)
 	}
 }

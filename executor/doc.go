@@ -22,7 +22,7 @@
 //
 // # Usage
 //
-//	ex, err := executor.New(executor.Config{Config: adaptive.Config{Backends: bs}})
+//	ex, err := executor.New(executor.Config{Backends: bs})
 //	if err != nil { ... }
 //	defer ex.Close()
 //	var be backends.Backend = ex // drop-in

@@ -2,15 +2,19 @@ package executor_test
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
+	"testing"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	_ "github.com/adaptsched/adaptsched/backends/all" // registers cpu, cpu1, rocm and sim
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // ExampleExecutor runs an op on an Executor over two CPU backends and a
-// simulated GPU exactly as on one backend.
+// simulated GPU exactly as on one backend. The blank import of
+// backends/all registers the backends that backends.Open names.
 func ExampleExecutor() {
 	var bes []backends.Backend
 	for _, name := range []string{"cpu", "cpu1", "sim:h100"} {
@@ -21,8 +25,7 @@ func ExampleExecutor() {
 		defer b.Close()
 		bes = append(bes, b)
 	}
-	e, err := executor.New(executor.Config{Config: adaptive.Config{
-		Backends: bes, NoCalibration: true, Seed: 1}})
+	e, err := executor.New(executor.Config{Backends: bes, NoCalibration: true, Seed: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -42,4 +45,19 @@ func ExampleExecutor() {
 	be.Read(kernels.AsBytes(got), out)
 	fmt.Println(got)
 	// Output: [11 22 13 24]
+}
+
+// TestExampleSelfContained: the example registers the backends it opens
+// itself, so that it runs when copied out of this package's tests.
+func TestExampleSelfContained(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "example_test.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range f.Imports {
+		if im.Path.Value == `"github.com/adaptsched/adaptsched/backends/all"` {
+			return
+		}
+	}
+	t.Error("example_test.go does not import backends/all: ExampleExecutor relies on another file's imports")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,21 +12,47 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
-// Config configures an Executor: the Scheduler's Config plus what the
-// Executor adds. Zero fields take the documented defaults.
+// Config configures an Executor and the Scheduler it makes: one flat
+// set of fields, each with one meaning (the Scheduler's take the
+// defaults of adaptive.Config, which documents them further). Zero
+// fields take the documented defaults.
 type Config struct {
-	adaptive.Config
+	// Backends are the backends to choose among, 1 to
+	// adaptive.MaxBackends, with distinct Info().Name.
+	Backends []backends.Backend
+	// Strategy picks the backend; the zero value is adaptive.Automatic.
+	Strategy adaptive.Strategy
+	// Bandit is the bandit's tuning; zero fields take bandit's defaults.
+	Bandit bandit.Config
+	// Warm, when not nil, warm-starts the posteriors (history.DB.Load).
+	Warm map[learned.Key]bandit.NormalGamma
+	// Logger receives the Scheduler's decisions, switches and alarms, and
+	// the Executor's back-offs of failed backends at warn. Nil logs
+	// nothing.
+	Logger *slog.Logger
+	// Now is the clock of back-offs and of telemetry timestamps; nil
+	// means time.Now.
+	Now func() time.Time
+	// Seed seeds the Scheduler's random sources, so runs replay exactly.
+	Seed uint64
+	// ShapeHits, Shards and NoCalibration are adaptive.Config's: when a
+	// shape learns on its own, the shape cache's shards, and no start-up
+	// calibration of CPUs.
+	ShapeHits, Shards int
+	NoCalibration     bool
 	// Name is the Executor's backend name (Info().Name); "" means
 	// "adaptive".
 	Name string
 	// Recorder, when not nil, receives one trace event per op (DESIGN.md §
 	// Traces); Record never blocks, so a slow writer drops events rather
 	// than slow the ops. The Executor does not close it.
-	Recorder *history.Recorder
+	Recorder *trace.Recorder
 	// BackoffBase is how long a failed backend is kept out before it is
 	// probed again (one op let through), doubling with each consecutive
 	// failure up to BackoffMax. Defaults: 50 ms and 5 s.
@@ -45,6 +72,30 @@ type Config struct {
 	// cache does not keep it is copied for that op alone (DESIGN.md §
 	// Weights in host memory).
 	WeightBudget []int64
+	// Placer, when not nil, chooses every op's backend in the Strategy's
+	// stead: a baseline placement (eval.Placement) run through the
+	// Executor on real work, to be compared with the bandit (DESIGN.md §
+	// Evaluation). The Scheduler still learns from every op.
+	Placer Placer
+}
+
+// Placer chooses the backend of every op for Config.Placer. The
+// Executor calls it under a lock of its own, so it needs not be safe for
+// concurrent use; it must not be shared with another Executor.
+type Placer interface {
+	// Name names the placement.
+	Name() string
+	// Place returns the index in Config.Backends of the backend that
+	// should run spec, of the Scheduler's bucket, with its inputs where
+	// res says. A backend the op cannot run there (out of range,
+	// incapable, excluded after a failure) falls back to the bandit's
+	// choice (adaptive.Scheduler.SelectOn). spec's shapes must not be
+	// kept. (By value: pointers handed to an interface make every op's
+	// spec and residency escape to the heap.)
+	Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int
+	// Observed reports the measured compute duration in µs of an op of
+	// bucket that ran on backend.
+	Observed(bucket adaptive.BucketID, backend int, us float64)
 }
 
 func (c *Config) validate() error {
@@ -66,7 +117,17 @@ func (c *Config) validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return nil
+}
+
+// scheduler returns the Scheduler's part of c.
+func (c *Config) scheduler() adaptive.Config {
+	return adaptive.Config{Backends: c.Backends, Strategy: c.Strategy, Bandit: c.Bandit, Warm: c.Warm,
+		Logger: c.Logger, Now: c.Now, Seed: c.Seed, ShapeHits: c.ShapeHits, Shards: c.Shards,
+		NoCalibration: c.NoCalibration}
 }
 
 // Executor runs ops adaptively on several backends while itself being a
@@ -74,7 +135,8 @@ func (c *Config) validate() error {
 // them unchanged (DESIGN.md § The data path). Its buffers are Tensors that
 // know where their valid copies live; each op goes through Select, moves
 // the inputs the chosen backend lacks (timed, feeding the link model),
-// runs, and feeds the kernel's Timing to Observe. A backend that fails is
+// runs, and feeds the kernel's Timing to Observe: queued on the backend,
+// unless Config.Synchronous, with the timing observed when it arrives. A backend that fails is
 // kept out with exponential back-off while the op falls back to the next
 // best capable backend; one that runs out of memory has its cold copies
 // evicted; tensors lost with a device are recomputed from their lineage.
@@ -88,6 +150,8 @@ func (c *Config) validate() error {
 // residency registry when it places or frees a device copy; only while a
 // backend is in back-off does it take the back-off's lock, and only a
 // timed device copy takes its link direction's (Scheduler.ObserveTransferAt).
+// Queued, an op holds its tensors' locks (all for writing) only while it
+// is queued, plus its lane's and its hardware group's briefly.
 type Executor struct {
 	cfg Config
 	s   *adaptive.Scheduler
@@ -120,6 +184,7 @@ type Executor struct {
 	seq         atomic.Int64 // trace sequence
 	closeMu     sync.Mutex
 	closeDone   bool
+	placeMu     sync.Mutex // serialises Config.Placer
 	closeErr    error
 	scratchPool sync.Pool
 
@@ -155,7 +220,7 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s, err := adaptive.New(cfg.Config)
+	s, err := adaptive.New(cfg.scheduler())
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +261,7 @@ func mapsHost(b backends.Backend) bool {
 	return true
 }
 
-// Scheduler returns the Executor's Scheduler, for Telemetry and
-// Collectors.
+// Scheduler returns the Executor's Scheduler, for its Telemetry.
 func (e *Executor) Scheduler() *adaptive.Scheduler { return e.s }
 
 // Info implements backends.Backend: the Executor reads and writes host
@@ -293,7 +357,7 @@ func openExecutor(arg string) (backends.Backend, error) {
 		}
 		bes = append(bes, b)
 	}
-	e, err := New(Config{Config: adaptive.Config{Backends: bes}, CloseBackends: true})
+	e, err := New(Config{Backends: bes, CloseBackends: true})
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -17,9 +17,9 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/cpu"
 	"github.com/adaptsched/adaptsched/executor"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // open opens a registered backend or fails the test.
@@ -167,7 +167,7 @@ func TestExecutorMatchesSingleBackend(t *testing.T) {
 	cpu := open(t, "cpu")
 	strategies := []adaptive.Strategy{adaptive.Automatic, adaptive.Only("cpu"), adaptive.Only("cpu1"), adaptive.Only("sim:h100")}
 	for _, st := range strategies {
-		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: st}},
+		e := newExec(t, executor.Config{Strategy: st},
 			open(t, "cpu"), open(t, "cpu1"), open(t, "sim:h100"))
 		r := rand.New(rand.NewPCG(7, 7))
 		for _, s := range catalogue() {
@@ -320,7 +320,7 @@ func TestExecutorResidency(t *testing.T) {
 	const n = 12
 	gpu := &countingBackend{Backend: open(t, "sim:h100")}
 	cpu := &countingBackend{Backend: open(t, "cpu")}
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	e := newExec(t, executor.Config{Strategy: adaptive.Only("sim:h100")}, cpu, gpu)
 	c := newChain(t, rand.New(rand.NewPCG(1, 2)), n, 4, 64)
 	_, ws, outs := c.run(t, e)
 	if got := gpu.writes.Load(); got != n+1 {
@@ -414,12 +414,12 @@ func TestExecutorFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
-	var trace bytes.Buffer
-	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	var recorded bytes.Buffer
+	rec, err := trace.NewRecorder(&recorded, trace.Header{}, trace.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred, Now: clock.now},
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Now: clock.now,
 		Recorder: rec, BackoffBase: 10 * time.Millisecond, Synchronous: true}, open(t, "cpu"), dev)
 	const n = 40
 	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 8, 64)
@@ -472,12 +472,12 @@ func TestExecutorFaults(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(recorded.String()), "\n")
 	if got := int64(len(lines) - 1); got != 2*n+st.Recoveries {
 		t.Errorf("%d trace events, want %d", got, 2*n+st.Recoveries)
 	}
-	if !strings.Contains(trace.String(), `"reason":"MemoryConstraint"`) || !strings.Contains(trace.String(), `"backend":"sim:h100"`) {
-		t.Errorf("trace lacks the memory fallback or the GPU:\n%s", trace.String()[:min(len(trace.String()), 2000)])
+	if !strings.Contains(recorded.String(), `"reason":"MemoryConstraint"`) || !strings.Contains(recorded.String(), `"backend":"sim:h100"`) {
+		t.Errorf("trace lacks the memory fallback or the GPU:\n%s", recorded.String()[:min(len(recorded.String()), 2000)])
 	}
 }
 
@@ -509,14 +509,14 @@ func TestExecutorAllFail(t *testing.T) {
 // (Run says so, or Sync when the op was queued).
 func TestExecutorLostTensor(t *testing.T) {
 	dev, _ := sim.Open("h100", sim.DefaultOptions().WithEvents(sim.Event{At: 1, Kind: sim.DeviceLost}))
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, open(t, "cpu"), dev)
 	c := newChain(t, rand.New(rand.NewPCG(8, 9)), 2, 2, 32)
 	x, ws, outs := c.run(t, e)
 	// outs[0] ran on the GPU; outs[1] fell back to the CPU after
 	// recomputing outs[0] there, so both are intact.
 	c.check(t, e, outs)
 	// Now compute on the lost device's replacement and break the lineage.
-	e2 := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+	e2 := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred},
 		open(t, "cpu"), mustSim(t, sim.Event{At: 1, Kind: sim.DeviceLost}))
 	x2, _ := e2.Alloc(int64(len(c.x)))
 	e2.Write(x2, c.x)
@@ -545,7 +545,7 @@ func TestExecutorLostTensor(t *testing.T) {
 // recovery hook, and every output matches the reference.
 func TestExecutorRecoversChain(t *testing.T) {
 	const n = 6
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}},
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred},
 		open(t, "cpu"), mustSim(t, sim.Event{At: n, Kind: sim.DeviceLost}))
 	c := newChain(t, rand.New(rand.NewPCG(10, 11)), n, 4, 32)
 	_, _, outs := c.run(t, e)
@@ -568,7 +568,7 @@ func TestExecutorRecoversChain(t *testing.T) {
 // every buffer placed on the GPU is counted once, and freeing the tensors
 // forgets them all.
 func TestExecutorResidentBytes(t *testing.T) {
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), mustSim(t))
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, open(t, "cpu"), mustSim(t))
 	c := newChain(t, rand.New(rand.NewPCG(12, 13)), 4, 4, 32)
 	x, ws, outs := c.run(t, e)
 	all := append(append([]backends.Buffer{x}, ws...), outs...)
@@ -754,7 +754,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	gpu := &countingBackend{Backend: open(t, "sim:h100")}
 	c := newChain(t, rand.New(rand.NewPCG(3, 4)), n, 4, 64)
 
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, cpu, gpu)
+	e := newExec(t, executor.Config{Strategy: adaptive.Only("cpu")}, cpu, gpu)
 	_, _, outs := c.run(t, e)
 	if w, r := cpu.writes.Load(), cpu.reads.Load(); w != 0 || r != 0 {
 		t.Errorf("%d copies into and %d out of the mapping CPU", w, r)
@@ -774,7 +774,7 @@ func TestExecutorHostMapping(t *testing.T) {
 
 	// On the GPU, outputs live there; reading one back makes it valid on
 	// the mapping CPU too, with no copy into it.
-	g := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("sim:h100")}}, cpu, gpu)
+	g := newExec(t, executor.Config{Strategy: adaptive.Only("sim:h100")}, cpu, gpu)
 	_, _, gouts := c.run(t, g)
 	if v := gouts[0].(*executor.Tensor).Valid(); v != adaptive.Backend(1) {
 		t.Errorf("GPU output valid on %b, want the GPU only", v)
@@ -790,7 +790,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	// A CPU that refuses every mapping (the Executor probes once) is
 	// copied into like any backend.
 	refuses := &refusing{&mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}}}
-	r := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}}, refuses, gpu)
+	r := newExec(t, executor.Config{Strategy: adaptive.Only("cpu")}, refuses, gpu)
 	_, _, routs := c.run(t, r)
 	c.check(t, r, routs)
 	if st := r.Stats(); st.Backends[0].Ops != n || st.Backends[0].CopiesIn == 0 {
@@ -800,7 +800,7 @@ func TestExecutorHostMapping(t *testing.T) {
 	// A CPU whose mapping fails after the probe: every op falls back to
 	// the GPU and succeeds.
 	bad := &mappingBackend{countingBackend: &countingBackend{Backend: open(t, "cpu")}, okMaps: 1}
-	f := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.CPUPreferred}}, bad, gpu)
+	f := newExec(t, executor.Config{Strategy: adaptive.CPUPreferred}, bad, gpu)
 	_, _, fouts := c.run(t, f)
 	c.check(t, f, fouts)
 	if bad.maps.Load() < 2 || bad.runs.Load() != 0 {
@@ -838,7 +838,7 @@ func (c *consumerSpy) Place(_ kernels.Spec, res adaptive.Residency, _ adaptive.B
 // ops read it, and by the program (Host).
 func TestExecutorConsumers(t *testing.T) {
 	spy := &consumerSpy{arm: 1}
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Placement(spy)}},
+	e := newExec(t, executor.Config{Placer: spy},
 		open(t, "cpu"), open(t, "sim:h100"))
 	c := newChain(t, rand.New(rand.NewPCG(5, 6)), 2, 4, 64)
 	x, ws, outs := c.run(t, e) // op 0 writes outs[0], op 1 reads it on the GPU

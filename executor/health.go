@@ -91,7 +91,7 @@ func (e *Executor) failed(a int, err error) {
 	h.lastErr = err
 	e.health.sick.Store(e.health.sick.Load() | uint32(adaptive.Backend(a)))
 	e.health.mu.Unlock()
-	e.cfg.Logger.Warn().Err(err).Str("backend", e.s.BackendName(a)).Dur("backoff", d).Msg("adaptive: backend failed; falling back")
+	e.cfg.Logger.Warn("adaptive: backend failed; falling back", "err", err, "backend", e.s.BackendName(a), "backoff", d)
 	if !errors.Is(err, backends.ErrDeviceLost) {
 		return
 	}

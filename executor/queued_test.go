@@ -17,9 +17,10 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/executor"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // fakeQueuer is a device that queues its work (backends.Queuer) over the
@@ -136,7 +137,7 @@ func TestQueuedCrossDevice(t *testing.T) {
 	for seed := range uint64(4) {
 		gpu := newFakeQueuer(t, open(t, "sim:h100"), 300*time.Microsecond, seed)
 		cpu := &countingBackend{Backend: open(t, "cpu")}
-		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Placement(byOp{})}}, cpu, gpu)
+		e := newExec(t, executor.Config{Placer: byOp{}}, cpu, gpu)
 		c := newChain(t, rand.New(rand.NewPCG(seed, 7)), 12, 4, 64)
 		_, _, outs := c.run(t, e)
 		c.check(t, e, outs)
@@ -193,7 +194,7 @@ func alloc(t testing.TB, e *executor.Executor, data []byte) backends.Buffer {
 func TestQueuedFailureFallsBack(t *testing.T) {
 	gpu := newFakeQueuer(t, open(t, "sim:h100"), 100*time.Microsecond, 3)
 	gpu.failAt = 5
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), gpu)
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, open(t, "cpu"), gpu)
 	const n = 12
 	c := newChain(t, rand.New(rand.NewPCG(9, 9)), n, 4, 64)
 	_, _, outs := c.run(t, e) // c.run syncs: no error
@@ -207,7 +208,7 @@ func TestQueuedFailureFallsBack(t *testing.T) {
 	}
 
 	dev := mustSim(t, sim.Event{At: 3, Kind: sim.DeviceLost})
-	e = newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	e = newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, open(t, "cpu"), dev)
 	_, _, outs = c.run(t, e)
 	c.check(t, e, outs)
 	st = e.Stats()
@@ -228,21 +229,6 @@ func (*alternate) Name() string                             { return "alternate"
 func (*alternate) Observed(adaptive.BucketID, int, float64) {}
 func (a *alternate) Place(kernels.Spec, adaptive.Residency, adaptive.BucketID) int {
 	return int(a.n.Add(1) % 2)
-}
-
-// warmStore holds posteriors for New to load, and takes nothing back.
-type warmStore map[[2]string]bandit.NormalGamma
-
-func (w warmStore) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
-	for k, p := range w {
-		fn(k[0], k[1], p)
-	}
-	return nil
-}
-
-func (w warmStore) Attach(func(emit func(backend, bucket string, prior, p bandit.NormalGamma, n uint64), flush bool)) (
-	func(uint32, int), func()) {
-	return func(uint32, int) {}, func() {}
 }
 
 // observed returns the Scheduler's observations over every bucket.
@@ -281,8 +267,8 @@ func (g grouped) HardwareGroup() string { return g.group }
 // TestQueuedCloseObserves closes an Executor with work in flight: Close
 // waits for it, and every op reaches the Scheduler and the trace.
 func TestQueuedCloseObserves(t *testing.T) {
-	var trace bytes.Buffer
-	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	var traced bytes.Buffer
+	rec, err := trace.NewRecorder(&traced, trace.Header{}, trace.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +295,7 @@ func TestQueuedCloseObserves(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(trace.String(), "\n") - 1; lines != n || rec.Dropped() != 0 {
+	if lines := strings.Count(traced.String(), "\n") - 1; lines != n || rec.Dropped() != 0 {
 		t.Errorf("%d trace events (%d dropped), want %d", lines, rec.Dropped(), n)
 	}
 }
@@ -317,15 +303,16 @@ func TestQueuedCloseObserves(t *testing.T) {
 // TestQueuedPosteriorsMatchSync runs independent ops on two queued
 // backends, whose completions interleave in no fixed order, then feeds a
 // fresh Scheduler the same timings in the order the Executor observed them
-// (its trace), one Select and Observe at a time: every posterior is the
-// same, to the bit. What Select changes that Observe reads is kept out,
-// since the interleaving of decisions and observations is not replayed:
-// one op shape with its arms loaded from a store (no young arm's prior is
-// re-derived), placed by a fixed rule (no incumbent, whose change
+// (its trace), one decision (SelectOn, as the Executor's Placer path)
+// and Observe at a time: every posterior is the same, to the bit. What a
+// decision changes that Observe reads is kept out, since the interleaving
+// of decisions and observations is not replayed: one op shape with its
+// arms warm-started (Config.Warm: no young arm's prior is re-derived),
+// placed by a fixed rule (Config.Placer: no incumbent, whose change
 // detector Observe feeds).
 func TestQueuedPosteriorsMatchSync(t *testing.T) {
-	var trace bytes.Buffer
-	rec, err := history.NewRecorder(&trace, history.Header{}, history.RecorderOptions{})
+	var traced bytes.Buffer
+	rec, err := trace.NewRecorder(&traced, trace.Header{}, trace.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +327,11 @@ func TestQueuedPosteriorsMatchSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe.Close()
-	warm := warmStore{}
+	warm := map[learned.Key]bandit.NormalGamma{}
 	for _, name := range []string{"cpu", "cpu1"} {
-		warm[[2]string{name, d.BucketName}] = bandit.NormalGamma{Mu: math.Log(100), Kappa: 2, Alpha: 2, Beta: 0.5}
+		warm[learned.Key{Backend: name, Bucket: d.BucketName}] = bandit.NormalGamma{Mu: math.Log(100), Kappa: 2, Alpha: 2, Beta: 0.5}
 	}
-	e := newExec(t, executor.Config{Config: adaptive.Config{Store: warm, Strategy: adaptive.Placement(&alternate{})}, Recorder: rec}, bes...)
+	e := newExec(t, executor.Config{Warm: warm, Placer: &alternate{}, Recorder: rec}, bes...)
 	x := alloc(t, e, kernels.AsBytes(make([]float32, 256)))
 	for range 200 {
 		out, _ := e.Alloc(spec.OutBytes())
@@ -360,12 +347,12 @@ func TestQueuedPosteriorsMatchSync(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := adaptive.New(adaptive.Config{Backends: bes, NoCalibration: true, Seed: 1, Store: warm, Strategy: adaptive.Placement(&alternate{})})
+	s, err := adaptive.New(adaptive.Config{Backends: bes, NoCalibration: true, Seed: 1, Warm: warm})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r, err := history.NewReader(&trace, "trace", history.ReaderOptions{})
+	r, err := trace.NewReader(&traced, "trace", trace.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,15 +369,15 @@ func TestQueuedPosteriorsMatchSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := s.Select(sp, adaptive.Residency{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Backend = -1
+		arm := -1
 		for i, name := range names {
 			if name == ev.Backend {
-				d.Backend, d.Name = i, name
+				arm = i
 			}
+		}
+		d, err := s.SelectOn(sp, adaptive.Residency{}, arm, 0, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
 		tm := backends.Timing{Duration: time.Duration(math.Round(ev.ActualUs * 1e3)), Clock: backends.WallClock}
 		if err := s.Observe(d, tm); err != nil {
@@ -416,7 +403,7 @@ func TestQueuedPosteriorsMatchSync(t *testing.T) {
 }
 
 // TestQueuedSpreadsIndependentOps queues a burst of independent ops on
-// two backends that it knows (posteriors loaded from a store, tight): 1 ms
+// two backends that it knows (posteriors warm-started, tight): 1 ms
 // and 2 ms an op. Pricing each queue's expected wait (Residency.QueueUs)
 // sends part of the burst to the slower, idle one; backends that share
 // hardware (backends.HardwareGroup) share one expected-free time, so there
@@ -436,8 +423,8 @@ func TestQueuedSpreadsIndependentOps(t *testing.T) {
 		known := func(us float64) bandit.NormalGamma { // 50 runs' worth, 10% spread
 			return bandit.NormalGamma{Mu: math.Log(us), Kappa: 50, Alpha: 25, Beta: 25 * 0.01}
 		}
-		warm := warmStore{{"cpu", d.BucketName}: known(1000), {"cpu1", d.BucketName}: known(2000)}
-		e := newExec(t, executor.Config{Config: adaptive.Config{Store: warm}}, bes...)
+		warm := map[learned.Key]bandit.NormalGamma{{Backend: "cpu", Bucket: d.BucketName}: known(1000), {Backend: "cpu1", Bucket: d.BucketName}: known(2000)}
+		e := newExec(t, executor.Config{Warm: warm}, bes...)
 		x := alloc(t, e, kernels.AsBytes(make([]float32, 256)))
 		var where [2]int
 		for range 12 {
@@ -528,7 +515,7 @@ func TestQueuedCloseDeadline(t *testing.T) {
 // results are right.
 func TestQueuedOutOfMemory(t *testing.T) {
 	dev := mustSim(t, sim.Event{At: 3, Kind: sim.OutOfMemory, Span: 1})
-	e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}}, open(t, "cpu"), dev)
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, open(t, "cpu"), dev)
 	c := newChain(t, rand.New(rand.NewPCG(4, 4)), 8, 4, 64)
 	_, _, outs := c.run(t, e)
 	c.check(t, e, outs)

@@ -151,11 +151,11 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			e.queueWaits(&res, readyAt, readyV)
 		}
 		sick, probes := e.unhealthy()
-		d, err := e.s.SelectExcept(s, res, failed|sick, why)
+		d, err := e.choose(s, res, failed|sick, why)
 		if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 			// Every healthy backend failed or none can run it: try those
 			// in back-off rather than fail.
-			d, err = e.s.SelectExcept(s, res, failed, why)
+			d, err = e.choose(s, res, failed, why)
 		}
 		if probes != 0 {
 			e.releaseProbes(probes, d.Backend, err == nil)
@@ -183,16 +183,7 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 				e.copyForOwnSakeSync(ts, &d)
 			}
 			e.healthy(a)
-			e.ops[a].Add(1)
-			if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
-				e.fallbacks.Add(1)
-			}
-			if tm.Duration > 0 {
-				_ = e.s.Observe(d, tm) // a zero or absurd timing teaches nothing
-			}
-			if e.cfg.Recorder != nil {
-				e.record(s, d, tm, xferUs)
-			}
+			e.finished(s, &d, tm, xferUs)
 			return d, tm, nil
 		}
 		var bf *backendFailure
@@ -222,6 +213,21 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		}
 		e.failed(f, bf.err)
 		why = adaptive.Fallback
+	}
+}
+
+// finished counts an op that ran and hands its timing to the Scheduler
+// and the trace (xferUs: its copies' time).
+func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Timing, xferUs float64) {
+	e.ops[d.Backend].Add(1)
+	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
+		e.fallbacks.Add(1)
+	}
+	if tm.Duration > 0 {
+		e.observe(*d, tm) // a zero or absurd timing teaches nothing
+	}
+	if e.cfg.Recorder != nil {
+		e.record(s, *d, tm, xferUs)
 	}
 }
 

@@ -5,15 +5,15 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // record hands one trace event to the Recorder. The bucket's name comes
 // with the Decision: looking it up (Scheduler.BucketName) would take the
 // bucket registry's lock on every op.
 func (e *Executor) record(s kernels.Spec, d adaptive.Decision, tm backends.Timing, xferUs float64) {
-	ev := history.EventOf(s)
+	ev := trace.EventOf(s)
 	ev.Seq = e.seq.Add(1)
 	ev.Bucket = d.BucketName
 	ev.Backend = d.Name

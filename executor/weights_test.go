@@ -103,9 +103,13 @@ func TestWeightBudget(t *testing.T) {
 	wsize := int64(len(m.ws[0]))
 	budget := int64(layers/3) * wsize
 	for _, sync := range []bool{false, true} {
-		for _, st := range []adaptive.Strategy{adaptive.GPUPreferred, adaptive.Placement(&mostlyGPU{}), adaptive.Automatic} {
-			t.Run(fmt.Sprintf("sync=%v/%v", sync, st), func(t *testing.T) {
-				e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: st}, Synchronous: sync,
+		for _, c := range []struct {
+			name string
+			st   adaptive.Strategy
+			pl   executor.Placer
+		}{{"gpu-preferred", adaptive.GPUPreferred, nil}, {"mostly-gpu", adaptive.Automatic, &mostlyGPU{}}, {"automatic", adaptive.Automatic, nil}} {
+			t.Run(fmt.Sprintf("sync=%v/%s", sync, c.name), func(t *testing.T) {
+				e := newExec(t, executor.Config{Strategy: c.st, Placer: c.pl, Synchronous: sync,
 					WeightBudget: []int64{-1, budget}}, open(t, "cpu"), open(t, "sim:h100"))
 				var ws []backends.Buffer
 				for i, w := range m.ws {
@@ -180,7 +184,7 @@ func TestWeightCacheEvicts(t *testing.T) {
 	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 4, dim)
 	wsize := int64(len(m.ws[0]))
 	for _, sync := range []bool{false, true} {
-		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}, Synchronous: sync,
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
 			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
 		var ws []backends.Buffer
 		for _, w := range m.ws {
@@ -256,7 +260,7 @@ func TestWeightNotStale(t *testing.T) {
 	}
 	for _, sync := range []bool{false, true} {
 		for _, pin := range []bool{false, true} {
-			e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.GPUPreferred}, Synchronous: sync,
+			e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
 				WeightBudget: []int64{-1, 4 * n}}, open(t, "cpu"), open(t, "sim:h100"))
 			xb, wb := alloc(t, e, x), alloc(t, e, w1)
 			if err := e.MarkWeight(wb); err != nil {
@@ -321,7 +325,7 @@ func TestWeightErrors(t *testing.T) {
 	if err := e.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := executor.New(executor.Config{Config: adaptive.Config{Backends: []backends.Backend{open(t, "cpu")}, NoCalibration: true},
+	_, err := executor.New(executor.Config{Backends: []backends.Backend{open(t, "cpu")}, NoCalibration: true,
 		WeightBudget: []int64{1, 2}})
 	if !errors.Is(err, adaptive.ErrConfig) {
 		t.Errorf("two budgets for one backend: %v, want ErrConfig", err)
@@ -336,7 +340,7 @@ func TestWeightOwnSake(t *testing.T) {
 	const dim = 128
 	m := newWeightModel(rand.New(rand.NewPCG(6, 1)), 1, dim)
 	for _, sync := range []bool{false, true} {
-		e := newExec(t, executor.Config{Config: adaptive.Config{Strategy: adaptive.Only("cpu")}, Synchronous: sync,
+		e := newExec(t, executor.Config{Strategy: adaptive.Only("cpu"), Synchronous: sync,
 			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
 		w := alloc(t, e, m.ws[0])
 		if err := e.MarkWeight(w); err != nil {

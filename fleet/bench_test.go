@@ -14,6 +14,8 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 // BenchmarkConverge measures what a new node takes to converge to a
@@ -41,11 +43,11 @@ func BenchmarkConverge(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("Opaque:op%05d/f32/s%d", i, 20+i%20)
 	}
-	var shards [Shards][]adaptive.Key
+	var shards [Shards][]learned.Key
 	for _, name := range names {
 		s := shardOf(name)
 		for _, be := range []string{"cpu", "gpu"} {
-			shards[s] = append(shards[s], adaptive.Key{Backend: be, Bucket: name})
+			shards[s] = append(shards[s], learned.Key{Backend: be, Bucket: name})
 		}
 	}
 	for n := range nodes {
@@ -75,11 +77,15 @@ func BenchmarkConverge(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		n, err := Start(nc, s, DefaultOptions("new", testFP).WithBucket("converge"))
+		n, err := Start(nc, DefaultOptions("new", testFP).WithBucket("converge"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := n.WaitSynced(ctx); err != nil {
+			b.Fatal(err)
+		}
+		r, err := relay.Start(s, relay.Options{Fleet: n}) // folds the fleet's evidence in
+		if err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -89,6 +95,7 @@ func BenchmarkConverge(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		heap = float64(ms.HeapAlloc-before) / (1 << 20)
+		r.Close()
 		n.Close()
 		s.Close()
 		b.StartTimer()
@@ -131,22 +138,14 @@ func BenchmarkSelectObserve(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				no, err := Start(connect(b, &p), other, DefaultOptions("other", testFP).WithBucket("bench"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer no.Close()
+				no := join(b, connect(b, &p), other, DefaultOptions("other", testFP).WithBucket("bench"))
 				for i, sp := range specs {
 					d, _ := other.Select(sp, adaptive.Residency{})
 					other.Observe(d, timing[i%2])
 				}
 				flushed(b, no)
-				n, err := Start(connect(b, &p), s, DefaultOptions("me", testFP).WithBucket("bench").
+				n := join(b, connect(b, &p), s, DefaultOptions("me", testFP).WithBucket("bench").
 					WithInterval(mode.interval).WithLogger(zerolog.Nop()))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer n.Close()
 				if err := n.WaitSynced(context.Background()); err != nil {
 					b.Fatal(err)
 				}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // The value a node puts under each of its keys: one shard of its own
@@ -30,7 +30,7 @@ const (
 
 // record is one key's evidence in a value.
 type record struct {
-	key adaptive.Key
+	key learned.Key
 	st  bandit.Stats
 }
 

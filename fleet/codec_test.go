@@ -6,16 +6,16 @@ import (
 	"math"
 	"testing"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // TestCodecRoundTrip checks that a value decodes to what was encoded,
 // float bits included.
 func TestCodecRoundTrip(t *testing.T) {
 	in := value{fingerprint: testFP.Hash, node: "n-1", nonce: 0xdeadbeef, recs: []record{
-		{adaptive.Key{Backend: "cpu", Bucket: "MatMul/f32/s42"}, bandit.Stats{N: 3.25, Sum: 1.0 / 3, SumSq: -0.0}},
-		{adaptive.Key{Backend: "sim:mi300x", Bucket: "Opaque:x/f32/s2"}, bandit.Stats{N: 0, Sum: 5e-324, SumSq: math.MaxFloat64}},
+		{learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s42"}, bandit.Stats{N: 3.25, Sum: 1.0 / 3, SumSq: -0.0}},
+		{learned.Key{Backend: "sim:mi300x", Bucket: "Opaque:x/f32/s2"}, bandit.Stats{N: 0, Sum: 5e-324, SumSq: math.MaxFloat64}},
 	}}
 	b := appendValue(nil, &in)
 	var d decoder
@@ -43,7 +43,7 @@ func TestCodecRoundTrip(t *testing.T) {
 // FuzzDecode checks that decode never panics, accepts only valid
 // statistics, and that what it accepts encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
-	f.Add(appendValue(nil, &value{fingerprint: "fp", node: "n", recs: []record{{adaptive.Key{Backend: "cpu", Bucket: "b"}, bandit.Stats{N: 1, Sum: 2, SumSq: 4}}}}))
+	f.Add(appendValue(nil, &value{fingerprint: "fp", node: "n", recs: []record{{learned.Key{Backend: "cpu", Bucket: "b"}, bandit.Stats{N: 1, Sum: 2, SumSq: 4}}}}))
 	f.Add([]byte("ASFL\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d decoder

@@ -5,12 +5,15 @@
 //
 // Posteriors are sufficient statistics. Each node publishes its own
 // evidence (bandit.Stats: N, Σy, Σy² per bucket and backend) under keys
-// of its own, FINGERPRINT.NODE.sNN, cumulative, and folds the sum of the
-// other nodes' evidence with the same fingerprint into its Scheduler's
-// priors (adaptive.Fold). Publishing and folding run on the node's own
-// goroutine every Options.Interval, never in Select or Observe. Keys of
-// departed nodes age out with the bucket's MaxAge (nats-server 2.9, which
-// has no per-key TTL, is enough).
+// of its own, FINGERPRINT.NODE.sNN, cumulative, and sums the other
+// nodes' evidence with the same fingerprint per key (the merge ledger,
+// ledger.go, pure and tested without a server). The node never calls the
+// Scheduler: Exchange takes the Scheduler's changes as data and gives
+// back the changed totals, which package relay folds into the priors
+// (adaptive.Fold.Foreign). The network is the node's own goroutine's,
+// never Select's or Observe's. Keys of departed nodes age out with the
+// bucket's MaxAge (nats-server 2.9, which has no per-key TTL, is
+// enough).
 //
 // Faults: a server down at start or lost later leaves the Scheduler on
 // its own evidence while the connection retries (Connect, Backoff);
@@ -22,9 +25,12 @@
 // # Usage
 //
 // With a server elsewhere, fleet.Connect("nats://HOST:4222", logger,
-// nats.UserCredentials("node.creds")) gives the connection, and
-// fleet.Start(nc, s, fleet.DefaultOptions(nodeID, fingerprint)) the node;
-// close the node (it publishes one last time) before the connection.
+// nats.UserCredentials("node.creds")) gives the connection,
+// fleet.Start(nc, fleet.DefaultOptions(nodeID, fingerprint)) the node,
+// and relay.Start(s, relay.Options{Fleet: node}) joins it to a
+// Scheduler; close the relay, then the node (it publishes one last
+// time), then the connection. The embedded server (Serve) and the
+// command-line flags (Flags) sit at the edge, for the commands.
 // ExampleStart (example_test.go) runs two nodes through an embedded
 // server.
 //

@@ -13,8 +13,10 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/fleet"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 // device is a stand-in CPU: the Scheduler only asks it for its Info and
@@ -50,29 +52,34 @@ func ExampleStart() {
 	}
 	defer ns.WaitForShutdown()
 	defer ns.Shutdown()
-	fp := history.Fingerprint{Hash: "0123456789abcdef", Desc: "example"}
+	fp := hardware.Fingerprint{Hash: "0123456789abcdef", Desc: "example"}
 	spec := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 512}, {512, 512}}}
 
-	node := func(id string) (*adaptive.Scheduler, *fleet.Node) {
+	// A node, and the relay that carries what its Scheduler learns to it
+	// and the fleet's evidence back.
+	node := func(id string) (*adaptive.Scheduler, *relay.Relay, *fleet.Node) {
 		nc, _ := fleet.Connect(nats.DefaultURL, zerolog.Nop(), fleet.InProcess(ns))
+		n, _ := fleet.Start(nc, fleet.DefaultOptions(id, fp).WithInterval(10*time.Millisecond))
 		s, _ := adaptive.New(adaptive.Config{Backends: []backends.Backend{device{}}})
-		n, _ := fleet.Start(nc, s, fleet.DefaultOptions(id, fp).WithInterval(10*time.Millisecond))
-		return s, n
+		r, _ := relay.Start(s, relay.Options{Fleet: n, Interval: 10 * time.Millisecond})
+		return s, r, n
 	}
-	a, na := node("a")
+	a, ra, na := node("a")
 	defer na.Close()
+	defer ra.Close()
 	for range 100 {
 		d, _ := a.Select(spec, adaptive.Residency{})
 		a.Observe(d, backends.Timing{Duration: 300 * time.Microsecond, Clock: backends.WallClock})
 	}
-	for na.Flush(context.Background()) != nil {
+	for ra.Flush(context.Background()) != nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	b, nb := node("b")
+	b, rb, nb := node("b")
 	defer nb.Close()
+	defer rb.Close()
 	b.Select(spec, adaptive.Residency{}) // makes the bucket
-	k := adaptive.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
 	for {
 		if _, foreign, _ := b.Fold().Evidence(k); foreign.N > 0 {
 			// 100 runs, discounted by γ = 0.999 per run as a's bandit holds them.

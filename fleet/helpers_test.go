@@ -17,12 +17,14 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 // testFP is the fingerprint of the tests' nodes.
-var testFP = history.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
+var testFP = hardware.Fingerprint{Hash: "00112233aabbccdd", Desc: "test machine"}
 
 // newScheduler returns a Scheduler of one CPU backend, "cpu", whose
 // bandit does not discount (Discount 1): its posteriors are then exactly
@@ -82,9 +84,9 @@ func feed(t testing.TB, s *adaptive.Scheduler, os []obs) {
 	}
 }
 
-// keyOf returns the history key of bucket i's cpu arm.
-func keyOf(i int) adaptive.Key {
-	return adaptive.Key{Backend: "cpu", Bucket: kernels.BucketName(spec(i))}
+// keyOf returns the key of bucket i's cpu arm.
+func keyOf(i int) learned.Key {
+	return learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec(i))}
 }
 
 // pooled returns the evidence of one Scheduler fed every observation.
@@ -187,16 +189,45 @@ func connect(t testing.TB, p *provider) *nats.Conn {
 	return nc
 }
 
-// startNode starts node id on s, publishing every 10 ms.
-func startNode(t testing.TB, nc *nats.Conn, s *adaptive.Scheduler, id, bucket string) *Node {
+// member is a node and the relay between it and its Scheduler, as a
+// command runs them.
+type member struct {
+	*Node
+	relay *relay.Relay
+}
+
+// join starts a node with opts and a relay between it and s, relaying
+// every 10 ms; the test's end closes both.
+func join(t testing.TB, nc *nats.Conn, s *adaptive.Scheduler, opts Options) *member {
 	t.Helper()
-	n, err := Start(nc, s, DefaultOptions(id, testFP).WithBucket(bucket).WithInterval(10*time.Millisecond))
+	n, err := Start(nc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	r, err := relay.Start(s, relay.Options{Fleet: n, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &member{Node: n, relay: r}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
+
+// startNode joins node id to bucket for s, publishing every 10 ms.
+func startNode(t testing.TB, nc *nats.Conn, s *adaptive.Scheduler, id, bucket string) *member {
+	t.Helper()
+	return join(t, nc, s, DefaultOptions(id, testFP).WithBucket(bucket).WithInterval(10*time.Millisecond))
+}
+
+// Close closes the relay (its last round reaches the node), then the
+// node.
+func (m *member) Close() error {
+	m.relay.Close()
+	return m.Node.Close()
+}
+
+// Flush runs a relay round and publishes.
+func (m *member) Flush(ctx context.Context) error { return m.relay.Flush(ctx) }
 
 // eventually retries f until it returns nil or d has passed.
 func eventually(t testing.TB, d time.Duration, f func() error) {
@@ -215,7 +246,7 @@ func eventually(t testing.TB, d time.Duration, f func() error) {
 }
 
 // flushed flushes n until it publishes.
-func flushed(t testing.TB, n *Node) {
+func flushed(t testing.TB, n *member) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() error { return n.Flush(context.Background()) })
 }

@@ -14,8 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/adaptive"
-	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // Shards is how many keys a node's evidence is spread over: bucket
@@ -36,8 +35,8 @@ const (
 // skipped whole.
 type Stats struct {
 	Connected bool // the key-value bucket is set up and the connection is up
-	// Synced: the node has read its own values of a previous run (its
-	// baseline) and publishes.
+	// Synced: the node has read the values put before it started, and
+	// publishes.
 	Synced    bool
 	Nodes     int    // other nodes whose values are held
 	Keys      int    // keys (bucket, backend) with other nodes' evidence
@@ -48,19 +47,35 @@ type Stats struct {
 	Expired   uint64 // other nodes' values aged out (MaxAge)
 	Conflicts uint64 // values under this node's ID put by another process
 	Errors    uint64 // failed set-ups and puts
+	Limited   uint64 // other nodes' values over the limits (bytes, nodes, keys), skipped
+	SetAside  uint64 // values of peers set aside (their evidence contradicted by this node's), skipped
+	Aside     int    // peers set aside
 }
 
 // Node shares a Scheduler's evidence with the other nodes of a fleet
-// through a NATS JetStream key-value bucket (DESIGN.md § Persistence).
+// through a NATS JetStream key-value bucket (DESIGN.md § Persistence). It
+// never calls the Scheduler: it takes the Scheduler's changes and gives
+// back the fleet's evidence as data (Exchange), which package relay
+// carries between the two.
 //
 // Each node puts its own evidence, per bucket and backend, under keys of
 // its own, FINGERPRINT.NODE.sNN (one writer per key: no conflicts), and
-// watches FINGERPRINT.>: the other nodes' evidence is summed per key and
-// folded into the Scheduler's priors (adaptive.Fold), so only machines of
-// the same kind are merged. A value is cumulative — everything the node
-// has learned, not the latest change — so a lost or repeated message
-// changes nothing, and a restarted node, which first reads its own values
-// back (its baseline), overwrites them rather than adding to them.
+// watches FINGERPRINT.>: the other nodes' evidence is summed per key
+// (the ledger) and handed out to be folded into the Scheduler's priors
+// (adaptive.Fold.Foreign), so only machines of the same kind are merged.
+// A value is cumulative — everything the node has learned, with what its
+// store gave it — so a lost or repeated message changes nothing; a
+// restarted node replaces its previous values and never adopts a value
+// under its ID that it did not put (anyone who can write to the bucket
+// can write one).
+//
+// Peers are untrusted. Their values are bounded before they are decoded
+// (maxValueBytes, maxPeers, maxPeerKeys); their evidence reaches the
+// Scheduler as a prior of bounded weight (adaptive.Fold), never its store
+// (adaptive's Changes hold its own evidence only); and a peer whose
+// evidence this node's own measurements contradict is set aside by name,
+// its values ignored from then on (ledger.vet; the Scheduler's own check
+// sets the fleet's evidence aside at once, adaptive's verify.go).
 //
 // Evidence is bandit.Stats: N, Σy and Σy² of y = ln(duration_us), as the
 // Scheduler's bandit holds them (discounted per bucket when
@@ -68,30 +83,31 @@ type Stats struct {
 // Discount 1 the merged posterior is the posterior of the pooled
 // observations, whichever node made them.
 //
-// All the work is done by one goroutine every Interval, off the
-// Scheduler's hot path: collecting the Scheduler's changed arms
-// (Fold.Collect), publishing the shards that changed (and every shard
-// each MaxAge/4, so that live values do not age out), folding what
-// arrived. If the server is down the Scheduler runs on alone: the node
-// retries with back-off, and on reconnection republishes everything, so
-// nothing learned meanwhile is lost. Stats, Flush and Close are safe for
-// concurrent use.
+// The network is the node's own goroutine's, every Interval and as soon
+// as Exchange hands it changes: reading the other nodes' values as they
+// come, publishing the shards that changed (and every shard each
+// MaxAge/4, so that live values do not age out). If the server is down
+// the Scheduler runs on alone: the node retries with back-off, and on
+// reconnection republishes everything, so nothing learned meanwhile is
+// lost. Exchange, Stats, Flush and Close are safe for concurrent use.
 type Node struct {
-	opts   Options
-	nc     *nats.Conn
-	fold   *adaptive.Fold
-	log    zerolog.Logger
-	nonce  uint64
-	prefix string // "FINGERPRINT."
+	opts Options
+	nc   *nats.Conn
+	log  zerolog.Logger
 
 	cancel   context.CancelFunc
 	done     chan struct{}
 	syncedCh chan struct{} // closed once the node is synced
 	flushReq chan chan error
+	kick     chan struct{} // Exchange took changes: publish them
+	updated  chan struct{} // totals changed since the last Exchange (Updated)
 	once     sync.Once
 
-	mu sync.Mutex // guards st
-	st Stats
+	// mu guards st and the ledger, which the loop and Exchange share; the
+	// loop never holds it over the network.
+	mu     sync.Mutex
+	st     Stats
+	ledger *ledger
 
 	// The loop's state.
 	kv         jetstream.KeyValue
@@ -101,62 +117,28 @@ type Node struct {
 	backoff    time.Duration
 	failing    bool
 	reconnects uint64
-	dec        decoder
-	val        value
-	buf        []byte
-	synced     bool
-	local      map[adaptive.Key]bandit.Stats // the Scheduler's own evidence
-	baseline   map[adaptive.Key]bandit.Stats // this node's values before this run
-	own        [Shards]map[adaptive.Key]struct{}
-	dirty      [Shards]bool
-	putAt      [Shards]time.Time
-	nodes      map[string]int32 // other nodes, by index into contributions
-	// The keys with foreign evidence (or a baseline), numbered in order of
-	// first sight: their IDs index keys, shard, contrib and marked.
-	ids     map[adaptive.Key]int32
-	keys    []adaptive.Key
-	contrib [][]contribution
-	held    int                     // keys with other nodes' evidence
-	seen    map[nodeShard]time.Time // when each other node's value was put
-	changed []int32                 // keys whose total changed, each once
-	marked  []bool
 }
 
-// contribution is one other node's evidence for a key.
-type contribution struct {
-	node int32
-	st   bandit.Stats
-}
-
-// nodeShard names one value of another node.
-type nodeShard struct {
-	node  int32
-	shard string
-}
-
-// Start connects s to the fleet through nc, which the caller owns (and
-// closes after Close): it attaches s's Fold, and starts the node's
-// goroutine. It returns at once, whether the server is up or not. Call it
-// before s's first Select.
-func Start(nc *nats.Conn, s *adaptive.Scheduler, opts Options) (*Node, error) {
+// Start joins the fleet through nc, which the caller owns (and closes
+// after Close), and starts the node's goroutine. It returns at once,
+// whether the server is up or not. Hand the node to a relay
+// (relay.Options.Fleet) before the Scheduler's first Select.
+func Start(nc *nats.Conn, opts Options) (*Node, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if nc == nil || s == nil {
-		return nil, fmt.Errorf("%w: nil connection or scheduler", ErrOptions)
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrOptions)
 	}
 	var nb [8]byte
 	_, _ = crand.Read(nb[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		opts: opts, nc: nc, fold: s.Fold(), log: opts.Logger, nonce: binary.LittleEndian.Uint64(nb[:]),
-		prefix: opts.Fingerprint.Hash + ".", cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
-		flushReq: make(chan chan error), maxAge: opts.MaxAge, backoff: minBackoff,
-		local: map[adaptive.Key]bandit.Stats{}, baseline: map[adaptive.Key]bandit.Stats{},
-		nodes: map[string]int32{}, ids: map[adaptive.Key]int32{}, seen: map[nodeShard]time.Time{},
-	}
-	for i := range n.own {
-		n.own[i] = map[adaptive.Key]struct{}{}
+		opts: opts, nc: nc, log: opts.Logger,
+		ledger: newLedger(opts.Fingerprint.Hash, opts.NodeID, binary.LittleEndian.Uint64(nb[:])),
+		cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
+		flushReq: make(chan chan error), kick: make(chan struct{}, 1), updated: make(chan struct{}, 1),
+		maxAge: opts.MaxAge, backoff: minBackoff,
 	}
 	go n.loop(ctx)
 	return n, nil
@@ -169,10 +151,60 @@ func (n *Node) Stats() Stats {
 	return n.st
 }
 
-// Flush collects the Scheduler's evidence, folds what has arrived and
-// publishes what changed now, rather than at the next Interval. It
-// returns ErrOffline when the node cannot publish (nothing is lost: it
-// publishes once it can), ErrClosed after Close.
+// Exchange takes a Scheduler's changes (package relay's batch): their
+// own evidence is published, at once, in the background (a shape's
+// bucket is not shared: its bucket's evidence holds it). It appends to
+// dst, and returns, the evidence from elsewhere (this node's previous
+// runs and every other node's) of each key whose total changed since the
+// last call, for adaptive.Fold.Foreign. It never waits for the network.
+func (n *Node) Exchange(changes []learned.Change, dst []learned.Foreign) []learned.Foreign {
+	took := false
+	n.mu.Lock()
+	for i := range changes {
+		if c := &changes[i]; !c.Shape {
+			n.ledger.learned(c.Key, c.Own())
+			took = true
+		}
+	}
+	aside, ratios := n.ledger.vet()
+	dst = n.ledger.totals(dst)
+	n.counted()
+	n.mu.Unlock()
+	for i, name := range aside {
+		n.log.Warn().Str("peer", name).Float64("theirs_over_ours", ratios[i]).
+			Msg("fleet: peer " + name + "'s evidence contradicts this node's own measurements; set aside, its values ignored from now on")
+	}
+	if took {
+		select {
+		case n.kick <- struct{}{}:
+		default:
+		}
+	}
+	return dst
+}
+
+// Updated returns a channel that receives (at most one value waits) when
+// the evidence from elsewhere of some key changed since the last
+// Exchange: a relay then exchanges at once, so that what arrives is
+// folded in without waiting for its interval.
+func (n *Node) Updated() <-chan struct{} { return n.updated }
+
+// notify signals Updated when the ledger holds changed totals (n.mu
+// held).
+func (n *Node) notify() {
+	if len(n.ledger.changed) == 0 {
+		return
+	}
+	select {
+	case n.updated <- struct{}{}:
+	default:
+	}
+}
+
+// Flush publishes what changed now, rather than at the next Interval
+// or in the background after Exchange. It returns ErrOffline when the
+// node cannot publish (nothing is lost: it publishes once it can),
+// ErrClosed after Close.
 func (n *Node) Flush(ctx context.Context) error {
 	reply := make(chan error, 1)
 	select {
@@ -190,10 +222,11 @@ func (n *Node) Flush(ctx context.Context) error {
 	}
 }
 
-// WaitSynced waits until the node has read the fleet's values and folded
-// them into the Scheduler (and read back its own), or ctx ends: a program
-// that wants to start from the fleet's evidence calls it before its first
-// Select, with a timeout (a server that is down never syncs).
+// WaitSynced waits until the node has read the fleet's values (and read
+// back its own), or ctx ends: a program that wants to start from the
+// fleet's evidence calls it before it starts its relay (whose start folds
+// them into the Scheduler), with a timeout (a server that is down never
+// syncs).
 func (n *Node) WaitSynced(ctx context.Context) error {
 	select {
 	case <-n.syncedCh:
@@ -205,10 +238,10 @@ func (n *Node) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// Close collects and publishes one last time (if the server is
-// reachable), stops watching and stops the node. The Scheduler keeps the
-// evidence folded into its priors. It does not close the connection. A
-// second Close does nothing.
+// Close publishes one last time (if the server is reachable) what
+// Exchange took, stops watching and stops the node: close the relay
+// first, so that its last round reaches the node. It does not close the
+// connection. A second Close does nothing.
 func (n *Node) Close() error {
 	n.once.Do(n.cancel)
 	<-n.done
@@ -228,7 +261,6 @@ func (n *Node) loop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			n.collect()
 			n.syncBeforeClose()
 			_ = n.publish(closeTimeout)
 			n.unwatch()
@@ -241,6 +273,8 @@ func (n *Node) loop(ctx context.Context) {
 			n.entry(e)
 		case <-t.C:
 			_ = n.tick(ctx)
+		case <-n.kick:
+			_ = n.publish(requestTimeout)
 		case reply := <-n.flushReq:
 			reply <- n.tick(ctx)
 		}
@@ -250,14 +284,14 @@ func (n *Node) loop(ctx context.Context) {
 // syncBeforeClose gives a node that has not synced yet (a short run)
 // closeTimeout to do so, so that Close can publish what it learned.
 func (n *Node) syncBeforeClose() {
-	if n.synced || !n.nc.IsConnected() {
+	if n.isSynced() || !n.nc.IsConnected() {
 		return
 	}
 	deadline := time.Now().Add(closeTimeout)
 	if n.kv == nil {
 		n.setup(context.Background())
 	}
-	for n.w != nil && !n.synced {
+	for n.w != nil && !n.isSynced() {
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case e, ok := <-n.w.Updates():
@@ -272,8 +306,7 @@ func (n *Node) syncBeforeClose() {
 	}
 }
 
-// tick sets the bucket up if needed, collects, ages out, folds and
-// publishes.
+// tick sets the bucket up if needed, ages values out and publishes.
 func (n *Node) tick(ctx context.Context) error {
 	if r := n.nc.Stats().Reconnects; r != n.reconnects {
 		// The server may have restarted without its data: read
@@ -284,26 +317,43 @@ func (n *Node) tick(ctx context.Context) error {
 	if n.kv == nil && !n.opts.Now().Before(n.retryAt) {
 		n.setup(ctx)
 	}
-	n.collect()
-	n.expire()
-	n.foldChanged()
+	n.mu.Lock()
+	n.ledger.expire(n.opts.Now(), n.maxAge)
+	n.notify()
+	n.mu.Unlock()
 	err := n.publish(requestTimeout)
 	n.gauges()
 	return err
 }
 
-// gauges updates the state that Stats reports besides the counters.
-func (n *Node) gauges() {
-	live := map[int32]bool{}
-	for ns := range n.seen {
-		live[ns.node] = true
-	}
+// isSynced reports whether the node has read the values put before it
+// watched.
+func (n *Node) isSynced() bool {
 	n.mu.Lock()
-	n.st.Connected = n.kv != nil && n.nc.IsConnected()
-	n.st.Synced = n.synced
-	n.st.Keys = n.held
-	n.st.Nodes = len(live)
+	defer n.mu.Unlock()
+	return n.ledger.synced
+}
+
+// gauges updates what Stats reports of the ledger and the connection.
+func (n *Node) gauges() {
+	connected := n.kv != nil && n.nc.IsConnected()
+	n.mu.Lock()
+	l := n.ledger
+	nodes := l.nodesLive()
+	n.st.Connected = connected
+	n.st.Synced = l.synced
+	n.st.Keys = l.held
+	n.st.Nodes = nodes
+	n.counted()
 	n.mu.Unlock()
+}
+
+// counted copies the ledger's counters into st (n.mu held).
+func (n *Node) counted() {
+	c := &n.ledger.counts
+	n.st.Received, n.st.Malformed, n.st.Foreign = c.Received, c.Malformed, c.Foreign
+	n.st.Expired, n.st.Conflicts = c.Expired, c.Conflicts
+	n.st.Limited, n.st.SetAside, n.st.Aside = c.Limited, c.SetAside, len(n.ledger.aside)
 }
 
 // setup finds or creates the key-value bucket and watches this
@@ -338,16 +388,16 @@ func (n *Node) setup(loop context.Context) {
 	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < n.maxAge {
 		n.maxAge = st.TTL()
 	}
-	w, err := kv.Watch(loop, n.prefix+">")
+	w, err := kv.Watch(loop, n.ledger.prefix+">")
 	if err != nil {
 		n.fail(err)
 		return
 	}
 	n.kv, n.w = kv, w
 	n.backoff = minBackoff
-	for i := range n.dirty {
-		n.dirty[i] = len(n.own[i]) > 0
-	}
+	n.mu.Lock()
+	n.ledger.republish()
+	n.mu.Unlock()
 	if n.failing {
 		n.log.Info().Str("bucket", n.opts.Bucket).Msg("fleet: connected")
 		n.failing = false
@@ -390,45 +440,78 @@ func shardOf(bucket string) int {
 }
 
 // key returns the key of this node's shard s.
-func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.prefix, n.opts.NodeID, s) }
-
-// collect takes the Scheduler's changed evidence.
-func (n *Node) collect() {
-	n.fold.Collect(func(k adaptive.Key, own bandit.Stats) {
-		n.local[k] = own
-		s := shardOf(k.Bucket)
-		n.own[s][k] = struct{}{}
-		n.dirty[s] = true
-	})
-}
+func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.ledger.prefix, n.opts.NodeID, s) }
 
 // publish puts every shard that changed, or is due to be rewritten
-// before it ages out, each put waiting at most timeout.
+// before it ages out, each put waiting at most timeout. The shards are
+// encoded under n.mu and put without it.
 func (n *Node) publish(timeout time.Duration) error {
-	if !n.synced || n.kv == nil || !n.nc.IsConnected() {
+	if n.kv == nil || !n.nc.IsConnected() {
 		return ErrOffline
 	}
 	now := n.opts.Now()
+	type shardValue struct {
+		s int
+		v []byte
+	}
+	var due []shardValue
+	n.mu.Lock()
+	l := n.ledger
+	if !l.synced {
+		n.mu.Unlock()
+		return ErrOffline
+	}
 	for s := range Shards {
-		if len(n.own[s]) == 0 || !n.dirty[s] && now.Sub(n.putAt[s]) < n.maxAge/4 {
-			continue
+		if l.due(s, now, n.maxAge) {
+			due = append(due, shardValue{s, l.encode(nil, s)})
 		}
-		n.val = value{fingerprint: n.opts.Fingerprint.Hash, node: n.opts.NodeID, nonce: n.nonce, recs: n.val.recs[:0]}
-		for k := range n.own[s] {
-			n.val.recs = append(n.val.recs, record{key: k, st: n.baseline[k].Add(n.local[k])})
-		}
-		n.buf = appendValue(n.buf[:0], &n.val)
+	}
+	n.mu.Unlock()
+	for _, sv := range due {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		_, err := n.kv.Put(ctx, n.key(s), n.buf)
+		_, err := n.kv.Put(ctx, n.key(sv.s), sv.v)
 		cancel()
 		if err != nil {
 			n.fail(err)
 			return err
 		}
-		n.dirty[s], n.putAt[s] = false, now
 		n.mu.Lock()
+		l.published(sv.s, now)
 		n.st.Published++
 		n.mu.Unlock()
 	}
 	return nil
+}
+
+// entry applies one watched value (nil: the initial values are all in).
+func (n *Node) entry(e jetstream.KeyValueEntry) {
+	if e == nil {
+		n.mu.Lock()
+		first := n.ledger.sync()
+		n.notify()
+		n.mu.Unlock()
+		if first {
+			n.gauges()
+			close(n.syncedCh)
+		}
+		return
+	}
+	var err error
+	n.mu.Lock()
+	if e.Operation() == jetstream.KeyValuePut {
+		err = n.ledger.put(e.Key(), e.Value(), e.Created())
+	} else {
+		err = n.ledger.remove(e.Key())
+	}
+	n.counted()
+	if n.ledger.synced {
+		n.notify()
+	}
+	n.mu.Unlock()
+	switch {
+	case errors.Is(err, errConflict):
+		n.log.Warn().Str("key", e.Key()).Msg(err.Error())
+	case err != nil:
+		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
+	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Options configures a Node. Build them with DefaultOptions and the WithX
@@ -19,13 +19,15 @@ type Options struct {
 	// A–Z a–z 0–9 _ -.
 	NodeID string
 	// Fingerprint scopes the statistics: only nodes with the same Hash
-	// are merged (history.FingerprintOf).
-	Fingerprint history.Fingerprint
+	// are merged (hardware.FingerprintOf).
+	Fingerprint hardware.Fingerprint
 	// Bucket is the JetStream key-value bucket; default "adaptsched".
 	Bucket string
-	// Interval is how often the node collects its Scheduler's evidence,
-	// publishes what changed and folds in what others published;
-	// default 1 s.
+	// Interval is how often the node retries its set-up, ages values out
+	// and publishes what changed (it also publishes as soon as Exchange
+	// hands it changes); default 1 s. How often the Scheduler's changes
+	// are taken and the fleet's totals folded in is the relay's
+	// (relay.Options.Interval).
 	Interval time.Duration
 	// MaxAge is how long a value lives in the bucket (the stream's
 	// MaxAge: nats-server 2.9 has no per-key TTL) and in the other
@@ -49,14 +51,14 @@ const (
 
 // DefaultOptions returns the options of node id for hardware fp, with the
 // defaults above.
-func DefaultOptions(id string, fp history.Fingerprint) Options {
+func DefaultOptions(id string, fp hardware.Fingerprint) Options {
 	return Options{NodeID: id, Fingerprint: fp, Bucket: DefaultBucket, Interval: DefaultInterval, MaxAge: DefaultMaxAge}
 }
 
 // WithBucket returns o with the key-value bucket b (default "adaptsched").
 func (o Options) WithBucket(b string) Options { o.Bucket = b; return o }
 
-// WithInterval returns o publishing and folding every d (default 1 s).
+// WithInterval returns o publishing every d (default 1 s).
 func (o Options) WithInterval(d time.Duration) Options { o.Interval = d; return o }
 
 // WithMaxAge returns o with values aging out after d (default 24 h).

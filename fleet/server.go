@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -20,9 +22,13 @@ const DefaultHost = "127.0.0.1"
 // "PORT" (both on loopback, DefaultHost), port 0 meaning a free port, as
 // net.Listen takes it (nats-server would take 0 for its default, 4222,
 // and two servers asked for port 0 would collide); "" listens nowhere,
-// and only this process reaches it (InProcess). The caller shuts it down
-// (Shutdown, then WaitForShutdown).
-func Serve(addr, dir string) (*server.Server, error) {
+// and only this process reaches it (InProcess). It authenticates no one,
+// so it listens on loopback only (ServeWith takes credentials). The
+// caller shuts it down (Shutdown, then WaitForShutdown).
+func Serve(addr, dir string) (*server.Server, error) { return ServeWith(addr, dir, ServeOptions{}) }
+
+// ServeWith is Serve with the credentials and TLS of so.
+func ServeWith(addr, dir string, so ServeOptions) (*server.Server, error) {
 	opts := &server.Options{ServerName: "adaptsched", JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true}
 	if addr == "" {
 		opts.DontListen = true
@@ -36,17 +42,55 @@ func Serve(addr, dir string) (*server.Server, error) {
 			opts.Port = server.RANDOM_PORT
 		}
 	}
+	if err := serverSecurity(opts, so); err != nil {
+		return nil, err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: server: %w", err)
 	}
+	why := &startLog{}
+	ns.SetLoggerV2(why, false, false, false)
 	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("fleet: server on %q did not start", addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		if why.fatal.Load() || time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("fleet: server on %q did not start: %s", addr, why.last())
+		}
 	}
 	return ns, nil
 }
+
+// startLog keeps the last error the embedded server logged, for the
+// error of a server that did not start.
+type startLog struct {
+	mu    sync.Mutex
+	msg   string
+	fatal atomic.Bool // it logged a fatal error: it will not start
+}
+
+func (l *startLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.msg == "" {
+		return "it logged no error"
+	}
+	return l.msg
+}
+
+func (l *startLog) keep(format string, v ...any) {
+	l.mu.Lock()
+	l.msg = fmt.Sprintf(format, v...)
+	l.mu.Unlock()
+}
+
+func (l *startLog) Errorf(format string, v ...any) { l.keep(format, v...) }
+func (l *startLog) Fatalf(format string, v ...any) { l.keep(format, v...); l.fatal.Store(true) }
+func (*startLog) Noticef(string, ...any)           {}
+func (*startLog) Warnf(string, ...any)             {}
+func (*startLog) Debugf(string, ...any)            {}
+func (*startLog) Tracef(string, ...any)            {}
 
 // splitAddr parses an address of Serve; the host defaults to loopback.
 func splitAddr(addr string) (string, int, error) {
@@ -78,32 +122,48 @@ func Backoff(attempts int) time.Duration {
 }
 
 // Connect connects to the NATS server at url (nats://HOST:PORT; opts add
-// credentials and TLS: nats.UserCredentials, nats.RootCAs,
+// credentials and TLS: nats.UserCredentials, nats.UserInfo, nats.RootCAs,
 // nats.ClientCert, or InProcess) for a Node: a server that is down at
 // start is not an error — the connection retries in the background, with
 // Backoff, for ever, as it does when the server is lost later; each loss
-// and recovery is logged at warn and info.
+// and recovery is logged at warn and info. Credentials or TLS that the
+// server refuses are an error wrapping ErrAuth or ErrTLS: retrying would
+// not heal them. URLs are logged with their passwords redacted.
 func Connect(url string, log zerolog.Logger, opts ...nats.Option) (*nats.Conn, error) {
+	shown := Redact(url)
 	base := []nats.Option{
 		nats.Name("adaptsched"),
-		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(Backoff),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil && !nc.IsClosed() { // nil: closed by its owner
-				log.Warn().Err(err).Str("url", url).Msg("fleet: disconnected; retrying")
+				log.Warn().Err(err).Str("url", shown).Msg("fleet: disconnected; retrying")
 			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if cerr := classify(err); cerr != nil {
+				err = cerr // an authorisation violation, named as such
+			}
+			log.Warn().Err(err).Str("url", shown).Msg("fleet: server reported an error")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("fleet: reconnected")
 		}),
 	}
-	nc, err := nats.Connect(url, append(base, opts...)...)
+	base = append(base, opts...)
+	nc, err := nats.Connect(url, base...)
+	if err == nil {
+		return nc, nil
+	}
+	if cerr := classify(err); cerr != nil {
+		return nil, fmt.Errorf("fleet: connecting to %s: %w", shown, cerr)
+	}
+	nc, err = nats.Connect(url, append(base, nats.RetryOnFailedConnect(true))...)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: connecting to %s: %w", url, err)
+		return nil, fmt.Errorf("fleet: connecting to %s: %w", shown, err)
 	}
 	if !nc.IsConnected() {
-		log.Warn().Str("url", url).Msg("fleet: server unreachable; scheduling on local evidence, retrying")
+		log.Warn().Str("url", shown).Msg("fleet: server unreachable; scheduling on local evidence, retrying")
 	}
 	return nc, nil
 }

@@ -3,18 +3,19 @@ package history
 import (
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // BenchmarkStorePut measures Put on the hot path: a map update under a
 // mutex, no I/O, no allocation once the key exists.
 func BenchmarkStorePut(b *testing.B) {
 	o, _ := testOpts(b, "")
-	db := mustOpen(b, o.WithFlushInterval(10*time.Millisecond))
+	db := mustOpen(b, o)
 	defer db.Close()
-	keys := make([]Key, 256)
+	keys := make([]learned.Key, 256)
 	for i := range keys {
-		keys[i] = Key{"cpu", "MatMul/f32/s" + strconv.Itoa(i)}
+		keys[i] = learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s" + strconv.Itoa(i)}
 		db.PutWithPrior(keys[i], prior0, grown(1))
 	}
 	p := grown(1, 2)
@@ -32,11 +33,11 @@ func BenchmarkStorePut(b *testing.B) {
 // compactions run later, in the background).
 func BenchmarkFlush(b *testing.B) {
 	o, _ := testOpts(b, b.TempDir())
-	db := mustOpen(b, o.WithFlushEvery(1<<30))
+	db := mustOpen(b, o)
 	defer db.Close()
-	keys := make([]Key, 64)
+	keys := make([]learned.Key, 64)
 	for i := range keys {
-		keys[i] = Key{"cpu", "MatMul/f32/s" + strconv.Itoa(i)}
+		keys[i] = learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s" + strconv.Itoa(i)}
 	}
 	p := grown(1, 2)
 	for b.Loop() {

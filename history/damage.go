@@ -1,9 +1,11 @@
 package history
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -136,12 +138,14 @@ func checkFiles(dir string) (orphans []string, err error) {
 	return orphans, nil
 }
 
-// trialOpen opens a copy of dir, whose MANIFEST does not list the tables
-// orphans, the way Open would open dir (Badger deletes the orphans) and
-// checks the copy against the state file: a store that then holds what
-// its last flush recorded had orphans from a crash; one that holds less
-// had a truncated MANIFEST, and Open must not let Badger delete them in
-// dir. The copy is removed.
+// trialOpen opens a copy of dir the way Open would open dir (Badger may
+// write to the copy as it opens: delete the tables its MANIFEST does not
+// list, the orphans, replay its log into a table, truncate logs) and
+// checks the copy's records against the state file: only then may Badger
+// open dir itself. A copy that holds what the last flush recorded had
+// orphans from a crash; one that holds less had a truncated MANIFEST, a
+// table rolled back or a log lost, and dir is left as it was. The copy is
+// removed.
 func trialOpen(opts Options, orphans []string) error {
 	tmp, err := os.MkdirTemp("", "adaptsched-check-*")
 	if err != nil {
@@ -158,16 +162,22 @@ func trialOpen(opts Options, orphans []string) error {
 		return db.Close()
 	}
 	var de *DamagedError
-	if errors.As(err, &de) {
-		return &DamagedError{Dir: opts.Dir, Reason: fmt.Sprintf(
-			"the MANIFEST does not list %s (MANIFEST truncated?), and without %s %s",
-			strings.Join(orphans, ", "), map[bool]string{true: "it", false: "them"}[len(orphans) == 1], de.Reason)}
+	if !errors.As(err, &de) {
+		return fmt.Errorf("history: check %s: %w", opts.Dir, err)
 	}
-	return fmt.Errorf("history: check %s: %w", opts.Dir, err)
+	if len(orphans) == 0 {
+		return &DamagedError{Dir: opts.Dir, Reason: de.Reason}
+	}
+	return &DamagedError{Dir: opts.Dir, Reason: fmt.Sprintf(
+		"the MANIFEST does not list %s (MANIFEST truncated?), and without %s %s",
+		strings.Join(orphans, ", "), map[bool]string{true: "it", false: "them"}[len(orphans) == 1], de.Reason)}
 }
 
-// copyFiles copies the regular files of dir (not Badger's pid file) into
-// to.
+// copyFiles copies the regular files of dir (not Badger's lock file) into
+// to, holes and all (a log is a mostly empty file of twice the memtable's
+// size). Not hard links, even for tables: Badger truncates a table to
+// nothing before it deletes it (TestCrash caught a store's table emptied
+// by a trial's compaction).
 func copyFiles(dir, to string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -177,15 +187,54 @@ func copyFiles(dir, to string) error {
 		if !e.Type().IsRegular() || e.Name() == "LOCK" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
+		if err := copySparse(filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// copySparse copies file from to a new file to, leaving a hole where from
+// reads as a run of zeros.
+func copySparse(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	var size int64
+	for {
+		n, rerr := io.ReadFull(in, buf)
+		chunk := buf[:n]
+		var werr error
+		if bytes.Count(chunk, []byte{0}) == n {
+			_, werr = out.Seek(int64(n), io.SeekCurrent)
+		} else {
+			_, werr = out.Write(chunk)
+		}
+		size += int64(n)
+		if werr != nil {
+			out.Close()
+			return werr
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return rerr
+		}
+	}
+	if err := out.Truncate(size); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // checkTable opens one table read-only with Badger's reader and verifies

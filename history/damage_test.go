@@ -8,20 +8,22 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // damageStore builds a store the way two runs of a program leave it: each
 // run puts 50 records and closes, so Badger holds two tables, the second
 // with newer versions of the same keys. It returns the posteriors' Mu of
 // the second run.
-func damageStore(t *testing.T, dir string) map[Key]float64 {
+func damageStore(t *testing.T, dir string) map[learned.Key]float64 {
 	t.Helper()
-	want := map[Key]float64{}
+	want := map[learned.Key]float64{}
 	for run := 1; run <= 2; run++ {
 		o, _ := testOpts(t, dir)
 		db := mustOpen(t, o)
 		for i := range 50 {
-			k := Key{"cpu", "B/" + strconv.Itoa(i)}
+			k := learned.Key{Backend: "cpu", Bucket: "B/" + strconv.Itoa(i)}
 			p := grown(float64(run*100 + i))
 			db.PutWithPrior(k, prior0, p)
 			want[k] = p.Mu
@@ -143,7 +145,7 @@ func TestDamagedStore(t *testing.T) {
 			}
 			o, _ := testOpts(t, dir)
 			db := mustOpen(t, o)
-			db.PutWithPrior(Key{"cpu", "B/0"}, prior0, grown(1))
+			db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "B/0"}, prior0, grown(1))
 			db.Close()
 			if err := os.WriteFile(filepath.Join(dir, stateFile), st, 0o600); err != nil {
 				t.Fatal(err)

@@ -4,59 +4,47 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/rs/zerolog"
 )
 
-// DB is the Badger-backed posterior store, an adaptive.Store. Schedulers
-// attached by Attach are collected at the start of each flush (and by
-// Records, Load and Stats, so that those include their pending updates);
-// Put records a posterior in memory and returns. A background goroutine
-// writes the dirty records in one batch per flush (every FlushInterval,
-// or as soon as FlushEvery records wait, whichever comes first, the
-// latter paced to about 5% of a core: flushPace) and on Close. All
-// methods are safe for concurrent use.
+// DB is the Badger-backed posterior store. Load gives a Scheduler its
+// warm start (adaptive.Config.Warm); Write keeps a Scheduler's changes
+// and writes them in one batch (package relay calls it, on its own
+// goroutine and schedule); Put records a posterior in memory for the
+// next write. The DB starts no goroutine and never calls a Scheduler.
+// All methods are safe for concurrent use.
 type DB struct {
-	opts Options
-	bdb  *badger.DB
-	fp   string
-	log  zerolog.Logger
+	opts   Options
+	bdb    *badger.DB
+	fp     string
+	log    zerolog.Logger
+	faults *faults // the first write fault: from it on nothing is written
 
 	mu     sync.Mutex
-	recs   map[Key]*entry // every record of the current fingerprint
+	recs   map[learned.Key]*entry // every record of the current fingerprint
 	dirty  []*entry
 	spare  []*entry
 	closed bool
 	stats  Stats
-	srcs   []*attachment
-	emit   func(backend, bucket string, prior, p bandit.NormalGamma, n uint64) // db.collected
 
-	// waiting counts the records that attached Schedulers reported
-	// (attachment.changed) since the last collection: it lags the records
-	// they hold by what they have not reported yet. Atomic, so that a
-	// Scheduler reports without db.mu.
-	waiting atomic.Int64
-	// held is len(dirty), for Schedulers' reports to read without db.mu.
-	// FlushEvery counts records waiting (held + waiting), not updates: a
-	// flush writes each record once however often it changed.
-	held   atomic.Int64
-	kicked atomic.Bool // the flusher was kicked for the waiting batch
+	old map[learned.Key]bandit.NormalGamma // weakened records of other fingerprints
 
-	old map[Key]bandit.NormalGamma // weakened records of other fingerprints
-
-	// seen caches recs by the identity of a key's strings: the scheduler
-	// passes the same strings on every Observe, and comparing addresses
-	// costs less than hashing the strings (the store's share of
-	// BenchmarkSelectObserve without flushes: 8.5% → 6.5%).
+	// seen caches recs by the identity of a key's strings: a Scheduler
+	// hands out the same strings in every change of a key, and comparing
+	// two addresses costs less than hashing two strings
+	// (BenchmarkStorePut holds the lookup's cost).
 	seen [1 << seenBits]struct {
-		k Key
+		k learned.Key
 		e *entry
 	}
 
@@ -70,10 +58,6 @@ type DB struct {
 	keys    int
 	state   storeState
 	stateAt time.Time // when state was written
-
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
 }
 
 // seenBits sets DB.seen's size: 512 slots, a few times the records a
@@ -100,11 +84,11 @@ type Stats struct {
 	Records  int    // records of the current fingerprint (in memory)
 	Old      int    // records of other fingerprints offered by Load as weakened priors
 	Skipped  int    // stored values skipped at Open: undecodable, unknown version, bad key
-	Rejected int    // Puts refused: a non-finite or non-positive posterior, or after Close; also invalid collected posteriors
+	Rejected int    // Puts and Changes refused: a non-finite or non-positive posterior or prior, or after Close
 	Flushes  int    // successful flushes that wrote at least one record
 	Failed   int    // flushes that failed (their records stay dirty and are retried)
-	Pending  int    // records waiting for the next flush (attached Schedulers' included: Stats collects them)
-	Durable  uint64 // updates (Puts, and those collected from Schedulers) written by successful flushes, counted per record as N
+	Pending  int    // records waiting for the next flush
+	Durable  uint64 // updates (Puts, and Changes' N) written by successful flushes, counted per record as N
 	// Busy is the time spent in flushes that wrote records, from the
 	// collection to Badger's commit (the flusher's share of a core).
 	Busy time.Duration
@@ -148,7 +132,21 @@ func open(opts Options) (*DB, error) {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	} else {
 		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			if faultKind(err) != "" {
+				return nil, &PermissionError{Dir: opts.Dir, Path: opts.Dir, Err: err}
+			}
 			return nil, fmt.Errorf("history: create %s: %w", opts.Dir, err)
+		}
+		// Refusals that are not damage come first: permissions, a
+		// directory of other files, a disk too full to write safely.
+		if err := checkAccess(opts.Dir); err != nil {
+			return nil, err
+		}
+		if err := checkIsStore(opts.Dir); err != nil {
+			return nil, err
+		}
+		if err := checkSpace(opts.Dir, spaceReserve(opts)); err != nil && !opts.trial {
+			return nil, &FaultError{Dir: opts.Dir, What: "disk full", Err: err}
 		}
 		unlock, free, err := lockDir(opts.Dir)
 		if err != nil {
@@ -158,13 +156,17 @@ func open(opts Options) (*DB, error) {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
 		orphans, err := checkFiles(opts.Dir)
-		if err == nil && len(orphans) > 0 && !opts.trial {
-			if _, ok, _ := readState(opts.Dir); ok {
-				err = trialOpen(opts, orphans)
-			} else {
+		if _, serr := os.Stat(filepath.Join(opts.Dir, badger.ManifestFilename)); err == nil && serr == nil && !opts.trial {
+			// Badger writes as it opens (it replays its log into a new
+			// table, rewrites the MANIFEST, truncates logs): what only an
+			// open store shows is looked for in a copy, so that a damaged
+			// store is never written to.
+			if _, ok, _ := readState(opts.Dir); !ok && len(orphans) > 0 {
 				opts.Logger.Warn().Str("dir", opts.Dir).Strs("tables", orphans).
 					Msg("history: tables not in the MANIFEST (left by a crash, or a MANIFEST truncated); the store has no state file to tell, so Badger deletes them")
+				orphans = nil
 			}
+			err = trialOpen(opts, orphans)
 		}
 		unlock() // closing the descriptor releases the flock
 		if err != nil {
@@ -175,7 +177,8 @@ func open(opts Options) (*DB, error) {
 	// files and caches keep Open fast; the memtable is sized for rewrites
 	// (DefaultMemTableSize). checkFiles verified every table's checksums;
 	// the blocks read later are verified as they are read.
-	bo = bo.WithLogger(badgerLogger{opts.Logger}).
+	fl := newFaults(opts.Dir, opts.Logger)
+	bo = bo.WithLogger(badgerLogger{opts.Logger, fl}).
 		WithSyncWrites(opts.SyncWrites).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(opts.MemTableSize).
@@ -192,19 +195,23 @@ func open(opts Options) (*DB, error) {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
 		}
+		switch k := faultKind(err); k {
+		case "permission denied", "read-only file system":
+			return nil, &PermissionError{Dir: opts.Dir, Path: opts.Dir, Err: shortErr(err)}
+		case "disk full", "I/O error":
+			return nil, &FaultError{Dir: opts.Dir, What: k, Err: shortErr(err)}
+		}
 		return nil, &DamagedError{Dir: opts.Dir, Reason: "Badger cannot open it: " + shortErr(err).Error()}
 	}
 	db := &DB{
-		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger,
-		recs: make(map[Key]*entry), old: make(map[Key]bandit.NormalGamma),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger, faults: fl,
+		recs: make(map[learned.Key]*entry), old: make(map[learned.Key]bandit.NormalGamma),
 	}
-	db.emit = db.collected
 	if err := db.loadChecked(); err != nil {
 		bdb.Close()
 		return nil, err
 	}
-	go db.run()
+	fl.armed.Store(true)
 	return db, nil
 }
 
@@ -237,11 +244,12 @@ func (db *DB) loadChecked() (err error) {
 	return db.saveState(true)
 }
 
-// stateEvery is how often flushes that add no key rewrite the state file
-// (a write and a rename: 1.1 ms each on the 2-core test VM's disk, more
-// than a flush of a few hot records): a state file behind the store by
-// up to this much still catches a rollback to before it. Flushes that
-// add keys, and Close's, always rewrite it.
+// stateEvery is how often flushes that add no key rewrite the state file.
+// Rule: at most once a second, always when keys were added or at Close.
+// Reason: the rewrite is a write and a rename, a disk round trip that
+// costs more than a flush of a few hot records, and a state file behind
+// the store by up to a second still catches a rollback to before it
+// (TestStateFile).
 const stateEvery = time.Second
 
 // saveState writes the store's state file when the keys or the version
@@ -260,6 +268,9 @@ func (db *DB) saveState(force bool) error {
 		return nil
 	}
 	if err := writeState(db.opts.Dir, st); err != nil {
+		if k := faultKind(err); k != "" && db.faults.armed.Load() {
+			db.faults.set(k, err) // an unwritable directory shows here first: the log's writes go through a map
+		}
 		return fmt.Errorf("history: write %s: %w", stateFile, err)
 	}
 	db.state, db.stateAt = st, time.Now()
@@ -275,7 +286,7 @@ func (db *DB) load() error {
 		r  Record
 		fp string
 	}
-	olds := map[Key]oldRec{}
+	olds := map[learned.Key]oldRec{}
 	descs := map[string]string{}
 	err := db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
@@ -361,35 +372,28 @@ func weaken(r Record, w float64) bandit.NormalGamma {
 	return p
 }
 
-// Load implements adaptive.Store: it calls fn for every posterior of the
-// current fingerprint, pending updates included, then for each weakened
-// record of an old fingerprint whose key the current one lacks. fn must
-// not call back into the DB.
-func (db *DB) Load(fn func(backend, bucket string, p bandit.NormalGamma)) error {
-	for _, r := range db.Records() {
-		fn(r.Key.Backend, r.Key.Bucket, r.Posterior)
-	}
+// Load returns the posteriors a Scheduler warm-starts from
+// (adaptive.Config.Warm): every record of the current fingerprint,
+// pending updates included, and for each key the current one lacks the
+// weakened record of an old fingerprint. The caller owns the map.
+func (db *DB) Load() map[learned.Key]bandit.NormalGamma {
 	db.mu.Lock()
-	olds := make([]Record, 0, len(db.old))
+	defer db.mu.Unlock()
+	out := make(map[learned.Key]bandit.NormalGamma, len(db.recs)+len(db.old))
 	for k, p := range db.old {
-		if _, ok := db.recs[k]; !ok {
-			olds = append(olds, Record{Key: k, Posterior: p})
-		}
+		out[k] = p
 	}
-	db.mu.Unlock()
-	for _, r := range olds {
-		fn(r.Key.Backend, r.Key.Bucket, r.Posterior)
+	for k, e := range db.recs {
+		out[k] = e.rec.Posterior
 	}
-	return nil
+	return out
 }
 
 // Records returns the current fingerprint's records, pending updates
-// included (it collects the attached Schedulers first), in no particular
-// order. The caller owns the slice.
+// included, in no particular order. The caller owns the slice.
 func (db *DB) Records() []Record {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull(false)
 	out := make([]Record, 0, len(db.recs))
 	for _, e := range db.recs {
 		out = append(out, e.rec)
@@ -397,12 +401,10 @@ func (db *DB) Records() []Record {
 	return out
 }
 
-// Stats returns the DB's counters. It collects the attached Schedulers first,
-// so that Pending counts their updates exactly.
+// Stats returns the DB's counters.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.pull(false)
 	s := db.stats
 	s.Records = len(db.recs)
 	s.Pending = len(db.dirty)
@@ -410,12 +412,18 @@ func (db *DB) Stats() Stats {
 }
 
 // Fingerprint returns the fingerprint that scopes this DB's records.
-func (db *DB) Fingerprint() Fingerprint { return db.opts.Fingerprint }
+func (db *DB) Fingerprint() hardware.Fingerprint { return db.opts.Fingerprint }
 
-// Close stops the flusher, collects the attached Schedulers a last time,
-// writes what is pending and closes Badger. Puts after Close are refused
-// (Stats.Rejected), and Schedulers are no longer collected;
-// a second Close returns ErrClosed.
+// Close writes what is pending and closes Badger. Puts and Writes after
+// Close are refused (Stats.Rejected); a second Close returns ErrClosed.
+//
+// After a write fault (a *FaultError, which Close returns) Badger is left
+// as it is rather than closed: closing writes its memtable into a table,
+// through a memory map that a full disk answers with SIGBUS, and Badger
+// retries a table it cannot create every second for ever. What was
+// flushed is in its log, which the next Open replays; the directory stays
+// locked until the process exits. Close returns as soon as such a fault
+// occurs, whatever Badger is doing (TestCloseUnwritable).
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -424,18 +432,46 @@ func (db *DB) Close() error {
 	}
 	db.closed = true
 	db.mu.Unlock()
-	close(db.stop)
-	<-db.done
-	ferr := db.flush(true, false)
-	return errors.Join(ferr, db.bdb.Close())
+	closed := make(chan error, 1)
+	go func() {
+		ferr := db.flush(true)
+		if fe := db.faults.get(); fe != nil {
+			closed <- fe
+			return
+		}
+		if !db.opts.InMemory {
+			if err := checkSpace(db.opts.Dir, spaceReserve(db.opts)); err != nil {
+				db.faults.set("disk full", err)
+				closed <- db.faults.get()
+				return
+			}
+		}
+		closed <- errors.Join(ferr, db.bdb.Close())
+	}()
+	select {
+	case err := <-closed:
+		return err
+	case <-db.faults.ch:
+		return db.faults.get()
+	}
 }
 
 // badgerLogger routes Badger's log to zerolog: its warnings and errors
-// only (its info lines report every compaction and vlog rotation).
-type badgerLogger struct{ l zerolog.Logger }
+// only (its info lines report every compaction and vlog rotation). Once
+// the store is open, an error is a write fault (f): Badger logs the
+// failures of its own writes, and retries them every second for ever.
+type badgerLogger struct {
+	l zerolog.Logger
+	f *faults
+}
 
 func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error().Msg("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+	msg := "badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))
+	if b.f != nil && b.f.armed.Load() {
+		b.f.set(faultKindOf(msg), errors.New(msg)) // logs the first only
+		return
+	}
+	b.l.Error().Msg(msg)
 }
 
 func (b badgerLogger) Warningf(f string, a ...any) {

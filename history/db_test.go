@@ -19,11 +19,13 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/rs/zerolog"
 )
 
-var testFP = FingerprintOf([]backends.Info{
+var testFP = hardware.FingerprintOf([]backends.Info{
 	{Name: "cpu", Kind: backends.CPU, Platform: "host", Model: "Test CPU", Arch: "amd64", Threads: 8},
 	{Name: "rocm", Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.2"},
 })
@@ -48,7 +50,7 @@ func (s *syncBuf) String() string {
 
 func testOpts(t testing.TB, dir string) (Options, *syncBuf) {
 	log := &syncBuf{}
-	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.New(log)).WithFlushInterval(time.Hour)
+	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.New(log))
 	if dir == "" {
 		o = o.WithInMemory(true)
 	}
@@ -83,8 +85,8 @@ func ngNear(a, b bandit.NormalGamma, tol float64) bool {
 	return near(a.Mu, b.Mu, tol) && near(a.Kappa, b.Kappa, tol) && near(a.Alpha, b.Alpha, tol) && near(a.Beta, b.Beta, tol)
 }
 
-func byKey(recs []Record) map[Key]Record {
-	m := map[Key]Record{}
+func byKey(recs []Record) map[learned.Key]Record {
+	m := map[learned.Key]Record{}
 	for _, r := range recs {
 		m[r.Key] = r
 	}
@@ -97,14 +99,14 @@ func TestRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	o, _ := testOpts(t, dir)
 	db := mustOpen(t, o)
-	want := map[Key]Record{}
+	want := map[learned.Key]Record{}
 	for i := range 50 {
-		k := Key{Backend: []string{"cpu", "rocm", "sim:mi300x"}[i%3], Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		k := learned.Key{Backend: []string{"cpu", "rocm", "sim:mi300x"}[i%3], Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
 		p := grown(float64(i)/10, 4.5, 4.7)
 		db.PutWithPrior(k, prior0, p)
 		want[k] = Record{Key: k, Prior: prior0, Posterior: p, N: 1}
 	}
-	plain := Key{"cpu", "Softmax/f32/s3"} // Put without a prior: prior stays unknown
+	plain := learned.Key{Backend: "cpu", Bucket: "Softmax/f32/s3"} // Put without a prior: prior stays unknown
 	db.Put(plain, grown(3))
 	db.Put(plain, grown(3, 3.1))
 	want[plain] = Record{Key: plain, Posterior: grown(3, 3.1), N: 2}
@@ -130,70 +132,73 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%v: got %+v, want %+v", k, g, w)
 		}
 	}
-	n := 0
-	db.Load(func(be, bu string, p bandit.NormalGamma) {
-		k := Key{Backend: be, Bucket: bu}
-		n++
+	loaded := db.Load()
+	for k, p := range loaded {
 		if p != want[k].Posterior {
 			t.Errorf("Load %v: %+v, want %+v", k, p, want[k].Posterior)
 		}
-	})
-	if n != len(want) {
-		t.Errorf("Load gave %d records, want %d", n, len(want))
+	}
+	if len(loaded) != len(want) {
+		t.Errorf("Load gave %d records, want %d", len(loaded), len(want))
 	}
 }
 
-// Write-behind: nothing is written before FlushEvery records
-// wait or the interval is up, and the count triggers a flush by itself.
-// It counts records, not updates: 500 updates of 99 keys wait.
-func TestWriteBehind(t *testing.T) {
-	o, _ := testOpts(t, "")
-	db := mustOpen(t, o.WithFlushEvery(100))
-	defer db.Close()
+// Write keeps a batch of changes and writes it with whatever waits:
+// each change replaces its record and adds its N; records, not updates,
+// are written (500 Puts of 99 keys wait as 99 records, and nothing is
+// written before a Write or Flush); a change that is not finite is
+// refused and counted; after Close, Write keeps nothing.
+func TestWrite(t *testing.T) {
+	o, _ := testOpts(t, t.TempDir())
+	db := mustOpen(t, o)
 	for i := range 500 {
-		db.Put(Key{"cpu", "b" + strconv.Itoa(i%99)}, grown(float64(i)))
+		db.Put(learned.Key{Backend: "cpu", Bucket: "b" + strconv.Itoa(i%99)}, grown(float64(i)))
 	}
-	time.Sleep(20 * time.Millisecond)
 	if s := db.Stats(); s.Flushes != 0 || s.Pending != 99 || s.Durable != 0 {
 		t.Fatalf("500 updates of 99 records: %+v, want no flush and 99 pending", s)
 	}
-	db.Put(Key{"cpu", "b99"}, grown(1))
-	deadline := time.Now().Add(5 * time.Second)
-	for db.Stats().Flushes == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	k := learned.Key{Backend: "gpu", Bucket: "b0"}
+	changes := []learned.Change{
+		{Key: k, Prior: prior0, Posterior: grown(1, 2, 3), N: 3},
+		{Key: learned.Key{Backend: "gpu", Bucket: "bad"}, Prior: prior0, Posterior: bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1}, N: 1},
 	}
-	if s := db.Stats(); s.Flushes != 1 || s.Durable != 501 || s.Records != 100 {
-		t.Fatalf("after the 100th record: %+v, want one flush of 501 updates over 100 records", s)
+	if err := db.Write(changes); err != nil {
+		t.Fatal(err)
 	}
-	// The interval flushes too.
-	db2 := mustOpen(t, o.WithFlushInterval(10*time.Millisecond))
-	defer db2.Close()
-	db2.Put(Key{"cpu", "x"}, grown(1))
-	deadline = time.Now().Add(5 * time.Second)
-	for db2.Stats().Durable == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if s := db.Stats(); s.Flushes != 1 || s.Durable != 503 || s.Records != 100 || s.Pending != 0 || s.Rejected != 1 {
+		t.Fatalf("after a Write: %+v, want one flush of 503 updates over 100 records, 1 rejected", s)
 	}
-	if s := db2.Stats(); s.Durable != 1 {
-		t.Fatalf("interval flush: %+v", s)
+	changes[0].Posterior, changes[0].N = grown(1, 2, 3, 4), 1
+	if err := db.Write(changes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(changes[:1]); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close: %v, want ErrClosed", err)
+	}
+	db = mustOpen(t, o)
+	defer db.Close()
+	if r := byKey(db.Records())[k]; r.N != 4 || r.Prior != prior0 || r.Posterior != grown(1, 2, 3, 4) {
+		t.Errorf("reopened: %+v, want N 4 and the last posterior", r)
 	}
 }
 
-// Put finds a record by its key's content, whether the caller passes the
-// same strings every time (as the scheduler does) or builds them afresh,
 // with more keys than the lookup cache has slots.
 func TestPutKeys(t *testing.T) {
 	o, _ := testOpts(t, "")
 	db := mustOpen(t, o)
 	defer db.Close()
 	const keys, rounds = 3000, 6
-	stable := make([]Key, keys)
+	stable := make([]learned.Key, keys)
 	for i := range stable {
-		stable[i] = Key{"cpu", "b" + strconv.Itoa(i)}
+		stable[i] = learned.Key{Backend: "cpu", Bucket: "b" + strconv.Itoa(i)}
 	}
 	for round := range rounds {
 		for i, k := range stable {
 			if round%3 == 2 {
-				k = Key{strings.Clone(k.Backend), strings.Clone(k.Bucket)}
+				k = learned.Key{Backend: strings.Clone(k.Backend), Bucket: strings.Clone(k.Bucket)}
 			}
 			db.Put(k, grown(float64(i)))
 		}
@@ -212,15 +217,15 @@ func TestPutKeys(t *testing.T) {
 func TestPutRejects(t *testing.T) {
 	o, _ := testOpts(t, "")
 	db := mustOpen(t, o)
-	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1})
-	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{})
-	db.PutWithPrior(Key{"cpu", "a"}, bandit.NormalGamma{Kappa: -1, Alpha: 1, Beta: 1}, grown())
-	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: math.Inf(-1), Kappa: 1, Alpha: 1, Beta: 1})
-	db.Put(Key{"cpu", "a"}, bandit.NormalGamma{Mu: 1, Kappa: 1, Alpha: 1, Beta: math.Inf(1)})
+	db.Put(learned.Key{Backend: "cpu", Bucket: "a"}, bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1})
+	db.Put(learned.Key{Backend: "cpu", Bucket: "a"}, bandit.NormalGamma{})
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "a"}, bandit.NormalGamma{Kappa: -1, Alpha: 1, Beta: 1}, grown())
+	db.Put(learned.Key{Backend: "cpu", Bucket: "a"}, bandit.NormalGamma{Mu: math.Inf(-1), Kappa: 1, Alpha: 1, Beta: 1})
+	db.Put(learned.Key{Backend: "cpu", Bucket: "a"}, bandit.NormalGamma{Mu: 1, Kappa: 1, Alpha: 1, Beta: math.Inf(1)})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db.Put(Key{"cpu", "a"}, grown(1))
+	db.Put(learned.Key{Backend: "cpu", Bucket: "a"}, grown(1))
 	if s := db.Stats(); s.Rejected != 6 || s.Records != 0 {
 		t.Errorf("stats %+v, want 6 rejected and no record", s)
 	}
@@ -233,11 +238,9 @@ func TestOptionsValidate(t *testing.T) {
 	base, _ := testOpts(t, "")
 	for name, o := range map[string]Options{
 		"no dir":      base.WithInMemory(false),
-		"interval":    base.WithFlushInterval(0),
-		"every":       base.WithFlushEvery(-1),
 		"weight":      base.WithPriorWeight(1.5),
 		"weight NaN":  base.WithPriorWeight(math.NaN()),
-		"fingerprint": base.WithFingerprint(Fingerprint{}),
+		"fingerprint": base.WithFingerprint(hardware.Fingerprint{}),
 		"memtable":    base.WithMemTableSize(4096),
 	} {
 		if _, err := Open(o); !errors.Is(err, ErrInvalidOptions) {
@@ -268,7 +271,7 @@ func TestCorruptSkipped(t *testing.T) {
 	dir := t.TempDir()
 	o, _ := testOpts(t, dir)
 	db := mustOpen(t, o)
-	good := Key{"cpu", "good"}
+	good := learned.Key{Backend: "cpu", Bucket: "good"}
 	db.PutWithPrior(good, prior0, grown(4))
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
@@ -277,13 +280,13 @@ func TestCorruptSkipped(t *testing.T) {
 	badVersion := append([]byte{9}, valid[1:]...)
 	nan := appendValue(nil, &Record{Posterior: bandit.NormalGamma{Mu: math.NaN(), Kappa: 1, Alpha: 1, Beta: 1}})
 	raw := map[string][]byte{
-		string(appendKey(nil, testFP.Hash, Key{"cpu", "trunc"})):   valid[:40],
-		string(appendKey(nil, testFP.Hash, Key{"cpu", "version"})): badVersion,
-		string(appendKey(nil, testFP.Hash, Key{"cpu", "nan"})):     nan,
-		string(appendKey(nil, testFP.Hash, Key{"cpu", "empty"})):   {},
-		"r/1/" + testFP.Hash + "/\xff\xff\xff\xff":                 valid, // bad backend length
-		"r/2/" + testFP.Hash + "/future":                           valid, // unknown schema version
-		"zzz":                                                      valid, // no schema at all
+		string(appendKey(nil, testFP.Hash, learned.Key{Backend: "cpu", Bucket: "trunc"})):   valid[:40],
+		string(appendKey(nil, testFP.Hash, learned.Key{Backend: "cpu", Bucket: "version"})): badVersion,
+		string(appendKey(nil, testFP.Hash, learned.Key{Backend: "cpu", Bucket: "nan"})):     nan,
+		string(appendKey(nil, testFP.Hash, learned.Key{Backend: "cpu", Bucket: "empty"})):   {},
+		"r/1/" + testFP.Hash + "/\xff\xff\xff\xff":                                          valid, // bad backend length
+		"r/2/" + testFP.Hash + "/future":                                                    valid, // unknown schema version
+		"zzz":                                                                               valid, // no schema at all
 	}
 	err := db.bdb.Update(func(txn *badger.Txn) error {
 		for k, v := range raw {
@@ -319,24 +322,23 @@ func TestFingerprintChange(t *testing.T) {
 	o, _ := testOpts(t, dir)
 	db := mustOpen(t, o)
 	ys := []float64{4.0, 4.2, 3.9, 4.1, 4.05, 3.95, 4.0, 4.1, 3.9, 4.0}
-	learned := grown(ys...)
-	db.PutWithPrior(Key{"rocm", "MatMul/f32/s40"}, prior0, learned)
-	db.PutWithPrior(Key{"cpu", "Add/f32/s10"}, prior0, grown(2))
+	grownNG := grown(ys...)
+	db.PutWithPrior(learned.Key{Backend: "rocm", Bucket: "MatMul/f32/s40"}, prior0, grownNG)
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "Add/f32/s10"}, prior0, grown(2))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	newFP := FingerprintOf([]backends.Info{{Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.3"}})
+	newFP := hardware.FingerprintOf([]backends.Info{{Kind: backends.GPU, Platform: "amd", Model: "MI300X", Arch: "gfx942", Runtime: "hip 6.3"}})
 	if newFP.Hash == testFP.Hash {
 		t.Fatal("a runtime upgrade must change the fingerprint")
 	}
 	log := &syncBuf{}
 	db = mustOpen(t, o.WithFingerprint(newFP).WithLogger(zerolog.New(log)).WithPriorWeight(0.1))
-	db.PutWithPrior(Key{"cpu", "Add/f32/s10"}, prior0, grown(1)) // learned anew: the old one must not show
-	got := map[Key]bandit.NormalGamma{}
-	db.Load(func(be, bu string, p bandit.NormalGamma) { got[Key{Backend: be, Bucket: bu}] = p })
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "Add/f32/s10"}, prior0, grown(1)) // learned anew: the old one must not show
+	got := db.Load()
 	// Discounting by 0.1 keeps a tenth of the 10 observations: κ = κ0 + 1,
 	// α = α0 + 0.5, μ = (κ0μ0 + 0.1Σy)/(κ0+1).
-	w := got[Key{"rocm", "MatMul/f32/s40"}]
+	w := got[learned.Key{Backend: "rocm", Bucket: "MatMul/f32/s40"}]
 	sum := 0.0
 	for _, y := range ys {
 		sum += y
@@ -345,8 +347,8 @@ func TestFingerprintChange(t *testing.T) {
 	if !near(w.Kappa, prior0.Kappa+1, 1e-9) || !near(w.Alpha, prior0.Alpha+0.5, 1e-9) || !near(w.Mu, wantMu, 1e-9) {
 		t.Errorf("weakened %+v, want κ %v α %v μ %v", w, prior0.Kappa+1, prior0.Alpha+0.5, wantMu)
 	}
-	if got[Key{"cpu", "Add/f32/s10"}] != grown(1) {
-		t.Errorf("the new fingerprint's own record must win: %+v", got[Key{"cpu", "Add/f32/s10"}])
+	if got[learned.Key{Backend: "cpu", Bucket: "Add/f32/s10"}] != grown(1) {
+		t.Errorf("the new fingerprint's own record must win: %+v", got[learned.Key{Backend: "cpu", Bucket: "Add/f32/s10"}])
 	}
 	if len(db.Records()) != 1 {
 		t.Errorf("%d records under the new fingerprint, want 1", len(db.Records()))
@@ -359,7 +361,7 @@ func TestFingerprintChange(t *testing.T) {
 	}
 	db = mustOpen(t, o) // the old records are still there
 	defer db.Close()
-	if r := byKey(db.Records())[Key{"rocm", "MatMul/f32/s40"}]; r.Posterior != learned {
+	if r := byKey(db.Records())[learned.Key{Backend: "rocm", Bucket: "MatMul/f32/s40"}]; r.Posterior != grownNG {
 		t.Errorf("old record after the change: %+v", r)
 	}
 }
@@ -369,8 +371,8 @@ func TestFingerprintChange(t *testing.T) {
 // posterior updated with every observation in turn.
 func TestExportImportMerge(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	keys := []Key{{"cpu", "MatMul/f32/s30"}, {"rocm", "MatMul/f32/s30"}, {"cpu", "Softmax/f32/s12"}}
-	union := map[Key]bandit.NormalGamma{}
+	keys := []learned.Key{{Backend: "cpu", Bucket: "MatMul/f32/s30"}, {Backend: "rocm", Bucket: "MatMul/f32/s30"}, {Backend: "cpu", Bucket: "Softmax/f32/s12"}}
+	union := map[learned.Key]bandit.NormalGamma{}
 	var snaps [3]bytes.Buffer
 	for m := range snaps {
 		o, _ := testOpts(t, "")
@@ -414,7 +416,7 @@ func TestExportImportMerge(t *testing.T) {
 	db = mustOpen(t, o) // and it was written
 	defer db.Close()
 	got := byKey(db.Records())
-	wantN := map[Key]uint64{keys[0]: 20 + 30 + 40, keys[1]: 90, keys[2]: 20 + 30}
+	wantN := map[learned.Key]uint64{keys[0]: 20 + 30 + 40, keys[1]: 90, keys[2]: 20 + 30}
 	for _, k := range keys {
 		if g := got[k]; !ngNear(g.Posterior, union[k], 1e-9) || g.N != wantN[k] || g.Prior != prior0 {
 			t.Errorf("%v: merged %+v n %d, want %+v n %d", k, g.Posterior, g.N, union[k], wantN[k])
@@ -434,8 +436,8 @@ func TestImportRejects(t *testing.T) {
 	o, _ := testOpts(t, "")
 	db := mustOpen(t, o)
 	defer db.Close()
-	other := mustOpen(t, o.WithFingerprint(FingerprintOf(nil)))
-	other.PutWithPrior(Key{"cpu", "x"}, prior0, grown(1))
+	other := mustOpen(t, o.WithFingerprint(hardware.FingerprintOf(nil)))
+	other.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "x"}, prior0, grown(1))
 	var snap bytes.Buffer
 	other.Export(&snap)
 	other.Close()
@@ -561,88 +563,38 @@ func TestMain(m *testing.M) {
 // crashChild writes posteriors without pause until it is killed, and
 // prints how many updates its flushes made durable.
 func crashChild(dir string) {
-	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.Nop()).
-		WithFlushInterval(5 * time.Millisecond).WithFlushEvery(256)
+	o := DefaultOptions(dir).WithFingerprint(testFP).WithLogger(zerolog.Nop())
 	db, err := Open(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ns := map[Key]uint64{}
+	ns := map[learned.Key]uint64{}
 	var base uint64
 	for _, rec := range db.Records() {
 		ns[rec.Key] = rec.N
 		base += rec.N
 	}
 	fmt.Printf("base %d\n", base)
+	// Batches of changes as a relay writes them: 256 updates of 8 keys.
 	var last uint64
+	var batch []learned.Change
 	for i := 0; ; i++ {
-		k := Key{"cpu", "Bucket/" + strconv.Itoa(i%8)}
+		k := learned.Key{Backend: "cpu", Bucket: "Bucket/" + strconv.Itoa(i%8)}
 		ns[k]++
 		p := prior0
 		p.Kappa += float64(ns[k])
-		db.PutWithPrior(k, prior0, p)
-		if i%64 == 0 {
+		batch = append(batch, learned.Change{Key: k, Prior: prior0, Posterior: p, N: 1})
+		if len(batch) == 256 {
+			if err := db.Write(batch); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			batch = batch[:0]
 			if d := db.Stats().Durable; d != last {
 				last = d
 				fmt.Printf("durable %d\n", d)
 			}
-		}
-	}
-}
-
-// Write-behind off the hot path: records that change faster than
-// they can be written (a new one at every update, as 10,000 buckets
-// observed in turn give) do not keep the flusher writing without pause.
-// FlushEvery still triggers flushes before the interval (here an hour),
-// each after a pause of flushPace times the last one's duration, so the
-// time spent flushing stays near 1/(1+flushPace) of the time; nothing is
-// lost. Measured over 2,000 records: 5.5% of the time with flushPace 19
-// (8 flushes in 1.5 s; 5.9% under -race), 10.9% with 9; unpaced
-// (flushPace 0), 99% (147 flushes).
-func TestFlushPacing(t *testing.T) {
-	dir := t.TempDir()
-	o, _ := testOpts(t, dir)
-	db := mustOpen(t, o.WithFlushEvery(256))
-	keys := make([]Key, 2000)
-	for i := range keys {
-		keys[i] = Key{"cpu", "Opaque/kernel_" + strconv.Itoa(i)}
-	}
-	p := grown(1, 2)
-	start := time.Now()
-	puts := 0
-	for time.Since(start) < 1500*time.Millisecond {
-		for range 1000 {
-			db.PutWithPrior(keys[puts%len(keys)], prior0, p)
-			puts++
-		}
-	}
-	s := db.Stats()
-	elapsed := time.Since(start)
-	t.Logf("%d puts in %v: %d flushes, %v flushing (%.1f%%)", puts, elapsed, s.Flushes, s.Busy, 100*s.Busy.Seconds()/elapsed.Seconds())
-	if s.Flushes < 2 {
-		t.Errorf("%d flushes in %v with FlushEvery 256: the count no longer triggers them", s.Flushes, elapsed)
-	}
-	if share := s.Busy.Seconds() / elapsed.Seconds(); share > 0.2 {
-		t.Errorf("flushing took %.0f%% of the time, want at most 20%%", 100*share)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = mustOpen(t, o)
-	defer db.Close()
-	recs := db.Records()
-	if len(recs) != len(keys) {
-		t.Fatalf("%d records stored after Close, want %d", len(recs), len(keys))
-	}
-	for _, rec := range recs { // key i had puts/len(keys) Puts, one more if i < puts%len(keys)
-		i, _ := strconv.Atoi(strings.TrimPrefix(rec.Key.Bucket, "Opaque/kernel_"))
-		want := uint64(puts / len(keys))
-		if i < puts%len(keys) {
-			want++
-		}
-		if rec.N != want {
-			t.Errorf("%s: N = %d after Close, want all %d Puts", rec.Key.Bucket, rec.N, want)
 		}
 	}
 }

@@ -1,38 +1,31 @@
-// Package history persists what the scheduler learns and records what it
-// does (DESIGN.md § Persistence, § Traces).
+// Package history persists what the scheduler learns (DESIGN.md §
+// Persistence); the trace format, what it does, is package trace.
 //
 // The posterior store, DB, keeps one bandit.NormalGamma per (backend,
-// bucket) in Badger, under a schema version and a hardware Fingerprint.
-// DB implements adaptive.Store: a Scheduler attached with Attach is
-// pulled: it only marks what changed and reports a count, and each flush
-// starts by collecting the changed posteriors from it, so the store costs
-// the scheduler's hot path next to nothing. Put (and PutWithPrior) write
-// one posterior into memory, for tools and tests. A background goroutine
-// writes the dirty records in one batch
-// per flush (every second, or once 1,024 changed records wait, by
-// default) and on Close, so a crash loses at most the last interval and
-// never corrupts the store. A record changed many times between two
-// flushes is written once.
+// bucket) in Badger, under a schema version and a hardware fingerprint
+// (package hardware).
+// Load gives a Scheduler its warm start (adaptive.Config.Warm); Write
+// keeps a batch of a Scheduler's changes (learned.Change) and writes it,
+// with every pending record, in one Badger batch: package relay calls it
+// from its goroutine, on its schedule (every second, or once 1,024
+// changed records wait, by default), so a crash loses at most the last
+// interval and never corrupts the store. The DB starts no goroutine and
+// never calls a Scheduler. Put (and PutWithPrior) write one posterior
+// into memory for the next write, for tools and tests. A record changed
+// many times between two writes is written once.
 // Each record keeps the prior it grew from (a Scheduler's, or PutWithPrior's),
 // which is what makes Export/Import with ImportMerge exact: posteriors are
 // sufficient statistics, so a fleet of identical machines can pool what
 // each learned. Opening with another fingerprint keeps the old records and
 // offers them through Load only as weakened priors.
 //
-// The trace format is JSON Lines: a Header, then one Event per op.
-// Recorder writes it without ever blocking the caller; Reader streams it
-// back in constant memory (gzip too); ImportChrome turns a PyTorch
-// profiler (Kineto) trace into events with measured GPU durations.
-//
 // # Usage
 //
 // Example (example_test.go) opens a store, puts a posterior with its
-// prior and loads it back (a warm start); ExampleNewRecorder records a
-// trace and reads it back. A Scheduler's posteriors reach the store by
-// pulls at each flush (DB implements adaptive.Store: Load, Attach);
+// prior and loads it back (a warm start). A Scheduler's posteriors reach
+// the store through a relay (relay.Start(s, relay.Options{Store: db}));
 // DB.PutWithPrior, which never waits for the disk, is for tools; Export
 // and Import move snapshots between machines.
 //
-// DB, Recorder.Record and Recorder.Dropped are safe for concurrent use; a
-// Reader is not.
+// DB is safe for concurrent use.
 package history

@@ -2,7 +2,7 @@ package history
 
 import "errors"
 
-// Sentinel errors of the posterior store and the trace format. Errors
+// Sentinel errors of the posterior store. Errors
 // returned by this package wrap one of these; test them with errors.Is.
 var (
 	// ErrInvalidOptions marks an Options value that Open rejects (a
@@ -17,13 +17,6 @@ var (
 	// ErrSnapshot marks a posterior snapshot (Import) that is malformed, of
 	// an unknown format or version, or of another hardware fingerprint.
 	ErrSnapshot = errors.New("history: bad snapshot")
-	// ErrTrace marks a malformed trace line or header; the error text
-	// names the file and line (name:line: message).
-	ErrTrace = errors.New("history: bad trace")
-	// ErrLineTooLong marks a trace line longer than the reader's MaxLine.
-	ErrLineTooLong = errors.New("history: trace line too long")
-	// ErrChrome marks a Chrome trace that cannot be imported.
-	ErrChrome = errors.New("history: bad chrome trace")
 )
 
 // ErrDamaged marks a store directory whose files are damaged, or that

@@ -1,18 +1,18 @@
 package history_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/rs/zerolog"
 )
 
 func Example() {
-	fp := history.FingerprintOf([]backends.Info{{Kind: backends.CPU, Platform: "host", Model: "Example CPU", Arch: "amd64", Threads: 4}})
+	fp := hardware.FingerprintOf([]backends.Info{{Kind: backends.CPU, Platform: "host", Model: "Example CPU", Arch: "amd64", Threads: 4}})
 	db, err := history.Open(history.DefaultOptions("").WithInMemory(true).WithFingerprint(fp).WithLogger(zerolog.Nop()))
 	if err != nil {
 		panic(err)
@@ -20,29 +20,12 @@ func Example() {
 	prior := bandit.NewPrior(100, 1, 0.2)
 	p := prior
 	p.Update(4.6) // ln(≈100 µs)
-	db.PutWithPrior(history.Key{Backend: "cpu", Bucket: "MatMul/f32/s20"}, prior, p)
-	db.Load(func(backend, bucket string, p bandit.NormalGamma) {
-		fmt.Printf("%s %s: κ=%.0f\n", backend, bucket, p.Kappa)
-	})
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s20"}, prior, p)
+	for k, p := range db.Load() { // a Scheduler's Config.Warm
+		fmt.Printf("%s %s: κ=%.0f\n", k.Backend, k.Bucket, p.Kappa)
+	}
 	fmt.Println(db.Close())
 	// Output:
 	// cpu MatMul/f32/s20: κ=2
 	// <nil>
-}
-
-func ExampleNewRecorder() {
-	var buf bytes.Buffer
-	rec, _ := history.NewRecorder(&buf, history.Header{}, history.RecorderOptions{})
-	rec.Record(history.Event{Seq: 1, Op: "Add", DType: "f32", Shape: [][]int{{4}, {4}}, Backend: "cpu", ActualUs: 0.25})
-	rec.Close()
-	rd, _ := history.NewReader(&buf, "trace.jsonl", history.ReaderOptions{})
-	for {
-		ev, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		fmt.Println(ev.Seq, ev.Op, ev.Shape, ev.Backend, ev.ActualUs)
-	}
-	// Output:
-	// 1 Add [[4] [4]] cpu 0.25
 }

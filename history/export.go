@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // snapshotFormat names the JSON snapshot format that Export writes.
@@ -117,7 +118,7 @@ func (db *DB) Export(w io.Writer) error {
 }
 
 // Import reads a Snapshot written by Export and adds its records to the
-// store (written by the next flush). The snapshot must carry this store's
+// store (written by the next Flush, Write or Close). The snapshot must carry this store's
 // fingerprint: posteriors of other hardware are not evidence about this
 // one. Nothing is changed unless the whole snapshot is valid. A scheduler
 // already running on this DB does not see imported records: import before
@@ -143,7 +144,7 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 	}
 	recs := make([]Record, len(s.Records))
 	for i, sr := range s.Records {
-		r := Record{Key: Key{sr.Backend, sr.Bucket}, Posterior: bandit.NormalGamma(sr.Posterior), N: sr.N, Updated: sr.Updated}
+		r := Record{Key: learned.Key{Backend: sr.Backend, Bucket: sr.Bucket}, Posterior: bandit.NormalGamma(sr.Posterior), N: sr.N, Updated: sr.Updated}
 		if sr.Prior != nil {
 			r.Prior = bandit.NormalGamma(*sr.Prior)
 			if !validNG(r.Prior) {
@@ -181,7 +182,7 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		}
 		db.markDirty(e)
 	}
-	db.unlockKicking()
+	db.mu.Unlock()
 	return st, nil
 }
 

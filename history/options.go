@@ -2,53 +2,49 @@ package history
 
 import (
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/hardware"
 )
 
 // Options configure a DB. Build them with DefaultOptions and the WithX
 // methods (they return a modified copy, like badger.Options); Open
 // validates them.
 type Options struct {
-	Dir           string
-	InMemory      bool
-	FlushInterval time.Duration
-	FlushEvery    int
-	Fingerprint   Fingerprint
-	Logger        zerolog.Logger
-	PriorWeight   float64
-	SyncWrites    bool
-	MemTableSize  int64
-	MoveDamaged   bool
+	Dir          string
+	InMemory     bool
+	Fingerprint  hardware.Fingerprint
+	Logger       zerolog.Logger
+	PriorWeight  float64
+	SyncWrites   bool
+	MemTableSize int64
+	MoveDamaged  bool
 
 	trial bool // Open of trialOpen's copy: no trial of its own
 }
 
-// DefaultOptions returns the defaults for a store in dir: flushed every
-// second or as soon as 1,024 changed records wait, the host's fingerprint
-// (HostFingerprint),
-// prior weight 0.1, warnings logged to stderr.
+// DefaultOptions returns the defaults for a store in dir: the host's
+// fingerprint (hardware.HostFingerprint), prior weight 0.1, and no
+// logger: a library logs only through the logger it is given
+// (WithLogger). When it writes is the caller's (package relay).
 func DefaultOptions(dir string) Options {
 	return Options{
-		Dir:           dir,
-		FlushInterval: time.Second,
-		FlushEvery:    1024,
-		Fingerprint:   HostFingerprint(),
-		Logger:        zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger(),
-		PriorWeight:   0.1,
-		MemTableSize:  DefaultMemTableSize,
+		Dir:          dir,
+		Fingerprint:  hardware.HostFingerprint(),
+		PriorWeight:  0.1,
+		MemTableSize: DefaultMemTableSize,
 	}
 }
 
 // DefaultMemTableSize is Badger's memtable, in bytes: its own default.
-// Every flush rewrites each changed record under a new version, and a
-// full memtable becomes a level-0 table that compaction then merges: a
-// smaller memtable makes a store whose buckets all change between flushes
-// pay for compactions in Select+Observe
-// (BenchmarkSelectObserve/10k-buckets; docs/TUNING.md). The cost is
-// memory: up to this much per open store.
+// Rule: keep Badger's default. Reason: every write rewrites each changed
+// record under a new version, and a full memtable becomes a level-0
+// table that compaction then merges, so a smaller one makes a store
+// whose buckets all change between writes pay for compactions beside
+// Select+Observe (history BenchmarkSelectObserve/10k-buckets holds it;
+// figures in docs/TUNING.md). The cost is memory: up to this much per
+// open store.
 const DefaultMemTableSize = 64 << 20
 
 // minMemTableSize is the smallest memtable WithMemTableSize accepts.
@@ -58,27 +54,14 @@ const minMemTableSize = 1 << 20
 // Dir is ignored). For tests only. Default false.
 func (o Options) WithInMemory(b bool) Options { o.InMemory = b; return o }
 
-// WithFlushInterval sets the longest time an update waits in memory before
-// it is written: a crash loses at most this much. Default 1s.
-func (o Options) WithFlushInterval(d time.Duration) Options { o.FlushInterval = d; return o }
-
-// WithFlushEvery sets how many records waiting to be written (posteriors
-// changed since the last flush, one per key however often it changed)
-// trigger a flush before the interval is up: it bounds a flush's batch
-// and what a crash can lose to that many records' changes, or the
-// interval's. Under overload, when records change faster than about 5% of
-// a core can write them, those flushes are paced (flushPace in db.go)
-// and more records wait, still for at most the interval. Default 1024.
-func (o Options) WithFlushEvery(n int) Options { o.FlushEvery = n; return o }
-
 // WithFingerprint sets the hardware fingerprint that scopes the records
-// (build it with FingerprintOf from the backends' Info). Default
-// HostFingerprint().
-func (o Options) WithFingerprint(f Fingerprint) Options { o.Fingerprint = f; return o }
+// (build it with hardware.FingerprintOf from the backends' Info). Default
+// hardware.HostFingerprint().
+func (o Options) WithFingerprint(f hardware.Fingerprint) Options { o.Fingerprint = f; return o }
 
 // WithLogger sets where the store logs (fingerprint changes, skipped
-// records, flush failures; Badger's own warnings). Default: stderr, info
-// level.
+// records, flush failures; Badger's own warnings). Default: none (the
+// zero zerolog.Logger, which discards).
 func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
 
 // WithPriorWeight sets how much of an old fingerprint's evidence survives
@@ -106,10 +89,6 @@ func (o Options) validate() error {
 	switch {
 	case !o.InMemory && o.Dir == "":
 		return fmt.Errorf("%w: empty directory (use WithInMemory for a store without one)", ErrInvalidOptions)
-	case o.FlushInterval <= 0:
-		return fmt.Errorf("%w: flush interval %v, must be positive", ErrInvalidOptions, o.FlushInterval)
-	case o.FlushEvery <= 0:
-		return fmt.Errorf("%w: flush every %d records, must be positive", ErrInvalidOptions, o.FlushEvery)
 	case !(o.PriorWeight >= 0 && o.PriorWeight <= 1):
 		return fmt.Errorf("%w: prior weight %v, must be in [0, 1]", ErrInvalidOptions, o.PriorWeight)
 	case o.MemTableSize < minMemTableSize:

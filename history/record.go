@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // Record is one stored posterior with what merging needs: the prior it
 // grew from (zero when unknown), the number of updates recorded, and when
 // it was last written.
 type Record struct {
-	Key       Key
+	Key       learned.Key
 	Prior     bandit.NormalGamma // zero value: unknown
 	Posterior bandit.NormalGamma
 	N         uint64    // updates (Put calls) behind Posterior, over the record's life
@@ -40,7 +41,7 @@ const (
 
 func recordPrefix(fp string) []byte { return []byte(keySchema + fp + "/") }
 
-func appendKey(b []byte, fp string, k Key) []byte {
+func appendKey(b []byte, fp string, k learned.Key) []byte {
 	b = append(b, keySchema...)
 	b = append(b, fp...)
 	b = append(b, '/')
@@ -49,8 +50,8 @@ func appendKey(b []byte, fp string, k Key) []byte {
 	return append(b, k.Bucket...)
 }
 
-// parseKey splits a record key into fingerprint and Key.
-func parseKey(b []byte) (fp string, k Key, err error) {
+// parseKey splits a record key into fingerprint and key.
+func parseKey(b []byte) (fp string, k learned.Key, err error) {
 	if len(b) < len(keySchema) || string(b[:len(keySchema)]) != keySchema {
 		return "", k, fmt.Errorf("key %q: unknown schema", b)
 	}
@@ -68,7 +69,7 @@ func parseKey(b []byte) (fp string, k Key, err error) {
 		return "", k, fmt.Errorf("key %q: bad backend length", b)
 	}
 	rest = rest[w:]
-	return fp, Key{Backend: string(rest[:n]), Bucket: string(rest[n:])}, nil
+	return fp, learned.Key{Backend: string(rest[:n]), Bucket: string(rest[n:])}, nil
 }
 
 func appendNG(b []byte, p bandit.NormalGamma) []byte {

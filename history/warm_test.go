@@ -1,6 +1,8 @@
 package history_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -11,8 +13,10 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/relay"
 	"github.com/rs/zerolog"
 )
 
@@ -86,8 +90,12 @@ var warmSpecs = func() []kernels.Spec {
 // decisions explored: chose another backend than the best posterior mean
 // (reason Explore), or chose with no data at all (reason Prior: the first
 // decisions of every bucket, the ones a warm start saves).
-func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
-	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Store: db, Seed: seed, NoCalibration: true})
+func runWorkload(t *testing.T, db *history.DB, n int, seed uint64) int64 {
+	s, err := adaptive.New(adaptive.Config{Backends: warmBackends(), Warm: db.Load(), Seed: seed, NoCalibration: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := relay.Start(s, relay.Options{Store: db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +112,7 @@ func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
 		}
 	}
 	tel := s.Telemetry()
-	if err := s.Close(); err != nil {
+	if err := errors.Join(s.Close(), rl.Close()); err != nil {
 		t.Fatal(err)
 	}
 	return tel.Reasons[adaptive.Explore] + tel.Reasons[adaptive.Prior]
@@ -116,7 +124,7 @@ func runWorkload(t *testing.T, db adaptive.Store, n int, seed uint64) int64 {
 func TestWarmStart(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *history.DB {
-		fp := history.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
+		fp := hardware.FingerprintOf([]backends.Info{warmBackends()[0].Info(), warmBackends()[1].Info()})
 		db, err := history.Open(history.DefaultOptions(dir).WithFingerprint(fp).WithLogger(zerolog.Nop()))
 		if err != nil {
 			t.Fatal(err)
@@ -183,13 +191,20 @@ func BenchmarkSelectObserve(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer db.Close()
-				cfg.Store = db
+				cfg.Warm = db.Load()
 			}
 			s, err := adaptive.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			var rl *relay.Relay
+			if withStore {
+				if rl, err = relay.Start(s, relay.Options{Store: db}); err != nil {
+					b.Fatal(err)
+				}
+				defer rl.Close()
+			}
 			r := rand.New(rand.NewPCG(1, 2))
 			timings := make([]backends.Timing, 1024)
 			for i := range timings {
@@ -208,8 +223,8 @@ func BenchmarkSelectObserve(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if db != nil { // and its records written
-				if err := db.Flush(); err != nil {
+			if rl != nil { // and its records written
+				if err := rl.Flush(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 			}

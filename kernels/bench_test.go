@@ -67,13 +67,14 @@ func benchSpecs() []benchSpec {
 }
 
 // BenchmarkKernel runs every fast kernel at three sizes on a pool of
-// runtime.NumCPU() threads with the built-in gemm. Matrix ops report
+// runtime.NumCPU() threads, products through gonum's Sgemm (testGemm; the
+// backend's matmul is backends/cpu's BenchmarkMatMul). Matrix ops report
 // GFLOP/s (Spec.Work's FLOPs); every op reports GB/s of bytes read and
 // written.
 func BenchmarkKernel(b *testing.B) {
 	pool := NewPool(0)
 	defer pool.Close()
-	cpu := NewCPU(pool, nil)
+	cpu := NewCPU(pool, testGemm)
 	for i, bs := range benchSpecs() {
 		b.Run(bs.name+"/"+bs.size, func(b *testing.B) {
 			s := bs.spec

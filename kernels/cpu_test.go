@@ -88,7 +88,7 @@ func TestCPUMatchesReference(t *testing.T) {
 	for _, threads := range []int{1, 3} {
 		pool := NewPool(threads)
 		defer pool.Close()
-		cpu := NewCPU(pool, nil)
+		cpu := NewCPU(pool, testGemm)
 		for ci, s := range fastCases() {
 			t.Run(fmt.Sprintf("threads=%d/%v", threads, s), func(t *testing.T) {
 				r := newRand(uint64(ci))
@@ -123,10 +123,9 @@ func TestCPUWithExternalGemm(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
 	calls := 0
-	ref := NewCPU(NewPool(1), nil)
 	gemm := func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 		calls++ // one-thread pool: no concurrent calls
-		ref.goGemm(m, n, k, a, lda, b, ldb, c, ldc)
+		testGemm(m, n, k, a, lda, b, ldb, c, ldc)
 	}
 	cpu := NewCPU(NewPool(1), gemm)
 	for i, s := range []Spec{
@@ -152,7 +151,7 @@ func TestCPUWithExternalGemm(t *testing.T) {
 }
 
 func TestCPURejectsBadInput(t *testing.T) {
-	cpu := NewCPU(nil, nil)
+	cpu := NewCPU(nil, testGemm)
 	s := Spec{Op: Add, In: []Shape{{4}, {4}}}
 	err := cpu.Run(s, [][]byte{make([]byte, 16), make([]byte, 12)}, make([]byte, 16))
 	if !errors.Is(err, ErrBufferSize) {
@@ -179,7 +178,7 @@ func TestCPUZeroAllocs(t *testing.T) {
 	}
 	pool := NewPool(2)
 	defer pool.Close()
-	cpu := NewCPU(pool, nil)
+	cpu := NewCPU(pool, testGemm)
 	for i, s := range fastCases() {
 		in := inputs(t, newRand(uint64(i)), s)
 		out := make([]byte, s.OutBytes())

@@ -12,9 +12,9 @@
 //   - [Reference] is plain Go with float64 sums: the correctness oracle
 //     that every backend and fast kernel is tested against.
 //   - [CPU] runs the same ops fast: parallel over rows, heads or blocks on
-//     a [Pool] of long-lived workers, matrix products through a [Gemm]
-//     (OpenBLAS or gonum when the CPU backend supplies one, else a blocked
-//     pure-Go gemm), Q8_0 matrix products through AVX2/FMA assembly where
+//     a [Pool] of long-lived workers, matrix products through the [Gemm]
+//     its caller supplies (the CPU backend's OpenBLAS or gonum; the package
+//     has no matrix product of its own), Q8_0 products through AVX2/FMA where
 //     the CPU has it, scratch from sync.Pools so a call allocates nothing.
 //   - [Quantize], [QuantizeInto] and [DequantizeInto] encode and decode
 //     ggml's Q8_0 and Q4_0 blocks bit for bit, and IEEE binary16

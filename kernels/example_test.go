@@ -3,11 +3,16 @@ package kernels_test
 import (
 	"fmt"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // ExampleReference multiplies two matrices with the reference kernel and
-// checks the fast CPU kernel against it.
+// checks the fast CPU kernel against it. The CPU kernels take the matrix
+// product as a kernels.Gemm: here gonum's Sgemm (the CPU backend passes
+// OpenBLAS's when it loads).
 func ExampleReference() {
 	s := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{2, 3}, {3, 2}}}
 	if err := s.Validate(); err != nil {
@@ -23,8 +28,11 @@ func ExampleReference() {
 
 	pool := kernels.NewPool(2)
 	defer pool.Close()
+	gemm := func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+		blas32.Implementation().Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	}
 	got := make([]byte, s.OutBytes())
-	if err := kernels.NewCPU(pool, nil).Run(s, [][]byte{a, b}, got); err != nil {
+	if err := kernels.NewCPU(pool, gemm).Run(s, [][]byte{a, b}, got); err != nil {
 		panic(err)
 	}
 	fmt.Println(kernels.AsF32(got))

@@ -4,7 +4,30 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 )
+
+// testGemm is the Gemm the tests and benchmarks give NewCPU: gonum's
+// Sgemm, the CPU backend's fallback (the package has none of its own), on
+// 64×128 tiles of C, below the 4 blocks of 64×64 where gonum starts
+// goroutines (and allocates) of its own.
+func testGemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if k == 0 {
+		for i := range m {
+			clear(c[i*ldc : i*ldc+n])
+		}
+		return
+	}
+	impl := blas32.Implementation()
+	for i := 0; i < m; i += 64 {
+		for j := 0; j < n; j += 128 {
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, min(64, m-i), min(128, n-j), k, 1,
+				a[i*lda:], lda, b[j:], ldb, 0, c[i*ldc+j:], ldc)
+		}
+	}
+}
 
 // newRand returns the fixed-seed source every test draws from.
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }

@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"strings"
+
+	"github.com/adaptsched/adaptsched/internal/input"
 )
 
 // Op is an operation of the catalogue. Ops are data: a backend runs a
@@ -84,7 +86,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q", ErrUnknownOp, s)
+	return 0, fmt.Errorf("%w %s", ErrUnknownOp, input.Quote(s))
 }
 
 // Class groups ops by how their cost grows, as the static schedulers do
@@ -167,7 +169,7 @@ func ParseDType(s string) (DType, error) {
 			return DType(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q", ErrUnknownDType, s)
+	return 0, fmt.Errorf("%w %s", ErrUnknownDType, input.Quote(s))
 }
 
 // RowBytes returns the bytes that n values of dtype d take along a row.

@@ -14,7 +14,6 @@ func TestQ8Paths(t *testing.T) {
 		t.Skip("this CPU has no AVX2/FMA: the portable Q8_0 kernels are covered by TestCPUMatchesReference")
 	}
 	defer func(on bool) { q8SIMD = on }(q8SIMD)
-	ref := NewCPU(NewPool(1), nil)
 	for _, simd := range []bool{true, false} {
 		q8SIMD = simd
 		for ci, s := range fastCases() {
@@ -25,7 +24,7 @@ func TestQ8Paths(t *testing.T) {
 				calls := 0
 				gemm := func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 					calls++ // one-thread pool: no concurrent calls
-					ref.goGemm(m, n, k, a, lda, b, ldb, c, ldc)
+					testGemm(m, n, k, a, lda, b, ldb, c, ldc)
 				}
 				in := inputs(t, newRand(uint64(ci)), s)
 				want := make([]byte, s.OutBytes())

@@ -79,7 +79,7 @@ func TestReferenceHandValues(t *testing.T) {
 		for _, run := range []struct {
 			name string
 			fn   func(Spec, [][]byte, []byte) error
-		}{{"Reference", Reference}, {"CPU", NewCPU(nil, nil).Run}} {
+		}{{"Reference", Reference}, {"CPU", NewCPU(nil, testGemm).Run}} {
 			out := make([]byte, c.s.OutBytes())
 			if err := run.fn(c.s, c.in, out); err != nil {
 				t.Fatalf("%s %s: %v", run.name, c.name, err)

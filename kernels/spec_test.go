@@ -136,7 +136,7 @@ func FuzzSpecValidate(f *testing.F) {
 	f.Add([]byte{byte(QuantizedMatMul), byte(Q4_0), 0, 2, 2, 32, 2, 3, 32})
 	f.Add([]byte{byte(RoPE), 0, 0, 3, 4, 2, 6})
 	f.Add([]byte{byte(Opaque), 0, 0})
-	cpu := NewCPU(NewPool(2), nil)
+	cpu := NewCPU(NewPool(2), testGemm)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, ok := specFromBytes(data)
 		if !ok {

@@ -11,15 +11,6 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-func init() {
-	backends.Register("sim", func(arg string) (backends.Backend, error) {
-		if arg == "" {
-			return nil, &backends.UnavailableError{Backend: "sim", Reason: fmt.Sprintf("no profile named: open sim:<profile>, one of %v", Profiles()), NeedsParam: true}
-		}
-		return Open(arg, DefaultOptions())
-	})
-}
-
 // Options configure a Device. Build them with DefaultOptions and the With
 // methods; a zero Options is valid too (seed 0, computing results).
 type Options struct {

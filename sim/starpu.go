@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -75,13 +76,13 @@ func LoadStarPUDir(dir string) (*Table, error) {
 		}
 		_, h := splitModelName(e.Name())
 		if len(models) > 0 && h != host {
-			return nil, fmt.Errorf("%w: %s: models of more than one machine (%q and %q): give one file, or a directory of one machine's", ErrBadTable, dir, host, h)
+			return nil, fmt.Errorf("%w: %s: models of more than one machine (%s and %s): give one file, or a directory of one machine's", ErrBadTable, dir, input.Quote(host), input.Quote(h))
 		}
 		host = h
 		path := filepath.Join(dir, e.Name())
-		f, err := os.Open(path)
+		f, err := openTableFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
+			return nil, err
 		}
 		m, err := parseStarPU(f, path)
 		f.Close()
@@ -171,7 +172,7 @@ func (s *starpuScanner) int(what string, lo, hi int) (int, error) {
 	}
 	v, perr := strconv.Atoi(f[0])
 	if len(f) != 1 || perr != nil || v < lo || v > hi {
-		return 0, s.errf(s.line, "%s: got %q, want one integer in [%d, %d]", what, strings.Join(f, " "), lo, hi)
+		return 0, s.errf(s.line, "%s: got %s, want one integer in [%d, %d]", what, input.Quote(strings.Join(f, " ")), lo, hi)
 	}
 	return v, nil
 }
@@ -187,7 +188,7 @@ func (s *starpuScanner) floats(what string, n int) ([]string, error) {
 	}
 	for _, v := range f {
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			return nil, s.errf(s.line, "%s: %q is not a number", what, v)
+			return nil, s.errf(s.line, "%s: %s is not a number", what, input.Quote(v))
 		}
 	}
 	return f, nil
@@ -214,7 +215,7 @@ const starpuMaxLine = 1 << 16
 
 // parseStarPU reads one model file.
 func parseStarPU(r io.Reader, name string) (*starpuModel, error) {
-	sc := bufio.NewScanner(r)
+	sc := bufio.NewScanner(newBoundedReader(r))
 	sc.Buffer(nil, starpuMaxLine)
 	s := &starpuScanner{sc: sc, name: name}
 	m := &starpuModel{name: name}
@@ -224,7 +225,7 @@ func parseStarPU(r io.Reader, name string) (*starpuModel, error) {
 		return nil, err
 	}
 	if len(f) != 1 || f[0] != strconv.Itoa(StarPUVersion) {
-		return nil, s.errf(s.line, "format version %q, want %d (a StarPU history-based performance model)", strings.Join(f, " "), StarPUVersion)
+		return nil, s.errf(s.line, "format version %s, want %d (a StarPU history-based performance model)", input.Quote(strings.Join(f, " ")), StarPUVersion)
 	}
 	ncombs, err := s.int("the number of combinations", 1, 1<<20)
 	if err != nil {
@@ -274,7 +275,7 @@ func parseStarPU(r io.Reader, name string) (*starpuModel, error) {
 		}
 	}
 	if f, err := s.next("nothing"); err == nil {
-		return nil, s.errf(s.line, "%q after the last combination", strings.Join(f, " "))
+		return nil, s.errf(s.line, "%s after the last combination", input.Quote(strings.Join(f, " ")))
 	} else if !s.eof {
 		return nil, err
 	}
@@ -300,11 +301,11 @@ func (s *starpuScanner) arm(a *starpuArm) error {
 		return err
 	}
 	if k, perr := strconv.Atoi(f[0]); perr != nil || k < 0 || len(f) != 1+k {
-		return s.errf(s.line, "multiple regression of %s: want a count of coefficients then as many numbers, got %q", a.label, strings.Join(f, " "))
+		return s.errf(s.line, "multiple regression of %s: want a count of coefficients then as many numbers, got %s", a.label, input.Quote(strings.Join(f, " ")))
 	}
 	for _, v := range f[1:] {
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			return s.errf(s.line, "multiple regression of %s: %q is not a number", a.label, v)
+			return s.errf(s.line, "multiple regression of %s: %s is not a number", a.label, input.Quote(v))
 		}
 	}
 	seen := map[uint32]int{}
@@ -338,28 +339,28 @@ func (s *starpuScanner) entry(label string) (starpuEntry, error) {
 	}
 	fp, err := strconv.ParseUint(f[0], 16, 32)
 	if err != nil {
-		return e, s.errf(s.line, "hash %q: want at most 8 hex digits", f[0])
+		return e, s.errf(s.line, "hash %s: want at most 8 hex digits", input.Quote(f[0]))
 	}
 	e.footprint = uint32(fp)
 	size, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil || size < 0 || size > kernels.MaxFLOPs {
-		return e, s.errf(s.line, "size %q: want bytes in [0, 2^60]", f[1])
+		return e, s.errf(s.line, "size %s: want bytes in [0, 2^60]", input.Quote(f[1]))
 	}
 	e.size = size
 	flops, err := strconv.ParseFloat(f[2], 64)
 	if err != nil || flops < 0 || flops > kernels.MaxFLOPs {
-		return e, s.errf(s.line, "flops %q: want nan or a number in [0, 2^60]", f[2])
+		return e, s.errf(s.line, "flops %s: want nan or a number in [0, 2^60]", input.Quote(f[2]))
 	}
 	if !math.IsNaN(flops) {
 		e.flops = int64(math.Round(flops))
 	}
 	n, err := strconv.ParseUint(f[7], 10, 32)
 	if err != nil {
-		return e, s.errf(s.line, "n %q: want a count of samples", f[7])
+		return e, s.errf(s.line, "n %s: want a count of samples", input.Quote(f[7]))
 	}
 	for _, v := range f[5:7] {
 		if x, err := strconv.ParseFloat(v, 64); err != nil || !(x >= 0) || math.IsInf(x, 0) {
-			return e, s.errf(s.line, "sum/sum2 %q: want a non-negative number", v)
+			return e, s.errf(s.line, "sum/sum2 %s: want a non-negative number", input.Quote(v))
 		}
 	}
 	if n == 0 {

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -115,15 +116,15 @@ type cell struct {
 
 var tableCols = []string{"op", "shape", "backend", "mean_us", "std_us", "n", "flops", "bytes"}
 
-// LoadTable reads a perf table. name is used in error messages, which
-// read "name:line: what is wrong" and wrap ErrBadTable.
+// LoadTable reads a perf table of at most MaxTableBytes. name is used in
+// errors: "name:line: what is wrong" (fields cut to 80), wrapping ErrBadTable.
 func LoadTable(r io.Reader, name string) (*Table, error) {
 	bad := func(line int, format string, args ...any) error {
 		return fmt.Errorf("%w: %s:%d: %s", ErrBadTable, name, line, fmt.Sprintf(format, args...))
 	}
-	data, err := io.ReadAll(r)
+	data, err := readTableBytes(r, name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrBadTable, name, err)
+		return nil, err
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	figs, err := scanFigures(data, bad)
@@ -153,10 +154,10 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 			for i, h := range rec {
 				h = strings.ToLower(strings.TrimSpace(h))
 				if !slices.Contains(tableCols, h) {
-					return nil, bad(line, "unknown column %q (want %s)", h, strings.Join(tableCols, ","))
+					return nil, bad(line, "unknown column %s (want %s)", input.Quote(h), strings.Join(tableCols, ","))
 				}
 				if _, dup := col[h]; dup {
-					return nil, bad(line, "column %q twice", h)
+					return nil, bad(line, "column %s twice", input.Quote(h))
 				}
 				col[h] = i
 			}
@@ -188,7 +189,7 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 		if n := f("n"); n != "" {
 			v, err := strconv.ParseInt(n, 10, 64)
 			if err != nil || v < 1 || v > 1<<50 {
-				return nil, bad(line, "n %q: want a count in [1, 2^50], or blank", n)
+				return nil, bad(line, "n %s: want a count in [1, 2^50], or blank", input.Quote(n))
 			}
 			w = float64(v)
 		}
@@ -207,7 +208,7 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 	}
 	for label, fg := range t.figures {
 		if !slices.Contains(t.backends, label) {
-			return nil, bad(fg.line, "figures for backend %q, which has no rows", label)
+			return nil, bad(fg.line, "figures for backend %s, which has no rows", input.Quote(label))
 		}
 	}
 	return t, nil
@@ -262,14 +263,14 @@ func (t *Table) pool() {
 func parseMeanStd(meanName, meanS, stdName, stdS string) (mean, sigma float64, err error) {
 	mean, err = strconv.ParseFloat(meanS, 64)
 	if err != nil || !(mean >= MinTableUs && mean <= MaxTableUs) {
-		return 0, 0, fmt.Errorf("%s %q: want a number of µs in [%g, %g]", meanName, meanS, MinTableUs, MaxTableUs)
+		return 0, 0, fmt.Errorf("%s %s: want a number of µs in [%g, %g]", meanName, input.Quote(meanS), MinTableUs, MaxTableUs)
 	}
 	if stdS == "" {
 		return mean, DefaultSpread, nil
 	}
 	std, err := strconv.ParseFloat(stdS, 64)
 	if err != nil || !(std == 0 || std >= 0x1p-1022 && std <= min(MaxTableUs, maxStdRatio*mean)) {
-		return 0, 0, fmt.Errorf("%s %q: want 0 or a normal number of µs up to %g× the mean and %g", stdName, stdS, float64(maxStdRatio), MaxTableUs)
+		return 0, 0, fmt.Errorf("%s %s: want 0 or a normal number of µs up to %g× the mean and %g", stdName, input.Quote(stdS), float64(maxStdRatio), MaxTableUs)
 	}
 	return mean, math.Sqrt(math.Log1p(std / mean * (std / mean))), nil
 }
@@ -294,7 +295,7 @@ func scanFigures(data []byte, bad func(int, string, ...any) error) (map[string]f
 			return nil, bad(i+1, "%v", err)
 		}
 		if prev, dup := figs[label]; dup {
-			return nil, bad(i+1, "figures for backend %q again (first on line %d)", label, prev.line)
+			return nil, bad(i+1, "figures for backend %s again (first on line %d)", input.Quote(label), prev.line)
 		}
 		fg.line = i + 1
 		figs[label] = fg
@@ -315,14 +316,14 @@ func parseFigures(words []string) (string, figures, error) {
 	for _, kv := range words[1:] {
 		k, v, _ := strings.Cut(kv, "=")
 		if !slices.Contains(figureKeys, k) {
-			return "", fg, fmt.Errorf("backend %q: unknown figure %q (want %s)", label, k, strings.Join(figureKeys, ", "))
+			return "", fg, fmt.Errorf("backend %s: unknown figure %s (want %s)", input.Quote(label), input.Quote(k), strings.Join(figureKeys, ", "))
 		}
 		if _, dup := fg.vals[k]; dup || k == "kind" && fg.kind != "" {
-			return "", fg, fmt.Errorf("backend %q: %s given twice", label, k)
+			return "", fg, fmt.Errorf("backend %s: %s given twice", input.Quote(label), k)
 		}
 		if k == "kind" {
 			if v != "cpu" && v != "gpu" {
-				return "", fg, fmt.Errorf("backend %q: kind %q, want cpu or gpu", label, v)
+				return "", fg, fmt.Errorf("backend %s: kind %s, want cpu or gpu", input.Quote(label), input.Quote(v))
 			}
 			fg.kind = v
 			continue
@@ -333,7 +334,7 @@ func parseFigures(words []string) (string, figures, error) {
 			lo = 1e-3
 		}
 		if err != nil || !(x >= lo && x <= 1e9) {
-			return "", fg, fmt.Errorf("backend %q: %s %q, want a number in [%g, 1e9]", label, k, v, lo)
+			return "", fg, fmt.Errorf("backend %s: %s %s, want a number in [%g, 1e9]", input.Quote(label), k, input.Quote(v), lo)
 		}
 		fg.vals[k] = x
 	}
@@ -352,7 +353,7 @@ func (t *Table) SetFigures(s string) error {
 		return fmt.Errorf("%w: %s: %w", ErrBadTable, t.name, err)
 	}
 	if !slices.Contains(t.backends, label) {
-		return fmt.Errorf("%w: %s: figures for backend %q, which has no rows (backends: %s)", ErrBadTable, t.name, label, strings.Join(t.backends, ", "))
+		return fmt.Errorf("%w: %s: figures for backend %s, which has no rows (backends: %s)", ErrBadTable, t.name, input.Quote(label), strings.Join(t.backends, ", "))
 	}
 	if t.figures == nil {
 		t.figures = map[string]figures{}
@@ -390,7 +391,7 @@ func nominalField(n *backends.Nominal, key string) *float64 {
 func parseTableSpec(op, shape, flops, bytes string) (kernels.Spec, error) {
 	for _, v := range []string{op, shape} {
 		if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
-			return kernels.Spec{}, fmt.Errorf("%q: want UTF-8 text without control characters", v)
+			return kernels.Spec{}, fmt.Errorf("%s: want UTF-8 text without control characters", input.Quote(v))
 		}
 	}
 	name, dt, _ := strings.Cut(op, "/")
@@ -420,7 +421,7 @@ func parseTableSpec(op, shape, flops, bytes string) (kernels.Spec, error) {
 				continue
 			}
 			if *w.dst, err = strconv.ParseInt(w.v, 10, 64); err != nil || *w.dst < 0 || *w.dst > kernels.MaxFLOPs {
-				return kernels.Spec{}, fmt.Errorf("flops/bytes %q: want an integer in [0, 2^60]", w.v)
+				return kernels.Spec{}, fmt.Errorf("flops/bytes %s: want an integer in [0, 2^60]", input.Quote(w.v))
 			}
 		}
 	} else {
@@ -446,7 +447,7 @@ func parseShapes(shape string) ([]kernels.Shape, error) {
 		for _, d := range strings.Split(strings.TrimSpace(part), "x") {
 			v, err := strconv.Atoi(d)
 			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("shape %q: dimension %q is not a positive integer", shape, d)
+				return nil, fmt.Errorf("shape %s: dimension %s is not a positive integer", input.Quote(shape), input.Quote(d))
 			}
 			sh = append(sh, v)
 		}

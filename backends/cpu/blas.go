@@ -18,6 +18,11 @@ type blasPath struct {
 	desc    string   // "OpenBLAS (libopenblas.so.0)" or "gonum (pure Go)"
 	serial  gemmFunc // single-threaded; the backend splits work across its pool
 	reason  string   // why gonum runs: every CBLAS path tried; empty otherwise
+	lib     string   // the loaded library file's fileStamp; "" for gonum
+	// threads sets the library's own process-wide thread count (nil when
+	// it has no setter). The backend keeps it at 1; BenchmarkMatMulDirect
+	// raises it to time the library threading a product by itself.
+	threads func(n int)
 }
 
 // String returns the path as the log line names it.
@@ -128,13 +133,21 @@ var splitMACs = minParallelMACs
 // the BLAS micro-kernels (8–16 wide) mostly idle.
 const minPanel = 16
 
-// panelGemm returns a Gemm that splits C into one panel per thread of p
-// and runs serial on each panel. Rows are split when C has enough of them
-// (each panel then streams its own rows of A against all of B); a short,
-// wide C (decode: M of 1 to a few) is split by columns instead. For square
-// C both shapes measure the same within noise (BenchmarkPanelShape).
-// The result is safe for concurrent calls when serial is. Products of
-// fewer than minMACs multiply-adds run on the calling goroutine.
+// tilesPerThread is how many tiles of C each thread gets on average: the
+// pool hands tiles out as threads come free, so a thread that is
+// preempted or slower holds up the product by one tile, not by its whole
+// share; but each further tile packs rows of A or columns of B again.
+// BenchmarkMatMulDirect holds the figure (BENCHMARKS.md).
+const tilesPerThread = 2
+
+// panelGemm returns a Gemm that splits C into tiles, about tilesPerThread
+// per thread of p, and runs serial on each, the pool's threads claiming
+// tiles as they come free. Each tile's call packs its rows of A and its
+// columns of B, so the grid (rows × columns of tiles) is the one that
+// packs the least, with tiles at least minPanel on a side: a short, wide
+// C (decode: M of 1 to a few) is cut by columns only. The result is safe
+// for concurrent calls when serial is. Products of fewer than minMACs
+// multiply-adds run on the calling goroutine.
 func panelGemm(p parallel, serial gemmFunc, minMACs int) gemmFunc {
 	return func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 		t := p.Threads()
@@ -142,32 +155,45 @@ func panelGemm(p parallel, serial gemmFunc, minMACs int) gemmFunc {
 			serial(m, n, k, a, lda, b, ldb, c, ldc)
 			return
 		}
-		byRows := m >= t*minPanel || m >= n
-		dim := n
-		if byRows {
-			dim = m
-		}
-		panels := min(t, max(1, dim/minPanel))
-		if panels == 1 {
+		rows, cols := tileGrid(m, n, t*tilesPerThread)
+		if rows*cols == 1 {
 			serial(m, n, k, a, lda, b, ldb, c, ldc)
 			return
 		}
 		task := panelTasks.Get().(*panelTask)
-		task.serial, task.byRows, task.dim, task.panels = serial, byRows, dim, panels
+		task.serial, task.rows, task.cols = serial, rows, cols
 		task.m, task.n, task.k, task.lda, task.ldb, task.ldc = m, n, k, lda, ldb, ldc
 		task.a, task.b, task.c = a, b, c
-		p.Parallel(panels, task.fn)
+		p.Parallel(rows*cols, task.fn)
 		task.serial, task.a, task.b, task.c = nil, nil, nil, nil
 		panelTasks.Put(task)
 	}
+}
+
+// tileGrid returns the grid of at most want tiles over an m×n C, each at
+// least minPanel on a side where C allows, that packs the least: a tile
+// packs its rows of A (m/rows × k) and its columns of B (k × n/cols), so
+// the grid costs cols·m + rows·n. The grid with the most tiles wins, then
+// the one that costs least.
+func tileGrid(m, n, want int) (rows, cols int) {
+	maxRows, maxCols := max(1, min(want, m/minPanel)), max(1, min(want, n/minPanel))
+	rows, cols = 1, 1
+	best := -1
+	for r := 1; r <= maxRows; r++ {
+		c := min(maxCols, want/r)
+		cost := c*m + r*n
+		if r*c > rows*cols || r*c == rows*cols && (best < 0 || cost < best) {
+			rows, cols, best = r, c, cost
+		}
+	}
+	return rows, cols
 }
 
 // panelTask is one split product. Tasks are pooled with their fn bound
 // once, so that a split allocates nothing (a closure per call would).
 type panelTask struct {
 	serial        gemmFunc
-	byRows        bool
-	dim, panels   int
+	rows, cols    int
 	m, n, k       int
 	a, b, c       []float32
 	lda, ldb, ldc int
@@ -180,14 +206,12 @@ var panelTasks = sync.Pool{New: func() any {
 	return t
 }}
 
-// run computes panels [lo, hi).
+// run computes tiles [lo, hi), numbered row by row of the grid.
 func (t *panelTask) run(lo, hi int) {
 	for q := lo; q < hi; q++ {
-		s, e := q*t.dim/t.panels, (q+1)*t.dim/t.panels
-		if t.byRows {
-			t.serial(e-s, t.n, t.k, t.a[s*t.lda:], t.lda, t.b, t.ldb, t.c[s*t.ldc:], t.ldc)
-		} else {
-			t.serial(t.m, e-s, t.k, t.a, t.lda, t.b[s:], t.ldb, t.c[s:], t.ldc)
-		}
+		r, c := q/t.cols, q%t.cols
+		i0, i1 := r*t.m/t.rows, (r+1)*t.m/t.rows
+		j0, j1 := c*t.n/t.cols, (c+1)*t.n/t.cols
+		t.serial(i1-i0, j1-j0, t.k, t.a[i0*t.lda:], t.lda, t.b[j0:], t.ldb, t.c[i0*t.ldc+j0:], t.ldc)
 	}
 }

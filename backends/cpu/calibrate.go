@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -33,13 +35,15 @@ var _ backends.Calibrator = (*Backend)(nil)
 // clock. The result is kept for the backend's later calls and in the
 // calibration file (Options.CalibrationFile), keyed by CPU model, arch,
 // library and threads, so that the next process on the same machine
-// reads it instead of measuring; a file that cannot be read or written
-// costs a measurement, not an error.
+// reads it instead of measuring. A stored figure is used only when the
+// library file, the program's build and the measuring method are the
+// ones that measured it; otherwise it is measured again and replaced. A
+// file that cannot be read or written costs a measurement, not an error.
 func (b *Backend) Calibrate() (backends.Nominal, error) {
 	b.calMu.Lock()
 	defer b.calMu.Unlock()
 	if b.cal == (backends.Nominal{}) {
-		n, err := calibrate(b, b.calFile)
+		n, err := calibrate(b, b.calFile, calibStamp{Method: calibMethod, Library: b.path.lib, Build: buildID()})
 		if err != nil {
 			return backends.Nominal{}, err
 		}
@@ -64,13 +68,65 @@ func calibKey(info backends.Info) string {
 	return info.Model + "|" + info.Arch + "|" + info.Runtime + "|" + strconv.Itoa(info.Threads)
 }
 
+// calibMethod numbers the way measure works; a stored figure measured
+// another way is measured again. 2: random inputs (gonum's sgemm skips
+// zero entries, so zero-filled inputs timed nothing).
+const calibMethod = 2
+
+// calibStamp says what measured a stored figure besides its key: a
+// figure is used only when its stamp equals the running one.
+type calibStamp struct {
+	Method  int    // calibMethod
+	Library string // the loaded library file (blasPath.lib)
+	Build   string // buildID
+}
+
+// calibRecord is one entry of the calibration file.
+type calibRecord struct {
+	backends.Nominal
+	calibStamp
+}
+
+// buildID names this program's build: the Go version, the main module's
+// version and revision, and the executable's size and modification
+// time, which change whenever it is rebuilt (new kernels, new flags).
+func buildID() string {
+	id := "unknown build"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		id = bi.GoVersion + " " + bi.Main.Path + "@" + bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				id += " " + s.Key + "=" + s.Value
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		id += " " + fileStamp(exe)
+	}
+	return id
+}
+
+// fileStamp names a file's version as its resolved path, size and
+// modification time (an upgrade of a library changes at least one).
+func fileStamp(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return path
+	}
+	return fmt.Sprintf("%s %d %d", path, fi.Size(), fi.ModTime().UnixNano())
+}
+
 // calibrate returns measured figures of b: from file (when not "") if it
-// holds b's, else measured (and then written to file).
-func calibrate(b backends.Backend, file string) (backends.Nominal, error) {
+// holds b's with the same stamp, else measured (and then written to file,
+// replacing the entry of another stamp).
+func calibrate(b backends.Backend, file string, stamp calibStamp) (backends.Nominal, error) {
 	key := calibKey(b.Info())
 	stored := readCalibration(file)
-	if n, ok := stored[key]; ok && n.GFLOPS > 0 && n.MemGBps > 0 && n.DispatchUs > 0 {
-		return n, nil
+	if r, ok := stored[key]; ok && r.calibStamp == stamp && r.GFLOPS > 0 && r.MemGBps > 0 && r.DispatchUs > 0 {
+		return r.Nominal, nil
 	}
 	n, err := measure(b)
 	if err != nil {
@@ -78,16 +134,16 @@ func calibrate(b backends.Backend, file string) (backends.Nominal, error) {
 	}
 	if file != "" {
 		if stored == nil {
-			stored = map[string]backends.Nominal{}
+			stored = map[string]calibRecord{}
 		}
-		stored[key] = n
+		stored[key] = calibRecord{n, stamp}
 		// A file that cannot be written costs a few ms at the next start.
 		_ = writeCalibration(file, stored)
 	}
 	return n, nil
 }
 
-func readCalibration(file string) map[string]backends.Nominal {
+func readCalibration(file string) map[string]calibRecord {
 	if file == "" {
 		return nil
 	}
@@ -95,7 +151,7 @@ func readCalibration(file string) map[string]backends.Nominal {
 	if err != nil {
 		return nil
 	}
-	var m map[string]backends.Nominal
+	var m map[string]calibRecord
 	if json.Unmarshal(data, &m) != nil {
 		return nil // a corrupt file is measured again and overwritten
 	}
@@ -103,7 +159,7 @@ func readCalibration(file string) map[string]backends.Nominal {
 }
 
 // writeCalibration replaces file atomically (temporary file and rename).
-func writeCalibration(file string, m map[string]backends.Nominal) error {
+func writeCalibration(file string, m map[string]calibRecord) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -161,8 +217,9 @@ func measure(b backends.Backend) (backends.Nominal, error) {
 	return backends.Nominal{GFLOPS: gflops, MemGBps: memGBps, DispatchUs: max(dispatch, 0.01)}, nil
 }
 
-// timeOp runs spec on b (zero-filled inputs) repeatedly within the time
-// budget and returns the fastest kernel timing in µs.
+// timeOp runs spec on b (random inputs: a kernel may skip zeros, as
+// gonum's sgemm does) repeatedly within the time budget and returns the
+// fastest kernel timing in µs.
 func timeOp(b backends.Backend, spec kernels.Spec) (float64, error) {
 	in := make([]backends.Buffer, len(spec.In))
 	defer func() {
@@ -172,13 +229,22 @@ func timeOp(b backends.Backend, spec kernels.Spec) (float64, error) {
 			}
 		}
 	}()
-	for i := range spec.In {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i, sh := range spec.In {
 		buf, err := b.Alloc(spec.InBytes(i))
 		if err != nil {
 			return 0, fmt.Errorf("cpu: calibrating %s: %w", b.Info().Name, err)
 		}
 		in[i] = buf
-		if _, err := b.Write(buf, make([]byte, spec.InBytes(i))); err != nil {
+		vals := make([]float32, sh.Elements())
+		for j := range vals {
+			vals[j] = 2*r.Float32() - 1
+		}
+		data, err := kernels.Quantize(spec.InDType(i), vals)
+		if err != nil {
+			return 0, fmt.Errorf("cpu: calibrating %s: %w", b.Info().Name, err)
+		}
+		if _, err := b.Write(buf, data); err != nil {
 			return 0, fmt.Errorf("cpu: calibrating %s: %w", b.Info().Name, err)
 		}
 	}

@@ -4,6 +4,7 @@ package cpu
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -36,6 +37,14 @@ static const char *adapt_dlerror(void) {
 }
 
 static void adapt_dlclose(void *h) { dlclose(h); }
+
+// adapt_dlfile returns the file of the loaded library that holds sym, or
+// "" (never NULL).
+static const char *adapt_dlfile(void *sym) {
+	Dl_info info;
+	if (dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
+	return "";
+}
 
 static void adapt_set_threads(void *fn, int n) { ((adapt_set_threads_fn)fn)(n); }
 
@@ -111,12 +120,11 @@ func loadCBLAS() (blasPath, []string) {
 				continue
 			}
 			cn := C.CString(lib.threads)
-			if set := C.adapt_dlsym(h, cn); set != nil && lib.wide {
-				C.adapt_set_threads_wide(set, 1)
-			} else if set != nil {
-				C.adapt_set_threads(set, 1)
-			}
+			setThreads := threadSetter(C.adapt_dlsym(h, cn), lib.wide)
 			C.free(unsafe.Pointer(cn))
+			if setThreads != nil {
+				setThreads(1)
+			}
 			// The handle stays open for the life of the process: the
 			// function pointer lives in it.
 			gemvSym := C.CString("cblas_sgemv")
@@ -126,10 +134,24 @@ func loadCBLAS() (blasPath, []string) {
 				runtime: lib.runtime,
 				desc:    fmt.Sprintf("%s (%s)", lib.label, p),
 				serial:  cblasGemm(fn, gemv),
+				lib:     fileStamp(C.GoString(C.adapt_dlfile(fn))),
+				threads: setThreads,
 			}, tried
 		}
 	}
 	return blasPath{}, tried
+}
+
+// threadSetter returns a call of the library's thread-count setter at
+// set (64-bit count when wide), or nil when set is nil.
+func threadSetter(set unsafe.Pointer, wide bool) func(n int) {
+	switch {
+	case set == nil:
+		return nil
+	case wide:
+		return func(n int) { C.adapt_set_threads_wide(set, C.longlong(n)) }
+	}
+	return func(n int) { C.adapt_set_threads(set, C.int(n)) }
 }
 
 // cblasGemm returns a single-threaded Gemm calling the cblas_sgemm at fn,

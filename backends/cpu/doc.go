@@ -18,9 +18,12 @@
 // threading is set to one thread (openblas_set_num_threads and its BLIS
 // and MKL equivalents): that setting is process-wide, while "cpu" and
 // "cpu1" live in one process with different thread counts. The backend
-// instead splits C into one panel per worker (rows, or columns when C has
-// few rows) and calls the single-threaded sgemm on each (sgemv for a
-// single row of C, where OpenBLAS's sgemm is several times slower).
+// instead splits C into a grid of tiles, a few per worker, that the
+// workers claim as they come free (so a preempted worker delays one tile,
+// not half the product), the grid that packs the least of A and B again
+// (columns only when C has few rows), and calls the single-threaded sgemm
+// on each (sgemv for a single row of C, where OpenBLAS's sgemm is several
+// times slower).
 // Products under 2^23 multiply-adds (about 203³) are not split: on the
 // 2-core machine this was tuned on, waking a worker cost more than it
 // saved below that.
@@ -28,9 +31,10 @@
 // Without a CBLAS, or with Options.Gonum, matmul runs through gonum's
 // Sgemm, tiled so that gonum never starts goroutines of its own (it would
 // otherwise use every core even in "cpu1"), and split over the pool the
-// same way. One log line per process and path says which path runs and,
-// for gonum, every library tried with its dlerror text; Backend.BLAS
-// returns the same text.
+// same way. Backend.BLAS says which path runs and, for gonum, every
+// library tried with its dlerror text; with Options.Logger, one log line
+// per process and path says the same. Without one the backend logs
+// nothing: it never writes to slog's default logger.
 //
 // # Queue and timing
 //

@@ -7,9 +7,9 @@ import (
 )
 
 // Options configure a CPU backend. They are passed by value; the zero
-// value is usable (every core, CBLAS when one loads, no log line), and
-// DefaultOptions differs from it only by logging through slog's default
-// logger.
+// value is usable (every core, CBLAS when one loads, no log line) and is
+// what DefaultOptions returns. The backend logs only through the Logger
+// it is given, never through slog's default.
 type Options struct {
 	// Threads is the number of worker threads the backend's kernels and
 	// matmul panels run on; 0 means runtime.NumCPU().
@@ -17,20 +17,21 @@ type Options struct {
 	// Gonum forces the pure-Go matmul (gonum) even when a CBLAS loads.
 	Gonum bool
 	// Logger receives the one line per process that says which matmul path
-	// runs. A nil Logger discards it. It is a log/slog logger so that the
-	// backends stay free of a logging library; the commands bridge it to
-	// theirs (internal/clilog.Slog).
+	// runs. A nil Logger discards it (the registered cpu and cpu1 have
+	// none: Backend.BLAS says the same). It is a log/slog logger so that
+	// the backends stay free of a logging library.
 	Logger *slog.Logger
 	// CalibrationFile caches Calibrate's figures across runs, keyed by CPU
-	// model, arch, library and threads. "" means
+	// model, arch, library and threads, and measured again when the
+	// library file or the program's build changes. "" means
 	// os.UserCacheDir()/adaptsched/cpu-calibration.json; "-" means none.
 	CalibrationFile string
 }
 
-// DefaultOptions returns every core, CBLAS when one loads, and slog's
-// default logger (slog.Default()).
+// DefaultOptions returns every core, CBLAS when one loads, no logger,
+// and the calibration file in the user's cache directory.
 func DefaultOptions() Options {
-	return Options{Logger: slog.Default()}
+	return Options{}
 }
 
 // WithThreads returns o with n worker threads. Default: 0, meaning
@@ -41,7 +42,7 @@ func (o Options) WithThreads(n int) Options { o.Threads = n; return o }
 // Default: false, so a CBLAS is used when one loads.
 func (o Options) WithGonum(force bool) Options { o.Gonum = force; return o }
 
-// WithLogger returns o logging to l; nil discards. Default: slog.Default().
+// WithLogger returns o logging to l; nil discards. Default: nil.
 func (o Options) WithLogger(l *slog.Logger) Options { o.Logger = l; return o }
 
 // WithCalibrationFile returns o caching calibrations in file ("-": in

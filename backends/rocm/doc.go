@@ -64,8 +64,11 @@
 //
 // Tests run everywhere: a fake HIP runtime (testdata/fakehip.c, built with
 // gcc by the tests; one thread per stream, so work really is queued)
-// drives the Go side end to end, and Debian's
-// libamdhip64-5 provides the real runtime (no device) and hiprtc. The GPU
+// drives the Go side end to end, and Debian's libamdhip64-5 provides the
+// real runtime (no device) and hiprtc where it is installed (make ci
+// installs it; elsewhere those tests skip, naming it). Without cgo the
+// package builds and Open reports the backend unavailable
+// (TestOpenWithoutCgo, make portable). The GPU
 // tests and benchmarks skip without a device; build them with
 // `go test -c` and run the binary on a GPU machine.
 package rocm

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package rocm
 
 // Device memory: the caching pool's buffers, the pinned staging pool, and

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,7 +10,10 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 // Result is one scheduler's run of a stream. The halves split at the
@@ -47,12 +51,20 @@ func (c Cell) Mean() float64 {
 	return float64(c.Ns) / float64(c.N)
 }
 
+// Store is a posterior store (history.DB): Load gives the warm start,
+// Write keeps what the run learns.
+type Store interface {
+	Load() map[learned.Key]bandit.NormalGamma
+	relay.Store
+}
+
 // RunOptions configure RunAdaptsched.
 type RunOptions struct {
-	// Store, when not nil, is the Scheduler's posterior store
-	// (Config.Store): an empty one starts cold and learns into it, one a
-	// previous run filled starts warm. The caller closes it.
-	Store adaptive.Store
+	// Store, when not nil, is the Scheduler's posterior store: an empty
+	// one starts cold and learns into it (through a relay), one a
+	// previous run filled starts warm (Config.Warm). The caller closes
+	// it.
+	Store Store
 	// Seed seeds the Scheduler (Config.Seed).
 	Seed uint64
 	// Delays are the drift's busy-wait per shape (Calibrate); nil runs
@@ -87,8 +99,11 @@ func newScheduler(empty bool, o RunOptions) (*adaptive.Scheduler, [numImpls]*Dev
 		}
 		devs[i], bes[i] = d, d
 	}
-	s, err := adaptive.New(adaptive.Config{Backends: bes, Store: o.Store, Seed: o.Seed,
-		NoCalibration: true})
+	cfg := adaptive.Config{Backends: bes, Seed: o.Seed, NoCalibration: true}
+	if o.Store != nil {
+		cfg.Warm = o.Store.Load()
+	}
+	s, err := adaptive.New(cfg)
 	return s, devs, err
 }
 
@@ -136,12 +151,22 @@ func filled(n int) []float32 {
 // Select with the inputs' residency, Run on the chosen backend, Observe
 // its Timing when positive. One goroutine runs every task, as StarPU's
 // one CPU worker does.
-func RunAdaptsched(st Stream, o RunOptions) (Result, error) {
+func RunAdaptsched(st Stream, o RunOptions) (res Result, err error) {
 	s, devs, err := newScheduler(false, o)
 	if err != nil {
 		return Result{}, err
 	}
 	defer s.Close()
+	if o.Store != nil {
+		rl, rerr := relay.Start(s, relay.Options{Store: o.Store})
+		if rerr != nil {
+			return Result{}, rerr
+		}
+		defer func() { // the Scheduler first: the relay's last round takes all
+			s.Close()
+			err = errors.Join(err, rl.Close())
+		}()
+	}
 	ops := make([]*operands, len(st.Shapes))
 	for i, sh := range st.Shapes {
 		if ops[i], err = newOperands(sh, devs); err != nil {

@@ -125,100 +125,147 @@ func (s Stream) WriteTo(w io.Writer) (int64, error) {
 func Read(r io.Reader, name string) (Stream, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), maxLine)
-	line := 0
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s:%d: %s", ErrStream, name, line, fmt.Sprintf(format, a...))
-	}
-	var s Stream
-	want := -1 // tasks announced; -1 before the tasks line
-	drift, header := false, false
+	sr := streamReader{name: name, want: -1}
 	for sc.Scan() {
-		line++
+		sr.line++
 		f := strings.Fields(sc.Text())
-		if len(f) == 0 || header && want < 0 && strings.HasPrefix(f[0], "#") {
+		if len(f) == 0 || sr.header && sr.want < 0 && strings.HasPrefix(f[0], "#") {
 			continue
 		}
-		if !header {
-			if len(f) != 2 || f[0] != streamMagic || f[1] != strconv.Itoa(streamVersion) {
-				return Stream{}, bad("want %q first", fmt.Sprintf("%s %d", streamMagic, streamVersion))
-			}
-			header = true
-			continue
-		}
-		if want >= 0 {
-			for _, w := range f {
-				t, err := strconv.Atoi(w)
-				if err != nil || t < 0 || t >= len(s.Shapes) {
-					return Stream{}, bad("task %q is not a shape index below %d", w, len(s.Shapes))
-				}
-				if len(s.Tasks) == want {
-					return Stream{}, bad("more than the %d tasks announced", want)
-				}
-				s.Tasks = append(s.Tasks, t)
-			}
-			continue
-		}
-		switch f[0] {
-		case "drift":
-			if drift || len(f) != 4 {
-				return Stream{}, bad("want one line \"drift IMPL FACTOR FROM\"")
-			}
-			impl, ok := parseImpl(f[1])
-			factor, ferr := strconv.ParseFloat(f[2], 64)
-			from, terr := strconv.Atoi(f[3])
-			if !ok || ferr != nil || terr != nil || !(factor >= 1 && factor <= 1000) || from < 0 {
-				return Stream{}, bad("drift %q: want blas|blocked, a factor in [1, 1000], a task index ≥ 0", strings.Join(f[1:], " "))
-			}
-			s.Drift, drift = Drift{Impl: impl, Factor: factor, From: from}, true
-		case "shape":
-			if len(f) != 4 {
-				return Stream{}, bad("want \"shape M K N\"")
-			}
-			var d [3]int
-			for i := range d {
-				v, err := strconv.Atoi(f[1+i])
-				if err != nil || v <= 0 || v > maxDim {
-					return Stream{}, bad("dimension %q: want 1 to %d", f[1+i], maxDim)
-				}
-				d[i] = v
-			}
-			if len(s.Shapes) == maxShapes {
-				return Stream{}, bad("more than %d shapes", maxShapes)
-			}
-			s.Shapes = append(s.Shapes, Shape{M: d[0], K: d[1], N: d[2]})
-		case "tasks":
-			n, err := 0, error(nil)
-			if len(f) == 2 {
-				n, err = strconv.Atoi(f[1])
-			}
-			if len(f) != 2 || err != nil || n <= 0 || n > maxTasks {
-				return Stream{}, bad("want \"tasks N\", N from 1 to %d", maxTasks)
-			}
-			if len(s.Shapes) == 0 {
-				return Stream{}, bad("tasks before any shape")
-			}
-			want = n
-			s.Tasks = make([]int, 0, n)
+		var err error
+		switch {
+		case !sr.header:
+			err = sr.readHeader(f)
+		case sr.want >= 0:
+			err = sr.readTasks(f)
 		default:
-			return Stream{}, bad("unknown line %q", f[0])
+			err = sr.readDirective(f)
+		}
+		if err != nil {
+			return Stream{}, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return Stream{}, fmt.Errorf("%w: %s:%d: %w", ErrStream, name, line+1, err)
+		return Stream{}, fmt.Errorf("%w: %s:%d: %w", ErrStream, name, sr.line+1, err)
 	}
+	return sr.finish()
+}
+
+// streamReader is Read's state: the stream so far, the line, and what
+// has been seen.
+type streamReader struct {
+	name   string
+	line   int
+	s      Stream
+	want   int // tasks announced; -1 before the tasks line
+	drift  bool
+	header bool
+}
+
+// bad returns an ErrStream naming the file and line.
+func (sr *streamReader) bad(format string, a ...any) error {
+	return fmt.Errorf("%w: %s:%d: %s", ErrStream, sr.name, sr.line, fmt.Sprintf(format, a...))
+}
+
+// readHeader checks the first line: the magic and the version.
+func (sr *streamReader) readHeader(f []string) error {
+	if len(f) != 2 || f[0] != streamMagic || f[1] != strconv.Itoa(streamVersion) {
+		return sr.bad("want %q first", fmt.Sprintf("%s %d", streamMagic, streamVersion))
+	}
+	sr.header = true
+	return nil
+}
+
+// readTasks reads a line of task shape indices, after the tasks line.
+func (sr *streamReader) readTasks(f []string) error {
+	for _, w := range f {
+		t, err := strconv.Atoi(w)
+		if err != nil || t < 0 || t >= len(sr.s.Shapes) {
+			return sr.bad("task %q is not a shape index below %d", w, len(sr.s.Shapes))
+		}
+		if len(sr.s.Tasks) == sr.want {
+			return sr.bad("more than the %d tasks announced", sr.want)
+		}
+		sr.s.Tasks = append(sr.s.Tasks, t)
+	}
+	return nil
+}
+
+// readDirective reads a drift, shape or tasks line.
+func (sr *streamReader) readDirective(f []string) error {
+	switch f[0] {
+	case "drift":
+		return sr.readDrift(f)
+	case "shape":
+		return sr.readShape(f)
+	case "tasks":
+		n, err := 0, error(nil)
+		if len(f) == 2 {
+			n, err = strconv.Atoi(f[1])
+		}
+		if len(f) != 2 || err != nil || n <= 0 || n > maxTasks {
+			return sr.bad("want \"tasks N\", N from 1 to %d", maxTasks)
+		}
+		if len(sr.s.Shapes) == 0 {
+			return sr.bad("tasks before any shape")
+		}
+		sr.want = n
+		sr.s.Tasks = make([]int, 0, n)
+		return nil
+	}
+	return sr.bad("unknown line %q", f[0])
+}
+
+// readDrift reads the one "drift IMPL FACTOR FROM" line.
+func (sr *streamReader) readDrift(f []string) error {
+	if sr.drift || len(f) != 4 {
+		return sr.bad("want one line \"drift IMPL FACTOR FROM\"")
+	}
+	impl, ok := parseImpl(f[1])
+	factor, ferr := strconv.ParseFloat(f[2], 64)
+	from, terr := strconv.Atoi(f[3])
+	if !ok || ferr != nil || terr != nil || !(factor >= 1 && factor <= 1000) || from < 0 {
+		return sr.bad("drift %q: want blas|blocked, a factor in [1, 1000], a task index ≥ 0", strings.Join(f[1:], " "))
+	}
+	sr.s.Drift, sr.drift = Drift{Impl: impl, Factor: factor, From: from}, true
+	return nil
+}
+
+// readShape reads a "shape M K N" line.
+func (sr *streamReader) readShape(f []string) error {
+	if len(f) != 4 {
+		return sr.bad("want \"shape M K N\"")
+	}
+	var d [3]int
+	for i := range d {
+		v, err := strconv.Atoi(f[1+i])
+		if err != nil || v <= 0 || v > maxDim {
+			return sr.bad("dimension %q: want 1 to %d", f[1+i], maxDim)
+		}
+		d[i] = v
+	}
+	if len(sr.s.Shapes) == maxShapes {
+		return sr.bad("more than %d shapes", maxShapes)
+	}
+	sr.s.Shapes = append(sr.s.Shapes, Shape{M: d[0], K: d[1], N: d[2]})
+	return nil
+}
+
+// finish checks what the whole stream must hold.
+func (sr *streamReader) finish() (Stream, error) {
 	switch {
-	case line == 0:
-		return Stream{}, bad("empty")
-	case want < 0:
-		return Stream{}, bad("no tasks line")
-	case len(s.Tasks) != want:
-		return Stream{}, bad("%d tasks, %d announced", len(s.Tasks), want)
-	case !drift:
-		return Stream{}, bad("no drift line")
-	case s.Drift.From > want:
-		return Stream{}, bad("drift from task %d of %d", s.Drift.From, want)
+	case sr.line == 0:
+		return Stream{}, sr.bad("empty")
+	case sr.want < 0:
+		return Stream{}, sr.bad("no tasks line")
+	case len(sr.s.Tasks) != sr.want:
+		return Stream{}, sr.bad("%d tasks, %d announced", len(sr.s.Tasks), sr.want)
+	case !sr.drift:
+		return Stream{}, sr.bad("no drift line")
+	case sr.s.Drift.From > sr.want:
+		return Stream{}, sr.bad("drift from task %d of %d", sr.s.Drift.From, sr.want)
 	}
-	return s, nil
+	return sr.s, nil
 }
 
 // GenOptions configure Generate. Zero fields take the defaults named.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/adaptsched/adaptsched/fleet"
 )
@@ -36,12 +37,16 @@ type FleetSummary struct {
 	Expired   uint64 `json:"expired"`
 	Conflicts uint64 `json:"conflicts"`
 	Errors    uint64 `json:"errors"`
+	Limited   uint64 `json:"limited"`   // peers' values over the limits
+	SetAside  uint64 `json:"set_aside"` // values of peers set aside
+	Aside     int    `json:"peers_set_aside"`
 }
 
 func fleetSummary(st fleet.Stats) *FleetSummary {
 	return &FleetSummary{Connected: st.Connected, Synced: st.Synced, Nodes: st.Nodes, Keys: st.Keys,
 		Published: st.Published, Received: st.Received, Malformed: st.Malformed, Foreign: st.Foreign,
-		Expired: st.Expired, Conflicts: st.Conflicts, Errors: st.Errors}
+		Expired: st.Expired, Conflicts: st.Conflicts, Errors: st.Errors,
+		Limited: st.Limited, SetAside: st.SetAside, Aside: st.Aside}
 }
 
 // exitCode prints err (once) and returns the exit status: 0, 2 for a
@@ -58,6 +63,15 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		return 2
 	}
-	fmt.Fprintln(stderr, err)
+	// Closers joined into one error often repeat one cause (the relay's
+	// last write and the store's Close both return the store's fault):
+	// each line once.
+	seen := map[string]bool{}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !seen[line] {
+			seen[line] = true
+			fmt.Fprintln(stderr, line)
+		}
+	}
 	return 1
 }

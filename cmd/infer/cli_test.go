@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/learned"
 	"github.com/rs/zerolog"
 )
 
@@ -68,7 +70,7 @@ func damagedStore(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Put(history.Key{Backend: "cpu", Bucket: "b"}, bandit.NewPrior(10, 1, 0.2))
+	db.Put(learned.Key{Backend: "cpu", Bucket: "b"}, bandit.NewPrior(10, 1, 0.2))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +108,36 @@ func TestStderrPlain(t *testing.T) {
 	}
 	if s := errb.String(); !strings.HasPrefix(s, "WRN history: the store was damaged; moved it aside") || strings.Contains(s, "{") || strings.Contains(s, "\x1b[") {
 		t.Errorf("stderr with -reset-damaged-store: %q", s)
+	}
+}
+
+// TestWriteErrorsReachExit: a trace or stdout on a full device ends in an
+// error naming what failed, with and without -json.
+func TestWriteErrorsReachExit(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	base := []string{"-backends", "cpu,sim:h100", "-tokens", "2", "-prompt", "1",
+		"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8"}
+	for _, c := range []struct {
+		name  string
+		extra []string
+		out   io.Writer
+		want  string
+	}{
+		{"trace", []string{"-trace", "/dev/full", "-json"}, io.Discard, "trace /dev/full"},
+		{"stdout-json", []string{"-json"}, full, "writing the output"},
+		{"stdout-table", nil, full, "writing the output"},
+		{"stdout-stream", []string{"-stream", "-db", t.TempDir()}, full, "writing the output"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var errb bytes.Buffer
+			err := run(context.Background(), append(append([]string(nil), base...), c.extra...), c.out, &errb)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "no space left") {
+				t.Fatalf("error %v, want one naming %q and the cause\n%s", err, c.want, errb.String())
+			}
+		})
 	}
 }

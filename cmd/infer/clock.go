@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -38,7 +40,7 @@ func (c modelClock) read() sim.TimelineStats {
 // are handed to the Executor as they are, so that it sees their queues;
 // otherwise each is wrapped to meter its reported durations, the only
 // modelled time there is.
-func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.Info, modelClock, error) {
+func openBackends(list string, x sim.ExecModel, logger zerolog.Logger) ([]backends.Backend, []backends.Info, modelClock, error) {
 	names := strings.Split(list, ",")
 	allSim := true
 	for i, n := range names {
@@ -69,6 +71,9 @@ func openBackends(list string, x sim.ExecModel) ([]backends.Backend, []backends.
 			return fail(err)
 		}
 		infos = append(infos, b.Info())
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
 		if !allSim {
 			b = meter(b, clock.busy)
 		}

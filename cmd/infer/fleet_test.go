@@ -12,9 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 )
 
@@ -63,13 +63,13 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	e, err := executor.New(executor.Config{Config: adaptive.Config{Backends: []backends.Backend{b}}})
+	e, err := executor.New(executor.Config{Backends: []backends.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
 	db, err := history.Open(history.DefaultOptions(t.TempDir()).WithLogger(zerolog.Nop()).
-		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+		WithFingerprint(hardware.Fingerprint{Hash: "x", Desc: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}

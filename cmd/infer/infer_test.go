@@ -61,9 +61,9 @@ func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
 func TestForwardPassMatchesSingleBackend(t *testing.T) {
 	const steps = 8
 	want := decode(t, openT(t, "cpu"), steps)
-	e, err := executor.New(executor.Config{Config: adaptive.Config{
+	e, err := executor.New(executor.Config{
 		Backends:      []backends.Backend{openT(t, "cpu"), openT(t, "cpu1"), openT(t, "sim:h100")},
-		NoCalibration: true, Seed: 1}})
+		NoCalibration: true, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +161,8 @@ type decodeServer struct {
 // and runs 8 warm-up steps; b's cleanup frees it.
 func newDecodeServer(b *testing.B, s adaptive.Strategy, batch int) *decodeServer {
 	b.Helper()
-	e, err := executor.New(executor.Config{Config: adaptive.Config{
-		Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: s, Seed: 1}})
+	e, err := executor.New(executor.Config{
+		Backends: []backends.Backend{openT(b, "cpu"), openT(b, "cpu1")}, Strategy: s, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,11 +28,13 @@
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
-// fingerprint through that NATS JetStream server (-fleet-creds, -fleet-ca,
-// -fleet-cert and -fleet-key pass credentials and TLS through);
-// -fleet-serve ADDR runs an embedded JetStream server in this process,
-// listening on ADDR (loopback unless a host is given), its data in
-// -fleet-dir, and shares through it. -fleet-node names this node (the
+// fingerprint through that NATS JetStream server (-fleet-creds,
+// -fleet-password-file, -fleet-nkey, -fleet-ca, -fleet-cert and -fleet-key
+// pass credentials and TLS through; a refusal stops the run unless
+// -fleet-optional); -fleet-serve ADDR runs an embedded JetStream server in
+// this process, listening on ADDR (loopback unless a host is given, and
+// only there without -fleet-serve-users), its data in -fleet-dir, and
+// shares through it. -fleet-node names this node (the
 // same across restarts). A server that is down is retried in the
 // background; the process schedules on its own evidence meanwhile.
 // -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
@@ -80,7 +82,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -92,13 +93,15 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/relay"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // options are the command's flags.
@@ -277,19 +280,20 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	stdout := &stickyWriter{w: stdoutW}
+	defer func() { err = errors.Join(err, stdout.failed()) }()
 	level := zerolog.WarnLevel
 	if o.verbose {
 		level = zerolog.InfoLevel
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
-	slog.SetDefault(clilog.Slog(logger)) // the backends' (the CPU backend's matmul path)
-	bes, infos, clock, err := openBackends(o.backends, o.execModel)
+	bes, infos, clock, err := openBackends(o.backends, o.execModel, logger)
 	if err != nil {
 		return err
 	}
@@ -303,47 +307,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	// The models other than async wait for every op: the Executor does too.
-	cfg := executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: o.model.Seed, Logger: logger},
-		Synchronous: o.execModel != sim.Async}
+	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
+		Logger: clilog.Slog(logger), Synchronous: o.execModel != sim.Async}
 	if o.gpuMem.set {
 		// The budget in bytes is known once the weights are: placeWeights
 		// sets the same figure the Executor enforces.
 		cfg.WeightBudget = budgets(bes, o.gpuMem.budget(o.model.weightBytes()))
 	}
+	ro := relay.Options{Logger: logger}
 	var src metricSources
+	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
 	if o.db != "" {
-		db, err := history.Open(history.DefaultOptions(o.db).WithFingerprint(history.FingerprintOf(infos)).
-			WithLogger(logger).WithMoveDamaged(o.resetStore))
-		if err != nil {
+		var db *history.DB
+		if db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(hardware.FingerprintOf(infos)).
+			WithLogger(logger).WithMoveDamaged(o.resetStore)); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Store, src.store = db, db
+		cfg.Warm, ro.Store, src.store = db.Load(), db, db
 		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
+		var f *os.File
+		if f, err = os.Create(o.trace); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, f.Close()) }()
-		rec, err := history.NewRecorder(f, history.Header{Created: time.Now(), Backends: infos}, history.RecorderOptions{})
-		if err != nil {
-			return err
+		defer func() { err = errors.Join(err, traceErr(o.trace, f.Close())) }()
+		var rec *trace.Recorder
+		if rec, err = trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{}); err != nil {
+			return traceErr(o.trace, err)
 		}
-		defer func() { err = errors.Join(err, rec.Close()) }()
+		defer func() { err = errors.Join(err, traceErr(o.trace, rec.Close())) }()
 		cfg.Recorder = rec
 	}
 	e, err := executor.New(cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	node, stopFleet, err := o.fleet.Start(e.Scheduler(), history.FingerprintOf(infos), logger)
+	node, stopFleet, err := o.fleet.Start(ctx, hardware.FingerprintOf(infos), logger)
 	if err != nil {
-		return err
+		return errors.Join(err, e.Close())
 	}
-	defer stopFleet()
+	defer func() { stopFleet(); err = errors.Join(err, o.fleet.Err()) }() // Err: authorisation refused while running
+	if node != nil {
+		ro.Fleet = node
+	}
+	rl, err := relay.Start(e.Scheduler(), ro)
+	if err != nil {
+		return errors.Join(err, e.Close())
+	}
+	// The Executor first: the relay's last round then takes every change,
+	// before the fleet's node and the store close.
+	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
@@ -383,7 +398,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	sum.Fallbacks = stats.Fallbacks
 	sum.ExplorePct = tel.ExplorationShare * 100
 	if node != nil {
-		if err := node.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
 		sum.Fleet = fleetSummary(node.Stats())
@@ -392,7 +407,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		sum.Switches += b.Switches
 	}
 	if o.json {
-		return json.NewEncoder(stdout).Encode(sum)
+		json.NewEncoder(stdout).Encode(sum) // an error is in stdout.err
+		return nil
 	}
 	// The table first and the headline last, where a terminal leaves it
 	// in view.

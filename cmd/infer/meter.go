@@ -15,18 +15,49 @@ import (
 // report them, and so does one that shares hardware
 // (backends.HardwareGroup) among those that queue. A HardwareGroup
 // without Queuer is not forwarded (no backend has that pair).
+//
+// backends.Calibrator is kept too: without it the Scheduler would give a
+// CPU the default figures instead of calibrating it (calibration's own
+// runs are not metered).
 func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
 	m := metered{Backend: b, ns: ns}
+	c, calibrates := b.(backends.Calibrator)
 	q, ok := b.(backends.Queuer)
 	if !ok {
+		if calibrates {
+			return calibratedMeter{m, c}
+		}
 		return m
 	}
 	mq := meteredQueue{metered: m, q: q}
 	if g, ok := b.(backends.HardwareGroup); ok {
+		if calibrates {
+			return calibratedGroup{meteredGroup{meteredQueue: mq, g: g}, c}
+		}
 		return meteredGroup{meteredQueue: mq, g: g}
+	}
+	if calibrates {
+		return calibratedQueue{mq, c}
 	}
 	return mq
 }
+
+// calibratedMeter, calibratedQueue and calibratedGroup are metered,
+// meteredQueue and meteredGroup over a backend that calibrates itself.
+type (
+	calibratedMeter struct {
+		metered
+		backends.Calibrator
+	}
+	calibratedQueue struct {
+		meteredQueue
+		backends.Calibrator
+	}
+	calibratedGroup struct {
+		meteredGroup
+		backends.Calibrator
+	}
+)
 
 // meteredQueue is metered for a backend that queues work.
 type meteredQueue struct {

@@ -143,7 +143,7 @@ type llamaCPP struct {
 // threshold this baseline stands for.
 const offloadMinBatch = 32
 
-var _ adaptive.PlacementPolicy = (*llamaCPP)(nil)
+var _ executor.Placer = (*llamaCPP)(nil)
 
 func newLlamaCPP(bes []backends.Backend) (*llamaCPP, error) {
 	p := &llamaCPP{cpu: -1, gpu: -1}
@@ -165,7 +165,7 @@ func newLlamaCPP(bes []backends.Backend) (*llamaCPP, error) {
 func (*llamaCPP) Name() string                             { return "llamacpp" }
 func (*llamaCPP) Observed(adaptive.BucketID, int, float64) {}
 
-// Place implements adaptive.PlacementPolicy.
+// Place implements executor.Placer.
 func (p *llamaCPP) Place(s kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
 	on := func(i int) int {
 		if i < res.N && res.Inputs[i].On&^adaptive.Host&adaptive.Backend(p.gpu) != 0 {

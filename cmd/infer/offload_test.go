@@ -101,7 +101,7 @@ func TestOffloadServing(t *testing.T) {
 			}
 			g, _ := parseGPUMem("50%")
 			budget := g.budget(tiny.weightBytes())
-			e, err := executor.New(executor.Config{Config: adaptive.Config{Backends: bes, Strategy: st, Seed: 1, NoCalibration: true},
+			e, err := executor.New(executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: 1, NoCalibration: true,
 				Synchronous: sync, WeightBudget: budgets(bes, budget)})
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +141,7 @@ func TestMoEServing(t *testing.T) {
 	bes := []backends.Backend{openT(t, "sim:cpu2"), openT(t, "sim:h100")}
 	g, _ := parseGPUMem("30%")
 	budget := g.budget(cfg.weightBytes())
-	e, err := executor.New(executor.Config{Config: adaptive.Config{Backends: bes, Seed: 1, NoCalibration: true},
+	e, err := executor.New(executor.Config{Backends: bes, Seed: 1, NoCalibration: true,
 		WeightBudget: budgets(bes, budget)})
 	if err != nil {
 		t.Fatal(err)

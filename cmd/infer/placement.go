@@ -8,6 +8,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -17,16 +18,16 @@ import (
 // Evaluation run through the Executor: static2x (HybridScheduler), pcie5x
 // (BackendSelector), oracle (the lowest true mean per op, simulated
 // backends only: see simOracle).
-func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) {
+func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 	switch {
 	case s == "auto":
-		return adaptive.Automatic, nil
+		return choice{strategy: adaptive.Automatic}, nil
 	case s == "gpu":
-		return adaptive.GPUPreferred, nil
+		return choice{strategy: adaptive.GPUPreferred}, nil
 	case s == "cpu":
-		return adaptive.CPUPreferred, nil
+		return choice{strategy: adaptive.CPUPreferred}, nil
 	case strings.HasPrefix(s, "only:") && len(s) > 5:
-		return adaptive.Only(s[5:]), nil
+		return choice{strategy: adaptive.Only(s[5:])}, nil
 	case s == "static2x":
 		return placement(eval.NewStatic2x, bes), nil
 	case s == "pcie5x":
@@ -34,17 +35,17 @@ func parseStrategy(s string, bes []backends.Backend) (adaptive.Strategy, error) 
 	case s == "llamacpp":
 		p, err := newLlamaCPP(bes)
 		if err != nil {
-			return adaptive.Strategy{}, err
+			return choice{}, err
 		}
-		return adaptive.Placement(p), nil
+		return choice{placer: p}, nil
 	case s == "oracle":
 		o, err := newSimOracle(bes)
 		if err != nil {
-			return adaptive.Strategy{}, err
+			return choice{}, err
 		}
-		return adaptive.Placement(o), nil
+		return choice{placer: o}, nil
 	}
-	return adaptive.Strategy{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
+	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
 }
 
 // simOracle is the "oracle" placement for simulated backends: each op
@@ -62,7 +63,7 @@ type simOracle struct {
 	model  sim.ExecModel // what the devices' durations are (their Timeline's)
 }
 
-var _ adaptive.PlacementPolicy = (*simOracle)(nil)
+var _ executor.Placer = (*simOracle)(nil)
 
 // newSimOracle builds the oracle over backends named "sim:<profile>".
 func newSimOracle(bes []backends.Backend) (*simOracle, error) {
@@ -94,7 +95,7 @@ func (o *simOracle) Name() string { return "oracle" }
 // Observed does nothing: the oracle knows the truth already.
 func (o *simOracle) Observed(adaptive.BucketID, int, float64) {}
 
-// Place implements adaptive.PlacementPolicy.
+// Place implements executor.Placer.
 func (o *simOracle) Place(spec kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
 	best, bestUs := -1, 0.0
 	for a, p := range o.profs {
@@ -106,11 +107,26 @@ func (o *simOracle) Place(spec kernels.Spec, res adaptive.Residency, _ adaptive.
 	return best
 }
 
+// choice is what -strategy asks for: a Scheduler strategy, or a
+// baseline placement that the Executor runs in its stead (placer).
+type choice struct {
+	strategy adaptive.Strategy
+	placer   executor.Placer
+}
+
+// String names the choice: the strategy's name, or "placement(NAME)".
+func (c choice) String() string {
+	if c.placer != nil {
+		return "placement(" + c.placer.Name() + ")"
+	}
+	return c.strategy.String()
+}
+
 // placement runs the eval baseline newPolicy, built over bes, through the
-// Scheduler.
-func placement(newPolicy func([]eval.Arm) eval.Policy, bes []backends.Backend) adaptive.Strategy {
+// Executor.
+func placement(newPolicy func([]eval.Arm) eval.Policy, bes []backends.Backend) choice {
 	arms := eval.ArmsOf(bes)
-	return adaptive.Placement(eval.Placement(newPolicy(arms), arms))
+	return choice{placer: eval.Placement(newPolicy(arms), arms)}
 }
 
 // transferUs is the true time to bring res's inputs to backend a: data on

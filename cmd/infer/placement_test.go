@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/cpu"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -262,4 +264,47 @@ func learnSteps(policy, oracle []float64, tol float64) int {
 		first = s
 	}
 	return first
+}
+
+// TestMeterKeepsCalibrator: metering a CPU backend keeps its calibration
+// (else the Scheduler gives cpu and cpu1 the default figures), calibrating
+// through the meter adds no busy time, and its ops are metered; a
+// backend without calibration does not gain it.
+func TestMeterKeepsCalibrator(t *testing.T) {
+	b, err := cpu.New("cpu1", cpu.Options{Threads: 1, CalibrationFile: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	busy := new(atomic.Int64)
+	m := meter(b, busy)
+	c, ok := m.(backends.Calibrator)
+	if !ok {
+		t.Fatal("the metered CPU backend is not a backends.Calibrator")
+	}
+	if _, ok := m.(backends.HostMapper); !ok {
+		t.Fatal("the metered CPU backend is not a backends.HostMapper")
+	}
+	if n, err := c.Calibrate(); err != nil || !(n.GFLOPS > 0) {
+		t.Fatalf("Calibrate through the meter: %+v, %v", n, err)
+	}
+	if busy.Load() != 0 {
+		t.Errorf("calibration metered as %d ns of busy time", busy.Load())
+	}
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	in := []backends.Buffer{backends.NewHostBuffer(b, 16), backends.NewHostBuffer(b, 16)}
+	if _, err := m.Run(spec, in, backends.NewHostBuffer(b, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if busy.Load() <= 0 {
+		t.Error("Run through the meter added no busy time")
+	}
+	s, err := sim.Open("h100", sim.DefaultOptions().WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := meter(s, busy).(backends.Calibrator); ok {
+		t.Error("metering a simulated GPU made it a backends.Calibrator")
+	}
 }

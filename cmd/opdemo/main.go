@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,20 +16,13 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
-	"github.com/adaptsched/adaptsched/internal/clilog"
 	"github.com/adaptsched/adaptsched/kernels"
-	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/log"
 )
 
 // errMismatch marks a run whose output differs from the reference.
 var errMismatch = errors.New("opdemo: result differs from the reference")
 
 func main() {
-	// The CPU backend's one line about its matmul path: a plain line,
-	// coloured only on a terminal.
-	log.Logger = clilog.New(os.Stderr, false, zerolog.InfoLevel)
-	slog.SetDefault(clilog.Slog(log.Logger))
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

@@ -26,8 +26,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/adaptsched/adaptsched/bench/peer"
 	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/clilog"
 	"github.com/adaptsched/adaptsched/internal/host"
 )
 
@@ -172,7 +175,7 @@ func run(w io.Writer, path, bin string, rounds, empty int) error {
 // closes it, and runs again from it (rd.warm).
 func primeAndWarm(st peer.Stream, delays []time.Duration, dir string, seed uint64, rd *round) error {
 	for i, dst := range []*peer.Result{&rd.primed, &rd.warm} {
-		db, err := history.Open(history.DefaultOptions(dir))
+		db, err := history.Open(history.DefaultOptions(dir).WithLogger(clilog.New(os.Stderr, false, zerolog.WarnLevel)))
 		if err != nil {
 			return err
 		}

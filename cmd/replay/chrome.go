@@ -5,10 +5,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
-// openChrome imports a Chrome trace (history.ImportChrome). Its ops carry
+// openChrome imports a Chrome trace (trace.ImportChrome). Its ops carry
 // GPU durations only (backend "gpu", the sum of their kernels; an op that
 // joined no kernel is unmeasured), so the CPU's come from -sim-cpu or
 // -table (by default the simulated profiles, said in the report). The import
@@ -19,7 +19,7 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	ct, err := history.ImportChrome(f, name)
+	ct, err := trace.ImportChrome(f, name)
 	f.Close()
 	if err != nil {
 		return nil, err
@@ -38,13 +38,13 @@ func openChrome(o *options, path, name string) (*traceInput, error) {
 
 // chromeIter streams imported ops as events; Line is the op's number.
 type chromeIter struct {
-	ops []history.ChromeOp
+	ops []trace.ChromeOp
 	i   int
 }
 
-func (c *chromeIter) NextInto(e *history.Event) error {
+func (c *chromeIter) NextInto(e *trace.Event) error {
 	if c.i >= len(c.ops) {
-		*e = history.Event{}
+		*e = trace.Event{}
 		return io.EOF
 	}
 	c.i++

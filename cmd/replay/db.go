@@ -9,8 +9,10 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/internal/clilog"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // storeSetup is what -db needs besides the arms: the fingerprint that
@@ -22,20 +24,20 @@ type storeSetup struct {
 
 // fingerprint returns the hardware fingerprint of thompson's posteriors:
 // the arms', or st's.
-func fingerprint(arms []eval.Arm, st *storeSetup) history.Fingerprint {
+func fingerprint(arms []eval.Arm, st *storeSetup) hardware.Fingerprint {
 	if st != nil && st.fingerprint != "" {
-		return history.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
+		return hardware.Fingerprint{Hash: st.fingerprint, Desc: "trace fingerprint " + st.fingerprint}
 	}
 	infos := make([]backends.Info, len(arms))
 	for i, a := range arms {
 		infos[i] = a.Info
 	}
-	return history.FingerprintOf(infos)
+	return hardware.FingerprintOf(infos)
 }
 
 // openStore opens -db for thompson's Scheduler, scoped by the arms'
-// fingerprint (or st's), and counts the posteriors it holds.
-func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loaded int, err error) {
+// fingerprint (or st's), and loads the posteriors it holds.
+func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, warm map[learned.Key]bandit.NormalGamma, err error) {
 	fp := fingerprint(arms, st)
 	logw := io.Discard
 	if st != nil && st.log != nil {
@@ -44,11 +46,7 @@ func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, loa
 	db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).WithMoveDamaged(o.resetStore).
 		WithLogger(clilog.New(logw, o.logJSON, zerolog.WarnLevel)))
 	if err != nil {
-		return nil, 0, fmt.Errorf("replay: -db: %w", err)
+		return nil, nil, fmt.Errorf("replay: -db: %w", err)
 	}
-	if err := db.Load(func(string, string, bandit.NormalGamma) { loaded++ }); err != nil {
-		db.Close()
-		return nil, 0, fmt.Errorf("replay: -db: %w", err)
-	}
-	return db, loaded, nil
+	return db, db.Load(), nil
 }

@@ -6,10 +6,10 @@
 //
 // Inputs:
 //
-//   - an adaptsched JSONL trace (history.Recorder's format, gzip
+//   - an adaptsched JSONL trace (trace.Recorder's format, gzip
 //     accepted; "-" reads stdin);
 //   - a Chrome trace (PyTorch profiler / Kineto) through
-//     history.ImportChrome: its ops carry GPU durations only, so the CPU's
+//     trace.ImportChrome: its ops carry GPU durations only, so the CPU's
 //     come from -sim-cpu (by default sim:cpu2, said in the report) or
 //     -table; ops outside the op catalogue, which no backend here can
 //     run, are left out and summed by reason;

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/history"
 	"github.com/rs/zerolog"
 )
@@ -146,7 +147,7 @@ func sigintAt(op int64) (undo func()) {
 func storeHolds(t *testing.T, dir string) {
 	t.Helper()
 	db, err := history.Open(history.DefaultOptions(dir).WithLogger(zerolog.Nop()).
-		WithFingerprint(history.Fingerprint{Hash: "x", Desc: "x"}))
+		WithFingerprint(hardware.Fingerprint{Hash: "x", Desc: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestChromeLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := replayRun(t, "", "-sim-gpu", "h100", p)
-	if code != 1 || !strings.Contains(errs, "traceEvents[2] (kernel \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+	if code != 1 || !strings.Contains(errs, "traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, ":1:") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }
@@ -292,6 +293,42 @@ func TestDamagedDB(t *testing.T) {
 	}
 }
 
+// TestTableRefusals: -table refuses a FIFO with the way out, reads "-"
+// from stdin, and names the file of a table with more backends than the
+// scheduler takes.
+func TestTableRefusals(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "t.csv")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	code, _, errs := replayRun(t, "", "-table", fifo)
+	if code != 1 || !strings.Contains(errs, fifo+" is a pipe, not a regular file: pass it on stdin instead") {
+		t.Errorf("fifo: exit %d, stderr %q", code, errs)
+	}
+	code, out, errs := replayRun(t, readFile(t, "testdata/table.csv"), "-ops", "200", "-json", "-table", "-")
+	if code != 0 || !strings.Contains(out, `"oracle"`) {
+		t.Errorf("stdin: exit %d, stderr %q", code, errs)
+	}
+	wide := filepath.Join(dir, "wide.csv")
+	var b strings.Builder
+	b.WriteString("op,shape,backend,mean_us,std_us,n\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "MatMul,4x4;4x4,b%d,10,,\n", i)
+	}
+	if err := os.WriteFile(wide, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = replayRun(t, "", "-table", wide)
+	if code != 1 || !strings.Contains(errs, wide+": 300 backends, the scheduler takes at most 8") {
+		t.Errorf("wide: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = replayRun(t, "", "-table", "-", "-")
+	if code != 2 || !strings.Contains(errs, "both read stdin") {
+		t.Errorf("two stdins: exit %d, stderr %q", code, errs)
+	}
+}
+
 // TestBundledTracesReplay: every bundled Kineto trace replays with no
 // flag (exit 0): a trace that measures the GPU only gets the simulated
 // CPU model by default, and ops outside the op catalogue, which no
@@ -299,7 +336,7 @@ func TestDamagedDB(t *testing.T) {
 // left out is summed by reason in a few lines, not listed bucket by
 // bucket.
 func TestBundledTracesReplay(t *testing.T) {
-	traces, _ := filepath.Glob("../../history/testdata/traces/*.json.gz")
+	traces, _ := filepath.Glob("../../trace/testdata/traces/*.json.gz")
 	if len(traces) < 2 {
 		t.Fatalf("bundled traces %v: want 2", traces)
 	}
@@ -340,7 +377,7 @@ func TestTraceCommonDraws(t *testing.T) {
 	for _, args := range [][]string{
 		{"-max-excluded", "100", "testdata/small.jsonl"},
 		{"-sim-gpu", "h100", "-max-excluded", "100", "testdata/small.jsonl"},
-		{"../../history/testdata/traces/sampled_rank-0.json.gz"},
+		{"../../trace/testdata/traces/sampled_rank-0.json.gz"},
 	} {
 		for _, seed := range []string{"1", "2", "3"} {
 			rep := replayJSON(t, append([]string{"-seed", seed}, args...)...)

@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // defaultTrace is the trace replayed without arguments: a mixed-serving
-// run of the simulator recorded by history.Recorder (recordDefault;
+// run of the simulator recorded by trace.Recorder (recordDefault;
 // regenerate with go run ./cmd/replay -record-default
 // cmd/replay/testdata/default.jsonl.gz, or go test ./cmd/replay -rewrite).
 //
@@ -38,7 +38,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 	var table *sim.Table
 	if o.table != "" {
 		var err error
-		if table, err = loadTable(o.table, o.figures, stderr); err != nil {
+		if table, err = loadTable(o.table, o.figures, stdin, stderr); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -74,7 +74,7 @@ func replay(o options, stdin io.Reader, stderr io.Writer) (*Report, *plotData, e
 // or a Chrome trace, its header read. cleanup closes and removes what it
 // made.
 func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func(), error) {
-	ropts := history.ReaderOptions{SkipBad: o.skipBad}
+	ropts := trace.ReaderOptions{SkipBad: o.skipBad}
 	if o.input == "" {
 		if o.profile == "" {
 			o.profile = defaultGPUProfile
@@ -108,7 +108,7 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 }
 
 // openPath opens the trace file (or pipe) at path, called name.
-func openPath(o *options, path, name string, ropts history.ReaderOptions, prog *progress) (*traceInput, func(), error) {
+func openPath(o *options, path, name string, ropts trace.ReaderOptions, prog *progress) (*traceInput, func(), error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("replay: %w", err)
@@ -139,19 +139,19 @@ func openPath(o *options, path, name string, ropts history.ReaderOptions, prog *
 }
 
 // memoryTrace is a trace held in memory (the embedded default).
-func memoryTrace(name string, b []byte, ropts history.ReaderOptions) *traceInput {
+func memoryTrace(name string, b []byte, ropts trace.ReaderOptions) *traceInput {
 	return streamTrace(name, bytes.NewReader(b), ropts)
 }
 
 // streamTrace is an adaptsched trace read once from r.
-func streamTrace(name string, r io.Reader, ropts history.ReaderOptions) *traceInput {
+func streamTrace(name string, r io.Reader, ropts trace.ReaderOptions) *traceInput {
 	in := &traceInput{name: name}
 	in.open = func() (eventIter, error) {
 		if in.opened {
 			return nil, fmt.Errorf("replay: %s: the trace is read once", name)
 		}
 		in.opened = true
-		rd, err := history.NewReader(r, name, ropts)
+		rd, err := trace.NewReader(r, name, ropts)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +195,7 @@ func sniff(path string) (string, error) {
 	rb := bufio.NewReaderSize(r, 64<<10)
 	first, _ := rb.Peek(64 << 10)
 	first, _, _ = bytes.Cut(first, []byte("\n"))
-	if bytes.Contains(first, []byte(`"`+history.TraceFormat+`"`)) {
+	if bytes.Contains(first, []byte(`"`+trace.TraceFormat+`"`)) {
 		return "jsonl", nil
 	}
 	if hasTopKey(rb, "traceEvents") {

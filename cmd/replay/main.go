@@ -234,6 +234,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return fail("-workload replays the simulator: give it no TRACE")
 	case o.workload != "" && o.table != "":
 		return fail("-workload and -table are two workloads: give one")
+	case o.table == "-" && o.input == "-":
+		return fail("-table - and TRACE - both read stdin: give one of them as a file")
 	case len(o.figures) > 0 && o.table == "":
 		return fail("-figures gives a -table backend its figures: give -table")
 	}

@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/adaptsched/adaptsched/eval"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files and the embedded default trace")
@@ -529,7 +529,7 @@ func FuzzReplayParse(f *testing.F) {
 		if err := o.bandit.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		in := memoryTrace("fuzz", data, history.ReaderOptions{SkipBad: skipBad})
+		in := memoryTrace("fuzz", data, trace.ReaderOptions{SkipBad: skipBad})
 		if err := readHeader(in); err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz:") {
 				t.Fatalf("header error without the file's name: %v", err)

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/eval"
+	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/relay"
 )
 
 // buildPolicies returns the policies of o.policies, in that order, built
@@ -22,14 +28,14 @@ import (
 func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) float64, st *storeSetup) (ps []eval.Policy, done func() error, notes []string, err error) {
 	done = func() error { return nil }
 	cfg := adaptive.Config{Bandit: o.bandit, Seed: o.seed, Shards: 8}
-	var db interface{ Close() error }
+	var db *history.DB
 	if o.db != "" && slices.Contains(o.policies, "thompson") {
-		d, loaded, err := openStore(o, arms, st)
+		d, warm, err := openStore(o, arms, st)
 		if err != nil {
 			return nil, done, nil, err
 		}
-		cfg.Store, db = d, d
-		notes = append(notes, fmt.Sprintf("thompson warm-started from and saved to %s (%d posteriors loaded)", o.db, loaded))
+		cfg.Warm, db = warm, d
+		notes = append(notes, fmt.Sprintf("thompson warm-started from and saved to %s (%d posteriors loaded)", o.db, len(warm)))
 	}
 	all, err := eval.Policies(arms, truth, cfg)
 	if err != nil {
@@ -39,6 +45,10 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 		return nil, done, nil, fmt.Errorf("%w: %w", errInput, err)
 	}
 	th := all[0].(*eval.Thompson)
+	ro := relay.Options{}
+	if db != nil {
+		ro.Store = db
+	}
 	stopFleet := func() {}
 	if o.fleet.Enabled() {
 		logw := io.Discard
@@ -46,7 +56,9 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			logw = st.log
 		}
 		log := zerolog.New(zerolog.ConsoleWriter{Out: logw}).Level(zerolog.WarnLevel)
-		node, stop, err := o.fleet.Start(th.Scheduler(), fingerprint(arms, st), log)
+		ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // Ctrl-C while joining
+		node, stop, err := o.fleet.Start(ctx, fingerprint(arms, st), log)
+		stopSignals()
 		if err != nil {
 			th.Close()
 			if db != nil {
@@ -55,19 +67,39 @@ func buildPolicies(o *options, arms []eval.Arm, truth func(bucket, arm int) floa
 			return nil, done, nil, err
 		}
 		stopFleet = stop
-		fs := node.Stats()
-		notes = append(notes, fmt.Sprintf("thompson shares its evidence with the fleet (synced %v: %d other nodes, %d keys)", fs.Synced, fs.Nodes, fs.Keys))
+		if node == nil { // -fleet-optional, refused: logged
+			notes = append(notes, "the fleet refused this node (-fleet-optional): thompson runs alone")
+		} else {
+			ro.Fleet = node
+			fs := node.Stats()
+			notes = append(notes, fmt.Sprintf("thompson shares its evidence with the fleet (synced %v: %d other nodes, %d keys)", fs.Synced, fs.Nodes, fs.Keys))
+		}
+	}
+	closeRelay := func() error { return nil }
+	if ro.Store != nil || ro.Fleet != nil {
+		rl, err := relay.Start(th.Scheduler(), ro)
+		if err != nil {
+			stopFleet()
+			th.Close()
+			if db != nil {
+				db.Close()
+			}
+			return nil, done, nil, err
+		}
+		closeRelay = rl.Close
 	}
 	done = func() error {
-		stopFleet() // publishes what thompson learned
-		err := errors.Join(th.Err(), th.Close())
+		// thompson first: the relay's last round then takes what it
+		// learned to the store and the fleet, whose node publishes it.
+		err := errors.Join(th.Err(), th.Close(), closeRelay())
+		stopFleet()
 		if db != nil {
 			err = errors.Join(err, db.Close())
 		}
 		if err != nil && o.db != "" {
-			return fmt.Errorf("replay: -db %s: %w", o.db, err)
+			err = fmt.Errorf("replay: -db %s: %w", o.db, err)
 		}
-		return err
+		return errors.Join(err, o.fleet.Err()) // an authorisation refused while running
 	}
 	byName := map[string]eval.Policy{}
 	for _, p := range all {

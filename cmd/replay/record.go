@@ -12,8 +12,9 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/hardware"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // The embedded default trace: a mixed-serving run of Llama-3.2-1B on the
@@ -54,7 +55,7 @@ func (r *recorder) add(_ *eval.Task, arm int, us float64) {
 
 // defaultTraceBytes runs the simulator three times over the same
 // workload (everything on the GPU, everything on the CPU, and thompson)
-// and records thompson's run with history.Recorder: each op's backend and
+// and records thompson's run with trace.Recorder: each op's backend and
 // measured duration, plus, for a random defaultShadow of them, the
 // duration that the other run drew on the other backend as a shadow
 // measurement. Durations are kept to 0.01 µs, a timer's resolution. The
@@ -90,11 +91,11 @@ func defaultTraceBytes() ([]byte, error) {
 	infos := []backends.Info{arms[0].Profile.Info(), arms[1].Profile.Info()}
 	var buf bytes.Buffer
 	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	rec, err := history.NewRecorder(gz, history.Header{
+	rec, err := trace.NewRecorder(gz, trace.Header{
 		Created:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Fingerprint: history.FingerprintOf(infos).Hash,
+		Fingerprint: hardware.FingerprintOf(infos).Hash,
 		Backends:    infos,
-	}, history.RecorderOptions{Queue: defaultOps + 1})
+	}, trace.RecorderOptions{Queue: defaultOps + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func defaultTraceBytes() ([]byte, error) {
 			return nil, fmt.Errorf("replay: default trace: the workload ended at op %d", t)
 		}
 		a := int(th0.arm[t])
-		ev := history.EventOf(op.Spec)
+		ev := trace.EventOf(op.Spec)
 		ev.Seq, ev.Bucket, ev.Backend = int64(t), op.BucketName, infos[a].Name
 		ev.ActualUs = round(th0.us[t])
 		if r.Float64() < defaultShadow {

@@ -10,19 +10,19 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
-	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // maxArms is the most backends a replay compares: thompson's limit.
 const maxArms = adaptive.MaxBackends
 
-// eventIter is a stream of trace events: a history.Reader, or the ops of
+// eventIter is a stream of trace events: a trace.Reader, or the ops of
 // an imported Chrome trace.
 type eventIter interface {
-	// NextInto decodes the next event into e (history.Reader.NextInto):
+	// NextInto decodes the next event into e (trace.Reader.NextInto):
 	// e's slices and map are valid until the next call.
-	NextInto(e *history.Event) error
+	NextInto(e *trace.Event) error
 	Line() int
 	Skipped() int
 }
@@ -30,7 +30,7 @@ type eventIter interface {
 // traceInput is a trace to replay, read once.
 type traceInput struct {
 	name   string
-	header history.Header
+	header trace.Header
 	note   string // said in the report
 	// open returns the stream of events (an adaptsched trace's after its
 	// header, which it sets); it may be called once.

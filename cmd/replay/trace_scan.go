@@ -13,9 +13,10 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
-	"github.com/adaptsched/adaptsched/history"
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // welford accumulates a bucket's measurements on one backend: the sum of
@@ -92,7 +93,7 @@ type scanner struct {
 	spool   spool        // the events, decoded, for pass 2
 	meas    []measurement
 	key     []byte
-	ev      history.Event // the event just read, reused
+	ev      trace.Event // the event just read, reused
 	ops     int64
 	events  [maxArms]int64 // events naming each backend (as run or shadow)
 	bad     int            // events skipped for bad content (-skip-bad)
@@ -117,7 +118,7 @@ func (s *scanner) arm(name string, info *backends.Info) (int, error) {
 		return i, nil
 	}
 	if len(s.arms) == maxArms {
-		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %q)", errInput, s.in.name, maxArms, maxArms+1, name)
+		return 0, fmt.Errorf("%w: %s: more than %d backends (the %dth is %s)", errInput, s.in.name, maxArms, maxArms+1, input.Quote(name))
 	}
 	a := armInfo{name: name, tableCol: -1}
 	prof, _ := sim.LookupProfile(strings.TrimPrefix(name, "sim:"))
@@ -161,7 +162,7 @@ func defaultNominal(gpu bool, prof *sim.Profile) backends.Nominal {
 // appendKey appends what identifies e's op (and bucket) to b: strings
 // with their lengths, numbers in binary, so that distinct ops have
 // distinct keys and building one costs little (it runs per event).
-func appendKey(b []byte, e *history.Event) []byte {
+func appendKey(b []byte, e *trace.Event) []byte {
 	le := binary.LittleEndian
 	b = binary.AppendUvarint(b, uint64(len(e.Op)))
 	b = append(b, e.Op...)
@@ -193,7 +194,7 @@ func appendKey(b []byte, e *history.Event) []byte {
 
 // entry returns e's distinct op, creating it (and its bucket) on first
 // sight; an invalid op is an error.
-func (s *scanner) entry(e *history.Event) (*specEntry, error) {
+func (s *scanner) entry(e *trace.Event) (*specEntry, error) {
 	s.key = appendKey(s.key[:0], e)
 	if ent, ok := s.specs[string(s.key)]; ok {
 		return ent, nil
@@ -231,14 +232,14 @@ const maxUs = 1e12
 
 // checkDurations rejects durations no measurement can have. NaN (null)
 // and 0 mean "not measured".
-func checkDurations(e *history.Event) error {
+func checkDurations(e *trace.Event) error {
 	bad := func(us float64) bool { return us < 0 || us > maxUs }
 	if bad(e.ActualUs) {
 		return fmt.Errorf("actual_duration_us %v: want a duration in [0, %g] µs", e.ActualUs, maxUs)
 	}
 	for k, v := range e.Shadow {
 		if bad(v) {
-			return fmt.Errorf("shadow_us[%q] %v: want a duration in [0, %g] µs", k, v, maxUs)
+			return fmt.Errorf("shadow_us[%s] %v: want a duration in [0, %g] µs", input.Quote(k), v, maxUs)
 		}
 		if k == "" {
 			return errors.New("shadow_us with an empty backend name")
@@ -259,7 +260,7 @@ func badLine(in *traceInput, it eventIter, err error) error {
 
 // next returns the next event to replay and its op, skipping (with
 // -skip-bad) or rejecting bad ones; io.EOF at the end or at -ops.
-func (s *scanner) next(it eventIter, read *int64, bad *int) (*history.Event, *specEntry, error) {
+func (s *scanner) next(it eventIter, read *int64, bad *int) (*trace.Event, *specEntry, error) {
 	for {
 		if s.o.ops > 0 && *read >= int64(s.o.ops) {
 			return nil, nil, io.EOF

@@ -6,7 +6,7 @@
 // # Usage
 //
 //	log.Logger = clilog.New(os.Stderr, *logJSON, zerolog.WarnLevel)
-//	slog.SetDefault(clilog.Slog(log.Logger)) // the backends log through slog
+//	cfg.Logger = clilog.Slog(log.Logger) // the scheduler and executor log through slog
 package clilog
 
 import (

@@ -1,0 +1,292 @@
+// Package prior is the hierarchy of learned corrections behind the
+// scheduler's self-correcting priors (DESIGN.md § Priors). Buckets
+// publish, per arm, ρ = ln(measured / model); the hierarchy keeps the
+// published sums at four levels (an op family near a bucket's size, the
+// family at every size, the op class, every bucket) and estimates from
+// them the ratio an arm should have in a bucket, each level shrunk toward
+// the one above it, and how far the ratio varies between buckets.
+//
+// It takes what buckets published, never a bucket: the scheduler calls
+// it under a lock of its own (adaptive's engine), with each bucket's
+// publications as a slice.
+//
+// # Usage
+//
+//	var h prior.Hierarchy
+//	fam := &prior.Family{Class: kernels.Linear}
+//	h.Publish(fam, sizeClass, pubs, arm, old, now) // a bucket's milestone
+//	v := fam.View(n, sizeClass, pubs)              // what the family says, the bucket left out
+//	rho := h.ArmRho(arm, fam.Class, &v)
+package prior
+
+import (
+	"math"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// MaxArms bounds the arms of a bucket (adaptive.MaxBackends).
+const MaxArms = 8
+
+const (
+	// CorrectionMax caps a learned |ln(actual/predicted)|: a factor of
+	// about 1100.
+	CorrectionMax = 7.0
+	// shrinkWeight is the pseudo-weight, in buckets, of a level's parent
+	// in the hierarchy.
+	shrinkWeight = 1.0
+	// rhoVar is the variance across buckets, in ln², believed of a
+	// learned ratio until buckets measure it: a model can be off by 50×
+	// (e^3.9) for hardware it does not know, two standard deviations.
+	rhoVar = 4.0
+)
+
+// Published is what a bucket has told the hierarchy of one arm: ρ =
+// ln(mean measured / model), and whether it has said anything.
+type Published struct {
+	Rho float64
+	OK  bool
+}
+
+// Sums are the corrections of one level: per arm Σρ, Σρ² and count, per
+// ordered pair Σ(ρ_a − ρ_r), its squares and count.
+type Sums struct {
+	Arm, ArmSq   [MaxArms]float64
+	ArmN         [MaxArms]float64
+	Pair, PairSq [MaxArms][MaxArms]float64
+	PairN        [MaxArms][MaxArms]float64
+}
+
+// add folds a change of a bucket's arm a from old to now into l: the
+// arm's own sums, and each pair with another arm the bucket has
+// published (pubs).
+func (l *Sums) add(pubs []Published, a int, old, now Published) {
+	if old.OK {
+		l.Arm[a] -= old.Rho
+		l.ArmSq[a] -= old.Rho * old.Rho
+		l.ArmN[a]--
+	}
+	l.Arm[a] += now.Rho
+	l.ArmSq[a] += now.Rho * now.Rho
+	l.ArmN[a]++
+	for r, pr := range pubs {
+		if r == a || !pr.OK {
+			continue
+		}
+		if old.OK {
+			d := old.Rho - pr.Rho
+			l.Pair[a][r] -= d
+			l.Pair[r][a] += d
+			l.PairSq[a][r] -= d * d
+			l.PairSq[r][a] -= d * d
+			l.PairN[a][r]--
+			l.PairN[r][a]--
+		}
+		d := now.Rho - pr.Rho
+		l.Pair[a][r] += d
+		l.Pair[r][a] -= d
+		l.PairSq[a][r] += d * d
+		l.PairSq[r][a] += d * d
+		l.PairN[a][r]++
+		l.PairN[r][a]++
+	}
+}
+
+// Hierarchy holds the levels above the families: one per op class, and
+// all. It is not safe for concurrent use: its user locks it.
+type Hierarchy struct {
+	class [3]Sums
+	All   Sums
+}
+
+// Class returns the sums of op class c.
+func (h *Hierarchy) Class(c kernels.Class) *Sums { return &h.class[c%3] }
+
+// Family is one op family (an op and dtype at every size): what its
+// buckets published, per size class, and its op class.
+type Family struct {
+	Class kernels.Class
+	sums  []classSums
+}
+
+// classSums are a family's sums of one size class.
+type classSums struct {
+	class int
+	Sums
+}
+
+// sumsOf returns the family's sums of size class c, made on first use.
+func (f *Family) sumsOf(c int) *Sums {
+	for i := range f.sums {
+		if f.sums[i].class == c {
+			return &f.sums[i].Sums
+		}
+	}
+	f.sums = append(f.sums, classSums{class: c})
+	return &f.sums[len(f.sums)-1].Sums
+}
+
+// Publish folds a change of arm a, of a bucket of family f and size
+// class, from old to now into every level; pubs are the bucket's other
+// publications (pubs[a] is not read).
+func (h *Hierarchy) Publish(f *Family, class int, pubs []Published, a int, old, now Published) {
+	h.class[f.Class%3].add(pubs, a, old, now)
+	h.All.add(pubs, a, old, now)
+	f.sumsOf(class).add(pubs, a, old, now)
+}
+
+// View is what a bucket's family has published, at two levels: Near,
+// weighted by size distance to the bucket (2^(−Δclass/2)), and Op, every
+// size of the op at weight 1. Each holds per arm Σwρ, Σwρ² and Σw, per
+// pair Σw(ρ_a − ρ_r), its square and Σw, the bucket's own publications
+// left out.
+type View struct{ Near, Op ViewLevel }
+
+// ViewLevel is one level of a View.
+type ViewLevel struct {
+	Arm, ArmSq, ArmW    [MaxArms]float64
+	Pair, PairSq, PairW [MaxArms][MaxArms]float64
+}
+
+// add adds w times l's sums to v.
+func (v *ViewLevel) add(n int, w float64, l *Sums) {
+	for a := range n {
+		v.Arm[a] += w * l.Arm[a]
+		v.ArmSq[a] += w * l.ArmSq[a]
+		v.ArmW[a] += w * l.ArmN[a]
+		for r := range n {
+			v.Pair[a][r] += w * l.Pair[a][r]
+			v.PairSq[a][r] += w * l.PairSq[a][r]
+			v.PairW[a][r] += w * l.PairN[a][r]
+		}
+	}
+}
+
+// drop takes a bucket's own publications out of v, at weight 1 (its own
+// size class).
+func (v *ViewLevel) drop(pubs []Published) {
+	for a, pa := range pubs {
+		if !pa.OK {
+			continue
+		}
+		v.Arm[a] -= pa.Rho
+		v.ArmSq[a] -= pa.Rho * pa.Rho
+		v.ArmW[a]--
+		for r, pr := range pubs {
+			if r != a && pr.OK {
+				d := pa.Rho - pr.Rho
+				v.Pair[a][r] -= d
+				v.PairSq[a][r] -= d * d
+				v.PairW[a][r]--
+			}
+		}
+	}
+}
+
+// View returns the family's view from a bucket of size class whose own
+// publications are pubs (n arms).
+func (f *Family) View(class int, pubs []Published) View {
+	var v View
+	n := len(pubs)
+	for i := range f.sums {
+		cs := &f.sums[i]
+		v.Near.add(n, NeighbourWeight(class-cs.class), &cs.Sums)
+		v.Op.add(n, 1, &cs.Sums)
+	}
+	v.Near.drop(pubs)
+	v.Op.drop(pubs)
+	return v
+}
+
+// NeighbourWeight is the weight, in a bucket's View, of a bucket dc size
+// classes away: half per octave.
+func NeighbourWeight(dc int) float64 {
+	if dc < 0 {
+		dc = -dc
+	}
+	return math.Exp2(-float64(dc) / 2)
+}
+
+// shrink blends a level's sum s over weight w with its parent's estimate.
+func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }
+
+// Clamp bounds a ratio to ±CorrectionMax.
+func Clamp(x float64) float64 { return math.Max(-CorrectionMax, math.Min(CorrectionMax, x)) }
+
+// ArmRho is arm a's ratio from the family's buckets near the bucket's
+// size, shrunk toward the family's at every size, its op class's (cl),
+// every bucket's, and 0, the model's.
+func (h *Hierarchy) ArmRho(a int, cl *Sums, v *View) float64 {
+	all := &h.All
+	g := shrink(all.Arm[a], all.ArmN[a], 0)
+	g = shrink(cl.Arm[a], cl.ArmN[a], g)
+	g = shrink(v.Op.Arm[a], v.Op.ArmW[a], g)
+	return shrink(v.Near.Arm[a], v.Near.ArmW[a], g)
+}
+
+// OwnRho returns arm a's own ratio for a bucket: ArmRho, or what its
+// parent published of a when the bucket is a shape's (up, the parent's
+// publications; nil for a bucket).
+func (h *Hierarchy) OwnRho(a int, up []Published, cl *Sums, v *View) float64 {
+	own := h.ArmRho(a, cl, v)
+	if up != nil && up[a].OK {
+		own = up[a].Rho
+	}
+	return own
+}
+
+// PairRho returns the learned ratio ρ_a − ρ_r, clamped: every bucket's,
+// shrunk toward the difference of the two arms' own ratios (own is a's),
+// then the op class's, the family's at every size and near the bucket's,
+// and the parent's (up, when the bucket is a shape's).
+func (h *Hierarchy) PairRho(a, r int, own float64, up []Published, cl *Sums, v *View) float64 {
+	all := &h.All
+	d := shrink(all.Pair[a][r], all.PairN[a][r], own-h.ArmRho(r, cl, v))
+	d = shrink(cl.Pair[a][r], cl.PairN[a][r], d)
+	d = shrink(v.Op.Pair[a][r], v.Op.PairW[a][r], d)
+	d = shrink(v.Near.Pair[a][r], v.Near.PairW[a][r], d)
+	if up != nil && up[a].OK && up[r].OK {
+		d = shrink(up[a].Rho-up[r].Rho, 1, d)
+	}
+	return Clamp(d)
+}
+
+// level is one level's sums of a ratio: Σx, Σx² and their weight.
+type level struct{ sum, sq, w float64 }
+
+// spread returns the variance across buckets of a ratio, from the first
+// of levels (innermost first) with at least two buckets' weight, shrunk
+// toward rhoVar by one pseudo-bucket; rhoVar when none has. Estimates
+// are weighted by 1/spread (Cross): a ratio that differs from bucket to
+// bucket says little about one more bucket.
+func spread(levels ...level) float64 {
+	for _, l := range levels {
+		if l.w >= 2 {
+			ss := math.Max(l.sq-l.sum*l.sum/l.w, 0)
+			return (ss + rhoVar) / (l.w + 1)
+		}
+	}
+	return rhoVar
+}
+
+// ArmSpread is spread of arm a's own ratio.
+func (h *Hierarchy) ArmSpread(a int, cl *Sums, v *View) float64 {
+	all := &h.All
+	return spread(
+		level{v.Near.Arm[a], v.Near.ArmSq[a], v.Near.ArmW[a]},
+		level{v.Op.Arm[a], v.Op.ArmSq[a], v.Op.ArmW[a]},
+		level{cl.Arm[a], cl.ArmSq[a], cl.ArmN[a]},
+		level{all.Arm[a], all.ArmSq[a], all.ArmN[a]})
+}
+
+// PairSpread is spread of the learned ratio between arms a and r: from
+// the family's buckets near the bucket's size, the family's at every
+// size, its op class's, all.
+func (h *Hierarchy) PairSpread(a, r int, cl *Sums, v *View) float64 {
+	all := &h.All
+	return spread(
+		level{v.Near.Pair[a][r], v.Near.PairSq[a][r], v.Near.PairW[a][r]},
+		level{v.Op.Pair[a][r], v.Op.PairSq[a][r], v.Op.PairW[a][r]},
+		level{cl.Pair[a][r], cl.PairSq[a][r], cl.PairN[a][r]},
+		level{all.Pair[a][r], all.PairSq[a][r], all.PairN[a][r]})
+}

@@ -1,0 +1,61 @@
+package prior
+
+import (
+	"math"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// TestPublishReplaces: a bucket's arm that publishes again replaces its
+// earlier ratio in every level (sums, squares, counts, and the pairs
+// with the bucket's other arms), as if only the last had been published.
+func TestPublishReplaces(t *testing.T) {
+	var h, want Hierarchy
+	f, g := &Family{Class: kernels.Matrix}, &Family{Class: kernels.Matrix}
+	pubs := make([]Published, 2)
+	pubs[1] = Published{Rho: -0.5, OK: true}
+	h.Publish(f, 40, pubs, 1, Published{}, pubs[1])
+	want.Publish(g, 40, []Published{{}, pubs[1]}, 1, Published{}, pubs[1])
+	first := Published{Rho: 1.25, OK: true}
+	pubs[0] = first
+	h.Publish(f, 40, pubs, 0, Published{}, first)
+	last := Published{Rho: 0.75, OK: true}
+	pubs[0] = last
+	h.Publish(f, 40, pubs, 0, first, last)
+	want.Publish(g, 40, []Published{last, pubs[1]}, 0, Published{}, last)
+	if h.All != want.All || *h.Class(kernels.Matrix) != *want.Class(kernels.Matrix) || *f.sumsOf(40) != *g.sumsOf(40) {
+		t.Fatalf("after a second publication: %+v, want %+v", h.All, want.All)
+	}
+	if d := h.All.Pair[0][1]; math.Abs(d-1.25) > 1e-12 || h.All.PairN[0][1] != 1 || h.All.Pair[1][0] != -d {
+		t.Errorf("pair sums %v (n %v), want ρ0 − ρ1 = 1.25 once, antisymmetric", d, h.All.PairN[0][1])
+	}
+}
+
+// TestView: a family's view weights other size classes by half per
+// octave (2^(−Δclass/2), classes half an octave apart) and leaves the bucket's own publications out; the
+// estimates shrink each level toward the next by one pseudo-bucket.
+func TestView(t *testing.T) {
+	var h Hierarchy
+	f := &Family{Class: kernels.Matrix}
+	other := []Published{{Rho: 2, OK: true}}
+	h.Publish(f, 42, other, 0, Published{}, other[0]) // two half-octave classes away: weight 1/2
+	mine := []Published{{Rho: 1, OK: true}}
+	h.Publish(f, 40, mine, 0, Published{}, mine[0])
+	v := f.View(40, mine)
+	if v.Near.ArmW[0] != 0.5 || v.Near.Arm[0] != 1 || v.Op.ArmW[0] != 1 || v.Op.Arm[0] != 2 {
+		t.Fatalf("view %+v: want the other bucket alone, near at weight 1/2", v)
+	}
+	// all: (1+2 + 0)/(2+1) = 1; class: (3 + 1)/(2+1) = 4/3; op: (2 + 4/3)/2 = 5/3;
+	// near: (1 + 5/3)/(1.5) = 16/9.
+	if got := h.ArmRho(0, h.Class(kernels.Matrix), &v); math.Abs(got-16.0/9) > 1e-12 {
+		t.Errorf("ArmRho = %v, want 16/9", got)
+	}
+	if Clamp(100) != CorrectionMax || Clamp(-100) != -CorrectionMax || Clamp(0.5) != 0.5 {
+		t.Error("Clamp does not bound to ±CorrectionMax")
+	}
+	var empty View
+	if got := h.PairSpread(0, 1, h.Class(kernels.Matrix), &empty); got != rhoVar {
+		t.Errorf("spread with no pair measured: %v, want rhoVar", got)
+	}
+}

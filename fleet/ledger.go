@@ -1,0 +1,454 @@
+package fleet
+
+// The merge ledger: what this node learned and what every other node put,
+// summed per key. It is pure (no connection, no clock of its own, no
+// Scheduler): the Node feeds it the watched values and its Scheduler's
+// evidence, and takes from it the shards to publish and the totals to
+// fold in, so that the merge is tested without a server (ledger_test.go).
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
+)
+
+// ledger is one node's view of the fleet's evidence. Its methods are
+// called from one goroutine (the Node's loop).
+type ledger struct {
+	fingerprint, node string // this node's fingerprint hash and ID
+	nonce             uint64 // this process's, in the values it puts
+	prefix            string // "FINGERPRINT."
+
+	counts counts
+	synced bool
+	dec    decoder
+	val    value
+	local  map[learned.Key]bandit.Stats // the Scheduler's own evidence
+	own    [Shards]map[learned.Key]struct{}
+	dirty  [Shards]bool
+	putAt  [Shards]time.Time
+	nodes  map[string]int32 // other nodes, by index into contributions
+	// The keys with foreign evidence (or a baseline), numbered in order of
+	// first sight: their IDs index keys, contrib and marked.
+	ids     map[learned.Key]int32
+	keys    []learned.Key
+	contrib [][]contribution
+	held    int                     // keys with other nodes' evidence
+	seen    map[nodeShard]time.Time // when each other node's value was put
+	changed []int32                 // keys whose total changed, each once
+	marked  []bool
+	// aside are the peers set aside: their own evidence contradicted them
+	// (vet); their values are ignored from then on.
+	aside map[string]bool
+	// peerKeys counts each other node's records held, and shardKeys
+	// those of each of its values (limits).
+	peerKeys  map[int32]int
+	shardKeys map[nodeShard]int
+}
+
+// Limits on what other nodes may put, checked before their values are
+// decoded (bytes, nodes) or held (keys): a peer is untrusted. A value of
+// 10,000 buckets × 2 backends is about 16 KB, one shard's; a node holds
+// at most Shards values.
+const (
+	maxValueBytes = 256 << 10
+	maxPeers      = 64
+	maxPeerKeys   = 8192
+)
+
+// ErrLimit reports a value over the limits on what a peer may put.
+var ErrLimit = errors.New("fleet: over the limits on a peer's values")
+
+// errConflict is put's answer to a value under this node's ID that
+// another process put.
+var errConflict = errors.New("fleet: another process publishes under this node's ID")
+
+// counts is what the ledger counts of the values it is given (Stats).
+type counts struct {
+	Received, Malformed, Foreign, Expired, Conflicts uint64
+	Limited, SetAside                                uint64 // over the limits; from peers set aside
+}
+
+// contribution is one other node's evidence for a key.
+type contribution struct {
+	node int32
+	st   bandit.Stats
+}
+
+// nodeShard names one value of another node.
+type nodeShard struct {
+	node  int32
+	shard string
+}
+
+func newLedger(fingerprint, node string, nonce uint64) *ledger {
+	l := &ledger{
+		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".",
+		local: map[learned.Key]bandit.Stats{},
+		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
+		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardKeys: map[nodeShard]int{},
+	}
+	for i := range l.own {
+		l.own[i] = map[learned.Key]struct{}{}
+	}
+	return l
+}
+
+// sync records that every value put before the watch began has been
+// given (the watcher's nil entry). It reports whether it is the first.
+func (l *ledger) sync() bool {
+	if l.synced {
+		return false
+	}
+	l.synced = true
+	return true
+}
+
+// put applies a value put under key at created. A value that is not a
+// node's of this fingerprint, or does not decode, is skipped, counted,
+// and returned as an error saying why (errConflict: another process put
+// it under this node's ID); this node's own values of a previous run
+// become its baseline.
+func (l *ledger) put(key string, v []byte, created time.Time) error {
+	node, shard, err := l.parseKey(key)
+	if err != nil {
+		return err
+	}
+	if err := l.admit(node, v); err != nil {
+		return err
+	}
+	if err := l.decode(key, node, shard, v); err != nil {
+		l.counts.Malformed++
+		return err
+	}
+	if l.val.fingerprint != l.fingerprint {
+		l.counts.Foreign++
+		return fmt.Errorf("fleet: a value of other hardware (fingerprint %s)", l.val.fingerprint)
+	}
+	if node == l.node {
+		return l.putOwn()
+	}
+	return l.putOther(node, shard, created)
+}
+
+// admit refuses, before decoding, a value from a peer set aside, one of
+// more than maxValueBytes, and one from a node beyond maxPeers.
+func (l *ledger) admit(node string, v []byte) error {
+	switch _, known := l.nodes[node]; {
+	case node == l.node:
+	case l.aside[node]:
+		l.counts.SetAside++
+		return fmt.Errorf("fleet: a value of %s, set aside", node)
+	case !known && len(l.nodes) >= maxPeers:
+		l.counts.Limited++
+		return fmt.Errorf("%w: more than %d other nodes", ErrLimit, maxPeers)
+	}
+	if len(v) > maxValueBytes {
+		l.counts.Limited++
+		return fmt.Errorf("%w: a value of %d bytes, more than %d", ErrLimit, len(v), maxValueBytes)
+	}
+	return nil
+}
+
+// parseKey splits a watched key into its node and shard, counting a key
+// that is not a node's as malformed.
+func (l *ledger) parseKey(key string) (node, shard string, err error) {
+	rest, ok := strings.CutPrefix(key, l.prefix)
+	node, shard, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || !idRE.MatchString(node) || strings.Contains(shard, ".") {
+		l.counts.Malformed++
+		return "", "", fmt.Errorf("%w: key %q is not a node's", ErrMalformed, key)
+	}
+	return node, shard, nil
+}
+
+// decode decodes v into l.val and checks it against its key.
+func (l *ledger) decode(key, node, shard string, v []byte) error {
+	err := l.dec.decode(v, &l.val)
+	if err == nil && l.val.node != node {
+		err = fmt.Errorf("%w: node %q under key %q", ErrMalformed, l.val.node, key)
+	}
+	if err == nil {
+		err = checkShard(shard, l.val.recs)
+	}
+	return err
+}
+
+// putOwn applies a value under this node's ID (in l.val): this
+// process's own is ignored, and any other is never adopted, since anyone
+// who can write to the bucket can write it. One there before the sync is
+// most likely this node's previous run (its evidence is in its store,
+// and its next put replaces it); one after is another process using the
+// ID, a conflict.
+func (l *ledger) putOwn() error {
+	switch {
+	case l.val.nonce == l.nonce, !l.synced:
+	default:
+		l.counts.Conflicts++
+		return errConflict
+	}
+	return nil
+}
+
+// putOther applies another node's value of shard (in l.val), unless it
+// would hold more than maxPeerKeys of the node's records.
+func (l *ledger) putOther(node, shard string, created time.Time) error {
+	idx, ok := l.nodes[node]
+	if !ok {
+		idx = int32(len(l.nodes))
+		l.nodes[node] = idx
+	}
+	ns := nodeShard{idx, shard}
+	if keys := l.peerKeys[idx] - l.shardKeys[ns] + len(l.val.recs); keys > maxPeerKeys {
+		l.counts.Limited++
+		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, maxPeerKeys)
+	}
+	l.peerKeys[idx] += len(l.val.recs) - l.shardKeys[ns]
+	l.shardKeys[ns] = len(l.val.recs)
+	// Before a node's first value of a shard it holds nothing of that
+	// shard's keys (checkShard): no need to search for its contribution.
+	_, known := l.seen[nodeShard{idx, shard}]
+	for _, r := range l.val.recs {
+		id := l.id(r.key)
+		cs := l.contrib[id]
+		i := len(cs)
+		if known {
+			i = 0
+			for i < len(cs) && cs[i].node != idx {
+				i++
+			}
+		}
+		if i == len(cs) {
+			if len(cs) == 0 {
+				l.held++
+			}
+			l.contrib[id] = append(cs, contribution{node: idx, st: r.st})
+		} else {
+			cs[i].st = r.st
+		}
+		l.change(id)
+	}
+	l.seen[nodeShard{idx, shard}] = created
+	l.counts.Received++
+	return nil
+}
+
+// remove applies the deletion of key: another node's value leaves. A key
+// that is not a node's is counted as malformed, and returned as an error.
+func (l *ledger) remove(key string) error {
+	node, shard, err := l.parseKey(key)
+	if err == nil && node != l.node {
+		l.drop(nodeShard{l.nodes[node], shard}, node)
+	}
+	return err
+}
+
+// checkShard reports records that do not belong in the shard named
+// shard ("sNN"): a node's contributions are found by shard.
+func checkShard(shard string, recs []record) error {
+	var s int
+	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s >= Shards {
+		return fmt.Errorf("%w: shard %q", ErrMalformed, shard)
+	}
+	for _, r := range recs {
+		if shardOf(r.key.Bucket) != s {
+			return fmt.Errorf("%w: %s in shard %q", ErrMalformed, r.key.Bucket, shard)
+		}
+	}
+	return nil
+}
+
+// id returns k's ID, numbering it on first sight.
+func (l *ledger) id(k learned.Key) int32 {
+	id, ok := l.ids[k]
+	if !ok {
+		id = int32(len(l.keys))
+		l.ids[k] = id
+		l.keys = append(l.keys, k)
+		l.contrib = append(l.contrib, nil)
+		l.marked = append(l.marked, false)
+	}
+	return id
+}
+
+// change marks key id's total to be folded again.
+func (l *ledger) change(id int32) {
+	if !l.marked[id] {
+		l.marked[id] = true
+		l.changed = append(l.changed, id)
+	}
+}
+
+// drop removes another node's value ns (deleted, or aged out).
+func (l *ledger) drop(ns nodeShard, node string) {
+	if _, ok := l.nodes[node]; !ok {
+		return
+	}
+	delete(l.seen, ns)
+	l.peerKeys[ns.node] -= l.shardKeys[ns]
+	delete(l.shardKeys, ns)
+	for id, cs := range l.contrib {
+		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(l.keys[id].Bucket)) != ns.shard {
+			continue
+		}
+		for i := range cs {
+			if cs[i].node == ns.node {
+				l.contrib[id] = append(cs[:i], cs[i+1:]...)
+				l.change(int32(id))
+				if len(cs) == 1 {
+					l.held--
+				}
+				break
+			}
+		}
+	}
+}
+
+// expire drops the other nodes' values put more than maxAge before now:
+// a departed node's evidence ages out here as its values do in the
+// bucket (where nats-server 2.9 deletes them without telling the
+// watchers).
+func (l *ledger) expire(now time.Time, maxAge time.Duration) {
+	for ns, at := range l.seen {
+		if now.Sub(at) > maxAge {
+			for name, idx := range l.nodes {
+				if idx == ns.node {
+					l.drop(ns, name)
+					break
+				}
+			}
+			l.counts.Expired++
+		}
+	}
+}
+
+// totals appends to dst the new totals of the keys that changed since
+// the last call (each key's evidence from elsewhere: every other node's
+// not set aside), and forgets that they changed.
+func (l *ledger) totals(dst []learned.Foreign) []learned.Foreign {
+	for _, id := range l.changed {
+		k := l.keys[id]
+		var t bandit.Stats
+		for _, c := range l.contrib[id] {
+			t = t.Add(c.st)
+		}
+		dst = append(dst, learned.Foreign{Key: k, Stats: t})
+		l.marked[id] = false
+	}
+	l.changed = l.changed[:0]
+	return dst
+}
+
+// learned records the Scheduler's own evidence for k, all of it: its
+// shard is published again.
+func (l *ledger) learned(k learned.Key, own bandit.Stats) {
+	l.local[k] = own
+	s := shardOf(k.Bucket)
+	l.own[s][k] = struct{}{}
+	l.dirty[s] = true
+}
+
+// republish marks every shard this node holds evidence in to be put
+// again (a new bucket, or one that may have lost its values).
+func (l *ledger) republish() {
+	for i := range l.dirty {
+		l.dirty[i] = len(l.own[i]) > 0
+	}
+}
+
+// due reports whether shard s is to be put at now: it changed, or its
+// value would age out (maxAge) before the next chance.
+func (l *ledger) due(s int, now time.Time, maxAge time.Duration) bool {
+	return len(l.own[s]) > 0 && (l.dirty[s] || now.Sub(l.putAt[s]) >= maxAge/4)
+}
+
+// encode appends to dst the value of shard s: this node's own evidence
+// (what its Scheduler learned, with what it loaded from its store) for
+// every key of the shard.
+func (l *ledger) encode(dst []byte, s int) []byte {
+	l.val = value{fingerprint: l.fingerprint, node: l.node, nonce: l.nonce, recs: l.val.recs[:0]}
+	for k := range l.own[s] {
+		l.val.recs = append(l.val.recs, record{key: k, st: l.local[k]})
+	}
+	return appendValue(dst, &l.val)
+}
+
+// published records that shard s was put at now.
+func (l *ledger) published(s int, now time.Time) {
+	l.dirty[s], l.putAt[s] = false, now
+}
+
+// nodesLive counts the other nodes with a value held.
+func (l *ledger) nodesLive() int {
+	live := map[int32]bool{}
+	for ns := range l.seen {
+		live[ns.node] = true
+	}
+	return len(live)
+}
+
+// vet sets aside every peer whose evidence this node's own contradicts,
+// and returns their names and the ratio of their durations to this
+// node's: over the keys where both have evidence, the mean difference of
+// ln µs (each clamped to ±ln 10, so that one key cannot decide) is more
+// than ln 3 once at least verifyKeys keys or 3 own observations are in
+// (the Scheduler's own check, adaptive's verify.go, on the same terms).
+// A peer set aside loses every contribution, and its later values are
+// ignored.
+func (l *ledger) vet() (names []string, ratios []float64) {
+	type acc struct{ sum, n, own float64 }
+	per := map[int32]*acc{}
+	for id, cs := range l.contrib {
+		own := l.local[l.keys[id]]
+		if own.N <= 0 {
+			continue
+		}
+		for _, c := range cs {
+			if c.st.N <= 0 {
+				continue
+			}
+			a := per[c.node]
+			if a == nil {
+				a = &acc{}
+				per[c.node] = a
+			}
+			a.sum += max(-vetClamp, min(vetClamp, own.Sum/own.N-c.st.Sum/c.st.N))
+			a.n++
+			a.own += own.N
+		}
+	}
+	for name, idx := range l.nodes {
+		a := per[idx]
+		if a == nil || l.aside[name] || a.n < vetKeys && a.own < 3 {
+			continue
+		}
+		if mean := a.sum / a.n; math.Abs(mean) > math.Log(vetRatio) {
+			l.setAside(name, idx)
+			names, ratios = append(names, name), append(ratios, math.Exp(-mean))
+		}
+	}
+	return names, ratios
+}
+
+// The terms of vet.
+const (
+	vetKeys  = 3
+	vetRatio = 3.0
+	vetClamp = 2.302585092994046 // ln 10
+)
+
+// setAside drops every value of peer name (index idx) and ignores its
+// later ones.
+func (l *ledger) setAside(name string, idx int32) {
+	l.aside[name] = true
+	for ns := range l.seen {
+		if ns.node == idx {
+			l.drop(ns, name)
+		}
+	}
+}

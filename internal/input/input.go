@@ -1,0 +1,74 @@
+// Package input holds what every reader of a user's file shares: it reads
+// regular files only, and it quotes a bad field in an error at a bounded
+// length.
+//
+// # Usage
+//
+//	st, err := os.Stat(path)
+//	if err != nil { ... }
+//	if err := input.Regular(path, st.Mode()); err != nil {
+//		return err // "p is a pipe, not a regular file: pass it on stdin instead (- < p)"
+//	}
+//	return fmt.Errorf("%s:%d: unknown op %s", name, line, input.Quote(op))
+package input
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxQuote is how many characters of a field an error quotes: a field of
+// a 100 MB line would otherwise make a 100 MB error line.
+const MaxQuote = 80
+
+// ErrNotRegular is wrapped by Regular's error.
+var ErrNotRegular = errors.New("not a regular file")
+
+// Quote returns s quoted as strconv.Quote does, cut to its first MaxQuote
+// characters with "…" and its full length in bytes after the quotes when
+// longer.
+func Quote(s string) string {
+	if utf8.RuneCountInString(s) <= MaxQuote {
+		return strconv.Quote(s)
+	}
+	cut, n := 0, 0
+	for i := range s {
+		if n == MaxQuote {
+			cut = i
+			break
+		}
+		n++
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// Regular returns nil for a regular file's mode, and otherwise an error
+// wrapping ErrNotRegular that names path, what it is, and the way out: a
+// FIFO blocks until a writer comes and a device (/dev/zero) never ends,
+// while stdin ("-") is read once and kept by the readers that take it.
+func Regular(path string, mode fs.FileMode) error {
+	if mode.IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s is %s, %w: pass it on stdin instead (- < %s)", path, kindOf(mode), ErrNotRegular, path)
+}
+
+// kindOf names a file mode's type for a person.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a plain file"
+}

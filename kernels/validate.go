@@ -1,0 +1,156 @@
+package kernels
+
+// The shape rules of each op (Spec.Validate), one function per op that
+// has any.
+
+// validateShapes checks s's shapes against its op's rules, then its
+// params.
+func (s Spec) validateShapes() error {
+	var err error
+	switch s.Op {
+	case MatMul:
+		err = s.checkMatMul()
+	case QuantizedMatMul:
+		err = s.checkQuantizedMatMul()
+	case Dequantize, Copy:
+		if s.DType.Quantized() && s.last(0)%QK != 0 {
+			err = specErr(s.Op, 0, "last dimension %d is not a multiple of the %v block (%d)", s.last(0), s.DType, QK)
+		}
+	case Attention:
+		err = s.checkAttention()
+	case Add, Mul:
+		a, b := s.In[0], s.In[1]
+		if len(b) > len(a) || !Shape(a[len(a)-len(b):]).Equal(b) {
+			err = specErr(s.Op, 1, "shape %v neither equals nor broadcasts to input 0's %v", b, a)
+		}
+	case SwiGLU:
+		if !s.In[0].Equal(s.In[1]) {
+			err = specErr(s.Op, 1, "shape %v does not match input 0's %v", s.In[1], s.In[0])
+		}
+	case RMSNorm, LayerNorm:
+		err = s.checkNorm()
+	case RoPE:
+		err = s.checkRoPE()
+	case Transpose:
+		err = s.rank(0, 2, MaxRank)
+	}
+	if err != nil {
+		return err
+	}
+	return s.checkParams()
+}
+
+// rank checks that input i has rank lo to hi.
+func (s Spec) rank(i, lo, hi int) error {
+	if r := len(s.In[i]); r < lo || r > hi {
+		if lo == hi {
+			return specErr(s.Op, i, "rank %d, want %d", r, lo)
+		}
+		return specErr(s.Op, i, "rank %d, want %d to %d", r, lo, hi)
+	}
+	return nil
+}
+
+// last returns input i's last dimension.
+func (s Spec) last(i int) int { return s.In[i][len(s.In[i])-1] }
+
+// checkMatMul: ranks 2 or 3, inner dimensions and batches that match.
+func (s Spec) checkMatMul() error {
+	if err := s.rank(0, 2, 3); err != nil {
+		return err
+	}
+	if err := s.rank(1, 2, 3); err != nil {
+		return err
+	}
+	a, b := s.In[0], s.In[1]
+	k := a[len(a)-1]
+	if kb := b[len(b)-2]; kb != k {
+		return specErr(s.Op, 1, "inner dimension %d does not match input 0's %d", kb, k)
+	}
+	if len(b) == 3 && (len(a) != 3 || a[0] != b[0]) {
+		return specErr(s.Op, 1, "batch dimension %d does not match input 0 (%v)", b[0], a)
+	}
+	return nil
+}
+
+// checkQuantizedMatMul: a [N, K] weight whose K matches the activations'
+// and is a whole number of blocks.
+func (s Spec) checkQuantizedMatMul() error {
+	if err := s.rank(0, 2, 3); err != nil {
+		return err
+	}
+	if err := s.rank(1, 2, 2); err != nil {
+		return err
+	}
+	k := s.last(0)
+	if s.In[1][1] != k {
+		return specErr(s.Op, 1, "inner dimension %d does not match input 0's %d", s.In[1][1], k)
+	}
+	if k%QK != 0 {
+		return specErr(s.Op, 1, "inner dimension %d is not a multiple of the %v block (%d)", k, s.DType, QK)
+	}
+	return nil
+}
+
+// checkAttention: rank-4 queries, keys and values, keys shaped as
+// values, matching batch and head dimension, KV heads dividing query
+// heads, and no more queries than keys when causal.
+func (s Spec) checkAttention() error {
+	for i := range 3 {
+		if err := s.rank(i, 4, 4); err != nil {
+			return err
+		}
+	}
+	q, k, v := s.In[0], s.In[1], s.In[2]
+	switch {
+	case !k.Equal(v):
+		return specErr(s.Op, 2, "shape %v does not match keys %v", v, k)
+	case k[0] != q[0]:
+		return specErr(s.Op, 1, "batch dimension %d does not match queries' %d", k[0], q[0])
+	case k[3] != q[3]:
+		return specErr(s.Op, 1, "head dimension %d does not match queries' %d", k[3], q[3])
+	case q[1]%k[1] != 0:
+		return specErr(s.Op, 1, "%d KV heads do not divide %d query heads", k[1], q[1])
+	case s.Params.Causal && q[2] > k[2]:
+		return specErr(s.Op, 0, "causal: %d queries exceed %d keys", q[2], k[2])
+	}
+	return nil
+}
+
+// checkNorm: every input after the first is a vector of input 0's last
+// dimension.
+func (s Spec) checkNorm() error {
+	for i := 1; i < len(s.In); i++ {
+		if len(s.In[i]) != 1 || s.In[i][0] != s.last(0) {
+			return specErr(s.Op, i, "shape %v, want [%d] (input 0's last dimension)", s.In[i], s.last(0))
+		}
+	}
+	return nil
+}
+
+// checkRoPE: rank 3 or 4, an even head dimension, a position not
+// negative.
+func (s Spec) checkRoPE() error {
+	if err := s.rank(0, 3, 4); err != nil {
+		return err
+	}
+	if s.last(0)%2 != 0 {
+		return specErr(s.Op, 0, "head dimension %d is odd", s.last(0))
+	}
+	if s.Params.Pos < 0 {
+		return specErr(s.Op, -1, "position %d is negative", s.Params.Pos)
+	}
+	return nil
+}
+
+// checkParams: finite params, eps and rope base not negative, an opaque
+// op's work not negative.
+func (s Spec) checkParams() error {
+	if p := s.Params; isBad(p.Scale) || isBad(p.Eps) || isBad(p.RopeBase) || p.Eps < 0 || p.RopeBase < 0 {
+		return specErr(s.Op, -1, "params must be finite and eps, rope base non-negative")
+	}
+	if s.Op == Opaque && (s.Params.FLOPs < 0 || s.Params.Bytes < 0) {
+		return specErr(s.Op, -1, "negative work (flops %d, bytes %d)", s.Params.FLOPs, s.Params.Bytes)
+	}
+	return nil
+}
