@@ -19,15 +19,15 @@ type EnvOptions struct {
 	// run ends there (Ctrl-C in replay) and its Result covers the ops run
 	// so far, against the oracle's cost of those ops.
 	Stop func() bool
-	// Seed draws the durations that OracleUs and Truth report before the
-	// first Run (Run redraws for its own seed).
-	Seed uint64
 	// Model is the execution model runs are timed under (default
 	// sim.Serial, the model before queues): under Async and Synchronous
 	// an op's duration is the time it occupies its device
 	// (sim.Arm.TruthIn), and Result.MakespanUs is the run's critical
 	// path on a sim.Timeline; thompson is told each arm's queue wait.
 	Model sim.ExecModel
+	// Seed draws the durations that OracleUs and Truth report before the
+	// first Run (Run redraws for its own seed).
+	Seed uint64
 }
 
 // Env is a workload materialised against a set of arms, with everything
@@ -88,17 +88,16 @@ type Env struct {
 	oShare        []int64
 	oBucket       [][]int64 // [bucket][arm] oracle decisions
 	cur           int64     // op being run, for Truth
+	// afters are the distinct sim.Op.After lists (afters[0] = nil), found
+	// by their first element's address: an opRec keeps an index.
+	afters  [][]int
+	afterOf map[*int]int32
 	// noise[t·arms + a] is op t's drawn multiplicative noise on arm a for
 	// drawSeed (draw).
 	noise    []float64
 	drawSeed uint64
 	drawn    bool
 	warms    bool // some arm's first run of a kernel is slower (WarmupFactor > 1)
-	// afters are the distinct sim.Op.After lists, afters[0] = nil (the op
-	// before), so that an opRec stays small; afterOf finds them by their
-	// first element's address (a workload's ops share their step's lists).
-	afters  [][]int
-	afterOf map[*int]int32
 }
 
 type opRec struct {
@@ -306,13 +305,11 @@ type Result struct {
 	// OracleUs and the figures above cover the ops run (the oracle's
 	// shares and per-bucket decisions still cover the whole workload).
 	Stopped bool
-	// Model is the execution model the run was timed under
-	// (EnvOptions.Model). MakespanUs is its time on a sim.Timeline, the
-	// critical path (TotalUs, up to rounding, under sim.Serial); BoundUs
-	// the least time of its placement: the largest of the host's issue
-	// time IssueUs and each arm's busy time BusyUs. SyncUs is the host's
-	// time in synchronisation. Steps counts the ops the host waited for
-	// (sim.Op.HostWait): a decode's tokens are Steps × its batch.
+	// The run as timed under EnvOptions.Model (eval/clock.go): its
+	// makespan (TotalUs under sim.Serial), its placement's bound (the
+	// most of the host's IssueUs and each arm's BusyUs), the host's time
+	// synchronising, and Steps, the ops the host waited for (a decode's
+	// tokens are Steps × its batch).
 	Model                                sim.ExecModel
 	MakespanUs, BoundUs, IssueUs, SyncUs float64
 	BusyUs                               []float64

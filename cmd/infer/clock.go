@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -39,8 +37,9 @@ func (c modelClock) read() sim.TimelineStats {
 // simulated ("sim:<profile>") they share one sim.Timeline of model x and
 // are handed to the Executor as they are, so that it sees their queues;
 // otherwise each is wrapped to meter its reported durations, the only
-// modelled time there is.
-func openBackends(list string, x sim.ExecModel, logger zerolog.Logger) ([]backends.Backend, []backends.Info, modelClock, error) {
+// modelled time there is. opened is told of each backend as it opens,
+// unwrapped.
+func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) ([]backends.Backend, []backends.Info, modelClock, error) {
 	names := strings.Split(list, ",")
 	allSim := true
 	for i, n := range names {
@@ -70,10 +69,8 @@ func openBackends(list string, x sim.ExecModel, logger zerolog.Logger) ([]backen
 		if err != nil {
 			return fail(err)
 		}
+		opened(b)
 		infos = append(infos, b.Info())
-		if bl, ok := b.(interface{ BLAS() string }); ok {
-			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
-		}
 		if !allSim {
 			b = meter(b, clock.busy)
 		}

@@ -93,6 +93,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
+	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/fleet"
@@ -293,7 +294,11 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	logger := clilog.New(stderr, o.logJSON, level)
 	log.Logger = logger
-	bes, infos, clock, err := openBackends(o.backends, o.execModel, logger)
+	bes, infos, clock, err := openBackends(o.backends, o.execModel, func(b backends.Backend) {
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
+	})
 	if err != nil {
 		return err
 	}

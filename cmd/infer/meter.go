@@ -10,54 +10,53 @@ import (
 )
 
 // meter wraps b to sum the durations it reports into ns, keeping the
-// optional capabilities the Executor looks for: a backend that queues
-// work (backends.Queuer) stays one, its timings counted when its events
-// report them, and so does one that shares hardware
-// (backends.HardwareGroup) among those that queue. A HardwareGroup
-// without Queuer is not forwarded (no backend has that pair).
-//
-// backends.Calibrator is kept too: without it the Scheduler would give a
-// CPU the default figures instead of calibrating it (calibration's own
-// runs are not metered).
+// optional capabilities the Scheduler and the Executor look for:
+// backends.Calibrator (without it a CPU would get the default figures
+// instead of its calibration; calibration's own runs are not metered),
+// backends.Queuer (its timings counted when its events report them) and,
+// on a backend that queues, backends.HardwareGroup (cpu and cpu1 keep
+// sharing their cores). A HardwareGroup without Queuer is not forwarded:
+// no backend has that pair.
 func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
 	m := metered{Backend: b, ns: ns}
-	c, calibrates := b.(backends.Calibrator)
-	q, ok := b.(backends.Queuer)
-	if !ok {
-		if calibrates {
+	c, isC := b.(backends.Calibrator)
+	q, isQ := b.(backends.Queuer)
+	if !isQ {
+		if isC {
 			return calibratedMeter{m, c}
 		}
 		return m
 	}
 	mq := meteredQueue{metered: m, q: q}
-	if g, ok := b.(backends.HardwareGroup); ok {
-		if calibrates {
-			return calibratedGroup{meteredGroup{meteredQueue: mq, g: g}, c}
-		}
-		return meteredGroup{meteredQueue: mq, g: g}
-	}
-	if calibrates {
+	g, isG := b.(backends.HardwareGroup)
+	switch {
+	case isG && isC:
+		return calibratedGroup{meteredGroup{mq, g}, c}
+	case isG:
+		return meteredGroup{mq, g}
+	case isC:
 		return calibratedQueue{mq, c}
 	}
 	return mq
 }
 
-// calibratedMeter, calibratedQueue and calibratedGroup are metered,
-// meteredQueue and meteredGroup over a backend that calibrates itself.
-type (
-	calibratedMeter struct {
-		metered
-		backends.Calibrator
-	}
-	calibratedQueue struct {
-		meteredQueue
-		backends.Calibrator
-	}
-	calibratedGroup struct {
-		meteredGroup
-		backends.Calibrator
-	}
-)
+// calibratedMeter is metered over a backend that calibrates itself.
+type calibratedMeter struct {
+	metered
+	backends.Calibrator
+}
+
+// calibratedQueue is meteredQueue over a backend that calibrates itself.
+type calibratedQueue struct {
+	meteredQueue
+	backends.Calibrator
+}
+
+// calibratedGroup is meteredGroup over a backend that calibrates itself.
+type calibratedGroup struct {
+	meteredGroup
+	backends.Calibrator
+}
 
 // meteredQueue is metered for a backend that queues work.
 type meteredQueue struct {

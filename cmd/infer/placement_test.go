@@ -285,6 +285,12 @@ func TestMeterKeepsCalibrator(t *testing.T) {
 	if _, ok := m.(backends.HostMapper); !ok {
 		t.Fatal("the metered CPU backend is not a backends.HostMapper")
 	}
+	if _, ok := m.(backends.Queuer); !ok {
+		t.Fatal("the metered CPU backend is not a backends.Queuer")
+	}
+	if g, ok := m.(backends.HardwareGroup); !ok || g.HardwareGroup() != b.HardwareGroup() {
+		t.Fatal("the metered CPU backend lost its hardware group")
+	}
 	if n, err := c.Calibrate(); err != nil || !(n.GFLOPS > 0) {
 		t.Fatalf("Calibrate through the meter: %+v, %v", n, err)
 	}

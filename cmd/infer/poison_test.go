@@ -25,9 +25,12 @@ import (
 
 // poisonModel is the poisoning experiment's decoder on sim:h100 and
 // sim:cpu2: one block of the default model's width, where the GPU runs
-// about half the ops alone.
+// about half the ops alone. It runs the model before queues (-exec
+// serial), on which its 3% bound was set: on the async model, through
+// the synchronous Executor, the e^12 µs claim cost 3.6%.
 var poisonModel = []string{"-backends", "sim:h100,sim:cpu2", "-tokens", "24", "-batch", "1", "-requests", "2", "-prompt", "4",
-	"-dim", "768", "-layers", "1", "-heads", "12", "-kv-heads", "4", "-ffn", "2048", "-vocab", "4000", "-ctx", "64", "-json"}
+	"-dim", "768", "-layers", "1", "-heads", "12", "-kv-heads", "4", "-ffn", "2048", "-vocab", "4000", "-ctx", "64", "-json",
+	"-exec", "serial"}
 
 // TestPoisonedPeer is the poisoning experiment through an
 // embedded server: a peer, mallory, claims the GPU takes 403 µs

@@ -50,7 +50,7 @@
 // replayed: a trace records only the transfer of the backend chosen.
 // Simulator workloads and perf tables run through eval.Env instead, which
 // moves each op's activation from where the op it reads ran and charges
-// the copies, also on common draws. -exec picks their execution model (sim.ExecModel): async,
+// the copies, on common draws. -exec picks their execution model (sim.ExecModel): async,
 // the default for -workload, queues work on the simulated devices and
 // reports each policy's makespan (the critical path) and its bound beside
 // the summed total; thompson is told each device's queue wait. serial,
