@@ -48,6 +48,10 @@ var launchCosts = map[string]launchCost{
 	"igpu":      {issue: 6, gap: 5, sync: 10},
 	"cpu2":      {issue: 0.44, gap: 2, sync: 0},
 	"cpu64":     {issue: 0.44, gap: 8, sync: 0},
+	"pcie3x8":   {issue: 5, gap: 5, sync: 11.6},
+	"pcie4x16":  {issue: 5, gap: 5, sync: 11.6},
+	"pcie5x16":  {issue: 5, gap: 5, sync: 11.6},
+	"desktop16": {issue: 0.44, gap: 4, sync: 0},
 }
 
 func init() {

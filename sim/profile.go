@@ -143,6 +143,44 @@ var profiles = []Profile{
 		Sigma: 0.1, SpikeProb: 0.003, SpikeFactor: 8, WarmupFactor: 4,
 	},
 	{
+		// The offload profiles: consumer GPUs on the links people have,
+		// each with its card's memory, beside a desktop CPU (desktop16).
+		// PCIe effective bandwidth: 8 GT/s × 128b/130b per lane for PCIe
+		// 3.0 (7.88 GB/s raw at x8), 16 GT/s for 4.0 (31.5 GB/s at x16),
+		// 32 GT/s for 5.0 (63 GB/s at x16) (PCI-SIG specifications); pinned
+		// host→device copies reach about 80% of raw (TLP and DMA overhead),
+		// as bandwidthTest-style measurements of such cards report.
+		// NVIDIA GeForce RTX 3090 (nvidia.com RTX 3090 specifications and
+		// the GA102 whitepaper): 35.6 TFLOP/s FP32, 936 GB/s GDDR6X, 24 GB;
+		// in a PCIe 3.0 slot running at x8 (a second slot, or an older
+		// board): 6.3 GB/s achieved.
+		Name: "pcie3x8", Kind: backends.GPU, Model: "NVIDIA GeForce RTX 3090 (PCIe 3.0 x8)", Arch: "sm_86", Memory: 24 << 30,
+		Nominal:  backends.Nominal{GFLOPS: 35600, MemGBps: 936, DispatchUs: 5, LinkGBps: 7.88, LinkLatencyUs: 10},
+		LaunchUs: 10, MatEff: 0.55, TileM: 16, TileN: 64, TileK: 32, VecEff: 0.15,
+		BWEff: 0.8, BWHalfBytes: 2 << 20, LinkGBps: 6.3, LinkLatencyUs: 12,
+		Sigma: 0.06, SpikeProb: 0.002, SpikeFactor: 8, WarmupFactor: 4,
+	},
+	{
+		// NVIDIA GeForce RTX 4090 (nvidia.com RTX 4090 specifications):
+		// 82.6 TFLOP/s FP32, 1,008 GB/s GDDR6X, 24 GB; PCIe 4.0 x16,
+		// 25 GB/s achieved.
+		Name: "pcie4x16", Kind: backends.GPU, Model: "NVIDIA GeForce RTX 4090", Arch: "sm_89", Memory: 24 << 30,
+		Nominal:  backends.Nominal{GFLOPS: 82600, MemGBps: 1008, DispatchUs: 5, LinkGBps: 31.5, LinkLatencyUs: 8},
+		LaunchUs: 9, MatEff: 0.5, TileM: 16, TileN: 64, TileK: 32, VecEff: 0.15,
+		BWEff: 0.8, BWHalfBytes: 2 << 20, LinkGBps: 25, LinkLatencyUs: 10,
+		Sigma: 0.06, SpikeProb: 0.002, SpikeFactor: 8, WarmupFactor: 4,
+	},
+	{
+		// NVIDIA GeForce RTX 5090 (nvidia.com RTX 5090 specifications):
+		// 104.8 TFLOP/s FP32, 1,792 GB/s GDDR7, 32 GB; PCIe 5.0 x16,
+		// 50 GB/s achieved.
+		Name: "pcie5x16", Kind: backends.GPU, Model: "NVIDIA GeForce RTX 5090", Arch: "sm_120", Memory: 32 << 30,
+		Nominal:  backends.Nominal{GFLOPS: 104800, MemGBps: 1792, DispatchUs: 5, LinkGBps: 63, LinkLatencyUs: 6},
+		LaunchUs: 8, MatEff: 0.5, TileM: 16, TileN: 64, TileK: 32, VecEff: 0.15,
+		BWEff: 0.8, BWHalfBytes: 2 << 20, LinkGBps: 50, LinkLatencyUs: 8,
+		Sigma: 0.06, SpikeProb: 0.002, SpikeFactor: 8, WarmupFactor: 4,
+	},
+	{
 		// This project's CI machine: a 2-core AMD EPYC VM. Nominal figures
 		// are what a start-up calibration measures there: ~120 GFLOP/s
 		// OpenBLAS sgemm on both cores, ~20 GB/s streaming, ~2 µs to fan
@@ -163,6 +201,17 @@ var profiles = []Profile{
 		LaunchUs: 8, MatEff: 0.65, TileM: 16, TileN: 32, TileK: 32, VecEff: 0.05,
 		BWEff: 0.75, BWHalfBytes: 2 << 20,
 		Sigma: 0.12, SpikeProb: 0.005, SpikeFactor: 5, WarmupFactor: 1.5,
+	},
+	{
+		// AMD Ryzen 9 7950X (amd.com product page): 16 Zen 4 cores at
+		// 4.5 GHz base, AVX-512 on two 256-bit FMA pipes = 32 FP32 FLOP
+		// per cycle per core, 2.3 TFLOP/s peak; two channels of
+		// DDR5-5200, 83.2 GB/s. The host of the offload profiles.
+		Name: "desktop16", Kind: backends.CPU, Model: "AMD Ryzen 9 7950X", Arch: "amd64", Threads: 16, Shared: true,
+		Nominal:  backends.Nominal{GFLOPS: 2300, MemGBps: 83.2, DispatchUs: 3},
+		LaunchUs: 4, MatEff: 0.6, TileM: 8, TileN: 32, TileK: 32, VecEff: 0.05,
+		BWEff: 0.75, BWHalfBytes: 256 << 10,
+		Sigma: 0.1, SpikeProb: 0.005, SpikeFactor: 4, WarmupFactor: 1.5,
 	},
 }
 

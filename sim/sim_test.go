@@ -13,7 +13,7 @@ import (
 )
 
 func TestProfilesValid(t *testing.T) {
-	want := []string{"mi300x", "mi250", "rx7900xtx", "h100", "igpu", "slowlink", "cpu2", "cpu64"}
+	want := []string{"mi300x", "mi250", "rx7900xtx", "h100", "igpu", "slowlink", "pcie3x8", "pcie4x16", "pcie5x16", "cpu2", "cpu64", "desktop16"}
 	if got := Profiles(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Profiles() = %v, want %v", got, want)
 	}
