@@ -32,17 +32,9 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 	if bt.pos+S > c.Ctx {
 		return nil, fmt.Errorf("infer: positions %d to %d beyond the context of %d", bt.pos, bt.pos+S-1, c.Ctx)
 	}
-	x := make([]float32, B*S*c.Dim)
-	for i, seq := range seqs {
-		if len(seq) != S {
-			return nil, fmt.Errorf("infer: sequence %d has %d tokens, sequence 0 %d", i, len(seq), S)
-		}
-		for s, tok := range seq {
-			if tok < 0 || tok >= c.Vocab {
-				return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
-			}
-			copy(x[(i*S+s)*c.Dim:], m.embed[tok*c.Dim:(tok+1)*c.Dim])
-		}
+	x, err := bt.embed(seqs, S)
+	if err != nil {
+		return nil, err
 	}
 	x0 := bt.x0
 	var mb *microBatch
@@ -73,16 +65,7 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 	}
 	last := xin
 	if S > 1 {
-		// Only each sequence's last token gives a next token.
-		all := bt.rows(B * S * c.Dim)
-		if _, err := m.be.Read(kernels.AsBytes(all), xin); err != nil {
-			return nil, err
-		}
-		rows := make([]float32, B*c.Dim)
-		for b := range B {
-			copy(rows[b*c.Dim:(b+1)*c.Dim], all[(b*S+S-1)*c.Dim:])
-		}
-		if _, err := m.be.Write(mb.last, kernels.AsBytes(rows)); err != nil {
+		if err := bt.lastRows(xin, mb.last, S); err != nil {
 			return nil, err
 		}
 		last = mb.last
@@ -116,6 +99,40 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 		*ops += n
 	}
 	return next, nil
+}
+
+// embed returns the embeddings of seqs' tokens, [B·S, Dim].
+func (bt *Batch) embed(seqs [][]int, S int) ([]float32, error) {
+	c := bt.m.cfg
+	x := make([]float32, len(seqs)*S*c.Dim)
+	for i, seq := range seqs {
+		if len(seq) != S {
+			return nil, fmt.Errorf("infer: sequence %d has %d tokens, sequence 0 %d", i, len(seq), S)
+		}
+		for s, tok := range seq {
+			if tok < 0 || tok >= c.Vocab {
+				return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
+			}
+			copy(x[(i*S+s)*c.Dim:], bt.m.embed[tok*c.Dim:(tok+1)*c.Dim])
+		}
+	}
+	return x, nil
+}
+
+// lastRows writes each sequence's last row of xin ([B·S, Dim]) into dst
+// ([B, Dim]): only a sequence's last token gives a next token.
+func (bt *Batch) lastRows(xin, dst backends.Buffer, S int) error {
+	c, B := bt.m.cfg, bt.b
+	all := bt.rows(B * S * c.Dim)
+	if _, err := bt.m.be.Read(kernels.AsBytes(all), xin); err != nil {
+		return err
+	}
+	rows := make([]float32, B*c.Dim)
+	for b := range B {
+		copy(rows[b*c.Dim:(b+1)*c.Dim], all[(b*S+S-1)*c.Dim:])
+	}
+	_, err := bt.m.be.Write(dst, kernels.AsBytes(rows))
+	return err
 }
 
 // layer runs block li on xin (B·S rows) with activations s, and returns

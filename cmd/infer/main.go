@@ -314,11 +314,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	// The models other than async wait for every op: the Executor does too.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Logger: clilog.Slog(logger), Synchronous: o.execModel != sim.Async}
-	if o.gpuMem.set {
-		// The budget in bytes is known once the weights are: placeWeights
-		// sets the same figure the Executor enforces.
-		cfg.WeightBudget = budgets(bes, o.gpuMem.budget(o.model.weightBytes()))
-	}
+	cfg.WeightBudget = o.weightBudgets(bes)
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
@@ -375,10 +371,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	defer m.Free()
-	if o.gpuMem.set {
-		if _, err := placeWeights(e, m, bes, o.gpuMem, o.strategy == "llamacpp"); err != nil {
-			return err
-		}
+	if err := o.loadWeights(e, m, bes); err != nil {
+		return err
 	}
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
 	sum.ExecModel = clock.modelName()

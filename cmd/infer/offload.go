@@ -196,3 +196,23 @@ func tokens(s kernels.Spec) int {
 	}
 	return in[0]
 }
+
+// weightBudgets returns Config.WeightBudget for -gpu-mem (nil without
+// it): the budget in bytes is known from the model's shape, the figure
+// placeWeights loads up to.
+func (o *options) weightBudgets(bes []backends.Backend) []int64 {
+	if !o.gpuMem.set {
+		return nil
+	}
+	return budgets(bes, o.gpuMem.budget(o.model.weightBytes()))
+}
+
+// loadWeights marks and loads m's weights for -gpu-mem (nothing without
+// it), pinned under -strategy llamacpp.
+func (o *options) loadWeights(e *executor.Executor, m *Model, bes []backends.Backend) error {
+	if !o.gpuMem.set {
+		return nil
+	}
+	_, err := placeWeights(e, m, bes, o.gpuMem, o.strategy == "llamacpp")
+	return err
+}

@@ -66,46 +66,58 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		return next, nil
 	}
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
-		bt.Reset()
-		if bt.route != nil {
-			bt.route.request(req)
-		}
-		plen := o.prompts[r.IntN(len(o.prompts))]
-		prompts := make([][]int, o.batch)
-		for i := range prompts {
-			for range plen {
-				prompts[i] = append(prompts[i], r.IntN(o.model.Vocab))
-			}
-		}
-		var cur []int
-		for p := 0; p < plen; p += o.ubatch {
-			n := min(o.ubatch, plen-p)
-			seqs := make([][]int, o.batch)
-			for i := range seqs {
-				seqs[i] = prompts[i][p : p+n]
-			}
-			if cur, err = forward(seqs, true, p+n == plen); err != nil {
-				return sv, err
-			}
-		}
-		for k := 0; ; k++ {
-			if o.stream {
-				for i, tok := range cur {
-					fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
-				}
-				fmt.Fprintln(stdout)
-			}
-			if k == o.tokens-1 {
-				break
-			}
-			seqs := make([][]int, o.batch)
-			for i := range seqs {
-				seqs[i] = []int{cur[i]}
-			}
-			if cur, err = forward(seqs, false, true); err != nil {
-				return sv, err
-			}
+		if err := serveRequest(bt, o, r, req, forward, stdout); err != nil {
+			return sv, err
 		}
 	}
 	return sv, nil
+}
+
+// serveRequest serves batch req: a prompt of a length drawn from -prompt
+// per sequence, prefilled in micro-batches of -ubatch tokens, then
+// -tokens tokens decoded (the first from the prefill), each step through
+// forward.
+func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
+	forward func(seqs [][]int, prompt, generated bool) ([]int, error), stdout io.Writer) error {
+	bt.Reset()
+	if bt.route != nil {
+		bt.route.request(req)
+	}
+	plen := o.prompts[r.IntN(len(o.prompts))]
+	prompts := make([][]int, o.batch)
+	for i := range prompts {
+		for range plen {
+			prompts[i] = append(prompts[i], r.IntN(o.model.Vocab))
+		}
+	}
+	var cur []int
+	var err error
+	for p := 0; p < plen; p += o.ubatch {
+		n := min(o.ubatch, plen-p)
+		seqs := make([][]int, o.batch)
+		for i := range seqs {
+			seqs[i] = prompts[i][p : p+n]
+		}
+		if cur, err = forward(seqs, true, p+n == plen); err != nil {
+			return err
+		}
+	}
+	for k := 0; ; k++ {
+		if o.stream {
+			for i, tok := range cur {
+				fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
+			}
+			fmt.Fprintln(stdout)
+		}
+		if k == o.tokens-1 {
+			return nil
+		}
+		seqs := make([][]int, o.batch)
+		for i := range seqs {
+			seqs[i] = []int{cur[i]}
+		}
+		if cur, err = forward(seqs, false, true); err != nil {
+			return err
+		}
+	}
 }
