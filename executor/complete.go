@@ -120,6 +120,9 @@ type lane struct {
 	// poke wakes the watcher waiting for simulated work to be Done: the
 	// host's virtual clock moves when work is issued or waited for.
 	poke chan struct{}
+	// awaited is simulated work of this lane the host waits for
+	// (hostWait): work queued before it is taken then, Done or not.
+	awaited atomic.Pointer[rec]
 }
 
 // startLanes builds each backend's lane and the goroutines that watch
@@ -180,10 +183,19 @@ func (e *Executor) watchLane(l *lane) {
 	for r := range l.watch {
 		if _, ok := r.ev.(backends.VirtualSpan); ok {
 			// Waiting would advance the simulated host's clock, as a
-			// synchronisation does: take it once it is Done.
+			// synchronisation does: take it once it is Done, unless the
+			// host waits for later work of this device, which a device
+			// with a copy lane beside its compute lane may end first (a
+			// read of an early result behind later kernels): then the
+			// host waits for this work too, or it would wait for good
+			// (TestSimCopyBeforeKernelDoesNotHang).
 			for !r.ev.Done() {
+				if aw := l.awaited.Load(); aw != nil && aw != r && !aw.observed.Load() {
+					break
+				}
 				<-l.poke
 			}
+			l.awaited.CompareAndSwap(r, nil)
 			maxFloat(&e.doneV, r.endV)
 		}
 		r.tm, r.err = r.ev.Wait()
@@ -218,6 +230,9 @@ func (e *Executor) hostWait(r *rec) {
 	if _, ok := r.ev.(backends.VirtualSpan); ok {
 		if !r.ev.Done() {
 			_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+		}
+		if !r.observed.Load() {
+			e.lanes[r.a].awaited.Store(r)
 		}
 		e.poke()
 	}

@@ -7,11 +7,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
 )
 
 // weightModel is a stack of square f32 matmul layers, x ← x·W_l, with
@@ -369,4 +371,52 @@ func TestWeightOwnSake(t *testing.T) {
 			t.Errorf("sync=%v: %d weight bytes, budget %d", sync, got, len(m.ws[0]))
 		}
 	}
+}
+
+// TestSimCopyBeforeKernelDoesNotHang: on a simulated GPU with a copy lane
+// beside its compute lane, reading an early result queued behind a long
+// kernel ends before that kernel: the Read must return (it hung when the
+// lane's watcher waited for the kernel to be Done on the host's clock,
+// which only the host's waiting moves).
+func TestSimCopyBeforeKernelDoesNotHang(t *testing.T) {
+	tl := sim.NewTimeline(sim.Async)
+	gpu, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	cpu, err := sim.Open("cpu2", sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, cpu, gpu)
+	small := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	big := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{4096, 4096}, {4096, 4096}}}
+	a := alloc(t, e, make([]byte, 64))
+	y := alloc(t, e, make([]byte, 64))
+	x1 := alloc(t, e, make([]byte, 4*4096*4096))
+	x2 := alloc(t, e, make([]byte, 4*4096*4096))
+	for round := range 3 {
+		if _, err := e.Run(small, []backends.Buffer{a, a}, y); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Run(big, []backends.Buffer{x1, x1}, x2); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Read(make([]byte, 64), y)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Read of a result queued before a long kernel hangs", round)
+		}
+	}
+	settle(t, e)
 }
