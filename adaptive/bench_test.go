@@ -3,6 +3,7 @@ package adaptive
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -48,10 +49,14 @@ func benchSpecs(n int) []kernels.Spec {
 
 // BenchmarkSelectObserve measures one Select plus one Observe (DESIGN.md §
 // The data path: ~100 ns, 0 allocs) over 10,000 buckets, with the inputs'
-// residency given, serially and from GOMAXPROCS goroutines. Each loop
-// cycles through the buckets in order, as an inference loop replays its
-// ops (parallel goroutines start at different points).
+// residency given, serially and from GOMAXPROCS goroutines, by spec and
+// by handle (Handle.Select, one handle per op site and goroutine), and
+// over a million shapes, each its own bucket, serially (1M), reporting
+// the heap the scheduler holds per bucket (B/bucket). Each loop cycles
+// through the buckets in order, as an inference loop replays its ops
+// (parallel goroutines start at different points).
 func BenchmarkSelectObserve(b *testing.B) {
+	b.Run("1M", benchSelectObserve1M)
 	const buckets = 10000
 	specs := benchSpecs(buckets)
 	if len(specs) != buckets {
@@ -113,5 +118,88 @@ func BenchmarkSelectObserve(b *testing.B) {
 				}
 			})
 		})
+		handles := make([][]*Handle, runtime.GOMAXPROCS(0))
+		for g := range handles {
+			handles[g] = make([]*Handle, buckets)
+			for j, sp := range specs {
+				if handles[g][j], err = s.Handle(sp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("handle/%dbackends/serial", nb), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := i % buckets
+				d, _ := handles[0][j].Select(res[j])
+				s.Observe(d, dur[j][d.Backend])
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("handle/%dbackends/parallel", nb), func(b *testing.B) {
+			b.ReportAllocs()
+			var seed atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				g := int(seed.Add(1))
+				hs := handles[(g-1)%len(handles)]
+				i := g * 104729
+				for pb.Next() {
+					j := i % buckets
+					d, _ := hs[j].Select(res[j])
+					s.Observe(d, dur[j][d.Backend])
+					i++
+				}
+			})
+		})
 	}
+}
+
+// benchSelectObserve1M is BenchmarkSelectObserve's million shapes: opaque
+// ops of one family ("kernel[i]"), each shape its own bucket, 2 backends.
+// B/bucket is the heap the scheduler holds once every bucket has been
+// selected and observed, over the buckets.
+func benchSelectObserve1M(b *testing.B) {
+	const buckets = 1_000_000
+	specs := make([]kernels.Spec, buckets)
+	res := make([]Residency, buckets)
+	dur := make([][2]backends.Timing, buckets)
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := range specs {
+		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i%4096}},
+			Params: kernels.Params{Name: fmt.Sprintf("kernel[%d]", i), Bytes: int64(1) << (10 + i%20)}}
+		res[i].Add(Host, specs[i].InBytes(0))
+		for a := range dur[i] {
+			dur[i][a] = us(1 + 1000*r.Float64())
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, sp := range specs {
+		d, err := s.Select(sp, res[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Observe(d, dur[i][d.Backend])
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perBucket := float64(after.HeapAlloc-before.HeapAlloc) / buckets
+	b.Run("2backends/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			j := i % buckets
+			d, _ := s.Select(specs[j], res[j])
+			s.Observe(d, dur[j][d.Backend])
+			i++
+		}
+		b.ReportMetric(perBucket, "B/bucket")
+	})
+	runtime.KeepAlive(s)
 }

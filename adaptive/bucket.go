@@ -31,14 +31,18 @@ type engine struct {
 
 	famMu sync.Mutex
 	fams  map[string]*prior.Family
+	// picksOver holds the decisions by arm and reason that buckets' 32-bit
+	// counters handed over when full (record).
+	picksOver [MaxBackends][NumReasons]atomic.Int64
 	// corr holds the learned corrections above a family, and epoch counts
 	// what buckets have published into them (prior.go).
 	corr  corrections
 	epoch atomic.Uint64
 	// The slabs that alloc hands buckets, posteriors and counters out of.
-	slab    []bucket
-	ngSlab  []bandit.NormalGamma
-	cntSlab []armCounts
+	slab      []bucket
+	ngSlab    []bandit.NormalGamma
+	cntSlab   []armCounts
+	stateSlab []bandit.ArmState
 }
 
 // slabBuckets is how many buckets engine.alloc takes from the heap at a
@@ -55,12 +59,14 @@ func (e *engine) alloc() *bucket {
 		e.slab = make([]bucket, slabBuckets)
 		e.ngSlab = make([]bandit.NormalGamma, 2*e.n*slabBuckets)
 		e.cntSlab = make([]armCounts, e.n*slabBuckets)
+		e.stateSlab = make([]bandit.ArmState, e.n*slabBuckets)
 	}
 	b := &e.slab[0]
 	b.bb.Arms = e.ngSlab[:e.n:e.n]
 	b.bb.Priors = e.ngSlab[e.n : 2*e.n : 2*e.n]
 	b.per = e.cntSlab[:e.n:e.n]
-	e.slab, e.ngSlab, e.cntSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:]
+	b.bb.UseState(e.stateSlab[:e.n:e.n])
+	e.slab, e.ngSlab, e.cntSlab, e.stateSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:], e.stateSlab[e.n:]
 	return b
 }
 
@@ -76,7 +82,7 @@ func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The fields one Select and Observe touch come first, up to trialMean:
+	// The fields one Select and Observe touch come first, up to epoch:
 	// 256 bytes, four cache lines. A bucket is a whole number of lines
 	// (TestBucketLayout), so that neighbours in a slab never share one.
 	// Rule: the posteriors and priors (bb.Arms, bb.Priors) and the
@@ -108,13 +114,9 @@ type bucket struct {
 	// own (Scheduler.shapeBucket).
 	shapes atomic.Int32
 	// epoch is the engine's epoch at the bucket's last prior refresh,
-	// which every Select reads (prior.go); trialMean each arm's posterior
-	// mean µs while it has no data, the predicted cost of its trial
-	// (engine.trial), kept so that a Select takes no exponential for it.
-	// Both sit in the hot lines: in the cold ones they cost a memory miss
-	// a Select over 10,000 buckets.
-	epoch     uint64
-	trialMean [MaxBackends]float32
+	// which every Select reads (prior.go): in the cold lines it costs a
+	// memory miss a Select over 10,000 buckets.
+	epoch uint64
 
 	class int
 	name  string
@@ -128,27 +130,34 @@ type bucket struct {
 	// loaded holds the arms whose posterior or prior holds evidence from
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
-	loaded     Mask
-	lnModel    [MaxBackends]float64 // ln of each arm's uncorrected model estimate, µs
-	switchesTo [MaxBackends]int64
-	next       *bucket            // the Scheduler's stack of queued buckets (Changes)
-	collected  [MaxBackends]int64 // per[a].learned when Changes last handed arm a out
+	loaded Mask
+	next   *bucket // the Scheduler's stack of queued buckets (Changes)
 	// fb is the Fold's record of this bucket (nil without a Fold): the
 	// foreign evidence that Select probes and Observe checks (verify.go).
 	fb *foldBucket
-	_  [4]byte // to a whole number of cache lines (TestBucketLayout)
 }
 
-// armCounts is what one arm of a bucket counts: every op run (ops,
-// timeUs), those the posterior learned from (learned: all but a warm-up
-// run), and the decisions by reason (picks: one per Select).
+// armCounts is what one arm of a bucket holds beside its posterior:
+// every op run (ops, timeUs), those the posterior learned from (learned:
+// all but a warm-up run), the decisions by reason (picks: one per
+// Select), its model and trial cost. Rule: per-arm data lives here, n
+// long from the engine's slab, not in MaxBackends arrays in the bucket.
+// Reason: a bucket of 2 arms then holds 2 arms' worth
+// (BenchmarkSelectObserve's 1M case reports B/bucket).
 type armCounts struct {
-	ops     int64
-	timeUs  float64
-	learned int64
-	lnMean  float64         // mean of the learned ln µs (bucket.learnLn)
-	pub     prior.Published // what the engine was last told (under engine.corr.mu)
-	picks   [NumReasons]int64
+	lnModel    float64 // ln of the arm's uncorrected model estimate, µs
+	switchesTo int64
+	collected  int64 // learned when Changes last handed the arm out
+	ops        int64
+	timeUs     float64
+	learned    int64
+	lnMean     float64            // mean of the learned ln µs (bucket.learnLn)
+	pub        prior.Published    // what the engine was last told (under engine.corr.mu)
+	picks      [NumReasons]uint16 // since the last overflow into engine.picksOver
+	// trialMean is the arm's posterior mean µs while it has no data, the
+	// predicted cost of its trial (engine.trial), kept so that a Select
+	// takes no exponential for it; beside picks, it takes no padding.
+	trialMean float32
 }
 
 // newBucket builds a bucket of family fam whose arms start from the cost
@@ -180,6 +189,7 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	e.famMu.Unlock()
 	c.parent, c.isShape = p, true
 	p.mu.Lock()
+	p.bb.Settle(&e.cfg)
 	// What p knows counts as known here (no forced trial, no warm-up set
 	// aside: the device ran this kernel), but only the shape's own
 	// evidence (own) is stored under its name.
@@ -188,7 +198,7 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	for a := range e.n {
 		if p.loaded.Has(a) { // p's evidence, moved to this shape's model
 			held[a] = p.bb.Arms[a]
-			held[a].Mu += e.lnModel(a, w) - p.lnModel[a]
+			held[a].Mu += e.lnModel(a, w) - p.per[a].lnModel
 		}
 	}
 	p.mu.Unlock()
@@ -210,10 +220,10 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 	b.pcg = *rand.NewPCG(e.seed, h.Sum64())
 
 	for a := range e.n {
-		b.lnModel[a] = e.lnModel(a, w)
+		b.per[a].lnModel = e.lnModel(a, w)
 	}
 	b.epoch = e.epoch.Load()
-	arms, priors := b.bb.Arms, b.bb.Priors
+	priors := b.bb.Priors
 	e.corr.mu.Lock()
 	view := e.familyView(b)
 	for a := range e.n {
@@ -222,29 +232,32 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 		} else {
 			priors[a] = e.derivedPrior(b, a, &view)
 		}
-		b.trialMean[a] = e.trialCost(b, a, priors[a])
+		b.per[a].trialMean = e.trialCost(b, a, priors[a])
 	}
 	e.corr.mu.Unlock()
-	copy(arms, priors)
-	b.bb = bandit.Bucket{Arms: arms, Priors: priors, Incumbent: -1,
-		Detector: bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}}
+	copy(b.bb.Arms, priors)
+	b.bb.Incumbent = -1 // the rest of b.bb is alloc's (zero, and its slabs)
+	b.bb.Detector = bandit.CUSUM{K: e.cfg.CUSUMK, H: e.cfg.CUSUMH}
 }
 
 // prefetch starts loading, all at once, the cache lines of b that Select
 // and Observe touch with n arms: the header, then the posteriors and
-// priors and the counters in their slabs (their addresses are in the
-// header). Out of cache, each is otherwise fetched in turn as the code
+// priors, the counters and the bandit's arm states in their slabs (their
+// addresses are in the header). Out of cache, each is otherwise fetched in turn as the code
 // reaches it, one memory latency after another (BenchmarkSelectObserve,
 // 10,000 buckets).
 func (b *bucket) prefetch(n int) {
-	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.trialMean)+unsafe.Sizeof(b.trialMean))
+	prefetch(unsafe.Pointer(b), unsafe.Offsetof(b.epoch)+unsafe.Sizeof(b.epoch))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.bb.Arms)), uintptr(2*n)*unsafe.Sizeof(b.bb.Arms[0]))
 	prefetch(unsafe.Pointer(unsafe.SliceData(b.per)), uintptr(n)*unsafe.Sizeof(b.per[0]))
+	st := b.bb.State()
+	prefetch(unsafe.Pointer(unsafe.SliceData(st)), uintptr(len(st))*unsafe.Sizeof(bandit.ArmState{}))
 }
 
 // warm installs a posterior loaded from the store as arm a's.
 func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.bb.Arms[a] = p
+	b.bb.Changed()
 	b.seen |= Backend(a)
 	b.loaded |= Backend(a)
 	b.own |= Backend(a)
@@ -310,7 +323,31 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 			est[a] = math.NaN()
 		}
 	}
-	return choice{arm: arm, reason: e.dataReason(b, arm, allowed, extra, held), switched: b.bb.Switches != before}
+	var r Reason
+	if b.bb.Skipped() {
+		r = skippedReason(b, arm, allowed, est)
+	} else {
+		r = e.dataReason(b, arm, allowed, extra, held)
+	}
+	return choice{arm: arm, reason: r, switched: b.bb.Switches != before}
+}
+
+// skippedReason classifies a decision the bandit kept without drawing
+// (bandit.Bucket.Skipped) from the mean costs it left in est, the
+// challengers' as of their bound: Exploit where the incumbent's is the
+// lowest, else HysteresisHold. Rule: no posterior is read here. Reason:
+// reading one pays its lazy discount, which a skipped decision spares
+// (BenchmarkSelectObserve).
+func skippedReason(b *bucket, arm int, allowed Mask, est *[MaxBackends]float64) Reason {
+	if b.seen == 0 {
+		return Prior
+	}
+	for a := range len(b.per) {
+		if a != arm && allowed.Has(a) && est[a] < est[arm] {
+			return HysteresisHold
+		}
+	}
+	return Exploit
 }
 
 // dataReason classifies a bandit choice (DESIGN.md § Strategies); only
@@ -334,6 +371,7 @@ func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackend
 // without the exponentials, which only the arms that trade one term for
 // the other need.
 func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64) bool {
+	b.bb.Settle(&e.cfg)
 	lnMean := func(a int) float64 { p := &b.bb.Arms[a]; return p.Mu + p.Variance()/2 }
 	l := lnMean(arm)
 	var x float64
@@ -365,6 +403,7 @@ func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]
 // into est, NaN for the others: the estimates of a decision that did not
 // sample.
 func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est *[MaxBackends]float64) {
+	b.bb.Settle(&e.cfg)
 	for a := range e.n {
 		if !allowed.Has(a) {
 			est[a] = math.NaN()
@@ -377,11 +416,19 @@ func (e *engine) means(b *bucket, allowed Mask, extra *[MaxBackends]float64, est
 	}
 }
 
-// record counts a decision's telemetry (b.mu held).
-func (b *bucket) record(arm int, r Reason, switched bool) {
+// record counts a decision's telemetry (b.mu held). Rule: a bucket
+// counts its picks in 16 bits and hands a full counter to the engine's
+// totals (picksOver), an atomic add once in 65,535 decisions. Reason: a
+// bucket of 2 arms then holds 120 bytes fewer (BenchmarkSelectObserve's
+// 1M case, B/bucket), and the totals stay exact (TestPicksOverflow).
+func (e *engine) record(b *bucket, arm int, r Reason, switched bool) {
+	if c := &b.per[arm].picks[r]; *c == math.MaxUint16 {
+		e.picksOver[arm][r].Add(int64(*c))
+		*c = 0
+	}
 	b.per[arm].picks[r]++
 	if switched {
-		b.switchesTo[arm]++
+		b.per[arm].switchesTo++
 	}
 }
 

@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"math"
 	"testing"
 	"unsafe"
 )
@@ -14,7 +15,52 @@ func TestBucketLayout(t *testing.T) {
 	if size := unsafe.Sizeof(b); size%64 != 0 {
 		t.Errorf("a bucket is %d bytes, not a multiple of 64", size)
 	}
-	if hot := unsafe.Offsetof(b.trialMean) + unsafe.Sizeof(b.trialMean); hot > 4*64 {
+	if hot := unsafe.Offsetof(b.epoch) + unsafe.Sizeof(b.epoch); hot > 4*64 {
 		t.Errorf("the hot fields end at byte %d, past four cache lines", hot)
+	}
+}
+
+// TestPicksOverflow: a bucket's 32-bit decision counters hand over to the
+// engine's totals when full (engine.record), and Telemetry's totals stay
+// exact across the hand-over (DESIGN.md § Strategies and telemetry).
+func TestPicksOverflow(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1})
+	spec := matmul(64, 64, 64)
+	d, err := s.Select(spec, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Observe(d, us(10))
+	before := s.Telemetry()
+	b := d.b
+	var added int64
+	b.mu.Lock()
+	for a := range b.per {
+		for r := UserPreference; r < NumReasons; r++ {
+			added += int64(math.MaxUint16-1) - int64(b.per[a].picks[r])
+			b.per[a].picks[r] = math.MaxUint16 - 1
+		}
+	}
+	b.mu.Unlock()
+	const more = 5
+	for range more {
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Observe(d, us(10))
+	}
+	after := s.Telemetry()
+	if got, want := after.Decisions, before.Decisions+added+more; got != want {
+		t.Errorf("decisions %d after the counters filled, want %d", got, want)
+	}
+	var over int64
+	for a := range s.n {
+		for r := range NumReasons {
+			over += s.e.picksOver[a][r].Load()
+		}
+	}
+	if over == 0 {
+		t.Error("no counter handed over to the engine")
 	}
 }

@@ -104,11 +104,12 @@ func (s *Scheduler) Changes(dst []learned.Change) []learned.Change {
 		b.mu.Lock()
 		next := b.next
 		b.next, b.queued = nil, false
+		b.bb.Settle(&s.e.cfg)
 		kept := b.kept()
 		for a := range s.n {
 			if kept.Has(a) {
-				n := b.per[a].learned - b.collected[a]
-				b.collected[a] = b.per[a].learned
+				n := b.per[a].learned - b.per[a].collected
+				b.per[a].collected = b.per[a].learned
 				prior, post := b.bb.Priors[a], b.bb.Arms[a]
 				if fb := b.fb; fb != nil && fb.folded[a] != (bandit.Stats{}) {
 					// The store keeps this node's own evidence only: the

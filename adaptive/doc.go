@@ -46,6 +46,12 @@
 // Copies that the caller times go to ObserveTransfer, which refines the
 // link model.
 //
+// A caller that runs one op site again and again holds a Handle:
+//
+//	h, err := s.Handle(spec) // once per op site
+//	d, err := h.Select(res)  // Select's decision, without the lookup
+//	s.Observe(d, timing)
+//
 // Package executor's Executor does all of that for a program: it is a
 // backends.Backend itself, so code written against one backend runs
 // adaptively unchanged.

@@ -18,7 +18,7 @@ func ExampleScheduler_Select() {
 		Nominal: backends.Nominal{GFLOPS: 100, MemGBps: 50, DispatchUs: 1}})
 	gpu := backends.Described(backends.Info{Name: "gpu", Kind: backends.GPU,
 		Nominal: backends.Nominal{GFLOPS: 10000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}})
-	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}, Seed: 1})
+	s, err := adaptive.New(adaptive.Config{Backends: []backends.Backend{cpu, gpu}, Seed: 2})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -111,6 +111,7 @@ func (f *Fold) add(b *bucket) {
 	fb := &foldBucket{b: b}
 	b.fb = fb
 	s := f.s
+	b.bb.Settle(&s.e.cfg)
 	for a := range s.n {
 		fb.base[a] = b.bb.Priors[a]
 		if st, ok := f.foreign[learned.Key{Backend: s.names[a], Bucket: b.name}]; ok && !f.v.suspended {
@@ -131,6 +132,7 @@ func (f *Fold) add(b *bucket) {
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	b := fb.b
 	bb := &b.bb
+	bb.Settle(&f.s.e.cfg)
 	if fb.folded[a] == (bandit.Stats{}) {
 		fb.base[a] = bb.Priors[a] // as the engine last derived it
 	}
@@ -142,6 +144,7 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	}
 	bb.Priors[a] = fb.base[a].With(in)
 	bb.Arms[a] = bb.Priors[a].With(own)
+	bb.Changed()
 	fb.folded[a] = st
 	if st.N > 0 {
 		b.seen |= Backend(a)
@@ -214,5 +217,6 @@ func (f *Fold) Evidence(k learned.Key) (own, foreign bandit.Stats, ok bool) {
 	}
 	fb.b.mu.Lock()
 	defer fb.b.mu.Unlock()
+	fb.b.bb.Settle(&f.s.e.cfg)
 	return fb.b.bb.Arms[a].Since(fb.b.bb.Priors[a]), f.foreign[k], true
 }

@@ -285,6 +285,7 @@ func TestTelemetry(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var ops [2]int64
 	var total [2]float64
+	var why [2][NumReasons]int64
 	specs := []kernels.Spec{matmul(1, 512, 512), matmul(64, 512, 512), matmul(512, 512, 512)}
 	for i := range 300 {
 		d, err := s.Select(specs[i%3], Residency{})
@@ -293,6 +294,7 @@ func TestTelemetry(t *testing.T) {
 		}
 		x := math.Round(lognormal(r, []float64{50, 20}[d.Backend], 0.3))
 		ops[d.Backend]++
+		why[d.Backend][d.Reason]++
 		total[d.Backend] += x
 		if err := s.Observe(d, us(x)); err != nil {
 			t.Fatal(err)
@@ -305,6 +307,9 @@ func TestTelemetry(t *testing.T) {
 	for a, b := range tel.Backends {
 		if b.Ops != ops[a] || b.Decisions != ops[a] || math.Abs(b.Time.Seconds()*1e6-total[a]) > 1e-3 {
 			t.Errorf("%s: %+v, want %d ops, %v µs", b.Name, b, ops[a], total[a])
+		}
+		if b.Reasons != why[a] {
+			t.Errorf("%s: decisions by reason %v, want %v", b.Name, b.Reasons, why[a])
 		}
 	}
 	var sum int64

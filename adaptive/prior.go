@@ -84,7 +84,7 @@ func (b *bucket) learnLn(arm int, y float64) {
 // spread (NewPrior's convention), against the model's estimate. A model
 // that is right gives about 0.
 func (e *engine) rho(b *bucket, arm int) float64 {
-	return b.per[arm].lnMean + e.cfg.PriorSpread*e.cfg.PriorSpread/2 - b.lnModel[arm]
+	return b.per[arm].lnMean + e.cfg.PriorSpread*e.cfg.PriorSpread/2 - b.per[arm].lnModel
 }
 
 // corrections is the hierarchy of learned corrections (package prior)
@@ -138,6 +138,7 @@ func (e *engine) refresh(b *bucket) {
 		return
 	}
 	b.epoch = ep
+	b.bb.Settle(&e.cfg) // what the arms owe is owed toward their old priors
 	var young Mask
 	for a := range e.n {
 		if b.per[a].learned < youngArm && !b.loaded.Has(a) {
@@ -157,7 +158,7 @@ func (e *engine) refresh(b *bucket) {
 		p := e.derivedPrior(b, a, &fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
-			b.trialMean[a] = e.trialCost(b, a, p)
+			b.per[a].trialMean = e.trialCost(b, a, p)
 		} else if r := bandit.Rebase(b.bb.Priors[a], b.bb.Arms[a], p); validPosterior(r) {
 			b.bb.Arms[a] = r
 		} else {
@@ -166,6 +167,7 @@ func (e *engine) refresh(b *bucket) {
 		b.bb.Priors[a] = p
 	}
 	e.corr.mu.Unlock()
+	b.bb.Changed()
 }
 
 // familyView returns what b's family has published, b's own publications
@@ -184,7 +186,7 @@ func (e *engine) familyView(b *bucket) prior.View {
 func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 	m := p.MeanUs()
 	if e.corr.h.All.ArmN[a] < trialEvidence {
-		m = math.Min(m, math.Exp(b.lnModel[a]))
+		m = math.Min(m, math.Exp(b.per[a].lnModel))
 	}
 	return float32(m)
 }
@@ -192,7 +194,7 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
 // by priorRho (b.mu and e.corr.mu held).
 func (e *engine) derivedPrior(b *bucket, a int, fam *prior.View) bandit.NormalGamma {
-	return bandit.NewPrior(math.Exp(b.lnModel[a]+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
+	return bandit.NewPrior(math.Exp(b.per[a].lnModel+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
 // worthTrial reports whether a forced trial of arm a (no data in b) may
@@ -220,7 +222,7 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 			continue
 		}
 		// ln of a's cost over r's, as the learned ratio predicts it.
-		behind := b.lnModel[a] - b.lnModel[r] + h.PairRho(a, r, own, up, cl, &fam)
+		behind := b.per[a].lnModel - b.per[r].lnModel + h.PairRho(a, r, own, up, cl, &fam)
 		if behind > trialZ*math.Sqrt(h.PairSpread(a, r, cl, &fam)) {
 			return false
 		}
@@ -301,7 +303,7 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 	}
 	for m := allowed &^ b.seen; m != 0; m &= m - 1 {
 		a := bits.TrailingZeros16(uint16(m))
-		cost := float64(b.trialMean[a])
+		cost := float64(b.per[a].trialMean)
 		if extra != nil {
 			cost += extra[a]
 		}
@@ -314,7 +316,7 @@ func (e *engine) trial(b *bucket, allowed Mask, extra *[MaxBackends]float64) (in
 		if e.worthTrial(b, a) {
 			return a, true
 		}
-		b.trialMean[a] = float32(math.Inf(1)) // until a refresh re-derives it
+		b.per[a].trialMean = float32(math.Inf(1)) // until a refresh re-derives it
 	}
 	return 0, false
 }

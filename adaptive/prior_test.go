@@ -100,7 +100,7 @@ func TestTrialBounded(t *testing.T) {
 		if d.Name == "cpu" {
 			// No bucket has measured the CPU: its trial is budgeted at
 			// its prior mean, at most the model's estimate (trialCost).
-			predicted := math.Min(d.Estimates[0], math.Exp(d.b.lnModel[0]))
+			predicted := math.Min(d.Estimates[0], math.Exp(d.b.per[0].lnModel))
 			if d.Reason != Explore {
 				t.Errorf("trial reason %v, want Explore", d.Reason)
 			}

@@ -17,11 +17,6 @@ import (
 	"github.com/adaptsched/adaptsched/learned"
 )
 
-// maxShapes bounds each shard's shape cache: past it the shard starts
-// over (a decode loop whose KV length grows makes a new shape per step;
-// the buckets themselves are kept).
-const maxShapes = 1 << 14
-
 // shard is one slice of the shape→bucket cache, padded to its own cache
 // lines. Lookups read tab without a lock (shapeTable); adds take mu.
 type shard struct {
@@ -57,7 +52,10 @@ type Scheduler struct {
 	shared Mask                        // backends that read host memory directly
 	only   int                         // Only's backend index
 	links  [MaxBackends][2]*link.Model // [toDevice, toHost]; nil for shared-memory backends
-	log    *slog.Logger
+	// linkEpoch counts link observations: a Handle's cached transfers
+	// (transferCache) hold while it stands still.
+	linkEpoch atomic.Uint64
+	log       *slog.Logger
 	// logInfo, logDebug: the logger enables those levels (read in New),
 	// so that Select and Observe neither ask it nor box arguments for it.
 	logInfo, logDebug bool
@@ -175,24 +173,17 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	var k shapeKey
-	ok := k.set(spec)
-	var ent entry
-	if ok {
-		h := k.hash()
-		sh := &s.shards[h>>32&s.shardMask]
-		if ent, ok = sh.tab.Load().find(&k, h); !ok {
-			var err error
-			if ent, err = s.miss(*spec, sh, &k, h); err != nil {
-				return err
-			}
-		}
-	} else {
-		var err error
-		if ent, err = s.miss(*spec, nil, nil, 0); err != nil {
-			return err
-		}
+	ent, err := s.lookup(spec)
+	if err != nil {
+		return err
 	}
+	return s.decideInto(d, &ent, spec, res, exclude, why, placed, arm, nil)
+}
+
+// decideInto is selectInto once spec's entry is known: the bucket (a
+// shape's own, once it learns alone), the transfers (from tc when it
+// holds this residency's, and into it), the strategy's choice.
+func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res *Residency, exclude Mask, why Reason, placed bool, arm int, tc *transferCache) error {
 	allowed := ent.capable &^ exclude
 	if allowed == 0 || s.only >= 0 && !allowed.Has(s.only) {
 		return s.noBackend(*spec, ent.capable, exclude)
@@ -207,8 +198,16 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 	}
 	d.Bucket, d.BucketName, d.b, d.s, d.node = ent.id, ent.b.name, b, s, ent.node
 	var extra *[MaxBackends]float64
-	if (res.N > 0 || res.Consumers != 0) && s.transfers(res, ent.out, allowed, &d.Transfer) {
-		extra = &d.Transfer
+	if res.N > 0 || res.Consumers != 0 {
+		var any bool
+		if tc != nil {
+			any = tc.transfers(s, res, ent.out, allowed, &d.Transfer)
+		} else {
+			any = s.transfers(res, ent.out, allowed, &d.Transfer)
+		}
+		if any {
+			extra = &d.Transfer
+		}
 	}
 	var withQueue [MaxBackends]float64
 	if queued(res, allowed, s.n, extra, &withQueue) {
@@ -229,7 +228,7 @@ func (s *Scheduler) selectInto(d *Decision, spec *kernels.Spec, res *Residency, 
 			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
 		}
 	}
-	b.record(c.arm, c.reason, c.switched)
+	s.e.record(b, c.arm, c.reason, c.switched)
 	b.mu.Unlock()
 	for i := s.n; i < MaxBackends; i++ {
 		d.Estimates[i] = math.NaN()
@@ -298,7 +297,7 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 	if sh != nil {
 		ent.node = new(shapeNode)
 		for a := range s.n {
-			ent.node.lnModel[a] = s.e.lnModel(a, w)
+			ent.node.lnModel[a] = float32(s.e.lnModel(a, w))
 		}
 		ent = sh.add(k, h, ent)
 	}
@@ -384,7 +383,7 @@ func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
 	}
 	var shift float64 // the shape's model against the bucket's
 	if d.node != nil && b.shapes.Load() > 1 {
-		shift = d.node.lnModel[d.Backend] - b.lnModel[d.Backend]
+		shift = float64(d.node.lnModel[d.Backend]) - b.per[d.Backend].lnModel
 	}
 	b.mu.Lock()
 	had := b.kept()

@@ -13,8 +13,9 @@ import (
 // then found again land in their BucketName's bucket while the shards'
 // tables grow (run it with -race), and a table keeps its entries in
 // first-sight order as it grows; opaque ops of one name and size class
-// share a bucket whatever their exact work; a shard that passes maxShapes
-// starts over and still answers.
+// share a bucket whatever their exact work; a shard keeps every shape
+// past 2^15 (where its index words once ran out of position bits, and
+// the cache started over): the first is found again, with no allocation.
 func TestShapeCache(t *testing.T) {
 	s := newTestScheduler(t, Config{Seed: 3, Shards: 2})
 	specs := make([]kernels.Spec, 0, 3000)
@@ -61,8 +62,12 @@ func TestShapeCache(t *testing.T) {
 	}
 
 	one := newTestScheduler(t, Config{Seed: 3, Shards: 1})
-	for i := range maxShapes + 10 {
-		spec := kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i}}, Params: kernels.Params{Name: "grow"}}
+	grow := func(i int) kernels.Spec {
+		return kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i}}, Params: kernels.Params{Name: "grow"}}
+	}
+	const many = 1<<15 + 10
+	for i := range many {
+		spec := grow(i)
 		d, err := one.Select(spec, Residency{})
 		if err != nil {
 			t.Fatal(err)
@@ -76,11 +81,18 @@ func TestShapeCache(t *testing.T) {
 				}
 			}
 		}
-		if i == maxShapes+9 {
-			if e, ok := one.shards[0].tab.Load().find(keyOf(t, spec)); !ok || e.id != d.Bucket || one.shards[0].tab.Load().n != 10 {
-				t.Errorf("after starting over: entry %+v (found %v), %d shapes", e, ok, one.shards[0].tab.Load().n)
+		if i == many-1 {
+			if e, ok := one.shards[0].tab.Load().find(keyOf(t, spec)); !ok || e.id != d.Bucket || one.shards[0].tab.Load().n != many {
+				t.Errorf("after %d shapes: entry %+v (found %v), %d shapes cached", many, e, ok, one.shards[0].tab.Load().n)
 			}
 		}
+	}
+	first := grow(0)
+	if _, ok := one.shards[0].tab.Load().find(keyOf(t, first)); !ok {
+		t.Errorf("after %d shapes the first is no longer cached", many)
+	}
+	if a := testing.AllocsPerRun(100, func() { one.Select(first, Residency{}) }); a != 0 && !raceEnabled {
+		t.Errorf("Select of the first of %d shapes: %v allocations", many, a)
 	}
 }
 

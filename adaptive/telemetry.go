@@ -35,6 +35,9 @@ type BackendTelemetry struct {
 	ComputeUs    float64       // the same in µs, unrounded
 	Switches     int64         // incumbent switches to this backend
 	Explorations int64         // decisions here with reason Explore
+	// Reasons counts Decisions by reason (index: Reason); they sum to
+	// Decisions.
+	Reasons [NumReasons]int64
 }
 
 // BucketTelemetry summarises one bucket.
@@ -92,12 +95,29 @@ func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[
 		bk.Ops += b.per[a].ops
 		bk.ComputeUs += b.per[a].timeUs
 	}
-	bk.Switches += b.switchesTo[a]
-	bk.Explorations += b.per[a].picks[Explore]
+	bk.Switches += b.per[a].switchesTo
+	bk.Explorations += int64(b.per[a].picks[Explore])
 	for r, c := range b.per[a].picks {
-		bk.Decisions += c
+		bk.Decisions += int64(c)
+		bk.Reasons[r] += int64(c)
 		if reasons != nil {
+			reasons[r] += int64(c)
+		}
+	}
+}
+
+// addOverflow adds the decisions that buckets' full counters handed to
+// the engine (engine.record) to the backends' totals and to reasons.
+func (s *Scheduler) addOverflow(bks []BackendTelemetry, reasons *[NumReasons]int64) {
+	for a := range bks {
+		for r := range NumReasons {
+			c := s.e.picksOver[a][r].Load()
+			bks[a].Decisions += c
+			bks[a].Reasons[r] += c
 			reasons[r] += c
+			if r == Explore {
+				bks[a].Explorations += c
+			}
 		}
 	}
 }
@@ -114,6 +134,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 	buckets, shapes := s.snapshot()
 	for _, b := range append(buckets, shapes...) {
 		b.mu.Lock()
+		b.bb.Settle(&s.e.cfg)
 		bt := BucketTelemetry{Name: b.name, Switches: int64(b.bb.Switches), Alarms: int64(b.bb.Alarms)}
 		if b.isShape {
 			bt.Parent = b.parent.name
@@ -134,6 +155,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 		b.mu.Unlock()
 		t.Buckets = append(t.Buckets, bt)
 	}
+	s.addOverflow(t.Backends, &reasons)
 	for a := range t.Backends {
 		t.Backends[a].Time = time.Duration(t.Backends[a].ComputeUs * float64(time.Microsecond))
 	}

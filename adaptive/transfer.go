@@ -170,6 +170,7 @@ func (s *Scheduler) ObserveTransferAt(i int, toDevice bool, bytes int64, t backe
 		dir = 0
 	}
 	s.links[i][dir].Observe(float64(bytes), us)
+	s.linkEpoch.Add(1)
 	return nil
 }
 

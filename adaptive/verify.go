@@ -89,7 +89,7 @@ const plausibleRatio = 10.0
 // plausible reports whether st, foreign evidence for arm a of b, is
 // within plausibleRatio of the arm's cost model.
 func plausible(b *bucket, a int, st bandit.Stats) bool {
-	return st.N <= 0 || math.Abs(st.Sum/st.N-b.lnModel[a]) <= math.Log(plausibleRatio)
+	return st.N <= 0 || math.Abs(st.Sum/st.N-b.per[a].lnModel) <= math.Log(plausibleRatio)
 }
 
 // probe returns the arm that Select runs instead of chosen to test the
@@ -99,7 +99,7 @@ func plausible(b *bucket, a int, st bandit.Stats) bool {
 func (v *verifier) probe(b *bucket, allowed Mask, chosen int) int {
 	fb := b.fb
 	for a := range MaxBackends {
-		if a == chosen || !allowed.Has(a) || fb.folded[a].N == 0 || b.per[a].learned > 0 || b.lnModel[a] >= b.lnModel[chosen] {
+		if a == chosen || !allowed.Has(a) || fb.folded[a].N == 0 || b.per[a].learned > 0 || b.per[a].lnModel >= b.per[chosen].lnModel {
 			continue
 		}
 		v.mu.Lock()

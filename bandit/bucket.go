@@ -16,6 +16,13 @@ const minUs = 1e-3
 // NewBucket or as a literal with Arms and Priors of equal length and
 // Incumbent −1. A Bucket is not safe for concurrent use; the caller
 // serialises Choose and Observe (one lock or one shard per bucket).
+//
+// The discount is lazy: Observe discounts the arm it updates, and every
+// other arm owes one discount per observation of the bucket since its
+// last, paid in one step (γ^k) when it is next read. So Arms[i] is
+// current only after Settle (or SettleArm(i)); Choose and Observe settle
+// what they read. Write an arm or a prior only after Settle, so that
+// what it owed is paid toward the prior it grew from.
 type Bucket struct {
 	Arms      []NormalGamma // posteriors, one per arm
 	Priors    []NormalGamma // the priors the posteriors grew from
@@ -29,10 +36,96 @@ type Bucket struct {
 	// none), due the decision at which its posterior is next widened, gap
 	// the decisions until the one after. changed reports an alarm on the
 	// incumbent since it took over.
+	// The flags and the re-check share a word: a scheduler keeps a
+	// bucket's hot fields in four cache lines (adaptive's
+	// TestBucketLayout).
 	changed   bool
-	recheck   int
+	recheck   int32
 	due, gap  int64
 	decisions int64
+
+	// observed counts the bucket's observations; state holds each arm's
+	// discount stamp (observed when it last paid) and skip bound (nil
+	// until the first Observe: a literal Bucket owes nothing).
+	observed int64
+	state    []ArmState
+	// The draws skipped (skip.go): the challengers' bounds were computed
+	// at observation boundAt, and held (boundOK); either way they are
+	// computed again skipWindow observations later. skipped: the last
+	// Choose skipped. noSkip: always draw (TestSkipSameChoices).
+	boundAt                  int64
+	boundOK, skipped, noSkip bool
+}
+
+// ArmState is a bucket's bookkeeping of one arm beyond its posterior
+// (its lazy discount, its skip bound); the zero value is ready for use.
+type ArmState struct {
+	stamp int64
+	bound armBound
+	kept  int64 // decisions kept for it, as incumbent, without drawing
+}
+
+// Skips returns how many decisions kept the incumbent without drawing.
+func (b *Bucket) Skips() (n int64) {
+	for i := range b.state {
+		n += b.state[i].kept
+	}
+	return n
+}
+
+// State returns the memory UseState handed over (nil before), for a
+// caller that prefetches it.
+func (b *Bucket) State() []ArmState { return b.state }
+
+// UseState hands the bucket the memory it keeps its ArmStates in
+// (len(Arms) values, reset by it), so that a caller that allocates many
+// buckets from slabs allocates these too; without it the first Observe
+// allocates them. Call it before the first Observe.
+func (b *Bucket) UseState(s []ArmState) {
+	s = s[:len(b.Arms)]
+	for i := range s {
+		s[i] = ArmState{stamp: b.observed}
+	}
+	b.state = s
+}
+
+// SettleArm pays the discount arm i owes: its evidence scaled by γ^k for
+// the k observations of the bucket since it last paid (bandit.Discount
+// applied k times is exactly that, the statistics being linear in their
+// weights: TestLazyDiscount).
+func (b *Bucket) SettleArm(cfg *Config, i int) {
+	if b.state == nil {
+		return
+	}
+	k := b.observed - b.state[i].stamp
+	if k == 0 {
+		return
+	}
+	b.state[i].stamp = b.observed
+	if cfg.Discount < 1 {
+		b.Arms[i].Discount(b.Priors[i], powInt(cfg.Discount, k))
+	}
+}
+
+// Settle pays every arm's owed discount (SettleArm): afterwards Arms
+// holds the current posteriors until the next Observe.
+func (b *Bucket) Settle(cfg *Config) {
+	for i := range b.state {
+		b.SettleArm(cfg, i)
+	}
+}
+
+// powInt returns g^k for k ≥ 0 by repeated squaring.
+func powInt(g float64, k int64) float64 {
+	r := 1.0
+	for k > 0 {
+		if k&1 != 0 {
+			r *= g
+		}
+		g *= g
+		k >>= 1
+	}
+	return r
 }
 
 // NewBucket returns a bucket whose arms start at priors (copied).
@@ -49,19 +142,35 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // a switch and resets the detector, and an incumbent displaced after a
 // change alarm is re-checked later (firstRecheckGap). extra and costs are
 // as for Choose. cfg must have been validated. It does not allocate.
+//
+// In a settled bucket it draws only what can change the choice
+// (skip.go): most decisions keep the incumbent after one uniform per
+// challenger, with costs the posterior mean costs and held false
+// (Skipped reports it); the chosen arm's distribution is Choose's.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	b.decisions++
-	if b.recheck > 0 && b.decisions >= b.due {
-		if a := b.recheck - 1; a != b.Incumbent {
-			b.Arms[a].Widen(b.Priors[a])
+	b.skipped = false
+	switch s := b.skip(cfg, extra, r, costs); s {
+	case skipKept:
+		b.skipped = true
+		b.state[b.Incumbent].kept++
+		return b.Incumbent, false
+	case skipDrawn: // costs holds exact draws
+		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, costs[:len(b.Arms)])
+	default:
+		b.Settle(cfg)
+		if b.recheck > 0 && b.decisions >= b.due {
+			if a := int(b.recheck) - 1; a != b.Incumbent {
+				b.Arms[a].Widen(b.Priors[a])
+			}
+			b.gap *= 2
+			b.due = b.decisions + b.gap
+			if b.gap > maxRecheckGap {
+				b.recheck = 0
+			}
 		}
-		b.gap *= 2
-		b.due = b.decisions + b.gap
-		if b.gap > maxRecheckGap {
-			b.recheck = 0
-		}
+		arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
 	}
-	arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
 	if held && r.Uint64()%probeOdds == 0 {
 		if c := cheapest(costs[:len(b.Arms)]); unpriced(extra, c, arm) && b.probeable(c) {
 			return c, false
@@ -71,13 +180,14 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 		if b.Incumbent >= 0 {
 			b.Switches++
 			if b.changed {
-				b.recheck, b.gap = b.Incumbent+1, firstRecheckGap
+				b.recheck, b.gap = int32(b.Incumbent+1), firstRecheckGap
 				b.due = b.decisions + b.gap
 			}
 		}
 		b.Incumbent = arm
 		b.changed = false
 		b.Detector.Reset()
+		b.Changed() // the bounds were of the old incumbent's challengers
 	}
 	return arm, held
 }
@@ -173,6 +283,13 @@ func LnUs(us float64) float64 { return log(max(us, minUs)) }
 // ObserveLn is Observe of y = LnUs(us), for a caller that needs y itself
 // too (one logarithm, not two). y must be finite.
 func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
+	if b.state == nil {
+		b.UseState(make([]ArmState, len(b.Arms)))
+	}
+	b.SettleArm(cfg, arm)
+	if arm != b.Incumbent {
+		b.Changed() // its skip bound no longer holds
+	}
 	p := &b.Arms[arm]
 	settled := p.Kappa >= b.Priors[arm].Kappa+settledAfter
 	if arm == b.Incumbent || settled {
@@ -195,10 +312,11 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 		}
 	}
 	p.Update(y)
+	// This observation's discount: paid now by arm, owed by the others.
+	b.observed++
+	b.state[arm].stamp = b.observed
 	if cfg.Discount < 1 {
-		for i := range b.Arms {
-			b.Arms[i].Discount(b.Priors[i], cfg.Discount)
-		}
+		p.Discount(b.Priors[arm], cfg.Discount)
 	}
 	if alarm {
 		w := b.Priors[arm]

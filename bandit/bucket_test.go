@@ -187,28 +187,34 @@ func spell(from, to int, slow float64, means ...float64) func(t, arm int) float6
 // TestHysteresis checks DESIGN.md § The bandit, hysteresis, on two arms
 // within 3% of each other (100 and 103 µs, σ = 0.2): at most 20 switches
 // (changes of the arm chosen, each a change of incumbent) in 10,000
-// decisions under the defaults, on every one of 200 seeds; at least 4×
-// fewer than with no margin; Bucket.Switches (changes of incumbent) at
-// most the count, which also holds each probe's two (probeOdds).
-// Measured over 1,000 seeds: changes of the arm chosen mean 6.3, at most
-// 18, probes included. Without the check of the incumbent's posterior
-// mean in Choose, mean 9.1 and 21 of 1,000 seeds above 20 (max 39), most
-// of the late switches pairs in which a challenger won one draw and lost
-// the next.
+// decisions under the defaults on all but 1% of 200 seeds, and at most 30
+// on any; a mean of at most 7; at least 4× fewer than with no margin;
+// Bucket.Switches (changes of incumbent) at most the count, which also
+// holds each probe's two (probeOdds). Measured over 4,000 seeds: changes
+// of the arm chosen mean 6.35, at most 25, 7 seeds above 20 (drawing at
+// every decision, without skip.go's shortcut: 6.31, 25, 6; seeds 1–1,000
+// alone stayed at 18 or below), probes included. Without the check of
+// the incumbent's posterior mean in Choose, mean 9.1 and 21 of 1,000
+// seeds above 20 (max 39), most of the late switches pairs in which a
+// challenger won one draw and lost the next.
 func TestHysteresis(t *testing.T) {
-	const seeds, bound = 200, 20
+	const seeds, bound, most1 = 200, 20, 30
 	cfg := defaultCfg(t)
 	none := cfg
 	none.Hysteresis = -1 // no margin
 	w := bandittest.World{Mean: bandittest.Static(100, 103), Sigma: 0.2}
-	var with, without, most int
+	var with, without, most, above int
 	for seed := uint64(1); seed <= seeds; seed++ {
 		ch, b := runBucket(cfg, w, []float64{100, 100}, 10_000, seed)
 		n := bandittest.Switches(ch)
 		with += n
 		most = max(most, n)
 		if n > bound {
-			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, bound)
+			above++
+			t.Logf("seed %d: %d switches in 10000 decisions", seed, n)
+		}
+		if n > most1 {
+			t.Errorf("seed %d: %d switches in 10000 decisions, want ≤ %d", seed, n, most1)
 		}
 		if b.Switches > n {
 			t.Errorf("Bucket.Switches = %d, more than the %d changes of the arm chosen", b.Switches, n)
@@ -217,6 +223,12 @@ func TestHysteresis(t *testing.T) {
 		without += bandittest.Switches(ch)
 	}
 	t.Logf("switches over %d seeds: h=%.2f %d (mean %.1f, most %d), h=0 %d", seeds, cfg.Hysteresis, with, float64(with)/seeds, most, without)
+	if above > seeds/100 {
+		t.Errorf("%d of %d seeds above %d switches, want at most %d", above, seeds, bound, seeds/100)
+	}
+	if with > 7*seeds {
+		t.Errorf("mean %.2f switches, want ≤ 7", float64(with)/seeds)
+	}
 	if 4*with > without {
 		t.Errorf("hysteresis %v: %d switches, no margin %d: want at least 4× fewer", cfg.Hysteresis, with, without)
 	}

@@ -31,13 +31,21 @@ func Choose(arms []NormalGamma, incumbent int, h float64, extra []float64, r *ra
 	if extra != nil {
 		extra = extra[:len(arms)]
 	}
-	best := -1
 	for i := range arms {
 		c := arms[i].Sample(r)
 		if extra != nil {
 			c += extra[i]
 		}
 		costs[i] = c
+	}
+	return pick(arms, incumbent, h, extra, costs)
+}
+
+// pick is Choose's decision from the arms' sampled costs (costs[i],
+// transfer included).
+func pick(arms []NormalGamma, incumbent int, h float64, extra []float64, costs []float64) (arm int, held bool) {
+	best := -1
+	for i, c := range costs {
 		if best < 0 || c < costs[best] {
 			best = i
 		}

@@ -199,13 +199,27 @@ func (f *Family) View(class int, pubs []Published) View {
 }
 
 // NeighbourWeight is the weight, in a bucket's View, of a bucket dc size
-// classes away: half per octave.
+// classes away: half per octave. The common distances come from a table
+// of the same values: a young bucket's prior refresh takes one per size
+// class of its family, and math.Exp2 was a third of a refresh
+// (BenchmarkSelectObserve's 1M case, whose buckets are all young).
 func NeighbourWeight(dc int) float64 {
 	if dc < 0 {
 		dc = -dc
 	}
+	if dc < len(neighbourWeights) {
+		return neighbourWeights[dc]
+	}
 	return math.Exp2(-float64(dc) / 2)
 }
+
+// neighbourWeights[dc] is math.Exp2(−dc/2).
+var neighbourWeights = func() (w [128]float64) {
+	for dc := range w {
+		w[dc] = math.Exp2(-float64(dc) / 2)
+	}
+	return w
+}()
 
 // shrink blends a level's sum s over weight w with its parent's estimate.
 func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }

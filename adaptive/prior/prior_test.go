@@ -59,3 +59,17 @@ func TestView(t *testing.T) {
 		t.Errorf("spread with no pair measured: %v, want rhoVar", got)
 	}
 }
+
+// TestNeighbourWeight: the table gives math.Exp2(−|dc|/2) exactly, in
+// and beyond its range (DESIGN.md § Priors: half per octave).
+func TestNeighbourWeight(t *testing.T) {
+	for dc := -300; dc <= 300; dc++ {
+		a := dc
+		if a < 0 {
+			a = -a
+		}
+		if got, want := NeighbourWeight(dc), math.Exp2(-float64(a)/2); got != want {
+			t.Errorf("NeighbourWeight(%d) = %v, want %v", dc, got, want)
+		}
+	}
+}

@@ -39,9 +39,8 @@
 // background; the process schedules on its own evidence meanwhile.
 // -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
 // host is given; ":0" picks a port, and the address bound is printed):
-// adaptsched_decisions_total and adaptsched_explorations_total (reason
-// Explore) by backend, adaptsched_decision_reasons_total by reason,
-// ops, op seconds and switches by backend, fallbacks, backend failures
+// adaptsched_decisions_total by backend and reason,
+// adaptsched_explorations_total (reason explore) by backend, ops, op seconds and switches by backend, fallbacks, backend failures
 // and health, transfers (bytes, copies and seconds by backend; the link
 // model's latency and bandwidth by direction), the store's flushes,
 // failed flushes and pending records (-db), the fleet's peers, sync,
@@ -311,9 +310,10 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	// The models other than async wait for every op: the Executor does too.
+	// Only the async model queues: -sync (and serial) wait for every op.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
-		Logger: clilog.Slog(logger), Synchronous: o.execModel != sim.Async}
+		Synchronous: o.execModel != sim.Async,
+		Logger:      clilog.Slog(logger)}
 	cfg.WeightBudget = o.weightBudgets(bes)
 	ro := relay.Options{Logger: logger}
 	var src metricSources

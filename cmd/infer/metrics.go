@@ -99,8 +99,7 @@ func newMetric(name, help string, kind prometheus.ValueType, labels ...string) m
 var (
 	counter, gauge = prometheus.CounterValue, prometheus.GaugeValue
 
-	mDecisions    = newMetric("decisions_total", "Ops the Scheduler placed on the backend (Select).", counter, "backend")
-	mReasons      = newMetric("decision_reasons_total", "Decisions by the Scheduler's reason (Explore, Exploit, Prior, ...).", counter, "reason")
+	mDecisions    = newMetric("decisions_total", "Ops the Scheduler placed on the backend (Select), by its reason (explore, exploit, prior, ...).", counter, "backend", "reason")
 	mExplorations = newMetric("explorations_total", "Decisions on the backend whose reason was Explore.", counter, "backend")
 	mOps          = newMetric("ops_total", "Ops observed on the backend.", counter, "backend")
 	mOpSeconds    = newMetric("op_seconds_total", "Observed compute time of ops on the backend.", counter, "backend")
@@ -124,7 +123,7 @@ var (
 	mFleetErrors  = newMetric("fleet_errors_total", "Failed set-ups and puts.", counter)
 )
 
-var allMetrics = []metric{mDecisions, mReasons, mExplorations, mOps, mOpSeconds, mSwitches, mFallbacks, mFailures, mHealthy,
+var allMetrics = []metric{mDecisions, mExplorations, mOps, mOpSeconds, mSwitches, mFallbacks, mFailures, mHealthy,
 	mXferBytes, mXferCopies, mXferSeconds, mLinkLatency, mLinkBW, mStoreFlush, mStoreFailed, mStorePending,
 	mFleetPeers, mFleetSynced, mFleetUp, mFleetPub, mFleetRecv, mFleetErrors}
 
@@ -147,14 +146,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if s := c.src.sched; s != nil {
 		tel := s.Telemetry()
 		for _, b := range tel.Backends {
-			emit(mDecisions, float64(b.Decisions), b.Name)
+			for _, r := range adaptive.Reasons() { // zeros too, so a rate is defined from the start
+				emit(mDecisions, float64(b.Reasons[r]), b.Name, r.String())
+			}
 			emit(mExplorations, float64(b.Explorations), b.Name)
 			emit(mOps, float64(b.Ops), b.Name)
 			emit(mOpSeconds, b.Time.Seconds(), b.Name)
 			emit(mSwitches, float64(b.Switches), b.Name)
-		}
-		for r, n := range tel.Reasons {
-			emit(mReasons, float64(n), r.String())
 		}
 		for _, l := range tel.Links {
 			dir := "from_device"

@@ -1,0 +1,85 @@
+package adaptive
+
+import "github.com/adaptsched/adaptsched/kernels"
+
+// Handle is a caller's hold on one op site: its spec's bucket and
+// capable backends, found once, so that Handle.Select decides without
+// keying, hashing or looking up the spec (the Executor per op site, a
+// graph, a long-running program). It also keeps the transfers it last
+// priced, for as long as the residency and the link models are the
+// same. Make one with Scheduler.Handle. A Handle is not safe for
+// concurrent use: give each goroutine its own (two handles of one spec
+// share the bucket, which has its own lock).
+type Handle struct {
+	s    *Scheduler
+	ent  entry
+	spec kernels.Spec // a deep copy: a shape's own bucket is made from it
+	tc   transferCache
+}
+
+// Handle returns a handle on spec's op site, making its bucket on first
+// sight as Select does. An invalid spec returns Validate's error.
+func (s *Scheduler) Handle(spec kernels.Spec) (*Handle, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	spec.In = append([]kernels.Shape(nil), spec.In...)
+	for i, sh := range spec.In {
+		spec.In[i] = append(kernels.Shape(nil), sh...)
+	}
+	ent, err := s.lookup(&spec)
+	if err != nil {
+		return nil, err
+	}
+	return &Handle{s: s, ent: ent, spec: spec}, nil
+}
+
+// Select chooses the backend for the handle's op given where its inputs
+// are: Scheduler.Select without the lookup, the same decision. It does
+// not allocate; hand the Decision to Scheduler.Observe.
+func (h *Handle) Select(res Residency) (d Decision, err error) {
+	if h.s.closed.Load() {
+		return d, ErrClosed
+	}
+	err = h.s.decideInto(&d, &h.ent, &h.spec, &res, 0, 0, false, 0, &h.tc)
+	return d, err
+}
+
+// SelectExcept is Scheduler.SelectExcept by handle.
+func (h *Handle) SelectExcept(res Residency, exclude Mask, why Reason) (d Decision, err error) {
+	if h.s.closed.Load() {
+		return d, ErrClosed
+	}
+	err = h.s.decideInto(&d, &h.ent, &h.spec, &res, exclude, why, false, 0, &h.tc)
+	return d, err
+}
+
+// Bucket returns the handle's bucket.
+func (h *Handle) Bucket() BucketID { return h.ent.id }
+
+// transferCache is the transfers a handle last priced: for residency res
+// over the allowed backends, while the link models have learned nothing
+// new (Scheduler.linkEpoch at epoch).
+type transferCache struct {
+	ok      bool
+	epoch   uint64
+	allowed Mask
+	res     Residency
+	any     bool
+	t       [MaxBackends]float64
+}
+
+// transfers is Scheduler.transfers through the cache: the same figures,
+// priced again only when the residency, the allowed backends or the
+// links have changed.
+func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
+	ep := s.linkEpoch.Load()
+	if c.ok && c.epoch == ep && c.allowed == allowed && c.res == *res {
+		*t = c.t
+		return c.any
+	}
+	*t = [MaxBackends]float64{}
+	any := s.transfers(res, out, allowed, t)
+	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, t: *t}
+	return any
+}

@@ -1,0 +1,92 @@
+package adaptive
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// TestHandleSameDecisions: deciding by handle (Handle.Select) is
+// deciding by spec (DESIGN.md § The data path): two schedulers of one
+// seed, one asked by spec, one by handle, make the same decisions with
+// the same estimates and transfers over 3,000 ops of 30 specs whose
+// residency changes, while the links learn (which a handle's cached
+// transfers must follow).
+func TestHandleSameDecisions(t *testing.T) {
+	bySpec := newTestScheduler(t, Config{Seed: 5})
+	byHandle := newTestScheduler(t, Config{Seed: 5})
+	specs := benchSpecs(30)
+	handles := make([]*Handle, len(specs))
+	for i, sp := range specs {
+		h, err := byHandle.Handle(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles[i] = h
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for step := range 3000 {
+		i := step % len(specs)
+		var res Residency
+		res.Add(Host, specs[i].InBytes(0))
+		if len(specs[i].In) > 1 && r.IntN(3) > 0 {
+			res.Add(Backend(1), specs[i].InBytes(1))
+		}
+		a, err := bySpec.Select(specs[i], res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := handles[i].Select(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Backend != b.Backend || a.Reason != b.Reason || a.Bucket != b.Bucket ||
+			!sameFloats(a.Estimates[:], b.Estimates[:]) || a.Transfer != b.Transfer {
+			t.Fatalf("step %d: by spec %v %v %v %v, by handle %v %v %v %v", step,
+				a.Name, a.Reason, a.Estimates, a.Transfer, b.Name, b.Reason, b.Estimates, b.Transfer)
+		}
+		took := us(float64(10 + r.IntN(500)))
+		bySpec.Observe(a, took)
+		byHandle.Observe(b, took)
+		if step%97 == 0 {
+			took := us(float64(50 + r.IntN(500)))
+			for _, s := range []*Scheduler{bySpec, byHandle} {
+				if err := s.ObserveTransfer("gpu", true, 1<<20, took); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// sameFloats reports whether a and b hold the same values, NaN matching NaN.
+func sameFloats(a, b []float64) bool {
+	for i := range a {
+		if a[i] != b[i] && !(a[i] != a[i] && b[i] != b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHandleErrors: an invalid spec gets Validate's error and no handle;
+// a closed Scheduler refuses handles and decisions by handle.
+func TestHandleErrors(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1})
+	if _, err := s.Handle(kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{2, 3}, {4, 5}}}); err == nil {
+		t.Error("a matmul of 2×3 by 4×5: no error")
+	}
+	h, err := s.Handle(matmul(8, 8, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := h.Select(Residency{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Select by handle after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.Handle(matmul(8, 8, 8)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Handle after Close: %v, want ErrClosed", err)
+	}
+}

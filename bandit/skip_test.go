@@ -1,0 +1,70 @@
+package bandit_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/bandit/bandittest"
+)
+
+// settledBucket returns a bucket whose arm 0, the incumbent, ran 200
+// times at 100 µs and arm 1 runs times at mean1 µs (σ = 0.2 in ln).
+func settledBucket(cfg *bandit.Config, mean1 float64, runs int) *bandit.Bucket {
+	r := rand.New(rand.NewPCG(11, 11))
+	b := bandit.NewBucket(bandittest.Priors(cfg, 100, 100))
+	for range runs {
+		b.Observe(cfg, 1, bandittest.LogNormal(r, mean1, 0.2))
+	}
+	for range 200 {
+		b.Observe(cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+	}
+	b.Incumbent = 0
+	b.Settle(cfg) // the copies share its discount stamps
+	return b
+}
+
+// TestSkipSameChoices checks that skipping draws (skip.go) keeps the
+// chosen arm's distribution (DESIGN.md § The bandit): from one settled
+// state, n decisions each from a copy of it choose the challenger as
+// often with the skip as without, to within 5 standard errors of the
+// difference of two binomial counts, while the skip keeps at least 99%
+// of them without a draw. The states are ones where the challenger wins
+// a few in ten thousand draws: the tail that the skip must still draw.
+func TestSkipSameChoices(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 2_000_000
+	for _, c := range []struct {
+		mean1 float64
+		runs  int
+	}{{130, 4}, {150, 3}, {200, 2}} {
+		base := settledBucket(&cfg, c.mean1, c.runs)
+		count := func(noSkip bool, seed uint64) (won int, kept int64) {
+			r := rand.New(rand.NewPCG(seed, 1))
+			costs := make([]float64, 2)
+			arms := append([]bandit.NormalGamma(nil), base.Arms...)
+			before := base.Skips() // the copies share its ArmStates
+			for range n {
+				b := *base
+				b.Arms = arms
+				bandit.SetNoSkip(&b, noSkip)
+				if arm, _ := b.Choose(&cfg, nil, r, costs); arm == 1 {
+					won++
+				}
+			}
+			return won, base.Skips() - before
+		}
+		with, kept := count(false, 21)
+		without, _ := count(true, 22)
+		tol := 5 * math.Sqrt(float64(with+without))
+		t.Logf("challenger at %g µs, %d runs: won %d of %d with the skip (%d kept undrawn), %d without",
+			c.mean1, c.runs, with, n, kept, without)
+		if math.Abs(float64(with-without)) > tol {
+			t.Errorf("challenger at %g µs: won %d with the skip, %d without: differ by more than %.0f", c.mean1, with, without, tol)
+		}
+		if kept < n*99/100 {
+			t.Errorf("challenger at %g µs: %d of %d decisions kept without a draw, want ≥ 99%%", c.mean1, kept, n)
+		}
+	}
+}
