@@ -100,6 +100,9 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			err = e.queueOp(sc, r, s, ts, o, readyAt, stamp)
 		}
 		unlockSet(sc, n)
+		if err != nil {
+			e.dropStaged(r)
+		}
 		if errors.Is(err, errNoCopy) && !restore && try < maxAttempts {
 			// An input lost every copy with a device: recompute it, then
 			// place it again.
@@ -132,6 +135,11 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 			return fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
 		}
 		t.readers |= adaptive.Backend(a)
+		weight := t.weight.Load()
+		if weight {
+			e.touchWeight(t)
+			e.copyForOwnSake(t, &r.d, ts)
+		}
 		if !t.valid.Has(a) {
 			if t.valid == 0 {
 				return errNoCopy
@@ -142,8 +150,22 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 				}
 			}
 			if !e.alias.Has(a) {
+				admit := weight && t.copies[a] == nil
+				if admit && !e.cacheable(t, a, ts) {
+					c, err := e.stageWeight(t, a)
+					if err != nil {
+						return err
+					}
+					r.copies = append(r.copies, c)
+					r.dep(c)
+					sc.bufs[i] = c.dev
+					continue
+				}
 				c, err := e.copyToDevice(t, a)
 				if err != nil {
+					if admit && t.copies[a] == nil {
+						e.unreserve(t, a)
+					}
 					return err
 				}
 				r.copies = append(r.copies, c)

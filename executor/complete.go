@@ -56,9 +56,12 @@ type rec struct {
 	endAt   int64   // expected completion, ns since the Executor's epoch
 	endV    float64 // a simulated device's end of the work (backends.VirtualSpan), µs
 
-	// A copy: its tensor and direction (over backend a's link).
+	// A copy: its tensor and direction (over backend a's link); a
+	// staging copy fills a buffer of its own (dev) that the op reading it
+	// frees once it has completed (a weight the cache does not keep).
 	t        *Tensor
 	toDevice bool
+	staging  bool
 
 	before  tensorState // the changed tensor (out, or t) before the change
 	cascade bool        // recovery's mark (under the gate's write lock)
@@ -263,6 +266,7 @@ func (e *Executor) observeQueued() {
 	for r := range e.completed {
 		if r.op {
 			e.unload(r)
+			r.freeStaged()
 		}
 		if r.err != nil {
 			r.state.Store(recFailed)

@@ -66,6 +66,12 @@ type Config struct {
 	// queue is priced. Otherwise Run queues the op on its backend and
 	// returns at once (DESIGN.md § Queued execution).
 	Synchronous bool
+	// WeightBudget[i] is the bytes of weight copies (MarkWeight) that
+	// backend i may hold; a negative entry, or a backend past the slice's
+	// end, has no budget. A weight an op needs on a backend where the
+	// cache does not keep it is copied for that op alone (DESIGN.md §
+	// Weights in host memory).
+	WeightBudget []int64
 	// Placer, when not nil, chooses every op's backend in the Strategy's
 	// stead: a baseline placement (eval.Placement) run through the
 	// Executor on real work, to be compared with the bandit (DESIGN.md §
@@ -162,6 +168,8 @@ type Executor struct {
 
 	health health
 	res    registry
+	wc     weightCache
+	weighs bool // some backend has a weight budget
 
 	ops         [adaptive.MaxBackends]atomic.Int64
 	failures    [adaptive.MaxBackends]atomic.Int64
@@ -225,6 +233,9 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 	e.res.init()
+	if err := e.initWeights(); err != nil {
+		return nil, err
+	}
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
 	e.scratchPool.New = func() any { return new(opScratch) }

@@ -49,12 +49,16 @@ func (e *Executor) unregister(t *Tensor, held adaptive.Mask) {
 	}
 	sh := e.res.shardOf(t)
 	sh.mu.Lock()
+	held &= sh.held[t]
 	if m := sh.held[t] &^ held; m != 0 {
 		sh.held[t] = m
 	} else {
 		delete(sh.held, t)
 	}
 	sh.mu.Unlock()
+	if t.weight.Load() {
+		e.unregisterWeight(t, held)
+	}
 }
 
 // residentOn returns the tensors holding a buffer on backend a.

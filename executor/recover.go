@@ -150,6 +150,9 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 // undo restores the tensor r changed to its state before r. A copy
 // dropped since (a lost device) stays invalid.
 func (r *rec) undo(e *Executor) {
+	if r.staging {
+		return // changed no tensor
+	}
 	t := r.t
 	if r.op {
 		t = r.out

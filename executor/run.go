@@ -114,6 +114,9 @@ func (e *Executor) resolve(s kernels.Spec, in []backends.Buffer, out backends.Bu
 	if o.size != s.OutBytes() {
 		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, s.OutBytes()))
 	}
+	if o.weight.Load() {
+		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
+	}
 	return o, nil
 }
 
@@ -176,6 +179,9 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			tm, xferUs, err = e.attempt(sc, s, ts, o, a, restore)
 		}
 		if err == nil {
+			if !queued && e.weighs {
+				e.copyForOwnSakeSync(ts, &d)
+			}
 			e.healthy(a)
 			e.finished(s, &d, tm, xferUs)
 			return d, tm, nil
@@ -265,12 +271,38 @@ func (e *Executor) allFailed(s kernels.Spec, failed adaptive.Mask, errs *[adapti
 // attempt runs s on backend a: inputs made resident, output allocated,
 // then the kernel under the tensors' locks.
 func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
+	var staged [adaptive.MaxInputs]backends.Buffer // weights copied for this op alone
+	tm, us, err := e.attemptOn(sc, s, ts, o, a, restore, &staged)
+	for _, b := range staged {
+		if b != nil {
+			b.Free()
+		}
+	}
+	return tm, us, err
+}
+
+// attemptOn is attempt, the weights it copies for the op alone kept in
+// staged.
+func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
+	staged *[adaptive.MaxInputs]backends.Buffer) (backends.Timing, float64, error) {
 	be := e.bes[a]
 	stamp := e.tick.Add(1)
 	var xferUs float64
 	for try := 0; ; try++ {
-		for _, t := range ts {
-			us, err := e.ensureOn(t, a, stamp)
+		for i, t := range ts {
+			if staged[i] != nil {
+				continue
+			}
+			buf, us, err := e.stageSync(t, a, ts)
+			xferUs += us
+			if err != nil {
+				return backends.Timing{}, xferUs, err
+			}
+			if buf != nil {
+				staged[i] = buf
+				continue
+			}
+			us, err = e.ensureOn(t, a, stamp)
 			if errors.Is(err, errNoCopy) && !restore {
 				// t lost every copy with a device: the recovery hook
 				// recomputes it, then it moves.
@@ -290,6 +322,10 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 		locks := e.lockSet(sc, ts, o, false)
 		ok := o.copies[a] != nil
 		for i, t := range ts {
+			if staged[i] != nil {
+				sc.bufs[i] = staged[i]
+				continue
+			}
 			if !t.valid.Has(a) || t.copies[a] == nil {
 				ok = false
 				break

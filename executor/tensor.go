@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -29,6 +30,10 @@ type Tensor struct {
 	lastUse [adaptive.MaxBackends]int64
 	version uint64
 	lin     lineage
+	// weight marks a weight (MarkWeight); wuse is its use count, under
+	// the weight cache's lock.
+	weight atomic.Bool
+	wuse   weightUse
 	// readers is where the current version has been read (backends whose
 	// ops read it, Host for the program); consumers is where the last
 	// version that was read was: where a new version will likely be
@@ -162,6 +167,9 @@ func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, erro
 	if t.freed {
 		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write",
 			Err: fmt.Errorf("%w: Write of freed tensor %d", ErrBadTensor, t.id)}
+	}
+	if t.weight.Load() {
+		e.dropWeightCopies(t) // no stale copy is served, nor holds the budget
 	}
 	if t.host == nil {
 		t.host = allocHost(t.size)

@@ -18,7 +18,7 @@ import (
 )
 
 // tinyArgs run a model small enough for a test.
-var tinyArgs = []string{"-backends", "cpu,cpu1", "-tokens", "2", "-batch", "1", "-requests", "1", "-prompt", "2",
+var tinyArgs = []string{"-backends", "cpu,cpu1", "-tokens", "2", "-batch", "1", "-requests", "1", "-prompt", "2", "-ubatch", "1",
 	"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json"}
 
 // -h describes the program and is no error (main exits 0 on

@@ -96,6 +96,8 @@ func figures(tokens int64, d sim.TimelineStats) (modelled, bound float64) {
 // them.
 type served struct {
 	tokens, ops    int64
+	promptTokens   int64 // prefilled
+	warmPrompt     int64
 	wall           time.Duration     // whole run, by the wall clock
 	clock          sim.TimelineStats // whole run, by the modelled clock
 	warmSteps      int
@@ -119,6 +121,8 @@ func (sv *served) summarise(sum *Summary, steps bool) {
 		return float64(tokens) / s
 	}
 	sum.TokensPerS = rate(sum.Tokens, sum.Seconds)
+	sum.PromptTokens = sv.promptTokens - sv.warmPrompt
+	sum.ModelledServedTokensPerS, _ = figures(sum.Tokens+sum.PromptTokens, measured)
 	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
 	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
 	if steps {

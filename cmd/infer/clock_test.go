@@ -12,7 +12,7 @@ import (
 // GPU (the only:<gpu>).
 func asyncArgs(gpu string, batch int, extra ...string) []string {
 	args := []string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", "only:sim:" + gpu, "-batch", strconv.Itoa(batch),
-		"-prompt", "4", "-tokens", "16", "-warmup", "4", "-json",
+		"-prompt", "4", "-ubatch", "1", "-tokens", "16", "-warmup", "4", "-json",
 		"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
 	return append(args, extra...)
 }
@@ -47,7 +47,7 @@ func TestModelledFigures(t *testing.T) {
 		t.Errorf("-sync -exec serial: %v", err)
 	}
 	// With a real backend there is no Timeline: no bound, no model.
-	mixed := runSummary(t, []string{"-backends", "cpu1,sim:h100", "-strategy", "only:sim:h100", "-tokens", "2", "-prompt", "2",
+	mixed := runSummary(t, []string{"-backends", "cpu1,sim:h100", "-strategy", "only:sim:h100", "-tokens", "2", "-prompt", "2", "-ubatch", "1",
 		"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json"})
 	if mixed.BoundTokensPerS != 0 || mixed.ExecModel != "" || !(mixed.ModelledTokensPerS > 0) {
 		t.Errorf("real and simulated backends: bound %v, model %q, modelled %v", mixed.BoundTokensPerS, mixed.ExecModel, mixed.ModelledTokensPerS)

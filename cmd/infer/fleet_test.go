@@ -26,7 +26,7 @@ func TestRunFleet(t *testing.T) {
 	var sums [2]Summary
 	for i, node := range []string{"a", "b"} {
 		var out, errb bytes.Buffer
-		args := []string{"-backends", "sim:cpu2,sim:h100", "-tokens", "4", "-batch", "2", "-prompt", "2",
+		args := []string{"-backends", "sim:cpu2,sim:h100", "-tokens", "4", "-batch", "2", "-prompt", "2", "-ubatch", "1",
 			"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json",
 			"-fleet-serve", "127.0.0.1:0", "-fleet-dir", dir, "-fleet-node", node, "-metrics", "127.0.0.1:0"}
 		if err := run(context.Background(), args, &out, &errb); err != nil {

@@ -102,7 +102,7 @@ func TestParams(t *testing.T) {
 // TestRunJSON runs the command end to end on a tiny model.
 func TestRunJSON(t *testing.T) {
 	var out, errb bytes.Buffer
-	args := []string{"-backends", "cpu,cpu1,sim:h100", "-tokens", "4", "-batch", "2", "-requests", "2", "-prompt", "2",
+	args := []string{"-backends", "cpu,cpu1,sim:h100", "-tokens", "4", "-batch", "2", "-requests", "2", "-prompt", "2", "-ubatch", "1",
 		"-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "8", "-json",
 		"-db", t.TempDir(), "-trace", t.TempDir() + "/t.jsonl"}
 	if err := run(context.Background(), args, &out, &errb); err != nil {

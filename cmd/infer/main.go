@@ -6,9 +6,25 @@
 //
 // Usage:
 //
-//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|oracle]
-//	      [-tokens N] [-batch N] [-requests N] [-warmup N] [-db DIR] [-trace FILE]
-//	      [-json [-step-times]] [-sync | -exec async|sync|serial] [-metrics ADDR] [fleet flags] [model flags]
+//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
+//	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
+//	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
+//	      [-db DIR] [-trace FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
+//	      [-metrics ADDR] [fleet flags] [model flags]
+//
+// Serving: each batch of requests draws a prompt length from -prompt,
+// prefills the prompts in micro-batches of -ubatch tokens per sequence,
+// then decodes -tokens tokens. -gpu-mem keeps the weights in host memory
+// and gives each GPU a budget for them (bytes, or a share of the model's
+// weights), loading those that fit, the last layers first (llama.cpp's
+// -ngl); the Executor then prices each op's weight copy and caches the
+// weights worth their bytes (DESIGN.md § Weights in host memory).
+// -strategy llamacpp is llama.cpp's rule through the same Executor: the
+// loaded weights pinned, an op run where its weights live unless its
+// batch is at least 32 tokens. -moe E,K makes every FFN a mixture of E
+// experts, the top K per token drawn from -routing's per-layer counts
+// (sim/testdata/moe: Mixtral 8x7B, 32 layers of 8) or a Zipf skew, the
+// -routing-drift file taking over from the fraction F of the requests.
 //
 // Fleet learning (package fleet): -fleet nats://HOST:PORT
 // shares the posteriors with the other processes of the same hardware
@@ -65,9 +81,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,7 +108,15 @@ import (
 type options struct {
 	backends, strategy, db, trace string
 	tokens, batch, requests       int
-	prompt, warmup                int
+	prompt, warmup                int    // prompt: the longest of prompts
+	prompts                       []int  // -prompt: the lengths drawn from
+	promptList                    string // -prompt as given
+	ubatch                        int    // -ubatch: prompt tokens per micro-batch
+	gpuMemS                       string // -gpu-mem as given
+	gpuMem                        gpuMem
+	moe, routingFile, drift       string  // -moe, -routing, -routing-drift as given
+	zipf                          float64 // -zipf
+	routing                       moeRouting
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
 	exec                          string        // -exec: the simulated devices' execution model
@@ -121,7 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// whole usage (both printed once Parse returns).
 	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
-	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, or oracle (sim:* backends)")
+	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp (a weight's home, offload iff batch ≥ 32), or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
 	fs.BoolVar(&o.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
@@ -130,7 +154,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tokens, "tokens", 32, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
 	fs.IntVar(&o.requests, "requests", 1, "batches to serve (0: until Ctrl-C)")
-	fs.IntVar(&o.prompt, "prompt", 4, "prompt tokens per request (random ids)")
+	fs.StringVar(&o.promptList, "prompt", "4", "prompt tokens per request (random ids): N, or N1,N2,... drawn per batch of requests")
+	fs.StringVar(&o.moe, "moe", "", "E,K: every FFN a mixture of E experts, the top K per token")
+	fs.StringVar(&o.routingFile, "routing", "", "with -moe: per-layer expert counts (JSON of sim/testdata/moe) that tokens are routed by")
+	fs.Float64Var(&o.zipf, "zipf", 1, "with -moe and no -routing: Zipf exponent of the experts' popularity (0: uniform)")
+	fs.StringVar(&o.drift, "routing-drift", "", "FILE@F: with -moe, route by FILE from the fraction F of the requests on")
+	fs.IntVar(&o.ubatch, "ubatch", 512, "prompt tokens per sequence in one prefill micro-batch")
+	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
@@ -168,11 +198,21 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
 		return o, err
 	}
+	var err error
+	if o.prompts, o.prompt, err = parsePrompts(o.promptList); err != nil {
+		return o, err
+	}
+	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
+		return o, err
+	}
+	if err := o.parseMoE(); err != nil {
+		return o, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
-	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.prompt <= 0 || o.warmup < 0:
-		return o, fmt.Errorf("infer: -tokens, -batch and -prompt must be positive, -requests and -warmup not negative")
+	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.ubatch <= 0 || o.warmup < 0:
+		return o, fmt.Errorf("infer: -tokens, -batch and -ubatch must be positive, -requests and -warmup not negative")
 	case o.prompt+o.tokens > o.model.Ctx:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
@@ -200,6 +240,10 @@ type Summary struct {
 	// Tokens over it.
 	ModelledSeconds    float64 `json:"modelled_seconds"`
 	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
+	// PromptTokens were prefilled in the measured steps;
+	// ModelledServedTokensPerS counts them with Tokens.
+	PromptTokens             int64   `json:"prompt_tokens"`
+	ModelledServedTokensPerS float64 `json:"modelled_served_tokens_per_s"`
 	// BoundTokensPerS is Tokens over the least time of the placement that
 	// ran: the largest of the host's issue time and each simulated
 	// device's busy time (0 unless every backend is simulated), so that
@@ -270,6 +314,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
 		Logger:      clilog.Slog(logger)}
+	cfg.WeightBudget = o.weightBudgets(bes)
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
@@ -326,6 +371,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	defer m.Free()
+	if err := o.loadWeights(e, m, bes); err != nil {
+		return err
+	}
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
 	sum.ExecModel = clock.modelName()
 	for _, in := range infos {
@@ -371,77 +419,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	return err
 }
 
-// serve decodes -requests batches (forever with 0) until ctx ends, and
-// returns the tokens generated, the ops run, and the time they took by
-// the wall clock and by the modelled clock. The first -warmup steps are
-// recorded apart.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock) (sv served, err error) {
-	bt, err := m.NewBatch(o.batch)
-	if err != nil {
-		return sv, err
-	}
-	defer bt.Free()
-	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
-	start := time.Now()
-	clock0 := clock.read()
-	last := start
-	step := 0
-	defer func() {
-		sv.wall, sv.clock = time.Since(start), clock.read().Sub(clock0)
-		if step <= o.warmup {
-			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
-		}
-	}()
-	for req := 0; o.requests == 0 || req < o.requests; req++ {
-		bt.Reset()
-		cur := make([]int, o.batch)
-		prompts := make([][]int, o.batch)
-		for i := range prompts {
-			for range o.prompt {
-				prompts[i] = append(prompts[i], r.IntN(o.model.Vocab))
-			}
-			cur[i] = prompts[i][0]
-		}
-		for p := 0; p < o.prompt+o.tokens-1; p++ {
-			if err := ctx.Err(); err != nil {
-				return sv, err
-			}
-			before := clock.read().MakespanUs
-			next, err := bt.Step(cur, &sv.ops)
-			if err != nil {
-				return sv, err
-			}
-			if o.stepTimes {
-				sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
-			}
-			step++
-			if p+1 >= o.prompt {
-				cur = next
-				sv.tokens += int64(o.batch)
-				if o.stream {
-					for i, tok := range next {
-						fmt.Fprintf(stdout, "%d:%d ", req*o.batch+i, tok)
-					}
-					fmt.Fprintln(stdout)
-				}
-			} else {
-				for i := range cur {
-					cur[i] = prompts[i][p+1]
-				}
-			}
-			if step == o.warmup {
-				sv.warmSteps, sv.warmTokens = step, sv.tokens
-				sv.warmWall, sv.warmClock = time.Since(start), clock.read().Sub(clock0)
-			}
-			if status != nil && time.Since(last) >= 250*time.Millisecond {
-				last = time.Now()
-				status.show(sv.tokens, time.Since(start))
-			}
-		}
-	}
-	return sv, nil
-}
-
 // shares returns each backend's share of the ops that ran.
 func shares(st executor.Stats) map[string]float64 {
 	var total int64
@@ -485,3 +462,19 @@ func (s *statusLine) show(tokens int64, elapsed time.Duration) {
 }
 
 func (s *statusLine) clear() { io.WriteString(s.w, "\r\033[K") }
+
+// parsePrompts reads -prompt: one length, or lengths separated by commas
+// (a batch of requests draws one); it returns them and the longest.
+func parsePrompts(s string) ([]int, int, error) {
+	var out []int
+	longest := 0
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, 0, fmt.Errorf("infer: -prompt %q: %q is not a positive number of tokens", s, f)
+		}
+		out = append(out, n)
+		longest = max(longest, n)
+	}
+	return out, longest, nil
+}

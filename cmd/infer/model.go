@@ -16,6 +16,9 @@ import (
 type ModelConfig struct {
 	Dim, Layers, Heads, KVHeads, FFN, Vocab, Ctx int
 	Seed                                         uint64
+	// Experts > 0 makes every FFN a mixture of that many experts (each
+	// an FFN of width FFN), TopK of them per token (-moe E,K).
+	Experts, TopK int
 }
 
 // DefaultModel is about 100M parameters (100.1M: see Params).
@@ -33,6 +36,8 @@ func (c ModelConfig) validate() error {
 		return fmt.Errorf("%w: %d KV heads do not divide %d heads", errModel, c.KVHeads, c.Heads)
 	case c.Dim%kernels.QK != 0 || c.FFN%kernels.QK != 0:
 		return fmt.Errorf("%w: dim %d and ffn %d must be multiples of %d (Q8_0 blocks)", errModel, c.Dim, c.FFN, kernels.QK)
+	case c.Experts < 0 || (c.Experts > 0 && (c.TopK < 1 || c.TopK > c.Experts)):
+		return fmt.Errorf("%w: %d experts, top %d: want 1 <= top <= experts", errModel, c.Experts, c.TopK)
 	}
 	return nil
 }
@@ -43,14 +48,40 @@ func (c ModelConfig) kvDim() int   { return c.KVHeads * c.headDim() }
 // Params returns the parameter count (the tied output counted once).
 func (c ModelConfig) Params() int64 {
 	d, kv, f := int64(c.Dim), int64(c.kvDim()), int64(c.FFN)
-	layer := 2*d*d + 2*d*kv + 3*d*f + 2*d
+	layer := 2*d*d + 2*d*kv + 3*d*f*int64(max(c.Experts, 1)) + 2*d
 	return int64(c.Layers)*layer + int64(c.Vocab)*d + d
+}
+
+// weightBytes returns the bytes of the model's weights (Q8_0 matrices
+// of 34 bytes per 32 values, f32 norms), as NewModel lays them out.
+func (c ModelConfig) weightBytes() int64 {
+	q8 := func(rows, cols int) int64 { return int64(rows) * int64(cols) / kernels.QK * 34 }
+	d, kv, f := c.Dim, c.kvDim(), c.FFN
+	layer := 2*q8(d, d) + 2*q8(kv, d) + 3*q8(f, d)*int64(max(c.Experts, 1)) + 2*4*int64(d)
+	return int64(c.Layers)*layer + 4*int64(d) + q8(c.Vocab, d)
 }
 
 // layer holds one block's weights on the backend.
 type layer struct {
 	attnNorm, ffnNorm          backends.Buffer
 	wq, wk, wv, wo, w1, w2, w3 backends.Buffer
+	experts                    []expert // a mixture of experts in place of w1, w2, w3
+}
+
+// expert is one FFN of a mixture of experts.
+type expert struct{ w1, w2, w3 backends.Buffer }
+
+// ffnWeights returns the layer's FFN weights: w1, w2, w3, or each
+// expert's.
+func (l *layer) ffnWeights() []backends.Buffer {
+	if len(l.experts) == 0 {
+		return []backends.Buffer{l.w1, l.w2, l.w3}
+	}
+	var out []backends.Buffer
+	for _, x := range l.experts {
+		out = append(out, x.w1, x.w2, x.w3)
+	}
+	return out
 }
 
 // Model is the transformer's weights on one backend (an Executor or a
@@ -111,11 +142,17 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 	d, kv := cfg.Dim, cfg.kvDim()
 	m.embed = uniform(cfg.Vocab*d, 1)
 	for range cfg.Layers {
-		m.layers = append(m.layers, layer{
+		l := layer{
 			attnNorm: norm(), ffnNorm: norm(),
 			wq: q8(d, d), wk: q8(kv, d), wv: q8(kv, d), wo: q8(d, d),
-			w1: q8(cfg.FFN, d), w3: q8(cfg.FFN, d), w2: q8(d, cfg.FFN),
-		})
+		}
+		if cfg.Experts == 0 {
+			l.w1, l.w3, l.w2 = q8(cfg.FFN, d), q8(cfg.FFN, d), q8(d, cfg.FFN)
+		}
+		for range cfg.Experts {
+			l.experts = append(l.experts, expert{w1: q8(cfg.FFN, d), w3: q8(cfg.FFN, d), w2: q8(d, cfg.FFN)})
+		}
+		m.layers = append(m.layers, l)
 	}
 	m.norm = norm()
 	q, qerr := kernels.Quantize(kernels.Q8_0, m.embed)
@@ -130,6 +167,16 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 	return m, nil
 }
 
+// weightGroups returns the model's weights per layer, the final norm and
+// the output last.
+func (m *Model) weightGroups() [][]backends.Buffer {
+	var out [][]backends.Buffer
+	for _, l := range m.layers {
+		out = append(out, append([]backends.Buffer{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo}, l.ffnWeights()...))
+	}
+	return append(out, []backends.Buffer{m.norm, m.out})
+}
+
 // Free releases the weights.
 func (m *Model) Free() {
 	free := func(bs ...backends.Buffer) {
@@ -140,7 +187,8 @@ func (m *Model) Free() {
 		}
 	}
 	for _, l := range m.layers {
-		free(l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3)
+		free(l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo)
+		free(l.ffnWeights()...)
 	}
 	free(m.norm, m.out)
 }
@@ -165,6 +213,7 @@ type Batch struct {
 	kvBuf  []byte
 	rowBuf []float32
 	Logits []float32 // the last step's logits, [B][Vocab]
+	route  *router   // a mixture of experts' router
 }
 
 // NewBatch prepares a batch of b sequences.
@@ -236,141 +285,32 @@ func (bt *Batch) run(s kernels.Spec, out backends.Buffer, in ...backends.Buffer)
 // greedy (argmax) next token of each, and advances the position. Ops are
 // counted into ops.
 func (bt *Batch) Step(tokens []int, ops *int64) ([]int, error) {
-	m, c, B := bt.m, bt.m.cfg, bt.b
-	if len(tokens) != B {
-		return nil, fmt.Errorf("infer: %d tokens for a batch of %d", len(tokens), B)
+	if len(tokens) != bt.b {
+		return nil, fmt.Errorf("infer: %d tokens for a batch of %d", len(tokens), bt.b)
 	}
-	if bt.pos >= c.Ctx {
-		return nil, fmt.Errorf("infer: position %d beyond the context of %d", bt.pos, c.Ctx)
+	seqs := make([][]int, len(tokens))
+	for i, t := range tokens {
+		seqs[i] = []int{t}
 	}
-	x := make([]float32, B*c.Dim)
-	for i, tok := range tokens {
-		if tok < 0 || tok >= c.Vocab {
-			return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
-		}
-		copy(x[i*c.Dim:], m.embed[tok*c.Dim:(tok+1)*c.Dim])
-	}
-	if _, err := m.be.Write(bt.x0, kernels.AsBytes(x)); err != nil {
-		return nil, err
-	}
-	hd, T := c.headDim(), bt.pos+1
-	act := kernels.Shape{B, c.Dim}
-	vec := kernels.Shape{c.Dim}
-	qmm := func(in kernels.Shape, rows int) kernels.Spec {
-		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
-	}
-	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, vec}}
-	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{act, act}}
-	ffAct := kernels.Shape{B, c.FFN}
-	kvShape := kernels.Shape{B, c.KVHeads, T, hd}
-	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, 1, hd}, kvShape, kvShape}, Params: kernels.Params{Causal: true}}
-	n := int64(0)
-	xin := bt.x0
-	kvBytes := 4 * B * c.KVHeads * T * hd
-	for li := range m.layers {
-		l, s := &m.layers[li], &bt.layers[li]
-		steps := []struct {
-			spec kernels.Spec
-			out  backends.Buffer
-			in   []backends.Buffer
-		}{
-			{rms, s.h, []backends.Buffer{xin, l.attnNorm}},
-			{qmm(act, c.Dim), s.q, []backends.Buffer{s.h, l.wq}},
-			{qmm(act, c.kvDim()), s.k, []backends.Buffer{s.h, l.wk}},
-			{qmm(act, c.kvDim()), s.v, []backends.Buffer{s.h, l.wv}},
-			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.Heads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.qr, []backends.Buffer{s.q}},
-			{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, 1, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.kr, []backends.Buffer{s.k}},
-		}
-		for _, st := range steps {
-			if err := bt.run(st.spec, st.out, st.in...); err != nil {
-				return nil, err
-			}
-			n++
-		}
-		// Append this position's keys and values to the host cache, and
-		// hand the attention the packed [B, KVHeads, T, headDim] caches.
-		kt, err := bt.appendKV(s.kr, bt.kc[li], T, kvBytes)
-		if err != nil {
-			return nil, err
-		}
-		vt, err := bt.appendKV(s.v, bt.vc[li], T, kvBytes)
-		if err != nil {
-			kt.Free()
-			return nil, err
-		}
-		err = bt.run(attn, s.att, s.qr, kt, vt)
-		n++
-		if err == nil {
-			steps = steps[:0]
-			steps = append(steps, []struct {
-				spec kernels.Spec
-				out  backends.Buffer
-				in   []backends.Buffer
-			}{
-				{qmm(act, c.Dim), s.o, []backends.Buffer{s.att, l.wo}},
-				{add, s.x1, []backends.Buffer{xin, s.o}},
-				{rms, s.h2, []backends.Buffer{s.x1, l.ffnNorm}},
-				{qmm(act, c.FFN), s.g, []backends.Buffer{s.h2, l.w1}},
-				{qmm(act, c.FFN), s.u, []backends.Buffer{s.h2, l.w3}},
-				{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, s.sw, []backends.Buffer{s.g, s.u}},
-				{qmm(ffAct, c.Dim), s.d, []backends.Buffer{s.sw, l.w2}},
-				{add, s.x2, []backends.Buffer{s.x1, s.d}},
-			}...)
-			for _, st := range steps {
-				if err = bt.run(st.spec, st.out, st.in...); err != nil {
-					break
-				}
-				n++
-			}
-		}
-		kt.Free()
-		vt.Free()
-		if err != nil {
-			return nil, err
-		}
-		xin = s.x2
-	}
-	if err := bt.run(rms, bt.hn, xin, m.norm); err != nil {
-		return nil, err
-	}
-	if err := bt.run(qmm(act, c.Vocab), bt.logits, bt.hn, m.out); err != nil {
-		return nil, err
-	}
-	n += 2
-	if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
-		return nil, err
-	}
-	next := make([]int, B)
-	for i := range next {
-		row := bt.Logits[i*c.Vocab : (i+1)*c.Vocab]
-		best := 0
-		for j, v := range row {
-			if v > row[best] {
-				best = j
-			}
-		}
-		next[i] = best
-	}
-	bt.pos++
-	if ops != nil {
-		*ops += n
-	}
-	return next, nil
+	return bt.Forward(seqs, ops)
 }
 
-// appendKV reads this position's rows (src: [B, KVHeads, headDim]) into
-// the host cache (at bt.pos) and returns a new buffer holding the packed
-// cache of the first T positions.
-func (bt *Batch) appendKV(src backends.Buffer, cache []float32, T, bytes int) (backends.Buffer, error) {
+// appendKV reads this step's S rows of each sequence (src: [B, S,
+// KVHeads, headDim]) into the host cache (at bt.pos) and returns a new
+// buffer holding the packed cache of the first T positions.
+func (bt *Batch) appendKV(src backends.Buffer, cache []float32, S, T, bytes int) (backends.Buffer, error) {
 	c := bt.m.cfg
 	hd := c.headDim()
-	if _, err := bt.m.be.Read(kernels.AsBytes(bt.rowBuf), src); err != nil {
+	rows := bt.rows(bt.b * S * c.kvDim())
+	if _, err := bt.m.be.Read(kernels.AsBytes(rows), src); err != nil {
 		return nil, err
 	}
 	for b := range bt.b {
-		for h := range c.KVHeads {
-			dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos) * hd
-			copy(cache[dst:dst+hd], bt.rowBuf[(b*c.KVHeads+h)*hd:])
+		for s := range S {
+			for h := range c.KVHeads {
+				dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos + s) * hd
+				copy(cache[dst:dst+hd], rows[((b*S+s)*c.KVHeads+h)*hd:])
+			}
 		}
 	}
 	if cap(bt.kvBuf) < bytes {
@@ -393,4 +333,12 @@ func (bt *Batch) appendKV(src backends.Buffer, cache []float32, T, bytes int) (b
 		return nil, err
 	}
 	return buf, nil
+}
+
+// rows returns the batch's host scratch of at least n floats.
+func (bt *Batch) rows(n int) []float32 {
+	if cap(bt.rowBuf) < n {
+		bt.rowBuf = make([]float32, n)
+	}
+	return bt.rowBuf[:n]
 }

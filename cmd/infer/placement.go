@@ -32,6 +32,12 @@ func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 		return placement(eval.NewStatic2x, bes), nil
 	case s == "pcie5x":
 		return placement(eval.NewPCIe5x, bes), nil
+	case s == "llamacpp":
+		p, err := newLlamaCPP(bes)
+		if err != nil {
+			return choice{}, err
+		}
+		return choice{placer: p}, nil
 	case s == "oracle":
 		o, err := newSimOracle(bes)
 		if err != nil {
@@ -39,7 +45,7 @@ func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 		}
 		return choice{placer: o}, nil
 	}
-	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, oracle)", s)
+	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
 }
 
 // simOracle is the "oracle" placement for simulated backends: each op

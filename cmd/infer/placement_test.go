@@ -80,7 +80,7 @@ func TestSimOracle(t *testing.T) {
 // every step.
 func TestRunModelled(t *testing.T) {
 	var out, errb bytes.Buffer
-	args := []string{"-backends", "sim:cpu2,sim:h100", "-strategy", "oracle", "-tokens", "6", "-batch", "2", "-prompt", "2",
+	args := []string{"-backends", "sim:cpu2,sim:h100", "-strategy", "oracle", "-tokens", "6", "-batch", "2", "-prompt", "2", "-ubatch", "1",
 		"-warmup", "3", "-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50",
 		"-ctx", "8", "-json", "-step-times"}
 	if err := run(context.Background(), args, &out, &errb); err != nil {
@@ -121,7 +121,7 @@ func TestSimPlacement(t *testing.T) {
 	small := []string{"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
 	tps := func(gpu, strategy string, batch int) float64 {
 		return runSummary(t, append([]string{"-backends", "sim:cpu2,sim:" + gpu, "-strategy", strategy, "-exec", "serial",
-			"-batch", strconv.Itoa(batch), "-prompt", "4", "-tokens", "16", "-warmup", "6", "-json"}, small...)).ModelledTokensPerS
+			"-batch", strconv.Itoa(batch), "-prompt", "4", "-ubatch", "1", "-tokens", "16", "-warmup", "6", "-json"}, small...)).ModelledTokensPerS
 	}
 	for _, c := range []struct {
 		gpu   string

@@ -107,8 +107,19 @@ func TestFlagErrorsOnce(t *testing.T) {
 	}{
 		{[]string{"-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"-tokens", "x"}, `invalid value "x" for flag -tokens`},
-		{[]string{"-tokens", "0"}, "-tokens, -batch and -prompt must be positive"},
+		{[]string{"-tokens", "0"}, "-tokens, -batch and -ubatch must be positive"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"-gpu-mem", "lots"}, `-gpu-mem "lots": not a size`},
+		{[]string{"-gpu-mem", "150%"}, `-gpu-mem "150%": not a share from 0% to 100%`},
+		{[]string{"-gpu-mem", "-4G"}, `-gpu-mem "-4G": not a size`},
+		{[]string{"-prompt", "34,0"}, `-prompt "34,0": "0" is not a positive number of tokens`},
+		{[]string{"-ubatch", "0"}, "-tokens, -batch and -ubatch must be positive"},
+		{[]string{"-moe", "8"}, `-moe "8": want E,K with 1 <= K <= E`},
+		{[]string{"-moe", "4,5"}, `-moe "4,5": want E,K with 1 <= K <= E`},
+		{[]string{"-routing", "x.json"}, "-routing and -routing-drift need -moe E,K"},
+		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
+		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
+		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), c.args, &out, &errb)

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// opStep is one op of a layer: spec, output, inputs.
+type opStep struct {
+	spec kernels.Spec
+	out  backends.Buffer
+	in   []backends.Buffer
+}
+
+// Forward feeds S tokens of each sequence (seqs[b], all of one length) at
+// the current position: a decode step when S is 1, a prompt's micro-batch
+// otherwise (every matmul then has B·S rows). It returns the greedy next
+// token of each sequence after its last token, and advances the position
+// by S. Ops are counted into ops. A micro-batch's activations are
+// allocated for it; the attention's query and output are reordered
+// between [B, S, heads, headDim] and [B, heads, S, headDim] in host
+// memory (the op catalogue has no permute), which a decode step, where
+// both are one layout, skips.
+func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
+	m, c, B := bt.m, bt.m.cfg, bt.b
+	if len(seqs) != B || len(seqs[0]) == 0 {
+		return nil, fmt.Errorf("infer: %d sequences for a batch of %d", len(seqs), B)
+	}
+	S := len(seqs[0])
+	if bt.pos+S > c.Ctx {
+		return nil, fmt.Errorf("infer: positions %d to %d beyond the context of %d", bt.pos, bt.pos+S-1, c.Ctx)
+	}
+	x, err := bt.embed(seqs, S)
+	if err != nil {
+		return nil, err
+	}
+	x0 := bt.x0
+	var mb *microBatch
+	if S > 1 {
+		var err error
+		if mb, err = bt.newMicroBatch(S); err != nil {
+			return nil, err
+		}
+		defer mb.free()
+		x0 = mb.x0
+	}
+	if _, err := m.be.Write(x0, kernels.AsBytes(x)); err != nil {
+		return nil, err
+	}
+	n := int64(0)
+	xin := x0
+	for li := range m.layers {
+		s := &bt.layers[li]
+		if mb != nil {
+			s = &mb.s
+		}
+		out, k, err := bt.layer(li, s, mb, xin, S)
+		n += k
+		if err != nil {
+			return nil, err
+		}
+		xin = out
+	}
+	last := xin
+	if S > 1 {
+		if err := bt.lastRows(xin, mb.last, S); err != nil {
+			return nil, err
+		}
+		last = mb.last
+	}
+	act := kernels.Shape{B, c.Dim}
+	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, {c.Dim}}}
+	if err := bt.run(rms, bt.hn, last, m.norm); err != nil {
+		return nil, err
+	}
+	logits := kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{act, {c.Vocab, c.Dim}}}
+	if err := bt.run(logits, bt.logits, bt.hn, m.out); err != nil {
+		return nil, err
+	}
+	n += 2
+	if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
+		return nil, err
+	}
+	next := make([]int, B)
+	for i := range next {
+		row := bt.Logits[i*c.Vocab : (i+1)*c.Vocab]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		next[i] = best
+	}
+	bt.pos += S
+	if ops != nil {
+		*ops += n
+	}
+	return next, nil
+}
+
+// embed returns the embeddings of seqs' tokens, [B·S, Dim].
+func (bt *Batch) embed(seqs [][]int, S int) ([]float32, error) {
+	c := bt.m.cfg
+	x := make([]float32, len(seqs)*S*c.Dim)
+	for i, seq := range seqs {
+		if len(seq) != S {
+			return nil, fmt.Errorf("infer: sequence %d has %d tokens, sequence 0 %d", i, len(seq), S)
+		}
+		for s, tok := range seq {
+			if tok < 0 || tok >= c.Vocab {
+				return nil, fmt.Errorf("infer: token %d outside the vocabulary of %d", tok, c.Vocab)
+			}
+			copy(x[(i*S+s)*c.Dim:], bt.m.embed[tok*c.Dim:(tok+1)*c.Dim])
+		}
+	}
+	return x, nil
+}
+
+// lastRows writes each sequence's last row of xin ([B·S, Dim]) into dst
+// ([B, Dim]): only a sequence's last token gives a next token.
+func (bt *Batch) lastRows(xin, dst backends.Buffer, S int) error {
+	c, B := bt.m.cfg, bt.b
+	all := bt.rows(B * S * c.Dim)
+	if _, err := bt.m.be.Read(kernels.AsBytes(all), xin); err != nil {
+		return err
+	}
+	rows := make([]float32, B*c.Dim)
+	for b := range B {
+		copy(rows[b*c.Dim:(b+1)*c.Dim], all[(b*S+S-1)*c.Dim:])
+	}
+	_, err := bt.m.be.Write(dst, kernels.AsBytes(rows))
+	return err
+}
+
+// layer runs block li on xin (B·S rows) with activations s, and returns
+// its output and the ops it ran.
+func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, S int) (backends.Buffer, int64, error) {
+	m, c, B := bt.m, bt.m.cfg, bt.b
+	l := &m.layers[li]
+	hd, T := c.headDim(), bt.pos+S
+	rowsN := B * S
+	act := kernels.Shape{rowsN, c.Dim}
+	qmm := func(in kernels.Shape, rows int) kernels.Spec {
+		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
+	}
+	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, {c.Dim}}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{act, act}}
+	n := int64(0)
+	runAll := func(steps []opStep) error {
+		for _, st := range steps {
+			if err := bt.run(st.spec, st.out, st.in...); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	}
+	err := runAll([]opStep{
+		{rms, s.h, []backends.Buffer{xin, l.attnNorm}},
+		{qmm(act, c.Dim), s.q, []backends.Buffer{s.h, l.wq}},
+		{qmm(act, c.kvDim()), s.k, []backends.Buffer{s.h, l.wk}},
+		{qmm(act, c.kvDim()), s.v, []backends.Buffer{s.h, l.wv}},
+		{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, S, c.Heads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.qr, []backends.Buffer{s.q}},
+		{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, S, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.kr, []backends.Buffer{s.k}},
+	})
+	if err != nil {
+		return nil, n, err
+	}
+	// Append this step's keys and values to the host cache, and hand the
+	// attention the packed [B, KVHeads, T, headDim] caches.
+	kvBytes := 4 * B * c.KVHeads * T * hd
+	kt, err := bt.appendKV(s.kr, bt.kc[li], S, T, kvBytes)
+	if err != nil {
+		return nil, n, err
+	}
+	defer kt.Free()
+	vt, err := bt.appendKV(s.v, bt.vc[li], S, T, kvBytes)
+	if err != nil {
+		return nil, n, err
+	}
+	defer vt.Free()
+	q, att := s.qr, s.att
+	if mb != nil {
+		if err := bt.permute(s.qr, mb.qt, S, c.Heads, hd, false); err != nil {
+			return nil, n, err
+		}
+		q, att = mb.qt, mb.attT
+	}
+	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, S, hd}, {B, c.KVHeads, T, hd}, {B, c.KVHeads, T, hd}},
+		Params: kernels.Params{Causal: true}}
+	if err := runAll([]opStep{{attn, att, []backends.Buffer{q, kt, vt}}}); err != nil {
+		return nil, n, err
+	}
+	if mb != nil {
+		if err := bt.permute(mb.attT, s.att, S, c.Heads, hd, true); err != nil {
+			return nil, n, err
+		}
+	}
+	err = runAll([]opStep{
+		{qmm(act, c.Dim), s.o, []backends.Buffer{s.att, l.wo}},
+		{add, s.x1, []backends.Buffer{xin, s.o}},
+		{rms, s.h2, []backends.Buffer{s.x1, l.ffnNorm}},
+	})
+	if err != nil {
+		return nil, n, err
+	}
+	if len(l.experts) > 0 {
+		k, err := bt.moeFFN(li, s, rowsN)
+		n += k
+		if err != nil {
+			return nil, n, err
+		}
+	} else if err := bt.ffn(li, s, rowsN, runAll); err != nil {
+		return nil, n, err
+	}
+	if err := runAll([]opStep{{add, s.x2, []backends.Buffer{s.x1, s.d}}}); err != nil {
+		return nil, n, err
+	}
+	return s.x2, n, nil
+}
+
+// ffn runs block li's feed-forward network on s.h2 into s.d.
+func (bt *Batch) ffn(li int, s *scratch, rowsN int, runAll func([]opStep) error) error {
+	c, l := bt.m.cfg, &bt.m.layers[li]
+	act, ffAct := kernels.Shape{rowsN, c.Dim}, kernels.Shape{rowsN, c.FFN}
+	qmm := func(in kernels.Shape, rows int) kernels.Spec {
+		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
+	}
+	return runAll([]opStep{
+		{qmm(act, c.FFN), s.g, []backends.Buffer{s.h2, l.w1}},
+		{qmm(act, c.FFN), s.u, []backends.Buffer{s.h2, l.w3}},
+		{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, s.sw, []backends.Buffer{s.g, s.u}},
+		{qmm(ffAct, c.Dim), s.d, []backends.Buffer{s.sw, l.w2}},
+	})
+}
+
+// permute copies src, [B, S, H, hd] (back: [B, H, S, hd]), into dst in
+// the other layout, through host memory.
+func (bt *Batch) permute(src, dst backends.Buffer, S, H, hd int, back bool) error {
+	B := bt.b
+	n := B * S * H * hd
+	in := make([]float32, n)
+	if _, err := bt.m.be.Read(kernels.AsBytes(in), src); err != nil {
+		return err
+	}
+	out := bt.rows(n)
+	for b := range B {
+		for s := range S {
+			for h := range H {
+				bsh := ((b*S+s)*H + h) * hd
+				bhs := ((b*H+h)*S + s) * hd
+				if back {
+					copy(out[bsh:bsh+hd], in[bhs:bhs+hd])
+				} else {
+					copy(out[bhs:bhs+hd], in[bsh:bsh+hd])
+				}
+			}
+		}
+	}
+	_, err := bt.m.be.Write(dst, kernels.AsBytes(out))
+	return err
+}
+
+// microBatch is the activations of one prompt micro-batch of S tokens per
+// sequence, shared by the layers (each layer's ops wait for the last
+// layer's reads of them).
+type microBatch struct {
+	s                  scratch
+	x0, qt, attT, last backends.Buffer
+}
+
+func (bt *Batch) newMicroBatch(S int) (*microBatch, error) {
+	c, be := bt.m.cfg, bt.m.be
+	mb := &microBatch{}
+	var err error
+	f32 := func(n int) backends.Buffer {
+		if err != nil {
+			return nil
+		}
+		var buf backends.Buffer
+		buf, err = be.Alloc(int64(4 * n))
+		return buf
+	}
+	r := bt.b * S
+	d, kv, ff := r*c.Dim, r*c.kvDim(), r*c.FFN
+	mb.s = scratch{h: f32(d), q: f32(d), k: f32(kv), v: f32(kv), qr: f32(d), kr: f32(kv), att: f32(d), o: f32(d),
+		x1: f32(d), h2: f32(d), g: f32(ff), u: f32(ff), sw: f32(ff), d: f32(d), x2: f32(d)}
+	mb.x0, mb.qt, mb.attT, mb.last = f32(d), f32(d), f32(d), f32(bt.b*c.Dim)
+	if err != nil {
+		mb.free()
+		return nil, err
+	}
+	return mb, nil
+}
+
+func (mb *microBatch) free() {
+	s := &mb.s
+	for _, b := range []backends.Buffer{s.h, s.q, s.k, s.v, s.qr, s.kr, s.att, s.o, s.x1, s.h2, s.g, s.u, s.sw, s.d, s.x2,
+		mb.x0, mb.qt, mb.attT, mb.last} {
+		if b != nil {
+			b.Free()
+		}
+	}
+}

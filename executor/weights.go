@@ -1,0 +1,488 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/weightcache"
+)
+
+// ErrBudget marks a weight that does not fit in a backend's weight budget
+// (Config.WeightBudget): Preload and Pin fail with it.
+var ErrBudget = errors.New("executor: weight budget exceeded")
+
+// weightCache is the Executor's record of the weights (MarkWeight): the
+// bytes of weight copies held on each backend, pinned or cached, and for
+// each backend with a budget (Config.WeightBudget) the rule that decides
+// which weights are worth their bytes there (weightcache, shared with the
+// simulator's policies). Its lock is taken after tensor locks; it only
+// TryLocks other tensors.
+type weightCache struct {
+	mu     sync.Mutex
+	n      int   // weights marked: a pass over them is the cache's step
+	tick   int64 // weight uses so far
+	bytes  [adaptive.MaxBackends]int64
+	pinned [adaptive.MaxBackends]int64
+	budget [adaptive.MaxBackends]int64 // < 0: no budget
+	rule   [adaptive.MaxBackends]*weightcache.Cache
+	evict  []int // the last admission's victims
+}
+
+// weightUse is a weight's cache identity (Tensor, under the cache's lock).
+type weightUse struct {
+	id  int           // dense index for the rule
+	pin adaptive.Mask // backends where its copy is pinned
+}
+
+// initWeights sets the budgets from cfg.WeightBudget.
+func (e *Executor) initWeights() error {
+	for a := range e.wc.budget {
+		e.wc.budget[a] = -1
+	}
+	if len(e.cfg.WeightBudget) > len(e.bes) {
+		return fmt.Errorf("%w: %d weight budgets for %d backends", adaptive.ErrConfig, len(e.cfg.WeightBudget), len(e.bes))
+	}
+	for a, b := range e.cfg.WeightBudget {
+		if b >= 0 && e.alias.Has(a) {
+			continue // works on the host copy in place: holds no copies
+		}
+		e.wc.budget[a] = b
+		e.weighs = e.weighs || b >= 0
+	}
+	return nil
+}
+
+// MarkWeight makes b a weight (before any op uses it): its home is host memory (its host copy
+// stays valid), ops may read it but not write it, and copies of it on a
+// backend with a weight budget are kept only while the cache deems them
+// worth their bytes; an op placed there otherwise pays the copy into a
+// buffer freed after the op. Writing it (Write) drops its device copies.
+func (e *Executor) MarkWeight(b backends.Buffer) error {
+	t, err := e.tensorOf(b)
+	if err != nil {
+		return &backends.DeviceError{Backend: e.cfg.Name, Op: "weight", Err: err}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.freed {
+		return &backends.DeviceError{Backend: e.cfg.Name, Op: "weight", Err: fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)}
+	}
+	for a, c := range t.copies {
+		if c != nil && !e.alias.Has(a) {
+			return &backends.DeviceError{Backend: e.cfg.Name, Op: "weight",
+				Err: fmt.Errorf("%w: tensor %d already has a copy on %s: mark weights before ops use them", ErrBadTensor, t.id, e.s.BackendName(a))}
+		}
+	}
+	if !t.weight.Load() {
+		e.wc.mu.Lock()
+		t.wuse.id = e.wc.n
+		e.wc.n++
+		e.wc.mu.Unlock()
+		t.weight.Store(true)
+	}
+	return nil
+}
+
+// Preload copies weight b into backend a's cache now, as a loader
+// placing layers on a device (llama.cpp's -ngl); the cache may later
+// evict it for weights used more. Pin does the same and keeps the copy
+// for good. Both fail with ErrBudget when b does not fit beside what is
+// pinned and cached there.
+func (e *Executor) Preload(b backends.Buffer, a int) error { return e.preload(b, a, false) }
+
+// Pin is Preload of a copy that is never evicted.
+func (e *Executor) Pin(b backends.Buffer, a int) error { return e.preload(b, a, true) }
+
+func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
+	t, err := e.tensorOf(b)
+	if err == nil && (a < 0 || a >= len(e.bes)) {
+		err = fmt.Errorf("%w: backend %d of %d", adaptive.ErrUnknownBackend, a, len(e.bes))
+	}
+	if err != nil {
+		return &backends.DeviceError{Backend: e.cfg.Name, Op: "preload", Err: err}
+	}
+	if !t.isWeight() {
+		return &backends.DeviceError{Backend: e.cfg.Name, Op: "preload", Err: fmt.Errorf("%w: tensor %d is not a weight", ErrBadTensor, t.id)}
+	}
+	if e.alias.Has(a) {
+		return nil // its host copy is this backend's
+	}
+	if !e.cfg.Synchronous {
+		if err := e.waitUses(t); err != nil {
+			return &backends.DeviceError{Backend: e.cfg.Name, Op: "preload", Err: err}
+		}
+		defer e.gate.RUnlock()
+	} else {
+		t.mu.Lock()
+	}
+	defer t.mu.Unlock()
+	if t.copies[a] == nil {
+		e.wc.mu.Lock()
+		fits := e.admitLocked(t, a, pin, true, 0)
+		e.wc.mu.Unlock()
+		if !fits {
+			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",
+				Err: fmt.Errorf("%w: %d bytes beside %d of %d", ErrBudget, t.size, e.weightBytes(a), e.wc.budget[a])}
+		}
+		c, err := e.bes[a].Alloc(t.size)
+		if err != nil {
+			e.unreserve(t, a)
+			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload", Err: err}
+		}
+		t.copies[a] = c
+		e.register(t, a)
+	}
+	if !t.valid.Has(a) {
+		tm, err := e.bes[a].Write(t.copies[a], t.host)
+		if err != nil {
+			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload", Err: err}
+		}
+		e.observeCopy(a, true, t.size, tm)
+		t.valid |= adaptive.Backend(a)
+		t.ready[e.loc(a)] = nil
+	}
+	return nil
+}
+
+// isWeight reports whether t is a weight.
+func (t *Tensor) isWeight() bool { return t.weight.Load() }
+
+// weightBytes returns the bytes of weight copies held on backend a.
+func (e *Executor) weightBytes(a int) int64 {
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	return e.wc.bytes[a]
+}
+
+// unreserve gives back the room reserved for weight t on backend a, whose
+// copy could not be made.
+func (e *Executor) unreserve(t *Tensor, a int) {
+	e.unregisterWeight(t, adaptive.Backend(a))
+}
+
+// touchWeight counts one use of weight t by an op (t.mu held).
+func (e *Executor) touchWeight(t *Tensor) {
+	e.wc.mu.Lock()
+	e.wc.tick++
+	e.wc.mu.Unlock()
+}
+
+// step is the weight cache's clock (wc.mu held): passes over the marked
+// weights, about one per decode step of a model.
+func (e *Executor) step() float64 { return float64(e.wc.tick) / float64(max(e.wc.n, 1)) }
+
+// admitLocked reserves room for weight t on backend a (wc.mu held): a
+// pinned copy takes free room outside the rule; otherwise the rule admits
+// it (copied: the op copies it there anyway), and the weights it evicts
+// must be dropped by the caller (e.evictPlan). Without a budget it always
+// fits.
+func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float64) bool {
+	budget := e.wc.budget[a]
+	switch {
+	case budget < 0:
+	case pin:
+		if e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget {
+			return false // pins are placed before the cache is in use
+		}
+		e.wc.pinned[a] += t.size
+		t.wuse.pin |= adaptive.Backend(a)
+	default:
+		if e.wc.rule[a] == nil {
+			r, err := weightcache.New(budget-e.wc.pinned[a], weightcache.Options{})
+			if err != nil {
+				return false
+			}
+			e.wc.rule[a] = r
+		}
+		copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, t.size), 1e-3)
+		plan, err := e.wc.rule[a].Use(weightcache.Weight{ID: t.wuse.id, Bytes: t.size, CopyUs: copyUs, SavedUs: savedUs}, e.step(), copied)
+		if err != nil || !plan.Admit {
+			return false
+		}
+		e.wc.evict = append(e.wc.evict[:0], plan.Evict...)
+	}
+	e.wc.bytes[a] += t.size
+	return true
+}
+
+// cacheable reports whether an op on backend a should keep the copy of
+// weight t it makes (t.mu held, t has no copy on a): yes without a
+// budget; with one, when the rule admits it, the weights it evicts for
+// it freed here (idle ones; skip are the op's own tensors). When one
+// cannot be freed now (queued work still uses it, or another op holds
+// it), t is not kept and the rule is told the victim stayed.
+func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
+	return e.admit(t, a, skip, true, 0)
+}
+
+// admit is cacheable for a copy the op makes (copied), or one the rule
+// may want for its own sake, a resident use saving savedUs.
+func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs float64) bool {
+	e.wc.mu.Lock()
+	ok := e.admitLocked(t, a, false, copied, savedUs)
+	var victims []int
+	if ok {
+		victims = append(victims, e.wc.evict...)
+	}
+	e.wc.evict = e.wc.evict[:0]
+	e.wc.mu.Unlock()
+	if !ok || len(victims) == 0 {
+		return ok
+	}
+	byID := map[int]*Tensor{}
+	for _, x := range e.residentOn(a) {
+		if x.weight.Load() {
+			byID[x.wuse.id] = x
+		}
+	}
+	var kept []*Tensor
+	for _, id := range victims {
+		x := byID[id]
+		if x == nil || (!containsTensor(skip, x) && e.dropWeightCopy(x, a)) {
+			continue
+		}
+		kept = append(kept, x)
+	}
+	if len(kept) == 0 {
+		return true
+	}
+	// t gives its room back to the victims that stayed, which the rule
+	// counts resident again (with one more use).
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	e.wc.rule[a].Invalidate(t.wuse.id)
+	e.wc.bytes[a] -= t.size
+	for _, x := range kept {
+		copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, x.size), 1e-3)
+		_, _ = e.wc.rule[a].Use(weightcache.Weight{ID: x.wuse.id, Bytes: x.size, CopyUs: copyUs}, e.step(), true)
+	}
+	return false
+}
+
+// dropWeightCopy frees weight x's copy on backend a when no queued work
+// uses x and its lock is free, and reports whether it did. Its host copy
+// stays valid: nothing is read back.
+func (e *Executor) dropWeightCopy(x *Tensor, a int) bool {
+	if !x.mu.TryLock() {
+		return false
+	}
+	if x.busy() || x.copies[a] == nil {
+		x.mu.Unlock()
+		return false
+	}
+	x.copies[a].Free()
+	x.copies[a] = nil
+	x.valid &^= adaptive.Backend(a)
+	x.ready[e.loc(a)] = nil
+	x.mu.Unlock()
+	e.unregister(x, adaptive.Backend(a))
+	e.evictions.Add(1)
+	return true
+}
+
+// dropWeightCopies frees weight t's unpinned device copies (t.mu held, no
+// queued work uses t): its host copy was written.
+func (e *Executor) dropWeightCopies(t *Tensor) {
+	e.wc.mu.Lock()
+	pin := t.wuse.pin
+	e.wc.mu.Unlock()
+	var held adaptive.Mask
+	for a, c := range t.copies {
+		if c != nil && !e.alias.Has(a) && !pin.Has(a) {
+			c.Free()
+			t.copies[a] = nil
+			held |= adaptive.Backend(a)
+		}
+	}
+	e.unregister(t, held)
+}
+
+// unregisterWeight gives back the budget of weight t's copies on the
+// backends in held (called as they are unregistered).
+func (e *Executor) unregisterWeight(t *Tensor, held adaptive.Mask) {
+	e.wc.mu.Lock()
+	for a := range e.bes {
+		if !held.Has(a) {
+			continue
+		}
+		e.wc.bytes[a] -= t.size
+		if t.wuse.pin.Has(a) {
+			e.wc.pinned[a] -= t.size
+			t.wuse.pin &^= adaptive.Backend(a)
+		} else if r := e.wc.rule[a]; r != nil {
+			r.Invalidate(t.wuse.id)
+		}
+	}
+	e.wc.mu.Unlock()
+}
+
+// WeightBytes returns the bytes of weight copies the Executor holds on
+// each backend (Config.Backends order).
+func (e *Executor) WeightBytes() []int64 {
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	return append([]int64(nil), e.wc.bytes[:len(e.bes)]...)
+}
+
+// stageWeight queues the copy of weight t's host copy into a buffer of
+// its own on backend a, for one op (t.mu held; the host copy is valid):
+// after the host copy is written; a later Write waits for it.
+func (e *Executor) stageWeight(t *Tensor, a int) (*rec, error) {
+	buf, err := e.bes[a].Alloc(t.size)
+	if err != nil {
+		return nil, &backendFailure{a: a, err: err}
+	}
+	c := &rec{a: a, t: t, toDevice: true, staging: true}
+	c.dep(t.ready[hostLoc])
+	c.dev, c.host = buf, t.host
+	if err := e.enqueue(c); err != nil {
+		buf.Free()
+		return nil, &backendFailure{a: a, err: err}
+	}
+	t.use(hostLoc, c)
+	return c, nil
+}
+
+// freeStaged frees the staging buffers of op r, which has completed.
+func (r *rec) freeStaged() {
+	for _, c := range r.copies {
+		if c.staging && c.dev != nil {
+			c.dev.Free()
+			c.dev = nil
+		}
+	}
+}
+
+// dropStaged frees the staging buffers of op r that was not queued, once
+// their copies have completed, and forgets r's copies.
+func (e *Executor) dropStaged(r *rec) {
+	for _, c := range r.copies {
+		if c.staging {
+			e.await(c)
+		}
+	}
+	r.freeStaged()
+	r.copies = nil
+}
+
+// stageSync makes weight t available to an op on backend a in the
+// synchronous path: a copy kept in the cache (then it returns nil and
+// ensureOn finds it valid), or a buffer of its own for this op alone,
+// which the caller frees after the op. It returns the copy's µs. A
+// tensor that is not a weight, or that a has already, is left to
+// ensureOn.
+func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, float64, error) {
+	if !t.weight.Load() {
+		return nil, 0, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.touchWeight(t)
+	if t.freed || t.valid.Has(a) || e.alias.Has(a) || t.valid&adaptive.Host == 0 {
+		return nil, 0, nil
+	}
+	if t.copies[a] == nil && e.cacheable(t, a, ts) {
+		c, err := e.bes[a].Alloc(t.size)
+		if err != nil {
+			e.unreserve(t, a)
+			return nil, 0, &backendFailure{a: a, err: err}
+		}
+		t.copies[a] = c
+		e.register(t, a)
+	}
+	dst := t.copies[a]
+	if dst == nil {
+		var err error
+		if dst, err = e.bes[a].Alloc(t.size); err != nil {
+			return nil, 0, &backendFailure{a: a, err: err}
+		}
+	}
+	tm, err := e.bes[a].Write(dst, t.host)
+	if err != nil {
+		if dst != t.copies[a] {
+			dst.Free()
+		}
+		return nil, 0, &backendFailure{a: a, err: err}
+	}
+	e.observeCopy(a, true, t.size, tm)
+	if dst == t.copies[a] {
+		t.valid |= adaptive.Backend(a)
+		return nil, tm.Micros(), nil
+	}
+	return dst, tm.Micros(), nil
+}
+
+// ownSake offers weight t, read by an op placed by d, to the cache of
+// every other backend with a budget that lacks it (t.mu held): the use
+// counts toward its worth there, and the rule may want it kept there for
+// its own sake, each resident use saving what d's estimates say (the
+// chosen arm's cost less that arm's with the copy of t taken off). It
+// returns the backends that admitted it: the caller copies it in.
+func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adaptive.Mask {
+	var in adaptive.Mask
+	for b := range e.bes {
+		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || t.copies[b] != nil || !(d.Estimates[b] > 0) {
+			continue
+		}
+		copyUs := e.s.PredictTransfer(e.s.BackendName(b), true, t.size)
+		saved := d.Estimates[d.Backend] - (d.Estimates[b] - copyUs)
+		if !(saved > 0) {
+			saved = 1e-9 // nothing saved: the use counts, no copy is wanted
+		}
+		if e.admit(t, b, skip, false, saved) {
+			in |= adaptive.Backend(b)
+		}
+	}
+	return in
+}
+
+// copyForOwnSake queues the copies of weight t that other backends' caches
+// want for its own sake (ownSake; t.mu held). A copy that cannot be made
+// gives its room back: the op does not need it.
+func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor) {
+	in := e.ownSake(t, d, ts)
+	for b := range e.bes {
+		if !in.Has(b) {
+			continue
+		}
+		if _, err := e.copyToDevice(t, b); err != nil && t.copies[b] == nil {
+			e.unreserve(t, b)
+		}
+	}
+}
+
+// copyForOwnSakeSync is copyForOwnSake in the synchronous path, after the
+// op: each wanted copy made at once.
+func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
+	for _, t := range ts {
+		if !t.weight.Load() {
+			continue
+		}
+		t.mu.Lock()
+		in := e.ownSake(t, d, ts)
+		for b := range e.bes {
+			if !in.Has(b) {
+				continue
+			}
+			c, err := e.bes[b].Alloc(t.size)
+			if err != nil {
+				e.unreserve(t, b)
+				continue
+			}
+			tm, err := e.bes[b].Write(c, t.host)
+			if err != nil {
+				c.Free()
+				e.unreserve(t, b)
+				continue
+			}
+			e.observeCopy(b, true, t.size, tm)
+			t.copies[b] = c
+			e.register(t, b)
+			t.valid |= adaptive.Backend(b)
+		}
+		t.mu.Unlock()
+	}
+}

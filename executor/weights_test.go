@@ -1,0 +1,422 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// weightModel is a stack of square f32 matmul layers, x ← x·W_l, with
+// weights scaled to keep activations near unit size.
+type weightModel struct {
+	dim int
+	ws  [][]byte
+}
+
+func newWeightModel(r *rand.Rand, layers, dim int) *weightModel {
+	m := &weightModel{dim: dim}
+	scale := float32(math.Sqrt(3 / float64(dim)))
+	for range layers {
+		w := randF32(r, dim*dim)
+		for i := range w {
+			w[i] *= scale
+		}
+		m.ws = append(m.ws, kernels.AsBytes(w))
+	}
+	return m
+}
+
+func (m *weightModel) spec(batch int) kernels.Spec {
+	return kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{batch, m.dim}, {m.dim, m.dim}}}
+}
+
+// pick draws n distinct layers, the low ones more often (the high ones
+// when drifted).
+func (m *weightModel) pick(r *rand.Rand, n int, drifted bool) []int {
+	var out []int
+	for len(out) < n {
+		l := int(float64(len(m.ws)) * r.Float64() * r.Float64())
+		if drifted {
+			l = len(m.ws) - 1 - l
+		}
+		if !containsInt(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// mostlyGPU places two ops of three on the GPU (backend 1).
+type mostlyGPU struct{ n int }
+
+func (*mostlyGPU) Name() string                             { return "mostly-gpu" }
+func (*mostlyGPU) Observed(adaptive.BucketID, int, float64) {}
+func (p *mostlyGPU) Place(kernels.Spec, adaptive.Residency, adaptive.BucketID) int {
+	p.n++
+	if p.n%3 == 0 {
+		return 0
+	}
+	return 1
+}
+
+// want returns the reference output of x through the layers used.
+func (m *weightModel) want(t *testing.T, batch int, x []byte, used []int) []byte {
+	for _, l := range used {
+		w := m.ws[l]
+		out := make([]byte, 4*batch*m.dim)
+		if err := kernels.Reference(m.spec(batch), [][]byte{x, w}, out); err != nil {
+			t.Fatal(err)
+		}
+		x = out
+	}
+	return x
+}
+
+// TestWeightBudget runs an infer-like serving mix (prefill micro-batches
+// and decodes of varying batch) over weights kept in host memory with a
+// GPU budget of a third of them, queued and synchronous, placed by the
+// bandit and by a GPU-first rule (most pressure): the weight bytes held
+// on the GPU never exceed the budget after any op, the cache's count
+// agrees with the tensors' copies at every step's end, every output
+// matches the reference (eviction loses no op), and weights were both
+// cached and evicted.
+func TestWeightBudget(t *testing.T) {
+	const layers, dim = 9, 48
+	m := newWeightModel(rand.New(rand.NewPCG(3, 1)), layers, dim)
+	wsize := int64(len(m.ws[0]))
+	budget := int64(layers/3) * wsize
+	for _, sync := range []bool{false, true} {
+		for _, c := range []struct {
+			name string
+			st   adaptive.Strategy
+			pl   executor.Placer
+		}{{"gpu-preferred", adaptive.GPUPreferred, nil}, {"mostly-gpu", adaptive.Automatic, &mostlyGPU{}}, {"automatic", adaptive.Automatic, nil}} {
+			t.Run(fmt.Sprintf("sync=%v/%s", sync, c.name), func(t *testing.T) {
+				e := newExec(t, executor.Config{Strategy: c.st, Placer: c.pl, Synchronous: sync,
+					WeightBudget: []int64{-1, budget}}, open(t, "cpu"), open(t, "sim:h100"))
+				var ws []backends.Buffer
+				for i, w := range m.ws {
+					b := alloc(t, e, w)
+					if err := e.MarkWeight(b); err != nil {
+						t.Fatal(err)
+					}
+					if i < layers/3 {
+						if err := e.Preload(b, 1); err != nil {
+							t.Fatal(err)
+						}
+					}
+					ws = append(ws, b)
+				}
+				r := rand.New(rand.NewPCG(5, 5))
+				for step, batch := range []int{33, 90, 1, 1, 7, 1, 90, 1, 7, 1, 1, 33, 1, 1, 90, 1, 1, 7, 1, 1} {
+					x := kernels.AsBytes(randF32(r, batch*dim))
+					cur := alloc(t, e, x)
+					var acts []backends.Buffer
+					// Each step uses 4 of the weights, the popular ones
+					// changing halfway (experts of a drifting router).
+					used := m.pick(r, 4, step >= 10)
+					for _, l := range used {
+						out, err := e.Alloc(int64(4 * batch * dim))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := e.Run(m.spec(batch), []backends.Buffer{cur, ws[l]}, out); err != nil {
+							t.Fatalf("step %d layer %d: %v", step, l, err)
+						}
+						if got := e.WeightBytes()[1]; got > budget {
+							t.Fatalf("step %d layer %d: %d weight bytes on the GPU, budget %d", step, l, got, budget)
+						}
+						acts = append(acts, cur)
+						cur = out
+					}
+					got := make([]byte, 4*batch*dim)
+					if _, err := e.Read(got, cur); err != nil {
+						t.Fatal(err)
+					}
+					if err := near(kernels.F32, got, m.want(t, batch, x, used), 1e-4); err != nil {
+						t.Fatalf("step %d (batch %d): %v", step, batch, err)
+					}
+					settle(t, e)
+					var held int64
+					for _, w := range ws {
+						if w.(*executor.Tensor).Valid().Has(1) {
+							held += wsize
+						}
+					}
+					if wb := e.WeightBytes()[1]; wb != held || wb > budget {
+						t.Fatalf("step %d: the cache counts %d bytes, the weights hold %d, budget %d", step, wb, held, budget)
+					}
+					for _, a := range append(acts, cur) {
+						a.Free()
+					}
+				}
+				st := e.Stats()
+				t.Logf("GPU ops %d of %d, copies in %d, evictions %d", st.Backends[1].Ops, st.Backends[0].Ops+st.Backends[1].Ops, st.Backends[1].CopiesIn, st.Evictions)
+				if st.Backends[1].Ops > 0 && st.Evictions == 0 {
+					t.Errorf("the GPU ran ops and the cache never evicted: no pressure tested: %+v", st)
+				}
+			})
+		}
+	}
+}
+
+// TestWeightCacheEvicts checks that under a GPU-first rule the cache
+// fills, evicts and admits as the used weights change, within budget.
+func TestWeightCacheEvicts(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 4, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
+		var ws []backends.Buffer
+		for _, w := range m.ws {
+			b := alloc(t, e, w)
+			if err := e.MarkWeight(b); err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, b)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim)))
+		out := alloc(t, e, make([]byte, 4*dim))
+		use := func(l, n int) {
+			for range n {
+				if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[l]}, out); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+		}
+		// Teach the link model copies of the weights' size first: the
+		// rule weighs each weight by its predicted copy time.
+		for range 12 {
+			tmp := alloc(t, e, m.ws[3])
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x, tmp}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+			tmp.Free()
+		}
+		use(0, 3)
+		use(1, 3)
+		if v := ws[0].(*executor.Tensor).Valid() & ws[1].(*executor.Tensor).Valid(); !v.Has(1) {
+			t.Fatalf("sync=%v: the first two weights fit and were not both kept: %v", sync, v)
+		}
+		use(2, 1) // one use does not outweigh three
+		if ws[2].(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: a weight used once displaced one used three times", sync)
+		}
+		use(2, 40) // used far more: it displaces one
+		if !ws[2].(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: a weight used 41 times was never kept", sync)
+		}
+		if got := e.WeightBytes()[1]; got > 2*wsize {
+			t.Errorf("sync=%v: %d weight bytes, budget %d", sync, got, 2*wsize)
+		}
+		// Two weights of equal use take turns: the cache keeps the one it
+		// has rather than swap at every op (weightcache's margin).
+		ev := e.Stats().Evictions
+		for range 20 {
+			use(3, 1)
+			use(2, 1)
+		}
+		if n := e.Stats().Evictions - ev; n > 2 {
+			t.Errorf("sync=%v: %d evictions for two weights taking turns", sync, n)
+		}
+	}
+}
+
+// TestWeightNotStale writes a cached (preloaded, or pinned) weight's
+// host copy and checks that the GPU's next op reads the new value,
+// queued and synchronous.
+func TestWeightNotStale(t *testing.T) {
+	const n = 64
+	r := rand.New(rand.NewPCG(2, 2))
+	x, w1, w2 := kernels.AsBytes(randF32(r, n)), kernels.AsBytes(randF32(r, n)), kernels.AsBytes(randF32(r, n))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	want := func(w []byte) []byte {
+		out := make([]byte, 4*n)
+		if err := kernels.Reference(spec, [][]byte{x, w}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, sync := range []bool{false, true} {
+		for _, pin := range []bool{false, true} {
+			e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+				WeightBudget: []int64{-1, 4 * n}}, open(t, "cpu"), open(t, "sim:h100"))
+			xb, wb := alloc(t, e, x), alloc(t, e, w1)
+			if err := e.MarkWeight(wb); err != nil {
+				t.Fatal(err)
+			}
+			load := e.Preload
+			if pin {
+				load = e.Pin
+			}
+			if err := load(wb, 1); err != nil {
+				t.Fatal(err)
+			}
+			out := alloc(t, e, make([]byte, 4*n))
+			got := make([]byte, 4*n)
+			for i, w := range [][]byte{w1, w2, w1} {
+				if i > 0 {
+					if _, err := e.Write(wb, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				d, err := e.Submit(spec, []backends.Buffer{xb, wb}, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Backend != 1 {
+					t.Fatalf("placed on %d, want the GPU", d.Backend)
+				}
+				if _, err := e.Read(got, out); err != nil {
+					t.Fatal(err)
+				}
+				if err := near(kernels.F32, got, want(w), 0); err != nil {
+					t.Fatalf("sync=%v pin=%v, write %d: a stale weight was served: %v", sync, pin, i, err)
+				}
+				if !wb.(*executor.Tensor).Valid().Has(1) {
+					t.Errorf("sync=%v pin=%v: the written weight fits its budget and was not cached again", sync, pin)
+				}
+			}
+		}
+	}
+}
+
+// TestWeightErrors: an op may not write a weight; a weight is marked
+// before ops use it; Preload beyond the budget fails with ErrBudget; a
+// budget for more backends than there are is a config error.
+func TestWeightErrors(t *testing.T) {
+	e := newExec(t, executor.Config{WeightBudget: []int64{-1, 100}}, open(t, "cpu"), open(t, "sim:h100"))
+	w := alloc(t, e, make([]byte, 256))
+	if err := e.MarkWeight(w); err != nil {
+		t.Fatal(err)
+	}
+	x := alloc(t, e, make([]byte, 256))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{64}, {64}}}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, w); !errors.Is(err, executor.ErrBadTensor) {
+		t.Errorf("an op writing a weight: %v, want ErrBadTensor", err)
+	}
+	if err := e.Preload(w, 1); !errors.Is(err, executor.ErrBudget) {
+		t.Errorf("256 bytes into a budget of 100: %v, want ErrBudget", err)
+	}
+	if err := e.Preload(w, 7); err == nil {
+		t.Error("Preload to backend 7 of 2 succeeded")
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := executor.New(executor.Config{Backends: []backends.Backend{open(t, "cpu")}, NoCalibration: true,
+		WeightBudget: []int64{1, 2}})
+	if !errors.Is(err, adaptive.ErrConfig) {
+		t.Errorf("two budgets for one backend: %v, want ErrConfig", err)
+	}
+}
+
+// TestWeightOwnSake: a weight that ops keep reading on the CPU, whose
+// reads the GPU's estimates say would be cheaper there if it were held,
+// is copied into the GPU's cache for its own sake once its uses pay for
+// the copy, within the budget.
+func TestWeightOwnSake(t *testing.T) {
+	const dim = 128
+	m := newWeightModel(rand.New(rand.NewPCG(6, 1)), 1, dim)
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.Only("cpu"), Synchronous: sync,
+			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
+		w := alloc(t, e, m.ws[0])
+		if err := e.MarkWeight(w); err != nil {
+			t.Fatal(err)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 2)), 256*dim)))
+		out := alloc(t, e, make([]byte, 4*256*dim))
+		var d adaptive.Decision
+		for i := range 64 {
+			var err error
+			if d, err = e.Submit(m.spec(256), []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+			if w.(*executor.Tensor).Valid().Has(1) {
+				t.Logf("sync=%v: kept on the GPU after %d uses (estimates %.0f µs on the CPU, %.0f on the GPU with %.0f of copies)",
+					sync, i+1, d.Estimates[0], d.Estimates[1], d.Transfer[1])
+				break
+			}
+		}
+		if !w.(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: never kept on the GPU (estimates %.0f µs on the CPU, %.0f on the GPU with %.0f of copies)",
+				sync, d.Estimates[0], d.Estimates[1], d.Transfer[1])
+		}
+		if got := e.WeightBytes()[1]; got > int64(len(m.ws[0])) {
+			t.Errorf("sync=%v: %d weight bytes, budget %d", sync, got, len(m.ws[0]))
+		}
+	}
+}
+
+// TestSimCopyBeforeKernelDoesNotHang: on a simulated GPU with a copy lane
+// beside its compute lane, reading an early result queued behind a long
+// kernel ends before that kernel: the Read must return (it hung when the
+// lane's watcher waited for the kernel to be Done on the host's clock,
+// which only the host's waiting moves).
+func TestSimCopyBeforeKernelDoesNotHang(t *testing.T) {
+	tl := sim.NewTimeline(sim.Async)
+	gpu, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	cpu, err := sim.Open("cpu2", sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred}, cpu, gpu)
+	small := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	big := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{4096, 4096}, {4096, 4096}}}
+	a := alloc(t, e, make([]byte, 64))
+	y := alloc(t, e, make([]byte, 64))
+	x1 := alloc(t, e, make([]byte, 4*4096*4096))
+	x2 := alloc(t, e, make([]byte, 4*4096*4096))
+	for round := range 3 {
+		if _, err := e.Run(small, []backends.Buffer{a, a}, y); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Run(big, []backends.Buffer{x1, x1}, x2); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Read(make([]byte, 64), y)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Read of a result queued before a long kernel hangs", round)
+		}
+	}
+	settle(t, e)
+}
