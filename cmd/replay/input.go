@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/sim"
 	"github.com/adaptsched/adaptsched/trace"
 )
@@ -117,7 +118,7 @@ func openPath(o *options, path, name string, ropts trace.ReaderOptions, prog *pr
 		// A directory, or a device (/dev/zero) that never ends. Checked
 		// before opening, which blocks on a FIFO; a pipe is read as it
 		// comes, once.
-		return nil, func() {}, fmt.Errorf("%w: %s is %s, not a trace file or a pipe", errInput, path, kindOf(m))
+		return nil, func() {}, fmt.Errorf("%w: %s is %s, not a trace file or a pipe", errInput, path, input.KindOf(m))
 	}
 	format := o.format
 	if format == "auto" && st.Mode().IsRegular() {
@@ -238,21 +239,4 @@ func hasTopKey(r io.Reader, key string) bool {
 		}
 	}
 	return false
-}
-
-// kindOf names a file mode's type for a person.
-func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a pipe"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "not a plain file"
 }

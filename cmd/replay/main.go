@@ -155,6 +155,51 @@ The report's columns, one row per policy:
 flags:
 `
 
+// parsePolicies reads -policies: known names, each once, at least one.
+func parsePolicies(list string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(eval.PolicyNames, p) {
+			return nil, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(eval.PolicyNames, ", "))
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-policies names no policy")
+	}
+	return out, nil
+}
+
+// checkValues returns the first flag value out of range, or the first
+// pair of inputs that do not go together.
+func (o *options) checkValues() error {
+	switch {
+	case o.ops < 0:
+		return fmt.Errorf("-ops %d: want ≥ 0", o.ops)
+	case o.top < 0:
+		return fmt.Errorf("-top %d: want ≥ 0", o.top)
+	case !(o.zipf >= 0):
+		return fmt.Errorf("-zipf %v: want ≥ 0", o.zipf)
+	case o.format != "auto" && o.format != "jsonl" && o.format != "chrome":
+		return fmt.Errorf("-format %q: want auto, jsonl or chrome", o.format)
+	case o.input != "" && o.workload != "":
+		return errors.New("-workload replays the simulator: give it no TRACE")
+	case o.workload != "" && o.table != "":
+		return errors.New("-workload and -table are two workloads: give one")
+	case o.table == "-" && o.input == "-":
+		return errors.New("-table - and TRACE - both read stdin: give one of them as a file")
+	case len(o.figures) > 0 && o.table == "":
+		return errors.New("-figures gives a -table backend its figures: give -table")
+	}
+	return nil
+}
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
@@ -216,20 +261,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return fail("one TRACE at most, got %d", fs.NArg())
 	}
-	for _, p := range strings.Split(*pol, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		if !slices.Contains(eval.PolicyNames, p) {
-			return fail("unknown policy %q (known: %s)", p, strings.Join(eval.PolicyNames, ", "))
-		}
-		if !slices.Contains(o.policies, p) {
-			o.policies = append(o.policies, p)
-		}
-	}
-	if len(o.policies) == 0 {
-		return fail("-policies names no policy")
+	var err error
+	if o.policies, err = parsePolicies(*pol); err != nil {
+		return fail("%v", err)
 	}
 	if err := o.bandit.Validate(); err != nil {
 		return fail("%v", err)
@@ -243,23 +277,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.fleet.Enabled() && !slices.Contains(o.policies, "thompson") {
 		return fail("-fleet and -fleet-serve share thompson's evidence: -policies lacks thompson")
 	}
-	switch {
-	case o.ops < 0:
-		return fail("-ops %d: want ≥ 0", o.ops)
-	case o.top < 0:
-		return fail("-top %d: want ≥ 0", o.top)
-	case !(o.zipf >= 0):
-		return fail("-zipf %v: want ≥ 0", o.zipf)
-	case o.format != "auto" && o.format != "jsonl" && o.format != "chrome":
-		return fail("-format %q: want auto, jsonl or chrome", o.format)
-	case o.input != "" && o.workload != "":
-		return fail("-workload replays the simulator: give it no TRACE")
-	case o.workload != "" && o.table != "":
-		return fail("-workload and -table are two workloads: give one")
-	case o.table == "-" && o.input == "-":
-		return fail("-table - and TRACE - both read stdin: give one of them as a file")
-	case len(o.figures) > 0 && o.table == "":
-		return fail("-figures gives a -table backend its figures: give -table")
+	if err := o.checkValues(); err != nil {
+		return fail("%v", err)
 	}
 	simWorkload := o.workload != "" || o.table != "" && o.input == ""
 	switch {

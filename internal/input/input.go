@@ -53,11 +53,11 @@ func Regular(path string, mode fs.FileMode) error {
 	if mode.IsRegular() {
 		return nil
 	}
-	return fmt.Errorf("%s is %s, %w: pass it on stdin instead (- < %s)", path, kindOf(mode), ErrNotRegular, path)
+	return fmt.Errorf("%s is %s, %w: pass it on stdin instead (- < %s)", path, KindOf(mode), ErrNotRegular, path)
 }
 
-// kindOf names a file mode's type for a person.
-func kindOf(m fs.FileMode) string {
+// KindOf names a file mode's type for a person ("a pipe", "a directory").
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "a pipe"
