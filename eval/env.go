@@ -365,21 +365,9 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	for _, a := range e.bArms {
 		res.Arms = append(res.Arms, a.Name)
 	}
-	counts := make([]int64, nA)
-	perBucket := make([][]int64, nb)
-	for b := range perBucket {
-		perBucket[b] = make([]int64, nA)
-	}
-	last := make([]int32, nb)
-	for b := range last {
-		last[b] = -1
-	}
-	lastOfShape := make([]int32, len(e.keys))
-	for k := range lastOfShape {
-		lastOfShape[k] = -1
-	}
+	tl := newTally(nA, nb, len(e.keys))
 	warm := make([]bool, len(e.kernels)*nA)
-	var offOracle, explore int64
+	var explore int64
 	ran := int64(len(e.ops))
 	seg, oi := 0, 0
 	ck := newClock(e.model, e.arms, len(e.ops))
@@ -419,14 +407,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		if each != nil {
 			each(task, a, us)
 		}
-		var x float64
-		for _, in := range ins {
-			xi := e.linkUs(in.bytes, in.arm, a)
-			if xo != nil && xi > 0 {
-				e.reportCopies(xo, in.bytes, in.arm, a)
-			}
-			x += xi
-		}
+		x := e.copiesUs(ins, a, xo)
 		ck.run(t, ins, a, us, o.wait)
 		if o.wait {
 			res.Steps++
@@ -434,19 +415,7 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		res.ComputeUs += us
 		res.TransferUs += x
 		res.TotalUs += us + x
-		counts[a]++
-		perBucket[o.bucket][a]++
-		if l := last[o.bucket]; l >= 0 && int(l) != a {
-			res.Switches++
-		}
-		last[o.bucket] = int32(a)
-		if l := lastOfShape[o.key]; l >= 0 && int(l) != a {
-			res.ShapeSwitches++
-		}
-		lastOfShape[o.key] = int32(a)
-		if int(e.assign[seg*nb+int(o.bucket)]) != a {
-			offOracle++
-		}
+		tl.add(&res, o.bucket, o.key, a, int(e.assign[seg*nb+int(o.bucket)]) != a)
 	}
 	n := float64(ran)
 	if res.Stopped {
@@ -460,33 +429,19 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		res.ShapeRegretPct = pct(res.TotalUs, e.shapeOracleUs)
 	}
 	res.LearnPct = float64(explore) / n * 100
-	res.OffOraclePct = float64(offOracle) / n * 100
+	res.OffOraclePct = float64(tl.offOracle) / n * 100
 	for a := range nA {
-		res.Share[a] = float64(counts[a]) / n
+		res.Share[a] = float64(tl.counts[a]) / n
 		res.OracleShare[a] = float64(e.oShare[a]) / n
 	}
 	for b, name := range e.bNames {
-		br := BucketResult{Name: name, Decisions: perBucket[b], Oracle: e.oBucket[b]}
-		for _, c := range perBucket[b] {
+		br := BucketResult{Name: name, Decisions: tl.perBucket[b], Oracle: e.oBucket[b]}
+		for _, c := range tl.perBucket[b] {
 			br.Ops += c
 		}
 		res.Buckets = append(res.Buckets, br)
 	}
 	return res, nil
-}
-
-// reportCopies tells xo of the copies that moved bytes from arm from (-1:
-// host memory) to arm to: one over each end's link, as the Executor
-// reports each measured copy.
-func (e *Env) reportCopies(xo TransferObserver, bytes int64, from, to int) {
-	if from >= 0 {
-		if us := e.arms[from].Profile.LinkUs(bytes); us > 0 {
-			xo.ObserveTransfer(from, false, bytes, us)
-		}
-	}
-	if us := e.arms[to].Profile.LinkUs(bytes); us > 0 {
-		xo.ObserveTransfer(to, true, bytes, us)
-	}
 }
 
 // Run prepares w against arms and replays it under p: NewEnv and Env.Run

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -430,88 +429,4 @@ func (n *Node) unwatch() {
 		go func() { _ = w.Stop() }()
 	}
 	n.kv, n.w = nil, nil
-}
-
-// shardOf returns the shard of a bucket's keys.
-func shardOf(bucket string) int {
-	h := fnv.New32a()
-	h.Write([]byte(bucket))
-	return int(h.Sum32() % Shards)
-}
-
-// key returns the key of this node's shard s.
-func (n *Node) key(s int) string { return fmt.Sprintf("%s%s.s%02d", n.ledger.prefix, n.opts.NodeID, s) }
-
-// publish puts every shard that changed, or is due to be rewritten
-// before it ages out, each put waiting at most timeout. The shards are
-// encoded under n.mu and put without it.
-func (n *Node) publish(timeout time.Duration) error {
-	if n.kv == nil || !n.nc.IsConnected() {
-		return ErrOffline
-	}
-	now := n.opts.Now()
-	type shardValue struct {
-		s int
-		v []byte
-	}
-	var due []shardValue
-	n.mu.Lock()
-	l := n.ledger
-	if !l.synced {
-		n.mu.Unlock()
-		return ErrOffline
-	}
-	for s := range Shards {
-		if l.due(s, now, n.maxAge) {
-			due = append(due, shardValue{s, l.encode(nil, s)})
-		}
-	}
-	n.mu.Unlock()
-	for _, sv := range due {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		_, err := n.kv.Put(ctx, n.key(sv.s), sv.v)
-		cancel()
-		if err != nil {
-			n.fail(err)
-			return err
-		}
-		n.mu.Lock()
-		l.published(sv.s, now)
-		n.st.Published++
-		n.mu.Unlock()
-	}
-	return nil
-}
-
-// entry applies one watched value (nil: the initial values are all in).
-func (n *Node) entry(e jetstream.KeyValueEntry) {
-	if e == nil {
-		n.mu.Lock()
-		first := n.ledger.sync()
-		n.notify()
-		n.mu.Unlock()
-		if first {
-			n.gauges()
-			close(n.syncedCh)
-		}
-		return
-	}
-	var err error
-	n.mu.Lock()
-	if e.Operation() == jetstream.KeyValuePut {
-		err = n.ledger.put(e.Key(), e.Value(), e.Created())
-	} else {
-		err = n.ledger.remove(e.Key())
-	}
-	n.counted()
-	if n.ledger.synced {
-		n.notify()
-	}
-	n.mu.Unlock()
-	switch {
-	case errors.Is(err, errConflict):
-		n.log.Warn().Str("key", e.Key()).Msg(err.Error())
-	case err != nil:
-		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
-	}
 }
