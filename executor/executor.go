@@ -177,6 +177,7 @@ type Executor struct {
 	bytesIn     [adaptive.MaxBackends]atomic.Int64
 	transferNs  [adaptive.MaxBackends]atomic.Int64
 	fallbacks   atomic.Int64
+	latency     latency // sampled decision times (Stats.DecisionLatency)
 	memRetries  atomic.Int64
 	evictions   atomic.Int64
 	recoveries  atomic.Int64

@@ -573,3 +573,28 @@ func TestVirtualCopyPassesKernel(t *testing.T) {
 		t.Fatal("Read of a short op's output did not return while a long kernel was queued after it")
 	}
 }
+
+// TestDecisionLatency: one decision in 64 is timed into Stats'
+// DecisionLatency, each into one bucket.
+func TestDecisionLatency(t *testing.T) {
+	e := newExec(t, executor.Config{}, open(t, "cpu"))
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{16}, {16}}}
+	x := alloc(t, e, make([]byte, 64))
+	out, _ := e.Alloc(spec.OutBytes())
+	for range 200 {
+		if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := e.Stats().DecisionLatency
+	var n uint64
+	for _, c := range l.Buckets {
+		n += c
+	}
+	if l.Count != 200/64 || n != l.Count || l.SumNs <= 0 {
+		t.Errorf("DecisionLatency %+v after 200 decisions: want 3 timed, each in one bucket, a positive sum", l)
+	}
+}

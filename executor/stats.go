@@ -32,6 +32,9 @@ type Stats struct {
 	// counts tensors recomputed after a device was lost; Invalidated
 	// counts copies dropped with a lost device.
 	Fallbacks, MemoryRetries, Evictions, Recoveries, Invalidated int64
+	// DecisionLatency is the time of the Scheduler's decisions (Placer's
+	// included), one decision in 64 timed.
+	DecisionLatency Latency
 }
 
 // BackendStats is one backend's share of an Executor's work.
@@ -51,7 +54,8 @@ type BackendStats struct {
 // concurrent use.
 func (e *Executor) Stats() Stats {
 	st := Stats{Fallbacks: e.fallbacks.Load(), MemoryRetries: e.memRetries.Load(),
-		Evictions: e.evictions.Load(), Recoveries: e.recoveries.Load(), Invalidated: e.invalidated.Load()}
+		Evictions: e.evictions.Load(), Recoveries: e.recoveries.Load(), Invalidated: e.invalidated.Load(),
+		DecisionLatency: e.latency.snapshot()}
 	sick := adaptive.Mask(e.health.sick.Load())
 	for a := range e.bes {
 		b := BackendStats{Name: e.s.BackendName(a), Ops: e.ops[a].Load(), Failures: e.failures[a].Load(),

@@ -91,7 +91,7 @@ func TestServeMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s\n%s", resp.Status, body)
 	}
-	for _, name := range []string{"adaptsched_decisions_total{backend=\"sim:h100\",reason=\"", "adaptsched_op_seconds_total", "adaptsched_explorations_total",
+	for _, name := range []string{"adaptsched_decisions_total{backend=\"sim:h100\",reason=\"", "adaptsched_op_seconds_total", "adaptsched_explorations_total", "adaptsched_decision_latency_seconds_bucket{le=\"1e-07\"}",
 		"adaptsched_fallbacks_total", "adaptsched_transfer_bytes_total", "adaptsched_transfer_seconds_total", "adaptsched_backend_healthy",
 		"adaptsched_store_flushes_total", "adaptsched_store_flush_errors_total", "go_goroutines", "process_cpu_seconds_total"} {
 		if !strings.Contains(string(body), name) {

@@ -40,7 +40,8 @@
 // -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
 // host is given; ":0" picks a port, and the address bound is printed):
 // adaptsched_decisions_total by backend and reason,
-// adaptsched_explorations_total (reason explore) by backend, ops, op seconds and switches by backend, fallbacks, backend failures
+// adaptsched_explorations_total (reason explore) by backend,
+// adaptsched_decision_latency_seconds (one decision in 64 timed), ops, op seconds and switches by backend, fallbacks, backend failures
 // and health, transfers (bytes, copies and seconds by backend; the link
 // model's latency and bandwidth by direction), the store's flushes,
 // failed flushes and pending records (-db), the fleet's peers, sync,

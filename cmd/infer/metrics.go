@@ -104,6 +104,7 @@ var (
 	mOps          = newMetric("ops_total", "Ops observed on the backend.", counter, "backend")
 	mOpSeconds    = newMetric("op_seconds_total", "Observed compute time of ops on the backend.", counter, "backend")
 	mSwitches     = newMetric("switches_total", "Incumbent switches of a bucket to the backend.", counter, "backend")
+	mLatency      = newMetric("decision_latency_seconds", "Time of the Scheduler's decisions, one in 64 timed (a histogram).", counter)
 	mFallbacks    = newMetric("fallbacks_total", "Ops that ran elsewhere than first chosen, after a failure.", counter)
 	mFailures     = newMetric("backend_failures_total", "Failed allocations, copies and ops on the backend.", counter, "backend")
 	mHealthy      = newMetric("backend_healthy", "1 when the backend is not in back-off after failures.", gauge, "backend")
@@ -123,7 +124,7 @@ var (
 	mFleetErrors  = newMetric("fleet_errors_total", "Failed set-ups and puts.", counter)
 )
 
-var allMetrics = []metric{mDecisions, mExplorations, mOps, mOpSeconds, mSwitches, mFallbacks, mFailures, mHealthy,
+var allMetrics = []metric{mDecisions, mExplorations, mOps, mOpSeconds, mSwitches, mLatency, mFallbacks, mFailures, mHealthy,
 	mXferBytes, mXferCopies, mXferSeconds, mLinkLatency, mLinkBW, mStoreFlush, mStoreFailed, mStorePending,
 	mFleetPeers, mFleetSynced, mFleetUp, mFleetPub, mFleetRecv, mFleetErrors}
 
@@ -165,6 +166,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if e := c.src.exec; e != nil {
 		st := e.Stats()
+		ch <- latencyHistogram(st.DecisionLatency)
 		emit(mFallbacks, float64(st.Fallbacks))
 		for _, b := range st.Backends {
 			emit(mFailures, float64(b.Failures), b.Name)
@@ -212,4 +214,16 @@ func loadedLine(dir string, st history.Stats) string {
 		line += fmt.Sprintf("; %d stored values skipped (undecodable)", st.Skipped)
 	}
 	return line
+}
+
+// latencyHistogram is the Executor's sampled decision times as a
+// Prometheus histogram: cumulative counts by upper bound, in seconds.
+func latencyHistogram(l executor.Latency) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(executor.LatencyBoundsNs))
+	var cum uint64
+	for i, ub := range executor.LatencyBoundsNs {
+		cum += l.Buckets[i]
+		buckets[ub/1e9] = cum
+	}
+	return prometheus.MustNewConstHistogram(mLatency.desc, l.Count, float64(l.SumNs)/1e9, buckets)
 }
