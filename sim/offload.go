@@ -95,6 +95,12 @@ func (o *OffloadOptions) validate(m Model) error {
 	case !(o.DriftAt >= 0 && o.DriftAt <= 1):
 		return fmt.Errorf("%w: offload: drift at %v, want a fraction in [0, 1]", ErrInvalidWorkload, o.DriftAt)
 	}
+	return o.checkRouting(m)
+}
+
+// checkRouting: an MoE workload needs a routing, and every routing it has
+// must match m's layers and experts.
+func (o *OffloadOptions) checkRouting(m Model) error {
 	if !o.MoE {
 		return nil
 	}

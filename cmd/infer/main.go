@@ -93,6 +93,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
@@ -102,7 +103,6 @@ import (
 	"github.com/adaptsched/adaptsched/internal/clilog"
 	"github.com/adaptsched/adaptsched/relay"
 	"github.com/adaptsched/adaptsched/sim"
-	"github.com/adaptsched/adaptsched/trace"
 )
 
 // options are the command's flags.
@@ -288,11 +288,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	stdout := &stickyWriter{w: stdoutW}
 	defer func() { err = errors.Join(err, stdout.failed()) }()
-	level := zerolog.WarnLevel
-	if o.verbose {
-		level = zerolog.InfoLevel
-	}
-	logger := clilog.New(stderr, o.logJSON, level)
+	logger := clilog.New(stderr, o.logJSON, logLevel(o.verbose))
 	log.Logger = logger
 	bes, infos, clock, err := openBackends(o.backends, o.execModel, func(b backends.Backend) {
 		if bl, ok := b.(interface{ BLAS() string }); ok {
@@ -330,17 +326,11 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
-		var f *os.File
-		if f, err = os.Create(o.trace); err != nil {
+		var closeTrace func() error
+		if cfg.Recorder, closeTrace, err = openTrace(o.trace, infos); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, traceErr(o.trace, f.Close())) }()
-		var rec *trace.Recorder
-		if rec, err = trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{}); err != nil {
-			return traceErr(o.trace, err)
-		}
-		defer func() { err = errors.Join(err, traceErr(o.trace, rec.Close())) }()
-		cfg.Recorder = rec
+		defer func() { err = errors.Join(err, closeTrace()) }()
 	}
 	e, err := executor.New(cfg)
 	if err != nil {
@@ -375,15 +365,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err := o.loadWeights(e, m, bes); err != nil {
 		return err
 	}
-	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch}
-	sum.ExecModel = clock.modelName()
-	for _, in := range infos {
-		sum.Backends = append(sum.Backends, in.Name)
-	}
-	var status *statusLine
-	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-		status = &statusLine{w: stderr, e: e}
-	}
+	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch, ExecModel: clock.modelName()}
+	status := newStatusLine(stderr, e)
 	sv, err := serve(ctx, m, o, stdout, status, clock)
 	if status != nil {
 		status.clear()
@@ -393,18 +376,12 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	sum.Stopped = ctx.Err() != nil
 	sv.summarise(&sum, o.stepTimes)
-	stats, tel := e.Stats(), e.Scheduler().Telemetry()
-	sum.Share = shares(stats)
-	sum.Fallbacks = stats.Fallbacks
-	sum.ExplorePct = tel.ExplorationShare * 100
+	tel := sum.addRun(e, infos)
 	if node != nil {
 		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
 		}
 		sum.Fleet = fleetSummary(node.Stats())
-	}
-	for _, b := range tel.Backends {
-		sum.Switches += b.Switches
 	}
 	if o.json {
 		json.NewEncoder(stdout).Encode(sum) // an error is in stdout.err
@@ -443,6 +420,15 @@ type statusLine struct {
 	e *executor.Executor
 }
 
+// newStatusLine returns the status line for w, or nil when w is not a
+// terminal.
+func newStatusLine(w io.Writer, e *executor.Executor) *statusLine {
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		return &statusLine{w: w, e: e}
+	}
+	return nil
+}
+
 func (s *statusLine) show(tokens int64, elapsed time.Duration) {
 	st := s.e.Stats()
 	var b strings.Builder
@@ -478,4 +464,28 @@ func parsePrompts(s string) ([]int, int, error) {
 		longest = max(longest, n)
 	}
 	return out, longest, nil
+}
+
+// addRun fills sum with what the run did: its backends, their shares,
+// fallbacks, explorations and switches. It returns the Telemetry read.
+func (sum *Summary) addRun(e *executor.Executor, infos []backends.Info) adaptive.Telemetry {
+	for _, in := range infos {
+		sum.Backends = append(sum.Backends, in.Name)
+	}
+	stats, tel := e.Stats(), e.Scheduler().Telemetry()
+	sum.Share = shares(stats)
+	sum.Fallbacks = stats.Fallbacks
+	sum.ExplorePct = tel.ExplorationShare * 100
+	for _, b := range tel.Backends {
+		sum.Switches += b.Switches
+	}
+	return tel
+}
+
+// logLevel is the commands' level: warnings, and information with -v.
+func logLevel(verbose bool) zerolog.Level {
+	if verbose {
+		return zerolog.InfoLevel
+	}
+	return zerolog.WarnLevel
 }

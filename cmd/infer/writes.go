@@ -1,8 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/trace"
 )
 
 // traceErr names the trace file in a write error.
@@ -36,4 +42,18 @@ func (s *stickyWriter) failed() error {
 		return nil
 	}
 	return fmt.Errorf("infer: writing the output: %w", s.err)
+}
+
+// openTrace creates path and a Recorder writing to it for the backends
+// infos. closeTrace closes the Recorder, then the file, and names path in
+// any error of either (TestWriteErrorsReachExit).
+func openTrace(path string, infos []backends.Info) (rec *trace.Recorder, closeTrace func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec, err = trace.NewRecorder(f, trace.Header{Created: time.Now(), Backends: infos}, trace.RecorderOptions{}); err != nil {
+		return nil, nil, errors.Join(traceErr(path, err), traceErr(path, f.Close()))
+	}
+	return rec, func() error { return errors.Join(traceErr(path, rec.Close()), traceErr(path, f.Close())) }, nil
 }

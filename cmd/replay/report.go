@@ -293,33 +293,33 @@ func writeJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-func writeTable(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "replay %s: %d ops, %d buckets, backends %s, seed %d\n",
-		r.Input, r.Ops, r.Buckets, strings.Join(r.Backends, ", "), r.Seed)
-	if len(r.Counterfactual) > 0 {
-		keys := make([]string, 0, len(r.Counterfactual))
-		for _, s := range sourceNames {
-			if _, ok := r.Counterfactual[s]; ok {
-				keys = append(keys, s)
-			}
-		}
-		var total, cf int64
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			n := r.Counterfactual[k]
-			total += n
-			if k == "trace" || k == "table" || k == "profile" {
-				cf += n
-			}
-			parts = append(parts, fmt.Sprintf("%s %d", k, n))
-		}
-		fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
+// writeCounterfactuals says how many decisions used counterfactual
+// durations, by their source.
+func writeCounterfactuals(w io.Writer, r *Report) {
+	if len(r.Counterfactual) == 0 {
+		return
 	}
-	writeExcluded(w, r)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+	keys := make([]string, 0, len(r.Counterfactual))
+	for _, s := range sourceNames {
+		if _, ok := r.Counterfactual[s]; ok {
+			keys = append(keys, s)
+		}
 	}
-	fmt.Fprintln(w)
+	var total, cf int64
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		n := r.Counterfactual[k]
+		total += n
+		if k == "trace" || k == "table" || k == "profile" {
+			cf += n
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	fmt.Fprintf(w, "decisions: %d, of which %d used counterfactuals (%s)\n", total, cf, strings.Join(parts, ", "))
+}
+
+// writePolicies writes the table of policies, one row each.
+func writePolicies(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	shapes := len(r.Policies) > 0 && r.Policies[0].ShapeRegretPct != nil
 	timed := len(r.Policies) > 0 && r.Policies[0].MakespanUs != nil
@@ -350,7 +350,19 @@ func writeTable(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintln(tw, line+"\t")
 	}
-	if err := tw.Flush(); err != nil {
+	return tw.Flush()
+}
+
+func writeTable(w io.Writer, r *Report) error {
+	fmt.Fprintf(w, "replay %s: %d ops, %d buckets, backends %s, seed %d\n",
+		r.Input, r.Ops, r.Buckets, strings.Join(r.Backends, ", "), r.Seed)
+	writeCounterfactuals(w, r)
+	writeExcluded(w, r)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	if err := writePolicies(w, r); err != nil {
 		return err
 	}
 	if len(r.Policies) > 0 {
