@@ -230,7 +230,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 		if held != nil && b.loaded.Has(a) {
 			priors[a] = held[a]
 		} else {
-			priors[a] = e.derivedPrior(b, a, &view)
+			priors[a] = e.derivedPrior(b, a, view)
 		}
 		b.per[a].trialMean = e.trialCost(b, a, priors[a])
 	}

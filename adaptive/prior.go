@@ -88,11 +88,13 @@ func (e *engine) rho(b *bucket, arm int) float64 {
 }
 
 // corrections is the hierarchy of learned corrections (package prior)
-// under the engine's lock, which also guards every family's sums and the
-// buckets' publications (armCounts.pub).
+// under the engine's lock, which also guards every family's sums and
+// snapshots, the buckets' publications (armCounts.pub) and view, where
+// familyView writes.
 type corrections struct {
-	mu sync.Mutex
-	h  prior.Hierarchy
+	mu   sync.Mutex
+	h    prior.Hierarchy
+	view prior.View
 }
 
 // pubs returns what b's arms have published (e.corr.mu held), as the
@@ -115,9 +117,8 @@ func (e *engine) publish(b *bucket, arm int) {
 	now := prior.Published{Rho: e.rho(b, arm), OK: true}
 	e.corr.mu.Lock()
 	old := b.per[arm].pub
-	b.per[arm].pub = now
 	pubs := e.pubs(b)
-	e.corr.h.Publish(b.fam, b.class, pubs[:e.n], arm, old, now)
+	b.per[arm].pub = e.corr.h.Publish(b.fam, b.class, pubs[:e.n], arm, old, now)
 	e.corr.mu.Unlock()
 	e.epoch.Add(1)
 	if !old.OK && b.epoch != math.MaxUint64 {
@@ -155,7 +156,7 @@ func (e *engine) refresh(b *bucket) {
 		if !young.Has(a) {
 			continue
 		}
-		p := e.derivedPrior(b, a, &fam)
+		p := e.derivedPrior(b, a, fam)
 		if b.per[a].learned == 0 {
 			b.bb.Arms[a] = p
 			b.per[a].trialMean = e.trialCost(b, a, p)
@@ -171,10 +172,12 @@ func (e *engine) refresh(b *bucket) {
 }
 
 // familyView returns what b's family has published, b's own publications
-// left out (e.corr.mu held).
-func (e *engine) familyView(b *bucket) prior.View {
+// left out, from the family's snapshot (prior.Family.ViewInto), in
+// e.corr.view: e.corr.mu held, until it is released.
+func (e *engine) familyView(b *bucket) *prior.View {
 	pubs := e.pubs(b)
-	return b.fam.View(b.class, pubs[:e.n])
+	b.fam.ViewInto(b.class, pubs[:e.n], &e.corr.view)
+	return &e.corr.view
 }
 
 // trialCost is what a forced trial of arm a (no data in b) is budgeted
@@ -216,14 +219,14 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 	fam := e.familyView(b)
 	var held [MaxBackends]prior.Published
 	up := e.parentPubs(b, &held)
-	own := h.OwnRho(a, up, cl, &fam)
+	own := h.OwnRho(a, up, cl, fam)
 	for r := range e.n {
 		if r == a || b.per[r].learned == 0 || h.All.PairN[a][r] < trialEvidence {
 			continue
 		}
 		// ln of a's cost over r's, as the learned ratio predicts it.
-		behind := b.per[a].lnModel - b.per[r].lnModel + h.PairRho(a, r, own, up, cl, &fam)
-		if behind > trialZ*math.Sqrt(h.PairSpread(a, r, cl, &fam)) {
+		behind := b.per[a].lnModel - b.per[r].lnModel + h.PairRho(a, r, own, up, cl, fam)
+		if behind > trialZ*math.Sqrt(h.PairSpread(a, r, cl, fam)) {
 			return false
 		}
 	}

@@ -42,9 +42,14 @@ const (
 )
 
 // Published is what a bucket has told the hierarchy of one arm: ρ =
-// ln(mean measured / model), and whether it has said anything.
+// ln(mean measured / model), whether it has said anything, and At, how
+// many publications its family had before it (Publish stamps it), which
+// tells whether a snapshot of the family holds it (Family.ViewInto). At
+// is taken modulo 2^32, in the padding beside OK: a bucket then holds no
+// more bytes.
 type Published struct {
 	Rho float64
+	At  uint32
 	OK  bool
 }
 
@@ -107,6 +112,18 @@ func (h *Hierarchy) Class(c kernels.Class) *Sums { return &h.class[c%3] }
 type Family struct {
 	Class kernels.Class
 	sums  []classSums
+	// pubs counts the publications into the family (Publish); snaps are
+	// its snapshots, one per size class that asked (ViewInto).
+	pubs  uint64
+	snaps []snapshot
+}
+
+// snapshot is a family's view from one size class with nothing left out,
+// as of the family's at-th publication.
+type snapshot struct {
+	class int
+	at    uint64
+	v     View
 }
 
 // classSums are a family's sums of one size class.
@@ -128,11 +145,16 @@ func (f *Family) sumsOf(c int) *Sums {
 
 // Publish folds a change of arm a, of a bucket of family f and size
 // class, from old to now into every level; pubs are the bucket's other
-// publications (pubs[a] is not read).
-func (h *Hierarchy) Publish(f *Family, class int, pubs []Published, a int, old, now Published) {
+// publications (pubs[a] is not read). It returns now stamped with the
+// family's count of publications before it (Published.At), which the
+// bucket keeps.
+func (h *Hierarchy) Publish(f *Family, class int, pubs []Published, a int, old, now Published) Published {
 	h.class[f.Class%3].add(pubs, a, old, now)
 	h.All.add(pubs, a, old, now)
 	f.sumsOf(class).add(pubs, a, old, now)
+	now.At = uint32(f.pubs)
+	f.pubs++
+	return now
 }
 
 // View is what a bucket's family has published, at two levels: Near,
@@ -184,18 +206,91 @@ func (v *ViewLevel) drop(pubs []Published) {
 }
 
 // View returns the family's view from a bucket of size class whose own
-// publications are pubs (n arms).
+// publications are pubs (n arms), from its sums as they are.
 func (f *Family) View(class int, pubs []Published) View {
 	var v View
-	n := len(pubs)
+	f.sumView(class, len(pubs), &v)
+	v.Near.drop(pubs)
+	v.Op.drop(pubs)
+	return v
+}
+
+// sumView adds to v (zero) the family's view from size class, nothing
+// left out, over n arms: one pass over its size classes.
+func (f *Family) sumView(class, n int, v *View) {
 	for i := range f.sums {
 		cs := &f.sums[i]
 		v.Near.add(n, NeighbourWeight(class-cs.class), &cs.Sums)
 		v.Op.add(n, 1, &cs.Sums)
 	}
-	v.Near.drop(pubs)
-	v.Op.drop(pubs)
-	return v
+}
+
+// staleShare bounds a snapshot's age: it is taken anew once the family
+// has had more than 1/staleShare of its publications since (ViewInto).
+const staleShare = 16
+
+// ViewInto writes into v (arms below n; the rest is not written) the
+// family's view from a bucket of size class whose own publications are
+// pubs, read from the family's snapshot of that class rather than summed
+// over its size classes. Rule: the snapshot is taken anew once the family
+// has had more than 1/staleShare of its publications since, so it is
+// exact until the family has had staleShare of them, and the bucket's
+// publications that it holds (Published.At before it) are left out,
+// those after it are not in it. Reason: summing the view at every young
+// bucket's prior refresh was most of a decision over a million young
+// buckets (adaptive's BenchmarkSelectObserve, 1M case); a snapshot
+// taken once per 1/16 growth of the family costs nothing per decision.
+// What a bucket published before the snapshot and replaced after it
+// stays in the view: one bucket's ratio among at least staleShare.
+func (f *Family) ViewInto(class int, pubs []Published, v *View) {
+	sn := f.snapshotOf(class, len(pubs))
+	n := len(pubs)
+	for _, l := range [2]struct{ dst, src *ViewLevel }{{&v.Near, &sn.v.Near}, {&v.Op, &sn.v.Op}} {
+		for a := range n {
+			l.dst.Arm[a], l.dst.ArmSq[a], l.dst.ArmW[a] = l.src.Arm[a], l.src.ArmSq[a], l.src.ArmW[a]
+			copy(l.dst.Pair[a][:n], l.src.Pair[a][:n])
+			copy(l.dst.PairSq[a][:n], l.src.PairSq[a][:n])
+			copy(l.dst.PairW[a][:n], l.src.PairW[a][:n])
+		}
+	}
+	var held [MaxArms]Published // pubs the snapshot holds
+	for a, p := range pubs {
+		if p.OK && holds(sn.at, p.At) {
+			held[a] = p
+		}
+	}
+	v.Near.drop(held[:n])
+	v.Op.drop(held[:n])
+}
+
+// holds reports whether a snapshot as of the family's at-th publication
+// holds a publication stamped stamp: one made before it, within 2^31
+// publications (stamps are taken modulo 2^32).
+func holds(at uint64, stamp uint32) bool {
+	d := uint32(at) - stamp
+	return d >= 1 && d < 1<<31
+}
+
+// snapshotOf returns the family's snapshot of size class, over n arms,
+// taken anew when there is none or it is stale (ViewInto).
+func (f *Family) snapshotOf(class, n int) *snapshot {
+	var sn *snapshot
+	for i := range f.snaps {
+		if f.snaps[i].class == class {
+			sn = &f.snaps[i]
+			break
+		}
+	}
+	if sn == nil {
+		f.snaps = append(f.snaps, snapshot{class: class, at: math.MaxUint64})
+		sn = &f.snaps[len(f.snaps)-1]
+	}
+	if sn.at == math.MaxUint64 || f.pubs-sn.at > sn.at/staleShare {
+		sn.v = View{}
+		f.sumView(class, n, &sn.v)
+		sn.at = f.pubs
+	}
+	return sn
 }
 
 // NeighbourWeight is the weight, in a bucket's View, of a bucket dc size

@@ -73,3 +73,46 @@ func TestNeighbourWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestViewIntoSnapshot: a family's snapshot view equals the exact View
+// while the family has had fewer than staleShare publications; past
+// that it may lag by at most 1/staleShare of them, leaving out only
+// what it holds of the bucket (a publication after it is not in it:
+// its weight never goes below zero), and it is taken anew beyond that.
+func TestViewIntoSnapshot(t *testing.T) {
+	var h Hierarchy
+	f := &Family{Class: kernels.Matrix}
+	other := make([]Published, 2)
+	for i := range staleShare - 1 { // other buckets, exact views meanwhile
+		pubs := []Published{{Rho: 0.1 * float64(i), OK: true}, {}}
+		pubs[0] = h.Publish(f, 40+i%3, pubs, 0, Published{}, pubs[0])
+		var got View
+		f.ViewInto(40, other, &got)
+		if want := f.View(40, other); got.Near.Arm[0] != want.Near.Arm[0] || got.Op.ArmW[0] != want.Op.ArmW[0] {
+			t.Fatalf("after %d publications: snapshot %+v, want the exact view %+v", i+1, got.Op, want.Op)
+		}
+	}
+	mine := []Published{{Rho: 1, OK: true}, {}}
+	mine[0] = h.Publish(f, 40, mine, 0, Published{}, mine[0]) // the 16th
+	var v View
+	f.ViewInto(40, mine, &v) // snapshot anew: it holds mine, which is left out
+	if want := f.View(40, mine); v.Op.Arm[0] != want.Op.Arm[0] || v.Op.ArmW[0] != staleShare-1 {
+		t.Fatalf("snapshot with the bucket's own publication: Σρ %v, Σw %v; want %v, %d", v.Op.Arm[0], v.Op.ArmW[0], want.Op.Arm[0], staleShare-1)
+	}
+	// A second arm's first publication after the snapshot (within
+	// 1/staleShare): not in the snapshot, so not taken out of it.
+	old := mine[1]
+	mine[1] = Published{Rho: -2, OK: true}
+	mine[1] = h.Publish(f, 40, mine, 1, old, mine[1])
+	f.ViewInto(40, mine, &v)
+	if v.Op.ArmW[1] != 0 || v.Op.PairW[0][1] != 0 || v.Op.ArmW[0] != staleShare-1 {
+		t.Fatalf("stale snapshot: arm 1 weight %v, pair weight %v, arm 0 weight %v; want 0, 0, %d", v.Op.ArmW[1], v.Op.PairW[0][1], v.Op.ArmW[0], staleShare-1)
+	}
+	// One more publication elsewhere makes it stale: taken anew, exact.
+	pubs := []Published{{Rho: 0.5, OK: true}, {}}
+	h.Publish(f, 41, pubs, 0, Published{}, pubs[0])
+	f.ViewInto(40, mine, &v)
+	if want := f.View(40, mine); v.Near != want.Near || v.Op != want.Op {
+		t.Fatalf("after the family grew by more than 1/%d: snapshot not taken anew", staleShare)
+	}
+}
