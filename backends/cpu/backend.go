@@ -63,6 +63,7 @@ func New(name string, opts Options) (*Backend, error) {
 			SharedMemory: true,
 		},
 	}
+	b.q.idle.L = &b.q.mu
 	return b, nil
 }
 
@@ -127,9 +128,13 @@ func (b *Backend) Read(dst []byte, src backends.Buffer) (backends.Timing, error)
 }
 
 // Run implements backends.Backend: RunAsync and its Wait. On an idle
-// queue the kernel runs on the caller's goroutine. The timing is the
-// monotonic clock around the kernel alone, buffer checks excluded.
+// queue the kernel runs on the caller's goroutine, with no task queued
+// (queue.runInline). The timing is the monotonic clock around the kernel
+// alone, buffer checks excluded.
 func (b *Backend) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+	if tm, err, ran := b.q.runInline(b, s, in, out); ran {
+		return tm, err
+	}
 	t, err := b.runTask(s, in, out, nil)
 	if err != nil {
 		return backends.Timing{}, err

@@ -339,3 +339,62 @@ func TestQueueConcurrentChains(t *testing.T) {
 		}
 	}
 }
+
+// TestRunInline: a synchronous Run on an idle queue runs its kernel on
+// the caller's goroutine without allocating, gives the reference result,
+// and, while it runs, work queued behind it waits and Sync waits for it
+// (the inline flag is held here by hand to pin that moment).
+func TestRunInline(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(1))
+	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	x := make([]float32, 16)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	y := make([]float32, 16)
+	in := []backends.Buffer{mapF32(t, b, x), mapF32(t, b, x)}
+	out := mapF32(t, b, y)
+	if _, err := b.Run(s, in, out); err != nil {
+		t.Fatal(err)
+	}
+	if y[5] != 10 {
+		t.Fatalf("y[5] = %v, want 10", y[5])
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := b.Run(s, in, out); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("synchronous Run on an idle queue: %v allocations, want 0", n)
+	}
+
+	b.q.mu.Lock()
+	b.q.running, b.q.inline = true, true // an inline kernel under way
+	b.q.mu.Unlock()
+	ev, err := b.RunAsync(s, in, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- b.Sync() }()
+	time.Sleep(20 * time.Millisecond)
+	if ev.Done() {
+		t.Fatal("work queued behind an inline kernel ran before it ended")
+	}
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync returned (%v) while an inline kernel ran", err)
+	default:
+	}
+	b.q.mu.Lock() // the inline kernel ends as runInline ends it
+	b.q.inline = false
+	b.q.idle.Broadcast()
+	b.q.mu.Unlock()
+	go b.q.drain(b)
+	if err := <-synced; err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if !ev.Done() {
+		t.Fatal("Sync returned before the work queued behind the inline kernel")
+	}
+}
