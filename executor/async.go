@@ -89,15 +89,14 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 	if p := d.Estimates[a] - float64(waitUs); p > 0 {
 		r.predUs = p
 	}
-	stamp := e.tick.Add(1)
 	for try := 0; ; try++ {
 		n := e.lockSet(sc, ts, o, true)
-		err := e.placeInputs(sc, r, ts, a, stamp)
+		err := e.placeInputs(sc, r, ts, a)
 		if err == nil {
 			err = e.outputOnLocked(o, a)
 		}
 		if err == nil {
-			err = e.queueOp(sc, r, s, ts, o, readyAt, stamp)
+			err = e.queueOp(sc, r, s, ts, o, readyAt)
 		}
 		unlockSet(sc, n)
 		if err != nil {
@@ -128,7 +127,7 @@ func (e *Executor) recoverLost(ts []*Tensor) error {
 
 // placeInputs makes each input valid on backend a, queueing the copies
 // that takes, and records in r what it waits for (tensors locked).
-func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp int64) error {
+func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error {
 	l := e.loc(a)
 	for i, t := range ts {
 		if t.freed {
@@ -179,7 +178,6 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 				return err
 			}
 		}
-		t.lastUse[a] = stamp
 		r.dep(t.ready[l])
 		sc.bufs[i] = t.copies[a]
 	}
@@ -242,7 +240,7 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 // queueOp queues op r (inputs placed, output allocated, tensors locked)
 // after the work that uses the output's copies, and makes it the
 // producer of the output's next version.
-func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt, stamp int64) error {
+func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
 	a := r.a
 	r.copySpec(s)
 	r.in = r.inArr[:len(ts)]
@@ -281,7 +279,6 @@ func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, 
 		o.pruned[i] = 0
 	}
 	o.usesOn[l] = append(o.usesOn[l], r)
-	o.lastUse[a] = stamp
 	o.endAt, o.endV = r.endAt, r.endV
 	if !r.restore {
 		o.version++

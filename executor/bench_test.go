@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -69,6 +70,77 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 			b.ReportMetric(float64(direct)/float64(b.N), "direct-ns/op")
 		})
 	}
+}
+
+// BenchmarkExecutorOnly measures the Executor's own work per op over
+// the bare backend call (target ≤ 250 ns, DESIGN.md § The data path):
+// the same tiny op (Add of 16 floats) on the same backend, "cpu", once
+// through a synchronous Executor over "cpu" and "cpu1" whose Strategy is
+// Only("cpu"), once by cpu's own Run. Each iteration is one call, the
+// two taken in alternating blocks of 256, so that a busy machine slows
+// both alike: overhead-ns/op is the difference per op, and
+// exec-allocs/op and direct-allocs/op each call's allocations.
+func BenchmarkExecutorOnly(b *testing.B) {
+	cpu := open(b, "cpu")
+	e := newExec(b, executor.Config{Synchronous: true, Strategy: adaptive.Only("cpu")}, cpu, open(b, "cpu1"))
+	s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	x := kernels.AsBytes(make([]float32, 16))
+	mk := func(be backends.Backend) (in []backends.Buffer, out backends.Buffer) {
+		for range 2 {
+			buf, _ := be.Alloc(64)
+			be.Write(buf, x)
+			in = append(in, buf)
+		}
+		out, _ = be.Alloc(64)
+		return in, out
+	}
+	din, dout := mk(cpu)
+	ein, eout := mk(e)
+	runExec := func() {
+		if _, err := e.Run(s, ein, eout); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runDirect := func() {
+		if _, err := cpu.Run(s, din, dout); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runExec() // resolve residency
+	const block = 256
+	var took [2]time.Duration // exec, direct
+	var ops [2]int
+	i, mark := 0, time.Now()
+	for b.Loop() {
+		phase := i / block % 2
+		if phase == 0 {
+			runExec()
+		} else {
+			runDirect()
+		}
+		ops[phase]++
+		if i++; i%block == 0 {
+			now := time.Now()
+			took[phase] += now.Sub(mark)
+			mark = now
+		}
+	}
+	if ops[1] == 0 || i%block != 0 {
+		took[i/block%2] += time.Since(mark)
+	}
+	b.StopTimer()
+	if ops[1] == 0 { // too few iterations for a direct block: time it alone
+		mark = time.Now()
+		for range ops[0] {
+			runDirect()
+		}
+		took[1], ops[1] = time.Since(mark), ops[0]
+	}
+	exec, direct := float64(took[0])/float64(ops[0]), float64(took[1])/float64(ops[1])
+	b.ReportMetric(exec-direct, "overhead-ns/op")
+	b.ReportMetric(direct, "direct-ns/op")
+	b.ReportMetric(testing.AllocsPerRun(100, runExec), "exec-allocs/op")
+	b.ReportMetric(testing.AllocsPerRun(100, runDirect), "direct-allocs/op")
 }
 
 // BenchmarkExecutorParallel runs the same tiny op from every goroutine on

@@ -163,8 +163,7 @@ type Executor struct {
 	alias adaptive.Mask
 	info  backends.Info
 
-	ids  atomic.Uint64
-	tick atomic.Int64 // op counter: last-use stamps
+	ids atomic.Uint64
 
 	health health
 	res    registry

@@ -53,22 +53,25 @@ func (l *latency) snapshot() Latency {
 }
 
 // choose is the Scheduler's decision for an op (decide), one in
-// latencyEvery of them timed.
-func (e *Executor) choose(s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
+// latencyEvery of them timed; h is the handle on its site, or nil.
+func (e *Executor) choose(h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
 	if e.latency.seen.Add(1)%latencyEvery != 0 {
-		return e.decide(s, res, exclude, why)
+		return e.decide(h, s, res, exclude, why)
 	}
 	start := time.Now()
-	d, err := e.decide(s, res, exclude, why)
+	d, err := e.decide(h, s, res, exclude, why)
 	e.latency.record(time.Since(start))
 	return d, err
 }
 
-// decide is SelectExcept, or with a Placer, SelectOn the backend it
-// places the op on.
-func (e *Executor) decide(s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
+// decide is SelectExcept (by h, the handle on the op's site, when there
+// is one), or with a Placer, SelectOn the backend it places the op on.
+func (e *Executor) decide(h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
 	p := e.cfg.Placer
 	if p == nil {
+		if h != nil {
+			return h.SelectExcept(res, exclude, why)
+		}
 		return e.s.SelectExcept(s, res, exclude, why)
 	}
 	b, err := e.s.Bucket(s)

@@ -18,8 +18,10 @@ type backendFailure struct {
 func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
-// opScratch is the per-op scratch, pooled so that Run does not allocate.
+// opScratch is the per-op scratch, pooled so that Run does not allocate;
+// h is the handle on the op's site (opSite), nil for none.
 type opScratch struct {
+	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
 	bufs  [adaptive.MaxInputs]backends.Buffer
 	locks [adaptive.MaxInputs + 1]*Tensor
@@ -81,11 +83,32 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
 		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
 	}
-	if err := s.Validate(); err != nil {
-		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, err)
+	var st *opSite
+	known := false // s is st's spec: validated already
+	if o, ok := out.(*Tensor); ok && o != nil && o.e == e {
+		st, known = e.takeSite(o, &s)
+	}
+	if !known {
+		if err := s.Validate(); err != nil {
+			releaseSite(st, &s, false)
+			return adaptive.Decision{}, backends.Timing{}, e.opErr(s, err)
+		}
 	}
 	sc := e.scratchPool.Get().(*opScratch)
-	defer func() { *sc = opScratch{}; e.scratchPool.Put(sc) }()
+	if st != nil {
+		sc.h = st.h
+	}
+	d, tm, err := e.runValid(sc, s, in, out, restore, exclude, why)
+	releaseSite(st, &s, true)
+	*sc = opScratch{}
+	e.scratchPool.Put(sc)
+	return d, tm, err
+}
+
+// runValid is run once s is known valid, with sc its scratch (sc.h: the
+// handle on its op site, nil for none).
+func (e *Executor) runValid(sc *opScratch, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
 	ts := sc.ts[:len(in)]
 	o, err := e.resolve(s, in, out, ts)
 	if err != nil {
@@ -151,11 +174,11 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			e.queueWaits(&res, readyAt, readyV)
 		}
 		sick, probes := e.unhealthy()
-		d, err := e.choose(s, res, failed|sick, why)
+		d, err := e.choose(sc.h, s, res, failed|sick, why)
 		if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 			// Every healthy backend failed or none can run it: try those
 			// in back-off rather than fail.
-			d, err = e.choose(s, res, failed, why)
+			d, err = e.choose(sc.h, s, res, failed, why)
 		}
 		if probes != 0 {
 			e.releaseProbes(probes, d.Backend, err == nil)
@@ -286,7 +309,6 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
 	staged *[adaptive.MaxInputs]backends.Buffer) (backends.Timing, float64, error) {
 	be := e.bes[a]
-	stamp := e.tick.Add(1)
 	var xferUs float64
 	for try := 0; ; try++ {
 		for i, t := range ts {
@@ -302,13 +324,13 @@ func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Ten
 				staged[i] = buf
 				continue
 			}
-			us, err = e.ensureOn(t, a, stamp)
+			us, err = e.ensureOn(t, a)
 			if errors.Is(err, errNoCopy) && !restore {
 				// t lost every copy with a device: the recovery hook
 				// recomputes it, then it moves.
 				xferUs += us
 				if err = e.recover(t); err == nil {
-					us, err = e.ensureOn(t, a, stamp)
+					us, err = e.ensureOn(t, a)
 				}
 			}
 			if err != nil {
@@ -349,7 +371,6 @@ func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Ten
 		if e.alias.Has(a) {
 			o.valid = adaptive.Host | e.alias // written in place in the host copy
 		}
-		o.lastUse[a] = stamp
 		if !restore {
 			o.version++
 			o.setLineage(s, ts)

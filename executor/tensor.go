@@ -27,7 +27,6 @@ type Tensor struct {
 	valid   adaptive.Mask // Host and backend bits
 	host    []byte
 	copies  [adaptive.MaxBackends]backends.Buffer
-	lastUse [adaptive.MaxBackends]int64
 	version uint64
 	lin     lineage
 	// weight marks a weight (MarkWeight); wuse is its use count, under
@@ -51,6 +50,9 @@ type Tensor struct {
 	pruned [locs]int // len(usesOn[l]) after its last pruning
 	endAt  int64
 	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
+
+	// site is the op site of the ops that write t (site.go).
+	site opSite
 }
 
 // newVersion notes that t is being overwritten (t.mu held).
@@ -281,7 +283,7 @@ func (e *Executor) observeCopy(a int, toDevice bool, bytes int64, tm backends.Ti
 // failure of a is a *backendFailure for a; a failed read from another
 // backend marks that one failed and retries; a tensor with no valid copy
 // left is errNoCopy, which the op recovers (Executor.attempt).
-func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
+func (e *Executor) ensureOn(t *Tensor, a int) (float64, error) {
 	var us float64
 	for attempt := 0; ; attempt++ {
 		t.mu.Lock()
@@ -291,7 +293,6 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
 		}
 		t.readers |= adaptive.Backend(a)
 		if t.valid.Has(a) && t.copies[a] != nil {
-			t.lastUse[a] = stamp
 			t.mu.Unlock()
 			return us, nil
 		}
@@ -309,9 +310,6 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
 		be := e.bes[a]
 		if e.alias.Has(a) {
 			err := e.mapHost(t, a) // the host copy is valid: no copy to make
-			if err == nil {
-				t.lastUse[a] = stamp
-			}
 			t.mu.Unlock()
 			return us, err
 		}
@@ -332,7 +330,6 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
 		e.observeCopy(a, true, t.size, tm)
 		us += tm.Micros()
 		t.valid |= adaptive.Backend(a)
-		t.lastUse[a] = stamp
 		t.mu.Unlock()
 		return us, nil
 	}
