@@ -133,7 +133,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error
 		if t.freed {
 			return fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
 		}
-		t.readers |= adaptive.Backend(a)
+		t.markRead(adaptive.Backend(a))
 		weight := t.weight.Load()
 		if weight {
 			e.touchWeight(t)
@@ -365,7 +365,7 @@ func (e *Executor) readQueued(dst []byte, t *Tensor) error {
 		r := t.ready[hostLoc]
 		if err == nil && !r.live() {
 			copy(dst, t.host)
-			t.readers |= adaptive.Host
+			t.markRead(adaptive.Host)
 			t.mu.Unlock()
 			e.gate.RUnlock()
 			return nil

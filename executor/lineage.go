@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -75,7 +76,8 @@ func (e *Executor) recover(t *Tensor) error {
 		if st.t.Valid() != 0 {
 			continue // another op recovered it meanwhile
 		}
-		if _, _, err := e.run(st.spec, st.in, st.t, true, 0, 0); err != nil {
+		var d adaptive.Decision
+		if _, err := e.run(&d, st.spec, st.in, st.t, true, 0, 0); err != nil {
 			return fmt.Errorf("%w: recomputing tensor %d: %w", ErrTensorLost, st.t.id, err)
 		}
 		e.recoveries.Add(1)

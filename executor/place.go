@@ -52,36 +52,39 @@ func (l *latency) snapshot() Latency {
 	return out
 }
 
-// choose is the Scheduler's decision for an op (decide), one in
-// latencyEvery of them timed; h is the handle on its site, or nil.
-func (e *Executor) choose(h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
+// choose is the Scheduler's decision for an op (decide), written to d,
+// one in latencyEvery of them timed; h is the handle on its site, or nil.
+func (e *Executor) choose(d *adaptive.Decision, h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	if e.latency.seen.Add(1)%latencyEvery != 0 {
-		return e.decide(h, s, res, exclude, why)
+		return e.decide(d, h, s, res, exclude, why)
 	}
 	start := time.Now()
-	d, err := e.decide(h, s, res, exclude, why)
+	err := e.decide(d, h, s, res, exclude, why)
 	e.latency.record(time.Since(start))
-	return d, err
+	return err
 }
 
 // decide is SelectExcept (by h, the handle on the op's site, when there
 // is one), or with a Placer, SelectOn the backend it places the op on.
-func (e *Executor) decide(h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, error) {
+func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	p := e.cfg.Placer
 	if p == nil {
 		if h != nil {
-			return h.SelectExcept(res, exclude, why)
+			*d, err = h.SelectExcept(res, exclude, why)
+		} else {
+			*d, err = e.s.SelectExcept(s, res, exclude, why)
 		}
-		return e.s.SelectExcept(s, res, exclude, why)
+		return err
 	}
 	b, err := e.s.Bucket(s)
 	if err != nil {
-		return adaptive.Decision{}, err
+		return err
 	}
 	e.placeMu.Lock()
 	arm := p.Place(s, res, b)
 	e.placeMu.Unlock()
-	return e.s.SelectOn(s, res, arm, exclude, why)
+	*d, err = e.s.SelectOn(s, res, arm, exclude, why)
+	return err
 }
 
 // observe feeds an op's timing to the Scheduler and, when it takes it,

@@ -133,7 +133,8 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	case blamed.Has(r.a):
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
 	}
-	_, _, err := e.run(r.spec, r.in, r.out, r.restore, exclude, why)
+	var d adaptive.Decision
+	_, err := e.run(&d, r.spec, r.in, r.out, r.restore, exclude, why)
 	if err == nil {
 		return
 	}

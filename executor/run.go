@@ -19,8 +19,10 @@ func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
 // opScratch is the per-op scratch, pooled so that Run does not allocate;
-// h is the handle on the op's site (opSite), nil for none.
+// key is the op's spec as its site holds it (opSite), nil when it does
+// not, and h the site's handle, nil for none.
 type opScratch struct {
+	key   *specKey
 	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
 	bufs  [adaptive.MaxInputs]backends.Buffer
@@ -40,8 +42,8 @@ type opScratch struct {
 // backend, and an op that could not run at all is reported by Sync (and
 // its output by Read, as lost).
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	_, tm, err := e.runCaller(s, in, out)
-	return tm, err
+	var d adaptive.Decision
+	return e.runCaller(&d, s, in, out)
 }
 
 // Submit is Run returning where the op was placed and why: the
@@ -49,15 +51,17 @@ func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 // transfers it priced). Queued, it is the first placement; a later
 // fallback is counted in Stats and recorded in the trace.
 func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, error) {
-	d, _, err := e.runCaller(s, in, out)
+	var d adaptive.Decision
+	_, err := e.runCaller(&d, s, in, out)
 	return d, err
 }
 
-// runCaller is run for the caller: with queued work, once failures
-// already seen are recovered, under the gate's read lock.
-func (e *Executor) runCaller(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, backends.Timing, error) {
+// runCaller is run for the caller, the decision written to d: with
+// queued work, once failures already seen are recovered, under the
+// gate's read lock.
+func (e *Executor) runCaller(d *adaptive.Decision, s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	if e.cfg.Synchronous {
-		return e.run(s, in, out, false, 0, 0)
+		return e.run(d, s, in, out, false, 0, 0)
 	}
 	if e.pendingFail.Load() {
 		e.recoverFailed()
@@ -65,23 +69,24 @@ func (e *Executor) runCaller(s kernels.Spec, in []backends.Buffer, out backends.
 	e.gate.RLock()
 	defer e.gate.RUnlock()
 	if e.closed.Load() {
-		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
+		return backends.Timing{}, e.opErr(s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
 	}
-	return e.run(s, in, out, false, 0, 0)
+	return e.run(d, s, in, out, false, 0, 0)
 }
 
 // maxAttempts bounds the retries of one copy or op around failures.
 const maxAttempts = 8
 
-// run is Run; restore marks a recomputation of out's lost version
+// run is Run, its decision written to d (a Decision is 250 bytes, which
+// returning it copied at every level); restore marks a recomputation of out's lost version
 // (Executor.recover), which neither bumps its version nor records its
 // lineage, and does not recover lost inputs itself. exclude and why start
 // the fallback: the backends already failed (a queued op's re-run) and
 // the reason to record.
-func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
-	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
+func (e *Executor) run(d *adaptive.Decision, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
-		return adaptive.Decision{}, backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
 	}
 	var st *opSite
 	known := false // s is st's spec: validated already
@@ -91,42 +96,47 @@ func (e *Executor) run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 	if !known {
 		if err := s.Validate(); err != nil {
 			releaseSite(st, &s, false)
-			return adaptive.Decision{}, backends.Timing{}, e.opErr(s, err)
+			return backends.Timing{}, e.opErr(s, err)
 		}
 	}
 	sc := e.scratchPool.Get().(*opScratch)
-	if st != nil {
-		sc.h = st.h
+	if known {
+		sc.key, sc.h = &st.key, st.h
 	}
-	d, tm, err := e.runValid(sc, s, in, out, restore, exclude, why)
+	tm, err := e.runValid(d, sc, s, in, out, restore, exclude, why)
 	releaseSite(st, &s, true)
 	*sc = opScratch{}
 	e.scratchPool.Put(sc)
-	return d, tm, err
+	return tm, err
 }
 
-// runValid is run once s is known valid, with sc its scratch (sc.h: the
-// handle on its op site, nil for none).
-func (e *Executor) runValid(sc *opScratch, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
-	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
+// runValid is run once s is known valid, with sc its scratch.
+func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	ts := sc.ts[:len(in)]
-	o, err := e.resolve(s, in, out, ts)
+	o, err := e.resolve(sc.key, s, in, out, ts)
 	if err != nil {
-		return adaptive.Decision{}, backends.Timing{}, err
+		return backends.Timing{}, err
 	}
-	return e.place(sc, s, ts, o, restore, exclude, why)
+	return e.place(d, sc, s, ts, o, restore, exclude, why)
 }
 
 // resolve fills ts with run's input tensors and returns its output, each
-// checked against s.
-func (e *Executor) resolve(s kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
+// checked against s (its sizes from k, s's site key, when not nil).
+func (e *Executor) resolve(k *specKey, s kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
 	for i, b := range in {
 		t, err := e.tensorOf(b)
 		if err != nil {
 			return nil, e.opErr(s, fmt.Errorf("input %d: %w", i, err))
 		}
-		if t.size != s.InBytes(i) {
-			return nil, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, s.InBytes(i)))
+		want := int64(0)
+		if k != nil {
+			want = k.in[i]
+		} else {
+			want = s.InBytes(i)
+		}
+		if t.size != want {
+			return nil, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, want))
 		}
 		ts[i] = t
 	}
@@ -134,8 +144,14 @@ func (e *Executor) resolve(s kernels.Spec, in []backends.Buffer, out backends.Bu
 	if err != nil {
 		return nil, e.opErr(s, fmt.Errorf("output: %w", err))
 	}
-	if o.size != s.OutBytes() {
-		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, s.OutBytes()))
+	want := int64(0)
+	if k != nil {
+		want = k.out
+	} else {
+		want = s.OutBytes()
+	}
+	if o.size != want {
+		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, want))
 	}
 	if o.weight.Load() {
 		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
@@ -143,76 +159,60 @@ func (e *Executor) resolve(s kernels.Spec, in []backends.Buffer, out backends.Bu
 	return o, nil
 }
 
-// place chooses the backend for s, runs or queues it there, and falls
-// back on failure.
-func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
-	exclude adaptive.Mask, why adaptive.Reason) (adaptive.Decision, backends.Timing, error) {
+// place chooses the backend for s (into d), runs or queues it there,
+// and falls back on failure.
+func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	var res adaptive.Residency
 	var oomed adaptive.Mask
 	failed := exclude
 	var errs [adaptive.MaxBackends]error
 	queued := !e.cfg.Synchronous
+	fast := !queued && exclude == 0 && e.health.sick.Load() == 0 && !anyWeight(ts)
 	for {
-		res.N = 0
-		o.mu.RLock()
-		res.Consumers = o.consumersHint()
-		o.mu.RUnlock()
-		var readyAt int64
-		var readyV float64
-		if queued {
-			readyAt = e.since()
-		}
-		for _, t := range ts {
-			t.mu.RLock()
-			v, end, endV := t.valid, t.endAt, t.endV
-			t.mu.RUnlock()
-			res.Add(v, t.size)
-			readyAt, readyV = max(readyAt, end), max(readyV, endV)
-		}
-		if queued {
-			res.QueueUs = [adaptive.MaxBackends]float32{}
-			e.queueWaits(&res, readyAt, readyV)
-		}
-		sick, probes := e.unhealthy()
-		d, err := e.choose(sc.h, s, res, failed|sick, why)
-		if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
-			// Every healthy backend failed or none can run it: try those
-			// in back-off rather than fail.
-			d, err = e.choose(sc.h, s, res, failed, why)
-		}
-		if probes != 0 {
-			e.releaseProbes(probes, d.Backend, err == nil)
-		}
-		if err != nil {
-			if failed&^exclude == 0 {
-				return d, backends.Timing{}, err
-			}
-			return d, backends.Timing{}, e.allFailed(s, failed, &errs, err)
-		}
-		a := d.Backend
-		if queued {
-			err = e.issue(sc, s, ts, o, &d, restore, readyAt, res.QueueUs[a])
-			if err == nil {
-				return d, backends.Timing{}, nil
-			}
-		}
 		var tm backends.Timing
 		var xferUs float64
-		if !queued {
-			tm, xferUs, err = e.attempt(sc, s, ts, o, a, restore)
+		var err error
+		if fast {
+			fast = false
+			var out resident
+			if tm, out, err = e.runResident(d, sc, s, ts, o, restore, why); out == undecided {
+				return backends.Timing{}, err
+			}
+			if out == elsewhere {
+				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+			}
+		} else {
+			var readyAt int64
+			readyAt, err = e.decideOp(d, sc, s, ts, o, &res, failed, why)
+			if err != nil {
+				if failed&^exclude == 0 {
+					return backends.Timing{}, err
+				}
+				return backends.Timing{}, e.allFailed(s, failed, &errs, err)
+			}
+			if queued {
+				err = e.issue(sc, s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend])
+				if err == nil {
+					return backends.Timing{}, nil
+				}
+			} else {
+				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+			}
 		}
+		a := d.Backend
 		if err == nil {
 			if !queued && e.weighs {
-				e.copyForOwnSakeSync(ts, &d)
+				e.copyForOwnSakeSync(ts, d)
 			}
 			e.healthy(a)
-			e.finished(s, &d, tm, xferUs)
-			return d, tm, nil
+			e.finished(s, d, tm, xferUs)
+			return tm, nil
 		}
 		var bf *backendFailure
 		if !errors.As(err, &bf) {
 			e.release(a)
-			return d, backends.Timing{}, err
+			return backends.Timing{}, err
 		}
 		f := bf.a
 		failed |= adaptive.Backend(f)
@@ -237,6 +237,46 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		e.failed(f, bf.err)
 		why = adaptive.Fallback
 	}
+}
+
+// decideOp reads where the op's inputs are into res and decides where
+// it runs (into d), among the backends not failed and, when some other
+// can run it, not in back-off. Queued, it returns when the inputs are
+// expected ready (ns since the Executor's epoch).
+func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
+	res *adaptive.Residency, failed adaptive.Mask, why adaptive.Reason) (int64, error) {
+	queued := !e.cfg.Synchronous
+	res.N = 0
+	o.mu.RLock()
+	res.Consumers = o.consumersHint()
+	o.mu.RUnlock()
+	var readyAt int64
+	var readyV float64
+	if queued {
+		readyAt = e.since()
+	}
+	for _, t := range ts {
+		t.mu.RLock()
+		v, end, endV := t.valid, t.endAt, t.endV
+		t.mu.RUnlock()
+		res.Add(v, t.size)
+		readyAt, readyV = max(readyAt, end), max(readyV, endV)
+	}
+	if queued {
+		res.QueueUs = [adaptive.MaxBackends]float32{}
+		e.queueWaits(res, readyAt, readyV)
+	}
+	sick, probes := e.unhealthy()
+	err := e.choose(d, sc.h, s, *res, failed|sick, why)
+	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
+		// Every healthy backend failed or none can run it: try those
+		// in back-off rather than fail.
+		err = e.choose(d, sc.h, s, *res, failed, why)
+	}
+	if probes != 0 {
+		e.releaseProbes(probes, d.Backend, err == nil)
+	}
+	return readyAt, err
 }
 
 // finished counts an op that ran and hands its timing to the Scheduler
@@ -289,139 +329,4 @@ func (e *Executor) allFailed(s kernels.Spec, failed adaptive.Mask, errs *[adapti
 		}
 	}
 	return fmt.Errorf("%w: %v: %w", ErrAllFailed, s, errors.Join(all...))
-}
-
-// attempt runs s on backend a: inputs made resident, output allocated,
-// then the kernel under the tensors' locks.
-func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
-	var staged [adaptive.MaxInputs]backends.Buffer // weights copied for this op alone
-	tm, us, err := e.attemptOn(sc, s, ts, o, a, restore, &staged)
-	for _, b := range staged {
-		if b != nil {
-			b.Free()
-		}
-	}
-	return tm, us, err
-}
-
-// attemptOn is attempt, the weights it copies for the op alone kept in
-// staged.
-func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
-	staged *[adaptive.MaxInputs]backends.Buffer) (backends.Timing, float64, error) {
-	be := e.bes[a]
-	var xferUs float64
-	for try := 0; ; try++ {
-		for i, t := range ts {
-			if staged[i] != nil {
-				continue
-			}
-			buf, us, err := e.stageSync(t, a, ts)
-			xferUs += us
-			if err != nil {
-				return backends.Timing{}, xferUs, err
-			}
-			if buf != nil {
-				staged[i] = buf
-				continue
-			}
-			us, err = e.ensureOn(t, a)
-			if errors.Is(err, errNoCopy) && !restore {
-				// t lost every copy with a device: the recovery hook
-				// recomputes it, then it moves.
-				xferUs += us
-				if err = e.recover(t); err == nil {
-					us, err = e.ensureOn(t, a)
-				}
-			}
-			if err != nil {
-				return backends.Timing{}, xferUs, err
-			}
-			xferUs += us
-		}
-		if err := e.outputOn(o, a); err != nil {
-			return backends.Timing{}, xferUs, err
-		}
-		locks := e.lockSet(sc, ts, o, false)
-		ok := o.copies[a] != nil
-		for i, t := range ts {
-			if staged[i] != nil {
-				sc.bufs[i] = staged[i]
-				continue
-			}
-			if !t.valid.Has(a) || t.copies[a] == nil {
-				ok = false
-				break
-			}
-			sc.bufs[i] = t.copies[a]
-		}
-		if !ok {
-			unlockSet(sc, locks)
-			if try < maxAttempts {
-				continue // an eviction or a loss raced with us: move again
-			}
-			return backends.Timing{}, xferUs, fmt.Errorf("%w: inputs keep leaving %s", ErrBadTensor, e.s.BackendName(a))
-		}
-		tm, err := be.Run(s, sc.bufs[:len(ts)], o.copies[a])
-		if err != nil {
-			unlockSet(sc, locks)
-			return backends.Timing{}, xferUs, &backendFailure{a: a, err: err}
-		}
-		o.newVersion()
-		o.valid = adaptive.Backend(a)
-		if e.alias.Has(a) {
-			o.valid = adaptive.Host | e.alias // written in place in the host copy
-		}
-		if !restore {
-			o.version++
-			o.setLineage(s, ts)
-		}
-		unlockSet(sc, locks)
-		return tm, xferUs, nil
-	}
-}
-
-// lockSet takes the locks of an op's tensors in id order (so that ops
-// sharing tensors cannot deadlock): the output's for writing, the
-// inputs' for reading, or for writing too when exclusive (queueing work
-// updates the inputs' bookkeeping). It returns how many it took.
-func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
-	n := 0
-	add := func(t *Tensor, w bool) {
-		for i := range n {
-			if sc.locks[i] == t {
-				sc.write[i] = sc.write[i] || w
-				return
-			}
-		}
-		sc.locks[n], sc.write[n] = t, w
-		n++
-	}
-	add(o, true)
-	for _, t := range ts {
-		add(t, exclusive)
-	}
-	for i := 1; i < n; i++ { // insertion sort: at most MaxInputs+1 entries
-		for j := i; j > 0 && sc.locks[j].id < sc.locks[j-1].id; j-- {
-			sc.locks[j], sc.locks[j-1] = sc.locks[j-1], sc.locks[j]
-			sc.write[j], sc.write[j-1] = sc.write[j-1], sc.write[j]
-		}
-	}
-	for i := range n {
-		if sc.write[i] {
-			sc.locks[i].mu.Lock()
-		} else {
-			sc.locks[i].mu.RLock()
-		}
-	}
-	return n
-}
-
-func unlockSet(sc *opScratch, n int) {
-	for i := n - 1; i >= 0; i-- {
-		if sc.write[i] {
-			sc.locks[i].mu.Unlock()
-		} else {
-			sc.locks[i].mu.RUnlock()
-		}
-	}
 }

@@ -37,6 +37,10 @@ type specKey struct {
 	params kernels.Params
 	rank   [adaptive.MaxInputs]int
 	dims   [adaptive.MaxInputs][maxRank]int
+	// in and out are the spec's input and output bytes, which the op's
+	// tensors are checked against (Executor.resolve).
+	in  [adaptive.MaxInputs]int64
+	out int64
 }
 
 // fits reports whether a specKey can hold s.
@@ -52,13 +56,15 @@ func fits(s *kernels.Spec) bool {
 	return true
 }
 
-// set makes k hold s, which fits.
+// set makes k hold s, which fits and is valid.
 func (k *specKey) set(s *kernels.Spec) {
 	k.op, k.dtype, k.n, k.params = s.Op, s.DType, len(s.In), s.Params
 	for i, sh := range s.In {
 		k.rank[i] = len(sh)
 		copy(k.dims[i][:], sh)
+		k.in[i] = s.InBytes(i)
 	}
+	k.out = s.OutBytes()
 }
 
 // holds reports whether k holds s.

@@ -34,11 +34,13 @@ type Tensor struct {
 	weight atomic.Bool
 	wuse   weightUse
 	// readers is where the current version has been read (backends whose
-	// ops read it, Host for the program); consumers is where the last
-	// version that was read was: where a new version will likely be
-	// needed too, which Select charges moving the output to
-	// (Residency.Consumers).
-	readers, consumers adaptive.Mask
+	// ops read it, Host for the program), an adaptive.Mask set under t.mu
+	// read-locked (markRead) and cleared under it write-locked;
+	// consumers is where the last version that was read was: where a new
+	// version will likely be needed too, which Select charges moving the
+	// output to (Residency.Consumers).
+	readers   atomic.Uint32
+	consumers adaptive.Mask
 
 	// Queued work (Executor not Synchronous): ready[l] is the work that
 	// makes the copy at location l (Executor.loc) hold the current
@@ -58,15 +60,23 @@ type Tensor struct {
 // newVersion notes that t is being overwritten (t.mu held).
 func (t *Tensor) newVersion() {
 	t.consumers = t.consumersHint()
-	t.readers = 0
+	t.readers.Store(0)
+}
+
+// markRead notes that the current version has been read at m (t.mu
+// held, for reading at least).
+func (t *Tensor) markRead(m adaptive.Mask) {
+	if adaptive.Mask(t.readers.Load())&m != m {
+		t.readers.Or(uint32(m))
+	}
 }
 
 // consumersHint is where the value about to overwrite t will likely be
 // read: where t's current value was, else where the last one read was
 // (t.mu held).
 func (t *Tensor) consumersHint() adaptive.Mask {
-	if t.readers != 0 {
-		return t.readers
+	if r := adaptive.Mask(t.readers.Load()); r != 0 {
+		return r
 	}
 	return t.consumers
 }
@@ -216,7 +226,7 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 		}
 		if err == nil {
 			copy(dst, t.host)
-			t.readers |= adaptive.Host
+			t.markRead(adaptive.Host)
 			t.mu.Unlock()
 			return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 		}
@@ -291,7 +301,7 @@ func (e *Executor) ensureOn(t *Tensor, a int) (float64, error) {
 			t.mu.Unlock()
 			return us, fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
 		}
-		t.readers |= adaptive.Backend(a)
+		t.markRead(adaptive.Backend(a))
 		if t.valid.Has(a) && t.copies[a] != nil {
 			t.mu.Unlock()
 			return us, nil

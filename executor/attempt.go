@@ -1,0 +1,238 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// resident is how runResident ended.
+type resident int
+
+const (
+	undecided resident = iota // the decision failed: its error stands
+	elsewhere                 // decided, but some copy is not in place: attempt it
+	ran                       // decided and run (its error a *backendFailure)
+)
+
+// runResident is a synchronous op's first try, nothing excluded, no
+// input a weight and no backend in back-off: it takes its tensors' locks
+// (lockSet), reads where its inputs are, decides (into d) and, when its
+// copies are in place on the chosen backend, runs it there, all under
+// those locks. Rule: the common op locks each of its tensors once.
+// Reason: reading the residency under locks of its own, then making the
+// copies under the writer's lock, then running under lockSet, took each
+// tensor's lock three times, a third of the Executor's own work per op
+// (BenchmarkExecutorOnly).
+func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
+	restore bool, why adaptive.Reason) (backends.Timing, resident, error) {
+	locks := e.lockSet(sc, ts, o, false)
+	var res adaptive.Residency
+	res.Consumers = o.consumersHint()
+	for _, t := range ts {
+		res.Add(t.valid, t.size)
+	}
+	if err := e.choose(d, sc.h, s, res, 0, why); err != nil {
+		unlockSet(sc, locks)
+		return backends.Timing{}, undecided, err
+	}
+	a := d.Backend
+	ok := !o.freed && o.copies[a] != nil
+	for i, t := range ts {
+		if !t.valid.Has(a) || t.copies[a] == nil {
+			ok = false
+			break
+		}
+		sc.bufs[i] = t.copies[a]
+	}
+	if !ok {
+		unlockSet(sc, locks)
+		return backends.Timing{}, elsewhere, nil
+	}
+	for _, t := range ts {
+		t.markRead(adaptive.Backend(a))
+	}
+	tm, err := e.runLocked(sc, s, ts, o, a, restore)
+	unlockSet(sc, locks)
+	return tm, ran, err
+}
+
+// attempt runs s on backend a: inputs made resident, output allocated,
+// then the kernel under the tensors' locks.
+func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
+	var staged [adaptive.MaxInputs]backends.Buffer // weights copied for this op alone
+	tm, us, err := e.attemptOn(sc, s, ts, o, a, restore, &staged)
+	for _, b := range staged {
+		if b != nil {
+			b.Free()
+		}
+	}
+	return tm, us, err
+}
+
+// attemptOn is attempt, the weights it copies for the op alone kept in
+// staged. Rule: its first try goes straight to the run, under the
+// tensors' locks, when no input is a weight: the copies an op needs are
+// usually in place, and only when one is not does it make them
+// (prepare) and try again. Reason: making them first took each input's
+// lock and the output's once more per op (BenchmarkExecutorOnly).
+func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
+	staged *[adaptive.MaxInputs]backends.Buffer) (backends.Timing, float64, error) {
+	var xferUs float64
+	for try := 0; ; try++ {
+		if try > 0 || anyWeight(ts) {
+			us, err := e.prepare(ts, o, a, restore, staged)
+			xferUs += us
+			if err != nil {
+				return backends.Timing{}, xferUs, err
+			}
+		}
+		locks := e.lockSet(sc, ts, o, false)
+		ok := !o.freed && o.copies[a] != nil
+		for i, t := range ts {
+			if staged[i] != nil {
+				sc.bufs[i] = staged[i]
+				continue
+			}
+			if !t.valid.Has(a) || t.copies[a] == nil {
+				ok = false
+				break
+			}
+			sc.bufs[i] = t.copies[a]
+		}
+		if !ok {
+			unlockSet(sc, locks)
+			if try < maxAttempts {
+				continue // not in place, or an eviction or a loss raced with us: move again
+			}
+			return backends.Timing{}, xferUs, fmt.Errorf("%w: inputs keep leaving %s", ErrBadTensor, e.s.BackendName(a))
+		}
+		for i, t := range ts {
+			if staged[i] == nil {
+				t.markRead(adaptive.Backend(a))
+			}
+		}
+		tm, err := e.runLocked(sc, s, ts, o, a, restore)
+		unlockSet(sc, locks)
+		return tm, xferUs, err
+	}
+}
+
+// runLocked runs s on backend a over sc.bufs, its tensors locked
+// (lockSet), and makes its output's new version: valid on a alone (and
+// its aliases), its lineage recorded unless restore. A failure is a
+// *backendFailure for a.
+func (e *Executor) runLocked(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
+	tm, err := e.bes[a].Run(s, sc.bufs[:len(ts)], o.copies[a])
+	if err != nil {
+		return backends.Timing{}, &backendFailure{a: a, err: err}
+	}
+	o.newVersion()
+	o.valid = adaptive.Backend(a)
+	if e.alias.Has(a) {
+		o.valid = adaptive.Host | e.alias // written in place in the host copy
+	}
+	if !restore {
+		o.version++
+		o.setLineage(s, ts)
+	}
+	return tm, nil
+}
+
+// anyWeight reports whether one of ts is a weight (MarkWeight).
+func anyWeight(ts []*Tensor) bool {
+	for _, t := range ts {
+		if t.weight.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare makes the copies an op on backend a needs: its inputs there
+// (weights staged for the op alone into staged, lost inputs recovered
+// unless restore) and its output allocated. It returns the copies' time
+// in µs.
+func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged *[adaptive.MaxInputs]backends.Buffer) (float64, error) {
+	var xferUs float64
+	for i, t := range ts {
+		if staged[i] != nil {
+			continue
+		}
+		buf, us, err := e.stageSync(t, a, ts)
+		xferUs += us
+		if err != nil {
+			return xferUs, err
+		}
+		if buf != nil {
+			staged[i] = buf
+			continue
+		}
+		us, err = e.ensureOn(t, a)
+		if errors.Is(err, errNoCopy) && !restore {
+			// t lost every copy with a device: the recovery hook
+			// recomputes it, then it moves.
+			xferUs += us
+			if err = e.recover(t); err == nil {
+				us, err = e.ensureOn(t, a)
+			}
+		}
+		if err != nil {
+			return xferUs, err
+		}
+		xferUs += us
+	}
+	if err := e.outputOn(o, a); err != nil {
+		return xferUs, err
+	}
+	return xferUs, nil
+}
+
+// lockSet takes the locks of an op's tensors in id order (so that ops
+// sharing tensors cannot deadlock): the output's for writing, the
+// inputs' for reading, or for writing too when exclusive (queueing work
+// updates the inputs' bookkeeping). It returns how many it took.
+func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
+	n := 0
+	add := func(t *Tensor, w bool) {
+		for i := range n {
+			if sc.locks[i] == t {
+				sc.write[i] = sc.write[i] || w
+				return
+			}
+		}
+		sc.locks[n], sc.write[n] = t, w
+		n++
+	}
+	add(o, true)
+	for _, t := range ts {
+		add(t, exclusive)
+	}
+	for i := 1; i < n; i++ { // insertion sort: at most MaxInputs+1 entries
+		for j := i; j > 0 && sc.locks[j].id < sc.locks[j-1].id; j-- {
+			sc.locks[j], sc.locks[j-1] = sc.locks[j-1], sc.locks[j]
+			sc.write[j], sc.write[j-1] = sc.write[j-1], sc.write[j]
+		}
+	}
+	for i := range n {
+		if sc.write[i] {
+			sc.locks[i].mu.Lock()
+		} else {
+			sc.locks[i].mu.RLock()
+		}
+	}
+	return n
+}
+
+func unlockSet(sc *opScratch, n int) {
+	for i := n - 1; i >= 0; i-- {
+		if sc.write[i] {
+			sc.locks[i].mu.Unlock()
+		} else {
+			sc.locks[i].mu.RUnlock()
+		}
+	}
+}
