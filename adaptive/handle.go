@@ -57,6 +57,22 @@ func (h *Handle) SelectExcept(res Residency, exclude Mask, why Reason) (d Decisi
 // Bucket returns the handle's bucket.
 func (h *Handle) Bucket() BucketID { return h.ent.id }
 
+// sameTransfers reports whether r prices the transfers o does: the
+// same inputs in use and consumers (QueueUs is priced apart, and the
+// entries past N are not read). Comparing the whole Residency was a
+// tenth of the Executor's own work per op (BenchmarkExecutorOnly).
+func (r *Residency) sameTransfers(o *Residency) bool {
+	if r.N != o.N || r.Consumers != o.Consumers {
+		return false
+	}
+	for i := range min(r.N, MaxInputs) {
+		if r.Inputs[i] != o.Inputs[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // transferCache is the transfers a handle last priced: for residency res
 // over the allowed backends, while the link models have learned nothing
 // new (Scheduler.linkEpoch at epoch).
@@ -74,7 +90,7 @@ type transferCache struct {
 // links have changed.
 func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
 	ep := s.linkEpoch.Load()
-	if c.ok && c.epoch == ep && c.allowed == allowed && c.res == *res {
+	if c.ok && c.epoch == ep && c.allowed == allowed && c.res.sameTransfers(res) {
 		*t = c.t
 		return c.any
 	}

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -78,8 +79,10 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 // through a synchronous Executor over "cpu" and "cpu1" whose Strategy is
 // Only("cpu"), once by cpu's own Run. Each iteration is one call, the
 // two taken in alternating blocks of 256, so that a busy machine slows
-// both alike: overhead-ns/op is the difference per op, and
-// exec-allocs/op and direct-allocs/op each call's allocations.
+// both alike: overhead-ns/op is the difference per op in wall time, and
+// overhead-cpu-ns/op in the thread's CPU time (Linux), which the time
+// spent waiting for a core on a shared machine does not inflate;
+// exec-allocs/op and direct-allocs/op are each call's allocations.
 func BenchmarkExecutorOnly(b *testing.B) {
 	cpu := open(b, "cpu")
 	e := newExec(b, executor.Config{Synchronous: true, Strategy: adaptive.Only("cpu")}, cpu, open(b, "cpu1"))
@@ -96,51 +99,62 @@ func BenchmarkExecutorOnly(b *testing.B) {
 	}
 	din, dout := mk(cpu)
 	ein, eout := mk(e)
-	runExec := func() {
+	runs := [2]func(){func() { // exec, direct
 		if _, err := e.Run(s, ein, eout); err != nil {
 			b.Fatal(err)
 		}
-	}
-	runDirect := func() {
+	}, func() {
 		if _, err := cpu.Run(s, din, dout); err != nil {
 			b.Fatal(err)
 		}
-	}
-	runExec() // resolve residency
+	}}
+	runs[0]() // resolve residency
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	const block = 256
-	var took [2]time.Duration // exec, direct
+	var wall, cpuNs [2]int64
 	var ops [2]int
-	i, mark := 0, time.Now()
+	i := 0
+	mark, _ := threadCPU()
+	markWall := time.Now()
+	lap := func(phase int) {
+		now, _ := threadCPU()
+		nowWall := time.Now()
+		cpuNs[phase] += now - mark
+		wall[phase] += int64(nowWall.Sub(markWall))
+		mark, markWall = now, nowWall
+	}
 	for b.Loop() {
 		phase := i / block % 2
-		if phase == 0 {
-			runExec()
-		} else {
-			runDirect()
-		}
+		runs[phase]()
 		ops[phase]++
 		if i++; i%block == 0 {
-			now := time.Now()
-			took[phase] += now.Sub(mark)
-			mark = now
+			lap(phase)
 		}
 	}
-	if ops[1] == 0 || i%block != 0 {
-		took[i/block%2] += time.Since(mark)
+	if i%block != 0 {
+		lap(i / block % 2)
 	}
 	b.StopTimer()
 	if ops[1] == 0 { // too few iterations for a direct block: time it alone
-		mark = time.Now()
+		mark, _ = threadCPU()
+		markWall = time.Now()
 		for range ops[0] {
-			runDirect()
+			runs[1]()
 		}
-		took[1], ops[1] = time.Since(mark), ops[0]
+		lap(1)
+		ops[1] = ops[0]
 	}
-	exec, direct := float64(took[0])/float64(ops[0]), float64(took[1])/float64(ops[1])
-	b.ReportMetric(exec-direct, "overhead-ns/op")
-	b.ReportMetric(direct, "direct-ns/op")
-	b.ReportMetric(testing.AllocsPerRun(100, runExec), "exec-allocs/op")
-	b.ReportMetric(testing.AllocsPerRun(100, runDirect), "direct-allocs/op")
+	per := func(v [2]int64) float64 {
+		return float64(v[0])/float64(ops[0]) - float64(v[1])/float64(ops[1])
+	}
+	b.ReportMetric(per(wall), "overhead-ns/op")
+	b.ReportMetric(float64(wall[1])/float64(ops[1]), "direct-ns/op")
+	if _, ok := threadCPU(); ok {
+		b.ReportMetric(per(cpuNs), "overhead-cpu-ns/op")
+	}
+	b.ReportMetric(testing.AllocsPerRun(100, runs[0]), "exec-allocs/op")
+	b.ReportMetric(testing.AllocsPerRun(100, runs[1]), "direct-allocs/op")
 }
 
 // BenchmarkExecutorParallel runs the same tiny op from every goroutine on

@@ -89,8 +89,8 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s kernels.Sp
 
 // observe feeds an op's timing to the Scheduler and, when it takes it,
 // to the Placer.
-func (e *Executor) observe(d adaptive.Decision, tm backends.Timing) {
-	if err := e.s.Observe(d, tm); err != nil || e.cfg.Placer == nil {
+func (e *Executor) observe(d *adaptive.Decision, tm backends.Timing) {
+	if err := e.s.Observe(*d, tm); err != nil || e.cfg.Placer == nil {
 		return
 	}
 	e.placeMu.Lock()

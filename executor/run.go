@@ -287,7 +287,7 @@ func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Ti
 		e.fallbacks.Add(1)
 	}
 	if tm.Duration > 0 {
-		e.observe(*d, tm) // a zero or absurd timing teaches nothing
+		e.observe(d, tm) // a zero or absurd timing teaches nothing
 	}
 	if e.cfg.Recorder != nil {
 		e.record(s, *d, tm, xferUs)
