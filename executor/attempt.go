@@ -35,7 +35,7 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s kernels.Sp
 	for _, t := range ts {
 		res.Add(t.valid, t.size)
 	}
-	if err := e.choose(d, sc.h, s, res, 0, why); err != nil {
+	if err := e.choose(d, sc, s, res, 0, why); err != nil {
 		unlockSet(sc, locks)
 		return backends.Timing{}, undecided, err
 	}

@@ -77,11 +77,14 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 // the bare backend call (target ≤ 250 ns, DESIGN.md § The data path):
 // the same tiny op (Add of 16 floats) on the same backend, "cpu", once
 // through a synchronous Executor over "cpu" and "cpu1" whose Strategy is
-// Only("cpu"), once by cpu's own Run. Each iteration is one call, the
-// two taken in alternating blocks of 256, so that a busy machine slows
-// both alike: overhead-ns/op is the difference per op in wall time, and
-// overhead-cpu-ns/op in the thread's CPU time (Linux), which the time
-// spent waiting for a core on a shared machine does not inflate;
+// Only("cpu"), once by cpu's own Run, and once its decision alone (the
+// Scheduler's Handle.Select and Observe, with the residency the Executor
+// gives). Each iteration is one call, the three taken in turn in blocks
+// of 256, so that a busy machine slows them alike. overhead-ns/op is
+// the Executor's time per op over the bare call, in wall time; the
+// -cpu- figures are in the thread's CPU time (Linux), which waiting for
+// a core on a shared machine does not inflate: overhead-cpu-ns/op, and
+// own-cpu-ns/op, that less the decision (decide-cpu-ns/op).
 // exec-allocs/op and direct-allocs/op are each call's allocations.
 func BenchmarkExecutorOnly(b *testing.B) {
 	cpu := open(b, "cpu")
@@ -99,7 +102,16 @@ func BenchmarkExecutorOnly(b *testing.B) {
 	}
 	din, dout := mk(cpu)
 	ein, eout := mk(e)
-	runs := [2]func(){func() { // exec, direct
+	sched := e.Scheduler()
+	h, err := sched.Handle(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var res adaptive.Residency // both inputs in host memory, which cpu maps
+	res.Add(adaptive.Host|adaptive.Backend(0), 64)
+	res.Add(adaptive.Host|adaptive.Backend(0), 64)
+	kernel := backends.Timing{Duration: 200 * time.Nanosecond, Clock: backends.WallClock}
+	runs := [3]func(){func() { // exec, direct, decide
 		if _, err := e.Run(s, ein, eout); err != nil {
 			b.Fatal(err)
 		}
@@ -107,13 +119,19 @@ func BenchmarkExecutorOnly(b *testing.B) {
 		if _, err := cpu.Run(s, din, dout); err != nil {
 			b.Fatal(err)
 		}
+	}, func() {
+		d, err := h.Select(res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sched.Observe(d, kernel)
 	}}
 	runs[0]() // resolve residency
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	const block = 256
-	var wall, cpuNs [2]int64
-	var ops [2]int
+	var wall, cpuNs [3]int64
+	var ops [3]int
 	i := 0
 	mark, _ := threadCPU()
 	markWall := time.Now()
@@ -125,7 +143,7 @@ func BenchmarkExecutorOnly(b *testing.B) {
 		mark, markWall = now, nowWall
 	}
 	for b.Loop() {
-		phase := i / block % 2
+		phase := i / block % 3
 		runs[phase]()
 		ops[phase]++
 		if i++; i%block == 0 {
@@ -133,25 +151,27 @@ func BenchmarkExecutorOnly(b *testing.B) {
 		}
 	}
 	if i%block != 0 {
-		lap(i / block % 2)
+		lap(i / block % 3)
 	}
 	b.StopTimer()
-	if ops[1] == 0 { // too few iterations for a direct block: time it alone
-		mark, _ = threadCPU()
-		markWall = time.Now()
-		for range ops[0] {
-			runs[1]()
+	for p := 1; p < 3; p++ {
+		if ops[p] == 0 { // too few iterations for this block: time it alone
+			mark, _ = threadCPU()
+			markWall = time.Now()
+			for range ops[0] {
+				runs[p]()
+			}
+			lap(p)
+			ops[p] = ops[0]
 		}
-		lap(1)
-		ops[1] = ops[0]
 	}
-	per := func(v [2]int64) float64 {
-		return float64(v[0])/float64(ops[0]) - float64(v[1])/float64(ops[1])
-	}
-	b.ReportMetric(per(wall), "overhead-ns/op")
-	b.ReportMetric(float64(wall[1])/float64(ops[1]), "direct-ns/op")
+	per := func(v *[3]int64, p int) float64 { return float64(v[p]) / float64(ops[p]) }
+	b.ReportMetric(per(&wall, 0)-per(&wall, 1), "overhead-ns/op")
+	b.ReportMetric(per(&wall, 1), "direct-ns/op")
 	if _, ok := threadCPU(); ok {
-		b.ReportMetric(per(cpuNs), "overhead-cpu-ns/op")
+		b.ReportMetric(per(&cpuNs, 0)-per(&cpuNs, 1), "overhead-cpu-ns/op")
+		b.ReportMetric(per(&cpuNs, 2), "decide-cpu-ns/op")
+		b.ReportMetric(per(&cpuNs, 0)-per(&cpuNs, 1)-per(&cpuNs, 2), "own-cpu-ns/op")
 	}
 	b.ReportMetric(testing.AllocsPerRun(100, runs[0]), "exec-allocs/op")
 	b.ReportMetric(testing.AllocsPerRun(100, runs[1]), "direct-allocs/op")

@@ -18,16 +18,27 @@ type backendFailure struct {
 func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
-// opScratch is the per-op scratch, pooled so that Run does not allocate;
-// key is the op's spec as its site holds it (opSite), nil when it does
-// not, and h the site's handle, nil for none.
+// opScratch is the per-op scratch, its op site's (opSite) or pooled, so
+// that Run does not allocate. site is the op's site, held, nil for none;
+// key its spec as the site holds it, nil when it does not; h the site's
+// handle, nil for none.
 type opScratch struct {
+	site  *opSite
 	key   *specKey
 	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
 	bufs  [adaptive.MaxInputs]backends.Buffer
 	locks [adaptive.MaxInputs + 1]*Tensor
 	write [adaptive.MaxInputs + 1]bool
+}
+
+// reset clears what an op of n inputs left in sc: it holds no tensor or
+// buffer once the op is done.
+func (sc *opScratch) reset(n int) {
+	sc.site, sc.key, sc.h = nil, nil, nil
+	clear(sc.ts[:n])
+	clear(sc.bufs[:n])
+	clear(sc.locks[:n+1])
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -99,14 +110,23 @@ func (e *Executor) run(d *adaptive.Decision, s kernels.Spec, in []backends.Buffe
 			return backends.Timing{}, e.opErr(s, err)
 		}
 	}
-	sc := e.scratchPool.Get().(*opScratch)
+	var sc *opScratch
+	if st != nil {
+		sc = &st.sc
+		sc.site = st
+	} else {
+		sc = e.scratchPool.Get().(*opScratch)
+	}
 	if known {
 		sc.key, sc.h = &st.key, st.h
 	}
 	tm, err := e.runValid(d, sc, s, in, out, restore, exclude, why)
-	releaseSite(st, &s, true)
-	*sc = opScratch{}
-	e.scratchPool.Put(sc)
+	sc.reset(len(in))
+	if st != nil {
+		releaseSite(st, &s, true)
+	} else {
+		e.scratchPool.Put(sc)
+	}
 	return tm, err
 }
 
@@ -267,11 +287,11 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s kernels.Spec,
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc.h, s, *res, failed|sick, why)
+	err := e.choose(d, sc, s, *res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc.h, s, *res, failed, why)
+		err = e.choose(d, sc, s, *res, failed, why)
 	}
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)

@@ -24,6 +24,10 @@ type opSite struct {
 	ok  bool // key holds a spec
 	key specKey
 	h   *adaptive.Handle // the handle on key's spec; nil until it recurs
+	// sc is the scratch of the op that holds the site; decisions counts
+	// the decisions made there, of which one in latencyEvery is timed.
+	sc        opScratch
+	decisions uint64
 }
 
 // maxRank is the rank of the largest input shape a site keeps.
