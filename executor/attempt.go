@@ -27,7 +27,7 @@ const (
 // copies under the writer's lock, then running under lockSet, took each
 // tensor's lock three times, a third of the Executor's own work per op
 // (BenchmarkExecutorOnly).
-func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
+func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor,
 	restore bool, why adaptive.Reason) (backends.Timing, resident, error) {
 	locks := e.lockSet(sc, ts, o, false)
 	var res adaptive.Residency
@@ -62,7 +62,7 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s kernels.Sp
 
 // attempt runs s on backend a: inputs made resident, output allocated,
 // then the kernel under the tensors' locks.
-func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
+func (e *Executor) attempt(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, float64, error) {
 	var staged [adaptive.MaxInputs]backends.Buffer // weights copied for this op alone
 	tm, us, err := e.attemptOn(sc, s, ts, o, a, restore, &staged)
 	for _, b := range staged {
@@ -79,7 +79,7 @@ func (e *Executor) attempt(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tenso
 // usually in place, and only when one is not does it make them
 // (prepare) and try again. Reason: making them first took each input's
 // lock and the output's once more per op (BenchmarkExecutorOnly).
-func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
+func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool,
 	staged *[adaptive.MaxInputs]backends.Buffer) (backends.Timing, float64, error) {
 	var xferUs float64
 	for try := 0; ; try++ {
@@ -125,8 +125,8 @@ func (e *Executor) attemptOn(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Ten
 // (lockSet), and makes its output's new version: valid on a alone (and
 // its aliases), its lineage recorded unless restore. A failure is a
 // *backendFailure for a.
-func (e *Executor) runLocked(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
-	tm, err := e.bes[a].Run(s, sc.bufs[:len(ts)], o.copies[a])
+func (e *Executor) runLocked(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
+	tm, err := e.bes[a].Run(*s, sc.bufs[:len(ts)], o.copies[a])
 	if err != nil {
 		return backends.Timing{}, &backendFailure{a: a, err: err}
 	}
@@ -137,7 +137,7 @@ func (e *Executor) runLocked(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Ten
 	}
 	if !restore {
 		o.version++
-		o.setLineage(s, ts)
+		o.setLineage(*s, ts)
 	}
 	return tm, nil
 }

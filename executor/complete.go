@@ -290,7 +290,7 @@ func (e *Executor) observeQueued() {
 		for _, c := range r.copies {
 			xferUs += c.tm.Micros() // copies complete before the op that waits for them
 		}
-		e.finished(r.spec, &r.d, r.tm, xferUs)
+		e.finished(&r.spec, &r.d, r.tm, xferUs)
 		e.obs.set(&r.observed)
 	}
 }

@@ -55,7 +55,7 @@ func (l *latency) snapshot() Latency {
 // choose is the Scheduler's decision for an op (decide), written to d,
 // one in latencyEvery of them timed: of its site's (sc.site, counted
 // without an atomic, the site being held), or of those without one.
-func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
+func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	h := sc.h
 	var n uint64
 	if sc.site != nil {
@@ -75,24 +75,24 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s kernels.Spec, r
 
 // decide is SelectExcept (by h, the handle on the op's site, when there
 // is one), or with a Placer, SelectOn the backend it places the op on.
-func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
+func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	p := e.cfg.Placer
 	if p == nil {
 		if h != nil {
 			*d, err = h.SelectExcept(res, exclude, why)
 		} else {
-			*d, err = e.s.SelectExcept(s, res, exclude, why)
+			*d, err = e.s.SelectExcept(*s, res, exclude, why)
 		}
 		return err
 	}
-	b, err := e.s.Bucket(s)
+	b, err := e.s.Bucket(*s)
 	if err != nil {
 		return err
 	}
 	e.placeMu.Lock()
-	arm := p.Place(s, res, b)
+	arm := p.Place(*s, res, b)
 	e.placeMu.Unlock()
-	*d, err = e.s.SelectOn(s, res, arm, exclude, why)
+	*d, err = e.s.SelectOn(*s, res, arm, exclude, why)
 	return err
 }
 

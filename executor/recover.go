@@ -134,7 +134,7 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
 	}
 	var d adaptive.Decision
-	_, err := e.run(&d, r.spec, r.in, r.out, r.restore, exclude, why)
+	_, err := e.run(&d, &r.spec, r.in, r.out, r.restore, exclude, why)
 	if err == nil {
 		return
 	}

@@ -54,7 +54,7 @@ func (sc *opScratch) reset(n int) {
 // its output by Read, as lost).
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	var d adaptive.Decision
-	return e.runCaller(&d, s, in, out)
+	return e.runCaller(&d, &s, in, out)
 }
 
 // Submit is Run returning where the op was placed and why: the
@@ -63,14 +63,14 @@ func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 // fallback is counted in Stats and recorded in the trace.
 func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, error) {
 	var d adaptive.Decision
-	_, err := e.runCaller(&d, s, in, out)
+	_, err := e.runCaller(&d, &s, in, out)
 	return d, err
 }
 
 // runCaller is run for the caller, the decision written to d: with
 // queued work, once failures already seen are recovered, under the
 // gate's read lock.
-func (e *Executor) runCaller(d *adaptive.Decision, s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
+func (e *Executor) runCaller(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	if e.cfg.Synchronous {
 		return e.run(d, s, in, out, false, 0, 0)
 	}
@@ -80,7 +80,7 @@ func (e *Executor) runCaller(d *adaptive.Decision, s kernels.Spec, in []backends
 	e.gate.RLock()
 	defer e.gate.RUnlock()
 	if e.closed.Load() {
-		return backends.Timing{}, e.opErr(s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
+		return backends.Timing{}, e.opErr(*s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
 	}
 	return e.run(d, s, in, out, false, 0, 0)
 }
@@ -94,20 +94,20 @@ const maxAttempts = 8
 // lineage, and does not recover lost inputs itself. exclude and why start
 // the fallback: the backends already failed (a queued op's re-run) and
 // the reason to record.
-func (e *Executor) run(d *adaptive.Decision, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
-		return backends.Timing{}, e.opErr(s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+		return backends.Timing{}, e.opErr(*s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
 	}
 	var st *opSite
 	known := false // s is st's spec: validated already
 	if o, ok := out.(*Tensor); ok && o != nil && o.e == e {
-		st, known = e.takeSite(o, &s)
+		st, known = e.takeSite(o, s)
 	}
 	if !known {
 		if err := s.Validate(); err != nil {
-			releaseSite(st, &s, false)
-			return backends.Timing{}, e.opErr(s, err)
+			releaseSite(st, s, false)
+			return backends.Timing{}, e.opErr(*s, err)
 		}
 	}
 	var sc *opScratch
@@ -123,7 +123,7 @@ func (e *Executor) run(d *adaptive.Decision, s kernels.Spec, in []backends.Buffe
 	tm, err := e.runValid(d, sc, s, in, out, restore, exclude, why)
 	sc.reset(len(in))
 	if st != nil {
-		releaseSite(st, &s, true)
+		releaseSite(st, s, true)
 	} else {
 		e.scratchPool.Put(sc)
 	}
@@ -131,7 +131,7 @@ func (e *Executor) run(d *adaptive.Decision, s kernels.Spec, in []backends.Buffe
 }
 
 // runValid is run once s is known valid, with sc its scratch.
-func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	ts := sc.ts[:len(in)]
 	o, err := e.resolve(sc.key, s, in, out, ts)
@@ -143,11 +143,11 @@ func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s kernels.Spec,
 
 // resolve fills ts with run's input tensors and returns its output, each
 // checked against s (its sizes from k, s's site key, when not nil).
-func (e *Executor) resolve(k *specKey, s kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
+func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
 	for i, b := range in {
 		t, err := e.tensorOf(b)
 		if err != nil {
-			return nil, e.opErr(s, fmt.Errorf("input %d: %w", i, err))
+			return nil, e.opErr(*s, fmt.Errorf("input %d: %w", i, err))
 		}
 		want := int64(0)
 		if k != nil {
@@ -156,13 +156,13 @@ func (e *Executor) resolve(k *specKey, s kernels.Spec, in []backends.Buffer, out
 			want = s.InBytes(i)
 		}
 		if t.size != want {
-			return nil, e.opErr(s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, want))
+			return nil, e.opErr(*s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, want))
 		}
 		ts[i] = t
 	}
 	o, err := e.tensorOf(out)
 	if err != nil {
-		return nil, e.opErr(s, fmt.Errorf("output: %w", err))
+		return nil, e.opErr(*s, fmt.Errorf("output: %w", err))
 	}
 	want := int64(0)
 	if k != nil {
@@ -171,17 +171,17 @@ func (e *Executor) resolve(k *specKey, s kernels.Spec, in []backends.Buffer, out
 		want = s.OutBytes()
 	}
 	if o.size != want {
-		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, want))
+		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, want))
 	}
 	if o.weight.Load() {
-		return nil, e.opErr(s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
+		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
 	}
 	return o, nil
 }
 
 // place chooses the backend for s (into d), runs or queues it there,
 // and falls back on failure.
-func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
+func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	var res adaptive.Residency
 	var oomed adaptive.Mask
@@ -209,10 +209,10 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts
 				if failed&^exclude == 0 {
 					return backends.Timing{}, err
 				}
-				return backends.Timing{}, e.allFailed(s, failed, &errs, err)
+				return backends.Timing{}, e.allFailed(*s, failed, &errs, err)
 			}
 			if queued {
-				err = e.issue(sc, s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend])
+				err = e.issue(sc, *s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend])
 				if err == nil {
 					return backends.Timing{}, nil
 				}
@@ -248,7 +248,7 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts
 			// gets one more try.
 			if freed > 0 && !oomed.Has(f) {
 				oomed |= adaptive.Backend(f)
-				if e.noneLeft(s, failed) {
+				if e.noneLeft(*s, failed) {
 					failed &^= adaptive.Backend(f)
 				}
 			}
@@ -263,7 +263,7 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts
 // it runs (into d), among the backends not failed and, when some other
 // can run it, not in back-off. Queued, it returns when the inputs are
 // expected ready (ns since the Executor's epoch).
-func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
+func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor,
 	res *adaptive.Residency, failed adaptive.Mask, why adaptive.Reason) (int64, error) {
 	queued := !e.cfg.Synchronous
 	res.N = 0
@@ -301,7 +301,7 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s kernels.Spec,
 
 // finished counts an op that ran and hands its timing to the Scheduler
 // and the trace (xferUs: its copies' time).
-func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Timing, xferUs float64) {
+func (e *Executor) finished(s *kernels.Spec, d *adaptive.Decision, tm backends.Timing, xferUs float64) {
 	e.ops[d.Backend].Add(1)
 	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
 		e.fallbacks.Add(1)
@@ -310,7 +310,7 @@ func (e *Executor) finished(s kernels.Spec, d *adaptive.Decision, tm backends.Ti
 		e.observe(d, tm) // a zero or absurd timing teaches nothing
 	}
 	if e.cfg.Recorder != nil {
-		e.record(s, *d, tm, xferUs)
+		e.record(*s, *d, tm, xferUs)
 	}
 }
 
