@@ -197,7 +197,7 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
 // by priorRho (b.mu and e.corr.mu held).
 func (e *engine) derivedPrior(b *bucket, a int, fam *prior.View) bandit.NormalGamma {
-	return bandit.NewPrior(math.Exp(b.per[a].lnModel+e.priorRho(b, a, fam)), e.cfg.PriorStrength, e.cfg.PriorSpread)
+	return bandit.NewPriorLn(b.per[a].lnModel+e.priorRho(b, a, fam), e.cfg.PriorStrength, e.cfg.PriorSpread)
 }
 
 // worthTrial reports whether a forced trial of arm a (no data in b) may

@@ -87,6 +87,14 @@ func TestNewPrior(t *testing.T) {
 	near(t, "Alpha", p.Alpha, 3, 0)
 	near(t, "Beta", p.Beta, 0.08, 1e-12)
 	near(t, "MeanUs", p.MeanUs(), 100, 1e-9)
+	// NewPriorLn takes the logarithm: the same prior, the same floor.
+	for _, us := range []float64{1e-6, 1e-3, 0.5, 100, 3e7} {
+		q, want := bandit.NewPriorLn(math.Log(us), 1, 0.2), bandit.NewPrior(us, 1, 0.2)
+		near(t, "NewPriorLn Mu", q.Mu, want.Mu, 1e-12)
+		if q.Kappa != want.Kappa || q.Alpha != want.Alpha || q.Beta != want.Beta {
+			t.Errorf("NewPriorLn(ln %v) = %+v, want %+v", us, q, want)
+		}
+	}
 }
 
 // TestSampleMoments: ln(Sample) = m + 1/(2τ) has mean μ + β/(2(α−1))

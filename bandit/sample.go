@@ -19,17 +19,27 @@ const maxExp = 700
 // enough to cost igpu 13% regret in the simulator (sim targets, 50,000
 // mixed-serving ops), against 0.1% with α0 = 3.
 func NewPrior(predictedUs, strength, spread float64) NormalGamma {
+	return NewPriorLn(math.Log(max(predictedUs, minPredictedUs)), strength, spread)
+}
+
+// minPredictedUs floors a prior's predicted µs (NewPrior, NewPriorLn).
+const minPredictedUs = 1e-3
+
+// NewPriorLn is NewPrior of exp(lnPredictedUs): for a caller that holds
+// the estimate's logarithm (a model's ln µs plus a learned ln ratio),
+// which so takes neither the exponential nor the logarithm back.
+func NewPriorLn(lnPredictedUs, strength, spread float64) NormalGamma {
 	const alpha0 = 3
-	if predictedUs < 1e-3 {
-		predictedUs = 1e-3
-	}
 	return NormalGamma{
-		Mu:    math.Log(predictedUs) - spread*spread/2,
+		Mu:    max(lnPredictedUs, lnMinPredictedUs) - spread*spread/2,
 		Kappa: strength,
 		Alpha: alpha0,
 		Beta:  (alpha0 - 1) * spread * spread,
 	}
 }
+
+// lnMinPredictedUs is ln(minPredictedUs).
+var lnMinPredictedUs = math.Log(minPredictedUs)
 
 // Variance returns the posterior's expected noise variance of y, E[1/τ].
 func (p NormalGamma) Variance() float64 {
