@@ -1,0 +1,6 @@
+//go:build !linux
+
+package adaptive
+
+// threadCPU reports no thread CPU clock outside Linux.
+func threadCPU() (int64, bool) { return 0, false }
