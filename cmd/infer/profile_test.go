@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // TestCPUProfile checks that -cpuprofile writes a profile (pprof's format:
