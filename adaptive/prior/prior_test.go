@@ -93,7 +93,7 @@ func TestViewIntoSnapshot(t *testing.T) {
 		}
 	}
 	mine := []Published{{Rho: 1, OK: true}, {}}
-	mine[0] = h.Publish(f, 40, mine, 0, Published{}, mine[0]) // the 16th
+	mine[0] = h.Publish(f, 40, mine, 0, Published{}, mine[0]) // the staleShare-th
 	var v View
 	f.ViewInto(40, mine, &v) // snapshot anew: it holds mine, which is left out
 	if want := f.View(40, mine); v.Op.Arm[0] != want.Op.Arm[0] || v.Op.ArmW[0] != staleShare-1 {
