@@ -167,8 +167,20 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		if s.Params.Causal {
 			causal = 1
 		}
+		keys := s.Params.Keys
+		if keys == 0 {
+			keys = k[2]
+		}
 		return opPlan{launches: []launch{{"attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
-			[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+			[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(keys), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+	case kernels.KVAppend:
+		c, r := s.In[0], s.In[1]
+		rows := s.InBytes(1) / 4
+		if !fits(int64(c[2]), int64(r[1])) {
+			return opPlan{}, unsupported("kv append %v into %v exceeds int32", r, c)
+		}
+		return opPlan{launches: []launch{{"kv_append_f32", dim3(gridFor(rows), 1, 1), dim3(blockSize, 1, 1),
+			[]arg{out(), in(0), in(1), i32(r[1]), i32(r[2]), i32(c[2]), i32(c[3]), i32(s.Params.Pos), i64(n), i64(rows)}}}}, nil
 	case kernels.QuantizedMatMul:
 		a, w := s.In[0], s.In[1]
 		kd := a[len(a)-1]
