@@ -142,6 +142,9 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		for _, t := range ts {
 			t.mu.RLock()
 			v, end, endV := t.valid, t.endAt, t.endV
+			if t.unwritten() {
+				v = e.anywhere // no contents to move: as good as everywhere
+			}
 			t.mu.RUnlock()
 			res.Add(v, t.size)
 			readyAt, readyV = max(readyAt, end), max(readyV, endV)
