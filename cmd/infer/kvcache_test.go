@@ -175,3 +175,36 @@ func TestKVCacheFollowsAttention(t *testing.T) {
 		e.Close()
 	}
 }
+
+// TestRealGPUDecodeMatchesCPU runs the decoder through the Executor with
+// every op on the real GPU (skipped without one): KVAppend in place in
+// device memory and attention over its Keys, queued and synchronous,
+// give the plain CPU backend's logits at every step.
+func TestRealGPUDecodeMatchesCPU(t *testing.T) {
+	gpu, err := backends.Open("rocm")
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	defer gpu.Close()
+	const steps = 8
+	want := decode(t, openT(t, "cpu"), steps)
+	for _, syncExec := range []bool{false, true} {
+		e, err := executor.New(executor.Config{Backends: []backends.Backend{openT(t, "cpu"), gpu},
+			Strategy: adaptive.Only("rocm"), NoCalibration: true, Seed: 1, Synchronous: syncExec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decode(t, e, steps)
+		for s := range steps {
+			for i, w := range want[s] {
+				if d := math.Abs(float64(got[s][i] - w)); d > 2e-3*(1+math.Abs(float64(w))) {
+					t.Fatalf("sync %v step %d logit %d: %v, want %v", syncExec, s, i, got[s][i], w)
+				}
+			}
+		}
+		if st := e.Stats().Backends; st[1].Ops == 0 || st[0].Ops != 0 {
+			t.Errorf("sync %v: ops cpu %d, gpu %d: want every op on the GPU", syncExec, st[0].Ops, st[1].Ops)
+		}
+		e.Close()
+	}
+}
