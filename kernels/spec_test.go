@@ -141,6 +141,8 @@ func FuzzSpecValidate(f *testing.F) {
 	f.Add([]byte{byte(QuantizedMatMul), byte(Q4_0), 0, 2, 2, 32, 2, 3, 32})
 	f.Add([]byte{byte(RoPE), 0, 0, 3, 4, 2, 6})
 	f.Add([]byte{byte(Opaque), 0, 0})
+	f.Add([]byte{byte(KVAppend), 0, 4, 2, 4, 1, 2, 6, 4, 4, 1, 2, 2, 4})
+	f.Add([]byte{byte(Attention), 0, 33, 4, 4, 1, 2, 1, 4, 4, 1, 1, 5, 4, 4, 1, 1, 5, 4})
 	cpu := NewCPU(NewPool(2), testGemm)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, ok := specFromBytes(data)
@@ -196,6 +198,12 @@ func specFromBytes(b []byte) (Spec, bool) {
 	}
 	if flags&8 != 0 {
 		s.Params.Eps = -1
+	}
+	if flags&32 != 0 {
+		s.Params.Keys = 2
+	}
+	if flags&64 != 0 {
+		s.Params.Keys = -1
 	}
 	n := int(b[3] % 6)
 	b = b[4:]
