@@ -120,7 +120,9 @@ func TestRunModelled(t *testing.T) {
 // of every layer's cache through host memory, and per-op decisions, the
 // oracle's included, leave the residual stream or the cache's producers
 // on the other device. Those rows are logged, not asserted, until
-// decisions weigh a whole step.
+// decisions weigh a whole step; adaptive's TestGPUWarmup holds the
+// warm-up rule (a GPU's first run in a bucket is not learned from) that
+// they once guarded.
 func TestSimPlacement(t *testing.T) {
 	skipCompute(t)
 	small := []string{"-dim", "256", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "704", "-vocab", "4000", "-ctx", "32"}
