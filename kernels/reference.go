@@ -12,20 +12,8 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 	if err := CheckBuffers(s, in, out); err != nil {
 		return err
 	}
-	switch s.Op {
-	case Opaque:
-		return notExecutable(s)
-	case Copy:
-		copy(out, in[0])
-		return nil
-	case KVAppend:
-		copy(out, in[0]) // a no-op in place
-		refKVAppend(s, AsF32(in[1]), AsF32(out))
-		return nil
-	}
-	if s.Op == Dequantize {
-		dequantize(s.DType, AsF32(out), in[0])
-		return nil
+	if done, err := refMoves(s, in, out); done {
+		return err
 	}
 	var x []float32
 	if s.InDType(0) == F32 {
@@ -122,6 +110,26 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 }
 
 func refSiLU(u float64) float64 { return u / (1 + math.Exp(-u)) }
+
+// refMoves runs the ops that move or convert data rather than compute
+// (Copy, Dequantize, KVAppend) and rejects Opaque; done is false for
+// every other op.
+func refMoves(s Spec, in [][]byte, out []byte) (done bool, err error) {
+	switch s.Op {
+	case Opaque:
+		return true, notExecutable(s)
+	case Copy:
+		copy(out, in[0])
+	case Dequantize:
+		dequantize(s.DType, AsF32(out), in[0])
+	case KVAppend:
+		copy(out, in[0]) // a no-op in place
+		refKVAppend(s, AsF32(in[1]), AsF32(out))
+	default:
+		return false, nil
+	}
+	return true, nil
+}
 
 // refMatMul computes [B,]M×K · [B,]K×N, B's batch broadcast when it has
 // none.
