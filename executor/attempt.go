@@ -33,7 +33,11 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 	var res adaptive.Residency
 	res.Consumers = o.consumersHint()
 	for _, t := range ts {
-		res.Add(t.valid, t.size)
+		v := t.valid
+		if t.unwritten() {
+			v = e.anywhere // no contents to move: as good as everywhere (decideOp)
+		}
+		res.Add(v, t.size)
 	}
 	if err := e.choose(d, sc, s, res, 0, why); err != nil {
 		unlockSet(sc, locks)

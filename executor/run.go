@@ -278,6 +278,9 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 	for _, t := range ts {
 		t.mu.RLock()
 		v, end, endV := t.valid, t.endAt, t.endV
+		if t.unwritten() {
+			v = e.anywhere // no contents to move: as good as everywhere
+		}
 		t.mu.RUnlock()
 		res.Add(v, t.size)
 		readyAt, readyV = max(readyAt, end), max(readyV, endV)
