@@ -49,9 +49,10 @@
 // process collectors. Nothing listens unless asked. -db says on stderr
 // what it loaded.
 //
-// auto runs each decode step either with the per-op learner's placement
-// or with every op on one backend (each backend the learner's posteriors
-// put within 1.5× of the best for a whole step), chosen step by step by
+// auto runs each decode step with the per-op learner's placement, with
+// every op on one backend (each backend the learner's posteriors put
+// within 1.5× of the best for a whole step), or, with -gpu-mem, with each
+// op where its weights live, chosen step by step by
 // Thompson sampling on the steps' times after 8 steps of the learner
 // alone: the learner prices each op alone and cannot see what its device
 // switches cost a step. -json's step_modes counts the steps of each.
@@ -331,6 +332,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	var steps *stepPlacer
 	if st.steps {
 		steps = newStepPlacer(names(infos), o.model.Seed)
+		if o.gpuMem.set {
+			steps.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
+		}
 		st.placer = steps
 	}
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,

@@ -351,3 +351,19 @@ func TestAutoStepModes(t *testing.T) {
 		t.Errorf("step modes %v: want 99 decode steps, at least 2 on the GPU alone", auto.StepModes)
 	}
 }
+
+// TestAutoHomeMode: with weights in host memory auto's step modes include
+// running each op where its weights live, tried at least twice, and its
+// decode steps are all counted.
+func TestAutoHomeMode(t *testing.T) {
+	skipCompute(t)
+	s := runSummary(t, append([]string{"-backends", "sim:desktop16,sim:pcie3x8", "-strategy", "auto", "-gpu-mem", "50%",
+		"-prompt", "4", "-tokens", "40", "-json"}, append(simModel[:len(simModel)-2:len(simModel)-2], "-ctx", "64")...))
+	var n int64
+	for _, k := range s.StepModes {
+		n += k
+	}
+	if s.StepModes["home"] < 2 || n != 39 {
+		t.Errorf("step modes %v: want 39 decode steps, the home mode's among them at least twice", s.StepModes)
+	}
+}

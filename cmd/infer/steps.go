@@ -12,8 +12,10 @@ import (
 )
 
 // stepPlacer runs -strategy auto: each decode step runs either with the
-// per-op learner's placement (mode 0) or with every op on one backend
-// (mode k: rules[k-1]), as bandit.Modes chooses on the steps' times
+// per-op learner's placement (mode 0), with every op on one backend
+// (mode k: rules[k-1]), or, with weights in host memory, with every op
+// where its weights live (the last mode, home: llama.cpp's rule below its
+// batch threshold), as bandit.Modes chooses on the steps' times
 // (modelled under a Timeline, else by the wall clock). The learner prices
 // each op alone; on a real GPU its device switches cost the step more
 // than they save (BENCHMARKS.md § Real GPU), which only the step's own
@@ -27,6 +29,7 @@ type stepPlacer struct {
 	names     []string                  // the backends'
 	modes     *bandit.Modes             // nil until the rules are known
 	rules     []int                     // mode k's backend: rules[k-1]
+	home      *llamaCPP                 // the weights' home, a mode after the rules; nil without -gpu-mem
 	seed      uint64
 	cur       atomic.Int32 // the running step's mode; counting while learning
 	steps     int          // decode steps run
@@ -59,14 +62,16 @@ func (p *stepPlacer) Name() string { return "auto" }
 
 // Place implements executor.Placer: a rule's backend, or the learner's
 // choice (counted by bucket while learning).
-func (p *stepPlacer) Place(_ kernels.Spec, _ adaptive.Residency, b adaptive.BucketID) int {
+func (p *stepPlacer) Place(s kernels.Spec, res adaptive.Residency, b adaptive.BucketID) int {
 	switch k := p.cur.Load(); {
 	case k == counting:
 		p.mu.Lock()
 		p.count[b]++
 		p.mu.Unlock()
-	case k > 0:
+	case k > 0 && int(k) <= len(p.rules):
 		return p.rules[k-1]
+	case k > 0:
+		return p.home.home(s, res)
 	}
 	return executor.Learned
 }
@@ -137,7 +142,11 @@ func (p *stepPlacer) setModes() error {
 			p.rules = append(p.rules, i)
 		}
 	}
-	m, err := bandit.NewModes(1+len(p.rules), p.seed)
+	n := 1 + len(p.rules)
+	if p.home != nil {
+		n++
+	}
+	m, err := bandit.NewModes(n, p.seed)
 	if err != nil {
 		return fmt.Errorf("infer: auto's step modes: %w", err)
 	}
@@ -155,6 +164,9 @@ func (p *stepPlacer) runs() map[string]int64 {
 	out := map[string]int64{"learned": r[0] + learnerSteps - 1}
 	for k, b := range p.rules {
 		out["only:"+p.names[b]] = r[k+1]
+	}
+	if p.home != nil {
+		out["home"] = r[len(r)-1]
 	}
 	return out
 }
