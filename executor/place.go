@@ -92,6 +92,10 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 	e.placeMu.Lock()
 	arm := p.Place(*s, res, b)
 	e.placeMu.Unlock()
+	if arm == Learned {
+		*d, err = e.s.SelectExcept(*s, res, exclude, why)
+		return err
+	}
 	*d, err = e.s.SelectOn(*s, res, arm, exclude, why)
 	return err
 }
