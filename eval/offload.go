@@ -302,8 +302,8 @@ func (e *OffloadEnv) cheaper(i, prev int, resident bool) int {
 }
 
 // fillTask describes op to thompson as the Executor does: its activation
-// where the op before ran, its weight in host memory and, when resident,
-// on the GPU too.
+// where the op before ran, its weight (Residency.AddWeight) in host
+// memory and, when resident, on the GPU too.
 func (e *OffloadEnv) fillTask(t *Task, op *sim.OffloadOp, prev int, resident bool) {
 	t.Bucket = op.Bucket
 	describe(t, &op.Spec)
@@ -320,7 +320,7 @@ func (e *OffloadEnv) fillTask(t *Task, op *sim.OffloadOp, prev int, resident boo
 		if resident {
 			wt |= adaptive.Backend(offGPU)
 		}
-		t.Res.Add(wt, e.w.Weights[op.Weight].Bytes)
+		t.Res.AddWeight(wt, e.w.Weights[op.Weight].Bytes)
 	}
 	t.Res.Consumers = adaptive.Backend(prev)
 }

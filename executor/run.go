@@ -143,7 +143,11 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			t.mu.RLock()
 			v, end, endV := t.valid, t.endAt, t.endV
 			t.mu.RUnlock()
-			res.Add(v, t.size)
+			if t.weight.Load() {
+				res.AddWeight(v, t.size) // its copy is priced per op (DESIGN.md § The bandit)
+			} else {
+				res.Add(v, t.size)
+			}
 			readyAt, readyV = max(readyAt, end), max(readyV, endV)
 		}
 		if queued {
