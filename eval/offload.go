@@ -179,6 +179,10 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 	for i := range w.Ops {
 		op := &w.Ops[i]
 		resident := op.Weight < 0 || w.Weights[op.Weight].OnGPU || keep.cached(op.Weight)
+		// A weight the cache wants for its own sake at this use is copied
+		// before the op, which then runs on it.
+		early := !resident && keep.wants(op.Weight, op.Step)
+		resident = resident || early
 		var a int
 		switch rule.name {
 		case "thompson":
@@ -189,7 +193,7 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 		default:
 			a = rule.place(op, prev, resident, w.Model.Experts > 0 && op.Weight >= 0 && w.Weights[op.Weight].Expert >= 0)
 		}
-		cost, err := e.charge(&res, i, prev, a, resident, keep, th)
+		cost, err := e.charge(&res, i, prev, a, resident, early, keep, th)
 		if err != nil {
 			return res, fmt.Errorf("eval: %s: op %d: %w", rule.name, i, err)
 		}
@@ -212,8 +216,9 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 
 // charge adds op i's compute on arm a and its copies to res, tells the
 // policy's cache of the use (thompson: and the Scheduler of each copy),
-// checks the budget, and returns what the op cost.
-func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident bool, keep keeper, th *Thompson) (float64, error) {
+// checks the budget, and returns what the op cost. early: the cache
+// copied the op's weight in before it, for its own sake.
+func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident, early bool, keep keeper, th *Thompson) (float64, error) {
 	op := &e.w.Ops[i]
 	cost := e.dur[2*i+a]
 	res.ComputeUs += cost
@@ -225,7 +230,7 @@ func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident bool, k
 			th.ObserveTransfer(offGPU, a == offGPU, op.ActBytes, x)
 		}
 	}
-	copied := a == offGPU && !resident
+	copied := a == offGPU && !resident || early
 	if copied {
 		x := e.copyUs[op.Weight]
 		cost += x
@@ -345,6 +350,9 @@ func (e *OffloadEnv) savedUs(i int, policy string, th *Thompson) float64 {
 // keeper is a policy's GPU cache of weights whose home is host memory.
 type keeper interface {
 	cached(w int) bool
+	// wants reports whether a use of w at step would copy it in for its
+	// own sake (it is then copied before the op, which runs on it).
+	wants(w, step int) bool
 	// used records a use of w by an op on arm (copied: the op copied it
 	// to the GPU) at step, and reports whether w is now kept.
 	used(w int, copied bool, step int, savedUs float64) (bool, error)
@@ -365,6 +373,7 @@ func (e *OffloadEnv) newKeeper(policy string) (keeper, error) {
 type noKeeper struct{}
 
 func (noKeeper) cached(int) bool                            { return false }
+func (noKeeper) wants(int, int) bool                        { return false }
 func (noKeeper) used(int, bool, int, float64) (bool, error) { return false, nil }
 func (noKeeper) bytes() int64                               { return 0 }
 
@@ -376,7 +385,10 @@ type worthKeeper struct {
 }
 
 func (k *worthKeeper) cached(w int) bool { return w >= 0 && k.c.Resident(w) }
-func (k *worthKeeper) bytes() int64      { return k.c.Used() }
+func (k *worthKeeper) wants(w, step int) bool {
+	return w >= 0 && k.e.nominal[w] > 0 && k.c.Wants(w, float64(step))
+}
+func (k *worthKeeper) bytes() int64 { return k.c.Used() }
 func (k *worthKeeper) used(w int, copied bool, step int, savedUs float64) (bool, error) {
 	cu := k.e.nominal[w]
 	if cu <= 0 {
@@ -400,7 +412,11 @@ type countKeeper struct {
 }
 
 func (k *countKeeper) cached(w int) bool { return w >= 0 && k.in[w] }
-func (k *countKeeper) bytes() int64      { return k.held }
+
+// wants is false: lru and frequency keep the weights their ops used, as
+// their sources do.
+func (k *countKeeper) wants(int, int) bool { return false }
+func (k *countKeeper) bytes() int64        { return k.held }
 
 func (k *countKeeper) used(w int, copied bool, _ int, _ float64) (bool, error) {
 	k.n++

@@ -56,6 +56,37 @@ func TestOffloadBudgetNeverExceeded(t *testing.T) {
 	}
 }
 
+// TestOffloadCopyBeforeOp: a weight the cache rule wants for its own
+// sake is copied before the op that counts the use, which then runs on
+// it: the oracle (the true costs, thompson's rule) caches experts of a
+// Mixtral decode at batch 1, where a copy costs more than the CPU, and
+// never runs an expert on the CPU after paying its copy.
+func TestOffloadCopyBeforeOp(t *testing.T) {
+	e := offloadEnv(t, "pcie4x16", sim.OffloadOptions{MoE: true, GPUShare: 0.9, Rounds: 1, Batch: 1, Decode: 48, Seed: 1})
+	r, err := e.Run("oracle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.Workload()
+	copiedOnCPU, early := 0, 0
+	for i, op := range w.Ops {
+		if op.Weight < 0 || w.Weights[op.Weight].OnGPU {
+			continue
+		}
+		copied := r.OpUs[i]-e.DurationUs(i, int(r.Arms[i])) > e.copyUs[op.Weight]/2
+		switch {
+		case copied && r.Arms[i] == offCPU:
+			copiedOnCPU++
+		case copied:
+			early++
+		}
+	}
+	if copiedOnCPU != 0 || early < 100 || r.WeightCopies != int64(early) {
+		t.Errorf("%d experts copied after running on the CPU, %d copied before running on the GPU (%d copies); want 0 and ≥ 100, all of them",
+			copiedOnCPU, early, r.WeightCopies)
+	}
+}
+
 // TestOffloadEvictionLosesNoOp: lru with room for a few experts evicts
 // on almost every use; every op is still run once and charged its
 // compute on the arm it ran on, and every expert that was not resident
