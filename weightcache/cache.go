@@ -2,10 +2,11 @@
 // budget when their home is host memory: the rule the executor's GPU
 // weight cache and the simulator's thompson policy share.
 //
-// A weight is worth keeping by the copy time it is expected to save per
-// byte of budget: its recent use rate (uses decayed with a half-life, in
-// the caller's steps) × the time one copy over the link takes ÷ its
-// bytes. A weight is admitted when it fits in free budget, or when every
+// A weight is worth keeping by the time it is expected to save per byte
+// of budget: its recent use rate (uses decayed with a half-life, in the
+// caller's steps) × what a resident use saves (Weight.SavedUs, averaged
+// over its uses: at most one copy over the link) ÷ its bytes
+// (TestWorthBySavings). A weight is admitted when it fits in free budget, or when every
 // weight it would evict is worth less by the hysteresis margin, so two
 // weights of about the same worth do not evict each other in turn
 // (TestNoThrashing). A weight the op did not copy (it ran elsewhere) is
@@ -245,10 +246,13 @@ func (c *Cache) scoreAt(e *entry, now float64) float64 {
 	return e.score * math.Exp(-c.decay*max(now-e.last, 0))
 }
 
-// worth is e's expected copy time saved per byte per step: its use rate
-// × one copy's time ÷ its bytes.
+// worth is e's expected time saved per byte per step: its use rate ×
+// what a resident use saves ÷ its bytes. By the copy alone, an expert
+// run on few tokens per use, which the CPU runs nearly as fast, would
+// be worth as much as one run on many (pcie3x8 prompt34 in
+// BenchmarkOffloadTargets).
 func (c *Cache) worth(e *entry, now float64) float64 {
-	return c.scoreAt(e, now) * c.decay * e.w.CopyUs / float64(e.w.Bytes)
+	return c.scoreAt(e, now) * c.decay * e.saved / float64(e.w.Bytes)
 }
 
 // residentsByWorth returns the resident weights, the least worth first

@@ -201,3 +201,32 @@ func TestSavedAveraged(t *testing.T) {
 	}
 	t.Fatal("never admitted a weight used 40 times")
 }
+
+func TestWorthBySavings(t *testing.T) {
+	// Two weights used in turn, room for one, the same copy: a use of b
+	// saves four times what a use of a does (more tokens per use, say),
+	// so b is worth more per byte and takes a's place, for good.
+	c, _ := New(100, Options{})
+	a := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 10}
+	b := Weight{ID: 1, Bytes: 100, CopyUs: 100, SavedUs: 40}
+	if p, _ := c.Use(a, 0, true); !p.Admit {
+		t.Fatal("empty cache refused a copied weight")
+	}
+	took := -1
+	for step := 1; step < 400; step++ {
+		w := a
+		if step%2 == 1 {
+			w = b
+		}
+		p, _ := c.Use(w, float64(step), false)
+		switch {
+		case p.Admit && w.ID == 1 && took < 0:
+			took = step
+		case p.Admit:
+			t.Fatalf("step %d: weight %d admitted again", step, w.ID)
+		}
+	}
+	if took < 0 || !c.Resident(1) || c.Resident(0) {
+		t.Errorf("b never took a's place (at %d; resident a %v, b %v)", took, c.Resident(0), c.Resident(1))
+	}
+}
