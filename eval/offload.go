@@ -42,10 +42,16 @@ type OffloadEnv struct {
 	nominal []float64 // per weight: its copy time by the GPU's datasheet link
 }
 
-// NewOffloadEnv draws w's durations on cpu and gpu for seed.
+// NewOffloadEnv draws w's durations on cpu and gpu for seed. The weights
+// w places on the GPU (those homed there and the cache's budget) must
+// fit gpu's memory (a GPU that shares host memory has none of its own):
+// a budget the card cannot hold is an error, not a figure.
 func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*OffloadEnv, error) {
 	if cpu == nil || gpu == nil || len(w.Ops) == 0 {
 		return nil, fmt.Errorf("%w: offload needs a CPU, a GPU and ops", ErrInvalidSetup)
+	}
+	if err := fitsGPU(w, gpu); err != nil {
+		return nil, err
 	}
 	e := &OffloadEnv{w: w, profs: [2]*sim.Profile{cpu, gpu}}
 	for _, p := range e.profs {
@@ -79,6 +85,26 @@ func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*Offload
 		e.nominal = append(e.nominal, nom)
 	}
 	return e, nil
+}
+
+// fitsGPU reports an error when the weights w keeps on gpu, homed there
+// or cached within its budget, exceed gpu's memory.
+func fitsGPU(w *sim.Offload, gpu *sim.Profile) error {
+	if gpu.Shared || gpu.Memory <= 0 {
+		return nil
+	}
+	var home int64
+	for _, wt := range w.Weights {
+		if wt.OnGPU {
+			home += wt.Bytes
+		}
+	}
+	if home+w.Budget <= gpu.Memory {
+		return nil
+	}
+	gib := func(b int64) float64 { return float64(b) / (1 << 30) }
+	return fmt.Errorf("%w: offload: %.2f GiB of weights on the GPU (%.2f homed there, a cache budget of %.2f) exceed %s's memory of %.2f GiB",
+		ErrInvalidSetup, gib(home+w.Budget), gib(home), gib(w.Budget), gpu.Name, gib(gpu.Memory))
 }
 
 // Workload returns the workload.

@@ -311,7 +311,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
 		Logger:      clilog.Slog(logger)}
-	cfg.WeightBudget = o.weightBudgets(bes)
+	if cfg.WeightBudget, err = o.weightBudgets(bes); err != nil {
+		return &usageError{err: err} // -gpu-mem against -backends
+	}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
