@@ -129,6 +129,9 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 	failed := exclude
 	var errs [adaptive.MaxBackends]error
 	queued := !e.cfg.Synchronous
+	if !restore {
+		e.copyWanted(ts, queued)
+	}
 	for {
 		res.N = 0
 		o.mu.RLock()
