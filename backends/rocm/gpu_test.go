@@ -269,3 +269,82 @@ func BenchmarkGPUQueuedChain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGPUCalls splits the host's cost of one queued op into its
+// runtime calls, each on its own (ns/op, wall clock): the device binding
+// of every call (do), an event record, a query of a completed event, a
+// bare kernel launch, planning the op, and the whole RunAsync. Where a
+// queued op costs more than its launch, the rest is in these parts.
+func BenchmarkGPUCalls(b *testing.B) {
+	d := openGPU(b)
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1.0001}}
+	x, _ := d.Alloc(1024)
+	y, _ := d.Alloc(1024)
+	if _, err := d.Run(s, []backends.Buffer{x}, y); err != nil { // compile and load
+		b.Fatal(err)
+	}
+	p, err := planOp(s, d.blas != 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fns []uintptr
+	var ev uintptr
+	if err := d.do(func() error {
+		for _, l := range p.launches {
+			f, err := d.function(l.kernel)
+			if err != nil {
+				return err
+			}
+			fns = append(fns, f)
+		}
+		var err error
+		ev, err = d.takeEvent()
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	bx, _ := d.own(x)
+	by, _ := d.own(y)
+	bufs := []*buffer{bx, by}
+	check := func(code int) error {
+		if code != 0 {
+			return fmt.Errorf("status %d", code)
+		}
+		return nil
+	}
+	parts := []struct {
+		name string
+		f    func() error
+	}{
+		{"do", func() error { return d.do(func() error { return nil }) }},
+		{"eventRecord", func() error { return d.do(func() error { return check(d.s.eventRecord(ev, d.stream)) }) }},
+		{"eventQuery", func() error { return d.do(func() error { return check(d.s.call(fEventQuery, ev)) }) }},
+		{"launch", func() error { return d.do(func() error { return d.launch(p, fns, bufs) }) }},
+		{"planOp", func() error { _, err := planOp(s, d.blas != 0); return err }},
+		{"RunAsync", func() error {
+			_, err := d.RunAsync(s, []backends.Buffer{x}, y, nil)
+			return err
+		}},
+	}
+	for _, part := range parts {
+		b.Run(part.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				if err := part.f(); err != nil {
+					b.Fatal(err)
+				}
+				// Drain now and then so that the queue stays short, as a
+				// decode step's does.
+				if n++; n%64 == 0 {
+					if err := d.Sync(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := d.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -141,17 +141,40 @@ func TestFakeEventPool(t *testing.T) {
 // a CPU op queued after a GPU read's event reads the read's result.
 func TestFakeQueueAcrossBackends(t *testing.T) {
 	d := openFake(t, fakeOptions(t, "blas"))
+	slow := func(on bool) {
+		if on {
+			os.Setenv("FAKEHIP_KERNEL_US", "3000")
+		} else {
+			os.Setenv("FAKEHIP_KERNEL_US", "0")
+		}
+	}
+	t.Setenv("FAKEHIP_KERNEL_US", "0")
+	checkQueueAcrossBackends(t, d, 16, slow)
+}
+
+// TestGPUQueueAcrossBackends is the same check on the real device, with
+// vectors of 4M floats so that the GPU kernel and copies take long enough
+// for a missing wait to be seen.
+func TestGPUQueueAcrossBackends(t *testing.T) {
+	checkQueueAcrossBackends(t, openGPU(t), 4<<20, func(bool) {})
+}
+
+// checkQueueAcrossBackends runs the CPU → GPU → CPU chain of
+// TestFakeQueueAcrossBackends on d with n floats; slow(true) makes the
+// GPU kernel slow while it is queued, where the runtime allows it.
+func checkQueueAcrossBackends(t *testing.T, d *Device, n int, slow func(bool)) {
+	t.Helper()
 	c, err := cpu.New("cpu-test", cpu.Options{Threads: 2, CalibrationFile: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	scale := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{16}}, Params: kernels.Params{Scale: 2}}
+	scale := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{n}}, Params: kernels.Params{Scale: 2}}
 	runSpec(t, d, scale)
 	for rep := range 10 {
 		// CPU → GPU: the CPU doubles host memory behind a gate; the GPU
 		// write after the CPU op's event must copy the doubled values.
-		host, dbl := fill(16, 1), make([]float32, 16)
+		host, dbl := fill(n, 1), make([]float32, n)
 		hb, _ := c.MapHost(kernels.AsBytes(host))
 		db, _ := c.MapHost(kernels.AsBytes(dbl))
 		g := newGate()
@@ -160,24 +183,24 @@ func TestFakeQueueAcrossBackends(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() { time.Sleep(2 * time.Millisecond); g.open(nil) }()
-		buf, _ := d.Alloc(64)
+		buf, _ := d.Alloc(int64(4 * n))
 		if _, err := d.WriteAsync(buf, kernels.AsBytes(dbl), []backends.Event{cev}); err != nil {
 			t.Fatal(err)
 		}
 		// GPU → CPU: a slow kernel doubles again; the GPU reads the
 		// result into host memory that the CPU then scales once more.
-		os.Setenv("FAKEHIP_KERNEL_US", "3000")
-		out, _ := d.Alloc(64)
+		slow(true)
+		out, _ := d.Alloc(int64(4 * n))
 		if _, err := d.RunAsync(scale, []backends.Buffer{buf}, out, nil); err != nil {
 			t.Fatal(err)
 		}
-		os.Setenv("FAKEHIP_KERNEL_US", "0")
-		back := fill(16, -1)
+		slow(false)
+		back := fill(n, -1)
 		rev, err := d.ReadAsync(kernels.AsBytes(back), out, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		final := make([]float32, 16)
+		final := make([]float32, n)
 		bb, _ := c.MapHost(kernels.AsBytes(back))
 		fb, _ := c.MapHost(kernels.AsBytes(final))
 		fev, err := c.RunAsync(scale, []backends.Buffer{bb}, fb, []backends.Event{rev})
@@ -187,13 +210,14 @@ func TestFakeQueueAcrossBackends(t *testing.T) {
 		if _, err := fev.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		if final[0] != 8 || final[15] != 8 {
-			t.Fatalf("rep %d: 1 doubled on the CPU, the GPU and the CPU = %v, want 8s: an op read stale data", rep, final)
+		for i, v := range final {
+			if v != 8 {
+				t.Fatalf("rep %d: 1 doubled on the CPU, the GPU and the CPU = %v at %d, want 8: an op read stale data", rep, v, i)
+			}
 		}
 		buf.Free()
 		out.Free()
 	}
-	t.Setenv("FAKEHIP_KERNEL_US", "0")
 }
 
 // TestFakeQueuedError checks that a kernel failing as it runs (the launch

@@ -9,7 +9,7 @@
 //	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
-//	      [-db DIR] [-trace FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
+//	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
 //	      [-metrics ADDR] [fleet flags] [model flags]
 //
 // Serving: each batch of requests draws a prompt length from -prompt,
@@ -108,6 +108,7 @@ import (
 // options are the command's flags.
 type options struct {
 	backends, strategy, db, trace string
+	cpuProfile                    string // -cpuprofile: where the host's CPU profile goes
 	tokens, batch, requests       int
 	prompt, warmup                int    // prompt: the longest of prompts
 	prompts                       []int  // -prompt: the lengths drawn from
@@ -152,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
 	fs.BoolVar(&o.verbose, "v", false, "log informational lines too (the CPU backend's matmul path)")
 	fs.StringVar(&o.trace, "trace", "", "write a trace (JSON Lines) to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the process's CPU profile (pprof) to this file: where the host's time per op goes")
 	fs.IntVar(&o.tokens, "tokens", 32, "tokens generated per request")
 	fs.IntVar(&o.batch, "batch", 1, "requests decoded together")
 	fs.IntVar(&o.requests, "requests", 1, "batches to serve (0: until Ctrl-C)")
@@ -288,6 +290,13 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	stdout := &stickyWriter{w: stdoutW}
 	defer func() { err = errors.Join(err, stdout.failed()) }()
+	if o.cpuProfile != "" {
+		stop, perr := startCPUProfile(o.cpuProfile)
+		if perr != nil {
+			return perr
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	logger := clilog.New(stderr, o.logJSON, logLevel(o.verbose))
 	log.Logger = logger
 	bes, infos, clock, err := openBackends(o.backends, o.execModel, func(b backends.Backend) {

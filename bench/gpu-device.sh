@@ -1,0 +1,82 @@
+#!/bin/sh
+# gpu-device.sh: the real-GPU checks and figures, run on a machine with
+# an NVIDIA or AMD GPU from binaries built elsewhere (a GPU machine may
+# have no Go):
+#
+#   go test -c -o BIN/rocm.test ./backends/rocm
+#   go build -o BIN/infer ./cmd/infer
+#   sh bench/gpu-device.sh BIN OUTDIR [BUDGET_S]
+#
+# It runs the backend's GPU tests (every op against the reference, events,
+# transfers, the queued path across the CPU and the GPU), the queued-chain
+# benchmark, then infer on `-backends cpu,rocm` in alternating rounds:
+#   decode: only:rocm queued, only:rocm -sync, auto (batch 1 and 16);
+#   offload: auto and the llamacpp rule with -gpu-mem 50%, prompts of 34
+#   and 2,048 tokens.
+# Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
+# stop starting once BUDGET_S seconds (default 420) have passed, and the
+# medians are printed last (bench/gpu-summary.py).
+set -u
+bin=$1
+out=$2
+budget=${3:-420}
+start=$(date +%s)
+mkdir -p "$out"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+	[ -d "$d" ] && LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+# pip's CUDA wheels (cuBLAS, NVRTC, the runtime) where no toolkit has them.
+for d in $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, x, "lib") for x in os.listdir(p)))' 2>/dev/null); do
+	[ -d "$d" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
+export LD_LIBRARY_PATH
+nvidia-smi -L 2>/dev/null || rocm-smi --showproductname 2>/dev/null || true
+nproc
+
+elapsed() { echo $(($(date +%s) - start)); }
+
+echo "== GPU tests"
+timeout 150 "$bin/rocm.test" -test.run 'TestGPU' -test.v >"$out/gpu-tests.log" 2>&1
+echo "rc $?"
+grep -E '^(--- |ok|FAIL|PASS)|GB/s|Info|SKIP|no GPU' "$out/gpu-tests.log" | head -30
+echo "== queued chain ($(elapsed) s)"
+timeout 60 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUQueuedChain|GPULaunch' -test.benchtime 200x >"$out/gpu-bench.log" 2>&1
+grep -E 'Benchmark|ok|FAIL' "$out/gpu-bench.log"
+
+# run LABEL ARGS...: one infer run, its JSON line labelled.
+run() {
+	label=$1
+	shift
+	line=$(timeout 90 "$bin/infer" -backends cpu,rocm -json "$@" 2>>"$out/infer.log")
+	rc=$?
+	echo "{\"label\":\"$label\",\"rc\":$rc,\"run\":${line:-null}}" >>"$out/infer.jsonl"
+	echo "$label rc=$rc $(echo "$line" | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p') tok/s ($(elapsed) s)"
+}
+
+decode="-tokens 128 -warmup 16"
+offload="-gpu-mem 50% -tokens 32 -ctx 2560 -requests 2"
+echo "== infer"
+r=0
+while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
+	for b in 1 16; do
+		# the first strategy rotates between rounds
+		set -- only:rocm sync auto
+		[ $((r % 3)) -eq 1 ] && set -- sync auto only:rocm
+		[ $((r % 3)) -eq 2 ] && set -- auto only:rocm sync
+		for st in "$@"; do
+			case $st in
+			sync) run "decode b$b only:rocm -sync" $decode -batch "$b" -strategy only:rocm -sync ;;
+			*) run "decode b$b $st" $decode -batch "$b" -strategy "$st" ;;
+			esac
+		done
+	done
+	for p in 34 2048; do
+		if [ $((r % 2)) -eq 0 ]; then set -- auto llamacpp; else set -- llamacpp auto; fi
+		for st in "$@"; do
+			run "offload p$p $st" $offload -prompt "$p" -strategy "$st"
+		done
+	done
+	r=$((r + 1))
+done
+echo "== summary ($(elapsed) s)"
+python3 "$(dirname "$0")/gpu-summary.py" "$out/infer.jsonl" | tee "$out/summary.txt"
