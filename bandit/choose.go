@@ -74,10 +74,7 @@ func pick(arms []NormalGamma, incumbent int, h float64, extra, copies []float64,
 // without i's copy (copies nil: none): a copy this op alone needs is
 // priced at its face value, not scaled by h.
 func beats(arms []NormalGamma, c, i int, h float64, extra, copies []float64, costs []float64) bool {
-	ci := 0.0
-	if copies != nil {
-		ci = copies[i]
-	}
+	ci := at(copies, i)
 	if !(costs[c] < margined(costs[i], ci, h)) {
 		return false
 	}

@@ -189,26 +189,16 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	}
 	b.SettleArm(cfg, inc)
 	p := &b.Arms[inc]
-	xi := 0.0
-	if extra != nil {
-		xi = extra[inc]
-	}
+	xi := at(extra, inc)
 	m := p.MeanUs() + xi
 	li, vi := p.Mu+p.Variance()/2, p.Beta/(p.Alpha*p.Kappa)
-	oi := 0.0
-	if copies != nil {
-		oi = copies[inc]
-	}
-	th := margined(m, oi, h)
+	th := margined(m, at(copies, inc), h)
 	for c := range b.Arms {
 		if c == inc {
 			continue
 		}
 		bd := &b.state[c].bound
-		xc := 0.0
-		if extra != nil {
-			xc = extra[c]
-		}
+		xc := at(extra, c)
 		if !(float64(bd.floor)+xc >= th) {
 			return skipNone
 		}
@@ -236,6 +226,14 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	}
 	costs[inc] = m
 	return skipKept
+}
+
+// at returns x[i], 0 for a nil x (no transfer, no copy).
+func at(x []float64, i int) float64 {
+	if x == nil {
+		return 0
+	}
+	return x[i]
 }
 
 // drawByInversion draws every arm's Thompson cost into costs (extra
