@@ -8,11 +8,13 @@
 #   sh bench/gpu-device.sh BIN OUTDIR [BUDGET_S]
 #
 # It runs the backend's GPU tests (every op against the reference, events,
-# transfers, the queued path across the CPU and the GPU), the queued-chain
-# benchmark, then infer on `-backends cpu,rocm` in alternating rounds:
+# transfers, the queued path across the CPU and the GPU), the benchmarks
+# of a queued op's host cost (BenchmarkGPUCalls) and of a queued chain
+# against a synchronous one, then infer on `-backends cpu,rocm` in
+# alternating rounds:
 #   decode: only:rocm queued, only:rocm -sync, auto (batch 1 and 16);
 #   offload: auto and the llamacpp rule with -gpu-mem 50%, prompts of 34
-#   and 2,048 tokens.
+#   and 2,048 tokens, 4 batches of requests a run.
 # Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
 # stop starting once BUDGET_S seconds (default 420) have passed, and the
 # medians are printed last (bench/gpu-summary.py).
@@ -39,8 +41,8 @@ echo "== GPU tests"
 timeout 150 "$bin/rocm.test" -test.run 'TestGPU' -test.v >"$out/gpu-tests.log" 2>&1
 echo "rc $?"
 grep -E '^(--- |ok|FAIL|PASS)|GB/s|Info|SKIP|no GPU' "$out/gpu-tests.log" | head -30
-echo "== queued chain ($(elapsed) s)"
-timeout 60 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUQueuedChain|GPULaunch' -test.benchtime 200x >"$out/gpu-bench.log" 2>&1
+echo "== host cost of a queued op, queued chain ($(elapsed) s)"
+timeout 60 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
 grep -E 'Benchmark|ok|FAIL' "$out/gpu-bench.log"
 
 # run LABEL ARGS...: one infer run, its JSON line labelled.
@@ -54,7 +56,7 @@ run() {
 }
 
 decode="-tokens 128 -warmup 16"
-offload="-gpu-mem 50% -tokens 32 -ctx 2560 -requests 2"
+offload="-gpu-mem 50% -tokens 32 -ctx 2560 -requests 4"
 echo "== infer"
 r=0
 while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
