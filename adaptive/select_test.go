@@ -30,10 +30,12 @@ func FuzzSelect(f *testing.F) {
 	f.Add(uint8(1), uint8(0), uint8(2), int16(64), int16(512), int16(512), int16(256), false, float32(0))
 	f.Add(uint8(0), uint8(1), uint8(3), int16(8), int16(-1), int16(3), int16(0), true, float32(1))
 	f.Add(uint8(4), uint8(0), uint8(3), int16(1), int16(8), int16(16), int16(64), true, float32(0.5))
+	f.Add(uint8(4), uint8(0), uint8(3), int16(4), int16(4), int16(4), int16(4), true, float32(0))
 	s := newTestScheduler(f, Config{Seed: 1})
 	f.Fuzz(func(t *testing.T, op, dt, nIn uint8, d0, d1, d2, d3 int16, causal bool, scale float32) {
 		dims := []int{int(d0), int(d1), int(d2), int(d3)}
-		spec := kernels.Spec{Op: kernels.Op(op % 20), DType: kernels.DType(dt % 6), Params: kernels.Params{Causal: causal, Scale: scale, Name: "x", Bytes: int64(d3)}}
+		spec := kernels.Spec{Op: kernels.Op(op % 20), DType: kernels.DType(dt % 6),
+			Params: kernels.Params{Causal: causal, Scale: scale, Name: "x", Bytes: int64(d3), Keys: int(d1) % 9}}
 		for i := range int(nIn % 5) {
 			rank := 1 + (i+int(op))%4
 			sh := make(kernels.Shape, rank)

@@ -25,7 +25,9 @@ const maxKeyInputs = 3
 type shapeKey struct {
 	// head packs the op, dtype, number of inputs, Params.Causal (it
 	// decides whether an Attention shape is valid) and each input's rank,
-	// one byte each.
+	// one byte each, and in its top byte whether the dims hold an
+	// Attention's Params.Keys in place of its values' length (which valid
+	// specs give equal to its keys').
 	head uint64
 	// dims holds the dimensions of a catalogue op, two 32-bit values per
 	// word (input i's dimension j at i·MaxRank+j); an opaque op's FLOPs,
@@ -41,7 +43,8 @@ type shapeKey struct {
 // with Validate's error, and for a dimension of 2^32 or more (dimensions
 // are kept in 32 bits to keep the key small), which the slow path serves
 // without the cache. The other parameters (a RoPE position, a scale)
-// do not change the bucket, so they stay out of the key.
+// do not change the bucket, so they stay out of the key; an Attention's
+// Keys, which changes its work, is in it (keyAttentionKeys).
 func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 	k.head = uint64(spec.Op) | uint64(spec.DType)<<8 | uint64(b2u(spec.Params.Causal))<<24
 	if p := &spec.Params; !finite32(p.Scale) || !(p.Eps >= 0) || !(p.RopeBase >= 0) ||
@@ -87,6 +90,23 @@ func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 			k.dims[x/2] |= uint64(d) << (32 * (x % 2))
 		}
 	}
+	return spec.Params.Keys == 0 || k.keyAttentionKeys(spec)
+}
+
+// keyAttentionKeys puts an Attention's Params.Keys in the key in place of
+// its values' length (input 2's dimension 2) and says so in the head.
+// It returns false for a spec that is no Attention, whose Keys no valid
+// spec has, or whose values are not shaped as its keys (an invalid spec
+// that the key could not tell from a valid one).
+func (k *shapeKey) keyAttentionKeys(spec *kernels.Spec) bool {
+	keys := spec.Params.Keys
+	if spec.Op != kernels.Attention || len(spec.In) != 3 || len(spec.In[1]) != 4 || keys < 0 ||
+		uint64(keys) > math.MaxUint32 || !spec.In[1].Equal(spec.In[2]) {
+		return false
+	}
+	const x = 2*kernels.MaxRank + 2
+	k.dims[x/2] = k.dims[x/2]&^(math.MaxUint32<<(32*(x%2))) | uint64(keys)<<(32*(x%2))
+	k.head |= 1 << 56
 	return true
 }
 

@@ -104,3 +104,38 @@ func keyOf(t *testing.T, spec kernels.Spec) (*shapeKey, uint64) {
 	}
 	return &k, k.hash()
 }
+
+// TestShapeCacheAttentionKeys: an Attention over a KV cache of the whole
+// context reads Params.Keys positions of it, so the key tells specs of
+// one shape and different Keys apart (their work, and so their size
+// class, differ), finds each again, and leaves an invalid spec (values
+// shaped unlike the keys) to Validate.
+func TestShapeCacheAttentionKeys(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 3, Shards: 1})
+	attn := func(keys, vLen int) kernels.Spec {
+		return kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{16, 8, 1, 64}, {16, 4, 4096, 64}, {16, 4, vLen, 64}},
+			Params: kernels.Params{Causal: true, Keys: keys}}
+	}
+	bucket := func(spec kernels.Spec) BucketID {
+		t.Helper()
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.BucketName(d.Bucket), kernels.BucketName(spec); got != want {
+			t.Errorf("%v keys %d: bucket %q, want %q", spec, spec.Params.Keys, got, want)
+		}
+		return d.Bucket
+	}
+	few, many := bucket(attn(2, 4096)), bucket(attn(4000, 4096))
+	bucket(attn(0, 4096))
+	if few == many {
+		t.Errorf("keys 2 and 4000 of 4096 share bucket %d", few)
+	}
+	if again := bucket(attn(2, 4096)); again != few {
+		t.Errorf("keys 2 again: bucket %d, want %d", again, few)
+	}
+	if _, err := s.Select(attn(2, 2), Residency{}); err == nil {
+		t.Error("values shorter than the keys: no error")
+	}
+}

@@ -119,9 +119,11 @@ func overlapLimit(env *Env) float64 {
 // TestAsyncTargets holds the execution-model targets that the figures
 // meet (DESIGN.md § Execution models): only:gpu reaches 0.9 of its bound
 // on every GPU and batch; the async model is at least 2× the synchronous
-// one at batch 1 on the discrete GPUs (igpu's kernels are long against
-// its launch costs: BENCHMARKS.md); thompson is within 1% of the best
-// fixed policy at this reduced size (the learning it pays for).
+// one at batch 1 on the discrete AMD GPUs (igpu's kernels are long against
+// its launch costs: BENCHMARKS.md); on h100, whose launch costs were
+// measured through this Executor (sim/launch.go), it stays within 1.1–2×,
+// about the 1.17–1.55× measured on an H200; thompson is within 1% of the
+// best fixed policy at this reduced size (the learning it pays for).
 func TestAsyncTargets(t *testing.T) {
 	for _, g := range asyncGPUs {
 		for _, b := range []int{1, 16} {
@@ -131,7 +133,12 @@ func TestAsyncTargets(t *testing.T) {
 			if gpu.modelled < 0.9*gpu.bound {
 				t.Errorf("%s b%d: only:gpu %.0f modelled tokens/s, below 0.9 × its bound %.0f", g, b, gpu.modelled, gpu.bound)
 			}
-			if r := gpu.modelled / sy["gpu"].modelled; b == 1 && g != "igpu" && r < 2 {
+			r := gpu.modelled / sy["gpu"].modelled
+			switch {
+			case b != 1 || g == "igpu":
+			case g == "h100" && (r < 1.1 || r > 2):
+				t.Errorf("h100 b1: async %.2f× the synchronous model, want 1.1–2 (measured on an H200: 1.17–1.55)", r)
+			case g != "h100" && r < 2:
 				t.Errorf("%s b1: async %.2f× the synchronous model, want ≥ 2", g, r)
 			}
 			best, tps := bestFixed(as)

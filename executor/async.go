@@ -140,6 +140,11 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int, stamp
 			e.touchWeight(t)
 			e.copyForOwnSake(t, &r.d, ts)
 		}
+		if t.unwritten() {
+			if err := e.freshOn(t, a); err != nil {
+				return err
+			}
+		}
 		if !t.valid.Has(a) {
 			if t.valid == 0 {
 				return errNoCopy

@@ -161,7 +161,10 @@ type Executor struct {
 	// theirs, and an op they run writes the host copy. No copy is ever
 	// made for them and none is registered against their memory.
 	alias adaptive.Mask
-	info  backends.Info
+	// anywhere is host memory and every backend: where an unwritten
+	// tensor's (undefined) contents are as good as valid.
+	anywhere adaptive.Mask
+	info     backends.Info
 
 	ids  atomic.Uint64
 	tick atomic.Int64 // op counter: last-use stamps
@@ -227,8 +230,10 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{cfg: cfg, s: s, bes: append([]backends.Backend(nil), cfg.Backends...)}
 	models := make([]string, len(e.bes))
+	e.anywhere = adaptive.Host
 	for i, b := range e.bes {
 		models[i] = s.BackendName(i)
+		e.anywhere |= adaptive.Backend(i)
 		if b.Info().Kind == backends.CPU && mapsHost(b) {
 			e.alias |= adaptive.Backend(i)
 		}

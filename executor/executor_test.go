@@ -863,3 +863,75 @@ func TestExecutorConsumers(t *testing.T) {
 		}
 	}
 }
+
+// residencySpy places every op on arm and keeps the residency of each
+// op's inputs.
+type residencySpy struct {
+	arm  int
+	seen []adaptive.Residency
+}
+
+func (c *residencySpy) Name() string                             { return "residency spy" }
+func (c *residencySpy) Observed(adaptive.BucketID, int, float64) {}
+func (c *residencySpy) Place(_ kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
+	c.seen = append(c.seen, res)
+	return c.arm
+}
+
+// TestExecutorUnwrittenInput: a tensor never written has undefined
+// contents, as any backend's fresh buffer has, so an op that updates it
+// in place (KVAppend filling a KV cache) runs where it is placed with no
+// copy of it made, and the Scheduler is told it is valid everywhere;
+// from then on it is a tensor like any other, and the rows appended are
+// read back. Queued and synchronous alike.
+func TestExecutorUnwrittenInput(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		spy := &residencySpy{arm: 1}
+		e := newExec(t, executor.Config{Placer: spy, Synchronous: sync}, open(t, "cpu"), open(t, "sim:h100"))
+		spec := func(pos int) kernels.Spec {
+			return kernels.Spec{Op: kernels.KVAppend, In: []kernels.Shape{{1, 2, 8, 4}, {1, 1, 2, 4}}, Params: kernels.Params{Pos: pos}}
+		}
+		cache, _ := e.Alloc(spec(0).InBytes(0))
+		rows, _ := e.Alloc(spec(0).InBytes(1))
+		var want []float32
+		for pos := range 2 {
+			r := []float32{1, 2, 3, 4, 5, 6, 7, 8}
+			for i := range r {
+				r[i] += float32(10 * pos)
+			}
+			want = append(want, r...)
+			if _, err := e.Write(rows, kernels.AsBytes(r)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Run(spec(pos), []backends.Buffer{cache, rows}, cache); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := spy.seen[0].Inputs[0].On, adaptive.Host|adaptive.Backend(0)|adaptive.Backend(1); got != want {
+			t.Errorf("sync %v: the unwritten cache's residency %v, want %v (everywhere)", sync, got, want)
+		}
+		if got := spy.seen[1].Inputs[0].On; got != adaptive.Backend(1) {
+			t.Errorf("sync %v: the cache's residency after an op on the GPU %v, want the GPU alone", sync, got)
+		}
+		if gpu := e.Stats().Backends[1]; gpu.CopiesIn != 2 || gpu.BytesIn != 2*spec(0).InBytes(1) {
+			t.Errorf("sync %v: %d copies, %d bytes into the GPU; want the rows' two alone (%d bytes)", sync, gpu.CopiesIn, gpu.BytesIn, 2*spec(0).InBytes(1))
+		}
+		got := make([]float32, 64)
+		if _, err := e.Read(kernels.AsBytes(got), cache); err != nil {
+			t.Fatal(err)
+		}
+		// Head h of position p holds rows[p][h]: [pos0 h0, pos1 h0 | pos0 h1, pos1 h1].
+		for h := range 2 {
+			for p := range 2 {
+				for d := range 4 {
+					if g, w := got[(h*8+p)*4+d], want[(p*2+h)*4+d]; g != w {
+						t.Fatalf("sync %v: cache head %d position %d [%d] = %v, want %v", sync, h, p, d, g, w)
+					}
+				}
+			}
+		}
+	}
+}

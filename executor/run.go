@@ -145,6 +145,9 @@ func (e *Executor) place(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		for _, t := range ts {
 			t.mu.RLock()
 			v, end, endV := t.valid, t.endAt, t.endV
+			if t.unwritten() {
+				v = e.anywhere // no contents to move: as good as everywhere
+			}
 			t.mu.RUnlock()
 			if t.weight.Load() {
 				res.AddWeight(v, t.size) // its copy is priced per op (DESIGN.md § The bandit)

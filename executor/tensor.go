@@ -290,6 +290,12 @@ func (e *Executor) ensureOn(t *Tensor, a int, stamp int64) (float64, error) {
 			return us, fmt.Errorf("%w: tensor %d is freed", ErrBadTensor, t.id)
 		}
 		t.readers |= adaptive.Backend(a)
+		if t.unwritten() {
+			if err := e.freshOn(t, a); err != nil {
+				t.mu.Unlock()
+				return us, err
+			}
+		}
 		if t.valid.Has(a) && t.copies[a] != nil {
 			t.lastUse[a] = stamp
 			t.mu.Unlock()
@@ -353,6 +359,25 @@ func (e *Executor) mapHost(t *Tensor, a int) error {
 		return &backendFailure{a: a, err: err}
 	}
 	t.copies[a] = c
+	return nil
+}
+
+// unwritten reports whether t was never written, by Write or by an op
+// (t.mu held). Its contents are undefined, as a fresh buffer of any
+// backend's are: an op that reads it (an in-place update of a buffer it
+// fills piece by piece, such as a decoder's KV cache) gets a copy where
+// it runs, with no transfer made or priced (TestExecutorUnwrittenInput).
+func (t *Tensor) unwritten() bool { return t.version == 0 && t.valid == 0 }
+
+// freshOn gives the unwritten t a copy on backend a (t.mu held).
+func (e *Executor) freshOn(t *Tensor, a int) error {
+	if err := e.outputOnLocked(t, a); err != nil {
+		return err
+	}
+	t.valid = adaptive.Backend(a)
+	if e.alias.Has(a) {
+		t.valid = adaptive.Host | e.alias
+	}
 	return nil
 }
 

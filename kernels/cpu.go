@@ -69,12 +69,13 @@ type opTask struct {
 	n, k    int       // row length, inner dimension; other ops' sizes below
 	m       int       // QuantizedMatMul rows of A; Transpose and MatMul batch size
 	rows    int       // rows of the matrix being transposed
-	// Attention: heads, query and key lengths, head dimension.
-	hq, hkv, sq, t, d int
-	scale             float32
-	heads             int       // RoPE heads per row
-	theta             []float64 // RoPE frequencies
-	bs                Shape     // MatMul's B shape
+	// Attention: heads, query and key lengths, head dimension, and the
+	// keys in use (KVAppend: heads, rows, cache positions, head dimension).
+	hq, hkv, sq, t, d, keys int
+	scale                   float32
+	heads                   int       // RoPE heads per row
+	theta                   []float64 // RoPE frequencies
+	bs                      Shape     // MatMul's B shape
 }
 
 var opTasks = sync.Pool{New: func() any { return new(opTask) }}
@@ -94,8 +95,9 @@ func getScratch(n int) *[]float32 {
 var thetaPool = sync.Pool{New: func() any { return new([]float64) }}
 
 // Run checks the buffers against s and runs it with the fast kernels. The
-// inputs are only read; out is overwritten and must not overlap them. An
-// Opaque op fails with ErrNotExecutable.
+// inputs are only read; out is overwritten and must not overlap them,
+// except that KVAppend's out may be its cache (input 0) itself, updated in
+// place. An Opaque op fails with ErrNotExecutable.
 func (c *CPU) Run(s Spec, in [][]byte, out []byte) error {
 	if err := CheckBuffers(s, in, out); err != nil {
 		return err
@@ -134,9 +136,16 @@ func (c *CPU) Run(s Spec, in [][]byte, out []byte) error {
 		c.qMatMul(t)
 	case Attention:
 		k := s.In[1]
-		t.hq, t.sq, t.d, t.hkv, t.t = x0[1], x0[2], x0[3], k[1], k[2]
+		t.hq, t.sq, t.d, t.hkv, t.t, t.keys = x0[1], x0[2], x0[3], k[1], k[2], s.AttentionKeys()
 		t.scale = float32(s.Params.attnScale(t.d))
-		c.par(x0[0]*t.hq*t.sq, 4*t.t*t.d, t)
+		c.par(x0[0]*t.hq*t.sq, 4*t.keys*t.d, t)
+	case KVAppend:
+		if !sameMemory(in[0], out) {
+			copy(out, in[0])
+		}
+		r := s.In[1]
+		t.sq, t.hkv, t.d, t.t = r[1], r[2], r[3], x0[2]
+		c.par(r[0]*t.sq*t.hkv, t.d, t)
 	case Softmax, RMSNorm, LayerNorm:
 		t.n = lastDim(x0)
 		c.par(rows(x0), 8*t.n, t)
@@ -177,6 +186,8 @@ func (t *opTask) run(lo, hi int) {
 		t.matMulBatches(lo, hi)
 	case Attention:
 		t.attention(lo, hi)
+	case KVAppend:
+		t.kvAppend(lo, hi)
 	case Softmax:
 		t.softmax(lo, hi)
 	case RMSNorm:

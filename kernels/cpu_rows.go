@@ -8,7 +8,7 @@ import "math"
 
 // attention computes query rows [lo, hi), a row being (batch, head, i).
 func (t *opTask) attention(lo, hi int) {
-	d, sq, tk := t.d, t.sq, t.t
+	d, sq, tk, nk := t.d, t.sq, t.t, t.keys
 	group := t.hq / t.hkv
 	sp := getScratch(tk)
 	w := *sp
@@ -17,9 +17,9 @@ func (t *opTask) attention(lo, hi int) {
 		bh := r / sq
 		b, h := bh/t.hq, bh%t.hq
 		kv := (b*t.hkv + h/group) * tk * d
-		keys := tk
+		keys := nk
 		if t.p.Causal {
-			keys = tk - sq + i + 1
+			keys = nk - sq + i + 1
 		}
 		qr := t.x[r*d : (r+1)*d]
 		mx := float32(math.Inf(-1))
@@ -45,6 +45,17 @@ func (t *opTask) attention(lo, hi int) {
 		}
 	}
 	scratchPool.Put(sp)
+}
+
+// kvAppend copies rows lo to hi of the new rows, [B, S, H, D] flattened
+// to rows of D, into the cache [B, H, C, D] at position Pos+s.
+func (t *opTask) kvAppend(lo, hi int) {
+	d, sq, h := t.d, t.sq, t.hkv
+	for r := lo; r < hi; r++ {
+		hh, i, b := r%h, (r/h)%sq, r/(h*sq)
+		dst := ((b*h+hh)*t.t + t.p.Pos + i) * d
+		copy(t.y[dst:dst+d], t.w[r*d:(r+1)*d])
+	}
 }
 
 func (t *opTask) softmax(lo, hi int) {

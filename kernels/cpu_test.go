@@ -64,6 +64,11 @@ func fastCases() []Spec {
 		sp(Transpose, F32, none, Shape{1, 1}),
 		sp(Transpose, F32, none, Shape{67, 33}),
 		sp(Transpose, F32, none, Shape{2, 3, 100, 29}),
+		sp(Attention, F32, Params{Causal: true, Keys: 5}, Shape{2, 4, 1, 8}, Shape{2, 2, 9, 8}, Shape{2, 2, 9, 8}),
+		sp(Attention, F32, Params{Causal: true, Keys: 7}, Shape{1, 4, 3, 16}, Shape{1, 2, 12, 16}, Shape{1, 2, 12, 16}),
+		sp(KVAppend, F32, none, Shape{1, 1, 1, 1}, Shape{1, 1, 1, 1}),
+		sp(KVAppend, F32, Params{Pos: 6}, Shape{2, 3, 9, 8}, Shape{2, 1, 3, 8}),
+		sp(KVAppend, F32, Params{Pos: 2}, Shape{3, 2, 16, 64}, Shape{3, 5, 2, 64}),
 	}
 }
 
@@ -78,7 +83,7 @@ func tolerances(s Spec) (atol, rtol float64) {
 		return 1e-6 * k, 1e-5
 	case Attention:
 		return 1e-5 * float64(s.In[0][3]), 1e-4
-	case Copy, Dequantize, Transpose, Add, Mul, Scale:
+	case Copy, Dequantize, Transpose, Add, Mul, Scale, KVAppend:
 		return 0, 0
 	}
 	return 1e-6, 1e-5
@@ -113,6 +118,42 @@ func TestCPUMatchesReference(t *testing.T) {
 				atol, rtol := tolerances(s)
 				assertClose(t, s.String(), AsF32(got), AsF32(want), atol, rtol)
 			})
+		}
+	}
+}
+
+// TestKVAppendInPlace: KVAppend with the cache as its output writes the
+// new rows at Pos and leaves every other position as it was, in both the
+// reference and the fast kernel (the KV cache of a decoder, kept where
+// attention runs).
+func TestKVAppendInPlace(t *testing.T) {
+	s := Spec{Op: KVAppend, Params: Params{Pos: 3}, In: []Shape{{2, 2, 6, 4}, {2, 2, 2, 4}}}
+	for _, run := range []struct {
+		name string
+		fn   func(Spec, [][]byte, []byte) error
+	}{{"Reference", Reference}, {"CPU", NewCPU(nil, testGemm).Run}} {
+		r := newRand(9)
+		in := inputs(t, r, s)
+		before := append([]float32(nil), AsF32(in[0])...)
+		if err := run.fn(s, in, in[0]); err != nil {
+			t.Fatal(err)
+		}
+		cache, rows := AsF32(in[0]), AsF32(in[1])
+		for b := range 2 {
+			for h := range 2 {
+				for c := range 6 {
+					for d := range 4 {
+						i := ((b*2+h)*6+c)*4 + d
+						want := before[i]
+						if c >= 3 && c < 5 {
+							want = rows[((b*2+(c-3))*2+h)*4+d]
+						}
+						if cache[i] != want {
+							t.Fatalf("%s: cache[b%d h%d pos%d d%d] = %v, want %v", run.name, b, h, c, d, cache[i], want)
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -33,6 +33,7 @@ const (
 	Dequantize
 	Copy
 	Transpose
+	KVAppend
 	numOps
 )
 
@@ -54,6 +55,7 @@ var opNames = [...]string{
 	Dequantize:      "Dequantize",
 	Copy:            "Copy",
 	Transpose:       "Transpose",
+	KVAppend:        "KVAppend",
 }
 
 var _ fmt.Stringer = MatMul

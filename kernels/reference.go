@@ -6,21 +6,14 @@ import "math"
 // oracle that every backend and every fast kernel is tested against. It
 // accumulates sums in float64 and favours clarity over speed. It calls
 // CheckBuffers first, and an Opaque op fails with ErrNotExecutable. The
-// inputs are only read; out is overwritten.
+// inputs are only read; out is overwritten, except by KVAppend, whose out
+// may be its cache (input 0) itself.
 func Reference(s Spec, in [][]byte, out []byte) error {
 	if err := CheckBuffers(s, in, out); err != nil {
 		return err
 	}
-	if s.Op == Opaque {
-		return notExecutable(s)
-	}
-	if s.Op == Copy {
-		copy(out, in[0])
-		return nil
-	}
-	if s.Op == Dequantize {
-		dequantize(s.DType, AsF32(out), in[0])
-		return nil
+	if done, err := refMoves(s, in, out); done {
+		return err
 	}
 	var x []float32
 	if s.InDType(0) == F32 {
@@ -118,6 +111,26 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 
 func refSiLU(u float64) float64 { return u / (1 + math.Exp(-u)) }
 
+// refMoves runs the ops that move or convert data rather than compute
+// (Copy, Dequantize, KVAppend) and rejects Opaque; done is false for
+// every other op.
+func refMoves(s Spec, in [][]byte, out []byte) (done bool, err error) {
+	switch s.Op {
+	case Opaque:
+		return true, notExecutable(s)
+	case Copy:
+		copy(out, in[0])
+	case Dequantize:
+		dequantize(s.DType, AsF32(out), in[0])
+	case KVAppend:
+		copy(out, in[0]) // a no-op in place
+		refKVAppend(s, AsF32(in[1]), AsF32(out))
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
 // refMatMul computes [B,]M×K · [B,]K×N, B's batch broadcast when it has
 // none.
 func refMatMul(as, bs Shape, a, b, c []float32) {
@@ -172,10 +185,27 @@ func refSoftmax(x, y []float32) {
 	}
 }
 
+// refKVAppend writes rows [B, S, H, D] into cache [B, H, C, D] at
+// positions Pos to Pos+S-1.
+func refKVAppend(s Spec, rows, cache []float32) {
+	cs, rs := s.In[0], s.In[1]
+	nb, h, c, d, sq := cs[0], cs[1], cs[2], cs[3], rs[1]
+	for b := range nb {
+		for i := range sq {
+			for hh := range h {
+				src := ((b*sq+i)*h + hh) * d
+				dst := ((b*h+hh)*c + s.Params.Pos + i) * d
+				copy(cache[dst:dst+d], rows[src:src+d])
+			}
+		}
+	}
+}
+
+// refAttention reads the first s.AttentionKeys() of K and V's T positions.
 func refAttention(s Spec, q, k, v, out []float32) {
 	qs, ks := s.In[0], s.In[1]
 	nb, hq, sq, d := qs[0], qs[1], qs[2], qs[3]
-	hkv, t := ks[1], ks[2]
+	hkv, t, nk := ks[1], ks[2], s.AttentionKeys()
 	scale := s.Params.attnScale(d)
 	w := make([]float64, t)
 	for b := range nb {
@@ -186,9 +216,9 @@ func refAttention(s Spec, q, k, v, out []float32) {
 			vb := v[((b*hkv+kh)*t)*d:]
 			ob := out[((b*hq+h)*sq)*d:]
 			for i := range sq {
-				keys := t
+				keys := nk
 				if s.Params.Causal {
-					keys = t - sq + i + 1
+					keys = nk - sq + i + 1
 				}
 				mx := math.Inf(-1)
 				for j := range keys {

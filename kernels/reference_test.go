@@ -75,6 +75,12 @@ func TestReferenceHandValues(t *testing.T) {
 		{"transpose", Spec{Op: Transpose, In: []Shape{{2, 3}}}, [][]byte{f32s(1, 2, 3, 4, 5, 6)}, []float32{1, 4, 2, 5, 3, 6}},
 		{"dequantize f16", Spec{Op: Dequantize, DType: F16, In: []Shape{{2}}}, [][]byte{{0x00, 0x3c, 0x00, 0xc0}}, []float32{1, -2}},
 		{"copy", Spec{Op: Copy, In: []Shape{{2}}}, [][]byte{f32s(7, 8)}, []float32{7, 8}},
+		{"attention keys in use", Spec{Op: Attention, Params: Params{Causal: true, Scale: 1, Keys: 2}, In: []Shape{{1, 1, 1, 1}, {1, 1, 3, 1}, {1, 1, 3, 1}}},
+			// The third position is beyond Keys: its key and value are never read.
+			[][]byte{f32s(1), f32s(0, ln2, 50), f32s(3, 6, 1000)}, []float32{5}},
+		{"kvappend", Spec{Op: KVAppend, Params: Params{Pos: 1}, In: []Shape{{1, 2, 3, 1}, {1, 1, 2, 1}}},
+			// Rows [S=1, H=2] land at position 1 of each head.
+			[][]byte{f32s(1, 2, 3, 4, 5, 6), f32s(8, 9)}, []float32{1, 8, 3, 4, 9, 6}},
 	} {
 		for _, run := range []struct {
 			name string

@@ -66,8 +66,14 @@ type Params struct {
 	Eps float32
 	// RopeBase is RoPE's theta (0 means 10000).
 	RopeBase float32
-	// Pos is RoPE's position of the first row (the KV-cache length).
+	// Pos is RoPE's position of the first row (the KV-cache length), and
+	// the cache position KVAppend writes its first row to.
 	Pos int
+	// Keys is how many leading positions of Attention's keys and values
+	// hold data (0: all T of them): a KV cache allocated for the whole
+	// context is read up to Keys. Causal then lets query i of S see keys
+	// up to Keys-S+i.
+	Keys int
 	// Name is an Opaque op's name in its source (aten::cat, a kernel name).
 	Name string
 	// FLOPs and Bytes are an Opaque op's work when its source knows it
@@ -109,7 +115,7 @@ func arity(o Op) int {
 	switch o {
 	case Opaque:
 		return -1
-	case MatMul, QuantizedMatMul, Add, Mul, RMSNorm, SwiGLU:
+	case MatMul, QuantizedMatMul, Add, Mul, RMSNorm, SwiGLU, KVAppend:
 		return 2
 	case Attention, LayerNorm:
 		return 3
@@ -225,8 +231,8 @@ func (s Spec) validateSize() error {
 	case MatMul, QuantizedMatMul:
 		flops = satMul(2*out, uint64(s.In[0][len(s.In[0])-1]))
 	case Attention:
-		q, k := s.In[0], s.In[1]
-		scores := satMul(satMul(satMul(uint64(q[0]), uint64(q[1])), uint64(q[2])), uint64(k[2]))
+		q := s.In[0]
+		scores := satMul(satMul(satMul(uint64(q[0]), uint64(q[1])), uint64(q[2])), uint64(s.AttentionKeys()))
 		flops = satMul(scores, 4*uint64(q[3])+5)
 	}
 	if flops > MaxFLOPs {
@@ -318,8 +324,19 @@ func (s Spec) Work() Work {
 		}
 		return w
 	}
-	for i := range s.In {
-		w.BytesRead += s.InBytes(i)
+	switch s.Op {
+	case KVAppend:
+		// In place: the new rows are read and written, the cache's other
+		// positions are left alone.
+		w.BytesRead, w.BytesWritten = s.InBytes(1), s.InBytes(1)
+		return w
+	case Attention:
+		// Only the Keys positions in use of K and V are read.
+		w.BytesRead = s.InBytes(0) + 2*s.InBytes(1)/int64(s.In[1][2])*int64(s.AttentionKeys())
+	default:
+		for i := range s.In {
+			w.BytesRead += s.InBytes(i)
+		}
 	}
 	out := s.OutShape()
 	w.BytesWritten = s.OutBytes()
@@ -332,8 +349,8 @@ func (s Spec) Work() Work {
 		k := int64(s.In[0][len(s.In[0])-1])
 		w.FLOPs = 2*n*k + s.In[1].Elements() // + dequantizing the weights
 	case Attention:
-		q, k := s.In[0], s.In[1]
-		scores := int64(q[0]) * int64(q[1]) * int64(q[2]) * int64(k[2])
+		q := s.In[0]
+		scores := int64(q[0]) * int64(q[1]) * int64(q[2]) * int64(s.AttentionKeys())
 		w.FLOPs = 4*scores*int64(q[3]) + 5*scores // QK^T, PV, softmax
 	case Softmax:
 		w.FLOPs = 5 * n
@@ -355,4 +372,14 @@ func (s Spec) Work() Work {
 		w.FLOPs = n
 	}
 	return w
+}
+
+// AttentionKeys returns how many key positions an Attention reads:
+// Params.Keys, or all of input 1's when it is 0. s must be a valid
+// Attention.
+func (s Spec) AttentionKeys() int {
+	if s.Params.Keys > 0 {
+		return s.Params.Keys
+	}
+	return s.In[1][2]
 }

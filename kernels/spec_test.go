@@ -41,6 +41,11 @@ func TestValidateRejects(t *testing.T) {
 		{"head dim", Spec{Op: Attention, In: []Shape{{1, 4, 2, 8}, {1, 2, 2, 16}, {1, 2, 2, 16}}}, ErrInvalidSpec, []string{"Attention", "head dimension 16"}},
 		{"kv mismatch", Spec{Op: Attention, In: []Shape{{1, 4, 2, 8}, {1, 2, 2, 8}, {1, 2, 3, 8}}}, ErrInvalidSpec, []string{"Attention", "input 2"}},
 		{"causal S>T", Spec{Op: Attention, Params: Params{Causal: true}, In: []Shape{{1, 2, 5, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}}}, ErrInvalidSpec, []string{"Attention", "5 queries exceed 4 keys"}},
+		{"keys beyond T", Spec{Op: Attention, Params: Params{Keys: 5}, In: []Shape{{1, 2, 1, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}}}, ErrInvalidSpec, []string{"Attention", "5 keys in use", "0 (all) to 4"}},
+		{"causal S>Keys", Spec{Op: Attention, Params: Params{Causal: true, Keys: 2}, In: []Shape{{1, 2, 3, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}}}, ErrInvalidSpec, []string{"Attention", "3 queries exceed 2 keys"}},
+		{"kvappend rows", Spec{Op: KVAppend, In: []Shape{{1, 2, 4, 8}, {1, 1, 3, 8}}}, ErrInvalidSpec, []string{"KVAppend", "input 1", "do not match the cache"}},
+		{"kvappend past the cache", Spec{Op: KVAppend, Params: Params{Pos: 3}, In: []Shape{{1, 2, 4, 8}, {1, 2, 2, 8}}}, ErrInvalidSpec, []string{"KVAppend", "2 rows at position 3", "4 positions"}},
+		{"kvappend rank", Spec{Op: KVAppend, In: []Shape{{2, 4, 8}, {1, 2, 8}}}, ErrInvalidSpec, []string{"KVAppend", "rank 3"}},
 		{"broadcast", Spec{Op: Add, In: []Shape{{2, 3}, {2}}}, ErrInvalidSpec, []string{"Add", "input 1", "broadcasts"}},
 		{"swiglu", Spec{Op: SwiGLU, In: []Shape{{2, 3}, {3, 2}}}, ErrInvalidSpec, []string{"SwiGLU", "input 1"}},
 		{"norm weight", Spec{Op: RMSNorm, In: []Shape{{2, 8}, {4}}}, ErrInvalidSpec, []string{"RMSNorm", "input 1", "want [8]"}},
@@ -136,6 +141,8 @@ func FuzzSpecValidate(f *testing.F) {
 	f.Add([]byte{byte(QuantizedMatMul), byte(Q4_0), 0, 2, 2, 32, 2, 3, 32})
 	f.Add([]byte{byte(RoPE), 0, 0, 3, 4, 2, 6})
 	f.Add([]byte{byte(Opaque), 0, 0})
+	f.Add([]byte{byte(KVAppend), 0, 4, 2, 4, 1, 2, 6, 4, 4, 1, 2, 2, 4})
+	f.Add([]byte{byte(Attention), 0, 33, 4, 4, 1, 2, 1, 4, 4, 1, 1, 5, 4, 4, 1, 1, 5, 4})
 	cpu := NewCPU(NewPool(2), testGemm)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, ok := specFromBytes(data)
@@ -191,6 +198,12 @@ func specFromBytes(b []byte) (Spec, bool) {
 	}
 	if flags&8 != 0 {
 		s.Params.Eps = -1
+	}
+	if flags&32 != 0 {
+		s.Params.Keys = 2
+	}
+	if flags&64 != 0 {
+		s.Params.Keys = -1
 	}
 	n := int(b[3] % 6)
 	b = b[4:]

@@ -33,6 +33,8 @@ func (s Spec) validateShapes() error {
 		err = s.checkRoPE()
 	case Transpose:
 		err = s.rank(0, 2, MaxRank)
+	case KVAppend:
+		err = s.checkKVAppend()
 	}
 	if err != nil {
 		return err
@@ -111,8 +113,29 @@ func (s Spec) checkAttention() error {
 		return specErr(s.Op, 1, "head dimension %d does not match queries' %d", k[3], q[3])
 	case q[1]%k[1] != 0:
 		return specErr(s.Op, 1, "%d KV heads do not divide %d query heads", k[1], q[1])
-	case s.Params.Causal && q[2] > k[2]:
-		return specErr(s.Op, 0, "causal: %d queries exceed %d keys", q[2], k[2])
+	case s.Params.Keys < 0 || s.Params.Keys > k[2]:
+		return specErr(s.Op, 1, "%d keys in use, want 0 (all) to %d", s.Params.Keys, k[2])
+	case s.Params.Causal && q[2] > s.AttentionKeys():
+		return specErr(s.Op, 0, "causal: %d queries exceed %d keys", q[2], s.AttentionKeys())
+	}
+	return nil
+}
+
+// checkKVAppend: a rank-4 cache [B, H, C, D] and new rows [B, S, H, D]
+// of the same batch, heads and head dimension, written at positions Pos
+// to Pos+S-1 within C.
+func (s Spec) checkKVAppend() error {
+	for i := range 2 {
+		if err := s.rank(i, 4, 4); err != nil {
+			return err
+		}
+	}
+	c, r := s.In[0], s.In[1]
+	switch {
+	case r[0] != c[0] || r[2] != c[1] || r[3] != c[3]:
+		return specErr(s.Op, 1, "rows %v do not match the cache %v ([B, S, H, D] for [B, H, C, D])", r, c)
+	case s.Params.Pos < 0 || s.Params.Pos+r[1] > c[2]:
+		return specErr(s.Op, 1, "%d rows at position %d outside the cache's %d positions", r[1], s.Params.Pos, c[2])
 	}
 	return nil
 }

@@ -19,3 +19,9 @@ func AsBytes(f []float32) []byte {
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), len(f)*4)
 }
+
+// sameMemory reports whether a and b start at the same address: an
+// in-place op's input and output.
+func sameMemory(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}

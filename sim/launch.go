@@ -6,21 +6,24 @@ type launchCost struct{ issue, gap, sync float64 }
 
 // The figures, each from a measurement; none was chosen to meet a target.
 //
-// NVIDIA (h100), measured by this project on an H100 80GB with CUDA 13
-// (cmd/replay/testdata/h100-decode.md, BENCHMARKS.md):
+// NVIDIA (h100 and the pcie* cards, one CUDA runtime and one backend),
+// measured by this project through its own Executor and GPU backend on an
+// NVIDIA H200 (CUDA 13.0, driver 580.159.04; BENCHMARKS.md § Real GPU):
+//   - issue 12.6: the host's time per queued op. infer's 100M-parameter
+//     decode at batch 1, only:rocm, queued: 374–403 tokens/s at 204 ops
+//     per step, 12.2–13.1 µs per op; backends/rocm BenchmarkGPUCalls
+//     splits the backend's 8–12 µs of it (RunAsync): a launch 4.9 µs (the
+//     4–6 µs published for a CUDA launch: susun-blog.com/blog/
+//     pegainfer-3-cuda-graph; github.com/intel/torch-xpu-ops/issues/1016),
+//     two event records 3.4 µs, the rest bookkeeping.
 //   - gap 5: the shortest CUDA-event time of a trivial kernel (Add,
-//     RMSNorm, RoPE, SwiGLU over 768–2048 floats: 4.86–5.28 µs in
-//     h100-decode-b1.jsonl.gz), start and end events included, as the
-//     queued backend times every op.
-//   - issue 5: a launch through the CUDA runtime costs the host 4–6 µs
-//     (susun-blog.com/blog/pegainfer-3-cuda-graph, CUDA 13.0; "about
-//     6 µs", github.com/intel/torch-xpu-ops/issues/1016).
-//   - sync 11.6: the synchronous executor decoded the 100M-parameter
-//     model at 192 tokens/s at best, 5,208 µs per step, of which the
-//     device reported 2,191 µs (1,934 of ops, 257 of copies, the
-//     only:rocm session of h100-decode-b1.jsonl.gz): 16.6 µs per op
-//     beyond the device's time, less the issue cost. It also holds the
-//     executor's own work per op, so it is an upper estimate.
+//     RMSNorm, RoPE, SwiGLU over 768–2048 floats: 4.86–5.28 µs on an H100
+//     80GB in cmd/replay/testdata/h100-decode-b1.jsonl.gz), start and end
+//     events included, as the queued backend times every op.
+//   - sync 0: the same decode run synchronously (-sync) took 18.0–18.9 µs
+//     per op, 5–6 µs over the queued run: the gap and the op's own time,
+//     which the synchronous model already charges after the issue: the
+//     wait itself adds nothing measurable.
 //
 // AMD GPUs (mi300x, mi250, rx7900xtx, slowlink, igpu), from the HSA
 // runtime's own figures (github.com/HSAFoundation/HSA-Drivers-Linux-AMD/
@@ -40,7 +43,7 @@ type launchCost struct{ issue, gap, sync float64 }
 //   - sync 0: the fan-out's measured round trip already holds the
 //     hand-back the host waits for.
 var launchCosts = map[string]launchCost{
-	"h100":      {issue: 5, gap: 5, sync: 11.6},
+	"h100":      {issue: 12.6, gap: 5, sync: 0},
 	"mi300x":    {issue: 6, gap: 5, sync: 10},
 	"mi250":     {issue: 6, gap: 5, sync: 10},
 	"rx7900xtx": {issue: 6, gap: 5, sync: 10},
@@ -48,9 +51,9 @@ var launchCosts = map[string]launchCost{
 	"igpu":      {issue: 6, gap: 5, sync: 10},
 	"cpu2":      {issue: 0.44, gap: 2, sync: 0},
 	"cpu64":     {issue: 0.44, gap: 8, sync: 0},
-	"pcie3x8":   {issue: 5, gap: 5, sync: 11.6},
-	"pcie4x16":  {issue: 5, gap: 5, sync: 11.6},
-	"pcie5x16":  {issue: 5, gap: 5, sync: 11.6},
+	"pcie3x8":   {issue: 12.6, gap: 5, sync: 0},
+	"pcie4x16":  {issue: 12.6, gap: 5, sync: 0},
+	"pcie5x16":  {issue: 12.6, gap: 5, sync: 0},
 	"desktop16": {issue: 0.44, gap: 4, sync: 0},
 }
 

@@ -350,9 +350,9 @@ func matDims(s kernels.Spec) (m, n, k float64) {
 		out := s.OutShape()
 		n = float64(out[len(out)-1])
 	case kernels.Attention:
-		q, kv := s.In[0], s.In[1]
+		q := s.In[0]
 		m = float64(q[0] * q[1] * q[2])
-		n = float64(kv[2])
+		n = float64(s.AttentionKeys())
 		k = float64(q[3])
 	}
 	return

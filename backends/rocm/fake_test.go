@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -135,6 +136,7 @@ func TestFakeOps(t *testing.T) {
 			{Op: kernels.Copy, DType: kernels.F16, In: []kernels.Shape{{5, 3}}},
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 5, 7}, {7, 3}}},
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 4, 6}, {2, 6, 5}}},
+			{Op: kernels.KVAppend, In: []kernels.Shape{{2, 3, 7, 4}, {2, 2, 3, 4}}, Params: kernels.Params{Pos: 5}},
 		}
 		for _, s := range specs {
 			got, want, tm := runSpec(t, d, s)
@@ -149,6 +151,45 @@ func TestFakeOps(t *testing.T) {
 		if live != 0 || cached == 0 {
 			t.Errorf("pool after freeing every buffer: live %d cached %d, want 0 and > 0", live, cached)
 		}
+	}
+}
+
+// TestFakeKVAppendInPlace: KVAppend with the cache as its output (the
+// decoder's KV cache kept on the device) writes the new rows at Pos and
+// leaves the other positions as they were, through the argument packing
+// and launch of the real Go side.
+func TestFakeKVAppendInPlace(t *testing.T) {
+	checkKVAppendInPlace(t, openFake(t, fakeOptions(t, "blas")))
+}
+
+// checkKVAppendInPlace runs a KVAppend whose output is its cache on d.
+func checkKVAppendInPlace(t *testing.T, d backends.Backend) {
+	t.Helper()
+	s := kernels.Spec{Op: kernels.KVAppend, In: []kernels.Shape{{1, 2, 4, 2}, {1, 1, 2, 2}}, Params: kernels.Params{Pos: 2}}
+	cache, rows := make([]float32, 16), []float32{-1, -2, -3, -4}
+	for i := range cache {
+		cache[i] = float32(i)
+	}
+	cb, _ := d.Alloc(64)
+	rb, _ := d.Alloc(16)
+	defer cb.Free()
+	defer rb.Free()
+	if _, err := d.Write(cb, kernels.AsBytes(cache)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Write(rb, kernels.AsBytes(rows)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Run(s, []backends.Buffer{cb, rb}, cb); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 16)
+	if _, err := d.Read(kernels.AsBytes(got), cb); err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0, 1, 2, 3, -1, -2, 6, 7, 8, 9, 10, 11, -3, -4, 14, 15}
+	if !slices.Equal(got, want) {
+		t.Errorf("cache after KVAppend in place %v, want %v", got, want)
 	}
 }
 

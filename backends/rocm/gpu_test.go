@@ -53,8 +53,14 @@ func gpuSpecs() []kernels.Spec {
 		{Op: kernels.Copy, DType: kernels.Q4_0, In: sh(kernels.Shape{3, 64})},
 		{Op: kernels.Copy, In: sh(kernels.Shape{5, 5})},
 		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
+		{Op: kernels.Attention, In: sh(kernels.Shape{2, 4, 1, 64}, kernels.Shape{2, 2, 300, 64}, kernels.Shape{2, 2, 300, 64}), Params: kernels.Params{Causal: true, Keys: 17}},
+		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
 	}
 }
+
+// TestGPUKVAppendInPlace runs KVAppend in place on the real device: the
+// decoder's KV cache stays there.
+func TestGPUKVAppendInPlace(t *testing.T) { checkKVAppendInPlace(t, openGPU(t)) }
 
 // TestGPUOps checks every op against kernels.Reference on the real device,
 // with the vendor BLAS and with the tiled MatMul kernel.

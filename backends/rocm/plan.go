@@ -155,20 +155,9 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		return opPlan{launches: []launch{{"rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
 			[]arg{out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs)}}}}, nil
 	case kernels.Attention:
-		q, k := s.In[0], s.In[1]
-		if q[3] > maxHeadD || q[1] > maxGridYZ || q[0] > maxGridYZ {
-			return opPlan{}, unsupported("attention %v: head dim above %d or heads/batch above %d", q, maxHeadD, maxGridYZ)
-		}
-		scale := s.Params.Scale
-		if scale == 0 {
-			scale = float32(1 / math.Sqrt(float64(q[3])))
-		}
-		causal := 0
-		if s.Params.Causal {
-			causal = 1
-		}
-		return opPlan{launches: []launch{{"attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
-			[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+		return planAttention(s)
+	case kernels.KVAppend:
+		return planKVAppend(s)
 	case kernels.QuantizedMatMul:
 		a, w := s.In[0], s.In[1]
 		kd := a[len(a)-1]
@@ -189,6 +178,41 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		return planMatMul(s, blas)
 	}
 	return opPlan{}, unsupported("%v: %v", s.Op, kernels.ErrNotExecutable)
+}
+
+// planAttention launches one block per (query, head, batch), reading the
+// first Params.Keys positions of K and V (all when 0).
+func planAttention(s kernels.Spec) (opPlan, error) {
+	q, k := s.In[0], s.In[1]
+	if q[3] > maxHeadD || q[1] > maxGridYZ || q[0] > maxGridYZ {
+		return opPlan{}, unsupported("attention %v: head dim above %d or heads/batch above %d", q, maxHeadD, maxGridYZ)
+	}
+	scale := s.Params.Scale
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(q[3])))
+	}
+	causal := 0
+	if s.Params.Causal {
+		causal = 1
+	}
+	keys := s.Params.Keys
+	if keys == 0 {
+		keys = k[2]
+	}
+	return opPlan{launches: []launch{{"attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
+		[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(keys), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+}
+
+// planKVAppend launches a grid over the new rows; the kernel copies the
+// rest of the cache first when its output is not the cache itself.
+func planKVAppend(s kernels.Spec) (opPlan, error) {
+	c, r := s.In[0], s.In[1]
+	rows := s.InBytes(1) / 4
+	if c[2] > math.MaxInt32 || c[3] > math.MaxInt32 || r[2] > math.MaxInt32 {
+		return opPlan{}, unsupported("kv append %v into %v exceeds int32", r, c)
+	}
+	return opPlan{launches: []launch{{"kv_append_f32", dim3(gridFor(rows), 1, 1), dim3(blockSize, 1, 1),
+		[]arg{out(), in(0), in(1), i32(r[1]), i32(r[2]), i32(c[2]), i32(c[3]), i32(s.Params.Pos), i64(c.Elements()), i64(rows)}}}}, nil
 }
 
 func planMatMul(s kernels.Spec, blas bool) (opPlan, error) {

@@ -75,6 +75,7 @@ func gpuSpecsPure() []kernels.Spec {
 		{Op: kernels.Dequantize, DType: kernels.F16, In: sh(kernels.Shape{4, 7})},
 		{Op: kernels.Copy, DType: kernels.Q4_0, In: sh(kernels.Shape{3, 64})},
 		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
+		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
 	}
 }
 

@@ -169,19 +169,15 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 	if err != nil {
 		return nil, n, err
 	}
-	// Append this step's keys and values to the host cache, and hand the
-	// attention the packed [B, KVHeads, T, headDim] caches.
-	kvBytes := 4 * B * c.KVHeads * T * hd
-	kt, err := bt.appendKV(s.kr, bt.kc[li], S, T, kvBytes)
-	if err != nil {
+	// This step's keys and values join the layer's caches in place, where
+	// the backend that runs KVAppend holds them (no copy through the
+	// host); the attention reads their first T positions.
+	cache := kernels.Shape{B, c.KVHeads, c.Ctx, hd}
+	kvApp := kernels.Spec{Op: kernels.KVAppend, In: []kernels.Shape{cache, {B, S, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}
+	kc, vc := bt.kc[li], bt.vc[li]
+	if err := runAll([]opStep{{kvApp, kc, []backends.Buffer{kc, s.kr}}, {kvApp, vc, []backends.Buffer{vc, s.v}}}); err != nil {
 		return nil, n, err
 	}
-	defer kt.Free()
-	vt, err := bt.appendKV(s.v, bt.vc[li], S, T, kvBytes)
-	if err != nil {
-		return nil, n, err
-	}
-	defer vt.Free()
 	q, att := s.qr, s.att
 	if mb != nil {
 		if err := bt.permute(s.qr, mb.qt, S, c.Heads, hd, false); err != nil {
@@ -189,9 +185,9 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 		}
 		q, att = mb.qt, mb.attT
 	}
-	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, S, hd}, {B, c.KVHeads, T, hd}, {B, c.KVHeads, T, hd}},
-		Params: kernels.Params{Causal: true}}
-	if err := runAll([]opStep{{attn, att, []backends.Buffer{q, kt, vt}}}); err != nil {
+	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, S, hd}, cache, cache},
+		Params: kernels.Params{Causal: true, Keys: T}}
+	if err := runAll([]opStep{{attn, att, []backends.Buffer{q, kc, vc}}}); err != nil {
 		return nil, n, err
 	}
 	if mb != nil {

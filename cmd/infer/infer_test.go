@@ -112,7 +112,7 @@ func TestRunJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
 	}
-	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(15+2) {
+	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(17+2) {
 		t.Errorf("summary %+v", s)
 	}
 	var total float64

@@ -209,8 +209,13 @@ type Batch struct {
 	hn     backends.Buffer
 	logits backends.Buffer
 	layers []scratch
-	kc, vc [][]float32 // host KV cache per layer: [B][KVHeads][Ctx][headDim]
-	kvBuf  []byte
+	// kc and vc are each layer's KV cache, [B, KVHeads, Ctx, headDim],
+	// appended in place by KVAppend wherever the Executor runs it and
+	// moved by its residency when attention runs elsewhere. They are
+	// never written from the host: attention reads only the positions
+	// appended since Reset, and an Executor places an unwritten tensor
+	// wherever its first op runs, without a copy.
+	kc, vc []backends.Buffer
 	rowBuf []float32
 	Logits []float32 // the last step's logits, [B][Vocab]
 	route  *router   // a mixture of experts' router
@@ -239,8 +244,8 @@ func (m *Model) NewBatch(b int) (*Batch, error) {
 			h: f32(d), q: f32(d), k: f32(kv), v: f32(kv), qr: f32(d), kr: f32(kv), att: f32(d), o: f32(d),
 			x1: f32(d), h2: f32(d), g: f32(ff), u: f32(ff), sw: f32(ff), d: f32(d), x2: f32(d),
 		})
-		bt.kc = append(bt.kc, make([]float32, b*c.KVHeads*c.Ctx*c.headDim()))
-		bt.vc = append(bt.vc, make([]float32, b*c.KVHeads*c.Ctx*c.headDim()))
+		bt.kc = append(bt.kc, f32(b*c.KVHeads*c.Ctx*c.headDim()))
+		bt.vc = append(bt.vc, f32(b*c.KVHeads*c.Ctx*c.headDim()))
 	}
 	if err != nil {
 		bt.Free()
@@ -253,7 +258,7 @@ func (m *Model) NewBatch(b int) (*Batch, error) {
 
 // Free releases the batch's buffers.
 func (bt *Batch) Free() {
-	for _, b := range []backends.Buffer{bt.x0, bt.hn, bt.logits} {
+	for _, b := range append([]backends.Buffer{bt.x0, bt.hn, bt.logits}, append(bt.kc, bt.vc...)...) {
 		if b != nil {
 			b.Free()
 		}
@@ -293,46 +298,6 @@ func (bt *Batch) Step(tokens []int, ops *int64) ([]int, error) {
 		seqs[i] = []int{t}
 	}
 	return bt.Forward(seqs, ops)
-}
-
-// appendKV reads this step's S rows of each sequence (src: [B, S,
-// KVHeads, headDim]) into the host cache (at bt.pos) and returns a new
-// buffer holding the packed cache of the first T positions.
-func (bt *Batch) appendKV(src backends.Buffer, cache []float32, S, T, bytes int) (backends.Buffer, error) {
-	c := bt.m.cfg
-	hd := c.headDim()
-	rows := bt.rows(bt.b * S * c.kvDim())
-	if _, err := bt.m.be.Read(kernels.AsBytes(rows), src); err != nil {
-		return nil, err
-	}
-	for b := range bt.b {
-		for s := range S {
-			for h := range c.KVHeads {
-				dst := ((b*c.KVHeads+h)*c.Ctx + bt.pos + s) * hd
-				copy(cache[dst:dst+hd], rows[((b*S+s)*c.KVHeads+h)*hd:])
-			}
-		}
-	}
-	if cap(bt.kvBuf) < bytes {
-		bt.kvBuf = make([]byte, bytes)
-	}
-	packed := kernels.AsF32(bt.kvBuf[:bytes])
-	for b := range bt.b {
-		for h := range c.KVHeads {
-			from := (b*c.KVHeads + h) * c.Ctx * hd
-			to := (b*c.KVHeads + h) * T * hd
-			copy(packed[to:to+T*hd], cache[from:from+T*hd])
-		}
-	}
-	buf, err := bt.m.be.Alloc(int64(bytes))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := bt.m.be.Write(buf, bt.kvBuf[:bytes]); err != nil {
-		buf.Free()
-		return nil, err
-	}
-	return buf, nil
 }
 
 // rows returns the batch's host scratch of at least n floats.

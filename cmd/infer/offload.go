@@ -179,18 +179,22 @@ func (p *llamaCPP) Place(s kernels.Spec, res adaptive.Residency, _ adaptive.Buck
 	switch s.Op {
 	case kernels.QuantizedMatMul, kernels.RMSNorm: // input 1 is a weight
 		return on(1)
+	case kernels.KVAppend: // the KV cache goes where its layer's projections run
+		return on(1)
 	}
 	return on(0)
 }
 
 // tokens returns the tokens an op of the model processes at once: the
-// rows of its activation ([B, S, heads, headDim] for RoPE, [B, heads,
-// S, headDim] for the attention's query).
+// rows of its activation ([B, S, heads, headDim] for RoPE and KVAppend's
+// new rows, [B, heads, S, headDim] for the attention's query).
 func tokens(s kernels.Spec) int {
 	in := s.In[0]
 	switch {
 	case s.Op == kernels.RoPE && len(in) == 4:
 		return in[0] * in[1]
+	case s.Op == kernels.KVAppend:
+		return s.In[1][0] * s.In[1][1]
 	case s.Op == kernels.Attention && len(in) == 4:
 		return in[0] * in[2]
 	}

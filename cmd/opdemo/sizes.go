@@ -52,6 +52,8 @@ func specFor(op kernels.Op, size string) kernels.Spec {
 	case kernels.Copy:
 		s.DType = kernels.F16
 		s.In = []kernels.Shape{x}
+	case kernels.KVAppend:
+		s.In = []kernels.Shape{{1, kvHeads, ctx, headDim}, {1, seq, kvHeads, headDim}}
 	default: // Softmax, SiLU, GELU, Transpose
 		s.In = []kernels.Shape{x}
 	}

@@ -1,12 +1,14 @@
 // attention_f32: out = softmax(scale·Q·Kᵀ [causal mask])·V for Q [B,Hq,S,D]
-// and K, V [B,Hkv,T,D], query head h reading KV head h/(Hq/Hkv). Causal:
-// query i sees keys j <= T-S+i. One block per (query, head, batch); keys
+// and K, V [B,Hkv,T,D], query head h reading KV head h/(Hq/Hkv), of
+// which the first N positions are in use (a KV cache of T). Causal:
+// query i sees keys j <= N-S+i. One block per (query, head, batch); keys
 // in chunks of BLOCK with an online softmax, so T is unbounded. Each
 // thread accumulates output dims tid, tid+BLOCK, ... (D <= 4·BLOCK).
 #define MAXD (4 * BLOCK)
 
 extern "C" __global__ void attention_f32(float* out, const float* q, const float* k, const float* v,
-                                         int Hq, int Hkv, int S, int T, int D, float scale, int causal) {
+                                         int Hq, int Hkv, int S, int T, int N, int D, float scale,
+                                         int causal) {
     __shared__ float qs[MAXD];
     __shared__ float p[BLOCK];
     __shared__ float red[BLOCK];
@@ -18,7 +20,7 @@ extern "C" __global__ void attention_f32(float* out, const float* q, const float
     float* orow = out + (((long long)b * Hq + h) * S + i) * D;
     for (int d = threadIdx.x; d < D; d += BLOCK) qs[d] = qrow[d];
     __syncthreads();
-    int keys = causal ? T - S + i + 1 : T;
+    int keys = causal ? N - S + i + 1 : N;
     float m = neg_inf(), l = 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int j0 = 0; j0 < keys; j0 += BLOCK) {

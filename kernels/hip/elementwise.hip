@@ -39,6 +39,27 @@ extern "C" __global__ void copy_u8(unsigned char* out, const unsigned char* in, 
     for (long long i = gid(); i < n; i += gstride()) out[i] = in[i];
 }
 
+// kv_append_f32 writes rows [B,S,H,D] into the KV cache [B,H,C,D] at
+// positions pos to pos+S-1 (KVAppend). out is the cache itself when the
+// op runs in place; otherwise the cache's other positions are copied
+// first, the new rows' skipped so that no thread overwrites one.
+extern "C" __global__ void kv_append_f32(float* out, const float* cache, const float* rows, int S, int H, int C,
+                                         int D, int pos, long long nCache, long long nRows) {
+    if (out != cache) {
+        for (long long i = gid(); i < nCache; i += gstride()) {
+            int c = (int)((i / D) % C);
+            if (c < pos || c >= pos + S) out[i] = cache[i];
+        }
+    }
+    for (long long i = gid(); i < nRows; i += gstride()) {
+        long long r = i / D;
+        int h = (int)(r % H);
+        int s = (int)((r / H) % S);
+        long long b = r / H / S;
+        out[((b * H + h) * C + pos + s) * D + i % D] = rows[i];
+    }
+}
+
 // transpose_f32 swaps the last two axes of batch matrices rows x cols in
 // 32x32 tiles through shared memory (the extra column avoids bank
 // conflicts). Grid: (ceil(cols/32), ceil(rows/32), batch), block 32x8.

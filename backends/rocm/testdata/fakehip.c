@@ -322,6 +322,19 @@ static void k_silu(void** a) {
 static void k_copy(void** a) {
 	memmove(*(void**)a[0], *(void**)a[1], *(long long*)a[2]);
 }
+// k_kv_append is kv_append_f32: rows [B,S,H,D] into the cache [B,H,C,D]
+// at positions pos to pos+S-1, the cache copied first unless in place.
+static void k_kv_append(void** a) {
+	float* o = *(float**)a[0]; const float* c = *(float**)a[1]; const float* r = *(float**)a[2];
+	int S = *(int*)a[3], H = *(int*)a[4], C = *(int*)a[5], D = *(int*)a[6], pos = *(int*)a[7];
+	long long nc = *(long long*)a[8], nr = *(long long*)a[9];
+	if (o != c) memcpy(o, c, nc * sizeof(float));
+	for (long long i = 0; i < nr; i++) {
+		long long row = i / D, b = row / H / S;
+		int h = (int)(row % H), s = (int)((row / H) % S);
+		o[((b * H + h) * C + pos + s) * D + i % D] = r[i];
+	}
+}
 static __thread unsigned grid_z; // the running launch's gridDim.z: sgemm_tiled's batch
 
 static void k_sgemm(void** a) {
@@ -343,6 +356,7 @@ typedef struct { const char* name; kernel_fn fn; int nargs; } kdef_t;
 static kdef_t kernels[] = {
 	{"add_f32", k_add, 5}, {"mul_f32", k_mul, 5}, {"scale_f32", k_scale, 4},
 	{"silu_f32", k_silu, 3}, {"copy_u8", k_copy, 3}, {"sgemm_tiled", k_sgemm, 9},
+	{"kv_append_f32", k_kv_append, 10},
 };
 
 int hipModuleLoadData(void** m, const void* image) {

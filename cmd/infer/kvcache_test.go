@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// kvGolden is testdata/kvcache_golden.json: the greedy tokens and the
+// logits of a prompt of 3 tokens and 10 decode steps of tiny at batch 2
+// on "cpu", recorded from the decoder that kept its KV cache in host
+// memory and packed it for every attention.
+type kvGolden struct {
+	Tokens [][]int
+	Logits [][]float32
+}
+
+// TestKVCacheMatchesHostCache: the decoder with its KV cache on the
+// backend (KVAppend in place, attention over Keys positions) gives the
+// host-cache decoder's tokens, and its logits within float tolerance, on
+// the CPU path: a prompt micro-batch, then decode steps.
+func TestKVCacheMatchesHostCache(t *testing.T) {
+	b, err := os.ReadFile("testdata/kvcache_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want kvGolden
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewModel(openT(t, "cpu"), tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	bt, err := m.NewBatch(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	next, err := bt.Forward([][]int{{5, 9, 33}, {17, 2, 60}}, nil)
+	for s := range want.Tokens {
+		if s > 0 {
+			next, err = bt.Step(next, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next[0] != want.Tokens[s][0] || next[1] != want.Tokens[s][1] {
+			t.Fatalf("step %d: tokens %v, want %v", s, next, want.Tokens[s])
+		}
+		for i, w := range want.Logits[s] {
+			if d := math.Abs(float64(bt.Logits[i] - w)); d > 1e-4*(1+math.Abs(float64(w))) {
+				t.Fatalf("step %d logit %d: %v, want %v", s, i, bt.Logits[i], w)
+			}
+		}
+	}
+}
+
+// readCounter counts the reads into host memory that a model makes of
+// its backend.
+type readCounter struct {
+	backends.Backend
+	reads int
+}
+
+func (r *readCounter) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	r.reads++
+	return r.Backend.Read(dst, src)
+}
+
+// TestDecodeStepReadsOnce: a decode step with every op on a simulated
+// GPU (async model) reads back only its logits, once per step, and the
+// host waits for the device once per step, whatever the number of
+// layers: no layer's keys, values or activations come back to the host
+// (the KV cache stays where attention runs). Synchronous Executor alike
+// for the reads.
+func TestDecodeStepReadsOnce(t *testing.T) {
+	for _, layers := range []int{1, 3} {
+		for _, syncExec := range []bool{false, true} {
+			tl := sim.NewTimeline(sim.Async)
+			open := func(p string) backends.Backend {
+				d, err := sim.Open(p, sim.DefaultOptions().WithTimeline(tl))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { d.Close() })
+				return d
+			}
+			e, err := executor.New(executor.Config{Backends: []backends.Backend{open("cpu2"), open("h100")},
+				Strategy: adaptive.Only("sim:h100"), NoCalibration: true, Seed: 1, Synchronous: syncExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			rc := &readCounter{Backend: e}
+			cfg := tiny
+			cfg.Layers = layers
+			m, err := NewModel(rc, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bt, err := m.NewBatch(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := []int{5, 17}
+			for step := range 4 {
+				reads, before := rc.reads, tl.Stats()
+				if cur, err = bt.Step(cur, nil); err != nil {
+					t.Fatal(err)
+				}
+				if got := rc.reads - reads; got != 1 {
+					t.Errorf("%d layers, sync %v, step %d: %d reads into host memory, want 1 (the logits)", layers, syncExec, step, got)
+				}
+				if syncs := tl.Stats().Syncs - before.Syncs; !syncExec && step > 0 && syncs != 1 {
+					t.Errorf("%d layers, step %d: the host waited for the device %d times, want once", layers, step, syncs)
+				}
+			}
+			bt.Free()
+			m.Free()
+		}
+	}
+}
+
+// alternator is a placement that moves the KV cache every step: Attention
+// and KVAppend run on the CPU (backend 0) at even positions and on the
+// simulated GPU (backend 1) at odd ones; everything else on the GPU.
+type alternator struct{}
+
+func (alternator) Name() string                             { return "alternator" }
+func (alternator) Observed(adaptive.BucketID, int, float64) {}
+func (alternator) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
+	switch s.Op {
+	case kernels.Attention:
+		return (s.Params.Keys - 1) % 2
+	case kernels.KVAppend:
+		return s.Params.Pos % 2
+	}
+	return 1
+}
+
+// TestKVCacheFollowsAttention: when the placement moves attention (and
+// the cache's appends) to another backend between steps, the Executor
+// moves the cache with it, and the logits match the plain CPU backend's
+// at every step, queued and synchronous.
+func TestKVCacheFollowsAttention(t *testing.T) {
+	const steps = 6
+	want := decode(t, openT(t, "cpu"), steps)
+	for _, syncExec := range []bool{false, true} {
+		e, err := executor.New(executor.Config{Backends: []backends.Backend{openT(t, "cpu"), openT(t, "sim:h100")},
+			Placer: alternator{}, NoCalibration: true, Seed: 1, Synchronous: syncExec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decode(t, e, steps)
+		for s := range steps {
+			for i, w := range want[s] {
+				if d := math.Abs(float64(got[s][i] - w)); d > 2e-3*(1+math.Abs(float64(w))) {
+					t.Fatalf("sync %v step %d logit %d: %v, want %v", syncExec, s, i, got[s][i], w)
+				}
+			}
+		}
+		st := e.Stats().Backends
+		if st[0].Ops == 0 || st[1].CopiesIn == 0 {
+			t.Errorf("sync %v: the cache never moved: %+v", syncExec, st)
+		}
+		e.Close()
+	}
+}
+
+// TestRealGPUDecodeMatchesCPU runs the decoder through the Executor with
+// every op on the real GPU (skipped without one): KVAppend in place in
+// device memory and attention over its Keys, queued and synchronous,
+// give the plain CPU backend's logits at every step.
+func TestRealGPUDecodeMatchesCPU(t *testing.T) {
+	gpu, err := backends.Open("rocm")
+	if err != nil {
+		t.Skipf("no GPU: %v", err)
+	}
+	defer gpu.Close()
+	const steps = 8
+	want := decode(t, openT(t, "cpu"), steps)
+	for _, syncExec := range []bool{false, true} {
+		e, err := executor.New(executor.Config{Backends: []backends.Backend{openT(t, "cpu"), gpu},
+			Strategy: adaptive.Only("rocm"), NoCalibration: true, Seed: 1, Synchronous: syncExec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decode(t, e, steps)
+		for s := range steps {
+			for i, w := range want[s] {
+				if d := math.Abs(float64(got[s][i] - w)); d > 2e-3*(1+math.Abs(float64(w))) {
+					t.Fatalf("sync %v step %d logit %d: %v, want %v", syncExec, s, i, got[s][i], w)
+				}
+			}
+		}
+		if st := e.Stats().Backends; st[1].Ops == 0 || st[0].Ops != 0 {
+			t.Errorf("sync %v: ops cpu %d, gpu %d: want every op on the GPU", syncExec, st[0].Ops, st[1].Ops)
+		}
+		e.Close()
+	}
+}
