@@ -79,6 +79,11 @@ type Config struct {
 	Placer Placer
 }
 
+// Learned is what Placer.Place returns to leave an op to the Strategy:
+// the Scheduler decides it, with its own reasons, as without a Placer (a
+// placement that runs whole steps its own way and others the learner's).
+const Learned = -1
+
 // Placer chooses the backend of every op for Config.Placer. The
 // Executor calls it under a lock of its own, so it needs not be safe for
 // concurrent use; it must not be shared with another Executor.
@@ -89,7 +94,8 @@ type Placer interface {
 	// should run spec, of the Scheduler's bucket, with its inputs where
 	// res says. A backend the op cannot run there (out of range,
 	// incapable, excluded after a failure) falls back to the bandit's
-	// choice (adaptive.Scheduler.SelectOn). spec's shapes must not be
+	// choice (adaptive.Scheduler.SelectOn); Learned leaves the op to the
+	// Strategy, as if there were no Placer. spec's shapes must not be
 	// kept. (By value: pointers handed to an interface make every op's
 	// spec and residency escape to the heap.)
 	Place(spec kernels.Spec, res adaptive.Residency, bucket adaptive.BucketID) int

@@ -935,3 +935,34 @@ func TestExecutorUnwrittenInput(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacerLearned: a Placer that returns executor.Learned leaves the ops
+// to the Strategy: its decisions carry the Scheduler's own reasons, none
+// UserPreference or Unsupported (what SelectOn gives an arm it cannot
+// run), and a Placer that returns an arm still places every op there.
+func TestPlacerLearned(t *testing.T) {
+	for _, c := range []struct {
+		arm  int
+		want func(r adaptive.Reason) bool
+	}{
+		{executor.Learned, func(r adaptive.Reason) bool { return r != adaptive.UserPreference && r != adaptive.Unsupported }},
+		{1, func(r adaptive.Reason) bool { return r == adaptive.UserPreference }},
+	} {
+		e := newExec(t, executor.Config{Placer: &consumerSpy{arm: c.arm}}, open(t, "cpu"), open(t, "sim:h100"))
+		ch := newChain(t, rand.New(rand.NewPCG(7, 8)), 3, 4, 64)
+		ch.run(t, e)
+		tel := e.Scheduler().Telemetry()
+		var n int64
+		for _, b := range tel.Backends {
+			for r, k := range b.Reasons {
+				n += k
+				if k > 0 && !c.want(adaptive.Reason(r)) {
+					t.Errorf("arm %d: %d decisions of reason %v on %s", c.arm, k, adaptive.Reason(r), b.Name)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("arm %d: no decisions counted", c.arm)
+		}
+	}
+}

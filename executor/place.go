@@ -78,6 +78,9 @@ func (e *Executor) decide(s kernels.Spec, res adaptive.Residency, exclude adapti
 	e.placeMu.Lock()
 	arm := p.Place(s, res, b)
 	e.placeMu.Unlock()
+	if arm == Learned {
+		return e.s.SelectExcept(s, res, exclude, why)
+	}
 	return e.s.SelectOn(s, res, arm, exclude, why)
 }
 

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	infer [-backends cpu,cpu1] [-strategy auto|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
+//	infer [-backends cpu,cpu1] [-strategy auto|perop|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
 //	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
@@ -48,6 +48,15 @@
 // connection, published, received and errors (-fleet), and the Go and
 // process collectors. Nothing listens unless asked. -db says on stderr
 // what it loaded.
+//
+// auto runs each decode step with the per-op learner's placement, with
+// every op on one backend (each backend the learner's posteriors put
+// within 1.5× of the best for a whole step), or, with -gpu-mem, with each
+// op where its weights live, chosen step by step by
+// Thompson sampling on the steps' times after 8 steps of the learner
+// alone: the learner prices each op alone and cannot see what its device
+// switches cost a step. -json's step_modes counts the steps of each.
+// perop is the per-op learner alone.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -147,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// whole usage (both printed once Parse returns).
 	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
-	fs.StringVar(&o.strategy, "strategy", "auto", "auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp (a weight's home, offload iff batch ≥ 32), or oracle (sim:* backends)")
+	fs.StringVar(&o.strategy, "strategy", "auto", "auto (the per-op learner or one backend, chosen step by step), perop (the per-op learner alone), gpu, cpu, only:NAME, static2x, pcie5x, llamacpp (a weight's home, offload iff batch ≥ 32), or oracle (sim:* backends)")
 	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
 	fs.BoolVar(&o.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
@@ -271,6 +280,9 @@ type Summary struct {
 	// ExplorePct is the share of decisions whose reason was Explore, in %
 	// (adaptive.Telemetry.ExplorationShare).
 	ExplorePct float64 `json:"explore_pct"`
+	// StepModes counts -strategy auto's decode steps by how they ran:
+	// "learned" (the per-op learner) and "only:NAME" (every op on NAME).
+	StepModes map[string]int64 `json:"step_modes,omitempty"`
 	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
 	Fleet   *FleetSummary `json:"fleet,omitempty"`
 	Stopped bool          `json:"stopped"` // by a signal
@@ -318,6 +330,14 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	// Only the async model queues: -sync (and serial) wait for every op.
+	var steps *stepPlacer
+	if st.steps {
+		steps = newStepPlacer(names(infos), o.model.Seed)
+		if o.gpuMem.set {
+			steps.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
+		}
+		st.placer = steps
+	}
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
 		Logger:      clilog.Slog(logger), WeightBudget: budgets}
@@ -361,6 +381,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	// before the fleet's node and the store close.
 	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
+	if steps != nil {
+		steps.telemetry = e.Scheduler().Telemetry
+	}
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err
@@ -376,7 +399,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch, ExecModel: clock.modelName()}
 	status := newStatusLine(stderr, e)
-	sv, err := serve(ctx, m, o, stdout, status, clock)
+	sv, err := serve(ctx, m, o, stdout, status, clock, steps)
 	if status != nil {
 		status.clear()
 	}
@@ -386,6 +409,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	sum.Stopped = ctx.Err() != nil
 	sv.summarise(&sum, o.stepTimes)
 	tel := sum.addRun(e, infos)
+	if steps != nil {
+		sum.StepModes = steps.runs()
+	}
 	if node != nil {
 		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
@@ -404,6 +430,15 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
 		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
 	return err
+}
+
+// names returns the backends' names.
+func names(infos []backends.Info) []string {
+	out := make([]string, len(infos))
+	for i, in := range infos {
+		out[i] = in.Name
+	}
+	return out
 }
 
 // shares returns each backend's share of the ops that ran.

@@ -167,14 +167,20 @@ func (*llamaCPP) Observed(adaptive.BucketID, int, float64) {}
 
 // Place implements executor.Placer.
 func (p *llamaCPP) Place(s kernels.Spec, res adaptive.Residency, _ adaptive.BucketID) int {
+	if tokens(s) >= offloadMinBatch {
+		return p.gpu
+	}
+	return p.home(s, res)
+}
+
+// home is llama.cpp's rule below its batch threshold: an op runs where
+// its weights live, one without weights where its first input is.
+func (p *llamaCPP) home(s kernels.Spec, res adaptive.Residency) int {
 	on := func(i int) int {
 		if i < res.N && res.Inputs[i].On&^adaptive.Host&adaptive.Backend(p.gpu) != 0 {
 			return p.gpu
 		}
 		return p.cpu
-	}
-	if tokens(s) >= offloadMinBatch {
-		return p.gpu
 	}
 	switch s.Op {
 	case kernels.QuantizedMatMul, kernels.RMSNorm: // input 1 is a weight

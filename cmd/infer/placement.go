@@ -21,6 +21,8 @@ import (
 func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 	switch {
 	case s == "auto":
+		return choice{strategy: adaptive.Automatic, steps: len(bes) > 1}, nil
+	case s == "perop":
 		return choice{strategy: adaptive.Automatic}, nil
 	case s == "gpu":
 		return choice{strategy: adaptive.GPUPreferred}, nil
@@ -45,7 +47,7 @@ func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 		}
 		return choice{placer: o}, nil
 	}
-	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
+	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, perop, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
 }
 
 // simOracle is the "oracle" placement for simulated backends: each op
@@ -112,6 +114,7 @@ func (o *simOracle) Place(spec kernels.Spec, res adaptive.Residency, _ adaptive.
 type choice struct {
 	strategy adaptive.Strategy
 	placer   executor.Placer
+	steps    bool // auto: the learner step by step against one backend (stepPlacer)
 }
 
 // String names the choice: the strategy's name, or "placement(NAME)".

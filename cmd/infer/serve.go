@@ -15,7 +15,7 @@ import (
 // generated and prefilled, the ops run, and the time they took by the
 // wall clock and by the modelled clock. The first -warmup steps (a
 // micro-batch or a decode step each) are recorded apart.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock) (sv served, err error) {
+func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock, steps *stepPlacer) (sv served, err error) {
 	bt, err := m.NewBatch(o.batch)
 	if err != nil {
 		return sv, err
@@ -40,10 +40,27 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		before := clock.read().MakespanUs
+		decode := generated && !prompt
+		if steps != nil {
+			if decode {
+				steps.begin()
+			} else {
+				steps.prompt()
+			}
+		}
+		before, began := clock.read().MakespanUs, time.Now()
 		next, err := bt.Forward(seqs, &sv.ops)
 		if err != nil {
 			return nil, err
+		}
+		if steps != nil && decode {
+			us := float64(time.Since(began).Nanoseconds()) / 1e3
+			if clock.tl != nil {
+				us = clock.read().MakespanUs - before
+			}
+			if err := steps.end(us); err != nil {
+				return nil, err
+			}
 		}
 		if o.stepTimes {
 			sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
