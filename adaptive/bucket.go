@@ -280,10 +280,12 @@ type choice struct {
 }
 
 // choose runs the bandit over the allowed arms (b.mu held). extra holds
-// each arm's predicted transfer in µs (nil: none); est receives each
-// allowed arm's sampled cost (NaN for the others). With a single allowed
-// arm among several nothing is sampled and the reason is Unsupported.
-func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, est *[MaxBackends]float64) choice {
+// each arm's predicted transfer in µs (nil: none), copies the part of it
+// that copies weights (nil: none; bandit.Bucket.ChooseCopies); est
+// receives each allowed arm's sampled cost (NaN for the others). With a
+// single allowed arm among several nothing is sampled and the reason is
+// Unsupported.
+func (e *engine) choose(b *bucket, allowed Mask, extra, copies *[MaxBackends]float64, est *[MaxBackends]float64) choice {
 	all := Mask(1)<<uint(e.n) - 1
 	if allowed.Count() == 1 {
 		a := lowest(allowed)
@@ -317,7 +319,11 @@ func (e *engine) choose(b *bucket, allowed Mask, extra *[MaxBackends]float64, es
 		}
 	}
 	before := b.bb.Switches
-	arm, held := b.bb.Choose(&e.cfg, ext, rand.New(&b.pcg), est[:e.n])
+	var cp []float64
+	if copies != nil {
+		cp = copies[:e.n]
+	}
+	arm, held := b.bb.ChooseCopies(&e.cfg, ext, cp, rand.New(&b.pcg), est[:e.n])
 	for a := range e.n {
 		if !allowed.Has(a) {
 			est[a] = math.NaN()

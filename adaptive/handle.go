@@ -82,20 +82,20 @@ type transferCache struct {
 	allowed Mask
 	res     Residency
 	any     bool
-	t       [MaxBackends]float64
+	t, w    [MaxBackends]float64
 }
 
 // transfers is Scheduler.transfers through the cache: the same figures,
 // priced again only when the residency, the allowed backends or the
 // links have changed.
-func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
+func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t, w *[MaxBackends]float64) bool {
 	ep := s.linkEpoch.Load()
 	if c.ok && c.epoch == ep && c.allowed == allowed && c.res.sameTransfers(res) {
-		*t = c.t
+		*t, *w = c.t, c.w
 		return c.any
 	}
-	*t = [MaxBackends]float64{}
-	any := s.transfers(res, out, allowed, t)
-	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, t: *t}
+	*t, *w = [MaxBackends]float64{}, [MaxBackends]float64{}
+	any := s.transfers(res, out, allowed, t, w)
+	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, t: *t, w: *w}
 	return any
 }

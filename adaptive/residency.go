@@ -28,10 +28,14 @@ func (m Mask) Count() int { return bits.OnesCount16(uint16(m &^ Host)) }
 const MaxInputs = 8
 
 // Input is one entry of a Residency: Bytes of input that sit on the
-// backends in On (On == 0 means host memory only).
+// backends in On (On == 0 means host memory only). Weight marks a weight
+// whose residency differs from op to op of a bucket (a MoE's experts, a
+// cache's choice): its copy is priced at face value, outside the
+// hysteresis margin (bandit.Bucket.ChooseCopies).
 type Input struct {
-	On    Mask
-	Bytes int64
+	On     Mask
+	Weight bool
+	Bytes  int64
 }
 
 // Residency tells Select where an op's inputs are, so that each backend's
@@ -63,14 +67,22 @@ type Residency struct {
 // table is full they are merged into the last entry, which then counts as
 // resident only where both were (host memory when they share nothing), so
 // merging can raise the predicted transfer but never hide one.
-func (r *Residency) Add(on Mask, bytes int64) {
+func (r *Residency) Add(on Mask, bytes int64) { r.add(on, bytes, false) }
+
+// AddWeight is Add for a weight (Input.Weight). Merged with an input that
+// is not one, the entry is not a weight: its copy is then priced inside
+// the margin, as before the weight was told apart.
+func (r *Residency) AddWeight(on Mask, bytes int64) { r.add(on, bytes, true) }
+
+func (r *Residency) add(on Mask, bytes int64, weight bool) {
 	if r.N < MaxInputs {
-		r.Inputs[r.N] = Input{On: on, Bytes: bytes}
+		r.Inputs[r.N] = Input{On: on, Weight: weight, Bytes: bytes}
 		r.N++
 		return
 	}
 	last := &r.Inputs[MaxInputs-1]
 	last.Bytes += bytes
+	last.Weight = last.Weight && weight
 	if on == 0 {
 		on = Host
 	}

@@ -197,16 +197,20 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 		}
 	}
 	d.Bucket, d.BucketName, d.b, d.s, d.node = ent.id, ent.b.name, b, s, ent.node
-	var extra *[MaxBackends]float64
+	var extra, copies *[MaxBackends]float64
+	var weights [MaxBackends]float64
 	if res.N > 0 || res.Consumers != 0 {
 		var any bool
 		if tc != nil {
-			any = tc.transfers(s, res, ent.out, allowed, &d.Transfer)
+			any = tc.transfers(s, res, ent.out, allowed, &d.Transfer, &weights)
 		} else {
-			any = s.transfers(res, ent.out, allowed, &d.Transfer)
+			any = s.transfers(res, ent.out, allowed, &d.Transfer, &weights)
 		}
 		if any {
 			extra = &d.Transfer
+			if weights != ([MaxBackends]float64{}) {
+				copies = &weights
+			}
 		}
 	}
 	var withQueue [MaxBackends]float64
@@ -217,9 +221,9 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 	s.e.refresh(b)
 	var c choice
 	if placed {
-		c = s.placeDecide(arm, b, allowed, extra, &d.Estimates)
+		c = s.placeDecide(arm, b, allowed, extra, copies, &d.Estimates)
 	} else {
-		c = s.decide(b, allowed, extra, &d.Estimates)
+		c = s.decide(b, allowed, extra, copies, &d.Estimates)
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
@@ -252,7 +256,7 @@ func (s *Scheduler) logDecision(bucket, backend string, r Reason, est [MaxBacken
 }
 
 // decide applies the strategy (b.mu held).
-func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]float64) choice {
+func (s *Scheduler) decide(b *bucket, allowed Mask, extra, copies, est *[MaxBackends]float64) choice {
 	var pref Mask
 	switch s.cfg.Strategy.kind {
 	case only:
@@ -263,13 +267,13 @@ func (s *Scheduler) decide(b *bucket, allowed Mask, extra, est *[MaxBackends]flo
 	case cpuPreferred:
 		pref = ^s.gpus
 	default:
-		return s.e.choose(b, allowed, extra, est)
+		return s.e.choose(b, allowed, extra, copies, est)
 	}
 	if p := allowed & pref; p != 0 {
 		s.e.means(b, allowed, extra, est)
 		return choice{arm: lowest(p), reason: UserPreference}
 	}
-	c := s.e.choose(b, allowed, extra, est)
+	c := s.e.choose(b, allowed, extra, copies, est)
 	c.reason = Unsupported
 	if s.cfg.Strategy.kind == gpuPreferred && s.gpus == 0 {
 		c.reason = GPUUnavailable

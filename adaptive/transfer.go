@@ -10,8 +10,9 @@ import (
 // transfers adds each allowed backend's predicted transfer of the inputs
 // it lacks, and of its output (out bytes) to res.Consumers, or, when
 // those are unknown, back to where the largest moved input lived, into t
-// (µs), and reports whether any is charged.
-func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBackends]float64) bool {
+// (µs), the copies of weights (Input.Weight) also into w, and reports
+// whether any is charged.
+func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t, w *[MaxBackends]float64) bool {
 	any := false
 	var home [MaxBackends]Mask // where each arm's largest moved input came from
 	var homeBytes [MaxBackends]int64
@@ -31,6 +32,9 @@ func (s *Scheduler) transfers(res *Residency, out int64, allowed Mask, t *[MaxBa
 			if c := s.move(on, a, float64(in.Bytes)); c > 0 {
 				t[a] += c
 				any = true
+				if in.Weight {
+					w[a] += c
+				}
 			}
 			if in.Bytes > homeBytes[a] {
 				home[a], homeBytes[a] = on, in.Bytes

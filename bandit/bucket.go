@@ -148,15 +148,30 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // challenger, with costs the posterior mean costs and held false
 // (Skipped reports it); the chosen arm's distribution is Choose's.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
+	return b.ChooseCopies(cfg, extra, nil, r, costs)
+}
+
+// ChooseCopies is Choose where copies[i] µs of extra[i] is a copy that
+// this op alone needs on arm i (a weight the arm does not hold, where the
+// bucket's other ops may find theirs held; nil: none). Such a copy is
+// priced at its face value: the margin is taken of the incumbent's cost
+// without it, and a challenger that wins only by the copies runs this op
+// but does not take the bucket (adaptive's TestWeightCopyPerOp). Transfers of a chain's
+// activations stay in the margin (DESIGN.md § The bandit). copies, when
+// not nil, must be as long as extra, each copies[i] at most extra[i].
+func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
+	if extra == nil {
+		copies = nil
+	}
 	b.decisions++
 	b.skipped = false
-	switch s := b.skip(cfg, extra, r, costs); s {
+	switch s := b.skip(cfg, extra, copies, r, costs); s {
 	case skipKept:
 		b.skipped = true
 		b.state[b.Incumbent].kept++
 		return b.Incumbent, false
 	case skipDrawn: // costs holds exact draws
-		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, costs[:len(b.Arms)])
+		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs[:len(b.Arms)])
 	default:
 		b.Settle(cfg)
 		if b.recheck > 0 && b.decisions >= b.due {
@@ -169,12 +184,17 @@ func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []floa
 				b.recheck = 0
 			}
 		}
-		arm, held = Choose(b.Arms, b.Incumbent, cfg.margin(), extra, r, costs)
+		costs = costs[:len(b.Arms)]
+		draw(b.Arms, extra, r, costs)
+		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs)
 	}
 	if held && r.Uint64()%probeOdds == 0 {
 		if c := cheapest(costs[:len(b.Arms)]); unpriced(extra, c, arm) && b.probeable(c) {
 			return c, false
 		}
+	}
+	if arm != b.Incumbent && !displaces(b.Arms, arm, b.Incumbent, cfg.margin(), extra, copies, costs) {
+		return arm, false // this op's copies chose it; the bucket keeps its incumbent
 	}
 	if arm != b.Incumbent {
 		if b.Incumbent >= 0 {

@@ -31,6 +31,13 @@ func Choose(arms []NormalGamma, incumbent int, h float64, extra []float64, r *ra
 	if extra != nil {
 		extra = extra[:len(arms)]
 	}
+	draw(arms, extra, r, costs)
+	return pick(arms, incumbent, h, extra, nil, costs)
+}
+
+// draw writes each arm's Thompson cost, plus extra[i] (nil: none), into
+// costs.
+func draw(arms []NormalGamma, extra []float64, r *rand.Rand, costs []float64) {
 	for i := range arms {
 		c := arms[i].Sample(r)
 		if extra != nil {
@@ -38,12 +45,12 @@ func Choose(arms []NormalGamma, incumbent int, h float64, extra []float64, r *ra
 		}
 		costs[i] = c
 	}
-	return pick(arms, incumbent, h, extra, costs)
 }
 
 // pick is Choose's decision from the arms' sampled costs (costs[i],
-// transfer included).
-func pick(arms []NormalGamma, incumbent int, h float64, extra []float64, costs []float64) (arm int, held bool) {
+// transfer included). copies (nil: none) is the part of extra that the
+// margin does not scale (Bucket.ChooseCopies).
+func pick(arms []NormalGamma, incumbent int, h float64, extra, copies []float64, costs []float64) (arm int, held bool) {
 	best := -1
 	for i, c := range costs {
 		if best < 0 || c < costs[best] {
@@ -56,19 +63,54 @@ func pick(arms []NormalGamma, incumbent int, h float64, extra []float64, costs [
 	if h >= 1 {
 		return incumbent, true
 	}
-	if !(costs[best] < (1-h)*costs[incumbent]) && !surelyCheaper(arms, best, incumbent, extra) {
+	if !beats(arms, best, incumbent, h, extra, copies, costs) && !surelyCheaper(arms, best, incumbent, extra) {
 		return incumbent, true
 	}
-	if h > 0 {
-		m := arms[incumbent].MeanUs()
-		if extra != nil {
-			m += extra[incumbent]
-		}
-		if !(costs[best] < (1-h)*m) && !surelyCheaper(arms, best, incumbent, extra) {
-			return incumbent, true
-		}
-	}
 	return best, false
+}
+
+// beats reports whether challenger c's sampled cost is below incumbent
+// i's, sampled and posterior mean, less the margin h of each taken
+// without i's copy (copies nil: none): a copy this op alone needs is
+// priced at its face value, not scaled by h.
+func beats(arms []NormalGamma, c, i int, h float64, extra, copies []float64, costs []float64) bool {
+	ci := at(copies, i)
+	if !(costs[c] < margined(costs[i], ci, h)) {
+		return false
+	}
+	if h <= 0 {
+		return true
+	}
+	m := arms[i].MeanUs()
+	if extra != nil {
+		m += extra[i]
+	}
+	return costs[c] < margined(m, ci, h)
+}
+
+// margined is what a challenger must cost less than to take an
+// incumbent that costs x, own µs of it a copy of this op's own: (1−h)
+// of the rest, plus the copy at face value.
+func margined(x, own, h float64) float64 {
+	if own == 0 {
+		return (1 - h) * x
+	}
+	return (1-h)*(x-own) + own
+}
+
+// displaces reports whether challenger c, chosen over incumbent i by
+// pick, also takes the bucket: it beats i with every copy taken out of
+// both costs (copies), so a decision that only a copy of this op's own
+// decided leaves the bucket's incumbent as it was.
+func displaces(arms []NormalGamma, c, i int, h float64, extra, copies []float64, costs []float64) bool {
+	if i < 0 || copies == nil || copies[c] == 0 && copies[i] == 0 {
+		return true
+	}
+	var x, y [2]float64
+	pair := []NormalGamma{arms[c], arms[i]}
+	x[0], x[1] = costs[c]-copies[c], costs[i]-copies[i]
+	y[0], y[1] = extra[c]-copies[c], extra[i]-copies[i]
+	return beats(pair, 0, 1, h, y[:], nil, x[:])
 }
 
 // surelyCheaper reports whether arm c's posterior mean cost is below arm

@@ -9,7 +9,8 @@ import (
 
 // Drawing only what can change the choice (DESIGN.md § The bandit). A
 // challenger c takes the bucket from incumbent i only with a sampled
-// cost below th = (1−h)·(i's posterior mean cost) (Choose), or when its
+// cost below th = (1−h)·(i's posterior mean cost), a copy of the op's
+// own taken at face value (ChooseCopies), or when its
 // mean is surely cheaper (surelyCheaper), or by a probe of a challenger
 // with at most probeEvidence. In a settled bucket the last two cannot
 // happen (windowBound, skip) and c's Thompson cost is at least its floor,
@@ -173,9 +174,9 @@ func (b *Bucket) refreshBounds(cfg *Config) bool {
 // skip decides a settled bucket's choice without drawing where no
 // challenger can win (skipKept: costs holds the mean costs), or draws
 // every arm exactly after a challenger's uniform fell in its tail
-// (skipDrawn); skipNone where the bucket is not settled. extra is as
-// for Choose.
-func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float64) int {
+// (skipDrawn); skipNone where the bucket is not settled. extra and
+// copies are as for ChooseCopies.
+func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs []float64) int {
 	inc, h := b.Incumbent, cfg.margin()
 	if inc < 0 || b.recheck > 0 || b.noSkip || !(h > 0 && h < 1) || b.state == nil || len(b.Arms) > maxSkipArms {
 		return skipNone
@@ -188,22 +189,16 @@ func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float6
 	}
 	b.SettleArm(cfg, inc)
 	p := &b.Arms[inc]
-	xi := 0.0
-	if extra != nil {
-		xi = extra[inc]
-	}
+	xi := at(extra, inc)
 	m := p.MeanUs() + xi
 	li, vi := p.Mu+p.Variance()/2, p.Beta/(p.Alpha*p.Kappa)
-	th := (1 - h) * m
+	th := margined(m, at(copies, inc), h)
 	for c := range b.Arms {
 		if c == inc {
 			continue
 		}
 		bd := &b.state[c].bound
-		xc := 0.0
-		if extra != nil {
-			xc = extra[c]
-		}
+		xc := at(extra, c)
 		if !(float64(bd.floor)+xc >= th) {
 			return skipNone
 		}
@@ -231,6 +226,14 @@ func (b *Bucket) skip(cfg *Config, extra []float64, r *rand.Rand, costs []float6
 	}
 	costs[inc] = m
 	return skipKept
+}
+
+// at returns x[i], 0 for a nil x (no transfer, no copy).
+func at(x []float64, i int) float64 {
+	if x == nil {
+		return 0
+	}
+	return x[i]
 }
 
 // drawByInversion draws every arm's Thompson cost into costs (extra

@@ -32,13 +32,20 @@ func settledBucket(cfg *bandit.Config, mean1 float64, runs int) *bandit.Bucket {
 // difference of two binomial counts, while the skip keeps at least 99%
 // of them without a draw. The states are ones where the challenger wins
 // a few in ten thousand draws: the tail that the skip must still draw.
+// The last also prices a copy of 100 µs on the incumbent that the margin
+// does not scale (ChooseCopies).
 func TestSkipSameChoices(t *testing.T) {
 	cfg := defaultCfg(t)
 	const n = 2_000_000
 	for _, c := range []struct {
 		mean1 float64
 		runs  int
-	}{{130, 4}, {150, 3}, {200, 2}} {
+		copy0 float64
+	}{{130, 4, 0}, {150, 3, 0}, {200, 2, 0}, {1500, 2, 100}} {
+		var extra, copies []float64
+		if c.copy0 > 0 {
+			extra, copies = []float64{c.copy0, 0}, []float64{c.copy0, 0}
+		}
 		base := settledBucket(&cfg, c.mean1, c.runs)
 		count := func(noSkip bool, seed uint64) (won int, kept int64) {
 			r := rand.New(rand.NewPCG(seed, 1))
@@ -49,7 +56,7 @@ func TestSkipSameChoices(t *testing.T) {
 				b := *base
 				b.Arms = arms
 				bandit.SetNoSkip(&b, noSkip)
-				if arm, _ := b.Choose(&cfg, nil, r, costs); arm == 1 {
+				if arm, _ := b.ChooseCopies(&cfg, extra, copies, r, costs); arm == 1 {
 					won++
 				}
 			}

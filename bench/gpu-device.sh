@@ -12,9 +12,10 @@
 # of a queued op's host cost (BenchmarkGPUCalls) and of a queued chain
 # against a synchronous one, then infer on `-backends cpu,rocm` in
 # alternating rounds:
-#   decode: only:rocm queued, only:rocm -sync, auto (batch 1 and 16);
-#   offload: auto and the llamacpp rule with -gpu-mem 50%, prompts of 34
-#   and 2,048 tokens, 4 batches of requests a run.
+#   decode: only:rocm queued, only:rocm -sync, auto and perop (batch 1
+#   and 16);
+#   offload: auto, perop and the llamacpp rule with -gpu-mem 50%, prompts
+#   of 34 and 2,048 tokens, 4 batches of requests a run.
 # Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
 # stop starting once BUDGET_S seconds (default 420) have passed, and the
 # medians are printed last (bench/gpu-summary.py).
@@ -62,9 +63,10 @@ r=0
 while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 	for b in 1 16; do
 		# the first strategy rotates between rounds
-		set -- only:rocm sync auto
-		[ $((r % 3)) -eq 1 ] && set -- sync auto only:rocm
-		[ $((r % 3)) -eq 2 ] && set -- auto only:rocm sync
+		set -- only:rocm sync auto perop
+		[ $((r % 4)) -eq 1 ] && set -- sync auto perop only:rocm
+		[ $((r % 4)) -eq 2 ] && set -- auto perop only:rocm sync
+		[ $((r % 4)) -eq 3 ] && set -- perop only:rocm sync auto
 		for st in "$@"; do
 			case $st in
 			sync) run "decode b$b only:rocm -sync" $decode -batch "$b" -strategy only:rocm -sync ;;
@@ -73,7 +75,9 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 		done
 	done
 	for p in 34 2048; do
-		if [ $((r % 2)) -eq 0 ]; then set -- auto llamacpp; else set -- llamacpp auto; fi
+		set -- auto perop llamacpp
+		[ $((r % 3)) -eq 1 ] && set -- perop llamacpp auto
+		[ $((r % 3)) -eq 2 ] && set -- llamacpp auto perop
 		for st in "$@"; do
 			run "offload p$p $st" $offload -prompt "$p" -strategy "$st"
 		done

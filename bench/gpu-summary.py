@@ -5,7 +5,8 @@ Reads infer.jsonl (one {"label", "rc", "run"} a line) and prints, per
 label, the runs, the median decode tokens/s (infer's tokens_per_s, wall
 clock) and the median served tokens/s ((prompt + generated tokens) over
 the run's seconds), then the ratios the issues ask for: queued over
--sync at batch 1, auto over only:rocm, and auto over the llamacpp rule.
+-sync, auto (and perop, the per-op learner alone) over only:rocm, and
+over the llamacpp rule.
 Every ratio is of medians over runs alternated in the same minutes.
 """
 import json
@@ -44,9 +45,11 @@ def main(path):
 
     for b in (1, 16):
         ratio("b%d queued / -sync (only:rocm)" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -sync" % b, 0)
-        ratio("b%d auto / only:rocm" % b, "decode b%d auto" % b, "decode b%d only:rocm" % b, 0)
+        for st in ("auto", "perop"):
+            ratio("b%d %s / only:rocm" % (b, st), "decode b%d %s" % (b, st), "decode b%d only:rocm" % b, 0)
     for p in (34, 2048):
-        ratio("offload p%d auto / llamacpp (served)" % p, "offload p%d auto" % p, "offload p%d llamacpp" % p, 1)
+        for st in ("auto", "perop"):
+            ratio("offload p%d %s / llamacpp (served)" % (p, st), "offload p%d %s" % (p, st), "offload p%d llamacpp" % p, 1)
 
 
 if __name__ == "__main__":

@@ -42,10 +42,16 @@ type OffloadEnv struct {
 	nominal []float64 // per weight: its copy time by the GPU's datasheet link
 }
 
-// NewOffloadEnv draws w's durations on cpu and gpu for seed.
+// NewOffloadEnv draws w's durations on cpu and gpu for seed. The weights
+// w places on the GPU (those homed there and the cache's budget) must
+// fit gpu's memory (a GPU that shares host memory has none of its own):
+// a budget the card cannot hold is an error, not a figure.
 func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*OffloadEnv, error) {
 	if cpu == nil || gpu == nil || len(w.Ops) == 0 {
 		return nil, fmt.Errorf("%w: offload needs a CPU, a GPU and ops", ErrInvalidSetup)
+	}
+	if err := fitsGPU(w, gpu); err != nil {
+		return nil, err
 	}
 	e := &OffloadEnv{w: w, profs: [2]*sim.Profile{cpu, gpu}}
 	for _, p := range e.profs {
@@ -79,6 +85,26 @@ func NewOffloadEnv(w *sim.Offload, cpu, gpu *sim.Profile, seed uint64) (*Offload
 		e.nominal = append(e.nominal, nom)
 	}
 	return e, nil
+}
+
+// fitsGPU reports an error when the weights w keeps on gpu, homed there
+// or cached within its budget, exceed gpu's memory.
+func fitsGPU(w *sim.Offload, gpu *sim.Profile) error {
+	if gpu.Shared || gpu.Memory <= 0 {
+		return nil
+	}
+	var home int64
+	for _, wt := range w.Weights {
+		if wt.OnGPU {
+			home += wt.Bytes
+		}
+	}
+	if home+w.Budget <= gpu.Memory {
+		return nil
+	}
+	gib := func(b int64) float64 { return float64(b) / (1 << 30) }
+	return fmt.Errorf("%w: offload: %.2f GiB of weights on the GPU (%.2f homed there, a cache budget of %.2f) exceed %s's memory of %.2f GiB",
+		ErrInvalidSetup, gib(home+w.Budget), gib(home), gib(w.Budget), gpu.Name, gib(gpu.Memory))
 }
 
 // Workload returns the workload.
@@ -179,6 +205,10 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 	for i := range w.Ops {
 		op := &w.Ops[i]
 		resident := op.Weight < 0 || w.Weights[op.Weight].OnGPU || keep.cached(op.Weight)
+		// A weight the cache wants for its own sake at this use is copied
+		// before the op, which then runs on it.
+		early := !resident && keep.wants(op.Weight, op.Step)
+		resident = resident || early
 		var a int
 		switch rule.name {
 		case "thompson":
@@ -189,7 +219,7 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 		default:
 			a = rule.place(op, prev, resident, w.Model.Experts > 0 && op.Weight >= 0 && w.Weights[op.Weight].Expert >= 0)
 		}
-		cost, err := e.charge(&res, i, prev, a, resident, keep, th)
+		cost, err := e.charge(&res, i, prev, a, resident, early, keep, th)
 		if err != nil {
 			return res, fmt.Errorf("eval: %s: op %d: %w", rule.name, i, err)
 		}
@@ -212,8 +242,9 @@ func (e *OffloadEnv) run(rule offloadRule) (OffloadResult, error) {
 
 // charge adds op i's compute on arm a and its copies to res, tells the
 // policy's cache of the use (thompson: and the Scheduler of each copy),
-// checks the budget, and returns what the op cost.
-func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident bool, keep keeper, th *Thompson) (float64, error) {
+// checks the budget, and returns what the op cost. early: the cache
+// copied the op's weight in before it, for its own sake.
+func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident, early bool, keep keeper, th *Thompson) (float64, error) {
 	op := &e.w.Ops[i]
 	cost := e.dur[2*i+a]
 	res.ComputeUs += cost
@@ -225,7 +256,7 @@ func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident bool, k
 			th.ObserveTransfer(offGPU, a == offGPU, op.ActBytes, x)
 		}
 	}
-	copied := a == offGPU && !resident
+	copied := a == offGPU && !resident || early
 	if copied {
 		x := e.copyUs[op.Weight]
 		cost += x
@@ -302,8 +333,8 @@ func (e *OffloadEnv) cheaper(i, prev int, resident bool) int {
 }
 
 // fillTask describes op to thompson as the Executor does: its activation
-// where the op before ran, its weight in host memory and, when resident,
-// on the GPU too.
+// where the op before ran, its weight (Residency.AddWeight) in host
+// memory and, when resident, on the GPU too.
 func (e *OffloadEnv) fillTask(t *Task, op *sim.OffloadOp, prev int, resident bool) {
 	t.Bucket = op.Bucket
 	describe(t, &op.Spec)
@@ -320,7 +351,7 @@ func (e *OffloadEnv) fillTask(t *Task, op *sim.OffloadOp, prev int, resident boo
 		if resident {
 			wt |= adaptive.Backend(offGPU)
 		}
-		t.Res.Add(wt, e.w.Weights[op.Weight].Bytes)
+		t.Res.AddWeight(wt, e.w.Weights[op.Weight].Bytes)
 	}
 	t.Res.Consumers = adaptive.Backend(prev)
 }
@@ -345,6 +376,9 @@ func (e *OffloadEnv) savedUs(i int, policy string, th *Thompson) float64 {
 // keeper is a policy's GPU cache of weights whose home is host memory.
 type keeper interface {
 	cached(w int) bool
+	// wants reports whether a use of w at step would copy it in for its
+	// own sake (it is then copied before the op, which runs on it).
+	wants(w, step int) bool
 	// used records a use of w by an op on arm (copied: the op copied it
 	// to the GPU) at step, and reports whether w is now kept.
 	used(w int, copied bool, step int, savedUs float64) (bool, error)
@@ -365,6 +399,7 @@ func (e *OffloadEnv) newKeeper(policy string) (keeper, error) {
 type noKeeper struct{}
 
 func (noKeeper) cached(int) bool                            { return false }
+func (noKeeper) wants(int, int) bool                        { return false }
 func (noKeeper) used(int, bool, int, float64) (bool, error) { return false, nil }
 func (noKeeper) bytes() int64                               { return 0 }
 
@@ -376,7 +411,10 @@ type worthKeeper struct {
 }
 
 func (k *worthKeeper) cached(w int) bool { return w >= 0 && k.c.Resident(w) }
-func (k *worthKeeper) bytes() int64      { return k.c.Used() }
+func (k *worthKeeper) wants(w, step int) bool {
+	return w >= 0 && k.e.nominal[w] > 0 && k.c.Wants(w, float64(step))
+}
+func (k *worthKeeper) bytes() int64 { return k.c.Used() }
 func (k *worthKeeper) used(w int, copied bool, step int, savedUs float64) (bool, error) {
 	cu := k.e.nominal[w]
 	if cu <= 0 {
@@ -400,7 +438,11 @@ type countKeeper struct {
 }
 
 func (k *countKeeper) cached(w int) bool { return w >= 0 && k.in[w] }
-func (k *countKeeper) bytes() int64      { return k.held }
+
+// wants is false: lru and frequency keep the weights their ops used, as
+// their sources do.
+func (k *countKeeper) wants(int, int) bool { return false }
+func (k *countKeeper) bytes() int64        { return k.held }
 
 func (k *countKeeper) used(w int, copied bool, _ int, _ float64) (bool, error) {
 	k.n++

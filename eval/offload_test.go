@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -52,6 +53,67 @@ func TestOffloadBudgetNeverExceeded(t *testing.T) {
 					t.Errorf("%v%%: %s never cached a weight", share*100, p)
 				}
 			}
+		}
+	}
+}
+
+// TestOffloadCopyBeforeOp: a weight the cache rule wants for its own
+// sake is copied before the op that counts the use, which then runs on
+// it: the oracle (the true costs, thompson's rule) caches experts of a
+// Mixtral decode at batch 1, where a copy costs more than the CPU, and
+// never runs an expert on the CPU after paying its copy.
+func TestOffloadCopyBeforeOp(t *testing.T) {
+	e := offloadEnv(t, "pcie4x16", sim.OffloadOptions{MoE: true, GPUShare: 0.9, Rounds: 1, Batch: 1, Decode: 48, Seed: 1})
+	r, err := e.Run("oracle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.Workload()
+	copiedOnCPU, early := 0, 0
+	for i, op := range w.Ops {
+		if op.Weight < 0 || w.Weights[op.Weight].OnGPU {
+			continue
+		}
+		copied := r.OpUs[i]-e.DurationUs(i, int(r.Arms[i])) > e.copyUs[op.Weight]/2
+		switch {
+		case copied && r.Arms[i] == offCPU:
+			copiedOnCPU++
+		case copied:
+			early++
+		}
+	}
+	if copiedOnCPU != 0 || early < 100 || r.WeightCopies != int64(early) {
+		t.Errorf("%d experts copied after running on the CPU, %d copied before running on the GPU (%d copies); want 0 and ≥ 100, all of them",
+			copiedOnCPU, early, r.WeightCopies)
+	}
+}
+
+// TestOffloadBudgetOverCard: a GPU budget the simulated card cannot
+// hold is one error naming the card and the sizes. Mixtral 8x7B at Q4_0
+// keeps 0.77 GiB of weights on the GPU; a cache of every expert (23.6
+// GiB) exceeds a 24 GiB RTX 4090, 90% of them (21.3 GiB) does not, and a
+// 32 GiB RTX 5090 holds them all; an integrated GPU has no memory of its
+// own to exceed.
+func TestOffloadBudgetOverCard(t *testing.T) {
+	rt, err := sim.ReadRouting(mlRouting, 32, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		gpu   string
+		share float64
+		fits  bool
+	}{{"pcie4x16", 1, false}, {"pcie4x16", 0.9, true}, {"pcie5x16", 1, true}, {"igpu", 1, true}} {
+		w, err := sim.NewOffload(sim.OffloadOptions{MoE: true, Routing: &rt, GPUShare: c.share, Rounds: 1, Batch: 1, Decode: 2, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewOffloadEnv(w, sim.MustProfile("desktop16"), sim.MustProfile(c.gpu), 1)
+		switch {
+		case c.fits && err != nil:
+			t.Errorf("%s at %v: %v", c.gpu, c.share, err)
+		case !c.fits && (!errors.Is(err, ErrInvalidSetup) || !strings.Contains(fmt.Sprint(err), c.gpu+"'s memory of 24.00 GiB")):
+			t.Errorf("%s at %v: error %v, want one naming the card's 24 GiB", c.gpu, c.share, err)
 		}
 	}
 }

@@ -288,7 +288,11 @@ func (e *Executor) observeQueued() {
 		}
 		var xferUs float64
 		for _, c := range r.copies {
-			xferUs += c.tm.Micros() // copies complete before the op that waits for them
+			// Copies complete before the op that waits for them, but on
+			// another lane their watcher may not have taken their Timing
+			// yet (c.tm): read it from the event, safe for concurrent use.
+			tm, _ := c.ev.Wait()
+			xferUs += tm.Micros()
 		}
 		e.finished(&r.spec, &r.d, r.tm, xferUs)
 		e.obs.set(&r.observed)

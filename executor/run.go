@@ -188,6 +188,9 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, t
 	failed := exclude
 	var errs [adaptive.MaxBackends]error
 	queued := !e.cfg.Synchronous
+	if !restore {
+		e.copyWanted(ts, queued)
+	}
 	fast := !queued && exclude == 0 && e.health.sick.Load() == 0 && !anyWeight(ts)
 	for {
 		var tm backends.Timing
@@ -282,7 +285,11 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 			v = e.anywhere // no contents to move: as good as everywhere
 		}
 		t.mu.RUnlock()
-		res.Add(v, t.size)
+		if t.weight.Load() {
+			res.AddWeight(v, t.size) // its copy is priced per op (DESIGN.md § The bandit)
+		} else {
+			res.Add(v, t.size)
+		}
 		readyAt, readyV = max(readyAt, end), max(readyV, endV)
 	}
 	if queued {

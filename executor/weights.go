@@ -464,24 +464,9 @@ func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
 		t.mu.Lock()
 		in := e.ownSake(t, d, ts)
 		for b := range e.bes {
-			if !in.Has(b) {
-				continue
+			if in.Has(b) {
+				e.copyInSync(t, b)
 			}
-			c, err := e.bes[b].Alloc(t.size)
-			if err != nil {
-				e.unreserve(t, b)
-				continue
-			}
-			tm, err := e.bes[b].Write(c, t.host)
-			if err != nil {
-				c.Free()
-				e.unreserve(t, b)
-				continue
-			}
-			e.observeCopy(b, true, t.size, tm)
-			t.copies[b] = c
-			e.register(t, b)
-			t.valid |= adaptive.Backend(b)
 		}
 		t.mu.Unlock()
 	}

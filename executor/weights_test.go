@@ -373,6 +373,53 @@ func TestWeightOwnSake(t *testing.T) {
 	}
 }
 
+// TestWeightCopiedBeforeOp: the copy the cache wants for a weight's own
+// sake is made before the op that counts the use, so that op is decided
+// with the weight held (DESIGN.md § Weights in host memory). A 4 MiB
+// weight read at batch 1 by a desktop CPU, beside an RTX 3090 on PCIe 3
+// x8: a use on the GPU would save far less than the copy, so the cache
+// takes it after several uses; the Submit after which it is first on the
+// GPU priced no copy of it there, where the first Submit did.
+func TestWeightCopiedBeforeOp(t *testing.T) {
+	const dim = 1024
+	m := newWeightModel(rand.New(rand.NewPCG(6, 1)), 1, dim)
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.Only("sim:desktop16"), Synchronous: sync,
+			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "sim:desktop16"), open(t, "sim:pcie3x8"))
+		w := alloc(t, e, m.ws[0])
+		if err := e.MarkWeight(w); err != nil {
+			t.Fatal(err)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 2)), dim)))
+		out := alloc(t, e, make([]byte, 4*dim))
+		copyUs := e.Scheduler().PredictTransfer("sim:pcie3x8", true, int64(len(m.ws[0])))
+		var first float64
+		held := 0
+		for i := range 200 {
+			d, err := e.Submit(m.spec(1), []backends.Buffer{x, w}, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+			if i == 0 {
+				first = d.Transfer[1]
+			}
+			if w.(*executor.Tensor).Valid().Has(1) {
+				held = i + 1
+				if i == 0 || d.Transfer[1] > first-copyUs/2 {
+					t.Errorf("sync=%v: use %d copied the weight in, but its decision priced the copy (%.0f µs of transfers on the GPU; first use %.0f, the copy %.0f)",
+						sync, held, d.Transfer[1], first, copyUs)
+				}
+				break
+			}
+		}
+		t.Logf("sync=%v: on the GPU from use %d (copy %.0f µs)", sync, held, copyUs)
+		if held == 0 {
+			t.Errorf("sync=%v: never kept on the GPU", sync)
+		}
+	}
+}
+
 // TestSimCopyBeforeKernelDoesNotHang: on a simulated GPU with a copy lane
 // beside its compute lane, reading an early result queued behind a long
 // kernel ends before that kernel: the Read must return (it hung when the

@@ -2,16 +2,20 @@
 // budget when their home is host memory: the rule the executor's GPU
 // weight cache and the simulator's thompson policy share.
 //
-// A weight is worth keeping by the copy time it is expected to save per
-// byte of budget: its recent use rate (uses decayed with a half-life, in
-// the caller's steps) × the time one copy over the link takes ÷ its
-// bytes. A weight is admitted when it fits in free budget, or when every
+// A weight is worth keeping by the time it is expected to save per byte
+// of budget: its recent use rate (uses decayed with a half-life, in the
+// caller's steps) × what a resident use saves (Weight.SavedUs, averaged
+// over its uses: at most one copy over the link) ÷ its bytes
+// (TestWorthBySavings). A weight is admitted when it fits in free budget, or when every
 // weight it would evict is worth less by the hysteresis margin, so two
 // weights of about the same worth do not evict each other in turn
 // (TestNoThrashing). A weight the op did not copy (it ran elsewhere) is
 // copied in for its own sake only when its expected uses × what a
-// resident use saves cover the copy (TestCopyMustPayBack). Resident bytes never exceed the budget
-// (TestBudgetNeverExceeded). A Cache is not safe for concurrent use.
+// resident use saves (averaged over its uses) cover the copy
+// (TestCopyMustPayBack, TestFreeRoomFillsByRate, TestSavedAveraged);
+// Wants tells a caller beforehand, so that the op can run on the copy.
+// Resident bytes never exceed the budget (TestBudgetNeverExceeded). A
+// Cache is not safe for concurrent use.
 package weightcache
 
 import (
@@ -34,9 +38,10 @@ type Options struct {
 	// Margin is the hysteresis: a weight evicts others only if it is worth
 	// more than (1 + Margin) × each of them (default 0.25).
 	Margin float64
-	// MinUses is the decayed uses a weight needs before it is copied in
+	// MinUses is the decayed uses a weight needs before it evicts another
 	// for its own sake (Use with copied false; default 2): a weight used
-	// once is not worth a copy the op did not need.
+	// once is not worth another's place. Into free room the rate of its
+	// uses decides, which one use does not give.
 	MinUses float64
 }
 
@@ -47,13 +52,15 @@ type Weight struct {
 	CopyUs float64 // one copy's expected time over the link, µs (> 0)
 	// SavedUs is what one use expects to save when the weight is
 	// resident: the cheapest way to run the op without it (its copy, or
-	// another device) less running it resident, µs (0: CopyUs). Only a
-	// copy the op did not make weighs it.
+	// another device) less running it resident, µs (0: CopyUs). The rule
+	// weighs its average over the weight's uses, and only for a copy the
+	// op did not make.
 	SavedUs float64
 }
 
 type entry struct {
 	w        Weight
+	saved    float64 // SavedUs averaged over the uses, weighted as score counts them
 	score    float64 // decayed uses at step last
 	last     float64
 	first    float64 // step of the first use
@@ -110,9 +117,9 @@ type Plan struct {
 }
 
 // Use records a use of w at step now (non-decreasing) and applies the
-// rule: copied says the op copied w to the device anyway (it ran there),
-// so keeping it costs nothing but room. The returned Plan is already
-// applied to the cache's state.
+// rule: copied says the op copied w to the device anyway (it ran there,
+// or its caller copied w for it after Wants), so keeping it costs nothing
+// but room. The returned Plan is already applied to the cache's state.
 func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	if w.ID < 0 || w.Bytes <= 0 || !(w.CopyUs > 0) || math.IsInf(w.CopyUs, 0) || !(w.SavedUs >= 0) || math.IsInf(w.SavedUs, 0) {
 		return Plan{}, fmt.Errorf("%w: weight %+v", ErrInvalid, w)
@@ -125,49 +132,15 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 		e.first = now
 	}
 	e.w = w
-	e.score = c.scoreAt(e, now) + 1
+	prev := c.scoreAt(e, now)
+	e.saved = (e.saved*prev + savedOf(w)) / (prev + 1)
+	e.score = prev + 1
 	e.last = now
 	if e.resident {
 		return Plan{Hit: true}, nil
 	}
-	saved := w.SavedUs
-	if saved <= 0 {
-		saved = w.CopyUs
-	}
-	free := c.budget - c.used
-	// Copied in for its own sake, the uses it is expected to have must pay
-	// for the copy: where it evicts, its recent (decayed) uses, by the
-	// margin; into free room, which costs nothing else, as many uses again
-	// as it has had over its age (a weight used for n steps is expected to
-	// be used for n more; TestFreeRoomFillsWithAge).
-	uses, pay := e.score, w.CopyUs
-	if free < w.Bytes {
-		pay *= 1 + c.o.Margin
-	} else {
-		uses *= max(1, (now-e.first)*c.decay)
-	}
-	if w.Bytes > c.budget || !copied && (e.score < c.o.MinUses || uses*saved < pay) {
+	if !c.admits(e, now, copied) {
 		return Plan{}, nil
-	}
-	worth := c.worth(e, now)
-	c.victims = c.victims[:0]
-	if free < w.Bytes {
-		// The least worth first, until w fits; each must be worth less
-		// than w by the margin.
-		order := c.residentsByWorth(now)
-		for _, id := range order {
-			if free >= w.Bytes {
-				break
-			}
-			if c.worth(&c.entries[id], now)*(1+c.o.Margin) >= worth {
-				return Plan{}, nil
-			}
-			c.victims = append(c.victims, id)
-			free += c.entries[id].w.Bytes
-		}
-		if free < w.Bytes {
-			return Plan{}, nil
-		}
 	}
 	for _, id := range c.victims {
 		c.entries[id].resident = false
@@ -176,6 +149,84 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	e.resident = true
 	c.used += w.Bytes
 	return Plan{Admit: true, Evict: c.victims}, nil
+}
+
+// Wants reports whether a use of weight id at step now, one its op does
+// not copy, would admit it for its own sake, by the figures of its last
+// Use (a weight never used is not wanted). It changes nothing: a caller
+// that copies the weight before the op, so that the op runs on it, then
+// calls Use with copied true, which admits it with the same evictions.
+func (c *Cache) Wants(id int, now float64) bool {
+	if id < 0 || id >= len(c.entries) || c.entries[id].resident || c.entries[id].score == 0 {
+		return false
+	}
+	e := c.entries[id]
+	e.score = c.scoreAt(&e, now) + 1
+	e.last = now
+	return c.admits(&e, now, false)
+}
+
+// admits applies the rule to e, just used and not resident, and leaves
+// the weights it would evict in c.victims; it changes no entry.
+//
+// Copied in for its own sake, the uses a weight is expected to have must
+// pay for the copy. Where it evicts: its recent (decayed) uses, at least
+// MinUses, by the margin. Into free room, which costs nothing else: the
+// more of as many uses again as it has had over its age (a weight used
+// for n steps is expected to be used for n more; TestFreeRoomFillsWithAge)
+// and its use rate since its first use kept over the rule's memory, the
+// steps a use's weight takes to fall to 1/e (TestFreeRoomFillsByRate).
+func (c *Cache) admits(e *entry, now float64, copied bool) bool {
+	w, saved := e.w, e.saved
+	free := c.budget - c.used
+	uses, pay := e.score, w.CopyUs
+	if free < w.Bytes {
+		pay *= 1 + c.o.Margin
+	} else {
+		uses = max(uses*max(1, (now-e.first)*c.decay), c.usesAhead(e, now))
+	}
+	if w.Bytes > c.budget || !copied && (free < w.Bytes && e.score < c.o.MinUses || uses*saved < pay) {
+		return false
+	}
+	worth := c.worth(e, now)
+	c.victims = c.victims[:0]
+	if free >= w.Bytes {
+		return true
+	}
+	// The least worth first, until w fits; each must be worth less than w
+	// by the margin.
+	for _, id := range c.residentsByWorth(now) {
+		if free >= w.Bytes {
+			break
+		}
+		if c.worth(&c.entries[id], now)*(1+c.o.Margin) >= worth {
+			return false
+		}
+		c.victims = append(c.victims, id)
+		free += c.entries[id].w.Bytes
+	}
+	return free >= w.Bytes
+}
+
+// savedOf is what one resident use of w saves (SavedUs, or its copy).
+func savedOf(w Weight) float64 {
+	if w.SavedUs <= 0 {
+		return w.CopyUs
+	}
+	return w.SavedUs
+}
+
+// usesAhead is e's expected uses over the rule's memory (1/decay steps)
+// at the rate of its uses after its first over its age, both decayed as
+// the score is: (score − f)/(1 − f), f the first use's weight now. Zero
+// before a second step: one use gives no rate.
+func (c *Cache) usesAhead(e *entry, now float64) float64 {
+	age := now - e.first
+	if !(age > 0) {
+		return 0
+	}
+	f := math.Exp(-c.decay * age)
+	return max(e.score-f, 0) / (1 - f)
 }
 
 // Invalidate drops weight id's device copy: its host copy was written, so
@@ -195,10 +246,13 @@ func (c *Cache) scoreAt(e *entry, now float64) float64 {
 	return e.score * math.Exp(-c.decay*max(now-e.last, 0))
 }
 
-// worth is e's expected copy time saved per byte per step: its use rate
-// × one copy's time ÷ its bytes.
+// worth is e's expected time saved per byte per step: its use rate ×
+// what a resident use saves ÷ its bytes. By the copy alone, an expert
+// run on few tokens per use, which the CPU runs nearly as fast, would
+// be worth as much as one run on many (pcie3x8 prompt34 in
+// BenchmarkOffloadTargets).
 func (c *Cache) worth(e *entry, now float64) float64 {
-	return c.scoreAt(e, now) * c.decay * e.w.CopyUs / float64(e.w.Bytes)
+	return c.scoreAt(e, now) * c.decay * e.saved / float64(e.w.Bytes)
 }
 
 // residentsByWorth returns the resident weights, the least worth first

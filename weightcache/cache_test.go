@@ -105,20 +105,51 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestCopyMustPayBack(t *testing.T) {
-	// A use saves a tenth of a copy: admitted into free room only once
-	// its recent uses reach 10.
-	c, _ := New(1000, Options{HalfLife: 1000})
+	// A use saves a tenth of a copy. Where it evicts (a cold weight fills
+	// the budget), a weight used every step is admitted only once its
+	// decayed uses pay the copy by the margin: 12.5, its 15th use.
+	c, _ := New(100, Options{})
+	if p, _ := c.Use(Weight{ID: 1, Bytes: 100, CopyUs: 100}, 0, true); !p.Admit {
+		t.Fatal("empty cache refused a copied weight")
+	}
 	w := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 10}
-	for step := range 40 {
+	for step := 1; step < 40; step++ {
 		p, _ := c.Use(w, float64(step), false)
 		if p.Admit {
-			if step < 9 {
-				t.Fatalf("admitted at use %d, before its uses paid the copy back", step+1)
+			if step < 15 {
+				t.Fatalf("admitted at use %d, before its uses paid the copy back", step)
 			}
 			return
 		}
 	}
 	t.Fatal("never admitted a weight used 40 times")
+}
+
+func TestFreeRoomFillsByRate(t *testing.T) {
+	// Into free room, a weight used every fourth step is expected to be
+	// used about 0.25 × 32/ln 2 ≈ 12 times over the rule's memory (12.05
+	// by its decayed uses): at a third of a copy saved per use that pays,
+	// and it is admitted at its second use (one use gives no rate); at
+	// 7% it does not, and its first uses over 40 steps do not admit it.
+	for _, c := range []struct {
+		saved float64
+		want  int // step of admission; -1: not before step 40
+	}{{33, 4}, {7, -1}} {
+		cache, _ := New(1000, Options{})
+		w := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: c.saved}
+		got := -1
+		for step := 0; step < 40 && got < 0; step += 4 {
+			if want := cache.Wants(0, float64(step)); step > 0 && want != (step == c.want) {
+				t.Errorf("saved %v: Wants at step %d = %v", c.saved, step, want)
+			}
+			if p, _ := cache.Use(w, float64(step), false); p.Admit {
+				got = step
+			}
+		}
+		if got != c.want {
+			t.Errorf("saved %v: admitted at step %d, want %d", c.saved, got, c.want)
+		}
+	}
 }
 
 func TestFreeRoomFillsWithAge(t *testing.T) {
@@ -142,5 +173,60 @@ func TestFreeRoomFillsWithAge(t *testing.T) {
 		if p, _ := c.Use(v, float64(step), false); p.Admit {
 			t.Fatalf("step %d: evicted a weight of the same worth", step)
 		}
+	}
+}
+
+func TestSavedAveraged(t *testing.T) {
+	// What a use saves comes from one decision's estimates, each noisy:
+	// the rule weighs their average over the uses, not the last. Saving
+	// 2 and 18 of a copy of 100 in turn (10 on average), a weight used
+	// every step evicts a cold one only once its decayed uses reach 12.5,
+	// its 15th use; by the last figure alone, 18, it would at its 7th.
+	c, _ := New(100, Options{})
+	if p, _ := c.Use(Weight{ID: 1, Bytes: 100, CopyUs: 100}, 0, true); !p.Admit {
+		t.Fatal("empty cache refused a copied weight")
+	}
+	for step := 1; step < 40; step++ {
+		saved := 2.0
+		if step%2 == 0 {
+			saved = 18
+		}
+		p, _ := c.Use(Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: saved}, float64(step), false)
+		if p.Admit {
+			if step < 14 {
+				t.Fatalf("admitted at use %d, on its last figures rather than their average", step)
+			}
+			return
+		}
+	}
+	t.Fatal("never admitted a weight used 40 times")
+}
+
+func TestWorthBySavings(t *testing.T) {
+	// Two weights used in turn, room for one, the same copy: a use of b
+	// saves four times what a use of a does (more tokens per use, say),
+	// so b is worth more per byte and takes a's place, for good.
+	c, _ := New(100, Options{})
+	a := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 10}
+	b := Weight{ID: 1, Bytes: 100, CopyUs: 100, SavedUs: 40}
+	if p, _ := c.Use(a, 0, true); !p.Admit {
+		t.Fatal("empty cache refused a copied weight")
+	}
+	took := -1
+	for step := 1; step < 400; step++ {
+		w := a
+		if step%2 == 1 {
+			w = b
+		}
+		p, _ := c.Use(w, float64(step), false)
+		switch {
+		case p.Admit && w.ID == 1 && took < 0:
+			took = step
+		case p.Admit:
+			t.Fatalf("step %d: weight %d admitted again", step, w.ID)
+		}
+	}
+	if took < 0 || !c.Resident(1) || c.Resident(0) {
+		t.Errorf("b never took a's place (at %d; resident a %v, b %v)", took, c.Resident(0), c.Resident(1))
 	}
 }

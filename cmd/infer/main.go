@@ -325,7 +325,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		}
 	}()
 	st, err := parseStrategy(o.strategy, bes)
-	if err != nil {
+	budgets, budgetErr := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
+	if err = errors.Join(err, budgetErr); err != nil {
 		return err
 	}
 	// Only the async model queues: -sync (and serial) wait for every op.
@@ -339,8 +340,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
-		Logger:      clilog.Slog(logger)}
-	cfg.WeightBudget = o.weightBudgets(bes)
+		Logger:      clilog.Slog(logger), WeightBudget: budgets}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).

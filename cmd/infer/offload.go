@@ -210,11 +210,21 @@ func tokens(s kernels.Spec) int {
 // weightBudgets returns Config.WeightBudget for -gpu-mem (nil without
 // it): the budget in bytes is known from the model's shape, the figure
 // placeWeights loads up to.
-func (o *options) weightBudgets(bes []backends.Backend) []int64 {
+// A budget above a device's memory is a usage error naming it: the
+// device could not hold what the budget lets the cache keep.
+func (o *options) weightBudgets(bes []backends.Backend) ([]int64, error) {
 	if !o.gpuMem.set {
-		return nil
+		return nil, nil
 	}
-	return budgets(bes, o.gpuMem.budget(o.model.weightBytes()))
+	b := o.gpuMem.budget(o.model.weightBytes())
+	for _, be := range bes {
+		in := be.Info()
+		if in.Kind != backends.CPU && !in.SharedMemory && in.Memory > 0 && b > in.Memory {
+			return nil, &usageError{err: fmt.Errorf("infer: -gpu-mem %q: %.2f GiB of weights exceed %s's memory of %.2f GiB",
+				o.gpuMemS, float64(b)/(1<<30), in.Name, float64(in.Memory)/(1<<30))}
+		}
+	}
+	return budgets(bes, b), nil
 }
 
 // loadWeights marks and loads m's weights for -gpu-mem (nothing without

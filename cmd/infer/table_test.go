@@ -112,6 +112,7 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-gpu-mem", "lots"}, `-gpu-mem "lots": not a size`},
 		{[]string{"-gpu-mem", "150%"}, `-gpu-mem "150%": not a share from 0% to 100%`},
 		{[]string{"-gpu-mem", "-4G"}, `-gpu-mem "-4G": not a size`},
+		{[]string{"-backends", "cpu,sim:pcie3x8", "-gpu-mem", "30G"}, `-gpu-mem "30G": 30.00 GiB of weights exceed sim:pcie3x8's memory of 24.00 GiB`},
 		{[]string{"-prompt", "34,0"}, `-prompt "34,0": "0" is not a positive number of tokens`},
 		{[]string{"-ubatch", "0"}, "-tokens, -batch and -ubatch must be positive"},
 		{[]string{"-moe", "8"}, `-moe "8": want E,K with 1 <= K <= E`},

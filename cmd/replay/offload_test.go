@@ -71,3 +71,20 @@ func TestOffloadErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadBudgetOverCard: -gpu-mem beyond the simulated card's memory
+// (every Mixtral expert on a 24 GiB RTX 3090) is one error naming the
+// card and the sizes; 90% of the experts fit.
+func TestOffloadBudgetOverCard(t *testing.T) {
+	for _, c := range []struct {
+		mem  string
+		code int
+	}{{"100%", 1}, {"90%", 0}} {
+		var out, errs bytes.Buffer
+		args := []string{"-workload", "offload-moe", "-sim-gpu", "pcie3x8", "-moe", "8,2", "-gpu-mem", c.mem, "-decode", "2", "-policies", "thompson"}
+		code := run(args, nil, &out, &errs)
+		if code != c.code || c.code != 0 && !strings.Contains(errs.String(), "exceed pcie3x8's memory of 24.00 GiB") {
+			t.Errorf("-gpu-mem %s: exit %d, stderr %q, want %d", c.mem, code, errs.String(), c.code)
+		}
+	}
+}
