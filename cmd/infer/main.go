@@ -102,7 +102,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
-	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
@@ -238,56 +237,6 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	return o, checkMemory(o.model, o.batch, avail, known)
 }
 
-// Summary is the -json output.
-type Summary struct {
-	Strategy   string   `json:"strategy"`
-	Backends   []string `json:"backends"`
-	Params     int64    `json:"params"`
-	Batch      int      `json:"batch"`
-	Tokens     int64    `json:"tokens"`
-	Seconds    float64  `json:"seconds"`
-	TokensPerS float64  `json:"tokens_per_s"`
-	// ModelledSeconds is the sum of the durations the backends reported
-	// for the ops and copies of the measured steps; ModelledTokensPerS is
-	// Tokens over it.
-	ModelledSeconds    float64 `json:"modelled_seconds"`
-	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
-	// PromptTokens were prefilled in the measured steps;
-	// ModelledServedTokensPerS counts them with Tokens.
-	PromptTokens             int64   `json:"prompt_tokens"`
-	ModelledServedTokensPerS float64 `json:"modelled_served_tokens_per_s"`
-	// BoundTokensPerS is Tokens over the least time of the placement that
-	// ran: the largest of the host's issue time and each simulated
-	// device's busy time (0 unless every backend is simulated), so that
-	// ModelledTokensPerS / BoundTokensPerS is the pipeline's efficiency.
-	BoundTokensPerS float64 `json:"bound_tokens_per_s"`
-	// ExecModel is the simulated devices' execution model (sim.ExecModel:
-	// async, or sync with -sync); empty unless every backend is simulated.
-	ExecModel string `json:"exec_model,omitempty"`
-	// WarmupSteps decode steps (WarmupTokens tokens) ran before the
-	// measured ones and are in no figure above; ColdModelledTokensPerS
-	// counts them too.
-	WarmupSteps            int     `json:"warmup_steps"`
-	WarmupTokens           int64   `json:"warmup_tokens"`
-	ColdModelledTokensPerS float64 `json:"cold_modelled_tokens_per_s"`
-	// StepModelledUs is each decode step's modelled µs, warm-up included
-	// (with -step-times).
-	StepModelledUs []float64          `json:"step_modelled_us,omitempty"`
-	Ops            int64              `json:"ops"`
-	Share          map[string]float64 `json:"share"`
-	Switches       int64              `json:"switches"`
-	Fallbacks      int64              `json:"fallbacks"`
-	// ExplorePct is the share of decisions whose reason was Explore, in %
-	// (adaptive.Telemetry.ExplorationShare).
-	ExplorePct float64 `json:"explore_pct"`
-	// StepModes counts -strategy auto's decode steps by how they ran:
-	// "learned" (the per-op learner) and "only:NAME" (every op on NAME).
-	StepModes map[string]int64 `json:"step_modes,omitempty"`
-	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
-	Fleet   *FleetSummary `json:"fleet,omitempty"`
-	Stopped bool          `json:"stopped"` // by a signal
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -302,20 +251,14 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	stdout := &stickyWriter{w: stdoutW}
 	defer func() { err = errors.Join(err, stdout.failed()) }()
-	if o.cpuProfile != "" {
-		stop, perr := startCPUProfile(o.cpuProfile)
-		if perr != nil {
-			return perr
-		}
-		defer func() { err = errors.Join(err, stop()) }()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	logger := clilog.New(stderr, o.logJSON, logLevel(o.verbose))
 	log.Logger = logger
-	bes, infos, clock, err := openBackends(o.backends, o.execModel, func(b backends.Backend) {
-		if bl, ok := b.(interface{ BLAS() string }); ok {
-			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
-		}
-	})
+	bes, infos, clock, err := openBackends(o.backends, o.execModel, logBLAS(logger))
 	if err != nil {
 		return err
 	}
@@ -329,15 +272,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err = errors.Join(err, budgetErr); err != nil {
 		return err
 	}
+	steps := o.stepPlacer(&st, bes, infos)
 	// Only the async model queues: -sync (and serial) wait for every op.
-	var steps *stepPlacer
-	if st.steps {
-		steps = newStepPlacer(names(infos), o.model.Seed)
-		if o.gpuMem.set {
-			steps.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
-		}
-		st.placer = steps
-	}
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
 		Logger:      clilog.Slog(logger), WeightBudget: budgets}
@@ -381,9 +317,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	// before the fleet's node and the store close.
 	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
-	if steps != nil {
-		steps.telemetry = e.Scheduler().Telemetry
-	}
+	steps.attach(e.Scheduler())
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err
@@ -409,9 +343,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	sum.Stopped = ctx.Err() != nil
 	sv.summarise(&sum, o.stepTimes)
 	tel := sum.addRun(e, infos)
-	if steps != nil {
-		sum.StepModes = steps.runs()
-	}
+	sum.StepModes = steps.runs()
 	if node != nil {
 		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")
@@ -432,28 +364,21 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	return err
 }
 
+// logBLAS returns what openBackends tells of each backend it opens: the
+// BLAS its matmuls go through, where it has one.
+func logBLAS(logger zerolog.Logger) func(backends.Backend) {
+	return func(b backends.Backend) {
+		if bl, ok := b.(interface{ BLAS() string }); ok {
+			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
+		}
+	}
+}
+
 // names returns the backends' names.
 func names(infos []backends.Info) []string {
 	out := make([]string, len(infos))
 	for i, in := range infos {
 		out[i] = in.Name
-	}
-	return out
-}
-
-// shares returns each backend's share of the ops that ran.
-func shares(st executor.Stats) map[string]float64 {
-	var total int64
-	for _, b := range st.Backends {
-		total += b.Ops
-	}
-	out := map[string]float64{}
-	for _, b := range st.Backends {
-		if total > 0 {
-			out[b.Name] = float64(b.Ops) / float64(total)
-		} else {
-			out[b.Name] = 0
-		}
 	}
 	return out
 }
@@ -508,22 +433,6 @@ func parsePrompts(s string) ([]int, int, error) {
 		longest = max(longest, n)
 	}
 	return out, longest, nil
-}
-
-// addRun fills sum with what the run did: its backends, their shares,
-// fallbacks, explorations and switches. It returns the Telemetry read.
-func (sum *Summary) addRun(e *executor.Executor, infos []backends.Info) adaptive.Telemetry {
-	for _, in := range infos {
-		sum.Backends = append(sum.Backends, in.Name)
-	}
-	stats, tel := e.Stats(), e.Scheduler().Telemetry()
-	sum.Share = shares(stats)
-	sum.Fallbacks = stats.Fallbacks
-	sum.ExplorePct = tel.ExplorationShare * 100
-	for _, b := range tel.Backends {
-		sum.Switches += b.Switches
-	}
-	return tel
 }
 
 // logLevel is the commands' level: warnings, and information with -v.

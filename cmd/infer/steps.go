@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
@@ -55,6 +56,29 @@ var _ executor.Placer = (*stepPlacer)(nil)
 
 func newStepPlacer(names []string, seed uint64) *stepPlacer {
 	return &stepPlacer{names: names, seed: seed, count: map[adaptive.BucketID]int{}}
+}
+
+// stepPlacer returns -strategy auto's placer, made st's Placer, with the
+// weights-home mode under -gpu-mem when there are a CPU and a GPU; nil
+// for another strategy.
+func (o *options) stepPlacer(st *choice, bes []backends.Backend, infos []backends.Info) *stepPlacer {
+	if !st.steps {
+		return nil
+	}
+	p := newStepPlacer(names(infos), o.model.Seed)
+	if o.gpuMem.set {
+		p.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
+	}
+	st.placer = p
+	return p
+}
+
+// attach gives p the Scheduler whose posteriors predict whole steps (nil
+// p: nothing to do).
+func (p *stepPlacer) attach(s *adaptive.Scheduler) {
+	if p != nil {
+		p.telemetry = s.Telemetry
+	}
 }
 
 // Name implements executor.Placer.
@@ -155,8 +179,11 @@ func (p *stepPlacer) setModes() error {
 }
 
 // runs returns the decode steps each mode ran, by name ("learned" counts
-// the first learnerSteps).
+// the first learnerSteps); nil for a nil p.
 func (p *stepPlacer) runs() map[string]int64 {
+	if p == nil {
+		return nil
+	}
 	if p.modes == nil {
 		return map[string]int64{"learned": int64(p.steps)}
 	}
