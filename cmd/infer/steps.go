@@ -19,7 +19,7 @@ import (
 // batch threshold), as bandit.Modes chooses on the steps' times
 // (modelled under a Timeline, else by the wall clock). The learner prices
 // each op alone; on a real GPU its device switches cost the step more
-// than they save (BENCHMARKS.md § Real GPU), which only the step's own
+// than they save (BENCHMARKS.md, the real-GPU rows), which only the step's own
 // time shows. The learner runs the first learnerSteps decode steps alone;
 // then a backend becomes a mode when the learner's own posteriors put a
 // whole step on it within ruleSlack of the best backend's (a backend 5×
