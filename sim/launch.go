@@ -8,7 +8,7 @@ type launchCost struct{ issue, gap, sync float64 }
 //
 // NVIDIA (h100 and the pcie* cards, one CUDA runtime and one backend),
 // measured by this project through its own Executor and GPU backend on an
-// NVIDIA H200 (CUDA 13.0, driver 580.159.04; BENCHMARKS.md, the real-GPU rows):
+// NVIDIA H200 (CUDA 13.0, driver 580.159.04; BENCHMARKS.md, real-GPU rows):
 //   - issue 12.6: the host's time per queued op. infer's 100M-parameter
 //     decode at batch 1, only:rocm, queued: 374–403 tokens/s at 204 ops
 //     per step, 12.2–13.1 µs per op; backends/rocm BenchmarkGPUCalls

@@ -19,12 +19,12 @@ import (
 // batch threshold), as bandit.Modes chooses on the steps' times
 // (modelled under a Timeline, else by the wall clock). The learner prices
 // each op alone; on a real GPU its device switches cost the step more
-// than they save (BENCHMARKS.md, the real-GPU rows), which only the step's own
-// time shows. The learner runs the first learnerSteps decode steps alone;
-// then a backend becomes a mode when the learner's own posteriors put a
-// whole step on it within ruleSlack of the best backend's (a backend 5×
-// slower is not tried for a step). Prompt steps are the learner's, and it
-// learns from every op in every mode.
+// than they save (BENCHMARKS.md, the real-GPU rows), which only the
+// step's own time shows. The learner runs the first learnerSteps decode
+// steps alone; then a backend becomes a mode when the learner's own
+// posteriors put a whole step on it within ruleSlack of the best
+// backend's (a backend 5× slower is not tried for a step). Prompt steps
+// are the learner's, and it learns from every op in every mode.
 type stepPlacer struct {
 	telemetry func() adaptive.Telemetry // the Scheduler's, once it exists
 	names     []string                  // the backends'
