@@ -20,7 +20,9 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 		x = AsF32(in[0])
 	}
 	y := AsF32(out)
-	p := s.Params
+	if refElementwise(s, x, in, y) {
+		return nil
+	}
 	switch s.Op {
 	case MatMul:
 		refMatMul(s.In[0], s.In[1], x, AsF32(in[1]), y)
@@ -33,6 +35,23 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 		}
 	case Attention:
 		refAttention(s, x, AsF32(in[1]), AsF32(in[2]), y)
+	case RMSNorm:
+		refRMSNorm(s, x, AsF32(in[1]), y)
+	case LayerNorm:
+		refLayerNorm(s, x, AsF32(in[1]), AsF32(in[2]), y)
+	case RoPE:
+		refRoPE(s, x, y)
+	case Transpose:
+		refTranspose(s.In[0], x, y)
+	}
+	return nil
+}
+
+// refElementwise runs the ops that map each output element from the
+// inputs' elements at the same place (b broadcast for Add and Mul);
+// false for every other op.
+func refElementwise(s Spec, x []float32, in [][]byte, y []float32) bool {
+	switch s.Op {
 	case Add, Mul:
 		b := AsF32(in[1])
 		for i := range y {
@@ -44,43 +63,8 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 		}
 	case Scale:
 		for i := range y {
-			y[i] = x[i] * p.Scale
+			y[i] = x[i] * s.Params.Scale
 		}
-	case RMSNorm:
-		w := AsF32(in[1])
-		n := len(w)
-		for r := range rows(s.In[0]) {
-			xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
-			var ss float64
-			for _, v := range xs {
-				ss += float64(v) * float64(v)
-			}
-			inv := 1 / math.Sqrt(ss/float64(n)+p.eps())
-			for i, v := range xs {
-				ys[i] = float32(float64(v) * inv * float64(w[i]))
-			}
-		}
-	case LayerNorm:
-		g, b := AsF32(in[1]), AsF32(in[2])
-		n := len(g)
-		for r := range rows(s.In[0]) {
-			xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
-			var sum float64
-			for _, v := range xs {
-				sum += float64(v)
-			}
-			mean := sum / float64(n)
-			var vs float64
-			for _, v := range xs {
-				vs += (float64(v) - mean) * (float64(v) - mean)
-			}
-			inv := 1 / math.Sqrt(vs/float64(n)+p.eps())
-			for i, v := range xs {
-				ys[i] = float32((float64(v)-mean)*inv*float64(g[i]) + float64(b[i]))
-			}
-		}
-	case RoPE:
-		refRoPE(s, x, y)
 	case SiLU:
 		for i, v := range x {
 			y[i] = float32(refSiLU(float64(v)))
@@ -95,18 +79,60 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 		for i, v := range x {
 			y[i] = float32(refSiLU(float64(v)) * float64(up[i]))
 		}
-	case Transpose:
-		sh := s.In[0]
-		r, c := sh[len(sh)-2], sh[len(sh)-1]
-		for b := range len(x) / (r * c) {
-			for i := range r {
-				for j := range c {
-					y[b*r*c+j*r+i] = x[b*r*c+i*c+j]
-				}
+	default:
+		return false
+	}
+	return true
+}
+
+// refRMSNorm normalises each row of x by its root mean square, times w.
+func refRMSNorm(s Spec, x, w, y []float32) {
+	n := len(w)
+	for r := range rows(s.In[0]) {
+		xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
+		var ss float64
+		for _, v := range xs {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(n)+s.Params.eps())
+		for i, v := range xs {
+			ys[i] = float32(float64(v) * inv * float64(w[i]))
+		}
+	}
+}
+
+// refLayerNorm normalises each row of x to mean 0 and variance 1, times g
+// plus b.
+func refLayerNorm(s Spec, x, g, b, y []float32) {
+	n := len(g)
+	for r := range rows(s.In[0]) {
+		xs, ys := x[r*n:(r+1)*n], y[r*n:(r+1)*n]
+		var sum float64
+		for _, v := range xs {
+			sum += float64(v)
+		}
+		mean := sum / float64(n)
+		var vs float64
+		for _, v := range xs {
+			vs += (float64(v) - mean) * (float64(v) - mean)
+		}
+		inv := 1 / math.Sqrt(vs/float64(n)+s.Params.eps())
+		for i, v := range xs {
+			ys[i] = float32((float64(v)-mean)*inv*float64(g[i]) + float64(b[i]))
+		}
+	}
+}
+
+// refTranspose swaps the last two dimensions of sh, batch by batch.
+func refTranspose(sh Shape, x, y []float32) {
+	r, c := sh[len(sh)-2], sh[len(sh)-1]
+	for b := range len(x) / (r * c) {
+		for i := range r {
+			for j := range c {
+				y[b*r*c+j*r+i] = x[b*r*c+i*c+j]
 			}
 		}
 	}
-	return nil
 }
 
 func refSiLU(u float64) float64 { return u / (1 + math.Exp(-u)) }
