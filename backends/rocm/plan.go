@@ -72,30 +72,50 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 	if err := s.Validate(); err != nil {
 		return opPlan{}, fmt.Errorf("%w: %w", backends.ErrUnsupported, err)
 	}
-	fits := func(vs ...int64) bool {
-		for _, v := range vs {
-			if v > math.MaxInt32 {
-				return false
-			}
-		}
-		return true
-	}
-	n := s.OutShape().Elements()
-	ew := func(kernel string, args ...arg) (opPlan, error) {
-		return opPlan{launches: []launch{{kernel, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args}}}, nil
-	}
-	rowsCols := func() (int64, int64) {
-		sh := s.In[0]
-		c := int64(sh[len(sh)-1])
-		return sh.Elements() / c, c
+	if p, ok := planElementwise(s); ok {
+		return p, nil
 	}
 	switch s.Op {
-	case kernels.Add, kernels.Mul:
-		k := "add_f32"
-		if s.Op == kernels.Mul {
-			k = "mul_f32"
+	case kernels.Transpose:
+		return planTranspose(s)
+	case kernels.Softmax, kernels.RMSNorm, kernels.LayerNorm:
+		return planRows(s)
+	case kernels.RoPE:
+		return planRoPE(s)
+	case kernels.Attention:
+		return planAttention(s)
+	case kernels.KVAppend:
+		return planKVAppend(s)
+	case kernels.QuantizedMatMul:
+		return planQMatMul(s)
+	case kernels.MatMul:
+		return planMatMul(s, blas)
+	}
+	return opPlan{}, unsupported("%v: %v", s.Op, kernels.ErrNotExecutable)
+}
+
+// fitsInt32 reports whether every v fits the kernels' int32 indices.
+func fitsInt32(vs ...int64) bool {
+	for _, v := range vs {
+		if v > math.MaxInt32 {
+			return false
 		}
-		return ew(k, out(), in(0), in(1), i64(n), i64(s.In[1].Elements()))
+	}
+	return true
+}
+
+// planElementwise plans the ops of one thread per output element (and
+// Copy, one per byte); ok is false for every other op.
+func planElementwise(s kernels.Spec) (p opPlan, ok bool) {
+	n := s.OutShape().Elements()
+	ew := func(kernel string, args ...arg) (opPlan, bool) {
+		return opPlan{launches: []launch{{kernel, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args}}}, true
+	}
+	switch s.Op {
+	case kernels.Add:
+		return ew("add_f32", out(), in(0), in(1), i64(n), i64(s.In[1].Elements()))
+	case kernels.Mul:
+		return ew("mul_f32", out(), in(0), in(1), i64(n), i64(s.In[1].Elements()))
 	case kernels.Scale:
 		return ew("scale_f32", out(), in(0), f32(s.Params.Scale), i64(n))
 	case kernels.SiLU:
@@ -104,80 +124,90 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		return ew("gelu_f32", out(), in(0), i64(n))
 	case kernels.SwiGLU:
 		return ew("swiglu_f32", out(), in(0), in(1), i64(n))
-	case kernels.Copy:
-		b := s.InBytes(0)
-		return opPlan{launches: []launch{{"copy_u8", dim3(gridFor(b), 1, 1), dim3(blockSize, 1, 1), []arg{out(), in(0), i64(b)}}}}, nil
 	case kernels.Dequantize:
 		k := map[kernels.DType]string{kernels.Q8_0: "dequant_q8_0", kernels.Q4_0: "dequant_q4_0", kernels.F16: "dequant_f16"}[s.DType]
 		return ew(k, out(), in(0), i64(n))
-	case kernels.Transpose:
-		sh := s.In[0]
-		r, c := sh[len(sh)-2], sh[len(sh)-1]
-		batch := sh.Elements() / int64(r*c)
-		gy := (r + 31) / 32
-		if batch > maxGridYZ || gy > maxGridYZ || !fits(int64(r), int64(c)) {
-			return opPlan{}, unsupported("transpose of %v exceeds the grid limits", sh)
-		}
-		return opPlan{launches: []launch{{"transpose_f32", dim3((c+31)/32, gy, int(batch)), dim3(32, 8, 1),
-			[]arg{out(), in(0), i32(r), i32(c)}}}}, nil
-	case kernels.Softmax, kernels.RMSNorm, kernels.LayerNorm:
-		rows, cols := rowsCols()
-		if !fits(rows, cols) {
-			return opPlan{}, unsupported("%v rows %d x %d exceed int32", s.Op, rows, cols)
-		}
-		eps := s.Params.Eps
-		if eps == 0 {
-			eps = 1e-5
-		}
-		g, b := dim3(int(min(rows, maxGrid)), 1, 1), dim3(blockSize, 1, 1)
-		var l launch
-		switch s.Op {
-		case kernels.Softmax:
-			l = launch{"softmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
-		case kernels.RMSNorm:
-			l = launch{"rmsnorm_f32", g, b, []arg{out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps)}}
-		default:
-			l = launch{"layernorm_f32", g, b, []arg{out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps)}}
-		}
-		return opPlan{launches: []launch{l}}, nil
-	case kernels.RoPE:
-		sh := s.In[0]
-		r := len(sh)
-		t, h, d := sh[r-3], sh[r-2], sh[r-1]
-		base := s.Params.RopeBase
-		if base == 0 {
-			base = 10000
-		}
-		pairs := n / 2
-		if !fits(int64(s.Params.Pos) + int64(t)) {
-			return opPlan{}, unsupported("rope position %d exceeds int32", s.Params.Pos)
-		}
-		return opPlan{launches: []launch{{"rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
-			[]arg{out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs)}}}}, nil
-	case kernels.Attention:
-		return planAttention(s)
-	case kernels.KVAppend:
-		return planKVAppend(s)
-	case kernels.QuantizedMatMul:
-		a, w := s.In[0], s.In[1]
-		kd := a[len(a)-1]
-		m := a.Elements() / int64(kd)
-		nn := w[0]
-		if !fits(m) {
-			return opPlan{}, unsupported("quantized matmul with %d rows exceeds int32", m)
-		}
-		k := "qmatmul_q8_0"
-		if s.DType == kernels.Q4_0 {
-			k = "qmatmul_q4_0"
-		}
-		// QROWS = 2 weight rows and QM = 8 activation rows per block
-		// (quant.hip); the kernel's loops cover a grid cut at the limits.
-		return opPlan{launches: []launch{{k, dim3(min((nn+1)/2, maxGrid), int(min((m+7)/8, maxGridYZ)), 1), dim3(blockSize, 1, 1),
-			[]arg{out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd)}}}}, nil
-	case kernels.MatMul:
-		return planMatMul(s, blas)
+	case kernels.Copy:
+		b := s.InBytes(0)
+		return opPlan{launches: []launch{{"copy_u8", dim3(gridFor(b), 1, 1), dim3(blockSize, 1, 1), []arg{out(), in(0), i64(b)}}}}, true
 	}
-	return opPlan{}, unsupported("%v: %v", s.Op, kernels.ErrNotExecutable)
+	return opPlan{}, false
+}
+
+// planTranspose launches 32×32 tiles over the last two dimensions, one
+// grid layer per batch.
+func planTranspose(s kernels.Spec) (opPlan, error) {
+	sh := s.In[0]
+	r, c := sh[len(sh)-2], sh[len(sh)-1]
+	batch := sh.Elements() / int64(r*c)
+	gy := (r + 31) / 32
+	if batch > maxGridYZ || gy > maxGridYZ || !fitsInt32(int64(r), int64(c)) {
+		return opPlan{}, unsupported("transpose of %v exceeds the grid limits", sh)
+	}
+	return opPlan{launches: []launch{{"transpose_f32", dim3((c+31)/32, gy, int(batch)), dim3(32, 8, 1),
+		[]arg{out(), in(0), i32(r), i32(c)}}}}, nil
+}
+
+// planRows launches one block per row of the row-wise ops (Softmax,
+// RMSNorm, LayerNorm; eps 1e-5 unless given).
+func planRows(s kernels.Spec) (opPlan, error) {
+	sh := s.In[0]
+	cols := int64(sh[len(sh)-1])
+	rows := sh.Elements() / cols
+	if !fitsInt32(rows, cols) {
+		return opPlan{}, unsupported("%v rows %d x %d exceed int32", s.Op, rows, cols)
+	}
+	eps := s.Params.Eps
+	if eps == 0 {
+		eps = 1e-5
+	}
+	g, b := dim3(int(min(rows, maxGrid)), 1, 1), dim3(blockSize, 1, 1)
+	var l launch
+	switch s.Op {
+	case kernels.Softmax:
+		l = launch{"softmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
+	case kernels.RMSNorm:
+		l = launch{"rmsnorm_f32", g, b, []arg{out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps)}}
+	default:
+		l = launch{"layernorm_f32", g, b, []arg{out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps)}}
+	}
+	return opPlan{launches: []launch{l}}, nil
+}
+
+// planRoPE launches one thread per rotated pair (base 10000 unless given).
+func planRoPE(s kernels.Spec) (opPlan, error) {
+	sh := s.In[0]
+	r := len(sh)
+	t, h, d := sh[r-3], sh[r-2], sh[r-1]
+	base := s.Params.RopeBase
+	if base == 0 {
+		base = 10000
+	}
+	pairs := s.OutShape().Elements() / 2
+	if !fitsInt32(int64(s.Params.Pos) + int64(t)) {
+		return opPlan{}, unsupported("rope position %d exceeds int32", s.Params.Pos)
+	}
+	return opPlan{launches: []launch{{"rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
+		[]arg{out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs)}}}}, nil
+}
+
+// planQMatMul launches the quantized matmul: QROWS = 2 weight rows and
+// QM = 8 activation rows per block (quant.hip); the kernel's loops cover
+// a grid cut at the limits.
+func planQMatMul(s kernels.Spec) (opPlan, error) {
+	a, w := s.In[0], s.In[1]
+	kd := a[len(a)-1]
+	m := a.Elements() / int64(kd)
+	nn := w[0]
+	if !fitsInt32(m) {
+		return opPlan{}, unsupported("quantized matmul with %d rows exceeds int32", m)
+	}
+	k := "qmatmul_q8_0"
+	if s.DType == kernels.Q4_0 {
+		k = "qmatmul_q4_0"
+	}
+	return opPlan{launches: []launch{{k, dim3(min((nn+1)/2, maxGrid), int(min((m+7)/8, maxGridYZ)), 1), dim3(blockSize, 1, 1),
+		[]arg{out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd)}}}}, nil
 }
 
 // planAttention launches one block per (query, head, batch), reading the
