@@ -272,7 +272,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err = errors.Join(err, budgetErr); err != nil {
 		return err
 	}
-	steps := o.stepPlacer(&st, bes, infos)
+	steps := o.stepPlacer(&st, bes)
 	// Only the async model queues: -sync (and serial) wait for every op.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
 		Synchronous: o.execModel != sim.Async,
@@ -372,15 +372,6 @@ func logBLAS(logger zerolog.Logger) func(backends.Backend) {
 			logger.Info().Str("backend", b.Info().Name).Msg("matmul through " + bl.BLAS())
 		}
 	}
-}
-
-// names returns the backends' names.
-func names(infos []backends.Info) []string {
-	out := make([]string, len(infos))
-	for i, in := range infos {
-		out[i] = in.Name
-	}
-	return out
 }
 
 // statusLine is the live line on a terminal.

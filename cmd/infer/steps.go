@@ -27,7 +27,7 @@ import (
 // are the learner's, and it learns from every op in every mode.
 type stepPlacer struct {
 	telemetry func() adaptive.Telemetry // the Scheduler's, once it exists
-	names     []string                  // the backends'
+	names     []string                  // the backends', from the Scheduler
 	modes     *bandit.Modes             // nil until the rules are known
 	rules     []int                     // mode k's backend: rules[k-1]
 	home      *llamaCPP                 // the weights' home, a mode after the rules; nil without -gpu-mem
@@ -54,18 +54,18 @@ const (
 
 var _ executor.Placer = (*stepPlacer)(nil)
 
-func newStepPlacer(names []string, seed uint64) *stepPlacer {
-	return &stepPlacer{names: names, seed: seed, count: map[adaptive.BucketID]int{}}
+func newStepPlacer(seed uint64) *stepPlacer {
+	return &stepPlacer{seed: seed, count: map[adaptive.BucketID]int{}}
 }
 
 // stepPlacer returns -strategy auto's placer, made st's Placer, with the
 // weights-home mode under -gpu-mem when there are a CPU and a GPU; nil
 // for another strategy.
-func (o *options) stepPlacer(st *choice, bes []backends.Backend, infos []backends.Info) *stepPlacer {
+func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 	if !st.steps {
 		return nil
 	}
-	p := newStepPlacer(names(infos), o.model.Seed)
+	p := newStepPlacer(o.model.Seed)
 	if o.gpuMem.set {
 		p.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
 	}
@@ -73,11 +73,11 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend, infos []backend
 	return p
 }
 
-// attach gives p the Scheduler whose posteriors predict whole steps (nil
-// p: nothing to do).
+// attach gives p the Scheduler whose posteriors predict whole steps, and
+// its backends' names (nil p: nothing to do).
 func (p *stepPlacer) attach(s *adaptive.Scheduler) {
 	if p != nil {
-		p.telemetry = s.Telemetry
+		p.telemetry, p.names = s.Telemetry, s.Backends()
 	}
 }
 
