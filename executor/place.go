@@ -74,29 +74,30 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 }
 
 // decide is SelectExcept (by h, the handle on the op's site, when there
-// is one), or with a Placer, SelectOn the backend it places the op on.
+// is one), or with a Placer, SelectOn the backend it places the op on;
+// an op the Placer leaves to the Strategy (Learned) is decided as without
+// one.
 func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
-	p := e.cfg.Placer
-	if p == nil {
+	arm := Learned
+	if p := e.cfg.Placer; p != nil {
+		var b adaptive.BucketID
 		if h != nil {
-			*d, err = h.SelectExcept(res, exclude, why)
-		} else {
-			*d, err = e.s.SelectExcept(*s, res, exclude, why)
+			b = h.Bucket()
+		} else if b, err = e.s.Bucket(*s); err != nil {
+			return err
 		}
-		return err
+		e.placeMu.Lock()
+		arm = p.Place(*s, res, b)
+		e.placeMu.Unlock()
 	}
-	b, err := e.s.Bucket(*s)
-	if err != nil {
-		return err
-	}
-	e.placeMu.Lock()
-	arm := p.Place(*s, res, b)
-	e.placeMu.Unlock()
-	if arm == Learned {
+	switch {
+	case arm != Learned:
+		*d, err = e.s.SelectOn(*s, res, arm, exclude, why)
+	case h != nil:
+		*d, err = h.SelectExcept(res, exclude, why)
+	default:
 		*d, err = e.s.SelectExcept(*s, res, exclude, why)
-		return err
 	}
-	*d, err = e.s.SelectOn(*s, res, arm, exclude, why)
 	return err
 }
 
