@@ -98,15 +98,3 @@ func (m *Modes) Done(mode int, us float64) error {
 
 // Runs returns how many steps each mode has run.
 func (m *Modes) Runs() []int64 { return append([]int64(nil), m.runs...) }
-
-// MeanUs returns each mode's posterior mean step time in µs (0 for a mode
-// not run yet).
-func (m *Modes) MeanUs() []float64 {
-	out := make([]float64, len(m.post))
-	for i, p := range m.post {
-		if m.runs[i] > 0 {
-			out[i] = p.MeanUs()
-		}
-	}
-	return out
-}
