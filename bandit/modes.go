@@ -15,33 +15,77 @@ import (
 // it and the rules it could replace, on the steps' own clock, bounds it
 // below by the better of them (cmd/infer TestAutoStepModes).
 //
-// Each mode's posterior is a NormalGamma over ln(step µs). A mode runs
-// ModesWarm steps before any is compared; every Done discounts every mode
-// by ModesGamma, so a mode left alone regains uncertainty and is tried
-// again: the per-op learner improves as it learns, and the device a rule
-// relies on may slow. Modes is not safe for concurrent use.
+// The first step after a change of mode pays for the change (caches,
+// weights and activations moving to where the new mode wants them, which
+// cost its first step up to 1.6× its later ones in cmd/infer's simulated
+// offload runs), so a mode is judged on its steady steps and the change
+// is priced apart: each mode keeps the excess of a run's first step over
+// its second (ln µs), and a mode other than the running one is drawn with
+// that excess spread over the steps it may expect to run before a change
+// is forced anyway (Resume: a prompt). Judged on all its steps, a mode
+// whose changes are slow loses to a slower one it changes from
+// (TestModesChangeCost); judged on its steady steps alone, a slow mode
+// looks closer than it is and is retried, paying the change each time.
+//
+// Each mode's posterior is a NormalGamma over ln(steady step µs). A mode
+// without one (Observe) runs ModesWarm steps in a row before any is
+// compared, and the first modesPriced changes to a mode run two; every Done
+// discounts every mode by ModesGamma, so a mode left alone regains
+// uncertainty and is tried again: the per-op learner improves as it
+// learns, and the device a rule relies on may slow. Modes is not safe for
+// concurrent use.
 type Modes struct {
-	post  []NormalGamma
-	prior []NormalGamma // set at each mode's first step
-	runs  []int64
-	r     *rand.Rand
+	post   []NormalGamma
+	prior  []NormalGamma // set at each mode's first steady step
+	seen   []bool        // the mode's posterior has evidence
+	change []excess      // each mode's cost of changing to it
+	priced []int         // changes to each mode priced
+	runs   []int64
+	last   int        // the mode of the last step or Resume; -1: none
+	runLen int        // steps of last run since its change
+	first  float64    // ln µs of last's first step, until its second prices the change
+	held   bool       // first is not observed yet: the run is pricing its change
+	span   [2]float64 // steps between Resumes: discounted Σ steps, Σ weight
+	since  int        // steps since the last Resume; -1: none yet
+	r      *rand.Rand
+}
+
+// excess is a discounted mean of a mode's first-step excess: Σ weight·x
+// over Σ weight.
+type excess struct{ sum, w float64 }
+
+// mean returns the excess, 0 without evidence.
+func (x excess) mean() float64 {
+	if x.w <= 0 {
+		return 0
+	}
+	return x.sum / x.w
 }
 
 const (
-	// ModesWarm is the steps each mode runs before the modes are compared:
-	// two give each a variance of its own.
+	// ModesWarm is the steps a mode without a record runs, in a row,
+	// before the modes are compared: the first prices the change to it,
+	// the second is its first steady step.
 	ModesWarm = 2
 	// ModesGamma is the weight of a step per later step: a memory of about
 	// 200 steps. With it a mode 1.4× slower runs at most 2% of the steps
 	// once the modes are told apart (TestModesPicksFaster).
 	ModesGamma = 0.995
+	// modesPriced is the changes to a mode that run two steps, pricing
+	// the change, before a change's lone first step is observed less the
+	// price: one difference of two steps is as noisy as both, and taken
+	// off every later first step it biased the mode (in
+	// TestModesPicksFaster's setting, 11 of 200 seeds ran the slower mode
+	// more than 2% of the late steps with one, 3 with two, 2 when changes
+	// were not priced).
+	modesPriced = 2
 	// modesSpread is the prior's spread of ln(step time), wide: a mode
 	// left alone drifts back to its prior, and from there one 2× slower
 	// than the incumbent draws below it about one step in twenty, so it is
 	// tried again and taken if it has become faster (TestModesRetry).
 	modesSpread = 0.3
-	// modesStrength is the prior's weight in steps: the first step's time
-	// sets the level, which the steps after it soon outweigh.
+	// modesStrength is the prior's weight in steps: the first steady
+	// step's time sets the level, which the steps after it soon outweigh.
 	modesStrength = 0.5
 )
 
@@ -51,22 +95,33 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d modes", ErrBadStep, n)
 	}
-	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), runs: make([]int64, n),
+	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
+		change: make([]excess, n), priced: make([]int, n), runs: make([]int64, n), last: -1, since: -1,
 		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
-// Next returns the mode to run the next step with: the first mode that
-// has run fewer than ModesWarm steps, else the one whose Thompson draw of
-// the expected step time is lowest.
+// Next returns the mode to run the next step with: the running one while
+// its change is not priced, else the first mode without a steady step
+// yet, else the one whose Thompson draw of the steady step time, with the
+// change to it spread over the steps left (left) unless it is running, is
+// lowest.
 func (m *Modes) Next() int {
-	for i, n := range m.runs {
-		if n < ModesWarm {
+	if m.held {
+		return m.last // its change is not priced yet
+	}
+	for i, seen := range m.seen {
+		if !seen {
 			return i
 		}
 	}
 	best, bestUs := 0, math.Inf(1)
+	left := m.left()
 	for i := range m.post {
-		if us := m.post[i].Sample(m.r); us < bestUs {
+		us := m.post[i].Sample(m.r)
+		if i != m.last {
+			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/left
+		}
+		if us < bestUs {
 			best, bestUs = i, us
 		}
 	}
@@ -76,24 +131,139 @@ func (m *Modes) Next() int {
 // Done records that a step run with mode took us µs. Non-positive or
 // non-finite times and unknown modes are errors, and change nothing.
 func (m *Modes) Done(mode int, us float64) error {
+	if err := m.check(mode, us); err != nil {
+		return err
+	}
+	for i := range m.post {
+		if m.seen[i] {
+			m.post[i].Discount(m.prior[i], ModesGamma)
+		}
+		m.change[i].sum *= ModesGamma
+		m.change[i].w *= ModesGamma
+	}
+	y := LnUs(us)
+	m.runs[mode]++
+	if m.since >= 0 {
+		m.since++
+	}
+	if mode != m.last {
+		m.endRun()
+		m.last, m.runLen, m.first = mode, 1, y
+		// Without an excess yet the step waits for the next to price the
+		// change; with one it is observed less it.
+		if m.held = m.priced[mode] < modesPriced; !m.held {
+			m.observe(mode, y-m.change[mode].mean())
+		}
+		return nil
+	}
+	m.runLen++
+	if m.runLen == 2 {
+		c := &m.change[mode]
+		c.sum += m.first - y
+		c.w++
+		m.priced[mode]++
+		m.held = false
+	}
+	m.observe(mode, y)
+	return nil
+}
+
+// Observe records a steady step of mode, of us µs, run before the modes
+// were chosen between (the placement a mode stands for, measured on its
+// own): a mode with one needs no warm-up. Errors as Done's, and they
+// change nothing.
+func (m *Modes) Observe(mode int, us float64) error {
+	if err := m.check(mode, us); err != nil {
+		return err
+	}
+	m.observe(mode, LnUs(us))
+	return nil
+}
+
+// Mean returns mode's posterior mean steady step time in µs (the
+// geometric mean), +Inf for a mode with no steady step yet or an unknown
+// mode.
+func (m *Modes) Mean(mode int) float64 {
+	if mode < 0 || mode >= len(m.post) || !m.seen[mode] {
+		return math.Inf(1)
+	}
+	return math.Exp(m.post[mode].Mu)
+}
+
+// Adopt gives mode the steady record of mode from (its posterior, not its
+// change's cost): mode now stands for from's placement as it was lately.
+// An unknown mode is an error, and changes nothing.
+func (m *Modes) Adopt(mode, from int) error {
+	if err := m.check(mode, 1); err != nil {
+		return err
+	}
+	if err := m.check(from, 1); err != nil {
+		return err
+	}
+	m.post[mode], m.prior[mode], m.seen[mode] = m.post[from], m.prior[from], m.seen[from]
+	return nil
+}
+
+// Resume tells m that a step it does not time ran with mode's placement
+// (a prompt, by the learner): mode's next step follows no change, and
+// another mode's does; the steps between Resumes are what a change can
+// expect to run (left). An unknown mode is an error, and changes nothing.
+func (m *Modes) Resume(mode int) error {
+	if err := m.check(mode, 1); err != nil {
+		return err
+	}
+	if mode != m.last {
+		m.endRun()
+	}
+	m.last, m.runLen = mode, ModesWarm
+	if m.since > 0 {
+		m.span[0] = m.span[0]*ModesGamma + float64(m.since)
+		m.span[1] = m.span[1]*ModesGamma + 1
+	}
+	m.since = 0
+	return nil
+}
+
+// left returns the steps a mode chosen now may expect to run before a
+// change is forced anyway: what is left of the mean span between
+// Resumes, or the modes' memory (1/(1−ModesGamma) steps) before a span
+// is known; at least 1.
+func (m *Modes) left() float64 {
+	if m.span[1] <= 0 {
+		return 1 / (1 - ModesGamma)
+	}
+	return max(1, m.span[0]/m.span[1]-float64(m.since))
+}
+
+// check returns an error wrapping ErrBadStep for an unknown mode or a
+// step time that is not positive and finite.
+func (m *Modes) check(mode int, us float64) error {
 	if mode < 0 || mode >= len(m.post) {
 		return fmt.Errorf("%w: mode %d of %d", ErrBadStep, mode, len(m.post))
 	}
 	if !(us > 0 && us < math.MaxFloat64) {
 		return fmt.Errorf("%w: a step of %v µs", ErrBadStep, us)
 	}
-	for i := range m.post {
-		if m.runs[i] > 0 {
-			m.post[i].Discount(m.prior[i], ModesGamma)
-		}
-	}
-	if m.runs[mode] == 0 {
-		m.prior[mode] = NewPrior(us, modesStrength, modesSpread)
-		m.post[mode] = m.prior[mode]
-	}
-	m.post[mode].Update(LnUs(us))
-	m.runs[mode]++
 	return nil
+}
+
+// endRun ends the running run: a first step held for its second, which
+// never came, is observed as it is, the only evidence of its mode.
+func (m *Modes) endRun() {
+	if m.held {
+		m.observe(m.last, m.first)
+	}
+	m.held = false
+}
+
+// observe adds a steady step of y = ln µs to mode's posterior, the first
+// setting its prior.
+func (m *Modes) observe(mode int, y float64) {
+	if !m.seen[mode] {
+		m.prior[mode] = NewPriorLn(y, modesStrength, modesSpread)
+		m.post[mode], m.seen[mode] = m.prior[mode], true
+	}
+	m.post[mode].Update(y)
 }
 
 // Runs returns how many steps each mode has run.

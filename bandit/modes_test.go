@@ -72,8 +72,98 @@ func TestModesRetry(t *testing.T) {
 	}
 }
 
+// changeRun runs mode 0 at 1,000 µs a step against mode 1 at steady µs,
+// whose first step after a change of mode costs 3,000, for 320 steps,
+// with a Resume(0) (a prompt run by mode 0's placement) every span steps
+// (0: none), and returns mode 1's share of the steps from the 120th.
+func changeRun(t *testing.T, seed uint64, steady float64, span int) float64 {
+	m, _ := NewModes(2, seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	last, on1 := -1, 0
+	for step := range 320 {
+		if span > 0 && step > 0 && step%span == 0 {
+			if err := m.Resume(0); err != nil {
+				t.Fatal(err)
+			}
+			last = 0
+		}
+		k := m.Next()
+		us := 1000.0
+		if k == 1 {
+			us = steady
+			if last != 1 {
+				us = 3000
+			}
+		}
+		if err := m.Done(k, stepUs(r, us)); err != nil {
+			t.Fatal(err)
+		}
+		if last = k; step >= 120 && k == 1 {
+			on1++
+		}
+	}
+	return float64(on1) / 200
+}
+
+// TestModesChangeCost: mode 1's first step after a change of mode costs
+// 3× mode 0's and its steady steps 0.8×. It runs at least 80% of the
+// steps from the 120th, alone and with a change forced every 32 steps, in
+// every one of 20 seeds (judged on all its steps, it ran none: its slow
+// first steps condemned it). Where its steady steps gain only 3% and a
+// change is forced every 16 steps, the change costs more than a span can
+// win back, and it runs at most 20% of them.
+func TestModesChangeCost(t *testing.T) {
+	for seed := range uint64(20) {
+		for _, span := range []int{0, 32} {
+			if f := changeRun(t, seed, 800, span); f < 0.8 {
+				t.Errorf("seed %d, a change every %d steps: mode 1 ran %.0f%% of the late steps, want ≥ 80%%", seed, span, 100*f)
+			}
+		}
+		if f := changeRun(t, seed, 970, 16); f > 0.2 {
+			t.Errorf("seed %d: mode 1, 3%% faster, ran %.0f%% of the late steps with a change every 16, want ≤ 20%%", seed, 100*f)
+		}
+	}
+}
+
+// TestModesRecord: a mode with a record (Observe) runs no warm-up, Adopt
+// copies a record, Mean reads it, and Resume makes the next step of its
+// mode no change.
+func TestModesRecord(t *testing.T) {
+	m, _ := NewModes(3, 1)
+	for _, us := range []float64{500, 520} {
+		if err := m.Observe(0, us); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Adopt(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := m.Mean(0), m.Mean(1); !(a > 450 && a < 560) || a != b {
+		t.Errorf("means %v, %v: want mode 0's record, about 510, on both", a, b)
+	}
+	if !math.IsInf(m.Mean(2), 1) {
+		t.Errorf("mean of a mode without steps %v, want +Inf", m.Mean(2))
+	}
+	if k := m.Next(); k != 2 {
+		t.Errorf("first mode %d, want 2 (the only one without a record)", k)
+	}
+	if err := m.Resume(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Done(0, 505); err != nil { // no change: a steady step, priced nothing
+		t.Fatal(err)
+	}
+	if m.held || m.change[0].w != 0 {
+		t.Errorf("a step after Resume of its mode was taken for a change (held %v, change %+v)", m.held, m.change[0])
+	}
+	if runs := m.Runs(); runs[0] != 1 || runs[1] != 0 {
+		t.Errorf("runs %v: want Done's steps only", runs)
+	}
+}
+
 // TestModesBadInput: no modes, an unknown mode and a step that is not a
-// positive finite time are errors wrapping ErrBadStep, and change nothing.
+// positive finite time are errors wrapping ErrBadStep (Done, Observe,
+// Resume, Adopt), and change nothing.
 func TestModesBadInput(t *testing.T) {
 	if _, err := NewModes(0, 1); !errors.Is(err, ErrBadStep) {
 		t.Errorf("NewModes(0): %v", err)
@@ -87,8 +177,27 @@ func TestModesBadInput(t *testing.T) {
 			t.Errorf("Done(%d, %v): %v, want ErrBadStep", c.mode, c.us, err)
 		}
 	}
-	if runs := m.Runs(); runs[0] != 0 || runs[1] != 0 {
-		t.Errorf("runs after bad steps: %v", runs)
+	for _, c := range []struct {
+		mode int
+		us   float64
+	}{{-1, 10}, {2, 10}, {0, 0}, {1, math.NaN()}} {
+		if err := m.Observe(c.mode, c.us); !errors.Is(err, ErrBadStep) {
+			t.Errorf("Observe(%d, %v): %v, want ErrBadStep", c.mode, c.us, err)
+		}
+	}
+	for _, k := range []int{-1, 2} {
+		if err := m.Resume(k); !errors.Is(err, ErrBadStep) {
+			t.Errorf("Resume(%d): %v, want ErrBadStep", k, err)
+		}
+		if err := m.Adopt(k, 0); !errors.Is(err, ErrBadStep) {
+			t.Errorf("Adopt(%d, 0): %v, want ErrBadStep", k, err)
+		}
+		if err := m.Adopt(0, k); !errors.Is(err, ErrBadStep) {
+			t.Errorf("Adopt(0, %d): %v, want ErrBadStep", k, err)
+		}
+	}
+	if runs := m.Runs(); runs[0] != 0 || runs[1] != 0 || m.seen[0] || m.seen[1] || m.last != -1 {
+		t.Errorf("after bad input: runs %v, seen %v, last %d", runs, m.seen, m.last)
 	}
 	if k := m.Next(); k != 0 {
 		t.Errorf("first mode %d, want 0 (warm-up in order)", k)
