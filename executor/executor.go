@@ -104,6 +104,14 @@ type Placer interface {
 	Observed(bucket adaptive.BucketID, backend int, us float64)
 }
 
+// LearnedSeer is a Placer told the backend the Strategy chose for each
+// op Place left to it (Learned), in the order the ops were decided, so
+// that it can replay the learner's placement (cmd/infer's frozen step
+// mode). The Executor calls it under the Placer's lock.
+type LearnedSeer interface {
+	SawLearned(bucket adaptive.BucketID, backend int)
+}
+
 func (c *Config) validate() error {
 	if c.Name == "" {
 		c.Name = "adaptive"
@@ -193,7 +201,8 @@ type Executor struct {
 	seq         atomic.Int64 // trace sequence
 	closeMu     sync.Mutex
 	closeDone   bool
-	placeMu     sync.Mutex // serialises Config.Placer
+	placeMu     sync.Mutex  // serialises Config.Placer
+	seer        LearnedSeer // Config.Placer, when it is one
 	closeErr    error
 	scratchPool sync.Pool
 
@@ -234,6 +243,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{cfg: cfg, s: s, bes: append([]backends.Backend(nil), cfg.Backends...)}
+	e.seer, _ = cfg.Placer.(LearnedSeer)
 	models := make([]string, len(e.bes))
 	e.anywhere = adaptive.Host
 	for i, b := range e.bes {

@@ -76,7 +76,7 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 // decide is SelectExcept (by h, the handle on the op's site, when there
 // is one), or with a Placer, SelectOn the backend it places the op on;
 // an op the Placer leaves to the Strategy (Learned) is decided as without
-// one.
+// one, and a LearnedSeer is told the choice.
 func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	arm := Learned
 	if p := e.cfg.Placer; p != nil {
@@ -97,6 +97,11 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 		*d, err = h.SelectExcept(res, exclude, why)
 	default:
 		*d, err = e.s.SelectExcept(*s, res, exclude, why)
+	}
+	if arm == Learned && err == nil && e.seer != nil {
+		e.placeMu.Lock()
+		e.seer.SawLearned(d.Bucket, d.Backend)
+		e.placeMu.Unlock()
 	}
 	return err
 }
