@@ -105,6 +105,7 @@ type served struct {
 	warmWall       time.Duration
 	warmClock      sim.TimelineStats
 	stepModelledUs []float64
+	stepModes      []string // -strategy auto's, per step
 }
 
 // summarise fills sum's throughput figures.
@@ -126,7 +127,7 @@ func (sv *served) summarise(sum *Summary, steps bool) {
 	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
 	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
 	if steps {
-		sum.StepModelledUs = sv.stepModelledUs
+		sum.StepModelledUs, sum.StepMode = sv.stepModelledUs, sv.stepModes
 	}
 }
 

@@ -50,13 +50,16 @@
 // what it loaded.
 //
 // auto runs each decode step with the per-op learner's placement, with
+// that placement frozen as it was in the learner's fastest step, with
 // every op on one backend (each backend the learner's posteriors put
-// within 1.5× of the best for a whole step), or, with -gpu-mem, with each
-// op where its weights live, chosen step by step by
-// Thompson sampling on the steps' times after 8 steps of the learner
-// alone: the learner prices each op alone and cannot see what its device
-// switches cost a step. -json's step_modes counts the steps of each.
-// perop is the per-op learner alone.
+// within 1.5× of the best for a whole step, weight copies included), or,
+// with -gpu-mem, with each op where its weights live, chosen step by step
+// by Thompson sampling on the steps' times after 8 steps of the learner
+// alone, a change of mode priced apart from the steps after it: the
+// learner prices each op alone and cannot see what its device switches
+// cost a step. -json's step_modes counts the steps of each, and with
+// -step-times step_mode names each step's. perop is the per-op learner
+// alone.
 //
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
@@ -174,7 +177,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
-	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
+	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled µs (and -strategy auto's mode for it)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")
 	fs.BoolVar(&o.stream, "stream", false, "print each generated token (request:token) on stdout")

@@ -44,8 +44,8 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		if steps != nil {
 			if decode {
 				steps.begin()
-			} else {
-				steps.prompt()
+			} else if err := steps.prompt(); err != nil {
+				return nil, err
 			}
 		}
 		before, began := clock.read().MakespanUs, time.Now()
@@ -64,6 +64,9 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		}
 		if o.stepTimes {
 			sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
+			if steps != nil {
+				sv.stepModes = append(sv.stepModes, steps.mode())
+			}
 		}
 		step++
 		if prompt {

@@ -12,30 +12,71 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// stepPlacer runs -strategy auto: each decode step runs either with the
-// per-op learner's placement (mode 0), with every op on one backend
-// (mode k: rules[k-1]), or, with weights in host memory, with every op
-// where its weights live (the last mode, home: llama.cpp's rule below its
-// batch threshold), as bandit.Modes chooses on the steps' times
-// (modelled under a Timeline, else by the wall clock). The learner prices
-// each op alone; on a real GPU its device switches cost the step more
-// than they save (BENCHMARKS.md, the real-GPU rows), which only the
-// step's own time shows. The learner runs the first learnerSteps decode
-// steps alone; then a backend becomes a mode when the learner's own
-// posteriors put a whole step on it within ruleSlack of the best
-// backend's (a backend 5× slower is not tried for a step). Prompt steps
-// are the learner's, and it learns from every op in every mode.
+// stepPlacer runs -strategy auto: each decode step runs in one of a few
+// modes, as bandit.Modes chooses on the steps' times (modelled under a
+// Timeline, else by the wall clock): the per-op learner's placement
+// (learned); the learner's placement frozen (each op where the learner
+// put it in its fastest step while it ran alone, later in a learned step
+// once the learner's record beats the frozen one's); every op on one
+// backend; or, with weights in host memory, every op where its weights
+// live (home: llama.cpp's rule below its batch threshold). The learner
+// prices each op alone; on a real GPU its device switches cost the step
+// more than they save (BENCHMARKS.md, the real-GPU rows), which only the
+// step's own time shows, and what it learns from the other modes' ops
+// can move its placement to a slower one (h100 beside cpu2 at batch 1:
+// from about 730 µs a step to 944, the GPU alone taking 916), which the
+// frozen mode keeps from costing the steps (TestAutoFrozenMode). The
+// learner runs the first learnerSteps decode steps alone; then a backend
+// becomes a mode when the learner's posteriors put a whole step on it,
+// its weight copies included, within ruleSlack of the best such step and
+// of the learner's fastest. Prompt steps are the learner's (Modes.Resume:
+// a decode step after one follows a change of mode unless it is
+// learned), and the learner learns from every op in every mode.
 type stepPlacer struct {
 	telemetry func() adaptive.Telemetry // the Scheduler's, once it exists
-	names     []string                  // the backends', from the Scheduler
-	modes     *bandit.Modes             // nil until the rules are known
-	rules     []int                     // mode k's backend: rules[k-1]
-	home      *llamaCPP                 // the weights' home, a mode after the rules; nil without -gpu-mem
+	transfer  func(backend string, toDevice bool, bytes int64) float64
+	names     []string      // the backends', from the Scheduler
+	modes     *bandit.Modes // nil until the modes are known
+	table     []stepMode    // mode k is table[k]
+	home      *llamaCPP     // the weights' home; nil without -gpu-mem
 	seed      uint64
 	cur       atomic.Int32 // the running step's mode; counting while learning
+	prompting atomic.Bool  // the running step is a prompt's
+	recording atomic.Bool  // the running step is a decode step of the learner's: its choices are kept (ran)
 	steps     int          // decode steps run
-	mu        sync.Mutex   // guards count: Place may run on the Executor's goroutines
+	mu        sync.Mutex   // guards the maps: Place and Observed may run on the Executor's goroutines
 	count     map[adaptive.BucketID]int
+	copyUs    []float64                        // the counted step's weight copies, by the backend its ops would have run on
+	ran       map[adaptive.BucketID][]frozenOp // the running learner step's choices by bucket, in order
+	frozen    map[adaptive.BucketID][]frozenOp // the frozen mode's: the fastest learner step's ran
+	homeOf    int                              // the home mode's backend for the op being decided (-1: no home mode)
+	frozenUs  float64                          // that step's time
+	learnUs   []float64                        // the learner's steps while it ran alone
+	occ       map[adaptive.BucketID]int        // the running frozen step's ops by bucket so far
+}
+
+// modeKind is how a step mode places an op.
+type modeKind uint8
+
+const (
+	learnedMode modeKind = iota // the learner decides
+	frozenMode                  // stepPlacer.frozen's choice for the op
+	onlyMode                    // every op on one backend
+	homeMode                    // every op where its weights live
+)
+
+// frozenOp is the learner's choice for an op: a backend, or, where that
+// was the op's home (with -gpu-mem), the op's home at the time it runs,
+// which follows the weights the cache moves.
+type frozenOp struct {
+	backend int
+	home    bool
+}
+
+// stepMode is one of auto's ways of running a decode step.
+type stepMode struct {
+	kind    modeKind
+	backend int // onlyMode's
 }
 
 const (
@@ -43,9 +84,13 @@ const (
 	// modes are compared: 8 at batch 1 are about 1,600 ops of a 12-layer
 	// decoder, past the trials of a cold start (TestAutoStepModes).
 	learnerSteps = 8
-	// ruleSlack is how much slower than the best backend's a whole step
-	// on a backend may be predicted and still be tried: a step of 1.5×
-	// costs half a step to learn, one of 5× four.
+	// ruleSlack is how much slower than the best backend's predicted
+	// step, and than the learner's fastest measured one, a whole step on
+	// a backend may be predicted and still be tried: a step of 1.5× costs
+	// half a step to learn, one of 5× four. The prediction sums per-op
+	// means and the weight copies, not what the host waits for between
+	// ops, so it is a step's least: a mode predicted 1.5× the learner's
+	// measured step is slower still.
 	ruleSlack = 1.5
 	// counting marks a step of the learner's whose ops are counted by
 	// bucket (Place) for the prediction of whole steps.
@@ -55,7 +100,8 @@ const (
 var _ executor.Placer = (*stepPlacer)(nil)
 
 func newStepPlacer(seed uint64) *stepPlacer {
-	return &stepPlacer{seed: seed, count: map[adaptive.BucketID]int{}}
+	return &stepPlacer{seed: seed, count: map[adaptive.BucketID]int{},
+		ran: map[adaptive.BucketID][]frozenOp{}, occ: map[adaptive.BucketID]int{}, homeOf: -1}
 }
 
 // stepPlacer returns -strategy auto's placer, made st's Placer, with the
@@ -77,70 +123,167 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 // its backends' names (nil p: nothing to do).
 func (p *stepPlacer) attach(s *adaptive.Scheduler) {
 	if p != nil {
-		p.telemetry, p.names = s.Telemetry, s.Backends()
+		p.telemetry, p.transfer, p.names = s.Telemetry, s.PredictTransfer, s.Backends()
+		p.copyUs = make([]float64, len(p.names))
 	}
 }
 
 // Name implements executor.Placer.
 func (p *stepPlacer) Name() string { return "auto" }
 
-// Place implements executor.Placer: a rule's backend, or the learner's
-// choice (counted by bucket while learning).
+// Place implements executor.Placer: the running mode's backend for the
+// op, or the learner's choice (counted by bucket while learning).
 func (p *stepPlacer) Place(s kernels.Spec, res adaptive.Residency, b adaptive.BucketID) int {
-	switch k := p.cur.Load(); {
-	case k == counting:
+	k := p.cur.Load()
+	if k == counting {
 		p.mu.Lock()
 		p.count[b]++
+		p.addCopies(&res)
 		p.mu.Unlock()
-	case k > 0 && int(k) <= len(p.rules):
-		return p.rules[k-1]
-	case k > 0:
+	}
+	if k <= 0 { // the learner's, or a prompt before the modes are known
+		if p.home != nil && p.recording.Load() {
+			p.mu.Lock()
+			p.homeOf = p.home.home(s, res)
+			p.mu.Unlock()
+		}
+		return executor.Learned
+	}
+	switch m := p.table[k]; m.kind {
+	case frozenMode:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := p.occ[b]
+		p.occ[b]++
+		switch {
+		case i >= len(p.frozen[b]):
+		case p.frozen[b][i].home:
+			return p.home.home(s, res)
+		default:
+			return p.frozen[b][i].backend
+		}
+	case onlyMode:
+		return m.backend
+	case homeMode:
 		return p.home.home(s, res)
 	}
 	return executor.Learned
 }
 
+// addCopies adds to copyUs the link model's time to copy the op's
+// weights (res) to each backend that lacks them.
+func (p *stepPlacer) addCopies(res *adaptive.Residency) {
+	for i := range min(res.N, adaptive.MaxInputs) {
+		in := res.Inputs[i]
+		if !in.Weight || in.Bytes <= 0 {
+			continue
+		}
+		for a, name := range p.names {
+			if !in.On.Has(a) {
+				p.copyUs[a] += max(0, p.transfer(name, true, in.Bytes))
+			}
+		}
+	}
+}
+
 // Observed implements executor.Placer: the learner learns on its own.
 func (p *stepPlacer) Observed(adaptive.BucketID, int, float64) {}
 
-// prompt sets the learner's placement for a prompt step.
-func (p *stepPlacer) prompt() { p.cur.Store(0) }
+// SawLearned implements executor.LearnedSeer: while the learner runs
+// alone, the backends it chose, by bucket in the order of the step's
+// ops, for the frozen mode.
+func (p *stepPlacer) SawLearned(b adaptive.BucketID, backend int) {
+	if !p.recording.Load() {
+		return
+	}
+	p.mu.Lock()
+	p.ran[b] = append(p.ran[b], frozenOp{backend: backend, home: backend == p.homeOf})
+	p.homeOf = -1
+	p.mu.Unlock()
+}
+
+// prompt sets the learner's placement for a prompt step: the learned
+// mode's, so that its next decode step follows no change of mode.
+func (p *stepPlacer) prompt() error {
+	p.prompting.Store(true)
+	p.recording.Store(false)
+	if p.modes == nil {
+		return nil
+	}
+	p.cur.Store(0)
+	return p.modes.Resume(0)
+}
 
 // begin chooses the mode of a decode step: the learner's, counted, for
 // the first learnerSteps, then bandit.Modes'.
 func (p *stepPlacer) begin() {
+	p.prompting.Store(false)
+	p.mu.Lock()
+	clear(p.ran)
+	clear(p.occ)
 	if p.modes == nil {
-		p.mu.Lock()
 		clear(p.count)
-		p.mu.Unlock()
-		p.cur.Store(counting)
-		return
+		clear(p.copyUs)
 	}
-	p.cur.Store(int32(p.modes.Next()))
+	p.mu.Unlock()
+	k := counting
+	if p.modes != nil {
+		k = p.modes.Next()
+	}
+	p.recording.Store(k <= 0)
+	p.cur.Store(int32(k))
 }
 
-// end records that the decode step begun last took us µs; after the
-// learnerSteps-th, it sets up the modes from the last step's ops.
+// end records that the decode step begun last took us µs; while the
+// learner runs alone it keeps the fastest step's placement, and after the
+// learnerSteps-th it sets up the modes from the last step's ops.
 func (p *stepPlacer) end(us float64) error {
 	p.steps++
 	if p.modes == nil {
+		p.freeze(us)
+		p.learnUs = append(p.learnUs, us)
 		if p.steps < learnerSteps {
 			return nil
 		}
-		if err := p.setModes(); err != nil {
-			return err
-		}
-		return p.modes.Done(0, us)
+		return p.setModes()
 	}
-	return p.modes.Done(int(p.cur.Load()), us)
+	k := int(p.cur.Load())
+	if err := p.modes.Done(k, us); err != nil {
+		return err
+	}
+	if k == 0 && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
+		// The learner now does better than the placement frozen: its
+		// latest step's, if no slower than its record (not a step of
+		// trials), takes the frozen one's place, with its record.
+		p.mu.Lock()
+		p.frozen, p.ran = p.ran, map[adaptive.BucketID][]frozenOp{}
+		p.mu.Unlock()
+		return p.modes.Adopt(1, 0)
+	}
+	return nil
+}
+
+// freeze makes the learner step just run, of us µs, the frozen mode's
+// placement if it is the fastest so far: each op on the backend the
+// learner chose for it, told apart by its bucket and its place among the
+// step's ops of that bucket.
+func (p *stepPlacer) freeze(us float64) {
+	if p.frozen != nil && us >= p.frozenUs {
+		return
+	}
+	p.mu.Lock()
+	p.frozen, p.ran, p.frozenUs = p.ran, map[adaptive.BucketID][]frozenOp{}, us
+	p.mu.Unlock()
 }
 
 // setModes predicts a whole step on each backend from the learner's
-// posterior means of the buckets of the last step, and makes a mode of
-// every backend within ruleSlack of the best.
+// posterior means of the buckets of the last step and the copies of the
+// weights the backend lacks, and makes a mode of every backend within
+// ruleSlack of the best prediction and of the learner's fastest step.
+// The learned and frozen modes start from the learner's own steps.
 func (p *stepPlacer) setModes() error {
 	tel := p.telemetry()
-	pred := make([]float64, len(p.names))
+	pred := append([]float64(nil), p.copyUs...)
 	p.mu.Lock()
 	for b, n := range p.count {
 		if int(b) >= len(tel.Buckets) {
@@ -155,27 +298,62 @@ func (p *stepPlacer) setModes() error {
 		}
 	}
 	p.mu.Unlock()
-	best := 0
+	base := p.frozenUs
 	for i := range pred {
-		if pred[i] < pred[best] {
-			best = i
+		base = min(base, pred[i])
+	}
+	p.table = []stepMode{{kind: learnedMode}, {kind: frozenMode}}
+	for i := range pred {
+		if pred[i] > 0 && pred[i] <= ruleSlack*base {
+			p.table = append(p.table, stepMode{kind: onlyMode, backend: i})
 		}
 	}
-	for i := range pred {
-		if pred[i] > 0 && pred[i] <= ruleSlack*pred[best] {
-			p.rules = append(p.rules, i)
-		}
-	}
-	n := 1 + len(p.rules)
 	if p.home != nil {
-		n++
+		p.table = append(p.table, stepMode{kind: homeMode})
 	}
-	m, err := bandit.NewModes(n, p.seed)
+	m, err := bandit.NewModes(len(p.table), p.seed)
 	if err != nil {
+		return fmt.Errorf("infer: auto's step modes: %w", err)
+	}
+	for _, us := range p.learnUs[len(p.learnUs)-bandit.ModesWarm:] {
+		if err := m.Observe(0, us); err != nil {
+			return fmt.Errorf("infer: auto's step modes: %w", err)
+		}
+	}
+	// The frozen placement is one of the learner's steps, its time the
+	// least of learnerSteps (biased low): its record starts as the
+	// learner's.
+	if err := m.Adopt(1, 0); err != nil {
 		return fmt.Errorf("infer: auto's step modes: %w", err)
 	}
 	p.modes = m
 	return nil
+}
+
+// modeName names mode k: "learned", "frozen", "only:NAME" or "home".
+func (p *stepPlacer) modeName(k int) string {
+	switch m := p.table[k]; m.kind {
+	case frozenMode:
+		return "frozen"
+	case onlyMode:
+		return "only:" + p.names[m.backend]
+	case homeMode:
+		return "home"
+	}
+	return "learned"
+}
+
+// mode names the mode of the step begun last: "prompt" for a prompt
+// step, else as modeName ("learned" while the learner runs alone).
+func (p *stepPlacer) mode() string {
+	switch k := p.cur.Load(); {
+	case p.prompting.Load():
+		return "prompt"
+	case k <= 0:
+		return "learned"
+	default:
+		return p.modeName(int(k))
+	}
 }
 
 // runs returns the decode steps each mode ran, by name ("learned" counts
@@ -187,13 +365,10 @@ func (p *stepPlacer) runs() map[string]int64 {
 	if p.modes == nil {
 		return map[string]int64{"learned": int64(p.steps)}
 	}
-	r := p.modes.Runs()
-	out := map[string]int64{"learned": r[0] + learnerSteps - 1}
-	for k, b := range p.rules {
-		out["only:"+p.names[b]] = r[k+1]
+	out := map[string]int64{}
+	for k, n := range p.modes.Runs() {
+		out[p.modeName(k)] = n
 	}
-	if p.home != nil {
-		out["home"] = r[len(r)-1]
-	}
+	out["learned"] += learnerSteps
 	return out
 }

@@ -38,13 +38,16 @@ type Summary struct {
 	WarmupSteps            int     `json:"warmup_steps"`
 	WarmupTokens           int64   `json:"warmup_tokens"`
 	ColdModelledTokensPerS float64 `json:"cold_modelled_tokens_per_s"`
-	// StepModelledUs is each decode step's modelled µs, warm-up included
-	// (with -step-times).
-	StepModelledUs []float64          `json:"step_modelled_us,omitempty"`
-	Ops            int64              `json:"ops"`
-	Share          map[string]float64 `json:"share"`
-	Switches       int64              `json:"switches"`
-	Fallbacks      int64              `json:"fallbacks"`
+	// StepModelledUs is each step's modelled µs (prompt micro-batches and
+	// decode steps), warm-up included (with -step-times).
+	StepModelledUs []float64 `json:"step_modelled_us,omitempty"`
+	// StepMode names how each step of StepModelledUs ran under -strategy
+	// auto: "prompt", or a decode step's mode as in StepModes.
+	StepMode  []string           `json:"step_mode,omitempty"`
+	Ops       int64              `json:"ops"`
+	Share     map[string]float64 `json:"share"`
+	Switches  int64              `json:"switches"`
+	Fallbacks int64              `json:"fallbacks"`
 	// ExplorePct is the share of decisions whose reason was Explore, in %
 	// (adaptive.Telemetry.ExplorationShare).
 	ExplorePct float64 `json:"explore_pct"`
