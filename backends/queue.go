@@ -65,7 +65,10 @@ type Recorder interface {
 // Deferred is implemented by Events of work that may be gathered and not
 // yet launched. Launched is closed once the work is on the device: an
 // observer that must not launch it early (a watcher that would end the
-// gathering at its first op) waits there before Wait.
+// gathering at its first op) waits there before Wait. Launch launches
+// the gathering now if it has not been, without waiting for it: what a
+// host that is about to wait for the work does.
 type Deferred interface {
 	Launched() <-chan struct{}
+	Launch() error
 }

@@ -56,7 +56,8 @@ type Device struct {
 	inflight           []*event                   // queued work not yet retired, in queue order
 	failed             []*event                   // retired work that failed, not yet reported by Sync
 	gather             *gathering                 // ops gathered, not yet launched; nil when not gathering
-	graph              *replay                    // the graph last launched
+	graphs             []*replay                  // the graph of each segment of a gathered step
+	segment            int                        // launches since Record: the next segment's graph
 	graphStats         GraphStats
 
 	pool *pool

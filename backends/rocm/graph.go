@@ -35,24 +35,23 @@ type gathering struct {
 	launched chan struct{} // closed when the list has been launched
 }
 
+// segmentKernels is how many gathered kernels are launched at once while
+// gathering goes on: the device starts on a step's first segment while
+// the host gathers the next, instead of idling until the whole step is
+// gathered. A launch costs the host about 10 µs (two event records and a
+// graph launch: BenchmarkGPUCalls), 32 kernels take it 200 µs or more
+// to gather, so launches stay a few per cent of the host's work.
+const segmentKernels = 32
+
+// maxGraphs bounds the graphs kept, one per segment of a step.
+const maxGraphs = 256
+
 // replay is the graph last launched: the kernel list it was built from,
 // its nodes and its executable form.
 type replay struct {
 	graph, exec uintptr
 	nodes       []uint64
 	k           kernelList
-}
-
-// GraphStats counts what gatherings did, for tests and reports.
-type GraphStats struct {
-	Launches int64 // gatherings launched
-	Kernels  int64 // kernels in them
-	Builds   int64 // graphs built
-	Replays  int64 // launches that replayed the last graph
-	Updated  int64 // nodes given new arguments before a replay
-	OneByOne int64 // gatherings launched kernel by kernel (no graph)
-	// NoGraphs is why graphs are not used (empty while they are).
-	NoGraphs string
 }
 
 // closedChan is the Launched of work launched when queued.
@@ -66,6 +65,25 @@ func (e *event) Launched() <-chan struct{} {
 	return e.gathered
 }
 
+// Launch implements backends.Deferred: it launches e's gathering if it
+// has not been launched.
+func (e *event) Launch() error {
+	if e.gathered == nil {
+		return nil
+	}
+	select {
+	case <-e.gathered:
+		return nil
+	default:
+	}
+	return e.d.gated(func() error {
+		if e.whole == nil && !e.done.Load() {
+			return e.d.launchGathered()
+		}
+		return nil
+	})
+}
+
 // Record implements backends.Recorder: ops queued from now on are
 // gathered until Flush.
 func (d *Device) Record() error {
@@ -73,6 +91,7 @@ func (d *Device) Record() error {
 		if d.gather == nil {
 			d.gather = &gathering{launched: make(chan struct{})}
 		}
+		d.segment = 0
 		return nil
 	})
 }
@@ -83,7 +102,7 @@ func (d *Device) Record() error {
 func (d *Device) Flush() error {
 	return d.gated(func() error {
 		err := d.launchGathered()
-		d.gather = nil
+		d.gather, d.segment = nil, 0
 		return err
 	})
 }
@@ -136,6 +155,11 @@ func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, af
 	g.ops = append(g.ops, e)
 	for _, b := range bufs {
 		b.last = e
+	}
+	if g.k.len() >= segmentKernels {
+		// A launch failure fails the gathered ops, e among them: their
+		// Waits report it.
+		_ = d.launchGathered()
 	}
 	return e, nil
 }
@@ -207,7 +231,7 @@ func (d *Device) launchKernels(k *kernelList) error {
 		// kernel nodes for module functions) gets the kernels one by one,
 		// from now on.
 		d.graphStats.NoGraphs = err.Error()
-		d.dropGraph()
+		d.dropGraphs()
 	}
 	d.graphStats.OneByOne++
 	done, code := d.s.launchAll(k, d.stream)
@@ -217,10 +241,16 @@ func (d *Device) launchKernels(k *kernelList) error {
 	return nil
 }
 
-// launchGraph replays the last graph with k's arguments when k has its
-// kernels and dimensions, or builds and launches a new one (under do).
+// launchGraph replays the graph of this segment of the step (the n-th
+// launch since Record) with k's arguments when k has its kernels and
+// dimensions, or builds and launches a new one in its place (under do).
 func (d *Device) launchGraph(k *kernelList) error {
-	r := d.graph
+	slot := min(d.segment, maxGraphs-1)
+	d.segment++
+	for len(d.graphs) <= slot {
+		d.graphs = append(d.graphs, nil)
+	}
+	r := d.graphs[slot]
 	if r != nil && sameKernels(&r.k, k) {
 		for i := range k.len() {
 			if slices.Equal(r.k.args[r.k.off[i]:r.k.off[i+1]], k.args[k.off[i]:k.off[i+1]]) {
@@ -235,12 +265,12 @@ func (d *Device) launchGraph(k *kernelList) error {
 		d.graphStats.Replays++
 		return d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
 	}
-	d.dropGraph()
+	d.dropGraph(slot)
 	g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
 	if err := d.check(fGraphAddKernel, code); err != nil {
 		return err
 	}
-	d.graph = &replay{graph: g, exec: exec, nodes: nodes, k: kernelList{
+	d.graphs[slot] = &replay{graph: g, exec: exec, nodes: nodes, k: kernelList{
 		fns: slices.Clone(k.fns), dims: slices.Clone(k.dims), args: slices.Clone(k.args), off: slices.Clone(k.off)}}
 	d.graphStats.Builds++
 	return d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
@@ -252,14 +282,25 @@ func sameKernels(a, b *kernelList) bool {
 	return slices.Equal(a.fns, b.fns) && slices.Equal(a.dims, b.dims) && slices.Equal(a.off, b.off)
 }
 
-// dropGraph destroys the last graph (under do). A graph launched and not
-// yet complete may be destroyed: the runtimes finish it first.
-func (d *Device) dropGraph() {
-	if r := d.graph; r != nil {
+// dropGraph destroys the graph of a segment (under do). A graph launched
+// and not yet complete may be destroyed: the runtimes finish it first.
+func (d *Device) dropGraph(slot int) {
+	if slot >= len(d.graphs) {
+		return
+	}
+	if r := d.graphs[slot]; r != nil {
 		d.s.call(fGraphExecFree, r.exec)
 		d.s.call(fGraphDestroy, r.graph)
-		d.graph = nil
+		d.graphs[slot] = nil
 	}
+}
+
+// dropGraphs destroys every graph (under do).
+func (d *Device) dropGraphs() {
+	for i := range d.graphs {
+		d.dropGraph(i)
+	}
+	d.graphs = nil
 }
 
 // graphsMissing says why the loaded runtime cannot run graphs, or "".

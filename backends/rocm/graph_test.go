@@ -289,3 +289,52 @@ func TestFakeGatheredClose(t *testing.T) {
 		t.Errorf("a gathered op drained by Close: %v", err)
 	}
 }
+
+// TestFakeGatheredSegments: a long gathering is launched in segments as
+// it grows, so that the device starts before the step is all gathered;
+// the next step replays each segment's own graph.
+func TestFakeGatheredSegments(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	const ops = segmentKernels + 8
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
+	x, _ := d.Alloc(16)
+	y, _ := d.Alloc(16)
+	bufs := [2]backends.Buffer{x, y}
+	for step := range 2 {
+		if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Record(); err != nil {
+			t.Fatal(err)
+		}
+		var first backends.Event
+		for i := range ops {
+			ev, err := d.RunAsync(sc, bufs[i%2:i%2+1], bufs[1-i%2], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = ev
+			}
+		}
+		select {
+		case <-first.(backends.Deferred).Launched():
+		default:
+			t.Fatalf("step %d: %d kernels gathered and none launched", step, ops)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, 4)
+		if _, err := d.Read(kernels.AsBytes(got), bufs[ops%2]); err != nil {
+			t.Fatal(err)
+		}
+		want := float32(1 << ops)
+		if got[0] != want || got[3] != 4*want {
+			t.Fatalf("step %d: %v after %d doublings, want %v·[1 2 3 4]", step, got, ops, want)
+		}
+	}
+	if st := d.Graphs(); st.Launches != 4 || st.Builds != 2 || st.Replays != 2 {
+		t.Errorf("%+v: want 2 segments a step, each built once and replayed once", st)
+	}
+}

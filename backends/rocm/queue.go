@@ -190,6 +190,9 @@ func (d *Device) retire(e *event, call fn, code int) {
 			d.failed = append(d.failed, e)
 		}
 	}
+	if e.members != nil && err == nil {
+		d.graphStats.DeviceNs += int64(e.timing.Duration)
+	}
 	for _, m := range e.members {
 		m.timing = backends.Timing{Clock: backends.Gathered}
 		if err != nil {
@@ -491,6 +494,6 @@ func (d *Device) drainQueue() error {
 			}
 		}
 	}
-	d.dropGraph()
+	d.dropGraphs()
 	return errors.Join(append([]error{d.takeFailed()}, errs...)...)
 }
