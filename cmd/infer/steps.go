@@ -186,6 +186,15 @@ func (p *stepPlacer) addCopies(res *adaptive.Residency) {
 	}
 }
 
+// whole returns the backend that the running decode step puts every op
+// on (a mode of one backend), or -1.
+func (p *stepPlacer) whole() int {
+	if k := p.cur.Load(); k > 0 && p.table[k].kind == onlyMode {
+		return p.table[k].backend
+	}
+	return -1
+}
+
 // Observed implements executor.Placer: the learner learns on its own.
 func (p *stepPlacer) Observed(adaptive.BucketID, int, float64) {}
 
