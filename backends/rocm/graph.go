@@ -117,13 +117,20 @@ func (d *Device) Graphs() GraphStats {
 // stream are waited for on the device now, before the gathering's launch
 // in stream order; bufs remember the op as their last user.
 func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
-	d.retireCompleted()
 	g := d.gather
-	for _, l := range append(lastUsers(bufs), after...) {
+	wait := func(l *event) error {
 		if l == nil || l.done.Load() || l.stream == d.stream || l.gathered != nil {
-			continue
+			return nil
 		}
-		if err := d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end)); err != nil {
+		return d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end))
+	}
+	for _, b := range bufs {
+		if err := wait(b.last); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range after {
+		if err := wait(l); err != nil {
 			return nil, err
 		}
 	}
@@ -157,14 +164,6 @@ func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, af
 		_ = d.launchGathered()
 	}
 	return e, nil
-}
-
-func lastUsers(bufs []*buffer) []*event {
-	out := make([]*event, 0, len(bufs))
-	for _, b := range bufs {
-		out = append(out, b.last)
-	}
-	return out
 }
 
 // launchGathered launches the gathering's kernels, between one pair of
