@@ -38,8 +38,9 @@ type gathering struct {
 // maxGraphs bounds the graphs kept, one per segment of a step.
 const maxGraphs = 256
 
-// replay is the graph last launched: the kernel list it was built from,
-// its nodes and its executable form.
+// replay is a segment's graph: the kernel list it was built from, its
+// nodes and its executable form; exec is 0 for kernels seen once, not
+// yet built.
 type replay struct {
 	graph, exec uintptr
 	nodes       []uint64
@@ -216,18 +217,19 @@ func (d *Device) enqueueWhole(op string, launch func() error) (*event, error) {
 // runtime has graphs, else kernel by kernel (under do).
 func (d *Device) launchKernels(k *kernelList) error {
 	if d.graphStats.NoGraphs == "" {
-		err := d.launchGraph(k)
-		if err == nil {
+		launched, err := d.launchGraph(k)
+		switch {
+		case launched && err == nil:
 			return nil
-		}
-		if d.lost.Load() {
+		case err != nil && d.lost.Load():
 			return err
+		case err != nil:
+			// A runtime that cannot build or launch this graph (a platform
+			// without kernel nodes for module functions) gets the kernels
+			// one by one, from now on.
+			d.graphStats.NoGraphs = err.Error()
+			d.dropGraphs()
 		}
-		// A runtime that cannot build this graph (a platform without
-		// kernel nodes for module functions) gets the kernels one by one,
-		// from now on.
-		d.graphStats.NoGraphs = err.Error()
-		d.dropGraphs()
 	}
 	d.graphStats.OneByOne++
 	done, code := d.s.launchAll(k, d.stream)
@@ -239,36 +241,45 @@ func (d *Device) launchKernels(k *kernelList) error {
 
 // launchGraph replays the graph of this segment of the step (the n-th
 // launch since Record) with k's arguments when k has its kernels and
-// dimensions, or builds and launches a new one in its place (under do).
-func (d *Device) launchGraph(k *kernelList) error {
+// dimensions. A graph is built for kernels seen twice running in this
+// segment: a decode step's segments repeat from step to step, a segment
+// cut short by a copy mid-step need not, and building costs more than
+// launching a few kernels. It returns false, having launched nothing,
+// for kernels seen for the first time (under do).
+func (d *Device) launchGraph(k *kernelList) (bool, error) {
 	slot := min(d.segment, maxGraphs-1)
 	for len(d.graphs) <= slot {
 		d.graphs = append(d.graphs, nil)
 	}
 	r := d.graphs[slot]
+	if r != nil && sameKernels(&r.k, k) && r.exec == 0 {
+		g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
+		if err := d.check(fGraphAddKernel, code); err != nil {
+			return false, err
+		}
+		r.graph, r.exec, r.nodes = g, exec, nodes
+		r.k.args = append(r.k.args[:0], k.args...)
+		d.graphStats.Builds++
+		return true, d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
+	}
 	if r != nil && sameKernels(&r.k, k) {
 		for i := range k.len() {
 			if slices.Equal(r.k.args[r.k.off[i]:r.k.off[i+1]], k.args[k.off[i]:k.off[i+1]]) {
 				continue
 			}
 			if err := d.check(fGraphSetKernel, d.s.graphSet(d.v.platform == AMD, r.exec, r.nodes[i], k, i)); err != nil {
-				return err
+				return false, err
 			}
 			d.graphStats.Updated++
 		}
 		r.k.args = append(r.k.args[:0], k.args...)
 		d.graphStats.Replays++
-		return d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
+		return true, d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
 	}
 	d.dropGraph(slot)
-	g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
-	if err := d.check(fGraphAddKernel, code); err != nil {
-		return err
-	}
-	d.graphs[slot] = &replay{graph: g, exec: exec, nodes: nodes, k: kernelList{
+	d.graphs[slot] = &replay{k: kernelList{
 		fns: slices.Clone(k.fns), dims: slices.Clone(k.dims), args: slices.Clone(k.args), off: slices.Clone(k.off)}}
-	d.graphStats.Builds++
-	return d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
+	return false, nil
 }
 
 // sameKernels reports whether a and b launch the same functions with the
@@ -284,8 +295,10 @@ func (d *Device) dropGraph(slot int) {
 		return
 	}
 	if r := d.graphs[slot]; r != nil {
-		d.s.call(fGraphExecFree, r.exec)
-		d.s.call(fGraphDestroy, r.graph)
+		if r.exec != 0 {
+			d.s.call(fGraphExecFree, r.exec)
+			d.s.call(fGraphDestroy, r.graph)
+		}
 		d.graphs[slot] = nil
 	}
 }

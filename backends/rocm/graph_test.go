@@ -122,25 +122,25 @@ func gatheredSteps(t testing.TB, d *Device, s *stepBufs, from, steps int) {
 	}
 }
 
-// TestFakeGatheredReplay: the first gathered step builds a graph, the
-// next ones replay it with the KV append's new position, and a replay
-// launches no kernel one by one (it succeeds while every kernel launch
-// fails).
+// TestFakeGatheredReplay: the first gathered step is launched kernel by
+// kernel, the second builds a graph of the same kernels, the next ones
+// replay it with the KV append's new position, and a replay launches no
+// kernel one by one (it succeeds while every kernel launch fails).
 func TestFakeGatheredReplay(t *testing.T) {
 	d := openFake(t, fakeOptions(t, "blas"))
 	s := newStepBufs(t, d, 8)
 	gatheredSteps(t, d, s, 0, 3)
 	st := d.Graphs()
-	if st.NoGraphs != "" || st.Builds != 1 || st.Replays != 2 || st.Launches != 3 || st.Kernels != 9 || st.OneByOne != 0 {
-		t.Fatalf("after 3 steps %+v, want 1 build, 2 replays, 3 launches of 3 kernels", st)
+	if st.NoGraphs != "" || st.OneByOne != 1 || st.Builds != 1 || st.Replays != 1 || st.Launches != 3 || st.Kernels != 9 {
+		t.Fatalf("after 3 steps %+v, want 1 launch one by one, 1 build, 1 replay, 3 launches of 3 kernels", st)
 	}
-	if st.Updated != 2 {
-		t.Errorf("nodes updated %d, want 2 (the append's position, once per replay)", st.Updated)
+	if st.Updated != 1 {
+		t.Errorf("nodes updated %d, want 1 (the append's position, once per replay)", st.Updated)
 	}
 	t.Setenv("FAKEHIP_LAUNCH_ERROR", "1")
 	gatheredSteps(t, d, s, 3, 2)
-	if st := d.Graphs(); st.Replays != 4 {
-		t.Errorf("replays %d, want 4", st.Replays)
+	if st := d.Graphs(); st.Replays != 3 {
+		t.Errorf("replays %d, want 3", st.Replays)
 	}
 }
 
@@ -170,9 +170,11 @@ func TestFakeGatheredRebuild(t *testing.T) {
 			t.Fatalf("y = %v, want 3·%v", got, x)
 		}
 	}
-	gatheredSteps(t, d, s, 2, 1)
-	if st := d.Graphs(); st.Builds != 3 || st.Replays != 1 {
-		t.Errorf("%+v, want 3 builds (step, one op, step) and 1 replay", st)
+	gatheredSteps(t, d, s, 2, 2)
+	// Steps 0 and 1 build the step's graph; the one op is new to its
+	// segment, and so is the step after it; the next step builds again.
+	if st := d.Graphs(); st.Builds != 2 || st.Replays != 0 || st.OneByOne != 3 {
+		t.Errorf("%+v, want 2 builds, 3 gatherings launched one by one", st)
 	}
 }
 
@@ -185,7 +187,7 @@ func TestFakeGatheredNoGraphs(t *testing.T) {
 	s := newStepBufs(t, d, 8)
 	gatheredSteps(t, d, s, 0, 3)
 	st := d.Graphs()
-	if st.Builds != 0 || st.OneByOne != 3 || !strings.Contains(st.NoGraphs, "hipGraphAddKernelNode") {
+	if st.Builds != 0 || st.OneByOne != 3 || !strings.Contains(st.NoGraphs, "hipGraphAddKernelNode") || st.Replays != 0 {
 		t.Errorf("%+v, want 3 launches one by one and the failing call named", st)
 	}
 }
@@ -295,8 +297,8 @@ func TestFakeGatheredClose(t *testing.T) {
 
 // TestFakeGatheredSegments: a long gathering is launched in segments as
 // it grows (backends.SegmentLimit), so that the device starts before the
-// step is all gathered; a step like the last replays each segment's own
-// graph.
+// step is all gathered; the third step like the last replays each
+// segment's own graph.
 func TestFakeGatheredSegments(t *testing.T) {
 	d := openFake(t, fakeOptions(t, "blas"))
 	const ops = 40
@@ -312,7 +314,7 @@ func TestFakeGatheredSegments(t *testing.T) {
 		}
 		return n
 	}
-	for step := range 3 {
+	for step := range 4 {
 		before := d.Graphs()
 		if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
 			t.Fatal(err)
@@ -353,8 +355,8 @@ func TestFakeGatheredSegments(t *testing.T) {
 		if n := st.Launches - before.Launches; n != int64(segments(last)) {
 			t.Errorf("step %d: %d launches, want %d segments", step, n, segments(last))
 		}
-		if step == 2 && st.Replays-before.Replays != int64(segments(ops)) {
-			t.Errorf("step 2 replayed %d segments, want all %d", st.Replays-before.Replays, segments(ops))
+		if step == 3 && st.Replays-before.Replays != int64(segments(ops)) {
+			t.Errorf("step 3 replayed %d segments, want all %d", st.Replays-before.Replays, segments(ops))
 		}
 	}
 }
