@@ -119,21 +119,8 @@ func (d *Device) Graphs() GraphStats {
 // in stream order; bufs remember the op as their last user.
 func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
 	g := d.gather
-	wait := func(l *event) error {
-		if l == nil || l.done.Load() || l.stream == d.stream || l.gathered != nil {
-			return nil
-		}
-		return d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end))
-	}
-	for _, b := range bufs {
-		if err := wait(b.last); err != nil {
-			return nil, err
-		}
-	}
-	for _, l := range after {
-		if err := wait(l); err != nil {
-			return nil, err
-		}
+	if err := d.waitForAll(d.stream, bufs, after); err != nil {
+		return nil, err
 	}
 	ob := bufs[len(bufs)-1]
 	for i, l := range p.launches {
