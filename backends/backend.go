@@ -67,11 +67,14 @@ const (
 	WallClock    Clock = iota // the monotonic clock around the call (CPU backends)
 	DeviceEvents              // events recorded on the device's stream (GPU backends)
 	Simulated                 // a simulated device's model, not slept
+	// Gathered: the op ran inside a gathering launched at once (Recorder),
+	// which measures the whole, not the op: Duration is 0.
+	Gathered
 )
 
 var _ fmt.Stringer = DeviceEvents
 
-// String returns "wall", "events" or "sim".
+// String returns "wall", "events", "sim" or "gathered".
 func (c Clock) String() string {
 	switch c {
 	case WallClock:
@@ -80,6 +83,8 @@ func (c Clock) String() string {
 		return "events"
 	case Simulated:
 		return "sim"
+	case Gathered:
+		return "gathered"
 	}
 	return fmt.Sprintf("Clock(%d)", uint8(c))
 }

@@ -45,3 +45,30 @@ type Queuer interface {
 type HardwareGroup interface {
 	HardwareGroup() string
 }
+
+// Recorder is the optional capability of a Queuer that gathers the ops
+// queued between Record and Flush and launches them at once, as a GPU
+// graph replayed with new arguments when the next gathering has the same
+// kernels: the host then pays one launch per step instead of one per op,
+// as llama.cpp and PyTorch replay CUDA graphs. Gathered ops have no
+// timings of their own (Clock Gathered, Duration 0). Their Events are
+// Deferred: waiting for one launches the gathering; so does any work
+// that cannot join it (a copy, a library call, Sync).
+type Recorder interface {
+	Queuer
+	// Record starts gathering.
+	Record() error
+	// Flush launches what was gathered and stops gathering.
+	Flush() error
+}
+
+// Deferred is implemented by Events of work that may be gathered and not
+// yet launched. Launched is closed once the work is on the device: an
+// observer that must not launch it early (a watcher that would end the
+// gathering at its first op) waits there before Wait. Launch launches
+// the gathering now if it has not been, without waiting for it: what a
+// host that is about to wait for the work does.
+type Deferred interface {
+	Launched() <-chan struct{}
+	Launch() error
+}

@@ -4,6 +4,7 @@
 # have no Go):
 #
 #   go test -c -o BIN/rocm.test ./backends/rocm
+#   go test -c -o BIN/infer.test ./cmd/infer   (optional)
 #   go build -o BIN/infer ./cmd/infer
 #   sh bench/gpu-device.sh BIN OUTDIR [BUDGET_S]
 #
@@ -12,12 +13,14 @@
 # of a queued op's host cost (BenchmarkGPUCalls) and of a queued chain
 # against a synchronous one, then infer on `-backends cpu,rocm` in
 # alternating rounds:
-#   decode: only:rocm queued, only:rocm -sync, auto and perop (batch 1
-#   and 16);
+#   decode: only:rocm (each step gathered and replayed as a graph),
+#   only:rocm -graphs=false (queued op by op), only:rocm -sync, auto and
+#   perop (batch 1 and 16);
 #   offload: auto, perop and the llamacpp rule with -gpu-mem 50%, prompts
 #   of 34 and 2,048 tokens, 4 batches of requests a run.
 # Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
-# stop starting once BUDGET_S seconds (default 420) have passed, and the
+# stop starting once BUDGET_S seconds (default 420) have passed (set
+# OFFLOAD_PROMPTS= to skip the offload runs), and the
 # medians are printed last (bench/gpu-summary.py).
 set -u
 bin=$1
@@ -41,9 +44,15 @@ elapsed() { echo $(($(date +%s) - start)); }
 echo "== GPU tests"
 timeout 150 "$bin/rocm.test" -test.run 'TestGPU' -test.v >"$out/gpu-tests.log" 2>&1
 echo "rc $?"
-grep -E '^(--- |ok|FAIL|PASS)|GB/s|Info|SKIP|no GPU' "$out/gpu-tests.log" | head -30
+grep -E '^(--- |ok|FAIL|PASS)|GB/s|Info|SKIP|no GPU|Builds' "$out/gpu-tests.log" | head -40
+if [ -x "$bin/infer.test" ]; then
+	echo "== decode on the GPU against the CPU, queued, sync and gathered"
+	timeout 120 "$bin/infer.test" -test.run 'TestRealGPUDecodeMatchesCPU' -test.v >"$out/infer-gpu-test.log" 2>&1
+	echo "rc $?"
+	grep -E '^(--- |ok|FAIL|PASS)|graphs:|step|SKIP' "$out/infer-gpu-test.log" | head -20
+fi
 echo "== host cost of a queued op, queued chain ($(elapsed) s)"
-timeout 60 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
+timeout 90 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
 grep -E 'Benchmark|ok|FAIL' "$out/gpu-bench.log"
 
 # run LABEL ARGS...: one infer run, its JSON line labelled.
@@ -63,18 +72,23 @@ r=0
 while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 	for b in 1 16; do
 		# the first strategy rotates between rounds
-		set -- only:rocm sync auto perop
-		[ $((r % 4)) -eq 1 ] && set -- sync auto perop only:rocm
-		[ $((r % 4)) -eq 2 ] && set -- auto perop only:rocm sync
-		[ $((r % 4)) -eq 3 ] && set -- perop only:rocm sync auto
+		set -- only:rocm nograph sync auto perop
+		i=0
+		while [ $i -lt $((r % 5)) ]; do
+			first=$1
+			shift
+			set -- "$@" "$first"
+			i=$((i + 1))
+		done
 		for st in "$@"; do
 			case $st in
 			sync) run "decode b$b only:rocm -sync" $decode -batch "$b" -strategy only:rocm -sync ;;
+			nograph) run "decode b$b only:rocm -graphs=false" $decode -batch "$b" -strategy only:rocm -graphs=false ;;
 			*) run "decode b$b $st" $decode -batch "$b" -strategy "$st" ;;
 			esac
 		done
 	done
-	for p in 34 2048; do
+	for p in ${OFFLOAD_PROMPTS-34 2048}; do
 		set -- auto perop llamacpp
 		[ $((r % 3)) -eq 1 ] && set -- perop llamacpp auto
 		[ $((r % 3)) -eq 2 ] && set -- llamacpp auto perop
@@ -84,5 +98,8 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 	done
 	r=$((r + 1))
 done
+echo "== host profile of gathered decode at batch 1 ($(elapsed) s)"
+timeout 60 "$bin/infer" -backends cpu,rocm -json -tokens 1000 -ctx 1100 -warmup 16 -batch 1 -strategy only:rocm -cpuprofile "$out/gathered-b1.pprof" >"$out/profile-run.json" 2>>"$out/infer.log"
+echo "rc $?"
 echo "== summary ($(elapsed) s)"
 python3 "$(dirname "$0")/gpu-summary.py" "$out/infer.jsonl" | tee "$out/summary.txt"

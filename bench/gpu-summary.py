@@ -4,9 +4,10 @@
 Reads infer.jsonl (one {"label", "rc", "run"} a line) and prints, per
 label, the runs, the median decode tokens/s (infer's tokens_per_s, wall
 clock) and the median served tokens/s ((prompt + generated tokens) over
-the run's seconds), then the ratios the issues ask for: queued over
--sync, auto (and perop, the per-op learner alone) over only:rocm, and
-over the llamacpp rule.
+the run's seconds), then the ratios the issues ask for: only:rocm
+(gathered and replayed as graphs) and only:rocm -graphs=false (queued op
+by op) over -sync, auto (and perop, the per-op learner alone) over
+only:rocm, and over the llamacpp rule.
 Every ratio is of medians over runs alternated in the same minutes.
 """
 import json
@@ -17,6 +18,7 @@ import sys
 def main(path):
     runs = {}
     failed = {}
+    graphs = {}
     with open(path) as f:
         for line in f:
             rec = json.loads(line)
@@ -26,6 +28,8 @@ def main(path):
                 continue
             served = (r.get("prompt_tokens", 0) + r["tokens"]) / r["seconds"]
             runs.setdefault(rec["label"], []).append((r["tokens_per_s"], served, r.get("share", {})))
+            if r.get("graphs") and rec["label"] not in graphs:
+                graphs[rec["label"]] = (r.get("gathered_steps"), r["graphs"])
     med = {}
     print("label | runs | failed | decode tok/s (median; all) | served tok/s (median) | GPU share")
     for label in sorted(runs):
@@ -38,13 +42,17 @@ def main(path):
         print("%s | %d | %d | %.1f; %s | %.1f | %.2f" % (label, len(v), failed.get(label, 0), dec, allv, srv, gpu))
     for label in sorted(set(failed) - set(runs)):
         print("%s | 0 | %d | - | - | -" % (label, failed[label]))
+    for label in sorted(graphs):
+        print("%s: gathered steps %s, graphs %s" % (label, graphs[label][0], json.dumps(graphs[label][1])))
 
     def ratio(name, a, b, i):
         if a in med and b in med:
             print("%s: %.3f" % (name, med[a][i] / med[b][i]))
 
     for b in (1, 16):
-        ratio("b%d queued / -sync (only:rocm)" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -sync" % b, 0)
+        ratio("b%d gathered / -sync (only:rocm)" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -sync" % b, 0)
+        ratio("b%d queued op by op / -sync (only:rocm)" % b, "decode b%d only:rocm -graphs=false" % b, "decode b%d only:rocm -sync" % b, 0)
+        ratio("b%d gathered / queued op by op" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -graphs=false" % b, 0)
         for st in ("auto", "perop"):
             ratio("b%d %s / only:rocm" % (b, st), "decode b%d %s" % (b, st), "decode b%d only:rocm" % b, 0)
     for p in (34, 2048):

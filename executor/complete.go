@@ -177,11 +177,18 @@ func (e *Executor) stopLanes() {
 }
 
 // watchLane waits for each piece of l's work in queue order and hands it
-// to the observer as it completes.
+// to the observer as it completes. Work gathered by a Recorder and not
+// yet launched is held, in order, until its gathering is launched: a
+// wait would launch it at its first op.
 func (e *Executor) watchLane(l *lane) {
 	defer e.watchers.Done()
 	var pending []*rec // simulated work not yet Done, in queue order
-	for watch := l.watch; watch != nil || len(pending) > 0; {
+	var held []*rec    // gathered work, from the first not yet launched
+	for watch := l.watch; watch != nil || len(pending) > 0 || len(held) > 0; {
+		var launched <-chan struct{}
+		if len(held) > 0 {
+			launched = held[0].ev.(backends.Deferred).Launched()
+		}
 		select {
 		case r, ok := <-watch:
 			switch {
@@ -189,11 +196,26 @@ func (e *Executor) watchLane(l *lane) {
 				watch = nil
 			case isVirtual(r):
 				pending = append(pending, r)
+			case len(held) > 0 || !isLaunched(r):
+				held = append(held, r)
 			default:
 				r.tm, r.err = r.ev.Wait()
 				e.completed <- r
 			}
+		case <-launched:
+			n := 0
+			for n < len(held) && isLaunched(held[n]) {
+				r := held[n]
+				r.tm, r.err = r.ev.Wait()
+				e.completed <- r
+				n++
+			}
+			held = held[n:]
 		case <-l.poke:
+		}
+		if watch == nil && len(held) > 0 && !isLaunched(held[0]) {
+			// The lane is closing: nothing will launch the rest.
+			_ = held[0].ev.(backends.Deferred).Launch()
 		}
 		pending = e.completeDone(pending)
 	}
@@ -242,6 +264,7 @@ func (e *Executor) poke() {
 // await waits until r has been observed. For simulated work the host
 // waits for it first (Event.Wait), which moves the virtual clock.
 func (e *Executor) await(r *rec) {
+	launch(r)
 	e.hostWait(r)
 	e.obs.wait(&r.observed)
 }
@@ -352,6 +375,7 @@ func (e *Executor) awaitCtx(ctx context.Context, r *rec) error {
 	if r.observed.Load() {
 		return nil
 	}
+	launch(r)
 	if ctx.Done() == nil {
 		e.obs.wait(&r.observed)
 		return nil

@@ -55,6 +55,10 @@ type Device struct {
 	pinnedCached       int64                      // their bytes
 	inflight           []*event                   // queued work not yet retired, in queue order
 	failed             []*event                   // retired work that failed, not yet reported by Sync
+	gather             *gathering                 // ops gathered, not yet launched; nil when not gathering
+	graphs             []*replay                  // the graph of each segment of a gathered step
+	segment            int                        // launches since Record: the next segment's graph
+	graphStats         GraphStats
 
 	pool *pool
 }
@@ -251,6 +255,7 @@ func (d *Device) initDevice() error {
 			return d.check(fStreamCreate, code)
 		}
 	}
+	d.graphStats.NoGraphs = d.graphsMissing()
 	d.bound = true
 	return nil
 }

@@ -4,6 +4,7 @@ package rocm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,9 +245,11 @@ func BenchmarkGPUTransfer(b *testing.B) {
 
 // BenchmarkGPUQueuedChain runs a chain of 64 dependent 256-element Scale
 // ops (x → y → x …), as a decode step's small ops come: synchronously
-// (Run after Run: launch, synchronisation and timing read per op), and
-// queued (RunAsync after RunAsync, then Sync). ns/op is the chain's wall
-// time; the ratio of the two is what queueing saves per step.
+// (Run after Run: launch, synchronisation and timing read per op), queued
+// (RunAsync after RunAsync, then Sync), gathered (the same between Record
+// and Flush: one graph replayed per chain) and gathered one by one (the
+// kernels launched in one call, no graph). ns/op is the chain's wall
+// time; the ratios are what queueing and gathering save per step.
 func BenchmarkGPUQueuedChain(b *testing.B) {
 	d := openGPU(b)
 	const ops = 64
@@ -254,9 +257,18 @@ func BenchmarkGPUQueuedChain(b *testing.B) {
 	x, _ := d.Alloc(1024)
 	y, _ := d.Alloc(1024)
 	bufs := [2]backends.Buffer{x, y}
-	for _, mode := range []string{"sync", "queued"} {
+	for _, mode := range []string{"sync", "queued", "gathered", "gathered-one-by-one"} {
 		b.Run(mode, func(b *testing.B) {
+			gathered := strings.HasPrefix(mode, "gathered")
+			if mode == "gathered-one-by-one" {
+				noGraphs(b, d)
+			}
 			for b.Loop() {
+				if gathered {
+					if err := d.Record(); err != nil {
+						b.Fatal(err)
+					}
+				}
 				for i := range ops {
 					var err error
 					if mode == "sync" {
@@ -268,12 +280,39 @@ func BenchmarkGPUQueuedChain(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				if gathered {
+					if err := d.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
 				if err := d.Sync(); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// noGraphs has d launch gathered kernels one by one until tb ends.
+func noGraphs(tb testing.TB, d *Device) {
+	_ = d.gated(func() error { d.graphStats.NoGraphs = "turned off by the benchmark"; return nil })
+	tb.Cleanup(func() { _ = d.gated(func() error { d.graphStats.NoGraphs = d.graphsMissing(); return nil }) })
+}
+
+// TestGPUGatheredReplay is TestFakeGatheredReplay on the real device: the
+// first step builds a graph, the next replay it with the KV append's new
+// position, and the cache holds every step's rows.
+func TestGPUGatheredReplay(t *testing.T) {
+	d := openGPU(t)
+	s := newStepBufs(t, d, 8)
+	gatheredSteps(t, d, s, 0, 4)
+	st := d.Graphs()
+	t.Logf("%+v", st)
+	if st.NoGraphs != "" || st.Builds != 1 || st.Replays != 3 || st.Updated != 3 {
+		t.Errorf("%+v: want graphs, 1 build, 3 replays updating the append's node", st)
+	}
+	noGraphs(t, d)
+	gatheredSteps(t, d, s, 4, 2)
 }
 
 // BenchmarkGPUCalls splits the host's cost of one queued op into its

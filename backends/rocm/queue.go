@@ -39,6 +39,12 @@ type event struct {
 	err        error
 	done       atomic.Bool
 	reported   atomic.Bool
+	// A gathered op (graph.go) has no events of its own: gathered is its
+	// gathering's Launched, whole the work event of the gathering once
+	// launched, which completes its members.
+	gathered chan struct{}
+	whole    *event
+	members  []*event
 }
 
 // Done implements backends.Event: it queries the end event (without
@@ -50,10 +56,21 @@ func (e *event) Done() bool {
 		return true
 	}
 	_ = e.d.gated(func() error {
-		e.d.poll(e)
+		if w := e.work(); w != nil {
+			e.d.poll(w)
+		}
 		return nil
 	})
 	return e.done.Load()
+}
+
+// work is the event whose completion completes e: e itself, or the
+// gathering e belongs to once it has been launched; nil before (under do).
+func (e *event) work() *event {
+	if e.gathered == nil {
+		return e
+	}
+	return e.whole
 }
 
 // Wait implements backends.Event. It blocks in the runtime's event
@@ -72,15 +89,26 @@ func (e *event) wait() (backends.Timing, error) {
 	if !e.done.Load() {
 		d := e.d
 		var end uintptr
+		var w *event
 		if err := d.gated(func() error {
-			if !e.done.Load() {
-				end = e.end
+			if e.done.Load() {
+				return nil
+			}
+			if w = e.work(); w == nil {
+				// Waiting for a gathered op launches its gathering.
+				err := d.launchGathered()
+				if w = e.work(); w == nil {
+					return err
+				}
+			}
+			if !w.done.Load() {
+				end = w.end
 			}
 			return nil
 		}); err == nil && end != 0 {
 			code := d.syncEvent(end)
 			_ = d.gated(func() error {
-				d.retire(e, fEventSync, code)
+				d.retire(w, fEventSync, code)
 				d.trimRetired()
 				return nil
 			})
@@ -158,8 +186,22 @@ func (d *Device) retire(e *event, call fn, code int) {
 	e.release = nil
 	if err != nil {
 		e.err = &backends.DeviceError{Backend: d.info.Name, Op: e.op, Err: err}
-		d.failed = append(d.failed, e)
+		if e.members == nil {
+			d.failed = append(d.failed, e)
+		}
 	}
+	if e.members != nil && err == nil {
+		d.graphStats.DeviceNs += int64(e.timing.Duration)
+	}
+	for _, m := range e.members {
+		m.timing = backends.Timing{Clock: backends.Gathered}
+		if err != nil {
+			m.err = &backends.DeviceError{Backend: d.info.Name, Op: m.op, Err: err}
+			d.failed = append(d.failed, m)
+		}
+		m.done.Store(true)
+	}
+	e.members = nil
 	e.done.Store(true)
 }
 
@@ -206,8 +248,16 @@ func (d *Device) takeEvent() (uintptr, error) {
 // and for the events in after. Each buffer then remembers the work as
 // its last user.
 func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*event, launch func() error) (*event, error) {
+	// Work that cannot join a gathering launches it first: it may depend
+	// on gathered ops, which need their whole's events.
+	if err := d.launchGathered(); err != nil {
+		return nil, err
+	}
 	d.retireCompleted()
 	wait := func(l *event) error {
+		if l != nil && l.gathered != nil {
+			l = l.whole
+		}
 		if l == nil || l.done.Load() || l.stream == stream {
 			return nil
 		}
@@ -333,6 +383,10 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 			fns[i] = f
 		}
 		var err error
+		if d.gather != nil && p.gemm == nil {
+			e, err = d.gatherOp(s.Op.String(), p, fns, bufs, deps)
+			return err
+		}
 		e, err = d.enqueue(s.Op.String(), d.stream, bufs, deps, func() error {
 			return d.launch(p, fns, bufs)
 		})
@@ -378,6 +432,7 @@ func (d *Device) Sync() error {
 	// the rest is then retired by queries that find it complete.
 	var last [2]*event
 	if err := d.gated(func() error {
+		_ = d.launchGathered() // a failed launch fails its ops, reported below
 		for _, e := range d.inflight {
 			if e.stream == d.stream {
 				last[0] = e
@@ -423,6 +478,8 @@ func (d *Device) takeFailed() error {
 // both streams (work left by a launch that failed half-way), under do at
 // Close. It returns the first unreported error of queued work.
 func (d *Device) drainQueue() error {
+	_ = d.launchGathered() // a failed launch fails its ops, reported below
+	d.gather = nil
 	for _, e := range d.inflight {
 		if !e.done.Load() {
 			d.retire(e, fEventSync, d.s.call(fEventSync, e.end))
@@ -437,5 +494,6 @@ func (d *Device) drainQueue() error {
 			}
 		}
 	}
+	d.dropGraphs()
 	return errors.Join(append([]error{d.takeFailed()}, errs...)...)
 }

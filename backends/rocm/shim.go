@@ -26,6 +26,8 @@ enum {
 	F_MODULE_LOAD, F_MODULE_UNLOAD, F_MODULE_FUNCTION, F_LAUNCH,
 	F_RTC_CREATE, F_RTC_COMPILE, F_RTC_LOG_SIZE, F_RTC_LOG, F_RTC_CODE_SIZE, F_RTC_CODE, F_RTC_DESTROY,
 	F_BLAS_CREATE, F_BLAS_DESTROY, F_BLAS_SET_STREAM, F_BLAS_SGEMM,
+	F_GRAPH_CREATE, F_GRAPH_DESTROY, F_GRAPH_ADD_KERNEL, F_GRAPH_INSTANTIATE,
+	F_GRAPH_EXEC_DESTROY, F_GRAPH_LAUNCH, F_GRAPH_EXEC_SET_KERNEL,
 	F_COUNT
 };
 
@@ -183,6 +185,109 @@ static int sh_rtc_compile(shim_t* s, const char* src, const char* name, const ch
 	return rc;
 }
 
+// Kernel node parameters: CUDA_KERNEL_NODE_PARAMS_v2 of the driver API
+// (kern and ctx zero: the function given, the current context) and
+// hipKernelNodeParams, whose fields HIP orders differently.
+typedef struct {
+	void* func;
+	unsigned gx, gy, gz, bx, by, bz, shmem;
+	void** params;
+	void** extra;
+	void* kern;
+	void* ctx;
+} cu_knp;
+typedef struct { unsigned x, y, z; } hip_dim3;
+typedef struct {
+	hip_dim3 block;
+	void** extra;
+	void* func;
+	hip_dim3 grid;
+	void** params;
+	unsigned shmem;
+} hip_knp;
+typedef union { cu_knp cu; hip_knp hip; } knp_t;
+
+// knp_fill fills one kernel node's parameters: dims holds grid x, y, z
+// then block x, y, z; params points at each argument's 8-byte slot.
+static void knp_fill(knp_t* p, int hip, u64 fn, const unsigned* dims, void** params) {
+	memset(p, 0, sizeof *p);
+	if (hip) {
+		p->hip.func = (void*)fn;
+		p->hip.grid.x = dims[0]; p->hip.grid.y = dims[1]; p->hip.grid.z = dims[2];
+		p->hip.block.x = dims[3]; p->hip.block.y = dims[4]; p->hip.block.z = dims[5];
+		p->hip.params = params;
+	} else {
+		p->cu.func = (void*)fn;
+		p->cu.gx = dims[0]; p->cu.gy = dims[1]; p->cu.gz = dims[2];
+		p->cu.bx = dims[3]; p->cu.by = dims[4]; p->cu.bz = dims[5];
+		p->cu.params = params;
+	}
+}
+
+typedef int (*fn_add_kernel)(void**, void*, void* const*, size_t, const void*);
+
+// sh_graph_build builds a chain of n kernel nodes, node i running fns[i]
+// with dims[6i..6i+5] and the arguments args[off[i]..off[i+1]), each
+// after the one before, and instantiates it. nodes receives the nodes;
+// on failure nothing is left allocated. The runtime copies the
+// arguments, so args may change after the call.
+static int sh_graph_build(shim_t* s, int hip, int n, const u64* fns, const unsigned* dims, u64* args, const int* off,
+                          u64* graph, u64* exec, u64* nodes) {
+	void* g = 0;
+	int r = ((int (*)(void**, unsigned))s->fn[F_GRAPH_CREATE])(&g, 0);
+	if (r) return r;
+	void* prev = 0;
+	for (int i = 0; i < n; i++) {
+		void* params[32];
+		int na = off[i + 1] - off[i];
+		if (na > 32) { r = -1; break; }
+		for (int j = 0; j < na; j++) params[j] = &args[off[i] + j];
+		knp_t p;
+		knp_fill(&p, hip, fns[i], dims + 6 * i, params);
+		void* node = 0;
+		r = ((fn_add_kernel)s->fn[F_GRAPH_ADD_KERNEL])(&node, g, prev ? (void* const*)&prev : 0, prev ? 1 : 0, &p);
+		if (r) break;
+		nodes[i] = (u64)node;
+		prev = node;
+	}
+	void* e = 0;
+	if (!r) r = ((int (*)(void**, void*, unsigned long long))s->fn[F_GRAPH_INSTANTIATE])(&e, g, 0ULL);
+	if (r) {
+		((int (*)(void*))s->fn[F_GRAPH_DESTROY])(g);
+		return r;
+	}
+	*graph = (u64)g;
+	*exec = (u64)e;
+	return 0;
+}
+
+// sh_graph_set gives an instantiated graph's node new arguments (same
+// function and dimensions).
+static int sh_graph_set(shim_t* s, int hip, u64 exec, u64 node, u64 fn, const unsigned* dims, u64* args, int nargs) {
+	void* params[32];
+	if (nargs > 32) return -1;
+	for (int j = 0; j < nargs; j++) params[j] = &args[j];
+	knp_t p;
+	knp_fill(&p, hip, fn, dims, params);
+	return ((int (*)(void*, void*, const void*))s->fn[F_GRAPH_EXEC_SET_KERNEL])((void*)exec, (void*)node, &p);
+}
+
+static int sh_graph_launch(shim_t* s, u64 exec, u64 stream) {
+	return ((int (*)(void*, void*))s->fn[F_GRAPH_LAUNCH])((void*)exec, (void*)stream);
+}
+
+// sh_launch_many launches n kernels on stream in order, as sh_launch
+// does each; *done is how many were launched before an error.
+static int sh_launch_many(shim_t* s, int n, const u64* fns, const unsigned* dims, u64* args, const int* off, u64 stream, int* done) {
+	for (int i = 0; i < n; i++) {
+		const unsigned* d = dims + 6 * i;
+		int r = sh_launch(s, fns[i], d[0], d[1], d[2], d[3], d[4], d[5], 0, stream, args + off[i], off[i + 1] - off[i]);
+		if (r) { *done = i; return r; }
+	}
+	*done = n;
+	return 0;
+}
+
 static int sh_blas_set_stream(shim_t* s, u64 h, u64 stream) {
 	return ((int (*)(void*, void*))s->fn[F_BLAS_SET_STREAM])((void*)h, (void*)stream);
 }
@@ -245,6 +350,13 @@ const (
 	fBLASDestroy    fn = C.F_BLAS_DESTROY
 	fBLASSetStream  fn = C.F_BLAS_SET_STREAM
 	fBLASSgemm      fn = C.F_BLAS_SGEMM
+	fGraphCreate    fn = C.F_GRAPH_CREATE
+	fGraphDestroy   fn = C.F_GRAPH_DESTROY
+	fGraphAddKernel fn = C.F_GRAPH_ADD_KERNEL
+	fGraphInstance  fn = C.F_GRAPH_INSTANTIATE
+	fGraphExecFree  fn = C.F_GRAPH_EXEC_DESTROY
+	fGraphLaunch    fn = C.F_GRAPH_LAUNCH
+	fGraphSetKernel fn = C.F_GRAPH_EXEC_SET_KERNEL
 	fCount          fn = C.F_COUNT
 )
 
@@ -464,4 +576,68 @@ func (s *shim) blasSetStream(h, stream uintptr) int {
 func (s *shim) blasSgemm(h uintptr, ta, tb, m, n, k int, alpha float32, a uintptr, lda int, b uintptr, ldb int, beta float32, c uintptr, ldc int) int {
 	return int(C.sh_blas_sgemm(s.t, C.u64(h), C.int(ta), C.int(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		C.u64(a), C.int(lda), C.u64(b), C.int(ldb), C.float(beta), C.u64(c), C.int(ldc)))
+}
+
+// kernelList is kernels to launch in order, in the form the shim reads:
+// function handles, six dimensions each (grid then block), and the
+// arguments' 8-byte slots, kernel i's being args[off[i]:off[i+1]].
+type kernelList struct {
+	fns  []uint64
+	dims []uint32
+	args []uint64
+	off  []int32
+}
+
+func (k *kernelList) len() int { return len(k.fns) }
+
+// argp returns the address of k's first argument slot, of a spare slot
+// when no kernel takes arguments (the shim reads none then).
+func (k *kernelList) argp() *C.u64 {
+	if len(k.args) == 0 {
+		k.args = append(k.args, 0)
+		defer func() { k.args = k.args[:0] }()
+	}
+	return (*C.u64)(unsafe.Pointer(&k.args[0]))
+}
+
+// graphBuild builds and instantiates k as a chain of kernel nodes, and
+// returns the graph, its executable form and the nodes.
+func (s *shim) graphBuild(hip bool, k *kernelList) (graph, exec uintptr, nodes []uint64, code int) {
+	n := k.len()
+	nodes = make([]uint64, n)
+	var g, e C.u64
+	r := C.sh_graph_build(s.t, cBool(hip), C.int(n), (*C.u64)(unsafe.Pointer(&k.fns[0])), (*C.uint)(unsafe.Pointer(&k.dims[0])),
+		k.argp(), (*C.int)(unsafe.Pointer(&k.off[0])), &g, &e, (*C.u64)(unsafe.Pointer(&nodes[0])))
+	return uintptr(g), uintptr(e), nodes, int(r)
+}
+
+// graphSet gives node, kernel i of k, the arguments k holds now.
+func (s *shim) graphSet(hip bool, exec uintptr, node uint64, k *kernelList, i int) int {
+	a := k.args[k.off[i]:k.off[i+1]]
+	var p *C.u64
+	if len(a) > 0 {
+		p = (*C.u64)(unsafe.Pointer(&a[0]))
+	}
+	return int(C.sh_graph_set(s.t, cBool(hip), C.u64(exec), C.u64(node), C.u64(k.fns[i]),
+		(*C.uint)(unsafe.Pointer(&k.dims[6*i])), p, C.int(len(a))))
+}
+
+func (s *shim) graphLaunch(exec, stream uintptr) int {
+	return int(C.sh_graph_launch(s.t, C.u64(exec), C.u64(stream)))
+}
+
+// launchAll launches k's kernels on stream in order; done is how many
+// were launched before an error.
+func (s *shim) launchAll(k *kernelList, stream uintptr) (done, code int) {
+	var d C.int
+	r := C.sh_launch_many(s.t, C.int(k.len()), (*C.u64)(unsafe.Pointer(&k.fns[0])), (*C.uint)(unsafe.Pointer(&k.dims[0])),
+		k.argp(), (*C.int)(unsafe.Pointer(&k.off[0])), C.u64(stream), &d)
+	return int(d), int(r)
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

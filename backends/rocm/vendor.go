@@ -112,6 +112,15 @@ var amdVendor = vendor{
 		{fBLASDestroy, roleBLAS, []string{"rocblas_destroy_handle"}, false},
 		{fBLASSetStream, roleBLAS, []string{"rocblas_set_stream"}, false},
 		{fBLASSgemm, roleBLAS, []string{"rocblas_sgemm"}, false},
+		// Graphs are optional: without them a recorded step's kernels are
+		// launched one by one (graph.go).
+		{fGraphCreate, roleRuntime, []string{"hipGraphCreate"}, true},
+		{fGraphDestroy, roleRuntime, []string{"hipGraphDestroy"}, true},
+		{fGraphAddKernel, roleRuntime, []string{"hipGraphAddKernelNode"}, true},
+		{fGraphInstance, roleRuntime, []string{"hipGraphInstantiateWithFlags"}, true},
+		{fGraphExecFree, roleRuntime, []string{"hipGraphExecDestroy"}, true},
+		{fGraphLaunch, roleRuntime, []string{"hipGraphLaunch"}, true},
+		{fGraphSetKernel, roleRuntime, []string{"hipGraphExecKernelNodeSetParams"}, true},
 	},
 	opN: 111, opT: 112, blasAllocFailed: 5,
 	noDevice: []int{100, 101}, oom: 2, deviceLost: lostCodes,
@@ -167,6 +176,15 @@ var nvidiaVendor = vendor{
 		{fBLASDestroy, roleBLAS, []string{"cublasDestroy_v2"}, false},
 		{fBLASSetStream, roleBLAS, []string{"cublasSetStream_v2"}, false},
 		{fBLASSgemm, roleBLAS, []string{"cublasSgemm_v2"}, false},
+		// The driver API's graphs, as kernels are its functions; the _v2
+		// node calls take CUDA_KERNEL_NODE_PARAMS_v2 (CUDA 12 and later).
+		{fGraphCreate, roleDriver, []string{"cuGraphCreate"}, true},
+		{fGraphDestroy, roleDriver, []string{"cuGraphDestroy"}, true},
+		{fGraphAddKernel, roleDriver, []string{"cuGraphAddKernelNode_v2"}, true},
+		{fGraphInstance, roleDriver, []string{"cuGraphInstantiateWithFlags"}, true},
+		{fGraphExecFree, roleDriver, []string{"cuGraphExecDestroy"}, true},
+		{fGraphLaunch, roleDriver, []string{"cuGraphLaunch"}, true},
+		{fGraphSetKernel, roleDriver, []string{"cuGraphExecKernelNodeSetParams_v2"}, true},
 	},
 	opN: 0, opT: 1, blasAllocFailed: 3,
 	noDevice: []int{100, 101, 35}, oom: 2, deviceLost: lostCodes,

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/rocm"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
@@ -178,8 +180,10 @@ func TestKVCacheFollowsAttention(t *testing.T) {
 
 // TestRealGPUDecodeMatchesCPU runs the decoder through the Executor with
 // every op on the real GPU (skipped without one): KVAppend in place in
-// device memory and attention over its Keys, queued and synchronous,
-// give the plain CPU backend's logits at every step.
+// device memory and attention over its Keys, queued, synchronous, and
+// gathered (each step recorded and replayed as one graph, its position
+// and count of keys updated), give the plain CPU backend's logits at
+// every step.
 func TestRealGPUDecodeMatchesCPU(t *testing.T) {
 	gpu, err := backends.Open("rocm")
 	if err != nil {
@@ -188,23 +192,62 @@ func TestRealGPUDecodeMatchesCPU(t *testing.T) {
 	defer gpu.Close()
 	const steps = 8
 	want := decode(t, openT(t, "cpu"), steps)
-	for _, syncExec := range []bool{false, true} {
+	for _, mode := range []string{"queued", "sync", "gathered"} {
 		e, err := executor.New(executor.Config{Backends: []backends.Backend{openT(t, "cpu"), gpu},
-			Strategy: adaptive.Only("rocm"), NoCalibration: true, Seed: 1, Synchronous: syncExec})
+			Strategy: adaptive.Only("rocm"), NoCalibration: true, Seed: 1, Synchronous: mode == "sync"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := decode(t, e, steps)
+		var got [][]float32
+		if mode == "gathered" {
+			got = decodeGathered(t, e, steps)
+			st := gpu.(interface{ Graphs() rocm.GraphStats }).Graphs()
+			t.Logf("graphs: %+v", st)
+			if st.Launches < steps || st.Builds+st.Replays+st.OneByOne < st.Launches {
+				t.Errorf("gathered: %+v, want a launch per step", st)
+			}
+		} else {
+			got = decode(t, e, steps)
+		}
 		for s := range steps {
 			for i, w := range want[s] {
 				if d := math.Abs(float64(got[s][i] - w)); d > 2e-3*(1+math.Abs(float64(w))) {
-					t.Fatalf("sync %v step %d logit %d: %v, want %v", syncExec, s, i, got[s][i], w)
+					t.Fatalf("%s step %d logit %d: %v, want %v", mode, s, i, got[s][i], w)
 				}
 			}
 		}
 		if st := e.Stats().Backends; st[1].Ops == 0 || st[0].Ops != 0 {
-			t.Errorf("sync %v: ops cpu %d, gpu %d: want every op on the GPU", syncExec, st[0].Ops, st[1].Ops)
+			t.Errorf("%s: ops cpu %d, gpu %d: want every op on the GPU", mode, st[0].Ops, st[1].Ops)
 		}
 		e.Close()
 	}
+}
+
+// decodeGathered is decode with each step gathered by e (Record, Flush).
+func decodeGathered(t *testing.T, e *executor.Executor, steps int) [][]float32 {
+	t.Helper()
+	m, err := NewModel(e, tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	bt, err := m.NewBatch(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	cur := []int{5, 17}
+	var out [][]float32
+	for range steps {
+		if err := e.Record(); err != nil {
+			t.Fatal(err)
+		}
+		next, err := bt.Step(cur, nil)
+		if err := errors.Join(err, e.Flush()); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]float32(nil), bt.Logits...))
+		cur = next
+	}
+	return out
 }

@@ -129,6 +129,7 @@ type options struct {
 	routing                       moeRouting
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
+	graphs                        bool          // -graphs: gather a decode step on one GPU and replay it as a graph
 	exec                          string        // -exec: the simulated devices' execution model
 	execModel                     sim.ExecModel // -exec and -sync, parsed
 	resetStore, logJSON, verbose  bool
@@ -175,6 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each decode step's modelled µs")
+	fs.BoolVar(&o.graphs, "graphs", true, "gather each decode step whose ops all run on one GPU and launch it at once, replayed as a graph (only:NAME, and auto's one-backend modes)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")
 	fs.BoolVar(&o.stream, "stream", false, "print each generated token (request:token) on stdout")
@@ -333,7 +335,8 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch, ExecModel: clock.modelName()}
 	status := newStatusLine(stderr, e)
-	sv, err := serve(ctx, m, o, stdout, status, clock, steps)
+	gather := newStepGather(o.graphs, e, bes, st, steps, cfg.Synchronous)
+	sv, err := serve(ctx, m, o, stdout, status, clock, steps, gather)
 	if status != nil {
 		status.clear()
 	}
@@ -344,6 +347,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	sv.summarise(&sum, o.stepTimes)
 	tel := sum.addRun(e, infos)
 	sum.StepModes = steps.runs()
+	sum.GatheredSteps, sum.Graphs = gather.count(), gather.graphs(bes)
 	if node != nil {
 		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")

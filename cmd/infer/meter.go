@@ -13,10 +13,12 @@ import (
 // optional capabilities the Scheduler and the Executor look for:
 // backends.Calibrator (without it a CPU would get the default figures
 // instead of its calibration; calibration's own runs are not metered),
-// backends.Queuer (its timings counted when its events report them) and,
+// backends.Queuer (its timings counted when its events report them),
 // on a backend that queues, backends.HardwareGroup (cpu and cpu1 keep
-// sharing their cores). A HardwareGroup without Queuer is not forwarded:
-// no backend has that pair.
+// sharing their cores) and backends.Recorder (a GPU gathers a step; its
+// events stay Deferred). A HardwareGroup without Queuer is not forwarded:
+// no backend has that pair, nor has one a Recorder with a HardwareGroup
+// or a Calibrator.
 func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
 	m := metered{Backend: b, ns: ns}
 	c, isC := b.(backends.Calibrator)
@@ -28,6 +30,9 @@ func meter(b backends.Backend, ns *atomic.Int64) backends.Backend {
 		return m
 	}
 	mq := meteredQueue{metered: m, q: q}
+	if r, isR := b.(backends.Recorder); isR {
+		return meteredRecorder{mq, r}
+	}
 	g, isG := b.(backends.HardwareGroup)
 	switch {
 	case isG && isC:
@@ -65,6 +70,23 @@ type meteredQueue struct {
 }
 
 var _ backends.Queuer = meteredQueue{}
+
+// unwrapped returns the backend m meters.
+func (m metered) unwrapped() backends.Backend { return m.Backend }
+
+// meteredRecorder is meteredQueue for a backend that gathers.
+type meteredRecorder struct {
+	meteredQueue
+	r backends.Recorder
+}
+
+var _ backends.Recorder = meteredRecorder{}
+
+// Record implements backends.Recorder.
+func (m meteredRecorder) Record() error { return m.r.Record() }
+
+// Flush implements backends.Recorder.
+func (m meteredRecorder) Flush() error { return m.r.Flush() }
 
 // meteredGroup is meteredQueue for a backend that shares hardware.
 type meteredGroup struct {
@@ -129,6 +151,27 @@ type meteredEvent struct {
 	ns   *atomic.Int64
 	once sync.Once
 }
+
+var _ backends.Deferred = (*meteredEvent)(nil)
+
+// Launched implements backends.Deferred: the wrapped event's, closed
+// when it is not Deferred.
+func (e *meteredEvent) Launched() <-chan struct{} {
+	if d, ok := e.Event.(backends.Deferred); ok {
+		return d.Launched()
+	}
+	return launchedAlready
+}
+
+// Launch implements backends.Deferred.
+func (e *meteredEvent) Launch() error {
+	if d, ok := e.Event.(backends.Deferred); ok {
+		return d.Launch()
+	}
+	return nil
+}
+
+var launchedAlready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Wait implements backends.Event.
 func (e *meteredEvent) Wait() (backends.Timing, error) {

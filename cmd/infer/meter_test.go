@@ -58,3 +58,69 @@ func TestMeterQueued(t *testing.T) {
 
 // plain hides a backend's optional capabilities.
 type plain struct{ backends.Backend }
+
+// recordingStub is a Queuer and Recorder over a sim device whose events
+// stay unlaunched until Flush (a backend that gathers).
+type recordingStub struct {
+	backends.Queuer
+	backends.Backend
+	launched chan struct{}
+	records  int
+}
+
+type stubEvent struct {
+	backends.Event
+	launched chan struct{}
+}
+
+func (e stubEvent) Launched() <-chan struct{} { return e.launched }
+func (e stubEvent) Launch() error             { return nil }
+
+func (r *recordingStub) Record() error { r.records++; return nil }
+func (r *recordingStub) Flush() error  { close(r.launched); return nil }
+func (r *recordingStub) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
+	ev, err := r.Queuer.RunAsync(s, in, out, after)
+	return stubEvent{ev, r.launched}, err
+}
+
+// TestMeterKeepsRecorder: a metered backend that gathers stays a
+// Recorder, and its events stay Deferred, unlaunched until the backend
+// launches them: infer's meter must not hide a GPU's gathering.
+func TestMeterKeepsRecorder(t *testing.T) {
+	d, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(sim.NewTimeline(sim.Async)).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := &recordingStub{Queuer: d, Backend: d, launched: make(chan struct{})}
+	var ns atomic.Int64
+	b := meter(stub, &ns)
+	rec, ok := b.(backends.Recorder)
+	if !ok {
+		t.Fatal("a metered Recorder is not a Recorder")
+	}
+	if err := rec.Record(); err != nil || stub.records != 1 {
+		t.Fatalf("Record reached the backend %d times (%v), want once", stub.records, err)
+	}
+	spec := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	buf, _ := b.Alloc(16)
+	ev, err := rec.RunAsync(spec, []backends.Buffer{buf, buf}, buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ok := ev.(backends.Deferred)
+	if !ok {
+		t.Fatal("a metered gathered event is not Deferred")
+	}
+	select {
+	case <-def.Launched():
+		t.Fatal("launched before Flush")
+	default:
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	<-def.Launched()
+	if _, ok := meter(d, &ns).(backends.Recorder); ok {
+		t.Error("a backend that does not gather became a Recorder")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,7 +16,7 @@ import (
 // generated and prefilled, the ops run, and the time they took by the
 // wall clock and by the modelled clock. The first -warmup steps (a
 // micro-batch or a decode step each) are recorded apart.
-func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock, steps *stepPlacer) (sv served, err error) {
+func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *statusLine, clock modelClock, steps *stepPlacer, gather *stepGather) (sv served, err error) {
 	bt, err := m.NewBatch(o.batch)
 	if err != nil {
 		return sv, err
@@ -49,8 +50,13 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			}
 		}
 		before, began := clock.read().MakespanUs, time.Now()
+		if decode {
+			if err := gather.begin(); err != nil {
+				return nil, err
+			}
+		}
 		next, err := bt.Forward(seqs, &sv.ops)
-		if err != nil {
+		if err := errors.Join(err, gather.end()); err != nil {
 			return nil, err
 		}
 		if steps != nil && decode {

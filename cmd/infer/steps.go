@@ -100,6 +100,15 @@ func (p *stepPlacer) Place(s kernels.Spec, res adaptive.Residency, b adaptive.Bu
 	return executor.Learned
 }
 
+// whole returns the backend that the running decode step puts every op
+// on (a mode of one backend), or -1.
+func (p *stepPlacer) whole() int {
+	if k := p.cur.Load(); k > 0 && int(k) <= len(p.rules) {
+		return p.rules[k-1]
+	}
+	return -1
+}
+
 // Observed implements executor.Placer: the learner learns on its own.
 func (p *stepPlacer) Observed(adaptive.BucketID, int, float64) {}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/rocm"
 	"github.com/adaptsched/adaptsched/executor"
 )
 
@@ -51,6 +52,12 @@ type Summary struct {
 	// StepModes counts -strategy auto's decode steps by how they ran:
 	// "learned" (the per-op learner) and "only:NAME" (every op on NAME).
 	StepModes map[string]int64 `json:"step_modes,omitempty"`
+	// GatheredSteps counts the decode steps gathered on one GPU and
+	// launched at once (-graphs).
+	GatheredSteps int64 `json:"gathered_steps,omitempty"`
+	// Graphs is what the GPU backend's gatherings did (built, replayed,
+	// launched one by one, and why graphs are not used, if they are not).
+	Graphs *rocm.GraphStats `json:"graphs,omitempty"`
 	// Fleet is the fleet node's counters at exit (-fleet, -fleet-serve).
 	Fleet   *FleetSummary `json:"fleet,omitempty"`
 	Stopped bool          `json:"stopped"` // by a signal

@@ -425,3 +425,123 @@ int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsign
 	enqueue_fn(stream, run_launch, l);
 	return 0;
 }
+
+// Graphs: a graph is its kernel nodes in the order added (every graph the
+// backend builds is a chain); an executable graph copies them, and its
+// launch enqueues each node as hipModuleLaunchKernel would, taking no
+// launch of its own (FAKEHIP_LAUNCH_ERROR does not apply: a replayed step
+// launches no kernel one by one). Hooks:
+//   FAKEHIP_NO_GRAPH=1        hipGraphAddKernelNode fails (hipErrorInvalidDeviceFunction)
+typedef struct {
+	int block[3];
+	void** extra;
+	void* func;
+	int grid[3];
+	void** params;
+	unsigned shmem;
+} knp_t;
+typedef struct gnode {
+	kdef_t* k;
+	unsigned grid[3], block[3];
+	unsigned long long vals[32];
+	int index;
+} gnode_t;
+typedef struct {
+	gnode_t** nodes;
+	int n, cap;
+} graph_t;
+typedef struct {
+	gnode_t* nodes; // copies, by index
+	int n;
+} gexec_t;
+
+static long graph_launches, graph_builds;
+
+int hipGraphCreate(void** g, unsigned flags) {
+	(void)flags;
+	*g = calloc(1, sizeof(graph_t));
+	return 0;
+}
+int hipGraphDestroy(void* p) {
+	graph_t* g = p;
+	for (int i = 0; i < g->n; i++) free(g->nodes[i]);
+	free(g->nodes);
+	free(g);
+	return 0;
+}
+static int node_fill(gnode_t* n, const knp_t* p) {
+	if (p->extra || !p->func) return 1;
+	n->k = p->func;
+	for (int i = 0; i < 3; i++) {
+		n->grid[i] = (unsigned)p->grid[i];
+		n->block[i] = (unsigned)p->block[i];
+		if (!n->grid[i] || !n->block[i]) return 1;
+	}
+	for (int i = 0; i < n->k->nargs && i < 32; i++) memcpy(&n->vals[i], p->params[i], 8);
+	return 0;
+}
+int hipGraphAddKernelNode(void** out, void* graph, void* const* deps, size_t ndeps, const knp_t* p) {
+	graph_t* g = graph;
+	if (envl("FAKEHIP_NO_GRAPH")) return 98; // hipErrorInvalidDeviceFunction
+	if (ndeps > 1 || (ndeps == 1 && (g->n == 0 || deps[0] != g->nodes[g->n - 1]))) return 1; // not a chain
+	gnode_t* n = calloc(1, sizeof(gnode_t));
+	if (node_fill(n, p)) { free(n); return 1; }
+	if (g->n == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 16;
+		g->nodes = realloc(g->nodes, g->cap * sizeof(gnode_t*));
+	}
+	n->index = g->n;
+	g->nodes[g->n++] = n;
+	*out = n;
+	return 0;
+}
+int hipGraphInstantiateWithFlags(void** out, void* graph, unsigned long long flags) {
+	(void)flags;
+	graph_t* g = graph;
+	gexec_t* e = calloc(1, sizeof(gexec_t));
+	e->n = g->n;
+	e->nodes = calloc(g->n ? g->n : 1, sizeof(gnode_t));
+	for (int i = 0; i < g->n; i++) e->nodes[i] = *g->nodes[i];
+	pthread_mutex_lock(&mu);
+	graph_builds++;
+	pthread_mutex_unlock(&mu);
+	*out = e;
+	return 0;
+}
+int hipGraphExecDestroy(void* p) {
+	gexec_t* e = p;
+	free(e->nodes);
+	free(e);
+	return 0;
+}
+int hipGraphExecKernelNodeSetParams(void* exec, void* node, const knp_t* p) {
+	gexec_t* e = exec;
+	gnode_t* n = node;
+	if (n->index >= e->n) return 1;
+	gnode_t m = e->nodes[n->index];
+	if (node_fill(&m, p) || m.k != e->nodes[n->index].k) return 1;
+	e->nodes[n->index] = m;
+	return 0;
+}
+int hipGraphLaunch(void* exec, void* stream) {
+	gexec_t* e = exec;
+	if (!stream) return 1;
+	for (int i = 0; i < e->n; i++) {
+		gnode_t* n = &e->nodes[i];
+		launch_t* l = calloc(1, sizeof(launch_t));
+		l->fn = n->k->fn;
+		l->gz = n->grid[2];
+		l->us = envl("FAKEHIP_KERNEL_US");
+		l->fail = (int)envl("FAKEHIP_ASYNC_ERROR");
+		l->s = stream;
+		for (int j = 0; j < n->k->nargs && j < 32; j++) {
+			l->vals[j] = n->vals[j];
+			l->params[j] = &l->vals[j];
+		}
+		enqueue_fn(stream, run_launch, l);
+	}
+	pthread_mutex_lock(&mu);
+	graph_launches++;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}

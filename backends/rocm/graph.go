@@ -1,0 +1,314 @@
+//go:build cgo
+
+package rocm
+
+// Gathering (backends.Recorder): between Record and Flush, RunAsync does
+// not launch an op's kernels but appends them to a kernel list, with no
+// events of their own. The list is launched at once when the gathering is
+// flushed, or earlier when something needs its work on the device: a
+// wait for one of its ops, a copy or a library call queued meanwhile,
+// Sync, Close. It runs as a graph of kernel nodes in a chain when the
+// runtime has graphs: the graph of the last launch is replayed when the
+// kernels and their dimensions are the same, with the nodes whose
+// arguments changed (a decode step's position, its count of keys) given
+// theirs first; otherwise a new graph replaces it. Without graphs, or if
+// building one fails, the kernels are launched one by one: still no
+// events per op. Either way the whole is timed by one pair of events.
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/adaptsched/adaptsched/backends"
+)
+
+var (
+	_ backends.Recorder = (*Device)(nil)
+	_ backends.Deferred = (*event)(nil)
+)
+
+// gathering is the kernels and ops gathered since Record or the last
+// launch (under the device's mutex).
+type gathering struct {
+	k        kernelList
+	ops      []*event      // the gathered ops' events, in queue order
+	launched chan struct{} // closed when the list has been launched
+}
+
+// segmentKernels is how many gathered kernels are launched at once while
+// gathering goes on: the device starts on a step's first segment while
+// the host gathers the next, instead of idling until the whole step is
+// gathered. A launch costs the host about 10 µs (two event records and a
+// graph launch: BenchmarkGPUCalls), 32 kernels take it 200 µs or more
+// to gather, so launches stay a few per cent of the host's work.
+const segmentKernels = 32
+
+// maxGraphs bounds the graphs kept, one per segment of a step.
+const maxGraphs = 256
+
+// replay is the graph last launched: the kernel list it was built from,
+// its nodes and its executable form.
+type replay struct {
+	graph, exec uintptr
+	nodes       []uint64
+	k           kernelList
+}
+
+// closedChan is the Launched of work launched when queued.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Launched implements backends.Deferred.
+func (e *event) Launched() <-chan struct{} {
+	if e.gathered == nil {
+		return closedChan
+	}
+	return e.gathered
+}
+
+// Launch implements backends.Deferred: it launches e's gathering if it
+// has not been launched.
+func (e *event) Launch() error {
+	if e.gathered == nil {
+		return nil
+	}
+	select {
+	case <-e.gathered:
+		return nil
+	default:
+	}
+	return e.d.gated(func() error {
+		if e.whole == nil && !e.done.Load() {
+			return e.d.launchGathered()
+		}
+		return nil
+	})
+}
+
+// Record implements backends.Recorder: ops queued from now on are
+// gathered until Flush.
+func (d *Device) Record() error {
+	return d.call(func() error {
+		if d.gather == nil {
+			d.gather = &gathering{launched: make(chan struct{})}
+		}
+		d.segment = 0
+		return nil
+	})
+}
+
+// Flush implements backends.Recorder: it launches what was gathered and
+// stops gathering. A launch error is the gathered ops' (their Waits and
+// Sync report it) and is returned here too.
+func (d *Device) Flush() error {
+	return d.gated(func() error {
+		err := d.launchGathered()
+		d.gather, d.segment = nil, 0
+		return err
+	})
+}
+
+// Graphs returns the device's counts of gatherings.
+func (d *Device) Graphs() GraphStats {
+	var s GraphStats
+	_ = d.gated(func() error {
+		s = d.graphStats
+		return nil
+	})
+	return s
+}
+
+// gatherOp appends the op's kernels to the gathering and returns its
+// event, not yet launched (under do). Dependencies on this device's other
+// stream are waited for on the device now, before the gathering's launch
+// in stream order; bufs remember the op as their last user.
+func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
+	d.retireCompleted()
+	g := d.gather
+	for _, l := range append(lastUsers(bufs), after...) {
+		if l == nil || l.done.Load() || l.stream == d.stream || l.gathered != nil {
+			continue
+		}
+		if err := d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end)); err != nil {
+			return nil, err
+		}
+	}
+	ob := bufs[len(bufs)-1]
+	for i, l := range p.launches {
+		g.k.fns = append(g.k.fns, uint64(fns[i]))
+		g.k.dims = append(g.k.dims, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2])
+		if len(g.k.off) == 0 {
+			g.k.off = append(g.k.off, 0)
+		}
+		for _, a := range l.args {
+			switch a.buf {
+			case argValue:
+				g.k.args = append(g.k.args, a.val)
+			case argOut:
+				g.k.args = append(g.k.args, uint64(ob.ptr))
+			default:
+				g.k.args = append(g.k.args, uint64(bufs[a.buf].ptr))
+			}
+		}
+		g.k.off = append(g.k.off, int32(len(g.k.args)))
+	}
+	e := &event{d: d, op: op, stream: d.stream, gathered: g.launched}
+	g.ops = append(g.ops, e)
+	for _, b := range bufs {
+		b.last = e
+	}
+	if g.k.len() >= segmentKernels {
+		// A launch failure fails the gathered ops, e among them: their
+		// Waits report it.
+		_ = d.launchGathered()
+	}
+	return e, nil
+}
+
+func lastUsers(bufs []*buffer) []*event {
+	out := make([]*event, 0, len(bufs))
+	for _, b := range bufs {
+		out = append(out, b.last)
+	}
+	return out
+}
+
+// launchGathered launches the gathering's kernels, between one pair of
+// events whose work event (queued like any other) completes its ops
+// (under do). Gathering goes on afterwards with an empty list.
+func (d *Device) launchGathered() error {
+	g := d.gather
+	if g == nil || len(g.ops) == 0 {
+		return nil
+	}
+	d.gather = &gathering{launched: make(chan struct{})}
+	defer close(g.launched)
+	n := g.k.len()
+	whole, err := d.enqueueWhole(fmt.Sprintf("%d gathered ops", len(g.ops)), func() error {
+		if n == 0 {
+			return nil
+		}
+		return d.launchKernels(&g.k)
+	})
+	if err != nil {
+		err = &backends.DeviceError{Backend: d.info.Name, Op: g.ops[0].op, Err: fmt.Errorf("launching %d gathered ops: %w", len(g.ops), err)}
+		for _, e := range g.ops {
+			e.err = &backends.DeviceError{Backend: d.info.Name, Op: e.op, Err: err}
+			d.failed = append(d.failed, e)
+			e.done.Store(true)
+		}
+		return err
+	}
+	whole.members = g.ops
+	for _, e := range g.ops {
+		e.whole = whole
+	}
+	d.graphStats.Launches++
+	d.graphStats.Kernels += int64(n)
+	return nil
+}
+
+// enqueueWhole queues launch between a start and an end event on the
+// compute stream, as enqueue does for one op, with no buffers.
+func (d *Device) enqueueWhole(op string, launch func() error) (*event, error) {
+	saved := d.gather
+	d.gather = nil // enqueue launches a gathering first; this is that launch
+	defer func() { d.gather = saved }()
+	return d.enqueue(op, d.stream, nil, nil, launch)
+}
+
+// launchKernels launches k as a graph (replayed, or built anew) when the
+// runtime has graphs, else kernel by kernel (under do).
+func (d *Device) launchKernels(k *kernelList) error {
+	if d.graphStats.NoGraphs == "" {
+		err := d.launchGraph(k)
+		if err == nil {
+			return nil
+		}
+		if d.lost.Load() {
+			return err
+		}
+		// A runtime that cannot build this graph (a platform without
+		// kernel nodes for module functions) gets the kernels one by one,
+		// from now on.
+		d.graphStats.NoGraphs = err.Error()
+		d.dropGraphs()
+	}
+	d.graphStats.OneByOne++
+	done, code := d.s.launchAll(k, d.stream)
+	if code != 0 {
+		return fmt.Errorf("kernel %d of %d: %w", done+1, k.len(), d.check(fLaunch, code))
+	}
+	return nil
+}
+
+// launchGraph replays the graph of this segment of the step (the n-th
+// launch since Record) with k's arguments when k has its kernels and
+// dimensions, or builds and launches a new one in its place (under do).
+func (d *Device) launchGraph(k *kernelList) error {
+	slot := min(d.segment, maxGraphs-1)
+	d.segment++
+	for len(d.graphs) <= slot {
+		d.graphs = append(d.graphs, nil)
+	}
+	r := d.graphs[slot]
+	if r != nil && sameKernels(&r.k, k) {
+		for i := range k.len() {
+			if slices.Equal(r.k.args[r.k.off[i]:r.k.off[i+1]], k.args[k.off[i]:k.off[i+1]]) {
+				continue
+			}
+			if err := d.check(fGraphSetKernel, d.s.graphSet(d.v.platform == AMD, r.exec, r.nodes[i], k, i)); err != nil {
+				return err
+			}
+			d.graphStats.Updated++
+		}
+		r.k.args = append(r.k.args[:0], k.args...)
+		d.graphStats.Replays++
+		return d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
+	}
+	d.dropGraph(slot)
+	g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
+	if err := d.check(fGraphAddKernel, code); err != nil {
+		return err
+	}
+	d.graphs[slot] = &replay{graph: g, exec: exec, nodes: nodes, k: kernelList{
+		fns: slices.Clone(k.fns), dims: slices.Clone(k.dims), args: slices.Clone(k.args), off: slices.Clone(k.off)}}
+	d.graphStats.Builds++
+	return d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
+}
+
+// sameKernels reports whether a and b launch the same functions with the
+// same dimensions and argument counts: b can replay a's graph.
+func sameKernels(a, b *kernelList) bool {
+	return slices.Equal(a.fns, b.fns) && slices.Equal(a.dims, b.dims) && slices.Equal(a.off, b.off)
+}
+
+// dropGraph destroys the graph of a segment (under do). A graph launched
+// and not yet complete may be destroyed: the runtimes finish it first.
+func (d *Device) dropGraph(slot int) {
+	if slot >= len(d.graphs) {
+		return
+	}
+	if r := d.graphs[slot]; r != nil {
+		d.s.call(fGraphExecFree, r.exec)
+		d.s.call(fGraphDestroy, r.graph)
+		d.graphs[slot] = nil
+	}
+}
+
+// dropGraphs destroys every graph (under do).
+func (d *Device) dropGraphs() {
+	for i := range d.graphs {
+		d.dropGraph(i)
+	}
+	d.graphs = nil
+}
+
+// graphsMissing says why the loaded runtime cannot run graphs, or "".
+func (d *Device) graphsMissing() string {
+	for _, f := range []fn{fGraphCreate, fGraphDestroy, fGraphAddKernel, fGraphInstance, fGraphExecFree, fGraphLaunch, fGraphSetKernel} {
+		if !d.s.has(f) {
+			return "the runtime lacks " + d.symName(f)
+		}
+	}
+	return ""
+}

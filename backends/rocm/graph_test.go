@@ -1,0 +1,340 @@
+//go:build cgo
+
+package rocm
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/kernels"
+)
+
+// stepBufs are a small decode-like step's buffers: x in, y = 2x, z = y+x,
+// and a cache [1, 2, ctx, 2] that each step appends z to at its position.
+type stepBufs struct {
+	x, y, z, cache backends.Buffer
+	ctx            int
+}
+
+func newStepBufs(t testing.TB, d *Device, ctx int) *stepBufs {
+	t.Helper()
+	s := &stepBufs{ctx: ctx}
+	for _, p := range []*backends.Buffer{&s.x, &s.y, &s.z} {
+		b, err := d.Alloc(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = b
+	}
+	c, err := d.Alloc(int64(16 * ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cache = c
+	if _, err := d.Write(s.cache, make([]byte, 16*ctx)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// stepInput is step pos's x.
+func stepInput(pos int) []float32 {
+	f := float32(pos + 1)
+	return []float32{f, -f, 0.5 * f, 10 + f}
+}
+
+// queueStep writes step pos's x, then queues its three ops and returns
+// their events (gathered when d records).
+func queueStep(t testing.TB, d *Device, s *stepBufs, pos int) []backends.Event {
+	t.Helper()
+	if _, err := d.Write(s.x, kernels.AsBytes(stepInput(pos))); err != nil {
+		t.Fatal(err)
+	}
+	ops := []struct {
+		spec kernels.Spec
+		in   []backends.Buffer
+		out  backends.Buffer
+	}{
+		{kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}, []backends.Buffer{s.x}, s.y},
+		{kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4}, {4}}}, []backends.Buffer{s.y, s.x}, s.z},
+		{kernels.Spec{Op: kernels.KVAppend, In: []kernels.Shape{{1, 2, s.ctx, 2}, {1, 1, 2, 2}}, Params: kernels.Params{Pos: pos}},
+			[]backends.Buffer{s.cache, s.z}, s.cache},
+	}
+	var evs []backends.Event
+	for _, op := range ops {
+		ev, err := d.RunAsync(op.spec, op.in, op.out, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", op.spec.Op, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// checkCache reads the cache and checks that positions 0 to upto-1 hold
+// 3·x of their step (the cache is [1, 2 heads, ctx, 2]).
+func checkCache(t testing.TB, d *Device, s *stepBufs, upto int) {
+	t.Helper()
+	got := make([]float32, 4*s.ctx)
+	if _, err := d.Read(kernels.AsBytes(got), s.cache); err != nil {
+		t.Fatal(err)
+	}
+	for pos := range upto {
+		x := stepInput(pos)
+		for h := range 2 {
+			for j := range 2 {
+				if g, w := got[(h*s.ctx+pos)*2+j], 3*x[h*2+j]; g != w {
+					t.Fatalf("cache head %d position %d [%d] = %v, want %v", h, pos, j, g, w)
+				}
+			}
+		}
+	}
+}
+
+// gatheredSteps runs steps steps, each recorded and flushed, and checks
+// the cache after each; every op's timing is Gathered.
+func gatheredSteps(t testing.TB, d *Device, s *stepBufs, from, steps int) {
+	t.Helper()
+	for pos := from; pos < from+steps; pos++ {
+		if err := d.Record(); err != nil {
+			t.Fatal(err)
+		}
+		evs := queueStep(t, d, s, pos)
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			tm, err := ev.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tm.Clock != backends.Gathered || tm.Duration != 0 {
+				t.Fatalf("a gathered op's timing %+v, want Gathered and 0", tm)
+			}
+		}
+		checkCache(t, d, s, pos+1)
+	}
+}
+
+// TestFakeGatheredReplay: the first gathered step builds a graph, the
+// next ones replay it with the KV append's new position, and a replay
+// launches no kernel one by one (it succeeds while every kernel launch
+// fails).
+func TestFakeGatheredReplay(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := newStepBufs(t, d, 8)
+	gatheredSteps(t, d, s, 0, 3)
+	st := d.Graphs()
+	if st.NoGraphs != "" || st.Builds != 1 || st.Replays != 2 || st.Launches != 3 || st.Kernels != 9 || st.OneByOne != 0 {
+		t.Fatalf("after 3 steps %+v, want 1 build, 2 replays, 3 launches of 3 kernels", st)
+	}
+	if st.Updated != 2 {
+		t.Errorf("nodes updated %d, want 2 (the append's position, once per replay)", st.Updated)
+	}
+	t.Setenv("FAKEHIP_LAUNCH_ERROR", "1")
+	gatheredSteps(t, d, s, 3, 2)
+	if st := d.Graphs(); st.Replays != 4 {
+		t.Errorf("replays %d, want 4", st.Replays)
+	}
+}
+
+// TestFakeGatheredRebuild: a step with other kernels builds a new graph.
+func TestFakeGatheredRebuild(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := newStepBufs(t, d, 8)
+	gatheredSteps(t, d, s, 0, 2)
+	// A gathering of one op: not the last graph's kernels.
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 3}}
+	if _, err := d.RunAsync(sc, []backends.Buffer{s.x}, s.y, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 4)
+	if _, err := d.Read(kernels.AsBytes(got), s.y); err != nil {
+		t.Fatal(err)
+	}
+	x := stepInput(1)
+	for i := range got {
+		if got[i] != 3*x[i] {
+			t.Fatalf("y = %v, want 3·%v", got, x)
+		}
+	}
+	gatheredSteps(t, d, s, 2, 1)
+	if st := d.Graphs(); st.Builds != 3 || st.Replays != 1 {
+		t.Errorf("%+v, want 3 builds (step, one op, step) and 1 replay", st)
+	}
+}
+
+// TestFakeGatheredNoGraphs: where kernel nodes cannot be built, gathered
+// kernels are launched one by one, with the same results, and the reason
+// is kept.
+func TestFakeGatheredNoGraphs(t *testing.T) {
+	t.Setenv("FAKEHIP_NO_GRAPH", "1")
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := newStepBufs(t, d, 8)
+	gatheredSteps(t, d, s, 0, 3)
+	st := d.Graphs()
+	if st.Builds != 0 || st.OneByOne != 3 || !strings.Contains(st.NoGraphs, "hipGraphAddKernelNode") {
+		t.Errorf("%+v, want 3 launches one by one and the failing call named", st)
+	}
+}
+
+// TestFakeGatheredWaitLaunches: an op stays gathered (not Launched, not
+// Done) until something needs it: its Wait launches the gathering, and so
+// does a copy that reads its output.
+func TestFakeGatheredWaitLaunches(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := newStepBufs(t, d, 8)
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	evs := queueStep(t, d, s, 0)
+	launched := func(ev backends.Event) bool {
+		select {
+		case <-ev.(backends.Deferred).Launched():
+			return true
+		default:
+			return false
+		}
+	}
+	if launched(evs[0]) || evs[2].Done() {
+		t.Fatal("a gathered op launched before anything waited for it")
+	}
+	if _, err := evs[1].Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !launched(evs[2]) {
+		t.Fatal("waiting for a gathered op did not launch its gathering")
+	}
+	// Still recording: the next ops gather again, and a copy of their
+	// output launches them first.
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: -1}}
+	ev, err := d.RunAsync(sc, []backends.Buffer{s.z}, s.y, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launched(ev) {
+		t.Fatal("an op queued while recording was launched at once")
+	}
+	got := make([]float32, 4)
+	rev, err := d.ReadAsync(kernels.AsBytes(got), s.y, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	x := stepInput(0)
+	for i := range got {
+		if got[i] != -3*x[i] {
+			t.Fatalf("read %v after a gathered op, want -3·%v", got, x)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFakeGatheredError: a gathered op whose kernel fails as it runs
+// reports an error naming it, from Wait and from Sync; the next gathering
+// runs.
+func TestFakeGatheredError(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := newStepBufs(t, d, 8)
+	gatheredSteps(t, d, s, 0, 1)
+	t.Setenv("FAKEHIP_ASYNC_ERROR", "700")
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	evs := queueStep(t, d, s, 1)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := evs[2].Wait()
+	var de *backends.DeviceError
+	if !errors.As(err, &de) || de.Op != "KVAppend" {
+		t.Fatalf("Wait of a failed gathered op: %v, want a DeviceError naming KVAppend", err)
+	}
+	if err := d.Sync(); err == nil {
+		t.Error("Sync after a failed gathering reported nothing")
+	}
+}
+
+// TestFakeGatheredClose: Close launches and drains gathered ops.
+func TestFakeGatheredClose(t *testing.T) {
+	d, err := Open(fakeOptions(t, "blas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStepBufs(t, d, 8)
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	evs := queueStep(t, d, s, 0)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs, func(ev backends.Event) bool { return ev.Done() }) || !evs[2].Done() {
+		t.Fatal("Close left gathered ops not done")
+	}
+	if _, err := evs[2].Wait(); err != nil {
+		t.Errorf("a gathered op drained by Close: %v", err)
+	}
+}
+
+// TestFakeGatheredSegments: a long gathering is launched in segments as
+// it grows, so that the device starts before the step is all gathered;
+// the next step replays each segment's own graph.
+func TestFakeGatheredSegments(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	const ops = segmentKernels + 8
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
+	x, _ := d.Alloc(16)
+	y, _ := d.Alloc(16)
+	bufs := [2]backends.Buffer{x, y}
+	for step := range 2 {
+		if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Record(); err != nil {
+			t.Fatal(err)
+		}
+		var first backends.Event
+		for i := range ops {
+			ev, err := d.RunAsync(sc, bufs[i%2:i%2+1], bufs[1-i%2], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = ev
+			}
+		}
+		select {
+		case <-first.(backends.Deferred).Launched():
+		default:
+			t.Fatalf("step %d: %d kernels gathered and none launched", step, ops)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, 4)
+		if _, err := d.Read(kernels.AsBytes(got), bufs[ops%2]); err != nil {
+			t.Fatal(err)
+		}
+		want := float32(1 << ops)
+		if got[0] != want || got[3] != 4*want {
+			t.Fatalf("step %d: %v after %d doublings, want %v·[1 2 3 4]", step, got, ops, want)
+		}
+	}
+	if st := d.Graphs(); st.Launches != 4 || st.Builds != 2 || st.Replays != 2 {
+		t.Errorf("%+v: want 2 segments a step, each built once and replayed once", st)
+	}
+}
