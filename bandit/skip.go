@@ -278,9 +278,9 @@ func at(x []float64, i int) float64 {
 // challenger whose floor is not above the least cost is drawn as
 // Sample draws it: given u ≥ skipTail where u was drawn (sampleAbove),
 // and without a uniform otherwise. Rule: F⁻¹ only in the tail, and no
-// uniform drawn for an arm that will be drawn anyway. Reason: F⁻¹
-// (tTailQuantile) costs about 1 µs and sampleAbove's CDF 0.13, where a
-// draw costs about 0.03 (BenchmarkSelectObserve, 4 backends).
+// uniform drawn for an arm that will be drawn anyway. Reason: gonum's
+// inverse incomplete beta costs 3–6 µs and sampleAbove's CDF 0.13,
+// where a draw costs about 0.03 (BenchmarkSelectObserve, 4 backends).
 func (b *Bucket) drawSome(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, drawn float64, full uint8, costs []float64) {
 	b.Settle(cfg)
 	inc := b.Incumbent
@@ -322,7 +322,7 @@ func (p *NormalGamma) costAt(r *rand.Rand, u float64, bd *armBound, xc float64) 
 	if u >= skipTail {
 		return float64(max(bd.mean, bd.floor)) + xc
 	}
-	m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tTailQuantile(u, 2*p.Alpha)
+	m := p.marginal().Quantile(u)
 	d := m - p.Mu
 	v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
 	if !(v <= 1e300) {
