@@ -53,11 +53,8 @@ type Bucket struct {
 	// at observation boundAt, and held (boundOK); either way they are
 	// computed again skipWindow observations later. skipped: the last
 	// Choose skipped. noSkip: always draw (TestSkipSameChoices).
-	// probeArms holds the challengers probeable in the window (bit i:
-	// arm i), decided against the incumbent's draw.
 	boundAt                  int64
 	boundOK, skipped, noSkip bool
-	probeArms                uint8
 }
 
 // ArmState is a bucket's bookkeeping of one arm beyond its posterior

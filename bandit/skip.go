@@ -23,17 +23,6 @@ import (
 // variance from the conditional τ | m: the draws, and so the chosen
 // arm's distribution, are exactly Choose's (TestSkipSameChoices).
 //
-// A challenger that a hold could probe (probeable somewhere in the
-// window) is out of the choice only when its cost is above the
-// incumbent's sampled cost: then it is not the cheapest draw, so neither
-// beats the incumbent nor is held back to be probed. Such a bucket draws
-// the incumbent alone; when some such challenger's floor is not above
-// that draw, every challenger is drawn as Choose draws it, beside that
-// draw: the draws are still exactly Choose's.
-// Without it a bucket whose slow challengers ran once or twice, long
-// ago, drew every arm at every decision (BenchmarkSelectObserve, 4
-// backends).
-//
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
 // (windowBound), so they are computed once per window, and again at once
@@ -103,9 +92,9 @@ func tQuantile(nu float64) (z float64, ok bool) {
 }
 
 // windowBound returns the bound on p, grown from prior, over its next
-// skipWindow discounts at most (weights scaled by s in [sK, 1]); probe
-// reports that p is probeable somewhere in the window; ok is false where
-// no useful bound holds (a posterior too weak to take a variance).
+// skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
+// false where no useful bound holds (a probeable arm, a posterior too
+// weak to take a variance).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -116,7 +105,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool) {
+func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -128,10 +117,12 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	}
 	one, end := eval(1), eval(sK)
 	if !(one.kappa > 0 && end.kappa > 0 && one.alpha > 1 && end.alpha > 1 && one.beta > 0 && end.beta > 0) {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	kLo, kHi := math.Min(one.kappa, end.kappa), math.Max(one.kappa, end.kappa)
-	probe = kHi > k0 && kLo <= k0+probeEvidence
+	if kHi > k0 && kLo <= k0+probeEvidence {
+		return armBound{}, false // probeable somewhere in the window
+	}
 	aLo, aHi := math.Min(one.alpha, end.alpha), math.Max(one.alpha, end.alpha)
 	muLo := math.Min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
@@ -141,14 +132,14 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	bLo := math.Min(one.beta, end.beta)
 	z, ok := tQuantile(2 * aLo)
 	if !ok {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	return armBound{
 		floor:  down32(expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo)))),
 		lnMean: down32(muLo + bLo/(aHi-1)/2),
 		vmean:  down32(bLo / (aHi * kHi)),
 		mean:   float32(p.MeanUs()),
-	}, probe, true
+	}, true
 }
 
 // Changed tells the bucket that the caller wrote Arms or Priors: the
@@ -157,7 +148,7 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 func (b *Bucket) Changed() { b.boundOK, b.boundAt = false, b.observed-skipWindow }
 
 // Skipped reports whether the last Choose kept the incumbent without
-// drawing a challenger (its costs are then posterior means).
+// drawing (its costs are then posterior means).
 func (b *Bucket) Skipped() bool { return b.skipped }
 
 // refreshBounds computes every challenger's bound for the next
@@ -165,20 +156,16 @@ func (b *Bucket) Skipped() bool { return b.skipped }
 func (b *Bucket) refreshBounds(cfg *Config) bool {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
-	b.probeArms = 0
 	for i := range b.Arms {
 		if i == b.Incumbent {
 			continue
 		}
-		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK)
+		bd, ok := windowBound(b.Arms[i], b.Priors[i], sK)
 		if !ok {
 			b.boundOK, b.boundAt = false, b.observed
 			return false
 		}
 		b.state[i].bound = bd
-		if probe {
-			b.probeArms |= 1 << i
-		}
 	}
 	b.boundOK, b.boundAt = true, b.observed
 	return true
@@ -207,7 +194,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	li, vi := p.Mu+p.Variance()/2, p.Beta/(p.Alpha*p.Kappa)
 	th := margined(m, at(copies, inc), h)
 	for c := range b.Arms {
-		if c == inc || b.probeArms&(1<<c) != 0 {
+		if c == inc {
 			continue
 		}
 		bd := &b.state[c].bound
@@ -219,22 +206,6 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 			return skipNone // possibly surely cheaper
 		}
 	}
-	// A probeable challenger is out only above the incumbent's draw;
-	// those that are not are drawn in full (full), with the incumbent.
-	drawn := math.NaN()
-	var full uint8
-	if b.probeArms != 0 {
-		drawn = p.Sample(r) + xi
-		for c := range b.Arms {
-			if b.probeArms&(1<<c) != 0 && !(float64(b.state[c].bound.floor)+at(extra, c) > drawn) {
-				full |= 1 << c
-			}
-		}
-	}
-	if full != 0 {
-		b.drawSome(cfg, extra, r, nil, drawn, full, costs)
-		return skipDrawn
-	}
 	tail := false
 	var u [maxSkipArms]float64
 	for c := range b.Arms {
@@ -244,7 +215,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		}
 	}
 	if tail {
-		b.drawSome(cfg, extra, r, &u, drawn, 0, costs)
+		b.drawByInversion(cfg, extra, r, &u, costs)
 		return skipDrawn
 	}
 	for c := range b.Arms {
@@ -265,90 +236,28 @@ func at(x []float64, i int) float64 {
 	return x[i]
 }
 
-// drawSome writes into costs (extra added) what pick needs to choose as
-// it would from every arm's draw: the incumbent's draw (drawn, extra
-// included; NaN: drawn here as Sample does), then each challenger in
-// full (bit c of full) as Sample draws it, then the others. Each of
-// those has a uniform u (u nil: drawn here, one by one): in its tail
-// (u < skipTail) it is drawn by inversion: m = F⁻¹(u), F m's marginal,
-// then τ | m ~ Gamma(α + 1/2, rate β + κ(m − μ)²/2), cost exp(m +
-// 1/(2τ)); otherwise its cost is at least its floor, and where that is
-// above the least cost drawn it is not the cheapest, cannot change
-// pick's choice, and keeps its mean cost (at least its floor). A
-// challenger whose floor is not above the least cost is drawn as
-// Sample draws it: given u ≥ skipTail where u was drawn (sampleAbove),
-// and without a uniform otherwise. Rule: F⁻¹ only in the tail, and no
-// uniform drawn for an arm that will be drawn anyway. Reason: gonum's
-// inverse incomplete beta costs 3–6 µs and sampleAbove's CDF 0.13,
-// where a draw costs about 0.03 (BenchmarkSelectObserve, 4 backends).
-func (b *Bucket) drawSome(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, drawn float64, full uint8, costs []float64) {
+// drawByInversion draws every arm's Thompson cost into costs (extra
+// added): the incumbent's as Sample does, each challenger's from its
+// uniform u: m = F⁻¹(u), F Student's t with 2α degrees, location μ and
+// scale √(β/(ακ)) (m's marginal), then τ | m ~ Gamma(α + 1/2, rate
+// β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
+func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
 	b.Settle(cfg)
-	inc := b.Incumbent
-	if math.IsNaN(drawn) {
-		drawn = b.Arms[inc].Sample(r) + at(extra, inc)
-	}
-	costs[inc] = drawn
-	least := drawn
 	for c := range b.Arms {
-		if full&(1<<c) != 0 {
-			costs[c] = b.Arms[c].Sample(r) + at(extra, c)
-			least = math.Min(least, costs[c])
+		p := b.Arms[c]
+		if c == b.Incumbent {
+			costs[c] = p.Sample(r)
+		} else {
+			m := distuv.StudentsT{Mu: p.Mu, Sigma: math.Sqrt(p.Beta / (p.Alpha * p.Kappa)), Nu: 2 * p.Alpha}.Quantile(u[c])
+			d := m - p.Mu
+			v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
+			if !(v <= 1e300) {
+				v = 1e300
+			}
+			costs[c] = expCapped(m + v/2)
 		}
-	}
-	for c := range b.Arms {
-		if c == inc || full&(1<<c) != 0 {
-			continue
-		}
-		p, bd, xc := &b.Arms[c], &b.state[c].bound, at(extra, c)
-		out := float64(bd.floor)+xc > least
-		switch {
-		case u == nil && !out:
-			costs[c] = p.Sample(r) + xc
-		case u == nil:
-			costs[c] = p.costAt(r, r.Float64(), bd, xc)
-		case !out && u[c] >= skipTail:
-			costs[c] = p.sampleAbove(r, skipTail) + xc
-		default:
-			costs[c] = p.costAt(r, u[c], bd, xc)
-		}
-		least = math.Min(least, costs[c])
-	}
-}
-
-// costAt is drawSome's cost of a challenger with uniform u and bound bd
-// (extra xc): by inversion in its tail, else its mean cost, at least its
-// floor, for a challenger whose floor is above the least cost drawn.
-func (p *NormalGamma) costAt(r *rand.Rand, u float64, bd *armBound, xc float64) float64 {
-	if u >= skipTail {
-		return float64(max(bd.mean, bd.floor)) + xc
-	}
-	m := p.marginal().Quantile(u)
-	d := m - p.Mu
-	v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
-	if !(v <= 1e300) {
-		v = 1e300
-	}
-	return expCapped(m+v/2) + xc
-}
-
-// marginal returns m's marginal law under p: Student's t with 2α
-// degrees, location μ and scale √(β/(ακ)).
-func (p NormalGamma) marginal() distuv.StudentsT {
-	return distuv.StudentsT{Mu: p.Mu, Sigma: math.Sqrt(p.Beta / (p.Alpha * p.Kappa)), Nu: 2 * p.Alpha}
-}
-
-// sampleAbove is Sample given that m's marginal CDF is at least q (by
-// rejection: at q = skipTail one draw in a thousand is drawn again).
-func (p NormalGamma) sampleAbove(r *rand.Rand, q float64) float64 {
-	f := p.marginal()
-	for {
-		v := p.Beta / gammaRand(r, p.Alpha)
-		if !(v <= 1e300) {
-			v = 1e300
-		}
-		m := p.Mu + r.NormFloat64()*math.Sqrt(v*(1/p.Kappa))
-		if f.CDF(m) >= q {
-			return expCapped(m + v/2)
+		if extra != nil {
+			costs[c] += extra[c]
 		}
 	}
 }
