@@ -5,9 +5,9 @@ package rocm
 // Gathering (backends.Recorder): between Record and Flush, RunAsync does
 // not launch an op's kernels but appends them to a kernel list, with no
 // events of their own. The list is launched at once when the gathering is
-// flushed, or earlier when something needs its work on the device: a
-// wait for one of its ops, a copy or a library call queued meanwhile,
-// Sync, Close. It runs as a graph of kernel nodes in a chain when the
+// flushed, in segments as it grows (backends.SegmentLimit), or earlier
+// when something needs its work on the device: a wait for one of its
+// ops, a copy or a library call queued meanwhile, Sync, Close. It runs as a graph of kernel nodes in a chain when the
 // runtime has graphs: the graph of the last launch is replayed when the
 // kernels and their dimensions are the same, with the nodes whose
 // arguments changed (a decode step's position, its count of keys) given
@@ -34,14 +34,6 @@ type gathering struct {
 	ops      []*event      // the gathered ops' events, in queue order
 	launched chan struct{} // closed when the list has been launched
 }
-
-// segmentKernels is how many gathered kernels are launched at once while
-// gathering goes on: the device starts on a step's first segment while
-// the host gathers the next, instead of idling until the whole step is
-// gathered. A launch costs the host about 10 µs (two event records and a
-// graph launch: BenchmarkGPUCalls), 32 kernels take it 200 µs or more
-// to gather, so launches stay a few per cent of the host's work.
-const segmentKernels = 32
 
 // maxGraphs bounds the graphs kept, one per segment of a step.
 const maxGraphs = 256
@@ -91,7 +83,7 @@ func (d *Device) Record() error {
 		if d.gather == nil {
 			d.gather = &gathering{launched: make(chan struct{})}
 		}
-		d.segment = 0
+		d.segment, d.gatheredSince = 0, 0
 		return nil
 	})
 }
@@ -102,7 +94,10 @@ func (d *Device) Record() error {
 func (d *Device) Flush() error {
 	return d.gated(func() error {
 		err := d.launchGathered()
-		d.gather, d.segment = nil, 0
+		if d.gatheredSince > 0 {
+			d.lastGathering = d.gatheredSince
+		}
+		d.gather, d.segment, d.gatheredSince = nil, 0, 0
 		return err
 	})
 }
@@ -122,13 +117,20 @@ func (d *Device) Graphs() GraphStats {
 // stream are waited for on the device now, before the gathering's launch
 // in stream order; bufs remember the op as their last user.
 func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
-	d.retireCompleted()
 	g := d.gather
-	for _, l := range append(lastUsers(bufs), after...) {
+	wait := func(l *event) error {
 		if l == nil || l.done.Load() || l.stream == d.stream || l.gathered != nil {
-			continue
+			return nil
 		}
-		if err := d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end)); err != nil {
+		return d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end))
+	}
+	for _, b := range bufs {
+		if err := wait(b.last); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range after {
+		if err := wait(l); err != nil {
 			return nil, err
 		}
 	}
@@ -156,20 +158,12 @@ func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, af
 	for _, b := range bufs {
 		b.last = e
 	}
-	if g.k.len() >= segmentKernels {
+	if g.k.len() >= backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering) {
 		// A launch failure fails the gathered ops, e among them: their
 		// Waits report it.
 		_ = d.launchGathered()
 	}
 	return e, nil
-}
-
-func lastUsers(bufs []*buffer) []*event {
-	out := make([]*event, 0, len(bufs))
-	for _, b := range bufs {
-		out = append(out, b.last)
-	}
-	return out
 }
 
 // launchGathered launches the gathering's kernels, between one pair of
@@ -204,6 +198,8 @@ func (d *Device) launchGathered() error {
 	}
 	d.graphStats.Launches++
 	d.graphStats.Kernels += int64(n)
+	d.segment++
+	d.gatheredSince += n
 	return nil
 }
 
@@ -246,7 +242,6 @@ func (d *Device) launchKernels(k *kernelList) error {
 // dimensions, or builds and launches a new one in its place (under do).
 func (d *Device) launchGraph(k *kernelList) error {
 	slot := min(d.segment, maxGraphs-1)
-	d.segment++
 	for len(d.graphs) <= slot {
 		d.graphs = append(d.graphs, nil)
 	}
