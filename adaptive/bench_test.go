@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -149,10 +150,11 @@ func BenchmarkSelectObserve(b *testing.B) {
 			b.ReportAllocs()
 			done := cpuTimer(b)
 			i := 0
+			var d Decision
 			for b.Loop() {
 				j := i % buckets
-				d, _ := handles[0][j].Select(res[j])
-				s.Observe(d, dur[j][d.Backend])
+				handles[0][j].SelectInto(&d, &res[j], 0, 0)
+				s.ObserveRef(&d, dur[j][d.Backend])
 				i++
 			}
 			done()
@@ -164,10 +166,11 @@ func BenchmarkSelectObserve(b *testing.B) {
 				g := int(seed.Add(1))
 				hs := handles[(g-1)%len(handles)]
 				i := g * 104729
+				var d Decision
 				for pb.Next() {
 					j := i % buckets
-					d, _ := hs[j].Select(res[j])
-					s.Observe(d, dur[j][d.Backend])
+					hs[j].SelectInto(&d, &res[j], 0, 0)
+					s.ObserveRef(&d, dur[j][d.Backend])
 					i++
 				}
 			})
@@ -224,4 +227,50 @@ func benchSelectObserve1M(b *testing.B) {
 		b.ReportMetric(perBucket, "B/bucket")
 	})
 	runtime.KeepAlive(s)
+}
+
+// BenchmarkMemoryFloor is the memory floor under BenchmarkSelectObserve's
+// 1M case: per op, one read of a word at a hashed position of an index
+// of twice as many words as buckets (the shape cache's probe), then one
+// word of each 64-byte line of the op's 1 KiB block (about the heap one
+// bucket holds, B/bucket), the blocks walked in order as the slabs are,
+// for 10,000 and 1,000,000 blocks; no arithmetic beyond a sum, and each
+// op's reads wait on the last op's, as one decision's wait on the one
+// before (its instructions fill the core's window). Its 1M figure less
+// its 10k one is what memory alone adds to a decision at a million
+// shapes.
+func BenchmarkMemoryFloor(b *testing.B) {
+	const block = 1024
+	for _, n := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			index := make([]uint64, 1<<bits.Len(uint(2*n-1)))
+			for i := range index {
+				index[i] = uint64(i)
+			}
+			blocks := make([]byte, n*block)
+			for i := range blocks {
+				blocks[i] = byte(i)
+			}
+			mask := uint64(len(index) - 1)
+			var sum uint64
+			done := cpuTimer(b)
+			j := 0
+			for b.Loop() {
+				// sum>>63 is 0, but the loads wait on it: one op's
+				// reads start after the last op's, as a decision's do.
+				w := index[mum(uint64(j)+sum>>63, 0x9e3779b97f4a7c15)&mask]
+				sum += w
+				o := j*block + int(w>>63)
+				blk := blocks[o : o+block]
+				for l := 0; l < block; l += 64 {
+					sum += uint64(blk[l])
+				}
+				if j++; j == n {
+					j = 0
+				}
+			}
+			done()
+			runtime.KeepAlive(sum)
+		})
+	}
 }

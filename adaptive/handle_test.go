@@ -13,7 +13,8 @@ import (
 // seed, one asked by spec, one by handle, make the same decisions with
 // the same estimates and transfers over 3,000 ops of 30 specs whose
 // residency changes, while the links learn (which a handle's cached
-// transfers must follow).
+// transfers must follow). Every other op goes by SelectInto into one
+// reused Decision and back by ObserveRef.
 func TestHandleSameDecisions(t *testing.T) {
 	bySpec := newTestScheduler(t, Config{Seed: 5})
 	byHandle := newTestScheduler(t, Config{Seed: 5})
@@ -27,6 +28,7 @@ func TestHandleSameDecisions(t *testing.T) {
 		handles[i] = h
 	}
 	r := rand.New(rand.NewPCG(9, 9))
+	var reused Decision
 	for step := range 3000 {
 		i := step % len(specs)
 		var res Residency
@@ -38,7 +40,13 @@ func TestHandleSameDecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := handles[i].Select(res)
+		var b Decision
+		if step%2 == 0 {
+			b, err = handles[i].Select(res)
+		} else {
+			err = handles[i].SelectInto(&reused, &res, 0, 0)
+			b = reused
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +57,11 @@ func TestHandleSameDecisions(t *testing.T) {
 		}
 		took := us(float64(10 + r.IntN(500)))
 		bySpec.Observe(a, took)
-		byHandle.Observe(b, took)
+		if step%2 == 0 {
+			byHandle.Observe(b, took)
+		} else if err := byHandle.ObserveRef(&reused, took); err != nil {
+			t.Fatal(err)
+		}
 		if step%97 == 0 {
 			took := us(float64(50 + r.IntN(500)))
 			for _, s := range []*Scheduler{bySpec, byHandle} {
@@ -85,6 +97,10 @@ func TestHandleErrors(t *testing.T) {
 	s.Close()
 	if _, err := h.Select(Residency{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Select by handle after Close: %v, want ErrClosed", err)
+	}
+	d := Decision{Backend: 1}
+	if err := h.SelectInto(&d, &Residency{}, 0, 0); !errors.Is(err, ErrClosed) || d.Backend != 0 {
+		t.Errorf("SelectInto after Close: %v, backend %d, want ErrClosed and a zero Decision", err, d.Backend)
 	}
 	if _, err := s.Handle(matmul(8, 8, 8)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Handle after Close: %v, want ErrClosed", err)

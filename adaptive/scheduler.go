@@ -367,6 +367,12 @@ const maxObservedUs = 1e12
 // ErrForeignDecision for a decision this Scheduler did not
 // make and ErrBadTiming for a non-positive or absurd duration.
 func (s *Scheduler) Observe(d Decision, t backends.Timing) error {
+	return s.ObserveRef(&d, t)
+}
+
+// ObserveRef is Observe of *d, for a caller that keeps its Decision in
+// place (Handle.SelectInto).
+func (s *Scheduler) ObserveRef(d *Decision, t backends.Timing) error {
 	if d.s != s || d.b == nil || d.Backend < 0 || d.Backend >= s.n {
 		return ErrForeignDecision
 	}

@@ -248,7 +248,7 @@ func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *
 		if c == b.Incumbent {
 			costs[c] = p.Sample(r)
 		} else {
-			m := distuv.StudentsT{Mu: p.Mu, Sigma: math.Sqrt(p.Beta / (p.Alpha * p.Kappa)), Nu: 2 * p.Alpha}.Quantile(u[c])
+			m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tInv(u[c], 2*p.Alpha)
 			d := m - p.Mu
 			v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
 			if !(v <= 1e300) {

@@ -75,3 +75,49 @@ func TestSkipSameChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipSameChoicesThreeArms is TestSkipSameChoices with two
+// challengers, so that a decision whose one challenger fell in its tail
+// also inverts the other's uniform, outside its tail (drawByInversion):
+// each challenger is chosen as often with the skip as without, to within
+// 5 standard errors.
+func TestSkipSameChoicesThreeArms(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 2_000_000
+	r := rand.New(rand.NewPCG(12, 12))
+	base := bandit.NewBucket(bandittest.Priors(&cfg, 100, 100, 100))
+	for range 4 {
+		base.Observe(&cfg, 1, bandittest.LogNormal(r, 170, 0.2))
+		base.Observe(&cfg, 2, bandittest.LogNormal(r, 170, 0.2))
+	}
+	for range 200 {
+		base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+	}
+	base.Incumbent = 0
+	base.Settle(&cfg)
+	count := func(noSkip bool, seed uint64) (won [3]int, kept int64) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		costs := make([]float64, 3)
+		arms := append([]bandit.NormalGamma(nil), base.Arms...)
+		before := base.Skips()
+		for range n {
+			b := *base
+			b.Arms = arms
+			bandit.SetNoSkip(&b, noSkip)
+			arm, _ := b.Choose(&cfg, nil, r, costs)
+			won[arm]++
+		}
+		return won, base.Skips() - before
+	}
+	with, kept := count(false, 31)
+	without, _ := count(true, 32)
+	t.Logf("chosen with the skip %v (%d kept undrawn), without %v", with, kept, without)
+	for a := 1; a < 3; a++ {
+		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || with[a] == 0 {
+			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f, want some)", a, with[a], without[a], tol)
+		}
+	}
+	if kept < n*99/100 {
+		t.Errorf("%d of %d decisions kept without a draw, want ≥ 99%%", kept, n)
+	}
+}

@@ -78,8 +78,8 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 // the same tiny op (Add of 16 floats) on the same backend, "cpu", once
 // through a synchronous Executor over "cpu" and "cpu1" whose Strategy is
 // Only("cpu"), once by cpu's own Run, and once its decision alone (the
-// Scheduler's Handle.Select and Observe, with the residency the Executor
-// gives). Each iteration is one call, the three taken in turn in blocks
+// Scheduler's Handle.SelectInto and ObserveRef, as the Executor calls
+// them, with the residency it gives). Each iteration is one call, the three taken in turn in blocks
 // of 256, so that a busy machine slows them alike. overhead-ns/op is
 // the Executor's time per op over the bare call, in wall time; the
 // -cpu- figures are in the thread's CPU time (Linux), which waiting for
@@ -111,6 +111,7 @@ func BenchmarkExecutorOnly(b *testing.B) {
 	res.Add(adaptive.Host|adaptive.Backend(0), 64)
 	res.Add(adaptive.Host|adaptive.Backend(0), 64)
 	kernel := backends.Timing{Duration: 200 * time.Nanosecond, Clock: backends.WallClock}
+	var d adaptive.Decision
 	runs := [3]func(){func() { // exec, direct, decide
 		if _, err := e.Run(s, ein, eout); err != nil {
 			b.Fatal(err)
@@ -120,11 +121,10 @@ func BenchmarkExecutorOnly(b *testing.B) {
 			b.Fatal(err)
 		}
 	}, func() {
-		d, err := h.Select(res)
-		if err != nil {
+		if err := h.SelectInto(&d, &res, 0, 0); err != nil {
 			b.Fatal(err)
 		}
-		sched.Observe(d, kernel)
+		sched.ObserveRef(&d, kernel)
 	}}
 	runs[0]() // resolve residency
 	runtime.LockOSThread()

@@ -241,6 +241,9 @@ func (e *Executor) completeDone(pending []*rec) []*rec {
 			kept = append(kept, r)
 			continue
 		}
+		if _, end := r.ev.(backends.VirtualSpan).Span(); end > r.endV {
+			r.endV = end // gathered work is placed when launched, after it was queued
+		}
 		maxFloat(&e.doneV, r.endV)
 		r.tm, r.err = r.ev.Wait()
 		e.completed <- r

@@ -65,10 +65,10 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 		n = e.latency.seen.Add(1)
 	}
 	if n%latencyEvery != 0 {
-		return e.decide(d, h, s, res, exclude, why)
+		return e.decide(d, h, s, &res, exclude, why)
 	}
 	start := time.Now()
-	err := e.decide(d, h, s, res, exclude, why)
+	err := e.decide(d, h, s, &res, exclude, why)
 	e.latency.record(time.Since(start))
 	return err
 }
@@ -77,7 +77,7 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 // is one), or with a Placer, SelectOn the backend it places the op on;
 // an op the Placer leaves to the Strategy (Learned) is decided as without
 // one, and a LearnedSeer is told the choice.
-func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
+func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	arm := Learned
 	if p := e.cfg.Placer; p != nil {
 		var b adaptive.BucketID
@@ -87,16 +87,16 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 			return err
 		}
 		e.placeMu.Lock()
-		arm = p.Place(*s, res, b)
+		arm = p.Place(*s, *res, b)
 		e.placeMu.Unlock()
 	}
 	switch {
 	case arm != Learned:
-		*d, err = e.s.SelectOn(*s, res, arm, exclude, why)
+		*d, err = e.s.SelectOn(*s, *res, arm, exclude, why)
 	case h != nil:
-		*d, err = h.SelectExcept(res, exclude, why)
+		err = h.SelectInto(d, res, exclude, why)
 	default:
-		*d, err = e.s.SelectExcept(*s, res, exclude, why)
+		*d, err = e.s.SelectExcept(*s, *res, exclude, why)
 	}
 	if arm == Learned && err == nil && e.seer != nil {
 		e.placeMu.Lock()
@@ -109,7 +109,7 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 // observe feeds an op's timing to the Scheduler and, when it takes it,
 // to the Placer.
 func (e *Executor) observe(d *adaptive.Decision, tm backends.Timing) {
-	if err := e.s.Observe(*d, tm); err != nil || e.cfg.Placer == nil {
+	if err := e.s.ObserveRef(d, tm); err != nil || e.cfg.Placer == nil {
 		return
 	}
 	e.placeMu.Lock()

@@ -62,8 +62,13 @@ type Device struct {
 	used   int64           // bytes allocated and not freed
 	closed bool
 	tl     *Timeline
-	lanes  []int   // the device's lanes on tl: compute, then the link if it has one
-	failed []*work // queued work that failed, for Sync
+	lanes  []int      // the device's lanes on tl: compute, then the link if it has one
+	failed []*work    // queued work that failed, for Sync
+	gather *gathering // ops gathered and not launched; nil when not gathering (gather.go)
+	// segments and gatheredSince count the gatherings and ops launched
+	// since Record, lastGathering the ops of the last Record to Flush.
+	segments, gatheredSince, lastGathering int
+	launching                              sync.Mutex // held while a gathering is placed
 }
 
 var _ backends.Backend = (*Device)(nil)

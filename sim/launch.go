@@ -1,8 +1,10 @@
 package sim
 
 // launchCost is a profile's split of an op's fixed cost between the host
-// and the device (Profile.IssueUs, GapUs, SyncUs), µs.
-type launchCost struct{ issue, gap, sync float64 }
+// and the device (Profile.IssueUs, GapUs, SyncUs), and the host's cost of
+// a gathered op and of a gathering's launch (Profile.GatherIssueUs and
+// GatherLaunchUs; 0: the device does not gather), µs.
+type launchCost struct{ issue, gap, sync, gather, gatherLaunch float64 }
 
 // The figures, each from a measurement; none was chosen to meet a target.
 //
@@ -24,11 +26,23 @@ type launchCost struct{ issue, gap, sync float64 }
 //     per op, 5–6 µs over the queued run: the gap and the op's own time,
 //     which the synchronous model already charges after the issue: the
 //     wait itself adds nothing measurable.
+//   - gatherLaunch 7.9: a gathering's launch, two event records (1.7 µs
+//     each, BenchmarkGPUCalls) and a graph launch, taken as a kernel
+//     launch's 4.5 µs (the graph launch itself was not timed apart).
+//   - gather 7.36: the same decode with each step gathered and replayed
+//     as CUDA graphs in segments of at most 32 kernels: 636.5 tokens/s,
+//     1.571 ms a step of 206 ops and 7 launches, (1,571 − 7 × 7.9) / 206
+//     µs an op. An upper bound: the step's wall time, of which the
+//     graphs' device time (1.164 ms) overlaps all but the last segment.
+//   - the device's gap under a graph is kept at 5: the graphs' device
+//     time averaged 5.65 µs a kernel, the work included, as the gap and
+//     work the model already charges.
 //
 // AMD GPUs (mi300x, mi250, rx7900xtx, slowlink, igpu), from the HSA
 // runtime's own figures (github.com/HSAFoundation/HSA-Drivers-Linux-AMD/
 // issues/18, measured on an APU): batched dispatch 6 µs per kernel on
-// average, a synchronous dispatch up to 21 µs.
+// average, a synchronous dispatch up to 21 µs. No HIP graph has been
+// measured here: the AMD profiles do not gather (gather 0).
 //   - issue 6: the batched dispatch's 6 µs.
 //   - gap 5: the H100's measured floor; no AMD per-kernel floor has been
 //     measured here, so this is the one figure taken from another vendor.
@@ -43,7 +57,7 @@ type launchCost struct{ issue, gap, sync float64 }
 //   - sync 0: the fan-out's measured round trip already holds the
 //     hand-back the host waits for.
 var launchCosts = map[string]launchCost{
-	"h100":      {issue: 12.6, gap: 5, sync: 0},
+	"h100":      {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
 	"mi300x":    {issue: 6, gap: 5, sync: 10},
 	"mi250":     {issue: 6, gap: 5, sync: 10},
 	"rx7900xtx": {issue: 6, gap: 5, sync: 10},
@@ -51,9 +65,9 @@ var launchCosts = map[string]launchCost{
 	"igpu":      {issue: 6, gap: 5, sync: 10},
 	"cpu2":      {issue: 0.44, gap: 2, sync: 0},
 	"cpu64":     {issue: 0.44, gap: 8, sync: 0},
-	"pcie3x8":   {issue: 12.6, gap: 5, sync: 0},
-	"pcie4x16":  {issue: 12.6, gap: 5, sync: 0},
-	"pcie5x16":  {issue: 12.6, gap: 5, sync: 0},
+	"pcie3x8":   {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
+	"pcie4x16":  {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
+	"pcie5x16":  {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
 	"desktop16": {issue: 0.44, gap: 4, sync: 0},
 }
 
@@ -65,5 +79,6 @@ func init() {
 			panic("sim: profile " + p.Name + " has no launch costs")
 		}
 		p.IssueUs, p.GapUs, p.SyncUs = c.issue, c.gap, c.sync
+		p.GatherIssueUs, p.GatherLaunchUs = c.gather, c.gatherLaunch
 	}
 }

@@ -57,17 +57,23 @@ type Profile struct {
 	// time to resume after waiting for work, µs. The figures and their
 	// sources are beside each profile's, in launchCosts.
 	IssueUs, GapUs, SyncUs float64
-	MatEff                 float64 // fraction of PeakGFLOPS a large f32 matmul reaches
-	TileM, TileN, TileK    float64 // half-saturation dimensions of the matmul efficiency
-	VecEff                 float64 // fraction of PeakGFLOPS reached by non-matrix ops
-	BWEff                  float64 // fraction of PeakMemGBps a large streaming op reaches
-	BWHalfBytes            float64 // bytes at which half the achievable bandwidth is reached
-	LinkGBps               float64 // achieved host↔device bandwidth, GB/s (0 when Shared)
-	LinkLatencyUs          float64 // achieved host↔device copy latency, µs
-	Sigma                  float64 // run-to-run σ of ln(duration)
-	SpikeProb              float64 // probability that one run is a spike
-	SpikeFactor            float64 // a spike's slowdown (×)
-	WarmupFactor           float64 // the first run of each kernel is this much slower (×)
+	// GatherIssueUs is the host's time per op gathered into a step that is
+	// launched at once (backends.Recorder): no launch and no events of its
+	// own, µs; 0 on a device that does not gather (CPUs). GatherLaunchUs
+	// is the host's time per launch of a gathering. The figures and their
+	// sources are in launchCosts.
+	GatherIssueUs, GatherLaunchUs float64
+	MatEff                        float64 // fraction of PeakGFLOPS a large f32 matmul reaches
+	TileM, TileN, TileK           float64 // half-saturation dimensions of the matmul efficiency
+	VecEff                        float64 // fraction of PeakGFLOPS reached by non-matrix ops
+	BWEff                         float64 // fraction of PeakMemGBps a large streaming op reaches
+	BWHalfBytes                   float64 // bytes at which half the achievable bandwidth is reached
+	LinkGBps                      float64 // achieved host↔device bandwidth, GB/s (0 when Shared)
+	LinkLatencyUs                 float64 // achieved host↔device copy latency, µs
+	Sigma                         float64 // run-to-run σ of ln(duration)
+	SpikeProb                     float64 // probability that one run is a spike
+	SpikeFactor                   float64 // a spike's slowdown (×)
+	WarmupFactor                  float64 // the first run of each kernel is this much slower (×)
 }
 
 // The profiles. Nominal figures are vendor datasheet numbers (cited);
@@ -281,7 +287,7 @@ func (p *Profile) Validate() error {
 		{"LaunchUs", p.LaunchUs}, {"TileM", p.TileM}, {"TileN", p.TileN}, {"TileK", p.TileK},
 		{"BWHalfBytes", p.BWHalfBytes}, {"PeakGFLOPS", p.PeakGFLOPS}, {"PeakMemGBps", p.PeakMemGBps}, {"LinkLatencyUs", p.LinkLatencyUs}, {"Sigma", p.Sigma},
 		{"SpikeProb", p.SpikeProb}, {"Nominal.DispatchUs", p.Nominal.DispatchUs},
-		{"IssueUs", p.IssueUs}, {"GapUs", p.GapUs}, {"SyncUs", p.SyncUs},
+		{"IssueUs", p.IssueUs}, {"GapUs", p.GapUs}, {"SyncUs", p.SyncUs}, {"GatherIssueUs", p.GatherIssueUs}, {"GatherLaunchUs", p.GatherLaunchUs},
 	}
 	for _, f := range nonneg {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {

@@ -24,13 +24,14 @@ type work struct {
 	t          backends.Timing
 	err        error
 	reported   atomic.Bool // Wait returned err, or Sync did
+	gathered   *gathered   // a gathered op's (gather.go); nil for work placed when queued
 }
 
 // Done implements backends.Event: the host's clock has reached the work's
 // end (the host waited for it or for later work), or the work failed
 // when it was queued. Polling Done never advances the clock: an observer
 // that must not hold the host up takes the timings of work that is Done.
-func (w *work) Done() bool { return w.err != nil || w.tl.Done(w.end) }
+func (w *work) Done() bool { return w.err != nil || w.placed() && w.tl.Done(w.end) }
 
 // Wait implements backends.Event: the host waits for the work; when it
 // had not ended by the host's clock, the host resumes at its end plus
@@ -40,18 +41,27 @@ func (w *work) Wait() (backends.Timing, error) {
 		w.reported.Store(true)
 		return backends.Timing{}, w.err
 	}
+	w.place()
 	w.tl.Wait(w.end, w.syncUs)
 	return w.t, nil
 }
 
-// Span implements backends.VirtualSpan.
-func (w *work) Span() (startUs, endUs float64) { return w.start, w.end }
+// Span implements backends.VirtualSpan: zero for a gathered op not yet
+// launched.
+func (w *work) Span() (startUs, endUs float64) {
+	if !w.placed() {
+		return 0, 0
+	}
+	return w.start, w.end
+}
 
 // afterUs returns when the work in after has ended: the latest end of the
 // simulated events; events of other backends are waited for (their time
 // is not the Timeline's). It returns the first failure among them: work
-// queued after failed work does not run.
-func afterUs(after []backends.Event) (float64, error) {
+// queued after failed work does not run. Work gathered on d and not yet
+// launched is followed in its lane's order; other gathered work is
+// launched first.
+func (d *Device) afterUs(after []backends.Event) (float64, error) {
 	end := 0.0
 	for _, e := range after {
 		if e == nil {
@@ -60,6 +70,12 @@ func afterUs(after []backends.Event) (float64, error) {
 		if w, ok := e.(*work); ok {
 			if w.err != nil {
 				return 0, fmt.Errorf("%w: %w", ErrDependency, w.err)
+			}
+			if !w.placed() {
+				if w.gathered.dev == d {
+					continue
+				}
+				w.place()
 			}
 			end = max(end, w.end)
 			continue
@@ -126,11 +142,12 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
 		return nil, d.fail(op, err)
 	}
-	ready, err := afterUs(after)
+	ready, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(op, err)), nil
 	}
 	d.mu.Lock()
+	gather := d.gather != nil
 	i := d.runs
 	d.runs++
 	err = d.lost(i)
@@ -152,6 +169,9 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 			return d.failedWork(d.fail(op, err)), nil
 		}
 	}
+	if gather {
+		return d.gatherWork(d.lanes[0], ready, us), nil
+	}
 	return d.enqueue(d.lanes[0], ready, us), nil
 }
 
@@ -170,7 +190,8 @@ func (d *Device) copyLane() int { return d.lanes[len(d.lanes)-1] }
 
 // copyAsync queues a copy of n bytes after after, once check passed.
 func (d *Device) copyAsync(what string, n int64, after []backends.Event, move func()) (backends.Event, error) {
-	ready, err := afterUs(after)
+	d.launchFirst()
+	ready, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(what, err)), nil
 	}
@@ -236,6 +257,7 @@ func (d *Device) Read(dst []byte, src backends.Buffer) (backends.Timing, error) 
 // on the device (paying SyncUs when it had not all ended), and gets the
 // first failure of queued work that no Wait reported.
 func (d *Device) Sync() error {
+	d.launchFirst()
 	d.tl.WaitLanes(d.prof.SyncUs, d.lanes...)
 	d.mu.Lock()
 	failed := d.failed

@@ -122,6 +122,15 @@ func (t *Timeline) Enqueue(l int, issueUs, afterUs, durUs, syncUs float64) (star
 	return start, end
 }
 
+// Issue adds us of issuing to the host's clock: work gathered now and
+// placed on a lane later (Enqueue with no issue of its own).
+func (t *Timeline) Issue(us float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.host += us
+	t.issue += us
+}
+
 // Wait makes the host wait for work that ends at endUs: when it has not
 // ended by the host's clock, the host resumes at endUs + syncUs. Waiting
 // for work that has ended costs nothing.

@@ -58,6 +58,8 @@ type Device struct {
 	gather             *gathering                 // ops gathered, not yet launched; nil when not gathering
 	graphs             []*replay                  // the graph of each segment of a gathered step
 	segment            int                        // launches since Record: the next segment's graph
+	gatheredSince      int                        // kernels launched since Record
+	lastGathering      int                        // kernels of the last gathering, Record to Flush
 	graphStats         GraphStats
 
 	pool *pool

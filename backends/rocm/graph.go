@@ -5,9 +5,9 @@ package rocm
 // Gathering (backends.Recorder): between Record and Flush, RunAsync does
 // not launch an op's kernels but appends them to a kernel list, with no
 // events of their own. The list is launched at once when the gathering is
-// flushed, or earlier when something needs its work on the device: a
-// wait for one of its ops, a copy or a library call queued meanwhile,
-// Sync, Close. It runs as a graph of kernel nodes in a chain when the
+// flushed, in segments as it grows (backends.SegmentLimit), or earlier
+// when something needs its work on the device: a wait for one of its
+// ops, a copy or a library call queued meanwhile, Sync, Close. It runs as a graph of kernel nodes in a chain when the
 // runtime has graphs: the graph of the last launch is replayed when the
 // kernels and their dimensions are the same, with the nodes whose
 // arguments changed (a decode step's position, its count of keys) given
@@ -35,19 +35,12 @@ type gathering struct {
 	launched chan struct{} // closed when the list has been launched
 }
 
-// segmentKernels is how many gathered kernels are launched at once while
-// gathering goes on: the device starts on a step's first segment while
-// the host gathers the next, instead of idling until the whole step is
-// gathered. A launch costs the host about 10 µs (two event records and a
-// graph launch: BenchmarkGPUCalls), 32 kernels take it 200 µs or more
-// to gather, so launches stay a few per cent of the host's work.
-const segmentKernels = 32
-
 // maxGraphs bounds the graphs kept, one per segment of a step.
 const maxGraphs = 256
 
-// replay is the graph last launched: the kernel list it was built from,
-// its nodes and its executable form.
+// replay is a segment's graph: the kernel list it was built from, its
+// nodes and its executable form; exec is 0 for kernels seen once, not
+// yet built.
 type replay struct {
 	graph, exec uintptr
 	nodes       []uint64
@@ -91,7 +84,7 @@ func (d *Device) Record() error {
 		if d.gather == nil {
 			d.gather = &gathering{launched: make(chan struct{})}
 		}
-		d.segment = 0
+		d.segment, d.gatheredSince = 0, 0
 		return nil
 	})
 }
@@ -102,7 +95,10 @@ func (d *Device) Record() error {
 func (d *Device) Flush() error {
 	return d.gated(func() error {
 		err := d.launchGathered()
-		d.gather, d.segment = nil, 0
+		if d.gatheredSince > 0 {
+			d.lastGathering = d.gatheredSince
+		}
+		d.gather, d.segment, d.gatheredSince = nil, 0, 0
 		return err
 	})
 }
@@ -122,15 +118,9 @@ func (d *Device) Graphs() GraphStats {
 // stream are waited for on the device now, before the gathering's launch
 // in stream order; bufs remember the op as their last user.
 func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
-	d.retireCompleted()
 	g := d.gather
-	for _, l := range append(lastUsers(bufs), after...) {
-		if l == nil || l.done.Load() || l.stream == d.stream || l.gathered != nil {
-			continue
-		}
-		if err := d.check(fStreamWait, d.s.streamWaitEvent(d.stream, l.end)); err != nil {
-			return nil, err
-		}
+	if err := d.waitForAll(d.stream, bufs, after); err != nil {
+		return nil, err
 	}
 	ob := bufs[len(bufs)-1]
 	for i, l := range p.launches {
@@ -156,20 +146,12 @@ func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, af
 	for _, b := range bufs {
 		b.last = e
 	}
-	if g.k.len() >= segmentKernels {
+	if g.k.len() >= backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering) {
 		// A launch failure fails the gathered ops, e among them: their
 		// Waits report it.
 		_ = d.launchGathered()
 	}
 	return e, nil
-}
-
-func lastUsers(bufs []*buffer) []*event {
-	out := make([]*event, 0, len(bufs))
-	for _, b := range bufs {
-		out = append(out, b.last)
-	}
-	return out
 }
 
 // launchGathered launches the gathering's kernels, between one pair of
@@ -204,6 +186,8 @@ func (d *Device) launchGathered() error {
 	}
 	d.graphStats.Launches++
 	d.graphStats.Kernels += int64(n)
+	d.segment++
+	d.gatheredSince += n
 	return nil
 }
 
@@ -220,18 +204,19 @@ func (d *Device) enqueueWhole(op string, launch func() error) (*event, error) {
 // runtime has graphs, else kernel by kernel (under do).
 func (d *Device) launchKernels(k *kernelList) error {
 	if d.graphStats.NoGraphs == "" {
-		err := d.launchGraph(k)
-		if err == nil {
+		launched, err := d.launchGraph(k)
+		switch {
+		case launched && err == nil:
 			return nil
-		}
-		if d.lost.Load() {
+		case err != nil && d.lost.Load():
 			return err
+		case err != nil:
+			// A runtime that cannot build or launch this graph (a platform
+			// without kernel nodes for module functions) gets the kernels
+			// one by one, from now on.
+			d.graphStats.NoGraphs = err.Error()
+			d.dropGraphs()
 		}
-		// A runtime that cannot build this graph (a platform without
-		// kernel nodes for module functions) gets the kernels one by one,
-		// from now on.
-		d.graphStats.NoGraphs = err.Error()
-		d.dropGraphs()
 	}
 	d.graphStats.OneByOne++
 	done, code := d.s.launchAll(k, d.stream)
@@ -243,37 +228,45 @@ func (d *Device) launchKernels(k *kernelList) error {
 
 // launchGraph replays the graph of this segment of the step (the n-th
 // launch since Record) with k's arguments when k has its kernels and
-// dimensions, or builds and launches a new one in its place (under do).
-func (d *Device) launchGraph(k *kernelList) error {
+// dimensions. A graph is built for kernels seen twice running in this
+// segment: a decode step's segments repeat from step to step, a segment
+// cut short by a copy mid-step need not, and building costs more than
+// launching a few kernels. It returns false, having launched nothing,
+// for kernels seen for the first time (under do).
+func (d *Device) launchGraph(k *kernelList) (bool, error) {
 	slot := min(d.segment, maxGraphs-1)
-	d.segment++
 	for len(d.graphs) <= slot {
 		d.graphs = append(d.graphs, nil)
 	}
 	r := d.graphs[slot]
+	if r != nil && sameKernels(&r.k, k) && r.exec == 0 {
+		g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
+		if err := d.check(fGraphAddKernel, code); err != nil {
+			return false, err
+		}
+		r.graph, r.exec, r.nodes = g, exec, nodes
+		r.k.args = append(r.k.args[:0], k.args...)
+		d.graphStats.Builds++
+		return true, d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
+	}
 	if r != nil && sameKernels(&r.k, k) {
 		for i := range k.len() {
 			if slices.Equal(r.k.args[r.k.off[i]:r.k.off[i+1]], k.args[k.off[i]:k.off[i+1]]) {
 				continue
 			}
 			if err := d.check(fGraphSetKernel, d.s.graphSet(d.v.platform == AMD, r.exec, r.nodes[i], k, i)); err != nil {
-				return err
+				return false, err
 			}
 			d.graphStats.Updated++
 		}
 		r.k.args = append(r.k.args[:0], k.args...)
 		d.graphStats.Replays++
-		return d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
+		return true, d.check(fGraphLaunch, d.s.graphLaunch(r.exec, d.stream))
 	}
 	d.dropGraph(slot)
-	g, exec, nodes, code := d.s.graphBuild(d.v.platform == AMD, k)
-	if err := d.check(fGraphAddKernel, code); err != nil {
-		return err
-	}
-	d.graphs[slot] = &replay{graph: g, exec: exec, nodes: nodes, k: kernelList{
+	d.graphs[slot] = &replay{k: kernelList{
 		fns: slices.Clone(k.fns), dims: slices.Clone(k.dims), args: slices.Clone(k.args), off: slices.Clone(k.off)}}
-	d.graphStats.Builds++
-	return d.check(fGraphLaunch, d.s.graphLaunch(exec, d.stream))
+	return false, nil
 }
 
 // sameKernels reports whether a and b launch the same functions with the
@@ -289,8 +282,10 @@ func (d *Device) dropGraph(slot int) {
 		return
 	}
 	if r := d.graphs[slot]; r != nil {
-		d.s.call(fGraphExecFree, r.exec)
-		d.s.call(fGraphDestroy, r.graph)
+		if r.exec != 0 {
+			d.s.call(fGraphExecFree, r.exec)
+			d.s.call(fGraphDestroy, r.graph)
+		}
 		d.graphs[slot] = nil
 	}
 }

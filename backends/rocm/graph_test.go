@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/cpu"
+	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -119,25 +122,25 @@ func gatheredSteps(t testing.TB, d *Device, s *stepBufs, from, steps int) {
 	}
 }
 
-// TestFakeGatheredReplay: the first gathered step builds a graph, the
-// next ones replay it with the KV append's new position, and a replay
-// launches no kernel one by one (it succeeds while every kernel launch
-// fails).
+// TestFakeGatheredReplay: the first gathered step is launched kernel by
+// kernel, the second builds a graph of the same kernels, the next ones
+// replay it with the KV append's new position, and a replay launches no
+// kernel one by one (it succeeds while every kernel launch fails).
 func TestFakeGatheredReplay(t *testing.T) {
 	d := openFake(t, fakeOptions(t, "blas"))
 	s := newStepBufs(t, d, 8)
 	gatheredSteps(t, d, s, 0, 3)
 	st := d.Graphs()
-	if st.NoGraphs != "" || st.Builds != 1 || st.Replays != 2 || st.Launches != 3 || st.Kernels != 9 || st.OneByOne != 0 {
-		t.Fatalf("after 3 steps %+v, want 1 build, 2 replays, 3 launches of 3 kernels", st)
+	if st.NoGraphs != "" || st.OneByOne != 1 || st.Builds != 1 || st.Replays != 1 || st.Launches != 3 || st.Kernels != 9 {
+		t.Fatalf("after 3 steps %+v, want 1 launch one by one, 1 build, 1 replay, 3 launches of 3 kernels", st)
 	}
-	if st.Updated != 2 {
-		t.Errorf("nodes updated %d, want 2 (the append's position, once per replay)", st.Updated)
+	if st.Updated != 1 {
+		t.Errorf("nodes updated %d, want 1 (the append's position, once per replay)", st.Updated)
 	}
 	t.Setenv("FAKEHIP_LAUNCH_ERROR", "1")
 	gatheredSteps(t, d, s, 3, 2)
-	if st := d.Graphs(); st.Replays != 4 {
-		t.Errorf("replays %d, want 4", st.Replays)
+	if st := d.Graphs(); st.Replays != 3 {
+		t.Errorf("replays %d, want 3", st.Replays)
 	}
 }
 
@@ -167,9 +170,11 @@ func TestFakeGatheredRebuild(t *testing.T) {
 			t.Fatalf("y = %v, want 3·%v", got, x)
 		}
 	}
-	gatheredSteps(t, d, s, 2, 1)
-	if st := d.Graphs(); st.Builds != 3 || st.Replays != 1 {
-		t.Errorf("%+v, want 3 builds (step, one op, step) and 1 replay", st)
+	gatheredSteps(t, d, s, 2, 2)
+	// Steps 0 and 1 build the step's graph; the one op is new to its
+	// segment, and so is the step after it; the next step builds again.
+	if st := d.Graphs(); st.Builds != 2 || st.Replays != 0 || st.OneByOne != 3 {
+		t.Errorf("%+v, want 2 builds, 3 gatherings launched one by one", st)
 	}
 }
 
@@ -182,7 +187,7 @@ func TestFakeGatheredNoGraphs(t *testing.T) {
 	s := newStepBufs(t, d, 8)
 	gatheredSteps(t, d, s, 0, 3)
 	st := d.Graphs()
-	if st.Builds != 0 || st.OneByOne != 3 || !strings.Contains(st.NoGraphs, "hipGraphAddKernelNode") {
+	if st.Builds != 0 || st.OneByOne != 3 || !strings.Contains(st.NoGraphs, "hipGraphAddKernelNode") || st.Replays != 0 {
 		t.Errorf("%+v, want 3 launches one by one and the failing call named", st)
 	}
 }
@@ -291,16 +296,26 @@ func TestFakeGatheredClose(t *testing.T) {
 }
 
 // TestFakeGatheredSegments: a long gathering is launched in segments as
-// it grows, so that the device starts before the step is all gathered;
-// the next step replays each segment's own graph.
+// it grows (backends.SegmentLimit), so that the device starts before the
+// step is all gathered; the third step like the last replays each
+// segment's own graph.
 func TestFakeGatheredSegments(t *testing.T) {
 	d := openFake(t, fakeOptions(t, "blas"))
-	const ops = segmentKernels + 8
+	const ops = 40
 	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
 	x, _ := d.Alloc(16)
 	y, _ := d.Alloc(16)
 	bufs := [2]backends.Buffer{x, y}
-	for step := range 2 {
+	segments := func(last int) int {
+		n, done := 0, 0
+		for done < ops {
+			done += min(ops-done, backends.SegmentLimit(n, done, last))
+			n++
+		}
+		return n
+	}
+	for step := range 4 {
+		before := d.Graphs()
 		if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
 			t.Fatal(err)
 		}
@@ -329,12 +344,80 @@ func TestFakeGatheredSegments(t *testing.T) {
 		if _, err := d.Read(kernels.AsBytes(got), bufs[ops%2]); err != nil {
 			t.Fatal(err)
 		}
-		want := float32(1 << ops)
-		if got[0] != want || got[3] != 4*want {
+		if want := float32(1 << ops); got[0] != want || got[3] != 4*want {
 			t.Fatalf("step %d: %v after %d doublings, want %v·[1 2 3 4]", step, got, ops, want)
 		}
+		last := 0
+		if step > 0 {
+			last = ops
+		}
+		st := d.Graphs()
+		if n := st.Launches - before.Launches; n != int64(segments(last)) {
+			t.Errorf("step %d: %d launches, want %d segments", step, n, segments(last))
+		}
+		if step == 3 && st.Replays-before.Replays != int64(segments(ops)) {
+			t.Errorf("step 3 replayed %d segments, want all %d", st.Replays-before.Replays, segments(ops))
+		}
 	}
-	if st := d.Graphs(); st.Launches != 4 || st.Builds != 2 || st.Replays != 2 {
-		t.Errorf("%+v: want 2 segments a step, each built once and replayed once", st)
+}
+
+// BenchmarkFakeGatheredExecutor is the host's cost of a decode-like
+// chain of 64 small ops through the Executor onto this backend (on the
+// fake runtime, whose calls cost little: the Go side's share), queued op
+// by op and gathered: ns/op is per step, host-ns/op-issued per op issued.
+func BenchmarkFakeGatheredExecutor(b *testing.B) {
+	const ops = 64
+	for _, mode := range []string{"queued", "gathered"} {
+		b.Run(mode, func(b *testing.B) {
+			d, err := Open(fakeOptions(&testing.T{}, "blas"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := cpu.New("cpu", cpu.Options{Threads: 1, CalibrationFile: "-"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e, err := executor.New(executor.Config{Backends: []backends.Backend{c, d}, Strategy: adaptive.Only("rocm"),
+				NoCalibration: true, Seed: 1, CloseBackends: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1}}
+			var bufs [2]backends.Buffer
+			for i := range bufs {
+				if bufs[i], err = e.Alloc(1024); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.Write(bufs[i], make([]byte, 1024)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			out := make([]byte, 1024)
+			step := func() {
+				if mode == "gathered" {
+					if err := e.Record(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range ops {
+					if _, err := e.Run(sc, bufs[i%2:i%2+1], bufs[1-i%2]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := e.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.Read(out, bufs[ops%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			step()
+			b.ReportAllocs()
+			for b.Loop() {
+				step()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ops), "host-ns/op-issued")
+		})
 	}
 }

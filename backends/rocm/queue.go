@@ -254,24 +254,8 @@ func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*eve
 		return nil, err
 	}
 	d.retireCompleted()
-	wait := func(l *event) error {
-		if l != nil && l.gathered != nil {
-			l = l.whole
-		}
-		if l == nil || l.done.Load() || l.stream == stream {
-			return nil
-		}
-		return d.check(fStreamWait, d.s.streamWaitEvent(stream, l.end))
-	}
-	for _, b := range bufs {
-		if err := wait(b.last); err != nil {
-			return nil, err
-		}
-	}
-	for _, l := range after {
-		if err := wait(l); err != nil {
-			return nil, err
-		}
+	if err := d.waitForAll(stream, bufs, after); err != nil {
+		return nil, err
 	}
 	start, err := d.takeEvent()
 	if err != nil {
@@ -299,6 +283,36 @@ func (d *Device) enqueue(op string, stream uintptr, bufs []*buffer, after []*eve
 	}
 	d.inflight = append(d.inflight, e)
 	return e, nil
+}
+
+// waitFor makes later work on stream wait, on the device, for l: for
+// nothing when l is nil, done or on stream; for its gathering's end when
+// l is a gathered op (nothing before the gathering is launched: it runs
+// ahead of everything queued after it on the compute stream).
+func (d *Device) waitFor(stream uintptr, l *event) error {
+	if l != nil && l.gathered != nil {
+		l = l.whole
+	}
+	if l == nil || l.done.Load() || l.stream == stream {
+		return nil
+	}
+	return d.check(fStreamWait, d.s.streamWaitEvent(stream, l.end))
+}
+
+// waitForAll is waitFor for the last users of bufs and the events in
+// after.
+func (d *Device) waitForAll(stream uintptr, bufs []*buffer, after []*event) error {
+	for _, b := range bufs {
+		if err := d.waitFor(stream, b.last); err != nil {
+			return err
+		}
+	}
+	for _, l := range after {
+		if err := d.waitFor(stream, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // awaitForeign waits, on the calling goroutine, for the events in after

@@ -15,6 +15,10 @@ import (
 // only).
 var simOptions = sim.DefaultOptions()
 
+// simEvents are the events each simulated profile is opened with, by
+// profile name (tests: a device lost mid-run).
+var simEvents = map[string][]sim.Event{}
+
 // modelClock is what the modelled figures are read from: the simulated
 // devices' shared Timeline when every backend is simulated, else the sum
 // of the durations the backends reported (metered), which has no bound.
@@ -62,7 +66,8 @@ func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) (
 		var b backends.Backend
 		var err error
 		if allSim {
-			b, err = sim.Open(strings.TrimPrefix(n, "sim:"), simOptions.WithTimeline(clock.tl))
+			prof := strings.TrimPrefix(n, "sim:")
+			b, err = sim.Open(prof, simOptions.WithTimeline(clock.tl).WithEvents(simEvents[prof]...))
 		} else {
 			b, err = backends.Open(n)
 		}
@@ -106,6 +111,7 @@ type served struct {
 	warmClock      sim.TimelineStats
 	stepModelledUs []float64
 	stepModes      []string // -strategy auto's, per step
+	restarts       int64    // requests restarted after a device was lost with their KV caches
 }
 
 // summarise fills sum's throughput figures.
@@ -115,6 +121,7 @@ func (sv *served) summarise(sum *Summary, steps bool) {
 	measured := sv.clock.Sub(sv.warmClock)
 	sum.ModelledSeconds = measured.MakespanUs / 1e6
 	sum.WarmupSteps, sum.WarmupTokens = sv.warmSteps, sv.warmTokens
+	sum.Restarts = sv.restarts
 	rate := func(tokens int64, s float64) float64 {
 		if s <= 0 {
 			return 0

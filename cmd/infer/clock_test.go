@@ -56,8 +56,10 @@ func TestModelledFigures(t *testing.T) {
 
 // BenchmarkSimAsync is the decode target through the Executor:
 // only:sim:<gpu> beside sim:cpu2 (simModel, batch 1 and 16), its
-// modelled tokens per second on the async model, its bound, the
-// synchronous model's (-sync), and the ratios modelled_over_bound and
+// modelled tokens per second on the async model (each step gathered on
+// a GPU that gathers: the NVIDIA profiles), its bound, the synchronous
+// model's (-sync), the same queued op by op (-graphs=false) and its
+// bound, and the ratios modelled_over_bound, opbyop_over_bound and
 // async_over_sync; then auto against every fixed policy (only:sim:cpu2,
 // only:sim:<gpu>, static2x, pcie5x) on the async model,
 // auto_over_best_fixed.
@@ -72,12 +74,13 @@ func BenchmarkSimAsync(b *testing.B) {
 					return append(a, extra...)
 				}
 				only := "only:sim:" + gpu
-				var as, sy Summary
+				var as, sy, ob Summary
 				fixed := map[string]float64{}
 				var auto float64
 				for b.Loop() {
 					as = runSummary(b, args(only))
 					sy = runSummary(b, args(only, "-sync"))
+					ob = runSummary(b, args(only, "-graphs=false"))
 					auto = runSummary(b, args("auto")).ModelledTokensPerS
 					fixed[only] = as.ModelledTokensPerS
 					for _, st := range []string{"only:sim:cpu2", "static2x", "pcie5x"} {
@@ -93,6 +96,8 @@ func BenchmarkSimAsync(b *testing.B) {
 				b.ReportMetric(sy.ModelledTokensPerS, "sync-tokens/s")
 				b.ReportMetric(auto, "auto-tokens/s")
 				b.ReportMetric(as.ModelledTokensPerS/as.BoundTokensPerS, "modelled_over_bound")
+				b.ReportMetric(ob.ModelledTokensPerS, "opbyop-tokens/s")
+				b.ReportMetric(ob.ModelledTokensPerS/ob.BoundTokensPerS, "opbyop_over_bound")
 				b.ReportMetric(as.ModelledTokensPerS/sy.ModelledTokensPerS, "async_over_sync")
 				b.ReportMetric(auto/best, "auto_over_best_fixed")
 			})

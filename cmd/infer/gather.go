@@ -8,8 +8,8 @@ import (
 )
 
 // stepGather gathers a decode step's ops on the backend that runs all of
-// them, when it can (backends.Recorder: a GPU replaying the step as one
-// graph): under -strategy only:NAME, and under auto in a mode of one
+// them, when it can (backends.Recorder: a GPU replaying the step as
+// graphs, or a simulated one modelling that): under -strategy only:NAME, and under auto in a mode of one
 // backend. A step the learner places op by op is not gathered: the
 // learner needs each op's own timing. -graphs=false turns it off.
 type stepGather struct {
@@ -30,7 +30,8 @@ func newStepGather(on bool, ex *executor.Executor, bes []backends.Backend, st ch
 	g := &stepGather{ex: ex, can: make([]bool, len(bes)), only: -1, steps: steps}
 	any := false
 	for i, b := range bes {
-		_, g.can[i] = b.(backends.Recorder)
+		_, rec := b.(backends.Recorder)
+		g.can[i] = rec && b.Info().Kind == backends.GPU
 		any = any || g.can[i]
 		if st.placer == nil && st.strategy == adaptive.Only(b.Info().Name) {
 			g.only = i

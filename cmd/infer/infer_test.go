@@ -31,6 +31,12 @@ func openT(t testing.TB, name string) backends.Backend {
 // decode runs steps of greedy decoding of a batch of 2 on be and returns
 // each step's logits.
 func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
+	return decodeSteps(t, be, steps, nil)
+}
+
+// decodeSteps is decode with each step gathered by gather (Record before
+// it, Flush after) when gather is not nil.
+func decodeSteps(t *testing.T, be backends.Backend, steps int, gather *executor.Executor) [][]float32 {
 	t.Helper()
 	m, err := NewModel(be, tiny)
 	if err != nil {
@@ -45,7 +51,15 @@ func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
 	cur := []int{5, 17}
 	var out [][]float32
 	for range steps {
+		if gather != nil {
+			if err := gather.Record(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		next, err := bt.Step(cur, nil)
+		if err == nil && gather != nil {
+			err = gather.Flush()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

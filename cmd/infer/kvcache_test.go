@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"testing"
@@ -200,7 +199,7 @@ func TestRealGPUDecodeMatchesCPU(t *testing.T) {
 		}
 		var got [][]float32
 		if mode == "gathered" {
-			got = decodeGathered(t, e, steps)
+			got = decodeSteps(t, e, steps, e)
 			st := gpu.(interface{ Graphs() rocm.GraphStats }).Graphs()
 			t.Logf("graphs: %+v", st)
 			if st.Launches < steps || st.Builds+st.Replays+st.OneByOne < st.Launches {
@@ -221,33 +220,4 @@ func TestRealGPUDecodeMatchesCPU(t *testing.T) {
 		}
 		e.Close()
 	}
-}
-
-// decodeGathered is decode with each step gathered by e (Record, Flush).
-func decodeGathered(t *testing.T, e *executor.Executor, steps int) [][]float32 {
-	t.Helper()
-	m, err := NewModel(e, tiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Free()
-	bt, err := m.NewBatch(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bt.Free()
-	cur := []int{5, 17}
-	var out [][]float32
-	for range steps {
-		if err := e.Record(); err != nil {
-			t.Fatal(err)
-		}
-		next, err := bt.Step(cur, nil)
-		if err := errors.Join(err, e.Flush()); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, append([]float32(nil), bt.Logits...))
-		cur = next
-	}
-	return out
 }

@@ -9,7 +9,7 @@
 //	infer [-backends cpu,cpu1] [-strategy auto|perop|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
-//	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial]
+//	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial] [-graphs=false]
 //	      [-metrics ADDR] [fleet flags] [model flags]
 //
 // Serving: each batch of requests draws a prompt length from -prompt,
@@ -64,6 +64,11 @@
 // static2x and pcie5x run the static baselines of DESIGN.md § Evaluation
 // through the Executor; oracle (simulated backends only) places each op
 // where the simulator's true mean duration plus transfer is lowest.
+//
+// Gathering: a decode step whose ops all run on one GPU (only:NAME, or
+// an auto step on one backend) is gathered and launched at once, replayed
+// as graphs (backends.Recorder; -graphs=false queues it op by op); -json
+// reports gathered_steps and the GPU's graph counts and device time.
 //
 // Throughputs reported: tokens per wall-clock second, and tokens per
 // modelled second. When every backend is simulated (sim:*), they share

@@ -59,6 +59,12 @@ func TestMeterQueued(t *testing.T) {
 // plain hides a backend's optional capabilities.
 type plain struct{ backends.Backend }
 
+// queueOnly is a Queuer that does not gather.
+type queueOnly struct {
+	backends.Backend
+	backends.Queuer
+}
+
 // recordingStub is a Queuer and Recorder over a sim device whose events
 // stay unlaunched until Flush (a backend that gathers).
 type recordingStub struct {
@@ -120,7 +126,7 @@ func TestMeterKeepsRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-def.Launched()
-	if _, ok := meter(d, &ns).(backends.Recorder); ok {
+	if _, ok := meter(queueOnly{d, d}, &ns).(backends.Recorder); ok {
 		t.Error("a backend that does not gather became a Recorder")
 	}
 }

@@ -278,6 +278,28 @@ func (bt *Batch) Pos() int { return bt.pos }
 // Reset starts the batch over at position 0.
 func (bt *Batch) Reset() { bt.pos = 0 }
 
+// Restart starts the batch over at position 0 with new KV caches: the
+// old ones were lost with the device that held them (their contents
+// exist nowhere else: each step appends to them in place), and a new,
+// unwritten tensor is valid wherever its first op runs.
+func (bt *Batch) Restart() error {
+	c := bt.m.cfg
+	n := int64(4 * bt.b * c.KVHeads * c.Ctx * c.headDim())
+	for _, caches := range [][]backends.Buffer{bt.kc, bt.vc} {
+		for i, b := range caches {
+			b.Free()
+			nb, err := bt.m.be.Alloc(n)
+			if err != nil {
+				caches[i] = nil
+				return fmt.Errorf("infer: a new KV cache: %w", err)
+			}
+			caches[i] = nb
+		}
+	}
+	bt.pos = 0
+	return nil
+}
+
 // run runs one op on the model's backend.
 func (bt *Batch) run(s kernels.Spec, out backends.Buffer, in ...backends.Buffer) error {
 	if _, err := bt.m.be.Run(s, in, out); err != nil {

@@ -7,6 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"time"
+
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/rs/zerolog/log"
 )
 
 // serve serves -requests batches (forever with 0) until ctx ends: each
@@ -26,6 +29,8 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		bt.route = o.routing.newRouter(o.model.TopK, o.model.Seed)
 	}
 	r := rand.New(rand.NewPCG(o.model.Seed, 0x9e3779b9))
+	rec := &recovery{log: func(msg string, err error) { log.Warn().Err(err).Msg(msg) }}
+	defer func() { sv.restarts = rec.restarts }()
 	start := time.Now()
 	clock0 := clock.read()
 	last := start
@@ -92,7 +97,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		return next, nil
 	}
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
-		if err := serveRequest(bt, o, r, req, forward, stdout); err != nil {
+		if err := serveRequest(bt, o, r, req, forward, stdout, rec); err != nil {
 			return sv, err
 		}
 	}
@@ -102,31 +107,25 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 // serveRequest serves batch req: a prompt of a length drawn from -prompt
 // per sequence, prefilled in micro-batches of -ubatch tokens, then
 // -tokens tokens decoded (the first from the prefill), each step through
-// forward.
+// forward. When a device is lost with the batch's KV caches on it, the
+// request goes on elsewhere: new caches, the tokens fed so far prefilled
+// again (recover).
 func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
-	forward func(seqs [][]int, prompt, generated bool) ([]int, error), stdout io.Writer) error {
+	forward func(seqs [][]int, prompt, generated bool) ([]int, error), stdout io.Writer, rec *recovery) error {
 	bt.Reset()
 	if bt.route != nil {
 		bt.route.request(req)
 	}
 	plen := o.prompts[r.IntN(len(o.prompts))]
-	prompts := make([][]int, o.batch)
-	for i := range prompts {
+	fed := make([][]int, o.batch) // each sequence's tokens fed so far
+	for i := range fed {
 		for range plen {
-			prompts[i] = append(prompts[i], r.IntN(o.model.Vocab))
+			fed[i] = append(fed[i], r.IntN(o.model.Vocab))
 		}
 	}
-	var cur []int
-	var err error
-	for p := 0; p < plen; p += o.ubatch {
-		n := min(o.ubatch, plen-p)
-		seqs := make([][]int, o.batch)
-		for i := range seqs {
-			seqs[i] = prompts[i][p : p+n]
-		}
-		if cur, err = forward(seqs, true, p+n == plen); err != nil {
-			return err
-		}
+	cur, err := prefill(fed, o.ubatch, forward)
+	if err != nil {
+		return err
 	}
 	for k := 0; ; k++ {
 		if o.stream {
@@ -141,9 +140,67 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
 		seqs := make([][]int, o.batch)
 		for i := range seqs {
 			seqs[i] = []int{cur[i]}
+			fed[i] = append(fed[i], cur[i])
 		}
-		if cur, err = forward(seqs, false, true); err != nil {
-			return err
+		next, err := forward(seqs, false, true)
+		if err != nil {
+			if next, err = rec.recover(bt, err, fed, o.ubatch, forward); err != nil {
+				return err
+			}
+		}
+		cur = next
+	}
+}
+
+// prefill feeds fed (each sequence's tokens, all of one length) in
+// micro-batches of ubatch tokens as prompt steps, and returns the next
+// token of each sequence, which the last micro-batch generates.
+func prefill(fed [][]int, ubatch int, forward func(seqs [][]int, prompt, generated bool) ([]int, error)) ([]int, error) {
+	n := len(fed[0])
+	var cur []int
+	for p := 0; p < n; p += ubatch {
+		m := min(ubatch, n-p)
+		seqs := make([][]int, len(fed))
+		for i := range seqs {
+			seqs[i] = fed[i][p : p+m]
+		}
+		var err error
+		if cur, err = forward(seqs, true, p+m == n); err != nil {
+			return nil, err
 		}
 	}
+	return cur, nil
+}
+
+// recovery restarts requests whose KV caches were lost with a device.
+type recovery struct {
+	log      func(msg string, err error)
+	restarts int64 // requests restarted
+}
+
+// maxRestarts bounds the restarts of one run: each loses a device, and a
+// machine does not have many.
+const maxRestarts = 4
+
+// recover handles the error err of a decode step: when it is a tensor
+// lost with its device, it gives bt new caches and prefills fed again,
+// returning the step's next tokens; otherwise it returns err.
+func (rc *recovery) recover(bt *Batch, err error, fed [][]int, ubatch int,
+	forward func(seqs [][]int, prompt, generated bool) ([]int, error)) ([]int, error) {
+	if !errors.Is(err, executor.ErrTensorLost) || rc.restarts >= maxRestarts {
+		return nil, err
+	}
+	rc.restarts++
+	rc.log("infer: a device was lost with the batch's KV caches; prefilling its tokens again elsewhere", err)
+	// The lost step's queued work that could not run again is reported
+	// once, here: the request it belonged to goes on.
+	if s, ok := bt.m.be.(interface{ Sync(context.Context) error }); ok {
+		if serr := s.Sync(context.Background()); serr != nil {
+			rc.log("infer: the lost step's queued work", serr)
+		}
+	}
+	if rerr := bt.Restart(); rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	return prefill(fed, ubatch, forward)
 }

@@ -55,6 +55,9 @@ type Summary struct {
 	// StepModes counts -strategy auto's decode steps by how they ran:
 	// "learned" (the per-op learner) and "only:NAME" (every op on NAME).
 	StepModes map[string]int64 `json:"step_modes,omitempty"`
+	// Restarts counts the requests restarted after a device was lost with
+	// their KV caches: their tokens prefilled again elsewhere.
+	Restarts int64 `json:"restarts,omitempty"`
 	// GatheredSteps counts the decode steps gathered on one GPU and
 	// launched at once (-graphs).
 	GatheredSteps int64 `json:"gathered_steps,omitempty"`

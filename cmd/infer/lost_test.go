@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// TestGPULostMidRequest loses the GPU in the middle of a request's decode,
+// with the KV cache on it: the request goes on, on the CPU, after
+// prefilling again what the lost cache held, and every request gets the
+// tokens a run without the loss gives (greedy decoding, computed).
+func TestGPULostMidRequest(t *testing.T) {
+	args := append([]string{"-backends", "sim:cpu2,sim:mi300x", "-strategy", "gpu", "-prompt", "4", "-tokens", "12",
+		"-requests", "2", "-stream"}, simModel...)
+	tokens := func(lostAt int64) (string, string) {
+		old := simEvents
+		if lostAt > 0 {
+			simEvents = map[string][]sim.Event{"mi300x": {{At: lostAt, Kind: sim.DeviceLost}}}
+		}
+		defer func() { simEvents = old }()
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("GPU lost at op %d: %v\n%s", lostAt, err, errb.String())
+		}
+		var toks []string // the -stream lines, request:token; the table after them varies
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) == 1 && strings.Count(f[0], ":") == 1 {
+				toks = append(toks, f[0])
+			}
+		}
+		if len(toks) != 24 {
+			t.Fatalf("GPU lost at op %d: %d tokens streamed, want 24:\n%s", lostAt, len(toks), out.String())
+		}
+		return strings.Join(toks, " "), errb.String()
+	}
+	want, _ := tokens(0)
+	// The prefill of 4 tokens and 12 decode steps take about 1,900 ops:
+	// op 600 is in the first request's decode.
+	got, logs := tokens(600)
+	if got != want {
+		t.Errorf("tokens with the GPU lost mid-request: %q, without: %q", got, want)
+	}
+	if !strings.Contains(logs, "prefilling its tokens again") {
+		t.Errorf("no restart logged:\n%s", logs)
+	}
+}
+
+// TestGPULostRestartsCounted: -json counts the restarted request, and
+// every token is served.
+func TestGPULostRestartsCounted(t *testing.T) {
+	skipCompute(t)
+	old := simEvents
+	simEvents = map[string][]sim.Event{"mi300x": {{At: 600, Kind: sim.DeviceLost}}}
+	t.Cleanup(func() { simEvents = old })
+	s := runSummary(t, append([]string{"-backends", "sim:cpu2,sim:mi300x", "-strategy", "gpu", "-prompt", "4", "-tokens", "40",
+		"-requests", "2", "-json"}, simModel...))
+	if s.Restarts != 1 || s.Tokens != 80 || s.Share["sim:cpu2"] < 0.5 {
+		t.Errorf("restarts %d, tokens %d, CPU share %.2f: want 1 restart, 80 tokens, most ops on the CPU", s.Restarts, s.Tokens, s.Share["sim:cpu2"])
+	}
+}
