@@ -23,8 +23,9 @@ import (
 // prices each op alone; on a real GPU its device switches cost the step
 // more than they save (BENCHMARKS.md, the real-GPU rows), which only the
 // step's own time shows, and what it learns from the other modes' ops
-// can move its placement to a slower one (h100 beside cpu2 at batch 1:
-// from about 730 µs a step to 944, the GPU alone taking 916), which the
+// can move its placement to a slower one (h100 beside cpu2 at batch 1,
+// steps not gathered: from about 730 µs a step to 944, the GPU alone
+// taking 916), which the
 // frozen mode keeps from costing the steps (TestAutoFrozenMode). The
 // learner runs the first learnerSteps decode steps alone; then a backend
 // becomes a mode when the learner's posteriors put a whole step on it,
