@@ -174,6 +174,7 @@ func (d *Device) launchGathered() error {
 	if err != nil {
 		err = &backends.DeviceError{Backend: d.info.Name, Op: g.ops[0].op, Err: fmt.Errorf("launching %d gathered ops: %w", len(g.ops), err)}
 		for _, e := range g.ops {
+			d.releaseFreed(e)
 			e.err = &backends.DeviceError{Backend: d.info.Name, Op: e.op, Err: err}
 			d.failed = append(d.failed, e)
 			e.done.Store(true)

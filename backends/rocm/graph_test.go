@@ -421,3 +421,40 @@ func BenchmarkFakeGatheredExecutor(b *testing.B) {
 		})
 	}
 }
+
+// TestFakeGatheredFree: a buffer freed while a gathered op still uses it
+// goes back to the pool once the gathering has run, not before.
+func TestFakeGatheredFree(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	x, _ := d.Alloc(16)
+	if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	liveBefore, _ := d.Pool()
+	y, _ := d.Alloc(16)
+	liveWith, _ := d.Pool()
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
+	ev, err := d.RunAsync(sc, []backends.Buffer{x}, y, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.Free()
+	if live, _ := d.Pool(); live != liveWith {
+		t.Fatalf("live %d bytes after freeing a buffer a gathered op writes, want %d: its memory went back early", live, liveWith)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := d.Pool(); live != liveBefore {
+		t.Errorf("live %d bytes after the gathering ran, want %d: the freed buffer's memory was lost", live, liveBefore)
+	}
+}

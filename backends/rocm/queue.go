@@ -180,10 +180,7 @@ func (d *Device) retire(e *event, call fn, code int) {
 		d.putPinned(e.stage)
 		e.stage = nil
 	}
-	for _, p := range e.release {
-		d.pool.put(p)
-	}
-	e.release = nil
+	d.releaseFreed(e)
 	if err != nil {
 		e.err = &backends.DeviceError{Backend: d.info.Name, Op: e.op, Err: err}
 		if e.members == nil {
@@ -194,6 +191,7 @@ func (d *Device) retire(e *event, call fn, code int) {
 		d.graphStats.DeviceNs += int64(e.timing.Duration)
 	}
 	for _, m := range e.members {
+		d.releaseFreed(m)
 		m.timing = backends.Timing{Clock: backends.Gathered}
 		if err != nil {
 			m.err = &backends.DeviceError{Backend: d.info.Name, Op: m.op, Err: err}
@@ -203,6 +201,15 @@ func (d *Device) retire(e *event, call fn, code int) {
 	}
 	e.members = nil
 	e.done.Store(true)
+}
+
+// releaseFreed returns to the pool the device memory freed while e was
+// queued (under do).
+func (d *Device) releaseFreed(e *event) {
+	for _, p := range e.release {
+		d.pool.put(p)
+	}
+	e.release = nil
 }
 
 // retireCompleted retires the queued work that has completed, oldest
