@@ -3,11 +3,11 @@ package sim
 // Gathering (backends.Recorder), as backends/rocm runs it: between Record
 // and Flush, under the Async model, an op on a GPU costs the host
 // GatherIssueUs instead of IssueUs, and each launch of what it gathered
-// GatherLaunchUs; a gathered op is not on the device yet: it is
-// placed on its lane when its gathering is launched (in segments of
+// GatherLaunchUs. A gathered op is not on the device yet: it is placed on
+// its lane when its gathering is launched (in segments of
 // backends.SegmentLimit, at Flush, or when the host waits for it or
-// queues a copy), the device starting no earlier than the launch. CPUs and the other models
-// do not gather: Record and Flush are no-ops there.
+// queues a copy), the device starting no earlier than the launch. CPUs
+// and the other models do not gather: Record and Flush are no-ops there.
 
 import (
 	"sync/atomic"

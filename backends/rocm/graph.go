@@ -4,16 +4,18 @@ package rocm
 
 // Gathering (backends.Recorder): between Record and Flush, RunAsync does
 // not launch an op's kernels but appends them to a kernel list, with no
-// events of their own. The list is launched at once when the gathering is
-// flushed, in segments as it grows (backends.SegmentLimit), or earlier
-// when something needs its work on the device: a wait for one of its
-// ops, a copy or a library call queued meanwhile, Sync, Close. It runs as a graph of kernel nodes in a chain when the
-// runtime has graphs: the graph of the last launch is replayed when the
-// kernels and their dimensions are the same, with the nodes whose
-// arguments changed (a decode step's position, its count of keys) given
-// theirs first; otherwise a new graph replaces it. Without graphs, or if
-// building one fails, the kernels are launched one by one: still no
-// events per op. Either way the whole is timed by one pair of events.
+// events of their own. The list is launched in segments as it grows
+// (backends.SegmentLimit), at Flush, or earlier when something needs its
+// work on the device: a wait for one of its ops, a copy or a library call
+// queued meanwhile, Sync, Close. Each segment of a step runs as a graph
+// of kernel nodes in a chain when the runtime has graphs: the segment's
+// graph of the step before is replayed when the kernels and their
+// dimensions are the same, the nodes whose arguments changed (a decode
+// step's position, its count of keys) given theirs first; kernels new to
+// the segment are launched one by one in one call, and get a graph the
+// second time they come. Without graphs, or where building one fails,
+// every segment is launched one by one: still no events per op. Either
+// way a segment is timed by one pair of events.
 
 import (
 	"fmt"

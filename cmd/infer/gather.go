@@ -9,9 +9,10 @@ import (
 
 // stepGather gathers a decode step's ops on the backend that runs all of
 // them, when it can (backends.Recorder: a GPU replaying the step as
-// graphs, or a simulated one modelling that): under -strategy only:NAME, and under auto in a mode of one
-// backend. A step the learner places op by op is not gathered: the
-// learner needs each op's own timing. -graphs=false turns it off.
+// graphs, or a simulated one modelling that): under -strategy only:NAME,
+// and under auto in a mode of one backend. A step the learner places op
+// by op is not gathered: the learner needs each op's own timing.
+// -graphs=false turns it off.
 type stepGather struct {
 	ex        *executor.Executor
 	can       []bool // by backend: a Recorder
