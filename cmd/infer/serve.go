@@ -46,35 +46,12 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		decode := generated && !prompt
-		if steps != nil {
-			if decode {
-				steps.begin()
-			} else if err := steps.prompt(); err != nil {
-				return nil, err
-			}
-		}
-		before, began := clock.read().MakespanUs, time.Now()
-		if decode {
-			if err := gather.begin(); err != nil {
-				return nil, err
-			}
-		}
-		next, err := bt.Forward(seqs, &sv.ops)
-		if err := errors.Join(err, gather.end()); err != nil {
+		next, modelledUs, err := runStep(bt, seqs, prompt, generated && !prompt, &sv.ops, clock, steps, gather)
+		if err != nil {
 			return nil, err
 		}
-		if steps != nil && decode {
-			us := float64(time.Since(began).Nanoseconds()) / 1e3
-			if clock.tl != nil {
-				us = clock.read().MakespanUs - before
-			}
-			if err := steps.end(us); err != nil {
-				return nil, err
-			}
-		}
 		if o.stepTimes {
-			sv.stepModelledUs = append(sv.stepModelledUs, clock.read().MakespanUs-before)
+			sv.stepModelledUs = append(sv.stepModelledUs, modelledUs)
 			if steps != nil {
 				sv.stepModes = append(sv.stepModes, steps.mode())
 			}
@@ -102,6 +79,42 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		}
 	}
 	return sv, nil
+}
+
+// runStep runs one step of bt: a decode step through the step placer's
+// mode and the gatherer, timed for the placer (modelled under a Timeline,
+// else by the wall clock); a prompt step as the learner's. It returns the
+// next tokens and the step's modelled µs.
+func runStep(bt *Batch, seqs [][]int, prompt, decode bool, ops *int64, clock modelClock, steps *stepPlacer,
+	gather *stepGather) ([]int, float64, error) {
+	if steps != nil {
+		if decode {
+			steps.begin()
+		} else if err := steps.prompt(); err != nil {
+			return nil, 0, err
+		}
+	}
+	before, began := clock.read().MakespanUs, time.Now()
+	if decode {
+		if err := gather.begin(); err != nil {
+			return nil, 0, err
+		}
+	}
+	next, err := bt.Forward(seqs, ops)
+	if err := errors.Join(err, gather.end()); err != nil {
+		return nil, 0, err
+	}
+	modelledUs := clock.read().MakespanUs - before
+	if steps != nil && decode {
+		us := float64(time.Since(began).Nanoseconds()) / 1e3
+		if clock.tl != nil {
+			us = modelledUs
+		}
+		if err := steps.end(us); err != nil {
+			return nil, 0, err
+		}
+	}
+	return next, modelledUs, nil
 }
 
 // serveRequest serves batch req: a prompt of a length drawn from -prompt
