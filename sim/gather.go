@@ -33,15 +33,15 @@ type gathered struct {
 	durUs   float64
 }
 
-// gathers reports whether d gathers: a GPU with a gathering cost, under
-// the Async model.
-func (d *Device) gathers() bool {
+// Gathers reports whether d gathers: a GPU with a gathering cost, under
+// the Async model. Record and Flush do nothing on another.
+func (d *Device) Gathers() bool {
 	return d.prof.Kind == backends.GPU && d.prof.GatherIssueUs > 0 && d.tl.Model() == Async
 }
 
 // Record implements backends.Recorder.
 func (d *Device) Record() error {
-	if !d.gathers() {
+	if !d.Gathers() {
 		return nil
 	}
 	d.mu.Lock()

@@ -7,12 +7,14 @@ import (
 	"github.com/adaptsched/adaptsched/executor"
 )
 
-// stepGather gathers a decode step's ops on the backend that runs all of
-// them, when it can (backends.Recorder: a GPU replaying the step as
-// graphs, or a simulated one modelling that): under -strategy only:NAME,
-// and under auto in a mode of one backend. A step the learner places op
-// by op is not gathered: the learner needs each op's own timing.
-// -graphs=false turns it off.
+// stepGather gathers a decode step's ops on each GPU that can
+// (backends.Recorder: a GPU replaying the step as graphs, or a simulated
+// one modelling that) when the step's placement is set before it runs:
+// under -strategy only:NAME, and under auto in any mode but the
+// learner's. A step the learner places op by op is not gathered: the
+// learner needs each op's own timing. Ops on other backends run as they
+// come; one that reads a gathered op's output launches the gathering
+// first (executor.Record). -graphs=false turns it off.
 type stepGather struct {
 	ex        *executor.Executor
 	can       []bool // by backend: a Recorder
@@ -32,7 +34,7 @@ func newStepGather(on bool, ex *executor.Executor, bes []backends.Backend, st ch
 	any := false
 	for i, b := range bes {
 		_, rec := b.(backends.Recorder)
-		g.can[i] = rec && b.Info().Kind == backends.GPU
+		g.can[i] = rec && b.Info().Kind == backends.GPU && gathers(b)
 		any = any || g.can[i]
 		if st.placer == nil && st.strategy == adaptive.Only(b.Info().Name) {
 			g.only = i
@@ -41,20 +43,34 @@ func newStepGather(on bool, ex *executor.Executor, bes []backends.Backend, st ch
 	if !any {
 		return nil
 	}
+	if steps != nil {
+		steps.gathered = true
+	}
 	return g
 }
 
-// begin starts gathering the decode step about to run if all its ops run
-// on one backend that can gather (nil g: never).
+// gathers reports whether Recorder b gathers: a backend that may decline
+// (a simulated GPU of a runtime with no graphs measured) says so.
+func gathers(b backends.Backend) bool {
+	if m, ok := b.(interface{ unwrapped() backends.Backend }); ok {
+		b = m.unwrapped()
+	}
+	g, ok := b.(interface{ Gathers() bool })
+	return !ok || g.Gathers()
+}
+
+// begin starts gathering the decode step about to run if its placement
+// is set and may use a backend that can gather (nil g: never).
 func (g *stepGather) begin() error {
 	if g == nil {
 		return nil
 	}
-	a := g.only
-	if g.steps != nil {
-		a = g.steps.whole()
-	}
-	if a < 0 || !g.can[a] {
+	switch {
+	case g.steps != nil:
+		if !g.steps.placed() {
+			return nil
+		}
+	case g.only < 0 || !g.can[g.only]:
 		return nil
 	}
 	g.recording, g.gathered = true, g.gathered+1

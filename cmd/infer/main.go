@@ -65,10 +65,11 @@
 // through the Executor; oracle (simulated backends only) places each op
 // where the simulator's true mean duration plus transfer is lowest.
 //
-// Gathering: a decode step whose ops all run on one GPU (only:NAME, or
-// an auto step on one backend) is gathered and launched at once, replayed
-// as graphs (backends.Recorder; -graphs=false queues it op by op); -json
-// reports gathered_steps and the GPU's graph counts and device time.
+// Gathering: a decode step whose placement is set before it runs
+// (only:NAME, or an auto step in a mode other than the learner's) has its
+// GPU ops gathered and launched at once, replayed as graphs
+// (backends.Recorder; -graphs=false queues them op by op); -json reports
+// gathered_steps and the GPU's graph counts and device time.
 //
 // Throughputs reported: tokens per wall-clock second, and tokens per
 // modelled second. When every backend is simulated (sim:*), they share
@@ -137,7 +138,7 @@ type options struct {
 	routing                       moeRouting
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
-	graphs                        bool          // -graphs: gather a decode step on one GPU and replay it as a graph
+	graphs                        bool          // -graphs: gather a placed decode step's GPU ops and replay them as graphs
 	exec                          string        // -exec: the simulated devices' execution model
 	execModel                     sim.ExecModel // -exec and -sync, parsed
 	resetStore, logJSON, verbose  bool
@@ -184,7 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled µs (and -strategy auto's mode for it)")
-	fs.BoolVar(&o.graphs, "graphs", true, "gather each decode step whose ops all run on one GPU and launch it at once, replayed as a graph (only:NAME, and auto's one-backend modes)")
+	fs.BoolVar(&o.graphs, "graphs", true, "gather the GPU ops of each decode step placed before it runs and launch them at once, replayed as graphs (only:NAME, and auto's modes but the learner's)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")
 	fs.BoolVar(&o.stream, "stream", false, "print each generated token (request:token) on stdout")

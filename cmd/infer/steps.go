@@ -41,6 +41,7 @@ type stepPlacer struct {
 	table     []stepMode    // mode k is table[k]
 	home      *llamaCPP     // the weights' home; nil without -gpu-mem
 	seed      uint64
+	gathered  bool         // steps placed before they run are gathered (stepGather): faster than the learner's
 	cur       atomic.Int32 // the running step's mode; counting while learning
 	prompting atomic.Bool  // the running step is a prompt's
 	recording atomic.Bool  // the running step is a decode step of the learner's: its choices are kept (ran)
@@ -187,13 +188,12 @@ func (p *stepPlacer) addCopies(res *adaptive.Residency) {
 	}
 }
 
-// whole returns the backend that the running decode step puts every op
-// on (a mode of one backend), or -1.
-func (p *stepPlacer) whole() int {
-	if k := p.cur.Load(); k > 0 && p.table[k].kind == onlyMode {
-		return p.table[k].backend
-	}
-	return -1
+// placed reports whether the running decode step's placement is set
+// before it runs (a mode other than the learner's): its ops need no
+// timings of their own, so it can be gathered.
+func (p *stepPlacer) placed() bool {
+	k := p.cur.Load()
+	return k > 0 && p.table[k].kind != learnedMode
 }
 
 // Observed implements executor.Placer: the learner learns on its own.
@@ -332,9 +332,11 @@ func (p *stepPlacer) setModes() error {
 	}
 	// The frozen placement is one of the learner's steps, its time the
 	// least of learnerSteps (biased low): its record starts as the
-	// learner's.
-	if err := m.Adopt(1, 0); err != nil {
-		return fmt.Errorf("infer: auto's step modes: %w", err)
+	// learner's, unless its steps are gathered and the learner's are not.
+	if !p.gathered {
+		if err := m.Adopt(1, 0); err != nil {
+			return fmt.Errorf("infer: auto's step modes: %w", err)
+		}
 	}
 	p.modes = m
 	return nil

@@ -53,13 +53,16 @@ type Summary struct {
 	// (adaptive.Telemetry.ExplorationShare).
 	ExplorePct float64 `json:"explore_pct"`
 	// StepModes counts -strategy auto's decode steps by how they ran:
-	// "learned" (the per-op learner) and "only:NAME" (every op on NAME).
+	// "learned" (the per-op learner), "frozen" (its fastest placement),
+	// "only:NAME" (every op on NAME) and "home" (each op where its
+	// weights live).
 	StepModes map[string]int64 `json:"step_modes,omitempty"`
 	// Restarts counts the requests restarted after a device was lost with
 	// their KV caches: their tokens prefilled again elsewhere.
 	Restarts int64 `json:"restarts,omitempty"`
-	// GatheredSteps counts the decode steps gathered on one GPU and
-	// launched at once (-graphs).
+	// GatheredSteps counts the decode steps whose GPU ops were gathered
+	// and launched at once (-graphs): only:NAME's, and auto's in a mode
+	// set before the step runs.
 	GatheredSteps int64 `json:"gathered_steps,omitempty"`
 	// Graphs is what the GPU backend's gatherings did (built, replayed,
 	// launched one by one, and why graphs are not used, if they are not).
