@@ -121,3 +121,52 @@ func TestSkipSameChoicesThreeArms(t *testing.T) {
 		t.Errorf("%d of %d decisions kept without a draw, want ≥ 99%%", kept, n)
 	}
 }
+
+// TestSkipSameChoicesProbeable is TestSkipSameChoices with a challenger
+// measured once, which a held decision may probe (Bucket.ChooseCopies):
+// its skip draws the incumbent's cost and needs the challenger's floor
+// above that draw (skip.go). The challenger's prior is at its level, so
+// that one run leaves a narrow posterior. It is chosen as often with the
+// skip as without, to within 5 standard errors, and where it is 4× or
+// more slower most decisions keep the incumbent without drawing it.
+func TestSkipSameChoicesProbeable(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 2_000_000
+	for _, c := range []struct {
+		mean1, minKept float64
+	}{{130, 0}, {200, 0}, {400, 0.99}, {500, 0.99}} {
+		r := rand.New(rand.NewPCG(13, 13))
+		base := bandit.NewBucket(bandittest.Priors(&cfg, 100, c.mean1))
+		base.Observe(&cfg, 1, bandittest.LogNormal(r, c.mean1, 0.2))
+		for range 200 {
+			base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+		}
+		base.Incumbent = 0
+		base.Settle(&cfg)
+		count := func(noSkip bool, seed uint64) (won int, kept int64) {
+			r := rand.New(rand.NewPCG(seed, 1))
+			costs := make([]float64, 2)
+			arms := append([]bandit.NormalGamma(nil), base.Arms...)
+			before := base.Skips()
+			for range n {
+				b := *base
+				b.Arms = arms
+				bandit.SetNoSkip(&b, noSkip)
+				if arm, _ := b.Choose(&cfg, nil, r, costs); arm == 1 {
+					won++
+				}
+			}
+			return won, base.Skips() - before
+		}
+		with, kept := count(false, 41)
+		without, _ := count(true, 42)
+		tol := 5 * math.Sqrt(float64(with+without))
+		t.Logf("challenger at %g µs, 1 run: won %d of %d with the skip (%d kept undrawn), %d without", c.mean1, with, n, kept, without)
+		if math.Abs(float64(with-without)) > tol || without == 0 {
+			t.Errorf("challenger at %g µs: won %d with the skip, %d without: differ by more than %.0f (or never won)", c.mean1, with, without, tol)
+		}
+		if float64(kept) < c.minKept*n {
+			t.Errorf("challenger at %g µs: %d of %d decisions kept without drawing it, want ≥ %g", c.mean1, kept, n, c.minKept)
+		}
+	}
+}
