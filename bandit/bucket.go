@@ -55,9 +55,6 @@ type Bucket struct {
 	// Choose skipped. noSkip: always draw (TestSkipSameChoices).
 	boundAt                  int64
 	boundOK, skipped, noSkip bool
-	// probeBound holds the challengers whose bound is of a probeable
-	// arm (windowBound), in the flags' padding.
-	probeBound uint8
 }
 
 // ArmState is a bucket's bookkeeping of one arm beyond its posterior
@@ -175,15 +172,6 @@ func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand
 		return b.Incumbent, false
 	case skipDrawn: // costs holds exact draws
 		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs[:len(b.Arms)])
-	case skipIncumbent: // costs holds the incumbent's draw; no re-check is due (skip)
-		b.Settle(cfg)
-		costs = costs[:len(b.Arms)]
-		for c := range b.Arms {
-			if c != b.Incumbent {
-				costs[c] = b.Arms[c].Sample(r) + at(extra, c)
-			}
-		}
-		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs)
 	default:
 		b.Settle(cfg)
 		if b.recheck > 0 && b.decisions >= b.due {

@@ -43,10 +43,9 @@ const (
 
 // What skip did.
 const (
-	skipNone      = iota // not settled: draw as Choose does
-	skipKept             // the incumbent, nothing drawn but its cost where a challenger is probeable
-	skipDrawn            // costs holds every arm's exact draw
-	skipIncumbent        // costs holds the incumbent's exact draw: draw the rest
+	skipNone  = iota // not settled: draw as Choose does
+	skipKept         // the incumbent, nothing drawn
+	skipDrawn        // costs holds every arm's exact draw
 )
 
 // armBound is what a challenger's posterior can be over the window:
@@ -94,9 +93,8 @@ func tQuantile(nu float64) (z float64, ok bool) {
 
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
-// false where no useful bound holds (a posterior too weak to take a
-// variance). probe: the arm is probeable somewhere in the window, so
-// its floor must also be above the incumbent's drawn cost (skip).
+// false where no useful bound holds (a probeable arm, a posterior too
+// weak to take a variance).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -107,7 +105,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool) {
+func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -119,10 +117,12 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	}
 	one, end := eval(1), eval(sK)
 	if !(one.kappa > 0 && end.kappa > 0 && one.alpha > 1 && end.alpha > 1 && one.beta > 0 && end.beta > 0) {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	kLo, kHi := math.Min(one.kappa, end.kappa), math.Max(one.kappa, end.kappa)
-	probe = kHi > k0 && kLo <= k0+probeEvidence
+	if kHi > k0 && kLo <= k0+probeEvidence {
+		return armBound{}, false // probeable somewhere in the window
+	}
 	aLo, aHi := math.Min(one.alpha, end.alpha), math.Max(one.alpha, end.alpha)
 	muLo := math.Min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
@@ -132,14 +132,14 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	bLo := math.Min(one.beta, end.beta)
 	z, ok := tQuantile(2 * aLo)
 	if !ok {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	return armBound{
 		floor:  down32(expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo)))),
 		lnMean: down32(muLo + bLo/(aHi-1)/2),
 		vmean:  down32(bLo / (aHi * kHi)),
 		mean:   float32(p.MeanUs()),
-	}, probe, true
+	}, true
 }
 
 // Changed tells the bucket that the caller wrote Arms or Priors: the
@@ -156,20 +156,16 @@ func (b *Bucket) Skipped() bool { return b.skipped }
 func (b *Bucket) refreshBounds(cfg *Config) bool {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
-	b.probeBound = 0
 	for i := range b.Arms {
 		if i == b.Incumbent {
 			continue
 		}
-		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK)
+		bd, ok := windowBound(b.Arms[i], b.Priors[i], sK)
 		if !ok {
 			b.boundOK, b.boundAt = false, b.observed
 			return false
 		}
 		b.state[i].bound = bd
-		if probe {
-			b.probeBound |= 1 << i
-		}
 	}
 	b.boundOK, b.boundAt = true, b.observed
 	return true
@@ -178,15 +174,8 @@ func (b *Bucket) refreshBounds(cfg *Config) bool {
 // skip decides a settled bucket's choice without drawing where no
 // challenger can win (skipKept: costs holds the mean costs), or draws
 // every arm exactly after a challenger's uniform fell in its tail
-// (skipDrawn); skipNone where the bucket is not settled. A probeable
-// challenger (probeBound) can also win by a probe when it is the
-// cheapest of a held decision, so where there is one the incumbent's
-// cost is drawn first, and the skip needs each probeable floor at or
-// above it: such a challenger is then not the cheapest, and cannot be
-// chosen. Where a floor is below it, skipIncumbent: costs[inc] holds
-// the incumbent's draw, which the caller keeps (drawing it again would
-// make the choice depend on it twice), drawing the challengers. extra
-// and copies are as for ChooseCopies.
+// (skipDrawn); skipNone where the bucket is not settled. extra and
+// copies are as for ChooseCopies.
 func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs []float64) int {
 	inc, h := b.Incumbent, cfg.margin()
 	if inc < 0 || b.recheck > 0 || b.noSkip || !(h > 0 && h < 1) || b.state == nil || len(b.Arms) > maxSkipArms {
@@ -200,47 +189,21 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	}
 	b.SettleArm(cfg, inc)
 	p := &b.Arms[inc]
-	xi, ci := at(extra, inc), at(copies, inc)
+	xi := at(extra, inc)
+	m := p.MeanUs() + xi
 	li, vi := p.Mu+p.Variance()/2, p.Beta/(p.Alpha*p.Kappa)
-	// A challenger c wins only with a cost below both margined(the
-	// incumbent's mean) and margined(its draw), or by a probe when it is
-	// probeable and the cheapest: where the incumbent's cost is drawn,
-	// the draw serves, and its mean (an exponential) is taken only for a
-	// challenger whose floor is below margined(the draw).
-	drawn := b.probeBound != 0
-	var m, th float64
-	if drawn {
-		costs[inc] = p.Sample(r) + xi
-	} else {
-		m = p.MeanUs() + xi
-		th = margined(m, ci, h)
-	}
+	th := margined(m, at(copies, inc), h)
 	for c := range b.Arms {
 		if c == inc {
 			continue
 		}
 		bd := &b.state[c].bound
 		xc := at(extra, c)
-		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 && d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
-			return b.notSkipped(drawn) // possibly surely cheaper
+		if !(float64(bd.floor)+xc >= th) {
+			return skipNone
 		}
-		fc := float64(bd.floor) + xc
-		switch {
-		case !drawn:
-			if !(fc >= th) {
-				return skipNone
-			}
-		case b.probeBound&(1<<c) != 0:
-			if !(fc >= costs[inc]) {
-				return skipIncumbent
-			}
-		case !(fc >= margined(costs[inc], ci, h)):
-			if th == 0 {
-				th = margined(p.MeanUs()+xi, ci, h)
-			}
-			if !(fc >= th) {
-				return skipIncumbent
-			}
+		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 && d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
+			return skipNone // possibly surely cheaper
 		}
 	}
 	tail := false
@@ -252,31 +215,17 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		}
 	}
 	if tail {
-		b.drawByInversion(cfg, extra, r, &u, drawn, costs)
+		b.drawByInversion(cfg, extra, r, &u, costs)
 		return skipDrawn
 	}
 	for c := range b.Arms {
-		if c == inc {
-			continue
-		}
 		costs[c] = float64(b.state[c].bound.mean)
 		if extra != nil {
 			costs[c] += extra[c]
 		}
 	}
-	if !drawn {
-		costs[inc] = m
-	}
+	costs[inc] = m
 	return skipKept
-}
-
-// notSkipped is skip's answer where it cannot skip: skipIncumbent once
-// the incumbent's cost is drawn (drawn), else skipNone.
-func (b *Bucket) notSkipped(drawn bool) int {
-	if drawn {
-		return skipIncumbent
-	}
-	return skipNone
 }
 
 // at returns x[i], 0 for a nil x (no transfer, no copy).
@@ -288,19 +237,15 @@ func at(x []float64, i int) float64 {
 }
 
 // drawByInversion draws every arm's Thompson cost into costs (extra
-// added): the incumbent's as Sample does (drawn: costs holds it
-// already), each challenger's from its
+// added): the incumbent's as Sample does, each challenger's from its
 // uniform u: m = F⁻¹(u), F Student's t with 2α degrees, location μ and
 // scale √(β/(ακ)) (m's marginal), then τ | m ~ Gamma(α + 1/2, rate
 // β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
-func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, drawn bool, costs []float64) {
+func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
 	b.Settle(cfg)
 	for c := range b.Arms {
 		p := b.Arms[c]
 		if c == b.Incumbent {
-			if drawn {
-				continue
-			}
 			costs[c] = p.Sample(r)
 		} else {
 			m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tInv(u[c], 2*p.Alpha)
