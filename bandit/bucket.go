@@ -331,13 +331,14 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 			y = p.Mu + residualClip*sd
 		}
 	}
-	p.Update(y)
 	// This observation's discount: paid now by arm, owed by the others.
+	if cfg.Discount < 1 {
+		p.updateDiscounted(b.Priors[arm], y, cfg.Discount)
+	} else {
+		p.Update(y)
+	}
 	b.observed++
 	b.state[arm].stamp = b.observed
-	if cfg.Discount < 1 {
-		p.Discount(b.Priors[arm], cfg.Discount)
-	}
 	if alarm {
 		w := b.Priors[arm]
 		w.Kappa += alarmEvidence

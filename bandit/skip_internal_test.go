@@ -180,3 +180,29 @@ func BenchmarkTInv(b *testing.B) {
 		}
 	}
 }
+
+// TestUpdateDiscounted checks updateDiscounted against Update then
+// Discount: every parameter within 1e-12 relative, for posteriors grown
+// from a prior by random observations and widened ones.
+func TestUpdateDiscounted(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	prior := NewPrior(100, 0.2, 0.2)
+	p := prior
+	for i := range 5000 {
+		y := math.Log(50+r.Float64()*200) + 0.3*r.NormFloat64()
+		want := p
+		want.Update(y)
+		want.Discount(prior, 0.999)
+		got := p
+		got.updateDiscounted(prior, y, 0.999)
+		for _, c := range [][2]float64{{got.Mu, want.Mu}, {got.Kappa, want.Kappa}, {got.Alpha, want.Alpha}, {got.Beta, want.Beta}} {
+			if math.Abs(c[0]-c[1]) > 1e-12*math.Abs(c[1]) {
+				t.Fatalf("step %d: got %+v, want %+v", i, got, want)
+			}
+		}
+		p = want
+		if i%500 == 499 {
+			p.Widen(prior)
+		}
+	}
+}
