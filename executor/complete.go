@@ -108,6 +108,17 @@ func (r *rec) dep(x *rec) {
 	r.deps = append(r.deps, x)
 }
 
+// forget drops what only recovery reads of r (the work it ran after, the
+// tensor's state before it) once recovery can no longer reach it: left,
+// each rec kept every older one reachable through them, and a long run
+// held all the work it ever queued (BenchmarkExecutorStep's heap).
+func (r *rec) forget() {
+	clear(r.depArr[:])
+	clear(r.afterArr[:])
+	r.deps, r.after = nil, nil
+	r.before = tensorState{}
+}
+
 // lane is one backend's queue, and for a backends.Queuer the goroutine
 // that waits for its work in queue order.
 type lane struct {
@@ -401,6 +412,7 @@ func (e *Executor) awaitCtx(ctx context.Context, r *rec) error {
 func (e *Executor) logAppend(r *rec) {
 	e.logMu.Lock()
 	for len(e.log) > 0 && e.log[0].state.Load() == recSucceeded {
+		e.log[0].forget()
 		e.log[0] = nil
 		e.log = e.log[1:]
 	}
