@@ -66,14 +66,22 @@ type rec struct {
 	before  tensorState // the changed tensor (out, or t) before the change
 	cascade bool        // recovery's mark (under the gate's write lock)
 
-	// Storage of the slices above, so that queueing allocates one rec.
+	// Storage of the slices above for the common op, so that queueing
+	// it allocates one rec: sized for inArrN inputs (ops with more
+	// allocate their slices), since every byte of a rec is allocated,
+	// zeroed and scanned once per op (BenchmarkExecutorStep).
 	depArr   [4]*rec
 	afterArr [4]backends.Event
-	inArr    [adaptive.MaxInputs]backends.Buffer
-	bufArr   [adaptive.MaxInputs]backends.Buffer
-	shapeArr [adaptive.MaxInputs]kernels.Shape
-	dimArr   [2 * adaptive.MaxInputs]int
+	inArr    [inArrN]backends.Buffer
+	bufArr   [inArrN]backends.Buffer
+	shapeArr [inArrN]kernels.Shape
+	dimArr   [3 * inArrN]int
 }
+
+// inArrN is the inputs a rec holds without allocating: every op of the
+// catalogue takes at most 3 (Attention: 3 of up to 3 dimensions); only
+// Opaque ops may take more.
+const inArrN = 3
 
 // tensorState is what a rec changes in a tensor's bookkeeping.
 type tensorState struct {
