@@ -283,7 +283,11 @@ func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeSt
 // runs a decode step whose ops all run on one GPU. exec-ns/op is the
 // Executor's step per op, direct-ns/op the device's own share, and
 // overhead-ns/op their difference: what the Executor adds per op on the
-// host. exec-B/op and exec-allocs/op are the Executor's step's per op.
+// host, in wall time. overhead-cpu-ns/op is that difference in the
+// process's CPU time (Linux), all its threads: the goroutines that
+// wait for and observe the work and the garbage collector count, and
+// waiting for a core on a shared machine does not. exec-B/op and
+// exec-allocs/op are the Executor's step's per op.
 func BenchmarkExecutorStep(b *testing.B) {
 	const layers = 21 // 63 ops, about a third of a 100M decoder's step
 	for _, mode := range []string{"queued", "gathered"} {
@@ -313,13 +317,19 @@ func BenchmarkExecutorStep(b *testing.B) {
 			exec() // the first step places the tensors
 			direct()
 			var execNs, directNs time.Duration
+			var execCPU, directCPU int64
 			for b.Loop() {
+				c0, _ := processCPU()
 				t0 := time.Now()
 				exec()
 				t1 := time.Now()
+				c1, _ := processCPU()
 				direct()
 				execNs += t1.Sub(t0)
 				directNs += time.Since(t1)
+				c2, _ := processCPU()
+				execCPU += c1 - c0
+				directCPU += c2 - c1
 			}
 			b.StopTimer()
 			ops := float64(es.ops())
@@ -327,6 +337,9 @@ func BenchmarkExecutorStep(b *testing.B) {
 			b.ReportMetric(per(execNs), "exec-ns/op")
 			b.ReportMetric(per(directNs), "direct-ns/op")
 			b.ReportMetric(per(execNs-directNs), "overhead-ns/op")
+			if _, ok := processCPU(); ok {
+				b.ReportMetric(per(time.Duration(execCPU-directCPU)), "overhead-cpu-ns/op")
+			}
 			var m0, m1 runtime.MemStats
 			const steps = 50
 			runtime.ReadMemStats(&m0)
