@@ -303,6 +303,9 @@ func (d *Device) waitFor(stream uintptr, l *event) error {
 	if l == nil || l.done.Load() || l.stream == stream {
 		return nil
 	}
+	if err := d.bind(); err != nil {
+		return err
+	}
 	return d.check(fStreamWait, d.s.streamWaitEvent(stream, l.end))
 }
 
@@ -394,7 +397,13 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 		return d.failedEvent(s.Op.String(), err)
 	}
 	var e *event
-	err = d.call(func() error {
+	err = d.callUnbound(func() error {
+		gathered := d.gather != nil && p.gemm == nil
+		if !gathered {
+			if err := d.bind(); err != nil {
+				return err
+			}
+		}
 		fns := make([]uintptr, len(p.launches))
 		for i, l := range p.launches {
 			f, err := d.function(l.kernel)
@@ -404,7 +413,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 			fns[i] = f
 		}
 		var err error
-		if d.gather != nil && p.gemm == nil {
+		if gathered {
 			e, err = d.gatherOp(s.Op.String(), p, fns, bufs, deps)
 			return err
 		}
