@@ -180,21 +180,21 @@ func (e *gpuEvent) Wait() (backends.Timing, error) {
 	return backends.Timing{Clock: backends.Gathered}, nil
 }
 
-// decodeStep is a decode-like step of layers×3 ops on a [1,dim]
-// activation: h = x·W (a weight), h = SiLU(h), x = x + h; the step
-// writes its input first and reads its output last, as a decode step
-// writes the token's embedding and reads the logits.
+// decodeStep is a decode-like step of layers×3 ops on [1,dim]
+// activations, each layer's its own as in cmd/infer:
+// h = x·W (a weight), a = SiLU(h), x' = x + a; the step writes its
+// input first and reads its output last, as a decode step writes the
+// token's embedding and reads the logits.
 type decodeStep struct {
 	mm, silu, add kernels.Spec
-	in            []byte
-	out           []byte
-	x, h          backends.Buffer
+	in, out       []byte
+	xs            []backends.Buffer // layers+1: the input, then each layer's output
 	ws            []backends.Buffer
-	// The inputs of each layer's ops, built once: the step's caller
-	// allocates nothing per op.
-	mmIn          [][]backends.Buffer
-	siluIn, addIn []backends.Buffer
-	e             *executor.Executor // the Executor it runs on, if any
+	// Each layer's inputs of its three ops, built once: the step's caller
+	// allocates nothing per op; outs are their outputs.
+	ins  [][3][]backends.Buffer
+	outs [][3]backends.Buffer
+	e    *executor.Executor // the Executor it runs on, if any
 }
 
 const stepDim = 64
@@ -205,18 +205,22 @@ func newDecodeStep(layers int, alloc func(n int64) backends.Buffer) *decodeStep 
 		silu: kernels.Spec{Op: kernels.SiLU, In: []kernels.Shape{{1, stepDim}}},
 		add:  kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{1, stepDim}, {1, stepDim}}},
 		in:   make([]byte, 4*stepDim), out: make([]byte, 4*stepDim),
-		x: alloc(4 * stepDim), h: alloc(4 * stepDim),
+		xs: []backends.Buffer{alloc(4 * stepDim)},
 	}
-	for range layers {
-		w := alloc(4 * stepDim * stepDim)
+	for l := range layers {
+		w, h, a, x := alloc(4*stepDim*stepDim), alloc(4*stepDim), alloc(4*stepDim), alloc(4*stepDim)
 		st.ws = append(st.ws, w)
-		st.mmIn = append(st.mmIn, []backends.Buffer{st.x, w})
+		st.xs = append(st.xs, x)
+		st.ins = append(st.ins, [3][]backends.Buffer{{st.xs[l], w}, {h}, {st.xs[l], a}})
+		st.outs = append(st.outs, [3]backends.Buffer{h, a, x})
 	}
-	st.siluIn, st.addIn = []backends.Buffer{st.h}, []backends.Buffer{st.x, st.h}
 	return st
 }
 
 func (st *decodeStep) ops() int { return 3 * len(st.ws) }
+
+// specs returns the three specs of a layer, in order.
+func (st *decodeStep) specs() [3]*kernels.Spec { return [3]*kernels.Spec{&st.mm, &st.silu, &st.add} }
 
 // execStep builds an Executor over cpu and gpu under only:gpu with the
 // weights of a decodeStep of layers pinned on gpu, and returns the step
@@ -245,8 +249,9 @@ func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeSt
 		}
 	}
 	es.e = e
+	specs := es.specs()
 	return es, func() {
-		if _, err := e.Write(es.x, es.in); err != nil {
+		if _, err := e.Write(es.xs[0], es.in); err != nil {
 			tb.Fatal(err)
 		}
 		if gathered {
@@ -254,21 +259,17 @@ func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeSt
 				tb.Fatal(err)
 			}
 		}
-		for _, in := range es.mmIn {
-			if _, err := e.Run(es.mm, in, es.h); err != nil {
-				tb.Fatal(err)
-			}
-			if _, err := e.Run(es.silu, es.siluIn, es.h); err != nil {
-				tb.Fatal(err)
-			}
-			if _, err := e.Run(es.add, es.addIn, es.x); err != nil {
-				tb.Fatal(err)
+		for l := range es.ins {
+			for i, s := range specs {
+				if _, err := e.Run(*s, es.ins[l][i], es.outs[l][i]); err != nil {
+					tb.Fatal(err)
+				}
 			}
 		}
 		if err := e.Flush(); err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := e.Read(es.out, es.x); err != nil {
+		if _, err := e.Read(es.out, es.xs[len(es.ws)]); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -296,21 +297,22 @@ func BenchmarkExecutorStep(b *testing.B) {
 			gathered := mode == "gathered"
 			es, exec := execStep(b, gpu, layers, gathered)
 			ds := newDecodeStep(layers, func(n int64) backends.Buffer { buf, _ := gpu.Alloc(n); return buf })
+			specs := ds.specs()
 			direct := func() {
-				if _, err := gpu.Write(ds.x, ds.in); err != nil {
+				if _, err := gpu.Write(ds.xs[0], ds.in); err != nil {
 					b.Fatal(err)
 				}
 				if gathered {
 					gpu.Record()
 				}
 				after := []backends.Event{nil} // the op before: the Executor's dependency
-				for _, in := range ds.mmIn {
-					after[0], _ = gpu.RunAsync(ds.mm, in, ds.h, after)
-					after[0], _ = gpu.RunAsync(ds.silu, ds.siluIn, ds.h, after)
-					after[0], _ = gpu.RunAsync(ds.add, ds.addIn, ds.x, after)
+				for l := range ds.ins {
+					for i, s := range specs {
+						after[0], _ = gpu.RunAsync(*s, ds.ins[l][i], ds.outs[l][i], after)
+					}
 				}
 				gpu.Flush()
-				if _, err := gpu.Read(ds.out, ds.x); err != nil {
+				if _, err := gpu.Read(ds.out, ds.xs[len(ds.ws)]); err != nil {
 					b.Fatal(err)
 				}
 			}
