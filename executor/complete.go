@@ -72,12 +72,13 @@ type rec struct {
 	inArr    [inArrN]backends.Buffer
 	bufArr   [inArrN]backends.Buffer
 	shapeArr [inArrN]kernels.Shape
-	dimArr   [3 * inArrN]int
+	dimArr   [4 * inArrN]int
 }
 
-// inArrN is the inputs a rec holds without allocating: every op of the
-// catalogue takes at most 3 (Attention: 3 of up to 3 dimensions); only
-// Opaque ops may take more.
+// inArrN is the inputs a rec holds without allocating, of up to 4
+// dimensions each: every op of the catalogue takes at most 3 (a
+// decoder's attention: [B, heads, S, headDim] each); only Opaque ops may
+// take more.
 const inArrN = 3
 
 // tensorState is what a rec changes in a tensor's bookkeeping.
