@@ -90,6 +90,9 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 		r.predUs = p
 	}
 	for try := 0; ; try++ {
+		if try > 0 {
+			readyAt = max(readyAt, e.since()) // after a recovery
+		}
 		n := e.lockSet(sc, ts, o, true)
 		err := e.placeInputs(sc, r, ts, a)
 		if err == nil {
@@ -248,11 +251,11 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
 	a := r.a
 	r.copySpec(s)
-	r.in = r.inArr[:len(ts)]
-	for i, t := range ts {
-		r.in[i] = t
+	r.in, r.bufs = r.inArr[:0], r.bufArr[:0]
+	for _, t := range ts {
+		r.in = append(r.in, t)
 	}
-	r.bufs = append(r.bufArr[:0], sc.bufs[:len(ts)]...)
+	r.bufs = append(r.bufs, sc.bufs[:len(ts)]...)
 	for i := range o.usesOn {
 		for _, u := range o.usesOn[i] {
 			r.dep(u)
@@ -303,7 +306,11 @@ func (r *rec) copySpec(s kernels.Spec) {
 	if n > len(r.dimArr) {
 		dims = make([]int, 0, n)
 	}
-	in := r.shapeArr[:len(s.In)]
+	in := r.shapeArr[:0]
+	if len(s.In) > len(r.shapeArr) {
+		in = make([]kernels.Shape, 0, len(s.In))
+	}
+	in = in[:len(s.In)]
 	for i, sh := range s.In {
 		dims = append(dims, sh...)
 		in[i] = kernels.Shape(dims[len(dims)-len(sh) : len(dims) : len(dims)])

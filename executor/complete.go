@@ -2,10 +2,7 @@ package executor
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -66,14 +63,23 @@ type rec struct {
 	before  tensorState // the changed tensor (out, or t) before the change
 	cascade bool        // recovery's mark (under the gate's write lock)
 
-	// Storage of the slices above, so that queueing allocates one rec.
+	// Storage of the slices above for the common op, so that queueing
+	// it allocates one rec: sized for inArrN inputs (ops with more
+	// allocate their slices), since every byte of a rec is allocated,
+	// zeroed and scanned once per op (BenchmarkExecutorStep).
 	depArr   [4]*rec
 	afterArr [4]backends.Event
-	inArr    [adaptive.MaxInputs]backends.Buffer
-	bufArr   [adaptive.MaxInputs]backends.Buffer
-	shapeArr [adaptive.MaxInputs]kernels.Shape
-	dimArr   [2 * adaptive.MaxInputs]int
+	inArr    [inArrN]backends.Buffer
+	bufArr   [inArrN]backends.Buffer
+	shapeArr [inArrN]kernels.Shape
+	dimArr   [4 * inArrN]int
 }
+
+// inArrN is the inputs a rec holds without allocating, of up to 4
+// dimensions each: every op of the catalogue takes at most 3 (a
+// decoder's attention: [B, heads, S, headDim] each); only Opaque ops may
+// take more.
+const inArrN = 3
 
 // tensorState is what a rec changes in a tensor's bookkeeping.
 type tensorState struct {
@@ -108,160 +114,15 @@ func (r *rec) dep(x *rec) {
 	r.deps = append(r.deps, x)
 }
 
-// lane is one backend's queue, and for a backends.Queuer the goroutine
-// that waits for its work in queue order.
-type lane struct {
-	q   backends.Queuer
-	own *ownQueue // the Executor's queue for a backend without Queuer
-
-	mu    sync.Mutex // serialises enqueueing: watch order is queue order
-	watch chan *rec
-	last  *rec
-	// lastV is the lane's simulated work that ends last: a simulated
-	// device's link runs beside its kernels, so it need not be last.
-	lastV *rec
-	// poke wakes the watcher waiting for simulated work to be Done: the
-	// host's virtual clock moves when work is issued or waited for.
-	poke chan struct{}
-}
-
-// startLanes builds each backend's lane and the goroutines that watch
-// them and observe what completes.
-func (e *Executor) startLanes() {
-	e.epoch = time.Now()
-	e.completed = make(chan *rec, ownQueueDepth)
-	e.obs, e.ran = newNotifier(), newNotifier()
-	groups := map[string]int{}
-	for a, be := range e.bes {
-		l := &e.lanes[a]
-		l.poke = make(chan struct{}, 1)
-		if q, ok := be.(backends.Queuer); ok {
-			l.q = q
-			l.watch = make(chan *rec, ownQueueDepth)
-			e.watchers.Add(1)
-			go e.watchLane(l)
-		} else {
-			l.own = newOwnQueue(be, e.completed, e.ran)
-		}
-		g := len(groups)
-		if hg, ok := be.(backends.HardwareGroup); ok {
-			name := hg.HardwareGroup()
-			if old, seen := groups[name]; seen {
-				g = old
-			} else {
-				groups[name] = g
-			}
-		} else {
-			groups[fmt.Sprintf("\x00%d", a)] = g
-		}
-		e.groupOf[a] = g
-	}
-	e.loads = make([]load, len(groups))
-	e.observer.Add(1)
-	go e.observeQueued()
-}
-
-// stopLanes ends the goroutines once everything queued has been observed.
-func (e *Executor) stopLanes() {
-	for a := range e.bes {
-		l := &e.lanes[a]
-		if l.own != nil {
-			l.own.close()
-		} else {
-			close(l.watch)
-		}
-	}
-	e.watchers.Wait()
-	close(e.completed)
-	e.observer.Wait()
-}
-
-// watchLane waits for each piece of l's work in queue order and hands it
-// to the observer as it completes. Work gathered by a Recorder and not
-// yet launched is held, in order, until its gathering is launched: a
-// wait would launch it at its first op.
-func (e *Executor) watchLane(l *lane) {
-	defer e.watchers.Done()
-	var pending []*rec // simulated work not yet Done, in queue order
-	var held []*rec    // gathered work, from the first not yet launched
-	for watch := l.watch; watch != nil || len(pending) > 0 || len(held) > 0; {
-		var launched <-chan struct{}
-		if len(held) > 0 {
-			launched = held[0].ev.(backends.Deferred).Launched()
-		}
-		select {
-		case r, ok := <-watch:
-			switch {
-			case !ok:
-				watch = nil
-			case isVirtual(r):
-				pending = append(pending, r)
-			case len(held) > 0 || !isLaunched(r):
-				held = append(held, r)
-			default:
-				r.tm, r.err = r.ev.Wait()
-				e.completed <- r
-			}
-		case <-launched:
-			n := 0
-			for n < len(held) && isLaunched(held[n]) {
-				r := held[n]
-				r.tm, r.err = r.ev.Wait()
-				e.completed <- r
-				n++
-			}
-			held = held[n:]
-		case <-l.poke:
-		}
-		if watch == nil && len(held) > 0 && !isLaunched(held[0]) {
-			// The lane is closing: nothing will launch the rest.
-			_ = held[0].ev.(backends.Deferred).Launch()
-		}
-		pending = e.completeDone(pending)
-	}
-}
-
-// isVirtual reports whether r is simulated work, taken once it is Done:
-// waiting would advance the simulated host's clock, as a synchronisation
-// does.
-func isVirtual(r *rec) bool {
-	_, ok := r.ev.(backends.VirtualSpan)
-	return ok
-}
-
-// completeDone hands the simulated work of pending that is Done to the
-// observer and returns the rest. Any Done work goes, not only the oldest:
-// a simulated device runs copies on its link beside its kernels, so a copy
-// queued after a long kernel can end first, and a host waiting for that
-// copy (Read) must see it observed (TestVirtualCopyPassesKernel).
-func (e *Executor) completeDone(pending []*rec) []*rec {
-	kept := pending[:0]
-	for _, r := range pending {
-		if !r.ev.Done() {
-			kept = append(kept, r)
-			continue
-		}
-		if _, end := r.ev.(backends.VirtualSpan).Span(); end > r.endV {
-			r.endV = end // gathered work is placed when launched, after it was queued
-		}
-		maxFloat(&e.doneV, r.endV)
-		r.tm, r.err = r.ev.Wait()
-		e.completed <- r
-	}
-	return kept
-}
-
-// poke wakes the watchers of simulated work.
-func (e *Executor) poke() {
-	if !e.virtual.Load() {
-		return
-	}
-	for a := range e.bes {
-		select {
-		case e.lanes[a].poke <- struct{}{}:
-		default:
-		}
-	}
+// forget drops what only recovery reads of r (the work it ran after, the
+// tensor's state before it) once recovery can no longer reach it: left,
+// each rec kept every older one reachable through them, and a long run
+// held all the work it ever queued (BenchmarkExecutorStep's heap).
+func (r *rec) forget() {
+	clear(r.depArr[:])
+	clear(r.afterArr[:])
+	r.deps, r.after = nil, nil
+	r.before = tensorState{}
 }
 
 // await waits until r has been observed. For simulated work the host
@@ -325,54 +186,6 @@ func (e *Executor) observeQueued() {
 	}
 }
 
-// enqueue queues r on its backend's lane after r's dependencies: on an
-// ownQueue, or through the backend's Queuer, handing it to the lane's
-// watcher. An error is the backend's refusal to queue it.
-func (e *Executor) enqueue(r *rec) error {
-	r.after = r.afterArr[:0]
-	for _, d := range r.deps {
-		r.after = append(r.after, d.ev)
-	}
-	l := &e.lanes[r.a]
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.own != nil {
-		r.ranN = e.ran
-		r.ev = r
-		e.logAppend(r)
-		l.last = r
-		l.own.jobs <- r
-		return nil
-	}
-	var ev backends.Event
-	var err error
-	switch {
-	case r.op:
-		ev, err = l.q.RunAsync(r.spec, r.bufs, r.dev, r.after)
-	case r.toDevice:
-		ev, err = l.q.WriteAsync(r.dev, r.host, r.after)
-	default:
-		ev, err = l.q.ReadAsync(r.host, r.dev, r.after)
-	}
-	if err != nil {
-		return err
-	}
-	r.ev = ev
-	if vs, ok := ev.(backends.VirtualSpan); ok {
-		_, r.endV = vs.Span()
-		if l.lastV == nil || r.endV >= l.lastV.endV {
-			l.lastV = r
-		}
-		maxFloat(&e.loads[e.groupOf[r.a]].freeV, r.endV)
-		e.virtual.Store(true)
-	}
-	e.logAppend(r)
-	l.last = r
-	l.watch <- r
-	e.poke() // issuing moved the simulated host's clock
-	return nil
-}
-
 // awaitCtx waits until r has been observed or ctx ends.
 func (e *Executor) awaitCtx(ctx context.Context, r *rec) error {
 	if r.observed.Load() {
@@ -401,6 +214,7 @@ func (e *Executor) awaitCtx(ctx context.Context, r *rec) error {
 func (e *Executor) logAppend(r *rec) {
 	e.logMu.Lock()
 	for len(e.log) > 0 && e.log[0].state.Load() == recSucceeded {
+		e.log[0].forget()
 		e.log[0] = nil
 		e.log = e.log[1:]
 	}

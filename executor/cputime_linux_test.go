@@ -13,3 +13,15 @@ func threadCPU() (int64, bool) {
 	}
 	return ts.Nano(), true
 }
+
+// processCPU returns the CPU time all the process's threads have run, in
+// ns, and true (CLOCK_PROCESS_CPUTIME_ID): like threadCPU, blind to time
+// spent waiting for a core, and it counts the Executor's goroutines that
+// wait for and observe queued work, and the garbage collector.
+func processCPU() (int64, bool) {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
+		return 0, false
+	}
+	return ts.Nano(), true
+}

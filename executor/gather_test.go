@@ -209,3 +209,44 @@ func TestGatheredClose(t *testing.T) {
 		t.Error("Record after Close succeeded")
 	}
 }
+
+// TestGatheredLongStep gathers more ops than a lane holds for its
+// watcher on a device that launches only at Flush: queueing never waits
+// for a launch that only the caller's Flush would make, and every op
+// runs once flushed.
+func TestGatheredLongStep(t *testing.T) {
+	gpu := &fakeRecorder{fakeQueuer: newFakeQueuer(t, open(t, "cpu1"), 0, 6)} // not simulated: its work is held
+	e := newExec(t, executor.Config{Strategy: adaptive.Only("cpu1")}, open(t, "cpu"), gpu)
+	x := alloc(t, e, kernels.AsBytes([]float32{1, 2, 3, 4}))
+	y := alloc(t, e, kernels.AsBytes([]float32{0, 0, 0, 0}))
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{4}, {4}}}
+	if err := e.Record(); err != nil {
+		t.Fatal(err)
+	}
+	const ops = 5000 // more than a lane's 4096
+	done := make(chan error, 1)
+	go func() {
+		for range ops {
+			if _, err := e.Run(add, []backends.Buffer{y, x}, y); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- e.Flush()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("queueing %d gathered ops did not return", ops)
+	}
+	got := make([]float32, 4)
+	if _, err := e.Read(kernels.AsBytes(got), y); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != ops || got[3] != 4*ops {
+		t.Errorf("after %d gathered adds of [1 2 3 4]: %v", ops, got)
+	}
+}

@@ -99,11 +99,13 @@ func maxFloat(v *atomic.Uint64, x float64) {
 
 // reserve books r's predicted µs on its backend's hardware group: it
 // starts when the group is free and its inputs are ready, and the group
-// is busy until it ends.
+// is busy until it ends. readyAt, read from the clock when the op was
+// decided (decideOp), stands for now: the op is queued within a µs of
+// it, and a clock read costs a tenth of the Executor's own work per op.
 func (e *Executor) reserve(r *rec, readyAt int64) {
 	l := &e.loads[e.groupOf[r.a]]
 	l.mu.Lock()
-	start := max(e.since(), l.freeAt.Load(), readyAt)
+	start := max(l.freeAt.Load(), readyAt)
 	r.endAt = start + int64(r.predUs*1e3)
 	l.freeAt.Store(r.endAt)
 	l.pendUs += r.predUs

@@ -102,6 +102,9 @@ func (e *Executor) recoverFailed() {
 				e.rerun(r, blamed, oom)
 			}
 		}
+		for _, r := range log {
+			r.forget() // out of the log: recovery is done with it
+		}
 	}
 }
 

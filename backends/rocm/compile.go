@@ -97,6 +97,9 @@ func (d *Device) function(kernel string) (uintptr, error) {
 	if !ok {
 		return 0, fmt.Errorf("%w: %s", errNoKernel, kernel)
 	}
+	if err := d.bind(); err != nil {
+		return 0, err
+	}
 	mod, ok := d.modules[prog]
 	if !ok {
 		image, err := compileProgram(d.s, d.v.platform, d.arch, prog, d.opts.CacheDir)

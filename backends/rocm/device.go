@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -41,8 +40,11 @@ type Device struct {
 	mu sync.Mutex
 	// ctx is the NVIDIA primary context (0 on AMD); bound says the device
 	// is initialised, so do binds each caller's thread to it.
-	ctx       uintptr
-	bound     bool
+	ctx   uintptr
+	bound bool
+	// unbound says a doUnbound section has not bound its thread yet:
+	// bind must come before its first vendor call.
+	unbound   bool
 	blas      uintptr
 	modules   map[string]uintptr
 	functions map[string]uintptr
@@ -125,41 +127,6 @@ func open(v *vendor, o Options) (*Device, string, error) {
 		d.l.blasReason = "disabled by Options.NoBLAS"
 	}
 	return d, "", nil
-}
-
-// do runs f under the device's mutex on the calling goroutine's OS
-// thread, locked to it for the call and bound to the device: the primary
-// context made current on NVIDIA, the device set on AMD (each a
-// thread-local store in the runtime). f must not call do.
-func (d *Device) do(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.bound {
-		if d.ctx != 0 {
-			if err := d.check(fCtxSetCurrent, d.s.call(fCtxSetCurrent, d.ctx)); err != nil {
-				return err
-			}
-		} else if err := d.check(fSetDevice, d.s.setDevice(d.opts.Device)); err != nil {
-			return err
-		}
-	}
-	return f()
-}
-
-// call runs f through do for a public method: it fails with
-// ErrClosed after Close and with ErrDeviceLost once the device is lost.
-func (d *Device) call(f func() error) error {
-	d.gate.RLock()
-	defer d.gate.RUnlock()
-	if d.closed {
-		return ErrClosed
-	}
-	if d.lost.Load() {
-		return fmt.Errorf("%w: an earlier call failed with a sticky error", backends.ErrDeviceLost)
-	}
-	return d.do(f)
 }
 
 // check maps a vendor status: 0 is nil; allocation failures wrap

@@ -164,6 +164,9 @@ func (d *Device) launchGathered() error {
 	if g == nil || len(g.ops) == 0 {
 		return nil
 	}
+	if err := d.bind(); err != nil {
+		return err
+	}
 	d.gather = &gathering{launched: make(chan struct{})}
 	defer close(g.launched)
 	n := g.k.len()

@@ -4,9 +4,11 @@ package rocm
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -364,7 +366,11 @@ func TestFakeGatheredSegments(t *testing.T) {
 // BenchmarkFakeGatheredExecutor is the host's cost of a decode-like
 // chain of 64 small ops through the Executor onto this backend (on the
 // fake runtime, whose calls cost little: the Go side's share), queued op
-// by op and gathered: ns/op is per step, host-ns/op-issued per op issued.
+// by op and gathered, against the same chain queued on the device by
+// hand (RunAsync after the op before, Record and Flush around it when
+// gathered, and a Read), the two alternating step by step: ns/op is
+// both per step; exec-ns/op the Executor's per op, direct-ns/op the
+// device's own, and overhead-ns/op their difference.
 func BenchmarkFakeGatheredExecutor(b *testing.B) {
 	const ops = 64
 	for _, mode := range []string{"queued", "gathered"} {
@@ -384,7 +390,7 @@ func BenchmarkFakeGatheredExecutor(b *testing.B) {
 			}
 			defer e.Close()
 			sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1}}
-			var bufs [2]backends.Buffer
+			var bufs, dbufs [2]backends.Buffer
 			for i := range bufs {
 				if bufs[i], err = e.Alloc(1024); err != nil {
 					b.Fatal(err)
@@ -392,10 +398,17 @@ func BenchmarkFakeGatheredExecutor(b *testing.B) {
 				if _, err := e.Write(bufs[i], make([]byte, 1024)); err != nil {
 					b.Fatal(err)
 				}
+				if dbufs[i], err = d.Alloc(1024); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.Write(dbufs[i], make([]byte, 1024)); err != nil {
+					b.Fatal(err)
+				}
 			}
+			gathered := mode == "gathered"
 			out := make([]byte, 1024)
 			step := func() {
-				if mode == "gathered" {
+				if gathered {
 					if err := e.Record(); err != nil {
 						b.Fatal(err)
 					}
@@ -412,13 +425,84 @@ func BenchmarkFakeGatheredExecutor(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			after := []backends.Event{nil}
+			direct := func() {
+				if gathered {
+					if err := d.Record(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range ops {
+					ev, err := d.RunAsync(sc, dbufs[i%2:i%2+1], dbufs[1-i%2], after[:min(i, 1)])
+					if err != nil {
+						b.Fatal(err)
+					}
+					after[0] = ev
+				}
+				if err := d.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.Read(out, dbufs[ops%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
 			step()
+			direct()
+			var execNs, directNs time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
+				t0 := time.Now()
 				step()
+				t1 := time.Now()
+				direct()
+				execNs += t1.Sub(t0)
+				directNs += time.Since(t1)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ops), "host-ns/op-issued")
+			per := func(d time.Duration) float64 { return float64(d) / float64(b.N*ops) }
+			b.ReportMetric(per(execNs), "exec-ns/op")
+			b.ReportMetric(per(directNs), "direct-ns/op")
+			b.ReportMetric(per(execNs-directNs), "overhead-ns/op")
 		})
+	}
+}
+
+// TestFakeGatheredUnbound: an op that joins a gathering makes no vendor
+// call, not even the binding of its thread to the device (here failing):
+// only the launch does, which fails as the binding does.
+func TestFakeGatheredUnbound(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
+	x, _ := d.Alloc(16)
+	y, _ := d.Alloc(16)
+	if _, err := d.Write(x, f32Bytes(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Run(sc, []backends.Buffer{x}, y); err != nil { // loads the kernel
+		t.Fatal(err)
+	}
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKEHIP_SET_DEVICE_ERROR", "1")
+	bufs := [2]backends.Buffer{x, y}
+	for i := range backends.SegmentLimit(0, 0, 0) - 1 { // below the first segment's launch
+		if _, err := d.RunAsync(sc, bufs[i%2:i%2+1], bufs[1-i%2], nil); err != nil {
+			t.Fatalf("gathered op %d: %v", i, err)
+		}
+	}
+	if err := d.Flush(); err == nil {
+		t.Fatal("Flush launched with the binding failing")
+	}
+	os.Unsetenv("FAKEHIP_SET_DEVICE_ERROR")
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 4)
+	if _, err := d.Read(kernels.AsBytes(got), y); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{8, 16, 24, 32}; !slices.Equal(got, want) { // y = 2x, x = 2y, y = 2x
+		t.Errorf("after 3 gathered doublings of [1 2 3 4]: %v, want %v", got, want)
 	}
 }
 

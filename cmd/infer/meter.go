@@ -119,9 +119,20 @@ func unwrap(after []backends.Event) []backends.Event {
 	return out
 }
 
+// wrap wraps e to count its duration. A gathered op's event, Deferred
+// and not launched, is handed back as it is: its Timing has no duration
+// (backends.Recorder), and each op of a gathered step would otherwise
+// cost an allocation here and the clone of its dependencies in unwrap.
 func (m meteredQueue) wrap(e backends.Event, err error) (backends.Event, error) {
 	if err != nil || e == nil {
 		return e, err
+	}
+	if d, ok := e.(backends.Deferred); ok {
+		select {
+		case <-d.Launched():
+		default:
+			return e, nil
+		}
 	}
 	return &meteredEvent{Event: e, ns: m.ns}, nil
 }

@@ -91,7 +91,8 @@ func (r *recordingStub) RunAsync(s kernels.Spec, in []backends.Buffer, out backe
 
 // TestMeterKeepsRecorder: a metered backend that gathers stays a
 // Recorder, and its events stay Deferred, unlaunched until the backend
-// launches them: infer's meter must not hide a GPU's gathering.
+// launches them: infer's meter must not hide a GPU's gathering. A
+// gathered op's event, with no duration to count, is the backend's own.
 func TestMeterKeepsRecorder(t *testing.T) {
 	d, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(sim.NewTimeline(sim.Async)).WithSkipCompute(true))
 	if err != nil {
@@ -116,6 +117,12 @@ func TestMeterKeepsRecorder(t *testing.T) {
 	def, ok := ev.(backends.Deferred)
 	if !ok {
 		t.Fatal("a metered gathered event is not Deferred")
+	}
+	if _, wrapped := ev.(*meteredEvent); wrapped {
+		t.Error("a gathered event, which has no duration to count, was wrapped")
+	}
+	if ev2, err := rec.RunAsync(spec, []backends.Buffer{buf, buf}, buf, []backends.Event{ev}); err != nil || ev2 == nil {
+		t.Fatalf("an op after a gathered one: %v", err)
 	}
 	select {
 	case <-def.Launched():

@@ -16,6 +16,7 @@
 //   FAKEHIP_LAUNCH_ERROR=code hipModuleLaunchKernel returns code (719: device lost)
 //   FAKEHIP_KERNEL_US=n       each launch takes at least n µs
 //   FAKEHIP_COMPILE_FAIL=1    hiprtcCompileProgram fails with a log
+//   FAKEHIP_SET_DEVICE_ERROR=code hipSetDevice returns code
 //   FAKEHIP_ASYNC_ERROR=code  a kernel launched now fails when it runs: it
 //                             writes nothing, and every event recorded
 //                             after it on its stream completes with code
@@ -45,7 +46,11 @@ int hipGetDeviceCount(int* n) {
 	*n = 1;
 	return 0;
 }
-int hipSetDevice(int d) { return d == 0 ? 0 : 101; }
+int hipSetDevice(int d) {
+	long err = envl("FAKEHIP_SET_DEVICE_ERROR");
+	if (err) return (int)err;
+	return d == 0 ? 0 : 101;
+}
 
 int hipMalloc(void** p, size_t n) {
 	long limit = envl("FAKEHIP_MEM_LIMIT");
