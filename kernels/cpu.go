@@ -149,6 +149,9 @@ func (c *CPU) Run(s Spec, in [][]byte, out []byte) error {
 	case Softmax, RMSNorm, LayerNorm:
 		t.n = lastDim(x0)
 		c.par(rows(x0), 8*t.n, t)
+	case Argmax:
+		t.n = lastDim(x0)
+		c.par(len(t.y), t.n, t)
 	case RoPE:
 		c.rope(t, x0)
 	case Transpose:
@@ -194,6 +197,8 @@ func (t *opTask) run(lo, hi int) {
 		t.rmsNorm(lo, hi)
 	case LayerNorm:
 		t.layerNorm(lo, hi)
+	case Argmax:
+		t.argmax(lo, hi)
 	case RoPE:
 		t.rope(lo, hi)
 	case Transpose:

@@ -79,6 +79,22 @@ func (t *opTask) softmax(lo, hi int) {
 	}
 }
 
+// argmax writes the index of rows [lo, hi)'s largest value (the lowest
+// of equal ones; NaN skipped, a row of NaN gives 0), as refArgmax.
+func (t *opTask) argmax(lo, hi int) {
+	n := t.n
+	for r := lo; r < hi; r++ {
+		x := t.x[r*n : (r+1)*n]
+		best, bv := 0, float32(math.NaN())
+		for j, v := range x {
+			if v > bv || (bv != bv && v == v) {
+				best, bv = j, v
+			}
+		}
+		t.y[r] = float32(best)
+	}
+}
+
 func (t *opTask) rmsNorm(lo, hi int) {
 	n := t.n
 	eps := float32(t.p.eps())

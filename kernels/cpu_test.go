@@ -67,6 +67,9 @@ func fastCases() []Spec {
 		sp(Attention, F32, Params{Causal: true, Keys: 5}, Shape{2, 4, 1, 8}, Shape{2, 2, 9, 8}, Shape{2, 2, 9, 8}),
 		sp(Attention, F32, Params{Causal: true, Keys: 7}, Shape{1, 4, 3, 16}, Shape{1, 2, 12, 16}, Shape{1, 2, 12, 16}),
 		sp(KVAppend, F32, none, Shape{1, 1, 1, 1}, Shape{1, 1, 1, 1}),
+		sp(Argmax, F32, none, Shape{1, 1}),
+		sp(Argmax, F32, none, Shape{16, 8000}),
+		sp(Argmax, F32, none, Shape{2, 3, 4099}),
 		sp(KVAppend, F32, Params{Pos: 6}, Shape{2, 3, 9, 8}, Shape{2, 1, 3, 8}),
 		sp(KVAppend, F32, Params{Pos: 2}, Shape{3, 2, 16, 64}, Shape{3, 5, 2, 64}),
 	}
@@ -83,7 +86,7 @@ func tolerances(s Spec) (atol, rtol float64) {
 		return 1e-6 * k, 1e-5
 	case Attention:
 		return 1e-5 * float64(s.In[0][3]), 1e-4
-	case Copy, Dequantize, Transpose, Add, Mul, Scale, KVAppend:
+	case Copy, Dequantize, Transpose, Add, Mul, Scale, KVAppend, Argmax:
 		return 0, 0
 	}
 	return 1e-6, 1e-5
@@ -155,6 +158,41 @@ func TestKVAppendInPlace(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestArgmaxIsTheGreedyLoop: on rows of small integers, negative ones
+// and many ties among them, the reference and the fast kernel pick the
+// token a host loop keeping the first strictly larger logit picks (the
+// decoder's greedy token before Argmax ran on its backend).
+func TestArgmaxIsTheGreedyLoop(t *testing.T) {
+	const rows, n = 37, 301
+	s := Spec{Op: Argmax, In: []Shape{{rows, n}}}
+	r := newRand(5)
+	x := make([]float32, rows*n)
+	for i := range x {
+		x[i] = float32(r.IntN(9) - 6) // ties on every row; some rows all negative
+	}
+	want := make([]float32, rows)
+	for i := range want {
+		row := x[i*n : (i+1)*n]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		want[i] = float32(best)
+	}
+	for _, run := range []struct {
+		name string
+		fn   func(Spec, [][]byte, []byte) error
+	}{{"Reference", Reference}, {"CPU", NewCPU(NewPool(3), testGemm).Run}} {
+		got := make([]float32, rows)
+		if err := run.fn(s, [][]byte{AsBytes(x)}, AsBytes(got)); err != nil {
+			t.Fatal(err)
+		}
+		assertClose(t, run.name, got, want, 0, 0)
 	}
 }
 

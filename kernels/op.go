@@ -34,6 +34,7 @@ const (
 	Copy
 	Transpose
 	KVAppend
+	Argmax
 	numOps
 )
 
@@ -56,6 +57,7 @@ var opNames = [...]string{
 	Copy:            "Copy",
 	Transpose:       "Transpose",
 	KVAppend:        "KVAppend",
+	Argmax:          "Argmax",
 }
 
 var _ fmt.Stringer = MatMul
@@ -123,7 +125,7 @@ func (o Op) Class() Class {
 	switch o {
 	case MatMul, QuantizedMatMul, Attention, Opaque:
 		return Matrix
-	case Softmax, RMSNorm, LayerNorm:
+	case Softmax, RMSNorm, LayerNorm, Argmax:
 		return Reduction
 	}
 	return ElementWise

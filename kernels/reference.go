@@ -43,8 +43,27 @@ func Reference(s Spec, in [][]byte, out []byte) error {
 		refRoPE(s, x, y)
 	case Transpose:
 		refTranspose(s.In[0], x, y)
+	case Argmax:
+		refArgmax(lastDim(s.In[0]), x, y)
 	}
 	return nil
+}
+
+// refArgmax writes the index of each row's largest value, as a float32:
+// the lowest index among equal values (-0 equals +0), NaN never the
+// largest, 0 for a row of NaN. This is greedy decoding's token, as a
+// host loop keeping the first strictly larger value picks it.
+func refArgmax(n int, x, y []float32) {
+	for r := range y {
+		row := x[r*n : (r+1)*n]
+		best := -1
+		for j, v := range row {
+			if !math.IsNaN(float64(v)) && (best < 0 || v > row[best]) {
+				best = j
+			}
+		}
+		y[r] = float32(max(best, 0))
+	}
 }
 
 // refElementwise runs the ops that map each output element from the

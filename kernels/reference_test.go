@@ -15,6 +15,8 @@ func f32s(v ...float32) []byte { return AsBytes(append([]float32(nil), v...)) }
 func TestReferenceHandValues(t *testing.T) {
 	ln2, ln3 := float32(math.Ln2), float32(math.Log(3))
 	c1, s1 := float32(math.Cos(1)), float32(math.Sin(1))
+	nan, negZero := float32(math.NaN()), float32(math.Copysign(0, -1))
+	inf := func(sign int) float32 { return float32(math.Inf(sign)) }
 	// A Q4_0 row of integers -8..7 twice: max = -8 gives d = 1, exact.
 	wrow := make([]float32, 64)
 	for j := range wrow {
@@ -81,6 +83,11 @@ func TestReferenceHandValues(t *testing.T) {
 		{"kvappend", Spec{Op: KVAppend, Params: Params{Pos: 1}, In: []Shape{{1, 2, 3, 1}, {1, 1, 2, 1}}},
 			// Rows [S=1, H=2] land at position 1 of each head.
 			[][]byte{f32s(1, 2, 3, 4, 5, 6), f32s(8, 9)}, []float32{1, 8, 3, 4, 9, 6}},
+		{"argmax", Spec{Op: Argmax, In: []Shape{{5, 4}}},
+			// Ties give the lowest index, -0 ties +0, NaN never wins, a row of NaN gives 0.
+			[][]byte{f32s(1, 3, 3, 2, -5, -2, -7, -2, nan, -1, nan, 4, nan, nan, nan, nan, inf(-1), negZero, 0, inf(-1))},
+			[]float32{1, 1, 3, 0, 1}},
+		{"argmax rank 3", Spec{Op: Argmax, In: []Shape{{2, 1, 3}}}, [][]byte{f32s(0, 0, 1, 9, 8, 9)}, []float32{2, 0}},
 	} {
 		for _, run := range []struct {
 			name string

@@ -136,7 +136,7 @@ func (s Spec) InDType(i int) DType {
 }
 
 // OutDType returns the dtype of the output: Copy keeps its dtype, every
-// other op writes f32.
+// other op writes f32 (Argmax its indices as f32 integers).
 func (s Spec) OutDType() DType {
 	if s.Op == Copy {
 		return s.DType
@@ -293,6 +293,8 @@ func (s Spec) outShape(buf *[MaxRank]int) Shape {
 	case Transpose:
 		r := len(out)
 		out[r-1], out[r-2] = out[r-2], out[r-1]
+	case Argmax:
+		out = out[:len(out)-1]
 	}
 	return out
 }
@@ -368,6 +370,8 @@ func (s Spec) Work() Work {
 		w.FLOPs = 5 * n
 	case Dequantize:
 		w.FLOPs = n
+	case Argmax:
+		w.FLOPs = s.In[0].Elements() // one comparison per input value
 	case Add, Mul, Scale:
 		w.FLOPs = n
 	}

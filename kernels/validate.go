@@ -35,6 +35,8 @@ func (s Spec) validateShapes() error {
 		err = s.rank(0, 2, MaxRank)
 	case KVAppend:
 		err = s.checkKVAppend()
+	case Argmax:
+		err = s.checkArgmax()
 	}
 	if err != nil {
 		return err
@@ -136,6 +138,22 @@ func (s Spec) checkKVAppend() error {
 		return specErr(s.Op, 1, "rows %v do not match the cache %v ([B, S, H, D] for [B, H, C, D])", r, c)
 	case s.Params.Pos < 0 || s.Params.Pos+r[1] > c[2]:
 		return specErr(s.Op, 1, "%d rows at position %d outside the cache's %d positions", r[1], s.Params.Pos, c[2])
+	}
+	return nil
+}
+
+// MaxArgmaxRow is the longest row Argmax takes: its indices are written
+// as float32, whose integers are exact up to 2^24.
+const MaxArgmaxRow = 1 << 24
+
+// checkArgmax: rank 2 or more (the output keeps the leading dimensions),
+// rows no longer than MaxArgmaxRow.
+func (s Spec) checkArgmax() error {
+	if err := s.rank(0, 2, MaxRank); err != nil {
+		return err
+	}
+	if n := s.last(0); n > MaxArgmaxRow {
+		return specErr(s.Op, 0, "last dimension %d above 2^24: its indices would not be exact as float32", n)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ func testSpecs() []kernels.Spec {
 		{Op: kernels.Transpose, DType: f32, In: sh(kernels.Shape{5, 7})},
 		{Op: kernels.Transpose, DType: f32, In: sh(kernels.Shape{2, 3, 5, 7})},
 		{Op: kernels.KVAppend, DType: f32, In: sh(kernels.Shape{2, 2, 9, 16}, kernels.Shape{2, 3, 2, 16}), Params: kernels.Params{Pos: 4}},
+		{Op: kernels.Argmax, DType: f32, In: sh(kernels.Shape{3, 1000})},
 		{Op: kernels.Attention, DType: f32, In: sh(kernels.Shape{1, 4, 1, 16}, kernels.Shape{1, 2, 9, 16}, kernels.Shape{1, 2, 9, 16}), Params: kernels.Params{Causal: true, Keys: 6}},
 	}
 }

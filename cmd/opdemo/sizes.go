@@ -54,7 +54,7 @@ func specFor(op kernels.Op, size string) kernels.Spec {
 		s.In = []kernels.Shape{x}
 	case kernels.KVAppend:
 		s.In = []kernels.Shape{{1, kvHeads, ctx, headDim}, {1, seq, kvHeads, headDim}}
-	default: // Softmax, SiLU, GELU, Transpose
+	default: // Softmax, SiLU, GELU, Transpose, Argmax
 		s.In = []kernels.Shape{x}
 	}
 	return s
