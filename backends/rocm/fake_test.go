@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,7 @@ func TestFakeOps(t *testing.T) {
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 5, 7}, {7, 3}}},
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 4, 6}, {2, 6, 5}}},
 			{Op: kernels.KVAppend, In: []kernels.Shape{{2, 3, 7, 4}, {2, 2, 3, 4}}, Params: kernels.Params{Pos: 5}},
+			{Op: kernels.Argmax, In: []kernels.Shape{{3, 2, 300}}},
 		}
 		for _, s := range specs {
 			got, want, tm := runSpec(t, d, s)
@@ -190,6 +192,61 @@ func checkKVAppendInPlace(t *testing.T, d backends.Backend) {
 	want := []float32{0, 1, 2, 3, -1, -2, 6, 7, 8, 9, 10, 11, -3, -4, 14, 15}
 	if !slices.Equal(got, want) {
 		t.Errorf("cache after KVAppend in place %v, want %v", got, want)
+	}
+}
+
+// TestFakeArgmax: Argmax through the Go side's plan, argument packing
+// and launch gives the reference's indices, on rows with ties, negative
+// values only, NaN and -0 (the decoder's greedy token, read back as B
+// indices instead of B rows of logits).
+func TestFakeArgmax(t *testing.T) { checkArgmax(t, openFake(t, fakeOptions(t, "blas"))) }
+
+// checkArgmax runs an Argmax over rows of ties, negatives and NaN on d
+// and compares its indices with kernels.Reference's and hand values.
+func checkArgmax(t *testing.T, d backends.Backend) {
+	t.Helper()
+	const n = 700 // more than one block of threads per row
+	nan := float32(math.NaN())
+	x := make([]float32, 5*n)
+	for i := range n {
+		x[i] = float32(i%7 - 3)     // row 0: ties at 3 from index 6 on
+		x[n+i] = -float32(i%5 + 1)  // row 1: all negative, -1 first at 0
+		x[2*n+i] = nan              // row 2: all NaN
+		x[3*n+i] = float32(-i) - 10 // row 3: NaN first, then the largest at 1
+		x[4*n+i] = float32(math.Copysign(0, -1))
+	}
+	x[3*n] = nan
+	x[4*n+n-1] = 0.5 // row 4: the largest last, after -0s
+	s := kernels.Spec{Op: kernels.Argmax, In: []kernels.Shape{{5, n}}}
+	want := make([]float32, 5)
+	if err := kernels.Reference(s, [][]byte{kernels.AsBytes(x)}, kernels.AsBytes(want)); err != nil {
+		t.Fatal(err)
+	}
+	if hand := []float32{6, 0, 0, 1, n - 1}; !slices.Equal(want, hand) {
+		t.Fatalf("reference %v, want %v", want, hand)
+	}
+	xb, err := d.Alloc(s.InBytes(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xb.Free()
+	ob, err := d.Alloc(s.OutBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Free()
+	if _, err := d.Write(xb, kernels.AsBytes(x)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Run(s, []backends.Buffer{xb}, ob); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 5)
+	if _, err := d.Read(kernels.AsBytes(got), ob); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Argmax on %s: %v, want %v", d.Info().Name, got, want)
 	}
 }
 

@@ -56,8 +56,13 @@ func gpuSpecs() []kernels.Spec {
 		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
 		{Op: kernels.Attention, In: sh(kernels.Shape{2, 4, 1, 64}, kernels.Shape{2, 2, 300, 64}, kernels.Shape{2, 2, 300, 64}), Params: kernels.Params{Causal: true, Keys: 17}},
 		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
+		{Op: kernels.Argmax, In: sh(kernels.Shape{16, 32000})},
 	}
 }
+
+// TestGPUArgmax runs argmax_f32 on the real device on rows of ties,
+// negatives and NaN: the decoder's greedy token taken there.
+func TestGPUArgmax(t *testing.T) { checkArgmax(t, openGPU(t)) }
 
 // TestGPUKVAppendInPlace runs KVAppend in place on the real device: the
 // decoder's KV cache stays there.

@@ -78,7 +78,7 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 	switch s.Op {
 	case kernels.Transpose:
 		return planTranspose(s)
-	case kernels.Softmax, kernels.RMSNorm, kernels.LayerNorm:
+	case kernels.Softmax, kernels.RMSNorm, kernels.LayerNorm, kernels.Argmax:
 		return planRows(s)
 	case kernels.RoPE:
 		return planRoPE(s)
@@ -149,7 +149,7 @@ func planTranspose(s kernels.Spec) (opPlan, error) {
 }
 
 // planRows launches one block per row of the row-wise ops (Softmax,
-// RMSNorm, LayerNorm; eps 1e-5 unless given).
+// RMSNorm, LayerNorm, Argmax; eps 1e-5 unless given).
 func planRows(s kernels.Spec) (opPlan, error) {
 	sh := s.In[0]
 	cols := int64(sh[len(sh)-1])
@@ -168,6 +168,8 @@ func planRows(s kernels.Spec) (opPlan, error) {
 		l = launch{"softmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
 	case kernels.RMSNorm:
 		l = launch{"rmsnorm_f32", g, b, []arg{out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps)}}
+	case kernels.Argmax:
+		l = launch{"argmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
 	default:
 		l = launch{"layernorm_f32", g, b, []arg{out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps)}}
 	}

@@ -76,6 +76,7 @@ func gpuSpecsPure() []kernels.Spec {
 		{Op: kernels.Copy, DType: kernels.Q4_0, In: sh(kernels.Shape{3, 64})},
 		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
 		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
+		{Op: kernels.Argmax, In: sh(kernels.Shape{3, 2, 1000})},
 	}
 }
 

@@ -69,3 +69,48 @@ extern "C" __global__ void rope_f32(float* out, const float* in, int T, int H, i
         out[o + j + half] = x2 * c + x1 * s;
     }
 }
+
+// argmax_before reports whether value v at index i comes before bv at bi
+// in argmax's order: larger values first, equal ones by lower index, NaN
+// after every number (by index among NaN). A total order, so the
+// reduction's result does not depend on how it pairs values. The NaN
+// test reads the bits: it holds under any floating-point mode.
+static __device__ __forceinline__ bool argmax_before(float v, int i, float bv, int bi) {
+    bool vnan = (__float_as_int(v) & 0x7fffffff) > 0x7f800000;
+    bool bnan = (__float_as_int(bv) & 0x7fffffff) > 0x7f800000;
+    if (vnan || bnan) return vnan ? (bnan && i < bi) : true;
+    return v > bv || (v == bv && i < bi);
+}
+
+// argmax_f32 writes, for each row of cols values, the index of its
+// largest value as a float (the lowest index among equal ones; a row of
+// NaN gives 0): each thread scans a strided share of the row, then the
+// block reduces (value, index) pairs in shared memory.
+extern "C" __global__ void argmax_f32(float* out, const float* in, int rows, int cols) {
+    __shared__ float rv[BLOCK];
+    __shared__ int ri[BLOCK];
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* x = in + (long long)row * cols;
+        float bv = __int_as_float(0x7fc00000);
+        int bi = cols;
+        for (int i = threadIdx.x; i < cols; i += BLOCK) {
+            if (argmax_before(x[i], i, bv, bi)) {
+                bv = x[i];
+                bi = i;
+            }
+        }
+        rv[threadIdx.x] = bv;
+        ri[threadIdx.x] = bi;
+        __syncthreads();
+        for (int s = BLOCK / 2; s > 0; s >>= 1) {
+            int t = threadIdx.x;
+            if (t < s && argmax_before(rv[t + s], ri[t + s], rv[t], ri[t])) {
+                rv[t] = rv[t + s];
+                ri[t] = ri[t + s];
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) out[row] = (float)ri[0];
+        __syncthreads();
+    }
+}

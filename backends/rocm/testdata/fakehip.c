@@ -340,6 +340,19 @@ static void k_kv_append(void** a) {
 		o[((b * H + h) * C + pos + s) * D + i % D] = r[i];
 	}
 }
+// k_argmax is argmax_f32: each row's index of its largest value as a
+// float, the lowest among equal ones, NaN skipped (a row of NaN: 0).
+static void k_argmax(void** a) {
+	float* o = *(float**)a[0]; const float* x = *(float**)a[1];
+	int rows = *(int*)a[2], cols = *(int*)a[3];
+	for (int r = 0; r < rows; r++) {
+		const float* v = x + (long long)r * cols;
+		int best = -1;
+		for (int j = 0; j < cols; j++)
+			if (!isnan(v[j]) && (best < 0 || v[j] > v[best])) best = j;
+		o[r] = (float)(best < 0 ? 0 : best);
+	}
+}
 static __thread unsigned grid_z; // the running launch's gridDim.z: sgemm_tiled's batch
 
 static void k_sgemm(void** a) {
@@ -361,7 +374,7 @@ typedef struct { const char* name; kernel_fn fn; int nargs; } kdef_t;
 static kdef_t kernels[] = {
 	{"add_f32", k_add, 5}, {"mul_f32", k_mul, 5}, {"scale_f32", k_scale, 4},
 	{"silu_f32", k_silu, 3}, {"copy_u8", k_copy, 3}, {"sgemm_tiled", k_sgemm, 9},
-	{"kv_append_f32", k_kv_append, 10},
+	{"kv_append_f32", k_kv_append, 10}, {"argmax_f32", k_argmax, 4},
 };
 
 int hipModuleLoadData(void** m, const void* image) {
