@@ -70,6 +70,24 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 		}
 		last = mb.last
 	}
+	next, err := bt.head(last)
+	if err != nil {
+		return nil, err
+	}
+	n += 3
+	bt.pos += S
+	if ops != nil {
+		*ops += n
+	}
+	return next, nil
+}
+
+// head runs the final norm, the logits and their Argmax on last ([B,
+// Dim]) where the Executor places them, and reads back only the B token
+// indices (4·B bytes, not B·Vocab logits: the next step waits for them);
+// the logits themselves only when KeepLogits is set.
+func (bt *Batch) head(last backends.Buffer) ([]int, error) {
+	m, c, B := bt.m, bt.m.cfg, bt.b
 	act := kernels.Shape{B, c.Dim}
 	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, {c.Dim}}}
 	if err := bt.run(rms, bt.hn, last, m.norm); err != nil {
@@ -79,24 +97,28 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 	if err := bt.run(logits, bt.logits, bt.hn, m.out); err != nil {
 		return nil, err
 	}
-	n += 2
-	if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
+	argmax := kernels.Spec{Op: kernels.Argmax, In: []kernels.Shape{{B, c.Vocab}}}
+	if err := bt.run(argmax, bt.tokens, bt.logits); err != nil {
 		return nil, err
 	}
-	next := make([]int, B)
-	for i := range next {
-		row := bt.Logits[i*c.Vocab : (i+1)*c.Vocab]
-		best := 0
-		for j, v := range row {
-			if v > row[best] {
-				best = j
-			}
-		}
-		next[i] = best
+	idx := make([]float32, B)
+	if _, err := m.be.Read(kernels.AsBytes(idx), bt.tokens); err != nil {
+		return nil, err
 	}
-	bt.pos += S
-	if ops != nil {
-		*ops += n
+	if bt.KeepLogits {
+		if len(bt.Logits) != B*c.Vocab {
+			bt.Logits = make([]float32, B*c.Vocab)
+		}
+		if _, err := m.be.Read(kernels.AsBytes(bt.Logits), bt.logits); err != nil {
+			return nil, err
+		}
+	}
+	next := make([]int, B)
+	for i, v := range idx {
+		if !(v >= 0 && v < float32(c.Vocab)) || v != float32(int(v)) {
+			return nil, fmt.Errorf("infer: step %d: sequence %d's greedy token %v is no index of the vocabulary of %d", bt.pos, i, v, c.Vocab)
+		}
+		next[i] = int(v)
 	}
 	return next, nil
 }

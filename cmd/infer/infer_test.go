@@ -28,6 +28,27 @@ func openT(t testing.TB, name string) backends.Backend {
 	return b
 }
 
+// checkGreedy fails unless next holds, for each sequence, the token a
+// host loop keeping the first strictly larger logit picks from bt's
+// logits (read back with KeepLogits): the backend's Argmax gives the
+// tokens greedy decoding on the host gave.
+func checkGreedy(t *testing.T, bt *Batch, next []int) {
+	t.Helper()
+	v := bt.m.cfg.Vocab
+	for i, tok := range next {
+		row := bt.Logits[i*v : (i+1)*v]
+		best := 0
+		for j, x := range row {
+			if x > row[best] {
+				best = j
+			}
+		}
+		if tok != best {
+			t.Fatalf("step at %d: sequence %d's token %d, the host's argmax of its logits %d", bt.Pos(), i, tok, best)
+		}
+	}
+}
+
 // decode runs steps of greedy decoding of a batch of 2 on be and returns
 // each step's logits.
 func decode(t *testing.T, be backends.Backend, steps int) [][]float32 {
@@ -48,6 +69,7 @@ func decodeSteps(t *testing.T, be backends.Backend, steps int, gather *executor.
 		t.Fatal(err)
 	}
 	defer bt.Free()
+	bt.KeepLogits = true
 	cur := []int{5, 17}
 	var out [][]float32
 	for range steps {
@@ -63,6 +85,7 @@ func decodeSteps(t *testing.T, be backends.Backend, steps int, gather *executor.
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkGreedy(t, bt, next)
 		out = append(out, append([]float32(nil), bt.Logits...))
 		cur = next
 	}
@@ -126,7 +149,7 @@ func TestRunJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
 	}
-	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(17+2) {
+	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(17+3) {
 		t.Errorf("summary %+v", s)
 	}
 	var total float64

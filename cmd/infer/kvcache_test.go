@@ -46,6 +46,7 @@ func TestKVCacheMatchesHostCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bt.Free()
+	bt.KeepLogits = true
 	next, err := bt.Forward([][]int{{5, 9, 33}, {17, 2, 60}}, nil)
 	for s := range want.Tokens {
 		if s > 0 {
@@ -66,19 +67,21 @@ func TestKVCacheMatchesHostCache(t *testing.T) {
 }
 
 // readCounter counts the reads into host memory that a model makes of
-// its backend.
+// its backend, and their bytes.
 type readCounter struct {
 	backends.Backend
-	reads int
+	reads, bytes int
 }
 
 func (r *readCounter) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
 	r.reads++
+	r.bytes += len(dst)
 	return r.Backend.Read(dst, src)
 }
 
 // TestDecodeStepReadsOnce: a decode step with every op on a simulated
-// GPU (async model) reads back only its logits, once per step, and the
+// GPU (async model) reads back only its greedy tokens (Argmax runs on the
+// GPU: 4 bytes a sequence, not its logits), once per step, and the
 // host waits for the device once per step, whatever the number of
 // layers: no layer's keys, values or activations come back to the host
 // (the KV cache stays where attention runs). Synchronous Executor alike
@@ -114,12 +117,12 @@ func TestDecodeStepReadsOnce(t *testing.T) {
 			}
 			cur := []int{5, 17}
 			for step := range 4 {
-				reads, before := rc.reads, tl.Stats()
+				reads, bytes, before := rc.reads, rc.bytes, tl.Stats()
 				if cur, err = bt.Step(cur, nil); err != nil {
 					t.Fatal(err)
 				}
-				if got := rc.reads - reads; got != 1 {
-					t.Errorf("%d layers, sync %v, step %d: %d reads into host memory, want 1 (the logits)", layers, syncExec, step, got)
+				if got, b := rc.reads-reads, rc.bytes-bytes; got != 1 || b != 4*2 {
+					t.Errorf("%d layers, sync %v, step %d: %d reads into host memory of %d bytes, want 1 of 8 (2 tokens)", layers, syncExec, step, got, b)
 				}
 				if syncs := tl.Stats().Syncs - before.Syncs; !syncExec && step > 0 && syncs != 1 {
 					t.Errorf("%d layers, step %d: the host waited for the device %d times, want once", layers, step, syncs)

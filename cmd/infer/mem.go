@@ -11,14 +11,14 @@ import (
 // Bytes returns the bytes that a model of c serving batch sequences
 // allocates, at least: Q8_0 weights (34 bytes per 32 values) and f32
 // norms, and per batch each layer's activations and its KV cache (f32,
-// batch × kv-dim × ctx, keys and values) and the logits (on the backend
-// and on the host). Float, so that no size overflows.
+// batch × kv-dim × ctx, keys and values), the logits on the backend and
+// their greedy tokens. Float, so that no size overflows.
 func (c ModelConfig) Bytes(batch int) (total, kvCache float64) {
 	d, kv, ff, b := float64(c.Dim), float64(c.kvDim()), float64(c.FFN), float64(batch)
 	layers, ctx, vocab := float64(c.Layers), float64(c.Ctx), float64(c.Vocab)
 	weights := float64(c.Params()) * 34 / 32
 	kvCache = 4 * 2 * layers * b * kv * ctx
-	acts := 4 * b * (layers*(9*d+3*kv+3*ff) + 2*d + 2*vocab + kv)
+	acts := 4 * b * (layers*(9*d+3*kv+3*ff) + 2*d + vocab + 1 + kv)
 	return weights + kvCache + acts, kvCache
 }
 

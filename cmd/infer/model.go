@@ -208,6 +208,7 @@ type Batch struct {
 	x0     backends.Buffer
 	hn     backends.Buffer
 	logits backends.Buffer
+	tokens backends.Buffer // the greedy tokens' indices, [B] (Argmax of logits)
 	layers []scratch
 	// kc and vc are each layer's KV cache, [B, KVHeads, Ctx, headDim],
 	// appended in place by KVAppend wherever the Executor runs it and
@@ -217,8 +218,12 @@ type Batch struct {
 	// wherever its first op runs, without a copy.
 	kc, vc []backends.Buffer
 	rowBuf []float32
-	Logits []float32 // the last step's logits, [B][Vocab]
-	route  *router   // a mixture of experts' router
+	// KeepLogits makes each step also read its logits back into Logits
+	// (B·Vocab floats over the link, on the step's critical path); a
+	// step otherwise reads back only the B greedy tokens. Off by default.
+	KeepLogits bool
+	Logits     []float32 // the last step's logits, [B][Vocab], with KeepLogits
+	route      *router   // a mixture of experts' router
 }
 
 // NewBatch prepares a batch of b sequences.
@@ -237,7 +242,7 @@ func (m *Model) NewBatch(b int) (*Batch, error) {
 		buf, err = m.be.Alloc(int64(4 * n))
 		return buf
 	}
-	bt.x0, bt.hn, bt.logits = f32(b*c.Dim), f32(b*c.Dim), f32(b*c.Vocab)
+	bt.x0, bt.hn, bt.logits, bt.tokens = f32(b*c.Dim), f32(b*c.Dim), f32(b*c.Vocab), f32(b)
 	d, kv, ff := b*c.Dim, b*c.kvDim(), b*c.FFN
 	for range c.Layers {
 		bt.layers = append(bt.layers, scratch{
@@ -251,14 +256,13 @@ func (m *Model) NewBatch(b int) (*Batch, error) {
 		bt.Free()
 		return nil, err
 	}
-	bt.Logits = make([]float32, b*c.Vocab)
 	bt.rowBuf = make([]float32, kv)
 	return bt, nil
 }
 
 // Free releases the batch's buffers.
 func (bt *Batch) Free() {
-	for _, b := range append([]backends.Buffer{bt.x0, bt.hn, bt.logits}, append(bt.kc, bt.vc...)...) {
+	for _, b := range append([]backends.Buffer{bt.x0, bt.hn, bt.logits, bt.tokens}, append(bt.kc, bt.vc...)...) {
 		if b != nil {
 			b.Free()
 		}

@@ -34,6 +34,7 @@ func serveModel(t *testing.T, be backends.Backend, cfg ModelConfig, ubatch, step
 		t.Fatal(err)
 	}
 	defer bt.Free()
+	bt.KeepLogits = true
 	if cfg.Experts > 0 {
 		r, err := sim.ZipfRouting(cfg.Layers, cfg.Experts, 1.2, 7)
 		if err != nil {
@@ -49,6 +50,7 @@ func serveModel(t *testing.T, be backends.Backend, cfg ModelConfig, ubatch, step
 		if cur, err = bt.Forward([][]int{prompt[0][p : p+n], prompt[1][p : p+n]}, nil); err != nil {
 			t.Fatal(err)
 		}
+		checkGreedy(t, bt, cur)
 		check()
 	}
 	out = append(out, append([]float32(nil), bt.Logits...))
@@ -56,6 +58,7 @@ func serveModel(t *testing.T, be backends.Backend, cfg ModelConfig, ubatch, step
 		if cur, err = bt.Step(cur, nil); err != nil {
 			t.Fatal(err)
 		}
+		checkGreedy(t, bt, cur)
 		check()
 		out = append(out, append([]float32(nil), bt.Logits...))
 	}
