@@ -45,6 +45,22 @@ func TestBaseUsByHand(t *testing.T) {
 	if got := MustProfile("cpu2").BaseUs(s); math.Abs(got-want) > 1e-9 {
 		t.Errorf("cpu2 Add BaseUs = %v, want %v", got, want)
 	}
+	// Argmax is a memory-bound row reduction: h100, [16, 32000] (greedy
+	// decoding of 16 sequences), 2,048,064 bytes + 2 MiB half-bandwidth
+	// at 3,350 GB/s × 0.85 against 512,000 comparisons at 67 TFLOP/s ×
+	// 0.3, plus 8 µs launch. On every GPU with a link it runs in less than
+	// the read-back of the logits it spares.
+	am := kernels.Spec{Op: kernels.Argmax, DType: kernels.F32, In: []kernels.Shape{{16, 32000}}}
+	want = 8 + (16*32000*4+16*4+2<<20)/(3350e3*0.85)
+	if got := MustProfile("h100").BaseUs(am); math.Abs(got-want) > 1e-9 {
+		t.Errorf("h100 Argmax BaseUs = %v, want %v", got, want)
+	}
+	for _, name := range GPUProfiles() {
+		p := MustProfile(name)
+		if link := p.LinkUs(16 * 32000 * 4); !p.Shared && p.DeviceUs(am) >= link {
+			t.Errorf("%s: Argmax %.1f µs on the device, the logits' read-back %.1f", name, p.DeviceUs(am), link)
+		}
+	}
 	// Small matmuls run far below peak: a 1-row h100 matmul reaches under
 	// 15% of the throughput of a 4096-row one.
 	h := MustProfile("h100")
