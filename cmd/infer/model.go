@@ -219,6 +219,7 @@ type Batch struct {
 	rowBuf []float32
 	Logits []float32 // the last step's logits, [B][Vocab]
 	route  *router   // a mixture of experts' router
+	arena  opArena   // the current layer's op lists (Batch.layer)
 }
 
 // NewBatch prepares a batch of b sequences.
