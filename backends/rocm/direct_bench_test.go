@@ -27,12 +27,25 @@ func threadCPU() int64 {
 // a core on a shared machine), the Go side and the fake's enqueue calls;
 // B/kernel and allocs/kernel the Go side's alone.
 func BenchmarkFakeGatheredDirect(b *testing.B) {
-	const ops = 64
 	d, err := Open(fakeOptions(&testing.T{}, "blas"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer d.Close()
+	benchGatheredDirect(b, d)
+}
+
+// BenchmarkGPUGatheredDirect is BenchmarkFakeGatheredDirect on the real
+// device (skipped without one): cpu-ns/kernel is then the host's own
+// cost of a gathered op, the runtime's calls included.
+func BenchmarkGPUGatheredDirect(b *testing.B) {
+	benchGatheredDirect(b, openGPU(b))
+}
+
+// benchGatheredDirect is BenchmarkFakeGatheredDirect on d.
+func benchGatheredDirect(b *testing.B, d *Device) {
+	const ops = 64
+	var err error
 	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1}}
 	var bufs [2]backends.Buffer
 	for i := range bufs {
