@@ -43,7 +43,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 		return fail(fmt.Errorf("output: %w", err))
 	}
 	bufs = append(bufs, ob)
-	var ownDeps [1]*event
+	var ownDeps [4]*event // as many as an Executor's op usually waits for
 	deps, err := d.awaitForeign(after, ownDeps[:0])
 	if err != nil {
 		return d.failedEvent(s.Op.String(), err)
