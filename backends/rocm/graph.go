@@ -136,6 +136,9 @@ func (d *Device) gatherOp(op string, l *launch, fn uintptr, bufs []*buffer, afte
 	g.k.args = l.slots(g.k.args, bufs)
 	g.k.off = append(g.k.off, int32(len(g.k.args)))
 	e := &event{d: d, op: op, stream: d.stream, gathered: g.launched}
+	if g.ops == nil { // room for the segment: its launch keeps the list
+		g.ops = make([]*event, 0, backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering))
+	}
 	g.ops = append(g.ops, e)
 	for _, b := range bufs {
 		b.last = e
@@ -160,8 +163,8 @@ func (d *Device) launchGathered() error {
 		return err
 	}
 	// The next gathering reuses the kernel list, which nothing reads
-	// once launched (a graph keeps copies), and sizes its ops by these.
-	d.gather = &gathering{launched: make(chan struct{}), ops: make([]*event, 0, len(g.ops)), k: g.k.reset()}
+	// once launched (a graph keeps copies).
+	d.gather = &gathering{launched: make(chan struct{}), k: g.k.reset()}
 	defer close(g.launched)
 	n := g.k.len()
 	k := g.k

@@ -130,7 +130,7 @@ func fitsInt32(vs ...int64) bool {
 // planElementwise plans the ops of one thread per output element (and
 // Copy, one per byte); ok is false for every other op.
 func planElementwise(s kernels.Spec) (p opPlan, ok bool) {
-	n := s.OutShape().Elements()
+	n := s.In[0].Elements() // the output's: these ops keep their first input's shape
 	ew := func(name string, args ...arg) (opPlan, bool) {
 		return opPlan{launch: kernel(name, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args...)}, true
 	}
@@ -219,7 +219,7 @@ func planRoPE(s kernels.Spec) (opPlan, error) {
 	if base == 0 {
 		base = 10000
 	}
-	pairs := s.OutShape().Elements() / 2
+	pairs := sh.Elements() / 2 // of the output, which has the input's shape
 	if !fitsInt32(int64(s.Params.Pos) + int64(t)) {
 		return opPlan{}, unsupported("rope position %d exceeds int32", s.Params.Pos)
 	}
