@@ -35,7 +35,7 @@ const maxArgs = 12
 
 // launch is one kernel launch of an op. Its arguments are held in place,
 // not in a slice of their own: planning an op allocates nothing
-// (BenchmarkFakeGatheredDirect's allocs/op).
+// (TestPlanAllocatesNothing).
 type launch struct {
 	kernel      string
 	grid, block [3]uint32
@@ -46,11 +46,11 @@ type launch struct {
 // kernel returns the launch of name with grid, block and args; more than
 // maxArgs arguments is a programmer error and panics.
 func kernel(name string, grid, block [3]uint32, args ...arg) launch {
-	l := launch{kernel: name, grid: grid, block: block, nargs: len(args)}
-	copy(l.argv[:], args[:min(len(args), maxArgs)])
 	if len(args) > maxArgs {
 		panic(fmt.Sprintf("rocm: %s takes %d arguments, more than %d", name, len(args), maxArgs))
 	}
+	l := launch{kernel: name, grid: grid, block: block, nargs: len(args)}
+	copy(l.argv[:], args)
 	return l
 }
 

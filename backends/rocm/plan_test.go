@@ -98,3 +98,16 @@ func TestPlanUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAllocatesNothing: planning an op, which a queued or gathered
+// op pays every time, allocates nothing (its launch and arguments are
+// held in the plan).
+func TestPlanAllocatesNothing(t *testing.T) {
+	for _, s := range gpuSpecsPure() {
+		for _, blas := range []bool{false, true} {
+			if n := testing.AllocsPerRun(10, func() { _, _ = planOp(s, blas) }); n != 0 {
+				t.Errorf("planOp(%v, blas %v): %v allocations, want 0", s, blas, n)
+			}
+		}
+	}
+}
