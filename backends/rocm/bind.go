@@ -74,11 +74,8 @@ func (d *Device) bind() error {
 func (d *Device) call(f func() error) error {
 	d.gate.RLock()
 	defer d.gate.RUnlock()
-	if d.closed {
-		return ErrClosed
-	}
-	if d.lost.Load() {
-		return fmt.Errorf("%w: an earlier call failed with a sticky error", backends.ErrDeviceLost)
+	if err := d.usable(); err != nil {
+		return err
 	}
 	return d.do(f)
 }
@@ -87,11 +84,20 @@ func (d *Device) call(f func() error) error {
 func (d *Device) callUnbound(f func() error) error {
 	d.gate.RLock()
 	defer d.gate.RUnlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	return d.doUnbound(f)
+}
+
+// usable returns ErrClosed after Close and ErrDeviceLost once the device
+// is lost; the caller holds gate.
+func (d *Device) usable() error {
 	if d.closed {
 		return ErrClosed
 	}
 	if d.lost.Load() {
 		return fmt.Errorf("%w: an earlier call failed with a sticky error", backends.ErrDeviceLost)
 	}
-	return d.doUnbound(f)
+	return nil
 }

@@ -32,7 +32,9 @@ import (
 // its weight copies included, within ruleSlack of the best such step and
 // of the learner's fastest. Prompt steps are the learner's (Modes.Resume:
 // a decode step after one follows a change of mode unless it is
-// learned), and the learner learns from every op in every mode.
+// learned), and the learner learns from every op that is timed: all of
+// its own steps' and, where steps are not gathered (stepGather), the
+// other modes' too.
 type stepPlacer struct {
 	telemetry func() adaptive.Telemetry // the Scheduler's, once it exists
 	transfer  func(backend string, toDevice bool, bytes int64) float64
