@@ -62,6 +62,7 @@ type Device struct {
 	segment            int                        // launches since Record: the next segment's graph
 	gatheredSince      int                        // kernels launched since Record
 	lastGathering      int                        // kernels of the last gathering, Record to Flush
+	spareKernels       kernelList                 // the last gathering's storage, for the next Record
 	graphStats         GraphStats
 
 	pool *pool

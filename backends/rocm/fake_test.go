@@ -139,6 +139,13 @@ func TestFakeOps(t *testing.T) {
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 4, 6}, {2, 6, 5}}},
 			{Op: kernels.KVAppend, In: []kernels.Shape{{2, 3, 7, 4}, {2, 2, 3, 4}}, Params: kernels.Params{Pos: 5}},
 			{Op: kernels.Argmax, In: []kernels.Shape{{3, 2, 300}}},
+			// A decoder's other ops, so that a decode step runs on the fake.
+			{Op: kernels.SwiGLU, In: []kernels.Shape{{3, 50}, {3, 50}}},
+			{Op: kernels.RMSNorm, In: []kernels.Shape{{3, 40}, {40}}, Params: kernels.Params{Eps: 1e-3}},
+			{Op: kernels.RoPE, In: []kernels.Shape{{2, 3, 4, 8}}, Params: kernels.Params{Pos: 7}},
+			{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{{3, 64}, {5, 64}}},
+			{Op: kernels.Attention, In: []kernels.Shape{{2, 4, 3, 8}, {2, 2, 9, 8}, {2, 2, 9, 8}}, Params: kernels.Params{Causal: true, Keys: 6}},
+			{Op: kernels.Attention, In: []kernels.Shape{{1, 2, 1, 8}, {1, 2, 5, 8}, {1, 2, 5, 8}}, Params: kernels.Params{Scale: 0.3}},
 		}
 		for _, s := range specs {
 			got, want, tm := runSpec(t, d, s)

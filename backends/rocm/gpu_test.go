@@ -341,17 +341,12 @@ func BenchmarkGPUCalls(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var fns []uintptr
-	var ev uintptr
+	var fn, ev uintptr
 	if err := d.do(func() error {
-		for _, l := range p.launches {
-			f, err := d.function(l.kernel)
-			if err != nil {
-				return err
-			}
-			fns = append(fns, f)
-		}
 		var err error
+		if fn, err = d.function(p.launch.kernel); err != nil {
+			return err
+		}
 		ev, err = d.takeEvent()
 		return err
 	}); err != nil {
@@ -373,7 +368,7 @@ func BenchmarkGPUCalls(b *testing.B) {
 		{"do", func() error { return d.do(func() error { return nil }) }},
 		{"eventRecord", func() error { return d.do(func() error { return check(d.s.eventRecord(ev, d.stream)) }) }},
 		{"eventQuery", func() error { return d.do(func() error { return check(d.s.call(fEventQuery, ev)) }) }},
-		{"launch", func() error { return d.do(func() error { return d.launch(p, fns, bufs) }) }},
+		{"launch", func() error { return d.do(func() error { return d.launch(&p, fn, bufs) }) }},
 		{"planOp", func() error { _, err := planOp(s, d.blas != 0); return err }},
 		{"RunAsync", func() error {
 			_, err := d.RunAsync(s, []backends.Buffer{x}, y, nil)

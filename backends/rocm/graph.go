@@ -84,7 +84,8 @@ func (e *event) Launch() error {
 func (d *Device) Record() error {
 	return d.call(func() error {
 		if d.gather == nil {
-			d.gather = &gathering{launched: make(chan struct{})}
+			d.gather = &gathering{launched: make(chan struct{}), k: d.spareKernels}
+			d.spareKernels = kernelList{}
 		}
 		d.segment, d.gatheredSince = 0, 0
 		return nil
@@ -99,6 +100,9 @@ func (d *Device) Flush() error {
 		err := d.launchGathered()
 		if d.gatheredSince > 0 {
 			d.lastGathering = d.gatheredSince
+		}
+		if d.gather != nil {
+			d.spareKernels = d.gather.k.reset()
 		}
 		d.gather, d.segment, d.gatheredSince = nil, 0, 0
 		return err
@@ -119,31 +123,22 @@ func (d *Device) Graphs() GraphStats {
 // event, not yet launched (under do). Dependencies on this device's other
 // stream are waited for on the device now, before the gathering's launch
 // in stream order; bufs remember the op as their last user.
-func (d *Device) gatherOp(op string, p opPlan, fns []uintptr, bufs []*buffer, after []*event) (*event, error) {
+func (d *Device) gatherOp(op string, l *launch, fn uintptr, bufs []*buffer, after []*event) (*event, error) {
 	g := d.gather
 	if err := d.waitForAll(d.stream, bufs, after); err != nil {
 		return nil, err
 	}
-	ob := bufs[len(bufs)-1]
-	for i, l := range p.launches {
-		g.k.fns = append(g.k.fns, uint64(fns[i]))
-		g.k.dims = append(g.k.dims, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2])
-		if len(g.k.off) == 0 {
-			g.k.off = append(g.k.off, 0)
-		}
-		for _, a := range l.args {
-			switch a.buf {
-			case argValue:
-				g.k.args = append(g.k.args, a.val)
-			case argOut:
-				g.k.args = append(g.k.args, uint64(ob.ptr))
-			default:
-				g.k.args = append(g.k.args, uint64(bufs[a.buf].ptr))
-			}
-		}
-		g.k.off = append(g.k.off, int32(len(g.k.args)))
+	g.k.fns = append(g.k.fns, uint64(fn))
+	g.k.dims = append(g.k.dims, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2])
+	if len(g.k.off) == 0 {
+		g.k.off = append(g.k.off, 0)
 	}
+	g.k.args = l.slots(g.k.args, bufs)
+	g.k.off = append(g.k.off, int32(len(g.k.args)))
 	e := &event{d: d, op: op, stream: d.stream, gathered: g.launched}
+	if g.ops == nil { // room for the segment: its launch keeps the list
+		g.ops = make([]*event, 0, backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering))
+	}
 	g.ops = append(g.ops, e)
 	for _, b := range bufs {
 		b.last = e
@@ -167,14 +162,17 @@ func (d *Device) launchGathered() error {
 	if err := d.bind(); err != nil {
 		return err
 	}
-	d.gather = &gathering{launched: make(chan struct{})}
+	// The next gathering reuses the kernel list, which nothing reads
+	// once launched (a graph keeps copies).
+	d.gather = &gathering{launched: make(chan struct{}), k: g.k.reset()}
 	defer close(g.launched)
 	n := g.k.len()
+	k := g.k
 	whole, err := d.enqueueWhole(fmt.Sprintf("%d gathered ops", len(g.ops)), func() error {
 		if n == 0 {
 			return nil
 		}
-		return d.launchKernels(&g.k)
+		return d.launchKernels(&k)
 	})
 	if err != nil {
 		err = &backends.DeviceError{Backend: d.info.Name, Op: g.ops[0].op, Err: fmt.Errorf("launching %d gathered ops: %w", len(g.ops), err)}

@@ -372,12 +372,25 @@ func TestFakeGatheredSegments(t *testing.T) {
 // both per step; exec-ns/op the Executor's per op, direct-ns/op the
 // device's own, and overhead-ns/op their difference.
 func BenchmarkFakeGatheredExecutor(b *testing.B) {
+	benchGatheredExecutor(b, func() (*Device, error) { return Open(fakeOptions(&testing.T{}, "blas")) })
+}
+
+// BenchmarkGPUGatheredExecutor is BenchmarkFakeGatheredExecutor on the
+// real device (skipped without one): the Executor's share of a decode
+// step's host time there.
+func BenchmarkGPUGatheredExecutor(b *testing.B) {
+	benchGatheredExecutor(b, func() (*Device, error) { return Open(DefaultOptions().WithCacheDir(b.TempDir())) })
+}
+
+// benchGatheredExecutor is BenchmarkFakeGatheredExecutor on the device
+// open returns; it skips when there is none.
+func benchGatheredExecutor(b *testing.B, open func() (*Device, error)) {
 	const ops = 64
 	for _, mode := range []string{"queued", "gathered"} {
 		b.Run(mode, func(b *testing.B) {
-			d, err := Open(fakeOptions(&testing.T{}, "blas"))
+			d, err := open()
 			if err != nil {
-				b.Fatal(err)
+				b.Skipf("no device: %v", err)
 			}
 			c, err := cpu.New("cpu", cpu.Options{Threads: 1, CalibrationFile: "-"})
 			if err != nil {

@@ -144,7 +144,7 @@ func (d *Device) copyAsync(op string, b backends.Buffer, host []byte, after []ba
 	if int64(len(host)) != db.size {
 		return fail(fmt.Errorf("%w: host %d bytes, buffer %d", kernels.ErrBufferSize, len(host), db.size))
 	}
-	deps, err := d.awaitForeign(after)
+	deps, err := d.awaitForeign(after, nil)
 	if err != nil {
 		return d.failedEvent(op, err)
 	}

@@ -29,12 +29,33 @@ func i64(v int64) arg            { return arg{buf: argValue, val: uint64(v)} }
 func f32(v float32) arg          { return arg{buf: argValue, val: uint64(math.Float32bits(v))} }
 func dim3(x, y, z int) [3]uint32 { return [3]uint32{uint32(x), uint32(y), uint32(z)} }
 
-// launch is one kernel launch of an op.
+// maxArgs is the most arguments a kernel of kernels/hip takes
+// (attention_f32's 12).
+const maxArgs = 12
+
+// launch is one kernel launch of an op. Its arguments are held in place,
+// not in a slice of their own: planning an op allocates nothing
+// (TestPlanAllocatesNothing).
 type launch struct {
 	kernel      string
 	grid, block [3]uint32
-	args        []arg
+	nargs       int
+	argv        [maxArgs]arg
 }
+
+// kernel returns the launch of name with grid, block and args; more than
+// maxArgs arguments is a programmer error and panics.
+func kernel(name string, grid, block [3]uint32, args ...arg) launch {
+	if len(args) > maxArgs {
+		panic(fmt.Sprintf("rocm: %s takes %d arguments, more than %d", name, len(args), maxArgs))
+	}
+	l := launch{kernel: name, grid: grid, block: block, nargs: len(args)}
+	copy(l.argv[:], args)
+	return l
+}
+
+// args returns l's arguments.
+func (l *launch) args() []arg { return l.argv[:l.nargs] }
 
 // gemm is a row-major C[M,N] = A[M,K]·B[K,N] per batch, run by the vendor
 // BLAS; strides in elements, 0 for a B shared by every batch.
@@ -43,10 +64,12 @@ type gemm struct {
 	strideA, strideB, strideC int64
 }
 
-// opPlan is how a Device runs one Spec: kernel launches, or one BLAS GEMM.
+// opPlan is how a Device runs one Spec: one kernel launch, or one BLAS
+// GEMM when blas is set.
 type opPlan struct {
-	launches []launch
-	gemm     *gemm
+	launch launch
+	gemm   gemm
+	blas   bool
 }
 
 const (
@@ -107,9 +130,9 @@ func fitsInt32(vs ...int64) bool {
 // planElementwise plans the ops of one thread per output element (and
 // Copy, one per byte); ok is false for every other op.
 func planElementwise(s kernels.Spec) (p opPlan, ok bool) {
-	n := s.OutShape().Elements()
-	ew := func(kernel string, args ...arg) (opPlan, bool) {
-		return opPlan{launches: []launch{{kernel, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args}}}, true
+	n := s.In[0].Elements() // the output's: these ops keep their first input's shape
+	ew := func(name string, args ...arg) (opPlan, bool) {
+		return opPlan{launch: kernel(name, dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1), args...)}, true
 	}
 	switch s.Op {
 	case kernels.Add:
@@ -125,13 +148,26 @@ func planElementwise(s kernels.Spec) (p opPlan, ok bool) {
 	case kernels.SwiGLU:
 		return ew("swiglu_f32", out(), in(0), in(1), i64(n))
 	case kernels.Dequantize:
-		k := map[kernels.DType]string{kernels.Q8_0: "dequant_q8_0", kernels.Q4_0: "dequant_q4_0", kernels.F16: "dequant_f16"}[s.DType]
-		return ew(k, out(), in(0), i64(n))
+		return ew(dequantKernel(s.DType), out(), in(0), i64(n))
 	case kernels.Copy:
 		b := s.InBytes(0)
-		return opPlan{launches: []launch{{"copy_u8", dim3(gridFor(b), 1, 1), dim3(blockSize, 1, 1), []arg{out(), in(0), i64(b)}}}}, true
+		return opPlan{launch: kernel("copy_u8", dim3(gridFor(b), 1, 1), dim3(blockSize, 1, 1), out(), in(0), i64(b))}, true
 	}
 	return opPlan{}, false
+}
+
+// dequantKernel is the kernel that dequantizes d, "" for a type without
+// one (Validate has refused it).
+func dequantKernel(d kernels.DType) string {
+	switch d {
+	case kernels.Q8_0:
+		return "dequant_q8_0"
+	case kernels.Q4_0:
+		return "dequant_q4_0"
+	case kernels.F16:
+		return "dequant_f16"
+	}
+	return ""
 }
 
 // planTranspose launches 32×32 tiles over the last two dimensions, one
@@ -144,8 +180,8 @@ func planTranspose(s kernels.Spec) (opPlan, error) {
 	if batch > maxGridYZ || gy > maxGridYZ || !fitsInt32(int64(r), int64(c)) {
 		return opPlan{}, unsupported("transpose of %v exceeds the grid limits", sh)
 	}
-	return opPlan{launches: []launch{{"transpose_f32", dim3((c+31)/32, gy, int(batch)), dim3(32, 8, 1),
-		[]arg{out(), in(0), i32(r), i32(c)}}}}, nil
+	return opPlan{launch: kernel("transpose_f32", dim3((c+31)/32, gy, int(batch)), dim3(32, 8, 1),
+		out(), in(0), i32(r), i32(c))}, nil
 }
 
 // planRows launches one block per row of the row-wise ops (Softmax,
@@ -165,15 +201,15 @@ func planRows(s kernels.Spec) (opPlan, error) {
 	var l launch
 	switch s.Op {
 	case kernels.Softmax:
-		l = launch{"softmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
+		l = kernel("softmax_f32", g, b, out(), in(0), i32(int(rows)), i32(int(cols)))
 	case kernels.RMSNorm:
-		l = launch{"rmsnorm_f32", g, b, []arg{out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps)}}
+		l = kernel("rmsnorm_f32", g, b, out(), in(0), in(1), i32(int(rows)), i32(int(cols)), f32(eps))
 	case kernels.Argmax:
-		l = launch{"argmax_f32", g, b, []arg{out(), in(0), i32(int(rows)), i32(int(cols))}}
+		l = kernel("argmax_f32", g, b, out(), in(0), i32(int(rows)), i32(int(cols)))
 	default:
-		l = launch{"layernorm_f32", g, b, []arg{out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps)}}
+		l = kernel("layernorm_f32", g, b, out(), in(0), in(1), in(2), i32(int(rows)), i32(int(cols)), f32(eps))
 	}
-	return opPlan{launches: []launch{l}}, nil
+	return opPlan{launch: l}, nil
 }
 
 // planRoPE launches one thread per rotated pair (base 10000 unless given).
@@ -185,12 +221,12 @@ func planRoPE(s kernels.Spec) (opPlan, error) {
 	if base == 0 {
 		base = 10000
 	}
-	pairs := s.OutShape().Elements() / 2
+	pairs := sh.Elements() / 2 // of the output, which has the input's shape
 	if !fitsInt32(int64(s.Params.Pos) + int64(t)) {
 		return opPlan{}, unsupported("rope position %d exceeds int32", s.Params.Pos)
 	}
-	return opPlan{launches: []launch{{"rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
-		[]arg{out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs)}}}}, nil
+	return opPlan{launch: kernel("rope_f32", dim3(gridFor(pairs), 1, 1), dim3(blockSize, 1, 1),
+		out(), in(0), i32(t), i32(h), i32(d), i32(s.Params.Pos), f32(base), i64(pairs))}, nil
 }
 
 // planQMatMul launches the quantized matmul: QROWS = 2 weight rows and
@@ -208,8 +244,8 @@ func planQMatMul(s kernels.Spec) (opPlan, error) {
 	if s.DType == kernels.Q4_0 {
 		k = "qmatmul_q4_0"
 	}
-	return opPlan{launches: []launch{{k, dim3(min((nn+1)/2, maxGrid), int(min((m+7)/8, maxGridYZ)), 1), dim3(blockSize, 1, 1),
-		[]arg{out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd)}}}}, nil
+	return opPlan{launch: kernel(k, dim3(min((nn+1)/2, maxGrid), int(min((m+7)/8, maxGridYZ)), 1), dim3(blockSize, 1, 1),
+		out(), in(0), in(1), i32(int(m)), i32(nn), i32(kd))}, nil
 }
 
 // planAttention launches one block per (query, head, batch), reading the
@@ -231,8 +267,8 @@ func planAttention(s kernels.Spec) (opPlan, error) {
 	if keys == 0 {
 		keys = k[2]
 	}
-	return opPlan{launches: []launch{{"attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
-		[]arg{out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(keys), i32(q[3]), f32(scale), i32(causal)}}}}, nil
+	return opPlan{launch: kernel("attention_f32", dim3(q[2], q[1], q[0]), dim3(blockSize, 1, 1),
+		out(), in(0), in(1), in(2), i32(q[1]), i32(k[1]), i32(q[2]), i32(k[2]), i32(keys), i32(q[3]), f32(scale), i32(causal))}, nil
 }
 
 // planKVAppend launches a grid over the new rows; the kernel copies the
@@ -243,8 +279,8 @@ func planKVAppend(s kernels.Spec) (opPlan, error) {
 	if c[2] > math.MaxInt32 || c[3] > math.MaxInt32 || r[2] > math.MaxInt32 {
 		return opPlan{}, unsupported("kv append %v into %v exceeds int32", r, c)
 	}
-	return opPlan{launches: []launch{{"kv_append_f32", dim3(gridFor(rows), 1, 1), dim3(blockSize, 1, 1),
-		[]arg{out(), in(0), in(1), i32(r[1]), i32(r[2]), i32(c[2]), i32(c[3]), i32(s.Params.Pos), i64(c.Elements()), i64(rows)}}}}, nil
+	return opPlan{launch: kernel("kv_append_f32", dim3(gridFor(rows), 1, 1), dim3(blockSize, 1, 1),
+		out(), in(0), in(1), i32(r[1]), i32(r[2]), i32(c[2]), i32(c[3]), i32(s.Params.Pos), i64(c.Elements()), i64(rows))}, nil
 }
 
 func planMatMul(s kernels.Spec, blas bool) (opPlan, error) {
@@ -264,14 +300,14 @@ func planMatMul(s kernels.Spec, blas bool) (opPlan, error) {
 		g.m = int(m)
 	}
 	if blas {
-		return opPlan{gemm: &g}, nil
+		return opPlan{gemm: g, blas: true}, nil
 	}
 	gy := (g.m + 15) / 16
 	if gy > maxGridYZ || g.batch > maxGridYZ {
 		return opPlan{}, unsupported("matmul %v x %v exceeds the tiled kernel's grid", a, b)
 	}
-	return opPlan{launches: []launch{{"sgemm_tiled", dim3((nn+15)/16, gy, g.batch), dim3(16, 16, 1),
-		[]arg{out(), in(0), in(1), i32(g.m), i32(nn), i32(k), i64(g.strideA), i64(g.strideB), i64(g.strideC)}}}}, nil
+	return opPlan{launch: kernel("sgemm_tiled", dim3((nn+15)/16, gy, g.batch), dim3(16, 16, 1),
+		out(), in(0), in(1), i32(g.m), i32(nn), i32(k), i64(g.strideA), i64(g.strideB), i64(g.strideC))}, nil
 }
 
 // checkBuffers reports the first input or output whose size differs from

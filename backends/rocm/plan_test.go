@@ -32,15 +32,23 @@ func TestPlanEveryOp(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %v", s, err)
 			}
-			if p.gemm == nil && len(p.launches) == 0 {
-				t.Errorf("%v: empty plan", s)
+			if p.blas {
+				if p.gemm.m <= 0 || p.gemm.n <= 0 || p.gemm.k <= 0 || p.gemm.batch <= 0 {
+					t.Errorf("%v: empty GEMM %+v", s, p.gemm)
+				}
+				continue
 			}
-			for _, l := range p.launches {
+			if l := p.launch; l.kernel == "" {
+				t.Errorf("%v: empty plan", s)
+			} else {
 				if !declared[l.kernel] {
 					t.Errorf("%v: kernel %s is not in kernels/hip", s, l.kernel)
 				}
 				if l.block[0]*l.block[1]*l.block[2] > 1024 || slices.Contains(l.grid[:], 0) {
 					t.Errorf("%v: launch %s grid %v block %v", s, l.kernel, l.grid, l.block)
+				}
+				if l.nargs == 0 {
+					t.Errorf("%v: launch %s takes no arguments", s, l.kernel)
 				}
 			}
 		}
@@ -88,6 +96,19 @@ func TestPlanUnsupported(t *testing.T) {
 	} {
 		if _, err := planOp(s, false); !errors.Is(err, backends.ErrUnsupported) {
 			t.Errorf("planOp(%v): %v, want ErrUnsupported", s, err)
+		}
+	}
+}
+
+// TestPlanAllocatesNothing: planning an op, which a queued or gathered
+// op pays every time, allocates nothing (its launch and arguments are
+// held in the plan).
+func TestPlanAllocatesNothing(t *testing.T) {
+	for _, s := range gpuSpecsPure() {
+		for _, blas := range []bool{false, true} {
+			if n := testing.AllocsPerRun(10, func() { _, _ = planOp(s, blas) }); n != 0 {
+				t.Errorf("planOp(%v, blas %v): %v allocations, want 0", s, blas, n)
+			}
 		}
 	}
 }

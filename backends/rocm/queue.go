@@ -329,9 +329,9 @@ func (d *Device) waitForAll(stream uintptr, bufs []*buffer, after []*event) erro
 // that enqueues waits, as a CPU op's output must be complete before a
 // copy reads it), and returns this device's own, which the device waits
 // for itself. It returns the error of the first dependency known to have
-// failed: a foreign one, or one of this device's already retired.
-func (d *Device) awaitForeign(after []backends.Event) ([]*event, error) {
-	var own []*event
+// failed: a foreign one, or one of this device's already retired. The
+// device's own are appended to own.
+func (d *Device) awaitForeign(after []backends.Event, own []*event) ([]*event, error) {
 	for i, a := range after {
 		var err error
 		if e, ok := a.(*event); ok && e.d == d {

@@ -590,6 +590,12 @@ type kernelList struct {
 
 func (k *kernelList) len() int { return len(k.fns) }
 
+// reset returns an empty list with k's storage: k's contents are
+// overwritten as it fills.
+func (k *kernelList) reset() kernelList {
+	return kernelList{fns: k.fns[:0], dims: k.dims[:0], args: k.args[:0], off: k.off[:0]}
+}
+
 // argp returns the address of k's first argument slot, of a spare slot
 // when no kernel takes arguments (the shim reads none then).
 func (k *kernelList) argp() *C.u64 {

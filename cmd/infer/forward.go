@@ -88,20 +88,21 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 // the logits themselves only when KeepLogits is set.
 func (bt *Batch) head(last backends.Buffer) ([]int, error) {
 	m, c, B := bt.m, bt.m.cfg, bt.b
-	act := kernels.Shape{B, c.Dim}
-	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, {c.Dim}}}
+	a := &bt.arena
+	a.reset()
+	act := a.shape(B, c.Dim)
+	rms := kernels.Spec{Op: kernels.RMSNorm, In: a.shapes(act, a.shape(c.Dim))}
 	if err := bt.run(rms, bt.hn, last, m.norm); err != nil {
 		return nil, err
 	}
-	logits := kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{act, {c.Vocab, c.Dim}}}
-	if err := bt.run(logits, bt.logits, bt.hn, m.out); err != nil {
+	if err := bt.run(a.qmm(act, c.Vocab), bt.logits, bt.hn, m.out); err != nil {
 		return nil, err
 	}
-	argmax := kernels.Spec{Op: kernels.Argmax, In: []kernels.Shape{{B, c.Vocab}}}
+	argmax := kernels.Spec{Op: kernels.Argmax, In: a.shapes(a.shape(B, c.Vocab))}
 	if err := bt.run(argmax, bt.tokens, bt.logits); err != nil {
 		return nil, err
 	}
-	idx := make([]float32, B)
+	idx := bt.idx
 	if _, err := m.be.Read(kernels.AsBytes(idx), bt.tokens); err != nil {
 		return nil, err
 	}
@@ -160,44 +161,33 @@ func (bt *Batch) lastRows(xin, dst backends.Buffer, S int) error {
 // layer runs block li on xin (B·S rows) with activations s, and returns
 // its output and the ops it ran.
 func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, S int) (backends.Buffer, int64, error) {
-	m, c, B := bt.m, bt.m.cfg, bt.b
+	m, c, B, a := bt.m, bt.m.cfg, bt.b, &bt.arena
+	a.reset()
 	l := &m.layers[li]
 	hd, T := c.headDim(), bt.pos+S
 	rowsN := B * S
-	act := kernels.Shape{rowsN, c.Dim}
-	qmm := func(in kernels.Shape, rows int) kernels.Spec {
-		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
-	}
-	rms := kernels.Spec{Op: kernels.RMSNorm, In: []kernels.Shape{act, {c.Dim}}}
-	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{act, act}}
-	n := int64(0)
-	runAll := func(steps []opStep) error {
-		for _, st := range steps {
-			if err := bt.run(st.spec, st.out, st.in...); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	}
-	err := runAll([]opStep{
-		{rms, s.h, []backends.Buffer{xin, l.attnNorm}},
-		{qmm(act, c.Dim), s.q, []backends.Buffer{s.h, l.wq}},
-		{qmm(act, c.kvDim()), s.k, []backends.Buffer{s.h, l.wk}},
-		{qmm(act, c.kvDim()), s.v, []backends.Buffer{s.h, l.wv}},
-		{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, S, c.Heads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.qr, []backends.Buffer{s.q}},
-		{kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{B, S, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}, s.kr, []backends.Buffer{s.k}},
-	})
+	act := a.shape(rowsN, c.Dim)
+	rms := kernels.Spec{Op: kernels.RMSNorm, In: a.shapes(act, a.shape(c.Dim))}
+	add := kernels.Spec{Op: kernels.Add, In: a.shapes(act, act)}
+	var n int64
+	err := bt.runOps(&n,
+		opStep{rms, s.h, a.in(xin, l.attnNorm)},
+		opStep{a.qmm(act, c.Dim), s.q, a.in(s.h, l.wq)},
+		opStep{a.qmm(act, c.kvDim()), s.k, a.in(s.h, l.wk)},
+		opStep{a.qmm(act, c.kvDim()), s.v, a.in(s.h, l.wv)},
+		opStep{kernels.Spec{Op: kernels.RoPE, In: a.shapes(a.shape(B, S, c.Heads, hd)), Params: kernels.Params{Pos: bt.pos}}, s.qr, a.in(s.q)},
+		opStep{kernels.Spec{Op: kernels.RoPE, In: a.shapes(a.shape(B, S, c.KVHeads, hd)), Params: kernels.Params{Pos: bt.pos}}, s.kr, a.in(s.k)},
+	)
 	if err != nil {
 		return nil, n, err
 	}
 	// This step's keys and values join the layer's caches in place, where
 	// the backend that runs KVAppend holds them (no copy through the
 	// host); the attention reads their first T positions.
-	cache := kernels.Shape{B, c.KVHeads, c.Ctx, hd}
-	kvApp := kernels.Spec{Op: kernels.KVAppend, In: []kernels.Shape{cache, {B, S, c.KVHeads, hd}}, Params: kernels.Params{Pos: bt.pos}}
+	cache := a.shape(B, c.KVHeads, c.Ctx, hd)
+	kvApp := kernels.Spec{Op: kernels.KVAppend, In: a.shapes(cache, a.shape(B, S, c.KVHeads, hd)), Params: kernels.Params{Pos: bt.pos}}
 	kc, vc := bt.kc[li], bt.vc[li]
-	if err := runAll([]opStep{{kvApp, kc, []backends.Buffer{kc, s.kr}}, {kvApp, vc, []backends.Buffer{vc, s.v}}}); err != nil {
+	if err := bt.runOps(&n, opStep{kvApp, kc, a.in(kc, s.kr)}, opStep{kvApp, vc, a.in(vc, s.v)}); err != nil {
 		return nil, n, err
 	}
 	q, att := s.qr, s.att
@@ -207,9 +197,9 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 		}
 		q, att = mb.qt, mb.attT
 	}
-	attn := kernels.Spec{Op: kernels.Attention, In: []kernels.Shape{{B, c.Heads, S, hd}, cache, cache},
+	attn := kernels.Spec{Op: kernels.Attention, In: a.shapes(a.shape(B, c.Heads, S, hd), cache, cache),
 		Params: kernels.Params{Causal: true, Keys: T}}
-	if err := runAll([]opStep{{attn, att, []backends.Buffer{q, kc, vc}}}); err != nil {
+	if err := bt.runOps(&n, opStep{attn, att, a.in(q, kc, vc)}); err != nil {
 		return nil, n, err
 	}
 	if mb != nil {
@@ -217,11 +207,11 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 			return nil, n, err
 		}
 	}
-	err = runAll([]opStep{
-		{qmm(act, c.Dim), s.o, []backends.Buffer{s.att, l.wo}},
-		{add, s.x1, []backends.Buffer{xin, s.o}},
-		{rms, s.h2, []backends.Buffer{s.x1, l.ffnNorm}},
-	})
+	err = bt.runOps(&n,
+		opStep{a.qmm(act, c.Dim), s.o, a.in(s.att, l.wo)},
+		opStep{add, s.x1, a.in(xin, s.o)},
+		opStep{rms, s.h2, a.in(s.x1, l.ffnNorm)},
+	)
 	if err != nil {
 		return nil, n, err
 	}
@@ -231,28 +221,80 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 		if err != nil {
 			return nil, n, err
 		}
-	} else if err := bt.ffn(li, s, rowsN, runAll); err != nil {
+	} else if err := bt.ffn(li, s, rowsN, &n); err != nil {
 		return nil, n, err
 	}
-	if err := runAll([]opStep{{add, s.x2, []backends.Buffer{s.x1, s.d}}}); err != nil {
+	if err := bt.runOps(&n, opStep{add, s.x2, a.in(s.x1, s.d)}); err != nil {
 		return nil, n, err
 	}
 	return s.x2, n, nil
 }
 
-// ffn runs block li's feed-forward network on s.h2 into s.d.
-func (bt *Batch) ffn(li int, s *scratch, rowsN int, runAll func([]opStep) error) error {
-	c, l := bt.m.cfg, &bt.m.layers[li]
-	act, ffAct := kernels.Shape{rowsN, c.Dim}, kernels.Shape{rowsN, c.FFN}
-	qmm := func(in kernels.Shape, rows int) kernels.Spec {
-		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
+// runOps runs steps in order, counting each into n.
+func (bt *Batch) runOps(n *int64, steps ...opStep) error {
+	for _, st := range steps {
+		if err := bt.run(st.spec, st.out, st.in...); err != nil {
+			return err
+		}
+		*n++
 	}
-	return runAll([]opStep{
-		{qmm(act, c.FFN), s.g, []backends.Buffer{s.h2, l.w1}},
-		{qmm(act, c.FFN), s.u, []backends.Buffer{s.h2, l.w3}},
-		{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, s.sw, []backends.Buffer{s.g, s.u}},
-		{qmm(ffAct, c.Dim), s.d, []backends.Buffer{s.sw, l.w2}},
-	})
+	return nil
+}
+
+// ffn runs block li's feed-forward network on s.h2 into s.d, counting
+// its ops into n.
+func (bt *Batch) ffn(li int, s *scratch, rowsN int, n *int64) error {
+	c, l, a := bt.m.cfg, &bt.m.layers[li], &bt.arena
+	act, ffAct := a.shape(rowsN, c.Dim), a.shape(rowsN, c.FFN)
+	return bt.runOps(n,
+		opStep{a.qmm(act, c.FFN), s.g, a.in(s.h2, l.w1)},
+		opStep{a.qmm(act, c.FFN), s.u, a.in(s.h2, l.w3)},
+		opStep{kernels.Spec{Op: kernels.SwiGLU, In: a.shapes(ffAct, ffAct)}, s.sw, a.in(s.g, s.u)},
+		opStep{a.qmm(ffAct, c.Dim), s.d, a.in(s.sw, l.w2)},
+	)
+}
+
+// opArena holds the shapes and input lists of a layer's ops, reused
+// layer to layer and step to step: a backend's Run keeps none of them
+// past its return (the Executor copies what its queued work and lineage
+// keep), so that a decode step allocates none (BenchmarkForwardHost).
+// Growing it leaves the slices handed out before intact.
+type opArena struct {
+	bufs  []backends.Buffer
+	dims  []int
+	lists []kernels.Shape
+}
+
+// reset makes the arena's storage free for the next layer's ops.
+func (a *opArena) reset() {
+	clear(a.bufs)
+	a.bufs, a.dims, a.lists = a.bufs[:0], a.dims[:0], a.lists[:0]
+}
+
+// in returns the input list bs in the arena.
+func (a *opArena) in(bs ...backends.Buffer) []backends.Buffer {
+	n := len(a.bufs)
+	a.bufs = append(a.bufs, bs...)
+	return a.bufs[n:len(a.bufs):len(a.bufs)]
+}
+
+// shape returns the shape dims in the arena.
+func (a *opArena) shape(dims ...int) kernels.Shape {
+	n := len(a.dims)
+	a.dims = append(a.dims, dims...)
+	return kernels.Shape(a.dims[n:len(a.dims):len(a.dims)])
+}
+
+// shapes returns the list of input shapes ss in the arena.
+func (a *opArena) shapes(ss ...kernels.Shape) []kernels.Shape {
+	n := len(a.lists)
+	a.lists = append(a.lists, ss...)
+	return a.lists[n:len(a.lists):len(a.lists)]
+}
+
+// qmm is the Q8_0 matmul of activations in by a weight of rows rows.
+func (a *opArena) qmm(in kernels.Shape, rows int) kernels.Spec {
+	return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: a.shapes(in, a.shape(rows, in[1]))}
 }
 
 // permute copies src, [B, S, H, hd] (back: [B, H, S, hd]), into dst in

@@ -223,7 +223,9 @@ type Batch struct {
 	// step otherwise reads back only the B greedy tokens. Off by default.
 	KeepLogits bool
 	Logits     []float32 // the last step's logits, [B][Vocab], with KeepLogits
+	idx        []float32 // the greedy tokens read back, [B]
 	route      *router   // a mixture of experts' router
+	arena      opArena   // the current layer's op lists (Batch.layer)
 }
 
 // NewBatch prepares a batch of b sequences.
@@ -257,6 +259,7 @@ func (m *Model) NewBatch(b int) (*Batch, error) {
 		return nil, err
 	}
 	bt.rowBuf = make([]float32, kv)
+	bt.idx = make([]float32, b)
 	return bt, nil
 }
 

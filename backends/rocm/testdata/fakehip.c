@@ -353,7 +353,104 @@ static void k_argmax(void** a) {
 		o[r] = (float)(best < 0 ? 0 : best);
 	}
 }
-static __thread unsigned grid_z; // the running launch's gridDim.z: sgemm_tiled's batch
+static __thread unsigned grid_z; // the running launch's gridDim.z: sgemm_tiled's batch, attention's B
+
+static void k_swiglu(void** a) {
+	float* o = *(float**)a[0]; const float* g = *(float**)a[1]; const float* u = *(float**)a[2];
+	long long n = *(long long*)a[3];
+	for (long long i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+// k_rmsnorm is rmsnorm_f32: each row scaled by 1/sqrt(mean(x²)+eps), times w.
+static void k_rmsnorm(void** a) {
+	float* o = *(float**)a[0]; const float* x = *(float**)a[1]; const float* w = *(float**)a[2];
+	int rows = *(int*)a[3], cols = *(int*)a[4];
+	float eps = *(float*)a[5];
+	for (int r = 0; r < rows; r++) {
+		const float* xr = x + (long)r * cols;
+		float ss = 0;
+		for (int i = 0; i < cols; i++) ss += xr[i] * xr[i];
+		float k = 1.0f / sqrtf(ss / cols + eps);
+		for (int i = 0; i < cols; i++) o[(long)r * cols + i] = xr[i] * k * w[i];
+	}
+}
+// k_rope is rope_f32: element j and j+D/2 of each head vector at time t
+// turn by (pos+t)·base^(-2j/D); n is the number of pairs.
+static void k_rope(void** a) {
+	float* o = *(float**)a[0]; const float* x = *(float**)a[1];
+	int T = *(int*)a[2], H = *(int*)a[3], D = *(int*)a[4], pos = *(int*)a[5];
+	float base = *(float*)a[6];
+	long long n = *(long long*)a[7];
+	int half = D / 2;
+	for (long long i = 0; i < n; i++) {
+		int j = (int)(i % half);
+		long long head = i / half;
+		int t = (int)((head / H) % T);
+		float angle = (float)(pos + t) * powf(base, -2.0f * (float)j / (float)D);
+		float c = cosf(angle), sn = sinf(angle);
+		long long off = head * D;
+		float x1 = x[off + j], x2 = x[off + j + half];
+		o[off + j] = x1 * c - x2 * sn;
+		o[off + j + half] = x2 * c + x1 * sn;
+	}
+}
+// f16 converts an IEEE half (little-endian bytes) to float.
+static float f16(const unsigned char* p) {
+	unsigned h = p[0] | (unsigned)p[1] << 8;
+	int e = (h >> 10) & 31, m = h & 1023;
+	float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+	return h & 0x8000 ? -v : v;
+}
+// k_qmatmul_q8_0 is qmatmul_q8_0: out[m,n] = Σ_k a[m,k]·W[n,k], W's rows
+// in blocks of 32 (a half scale, then 32 signed bytes).
+static void k_qmatmul_q8_0(void** a) {
+	float* o = *(float**)a[0]; const float* x = *(float**)a[1]; const unsigned char* w = *(unsigned char**)a[2];
+	int M = *(int*)a[3], N = *(int*)a[4], K = *(int*)a[5], nb = K / 32;
+	for (int n = 0; n < N; n++)
+		for (int m = 0; m < M; m++) {
+			float s = 0;
+			for (int b = 0; b < nb; b++) {
+				const unsigned char* blk = w + ((long)n * nb + b) * 34;
+				float d = f16(blk);
+				for (int j = 0; j < 32; j++) s += d * (float)(signed char)blk[2 + j] * x[(long)m * K + b * 32 + j];
+			}
+			o[(long)m * N + n] = s;
+		}
+}
+// k_attention is attention_f32 for Q [B,Hq,S,D] and K, V [B,Hkv,T,D]
+// (B the grid's z): query head h reads KV head h/(Hq/Hkv), the first N
+// positions; causal, query i sees keys j <= N-S+i.
+static void k_attention(void** a) {
+	float* o = *(float**)a[0]; const float* q = *(float**)a[1]; const float* k = *(float**)a[2]; const float* v = *(float**)a[3];
+	int Hq = *(int*)a[4], Hkv = *(int*)a[5], S = *(int*)a[6], T = *(int*)a[7], N = *(int*)a[8], D = *(int*)a[9];
+	float scale = *(float*)a[10];
+	int causal = *(int*)a[11];
+	float* p = malloc(sizeof(float) * (N > 0 ? N : 1));
+	for (unsigned b = 0; b < grid_z; b++)
+		for (int h = 0; h < Hq; h++) {
+			int hk = h / (Hq / Hkv);
+			const float* kb = k + ((long)b * Hkv + hk) * (long)T * D;
+			const float* vb = v + ((long)b * Hkv + hk) * (long)T * D;
+			for (int i = 0; i < S; i++) {
+				const float* qr = q + (((long)b * Hq + h) * S + i) * D;
+				float* orow = o + (((long)b * Hq + h) * S + i) * D;
+				int keys = causal ? N - S + i + 1 : N;
+				float mx = -INFINITY, l = 0;
+				for (int j = 0; j < keys; j++) {
+					float dot = 0;
+					for (int d = 0; d < D; d++) dot += qr[d] * kb[(long)j * D + d];
+					p[j] = dot * scale;
+					if (p[j] > mx) mx = p[j];
+				}
+				for (int j = 0; j < keys; j++) l += p[j] = expf(p[j] - mx);
+				for (int d = 0; d < D; d++) {
+					float acc = 0;
+					for (int j = 0; j < keys; j++) acc += p[j] * vb[(long)j * D + d];
+					orow[d] = acc / l;
+				}
+			}
+		}
+	free(p);
+}
 
 static void k_sgemm(void** a) {
 	int m = *(int*)a[3], n = *(int*)a[4], k = *(int*)a[5];
@@ -374,7 +471,9 @@ typedef struct { const char* name; kernel_fn fn; int nargs; } kdef_t;
 static kdef_t kernels[] = {
 	{"add_f32", k_add, 5}, {"mul_f32", k_mul, 5}, {"scale_f32", k_scale, 4},
 	{"silu_f32", k_silu, 3}, {"copy_u8", k_copy, 3}, {"sgemm_tiled", k_sgemm, 9},
-	{"kv_append_f32", k_kv_append, 10}, {"argmax_f32", k_argmax, 4},
+	{"kv_append_f32", k_kv_append, 10}, {"swiglu_f32", k_swiglu, 4}, {"rmsnorm_f32", k_rmsnorm, 6},
+	{"rope_f32", k_rope, 8}, {"qmatmul_q8_0", k_qmatmul_q8_0, 6}, {"attention_f32", k_attention, 12},
+	{"argmax_f32", k_argmax, 4},
 };
 
 int hipModuleLoadData(void** m, const void* image) {
