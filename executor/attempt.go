@@ -44,15 +44,7 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 		return backends.Timing{}, undecided, err
 	}
 	a := d.Backend
-	ok := !o.freed && o.copies[a] != nil
-	for i, t := range ts {
-		if !t.valid.Has(a) || t.copies[a] == nil {
-			ok = false
-			break
-		}
-		sc.bufs[i] = t.copies[a]
-	}
-	if !ok {
+	if !inputsOn(sc, ts, o, a, nil) {
 		unlockSet(sc, locks)
 		return backends.Timing{}, elsewhere, nil
 	}
@@ -62,6 +54,26 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 	tm, err := e.runLocked(sc, s, ts, o, a, restore)
 	unlockSet(sc, locks)
 	return tm, ran, err
+}
+
+// inputsOn reports whether o and every input of ts have a valid copy on
+// backend a, or a weight staged for the op, and puts the inputs' buffers
+// in sc.bufs; the caller holds the tensors' locks. staged may be nil.
+func inputsOn(sc *opScratch, ts []*Tensor, o *Tensor, a int, staged *[adaptive.MaxInputs]backends.Buffer) bool {
+	if o.freed || o.copies[a] == nil {
+		return false
+	}
+	for i, t := range ts {
+		if staged != nil && staged[i] != nil {
+			sc.bufs[i] = staged[i]
+			continue
+		}
+		if !t.valid.Has(a) || t.copies[a] == nil {
+			return false
+		}
+		sc.bufs[i] = t.copies[a]
+	}
+	return true
 }
 
 // attempt runs s on backend a: inputs made resident, output allocated,
@@ -95,19 +107,7 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 			}
 		}
 		locks := e.lockSet(sc, ts, o, false)
-		ok := !o.freed && o.copies[a] != nil
-		for i, t := range ts {
-			if staged[i] != nil {
-				sc.bufs[i] = staged[i]
-				continue
-			}
-			if !t.valid.Has(a) || t.copies[a] == nil {
-				ok = false
-				break
-			}
-			sc.bufs[i] = t.copies[a]
-		}
-		if !ok {
+		if !inputsOn(sc, ts, o, a, staged) {
 			unlockSet(sc, locks)
 			if try < maxAttempts {
 				continue // not in place, or an eviction or a loss raced with us: move again
