@@ -10,8 +10,10 @@
 #
 # It runs the backend's GPU tests (every op against the reference, events,
 # transfers, the queued path across the CPU and the GPU), the benchmarks
-# of a queued op's host cost (BenchmarkGPUCalls) and of a queued chain
-# against a synchronous one, then infer on `-backends cpu,rocm` in
+# of a queued op's host cost (BenchmarkGPUCalls), of a queued chain
+# against a synchronous one, and of a gathered op's host cost in rocm
+# alone and through the Executor (BenchmarkGPUGathered{Direct,Executor}),
+# then infer on `-backends cpu,rocm` in
 # alternating rounds:
 #   decode: only:rocm (each step gathered and replayed as a graph),
 #   only:rocm -graphs=false (queued op by op), only:rocm -sync, auto and
@@ -52,7 +54,7 @@ if [ -x "$bin/infer.test" ]; then
 	grep -E '^(--- |ok|FAIL|PASS)|graphs:|step|SKIP' "$out/infer-gpu-test.log" | head -20
 fi
 echo "== host cost of a queued op, queued chain ($(elapsed) s)"
-timeout 90 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
+timeout 90 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain|GPUGathered' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
 grep -E 'Benchmark|ok|FAIL' "$out/gpu-bench.log"
 
 # run LABEL ARGS...: one infer run, its JSON line labelled.
