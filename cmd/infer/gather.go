@@ -60,14 +60,14 @@ func gathers(b backends.Backend) bool {
 }
 
 // begin starts gathering the decode step about to run if its placement
-// is set and may use a backend that can gather (nil g: never).
+// is set and puts ops on a backend that can gather (nil g: never).
 func (g *stepGather) begin() error {
 	if g == nil {
 		return nil
 	}
 	switch {
 	case g.steps != nil:
-		if !g.steps.placed() {
+		if !g.steps.placedOn(g.can) {
 			return nil
 		}
 	case g.only < 0 || !g.can[g.only]:

@@ -190,12 +190,32 @@ func (p *stepPlacer) addCopies(res *adaptive.Residency) {
 	}
 }
 
-// placed reports whether the running decode step's placement is set
-// before it runs (a mode other than the learner's): its ops need no
-// timings of their own, so it can be gathered.
-func (p *stepPlacer) placed() bool {
+// placedOn reports whether the running decode step's placement is set
+// before it runs (a mode other than the learner's: its ops need no
+// timings of their own, so they can be gathered) and puts ops on a
+// backend a for which on[a] holds.
+func (p *stepPlacer) placedOn(on []bool) bool {
 	k := p.cur.Load()
-	return k > 0 && p.table[k].kind != learnedMode
+	if k <= 0 {
+		return false
+	}
+	switch m := p.table[k]; m.kind {
+	case onlyMode:
+		return on[m.backend]
+	case homeMode:
+		return on[p.home.cpu] || on[p.home.gpu]
+	case frozenMode:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, ops := range p.frozen {
+			for _, op := range ops {
+				if (op.home && (on[p.home.cpu] || on[p.home.gpu])) || (!op.home && on[op.backend]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Observed implements executor.Placer: the learner learns on its own.
