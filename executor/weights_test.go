@@ -97,8 +97,11 @@ func (m *weightModel) want(t *testing.T, batch int, x []byte, used []int) []byte
 // bandit and by a GPU-first rule (most pressure): the weight bytes held
 // on the GPU never exceed the budget after any op, the cache's count
 // agrees with the tensors' copies at every step's end, every output
-// matches the reference (eviction loses no op), and weights were both
-// cached and evicted.
+// matches the reference (eviction loses no op), and, where a rule puts
+// the ops on the GPU, weights were both cached and evicted. (The bandit's
+// own placement, queued, depends on when its observations arrive: in
+// about one run in fifteen it kept all but 3 of 80 ops on the CPU, and
+// nothing needed evicting.)
 func TestWeightBudget(t *testing.T) {
 	const layers, dim = 9, 48
 	m := newWeightModel(rand.New(rand.NewPCG(3, 1)), layers, dim)
@@ -171,8 +174,11 @@ func TestWeightBudget(t *testing.T) {
 				}
 				st := e.Stats()
 				t.Logf("GPU ops %d of %d, copies in %d, evictions %d", st.Backends[1].Ops, st.Backends[0].Ops+st.Backends[1].Ops, st.Backends[1].CopiesIn, st.Evictions)
-				if st.Backends[1].Ops > 0 && st.Evictions == 0 {
-					t.Errorf("the GPU ran ops and the cache never evicted: no pressure tested: %+v", st)
+				if c.st == adaptive.GPUPreferred || c.pl != nil {
+					if st.Backends[1].Ops == 0 || st.Evictions == 0 {
+						t.Errorf("a GPU-first rule, and the GPU ran %d ops with %d evictions: no pressure tested: %+v",
+							st.Backends[1].Ops, st.Evictions, st)
+					}
 				}
 			})
 		}
