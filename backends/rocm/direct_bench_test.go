@@ -42,25 +42,18 @@ func BenchmarkGPUGatheredDirect(b *testing.B) {
 	benchGatheredDirect(b, openGPU(b))
 }
 
-// benchGatheredDirect is BenchmarkFakeGatheredDirect on d.
-func benchGatheredDirect(b *testing.B, d *Device) {
-	const ops = 64
-	var err error
-	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1}}
-	var bufs [2]backends.Buffer
-	for i := range bufs {
-		if bufs[i], err = d.Alloc(1024); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := d.Write(bufs[i], make([]byte, 1024)); err != nil {
-			b.Fatal(err)
-		}
-	}
+// directChain returns a step of ops Scale ops chained on d alone, each
+// after the last, between bufs, gathered or not, read back at its end:
+// the device's own share of the benchmarks that run the same step
+// through the Executor.
+func directChain(b *testing.B, d *Device, sc kernels.Spec, bufs [2]backends.Buffer, ops int, gathered bool) func() {
 	out := make([]byte, 1024)
 	prev := []backends.Event{nil}
-	step := func() {
-		if err := d.Record(); err != nil {
-			b.Fatal(err)
+	return func() {
+		if gathered {
+			if err := d.Record(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		for i := range ops {
 			ev, err := d.RunAsync(sc, bufs[i%2:i%2+1], bufs[1-i%2], prev[:min(i, 1)])
@@ -76,6 +69,23 @@ func benchGatheredDirect(b *testing.B, d *Device) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchGatheredDirect is BenchmarkFakeGatheredDirect on d.
+func benchGatheredDirect(b *testing.B, d *Device) {
+	const ops = 64
+	var err error
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{256}}, Params: kernels.Params{Scale: 1}}
+	var bufs [2]backends.Buffer
+	for i := range bufs {
+		if bufs[i], err = d.Alloc(1024); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Write(bufs[i], make([]byte, 1024)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step := directChain(b, d, sc, bufs, ops, true)
 	step()
 	step()
 	runtime.LockOSThread()

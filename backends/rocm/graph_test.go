@@ -438,27 +438,7 @@ func benchGatheredExecutor(b *testing.B, open func() (*Device, error)) {
 					b.Fatal(err)
 				}
 			}
-			after := []backends.Event{nil}
-			direct := func() {
-				if gathered {
-					if err := d.Record(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for i := range ops {
-					ev, err := d.RunAsync(sc, dbufs[i%2:i%2+1], dbufs[1-i%2], after[:min(i, 1)])
-					if err != nil {
-						b.Fatal(err)
-					}
-					after[0] = ev
-				}
-				if err := d.Flush(); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := d.Read(out, dbufs[ops%2]); err != nil {
-					b.Fatal(err)
-				}
-			}
+			direct := directChain(b, d, sc, dbufs, ops, gathered)
 			step()
 			direct()
 			var execNs, directNs time.Duration
