@@ -32,6 +32,9 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 	if bt.pos+S > c.Ctx {
 		return nil, fmt.Errorf("infer: positions %d to %d beyond the context of %d", bt.pos, bt.pos+S-1, c.Ctx)
 	}
+	if err := bt.reserve(bt.pos + S); err != nil {
+		return nil, err
+	}
 	x, err := bt.embed(seqs, S)
 	if err != nil {
 		return nil, err
@@ -184,7 +187,7 @@ func (bt *Batch) layer(li int, s *scratch, mb *microBatch, xin backends.Buffer, 
 	// This step's keys and values join the layer's caches in place, where
 	// the backend that runs KVAppend holds them (no copy through the
 	// host); the attention reads their first T positions.
-	cache := a.shape(B, c.KVHeads, c.Ctx, hd)
+	cache := a.shape(B, c.KVHeads, bt.kvCap, hd)
 	kvApp := kernels.Spec{Op: kernels.KVAppend, In: a.shapes(cache, a.shape(B, S, c.KVHeads, hd)), Params: kernels.Params{Pos: bt.pos}}
 	kc, vc := bt.kc[li], bt.vc[li]
 	if err := bt.runOps(&n, opStep{kvApp, kc, a.in(kc, s.kr)}, opStep{kvApp, vc, a.in(vc, s.v)}); err != nil {

@@ -28,6 +28,49 @@ type kvGolden struct {
 // host-cache decoder's tokens, and its logits within float tolerance, on
 // the CPU path: a prompt micro-batch, then decode steps.
 func TestKVCacheMatchesHostCache(t *testing.T) {
+	if bt := matchKVGolden(t, openT(t, "cpu"), kvMinCap); bt.kvCap != tiny.Ctx {
+		t.Errorf("KV capacity %d, want the context's %d (below kvMinCap)", bt.kvCap, tiny.Ctx)
+	}
+}
+
+// TestKVCacheGrows: KV caches that start at 2 positions and double as the
+// positions need it (2, 4, 8, 16: three growths with positions to keep,
+// the first in the prompt) give the same tokens and logits, on the CPU
+// and through an Executor over two simulated devices (the caches moving
+// between them), and end at the context's capacity, each cache that size.
+func TestKVCacheGrows(t *testing.T) {
+	var bes []backends.Backend
+	for _, p := range []string{"cpu2", "h100"} {
+		d, err := sim.Open(p, sim.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		bes = append(bes, d)
+	}
+	ex, err := executor.New(executor.Config{Backends: bes, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	for name, be := range map[string]backends.Backend{"cpu": openT(t, "cpu"), "executor": ex} {
+		bt := matchKVGolden(t, be, 2)
+		if bt.kvCap != tiny.Ctx {
+			t.Errorf("%s: KV capacity %d after 13 positions, want %d", name, bt.kvCap, tiny.Ctx)
+		}
+		for _, c := range append(append([]backends.Buffer(nil), bt.kc...), bt.vc...) {
+			if c.Size() != bt.kvBytes(tiny.Ctx) {
+				t.Errorf("%s: a KV cache of %d bytes, want %d", name, c.Size(), bt.kvBytes(tiny.Ctx))
+			}
+		}
+	}
+}
+
+// matchKVGolden runs testdata/kvcache_golden.json's prompt and steps on
+// be with KV caches of kvCap positions at first, checks its tokens and
+// logits, and returns the batch (freed at the test's end).
+func matchKVGolden(t *testing.T, be backends.Backend, kvCap int) *Batch {
+	t.Helper()
 	b, err := os.ReadFile("testdata/kvcache_golden.json")
 	if err != nil {
 		t.Fatal(err)
@@ -36,16 +79,16 @@ func TestKVCacheMatchesHostCache(t *testing.T) {
 	if err := json.Unmarshal(b, &want); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(openT(t, "cpu"), tiny)
+	m, err := NewModel(be, tiny)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Free()
-	bt, err := m.NewBatch(2)
+	t.Cleanup(m.Free)
+	bt, err := m.newBatch(2, kvCap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bt.Free()
+	t.Cleanup(bt.Free)
 	bt.KeepLogits = true
 	next, err := bt.Forward([][]int{{5, 9, 33}, {17, 2, 60}}, nil)
 	for s := range want.Tokens {
@@ -64,6 +107,7 @@ func TestKVCacheMatchesHostCache(t *testing.T) {
 			}
 		}
 	}
+	return bt
 }
 
 // readCounter counts the reads into host memory that a model makes of

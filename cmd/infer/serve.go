@@ -130,6 +130,9 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
 		bt.route.request(req)
 	}
 	plen := o.prompts[r.IntN(len(o.prompts))]
+	if err := bt.Reserve(plen + o.tokens); err != nil {
+		return err
+	}
 	fed := make([][]int, o.batch) // each sequence's tokens fed so far
 	for i := range fed {
 		for range plen {
