@@ -55,7 +55,7 @@ func (l *latency) snapshot() Latency {
 // choose is the Scheduler's decision for an op (decide), written to d,
 // one in latencyEvery of them timed: of its site's (sc.site, counted
 // without an atomic, the site being held), or of those without one.
-func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
+func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	h := sc.h
 	var n uint64
 	if sc.site != nil {
@@ -65,10 +65,10 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 		n = e.latency.seen.Add(1)
 	}
 	if n%latencyEvery != 0 {
-		return e.decide(d, h, s, &res, exclude, why)
+		return e.decide(d, h, s, res, exclude, why)
 	}
 	start := time.Now()
-	err := e.decide(d, h, s, &res, exclude, why)
+	err := e.decide(d, h, s, res, exclude, why)
 	e.latency.record(time.Since(start))
 	return err
 }

@@ -33,12 +33,15 @@ type opScratch struct {
 }
 
 // reset clears what an op of n inputs left in sc: it holds no tensor or
-// buffer once the op is done.
+// buffer once the op is done. A loop, not clear: clearing a slice of
+// pointers calls the runtime twice for what is three stores here
+// (BenchmarkExecutorOnly).
 func (sc *opScratch) reset(n int) {
 	sc.site, sc.key, sc.h = nil, nil, nil
-	clear(sc.ts[:n])
-	clear(sc.bufs[:n])
-	clear(sc.locks[:n+1])
+	for i := range n {
+		sc.ts[i], sc.bufs[i], sc.locks[i] = nil, nil, nil
+	}
+	sc.locks[n] = nil
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -180,85 +183,106 @@ func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, ou
 }
 
 // place chooses the backend for s (into d), runs or queues it there,
-// and falls back on failure.
+// and falls back on failure. Rule: a synchronous op with nothing
+// excluded, no weight among its inputs and no backend in back-off tries
+// runResident first, and only on a failure or a missing copy goes on to
+// the loop that retries (placeRetry). Reason: that loop's state (a
+// Residency, an error per backend) was zeroed at every op
+// (BenchmarkExecutorOnly).
 func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
+	queued := !e.cfg.Synchronous
+	if !restore {
+		e.copyWanted(ts, queued)
+	}
+	if queued || exclude != 0 || e.health.sick.Load() != 0 || anyWeight(ts) {
+		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, nil)
+	}
+	tm, out, err := e.runResident(d, sc, s, ts, o, restore, why)
+	var xferUs float64
+	switch {
+	case out == undecided:
+		return backends.Timing{}, err
+	case out == elsewhere:
+		tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+	}
+	if err != nil {
+		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, err)
+	}
+	e.succeeded(s, d, ts, tm, xferUs)
+	return tm, nil
+}
+
+// succeeded completes an op that ran synchronously on d.Backend.
+func (e *Executor) succeeded(s *kernels.Spec, d *adaptive.Decision, ts []*Tensor, tm backends.Timing, xferUs float64) {
+	if e.weighs {
+		e.copyForOwnSakeSync(ts, d)
+	}
+	e.healthy(d.Backend)
+	e.finished(s, d, tm, xferUs)
+}
+
+// placeRetry is place's loop: it decides, runs or queues the op, and on
+// a backend's failure decides again without that backend (after an out
+// of memory, once more with it after an eviction). failure is the first
+// try's error (place), nil for none: the loop starts by handling it.
+func (e *Executor) placeRetry(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason, failure error) (backends.Timing, error) {
 	var res adaptive.Residency
 	var oomed adaptive.Mask
 	failed := exclude
 	var errs [adaptive.MaxBackends]error
 	queued := !e.cfg.Synchronous
-	if !restore {
-		e.copyWanted(ts, queued)
-	}
-	fast := !queued && exclude == 0 && e.health.sick.Load() == 0 && !anyWeight(ts)
+	err := failure
 	for {
-		var tm backends.Timing
-		var xferUs float64
-		var err error
-		if fast {
-			fast = false
-			var out resident
-			if tm, out, err = e.runResident(d, sc, s, ts, o, restore, why); out == undecided {
+		if err != nil {
+			var bf *backendFailure
+			if !errors.As(err, &bf) {
+				e.release(d.Backend)
 				return backends.Timing{}, err
 			}
-			if out == elsewhere {
-				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+			f := bf.a
+			failed |= adaptive.Backend(f)
+			if errs[f] == nil {
+				errs[f] = bf.err
 			}
-		} else {
-			var readyAt int64
-			readyAt, err = e.decideOp(d, sc, s, ts, o, &res, failed, why)
-			if err != nil {
-				if failed&^exclude == 0 {
-					return backends.Timing{}, err
-				}
-				return backends.Timing{}, e.allFailed(*s, failed, &errs, err)
-			}
-			if queued {
-				err = e.issue(sc, *s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend])
-				if err == nil {
-					return backends.Timing{}, nil
+			if errors.Is(bf.err, backends.ErrOutOfMemory) {
+				e.release(f)
+				e.memRetries.Add(1)
+				freed := e.evict(f, ts, o)
+				why = adaptive.MemoryConstraint
+				// The only backend left may be this one: after an eviction it
+				// gets one more try.
+				if freed > 0 && !oomed.Has(f) {
+					oomed |= adaptive.Backend(f)
+					if e.noneLeft(*s, failed) {
+						failed &^= adaptive.Backend(f)
+					}
 				}
 			} else {
-				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+				e.failed(f, bf.err)
+				why = adaptive.Fallback
 			}
 		}
-		a := d.Backend
-		if err == nil {
-			if !queued && e.weighs {
-				e.copyForOwnSakeSync(ts, d)
+		readyAt, derr := e.decideOp(d, sc, s, ts, o, &res, failed, why)
+		if derr != nil {
+			if failed&^exclude == 0 {
+				return backends.Timing{}, derr
 			}
-			e.healthy(a)
-			e.finished(s, d, tm, xferUs)
-			return tm, nil
+			return backends.Timing{}, e.allFailed(*s, failed, &errs, derr)
 		}
-		var bf *backendFailure
-		if !errors.As(err, &bf) {
-			e.release(a)
-			return backends.Timing{}, err
-		}
-		f := bf.a
-		failed |= adaptive.Backend(f)
-		if errs[f] == nil {
-			errs[f] = bf.err
-		}
-		if errors.Is(bf.err, backends.ErrOutOfMemory) {
-			e.release(f)
-			e.memRetries.Add(1)
-			freed := e.evict(f, ts, o)
-			why = adaptive.MemoryConstraint
-			// The only backend left may be this one: after an eviction it
-			// gets one more try.
-			if freed > 0 && !oomed.Has(f) {
-				oomed |= adaptive.Backend(f)
-				if e.noneLeft(*s, failed) {
-					failed &^= adaptive.Backend(f)
-				}
+		if queued {
+			if err = e.issue(sc, *s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend]); err == nil {
+				return backends.Timing{}, nil
 			}
 			continue
 		}
-		e.failed(f, bf.err)
-		why = adaptive.Fallback
+		var tm backends.Timing
+		var xferUs float64
+		if tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore); err == nil {
+			e.succeeded(s, d, ts, tm, xferUs)
+			return tm, nil
+		}
 	}
 }
 
@@ -297,11 +321,11 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc, s, *res, failed|sick, why)
+	err := e.choose(d, sc, s, res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc, s, *res, failed, why)
+		err = e.choose(d, sc, s, res, failed, why)
 	}
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)
