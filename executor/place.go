@@ -76,8 +76,22 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 // decide is SelectExcept (by h, the handle on the op's site, when there
 // is one), or with a Placer, SelectOn the backend it places the op on;
 // an op the Placer leaves to the Strategy (Learned) is decided as without
-// one, and a LearnedSeer is told the choice.
-func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
+// one, and a LearnedSeer is told the choice. The common case, a handle
+// and no Placer, stays apart from the rest (decideBySpec), so that the
+// code an op runs through is small (BenchmarkExecutorOnly).
+func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
+	if h == nil || e.cfg.Placer != nil {
+		return e.decideBySpec(d, h, s, res, exclude, why)
+	}
+	err := h.SelectInto(d, res, exclude, why)
+	if err == nil && e.seer != nil {
+		e.sawLearned(d)
+	}
+	return err
+}
+
+// decideBySpec is decide without a handle, or with a Placer.
+func (e *Executor) decideBySpec(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	arm := Learned
 	if p := e.cfg.Placer; p != nil {
 		var b adaptive.BucketID
@@ -99,11 +113,16 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 		*d, err = e.s.SelectExcept(*s, *res, exclude, why)
 	}
 	if arm == Learned && err == nil && e.seer != nil {
-		e.placeMu.Lock()
-		e.seer.SawLearned(d.Bucket, d.Backend)
-		e.placeMu.Unlock()
+		e.sawLearned(d)
 	}
 	return err
+}
+
+// sawLearned tells the LearnedSeer where the Strategy placed an op.
+func (e *Executor) sawLearned(d *adaptive.Decision) {
+	e.placeMu.Lock()
+	e.seer.SawLearned(d.Bucket, d.Backend)
+	e.placeMu.Unlock()
 }
 
 // observe feeds an op's timing to the Scheduler and, when it takes it,

@@ -77,6 +77,11 @@ func (e *Executor) runCaller(d *adaptive.Decision, s *kernels.Spec, in []backend
 	if e.cfg.Synchronous {
 		return e.run(d, s, in, out, false, 0, 0)
 	}
+	return e.runQueued(d, s, in, out)
+}
+
+// runQueued is runCaller with queued work.
+func (e *Executor) runQueued(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	if e.pendingFail.Load() {
 		e.recoverFailed()
 	}
@@ -100,7 +105,7 @@ const maxAttempts = 8
 func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
-		return backends.Timing{}, e.opErr(*s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+		return backends.Timing{}, e.countErr(s, len(in))
 	}
 	var st *opSite
 	known := false // s is st's spec: validated already
@@ -148,9 +153,9 @@ func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 // checked against s (its sizes from k, s's site key, when not nil).
 func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
 	for i, b := range in {
-		t, err := e.tensorOf(b)
-		if err != nil {
-			return nil, e.opErr(*s, fmt.Errorf("input %d: %w", i, err))
+		t, ok := b.(*Tensor)
+		if !ok || t == nil || t.e != e {
+			return nil, e.resolveErr(s, i, b, 0)
 		}
 		want := int64(0)
 		if k != nil {
@@ -159,13 +164,13 @@ func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, ou
 			want = s.InBytes(i)
 		}
 		if t.size != want {
-			return nil, e.opErr(*s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, want))
+			return nil, e.resolveErr(s, i, b, want)
 		}
 		ts[i] = t
 	}
-	o, err := e.tensorOf(out)
-	if err != nil {
-		return nil, e.opErr(*s, fmt.Errorf("output: %w", err))
+	o, ok := out.(*Tensor)
+	if !ok || o == nil || o.e != e {
+		return nil, e.resolveErr(s, -1, out, 0)
 	}
 	want := int64(0)
 	if k != nil {
@@ -173,13 +178,34 @@ func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, ou
 	} else {
 		want = s.OutBytes()
 	}
-	if o.size != want {
-		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, want))
-	}
-	if o.weight.Load() {
-		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
+	if o.size != want || o.weight.Load() {
+		return nil, e.resolveErr(s, -1, out, want)
 	}
 	return o, nil
+}
+
+// resolveErr is resolve's error for buffer b, input i or the output (i
+// < 0), of want bytes: a buffer not the Executor's, of another size, or
+// an output that is a weight. Apart from resolve, so that the code an
+// op runs through stays small (BenchmarkExecutorOnly).
+func (e *Executor) resolveErr(s *kernels.Spec, i int, b backends.Buffer, want int64) error {
+	what := "output"
+	if i >= 0 {
+		what = fmt.Sprintf("input %d", i)
+	}
+	t, err := e.tensorOf(b)
+	switch {
+	case err != nil:
+		return e.opErr(*s, fmt.Errorf("%s: %w", what, err))
+	case t.size != want:
+		return e.opErr(*s, fmt.Errorf("%w: %s: tensor of %d bytes, want %d", kernels.ErrBufferSize, what, t.size, want))
+	}
+	return e.opErr(*s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, t.id))
+}
+
+// countErr is run's error for an op given n buffers.
+func (e *Executor) countErr(s *kernels.Spec, n int) error {
+	return e.opErr(*s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, n, len(s.In), adaptive.MaxInputs))
 }
 
 // place chooses the backend for s (into d), runs or queues it there,
