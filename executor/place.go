@@ -64,9 +64,14 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 	} else {
 		n = e.latency.seen.Add(1)
 	}
-	if n%latencyEvery != 0 {
-		return e.decide(d, h, s, res, exclude, why)
+	if n%latencyEvery == 0 {
+		return e.decideTimed(d, h, s, res, exclude, why)
 	}
+	return e.decide(d, h, s, res, exclude, why)
+}
+
+// decideTimed is decide, timed for Stats' DecisionLatency.
+func (e *Executor) decideTimed(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	start := time.Now()
 	err := e.decide(d, h, s, res, exclude, why)
 	e.latency.record(time.Since(start))
@@ -125,12 +130,9 @@ func (e *Executor) sawLearned(d *adaptive.Decision) {
 	e.placeMu.Unlock()
 }
 
-// observe feeds an op's timing to the Scheduler and, when it takes it,
-// to the Placer.
-func (e *Executor) observe(d *adaptive.Decision, tm backends.Timing) {
-	if err := e.s.ObserveRef(d, tm); err != nil || e.cfg.Placer == nil {
-		return
-	}
+// placerObserved tells the Placer an op's timing, which the Scheduler
+// took.
+func (e *Executor) placerObserved(d *adaptive.Decision, tm backends.Timing) {
 	e.placeMu.Lock()
 	e.cfg.Placer.Observed(d.Bucket, d.Backend, tm.Micros())
 	e.placeMu.Unlock()

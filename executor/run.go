@@ -57,7 +57,10 @@ func (sc *opScratch) reset(n int) {
 // its output by Read, as lost).
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	var d adaptive.Decision
-	return e.runCaller(&d, &s, in, out)
+	if e.cfg.Synchronous {
+		return e.run(&d, &s, in, out, false, 0, 0)
+	}
+	return e.runQueued(&d, &s, in, out)
 }
 
 // Submit is Run returning where the op was placed and why: the
@@ -66,21 +69,17 @@ func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 // fallback is counted in Stats and recorded in the trace.
 func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, error) {
 	var d adaptive.Decision
-	_, err := e.runCaller(&d, &s, in, out)
+	var err error
+	if e.cfg.Synchronous {
+		_, err = e.run(&d, &s, in, out, false, 0, 0)
+	} else {
+		_, err = e.runQueued(&d, &s, in, out)
+	}
 	return d, err
 }
 
-// runCaller is run for the caller, the decision written to d: with
-// queued work, once failures already seen are recovered, under the
-// gate's read lock.
-func (e *Executor) runCaller(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	if e.cfg.Synchronous {
-		return e.run(d, s, in, out, false, 0, 0)
-	}
-	return e.runQueued(d, s, in, out)
-}
-
-// runQueued is runCaller with queued work.
+// runQueued is Run with queued work, the decision written to d: once
+// failures already seen are recovered, under the gate's read lock.
 func (e *Executor) runQueued(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	if e.pendingFail.Load() {
 		e.recoverFailed()
@@ -128,7 +127,12 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	if known {
 		sc.key, sc.h = &st.key, st.h
 	}
-	tm, err := e.runValid(d, sc, s, in, out, restore, exclude, why)
+	var tm backends.Timing
+	ts := sc.ts[:len(in)]
+	o, err := e.resolve(sc.key, s, in, out, ts)
+	if err == nil {
+		tm, err = e.place(d, sc, s, ts, o, restore, exclude, why)
+	}
 	sc.reset(len(in))
 	if st != nil {
 		releaseSite(st, s, true)
@@ -136,17 +140,6 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 		e.scratchPool.Put(sc)
 	}
 	return tm, err
-}
-
-// runValid is run once s is known valid, with sc its scratch.
-func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
-	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
-	ts := sc.ts[:len(in)]
-	o, err := e.resolve(sc.key, s, in, out, ts)
-	if err != nil {
-		return backends.Timing{}, err
-	}
-	return e.place(d, sc, s, ts, o, restore, exclude, why)
 }
 
 // resolve fills ts with run's input tensors and returns its output, each
@@ -218,7 +211,7 @@ func (e *Executor) countErr(s *kernels.Spec, n int) error {
 func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	queued := !e.cfg.Synchronous
-	if !restore {
+	if !restore && e.weighs {
 		e.copyWanted(ts, queued)
 	}
 	if queued || exclude != 0 || e.health.sick.Load() != 0 || anyWeight(ts) {
@@ -244,7 +237,9 @@ func (e *Executor) succeeded(s *kernels.Spec, d *adaptive.Decision, ts []*Tensor
 	if e.weighs {
 		e.copyForOwnSakeSync(ts, d)
 	}
-	e.healthy(d.Backend)
+	if adaptive.Mask(e.health.sick.Load()).Has(d.Backend) {
+		e.healthy(d.Backend)
+	}
 	e.finished(s, d, tm, xferUs)
 }
 
@@ -366,8 +361,10 @@ func (e *Executor) finished(s *kernels.Spec, d *adaptive.Decision, tm backends.T
 	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
 		e.fallbacks.Add(1)
 	}
-	if tm.Duration > 0 {
-		e.observe(d, tm) // a zero or absurd timing teaches nothing
+	// A zero or absurd timing teaches nothing; the Placer learns what the
+	// Scheduler takes.
+	if tm.Duration > 0 && e.s.ObserveRef(d, tm) == nil && e.cfg.Placer != nil {
+		e.placerObserved(d, tm)
 	}
 	if e.cfg.Recorder != nil {
 		e.record(*s, *d, tm, xferUs)
