@@ -47,6 +47,7 @@ type Modes struct {
 	held   bool       // first is not observed yet: the run is pricing its change
 	span   [2]float64 // steps between Resumes: discounted Σ steps, Σ weight
 	since  int        // steps since the last Resume; -1: none yet
+	forced bool       // the running run began at a Resume, not by a choice
 	r      *rand.Rand
 }
 
@@ -115,11 +116,11 @@ func (m *Modes) Next() int {
 		}
 	}
 	best, bestUs := 0, math.Inf(1)
-	left := m.left()
+	h := m.horizon()
 	for i := range m.post {
 		us := m.post[i].Sample(m.r)
 		if i != m.last {
-			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/left
+			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/h
 		}
 		if us < bestUs {
 			best, bestUs = i, us
@@ -148,7 +149,7 @@ func (m *Modes) Done(mode int, us float64) error {
 	}
 	if mode != m.last {
 		m.endRun()
-		m.last, m.runLen, m.first = mode, 1, y
+		m.last, m.runLen, m.first, m.forced = mode, 1, y, false
 		// Without an excess yet the step waits for the next to price the
 		// change; with one it is observed less it.
 		if m.held = m.priced[mode] < modesPriced; !m.held {
@@ -215,7 +216,7 @@ func (m *Modes) Resume(mode int) error {
 	if mode != m.last {
 		m.endRun()
 	}
-	m.last, m.runLen = mode, ModesWarm
+	m.last, m.runLen, m.forced = mode, ModesWarm, true
 	if m.since > 0 {
 		m.span[0] = m.span[0]*ModesGamma + float64(m.since)
 		m.span[1] = m.span[1]*ModesGamma + 1
@@ -233,6 +234,23 @@ func (m *Modes) left() float64 {
 		return 1 / (1 - ModesGamma)
 	}
 	return max(1, m.span[0]/m.span[1]-float64(m.since))
+}
+
+// horizon returns the steps over which a change drawn now must pay for
+// itself: what is left (left), but no more than the running run has
+// lasted when a choice began it. Between modes whose draws cross often
+// (near-ties), a change priced over the whole memory was drawn at every
+// crossing, paying its first step each time (25–112 changes in 300 steps
+// in TestModesTieChanges' setting); priced over the run behind it, a run
+// must last as long as the loss it can recover, so changes thin out as
+// the evidence grows and a mode 2× faster still wins at once. A run a
+// Resume forced was not chosen, and is priced over what is left.
+func (m *Modes) horizon() float64 {
+	left := m.left()
+	if m.forced || m.last < 0 {
+		return left
+	}
+	return min(left, float64(max(ModesWarm, m.runLen)))
 }
 
 // check returns an error wrapping ErrBadStep for an unknown mode or a
