@@ -30,10 +30,10 @@ import (
 // Each mode's posterior is a NormalGamma over ln(steady step µs). A mode
 // without one (Observe) runs ModesWarm steps in a row before any is
 // compared, and the first modesPriced changes to a mode run two; every Done
-// discounts every mode by ModesGamma, so a mode left alone regains
-// uncertainty and is tried again: the per-op learner improves as it
-// learns, and the device a rule relies on may slow. Modes is not safe for
-// concurrent use.
+// discounts every mode by ModesGamma, and a mode left alone for the
+// memory's length runs again (modesRetry): the per-op learner improves as
+// it learns, and the device a rule relies on may slow. Modes is not safe
+// for concurrent use.
 type Modes struct {
 	post   []NormalGamma
 	prior  []NormalGamma // set at each mode's first steady step
@@ -48,6 +48,8 @@ type Modes struct {
 	span   [2]float64 // steps between Resumes: discounted Σ steps, Σ weight
 	since  int        // steps since the last Resume; -1: none yet
 	forced bool       // the running run began at a Resume, not by a choice
+	done   int64      // steps done
+	ranAt  []int64    // each mode's last step (done's count then)
 	r      *rand.Rand
 }
 
@@ -80,14 +82,21 @@ const (
 	// more than 2% of the late steps with one, 3 with two, 2 when changes
 	// were not priced).
 	modesPriced = 2
-	// modesSpread is the prior's spread of ln(step time), wide: a mode
-	// left alone drifts back to its prior, and from there one 2× slower
-	// than the incumbent draws below it about one step in twenty, so it is
-	// tried again and taken if it has become faster (TestModesRetry).
-	modesSpread = 0.3
+	// modesSpread is the prior's spread of ln(step time): a step's noise
+	// of 10%, which steady steps measured soon narrow. The steps of one
+	// placement vary by 1–5% (cmd/infer's simulated runs); a spread of
+	// 30% kept modes 5–15% slower drawn for tens of steps (the CPU alone
+	// in 2–14 of 124 offload steps with it, 2 with this).
+	modesSpread = 0.1
 	// modesStrength is the prior's weight in steps: the first steady
 	// step's time sets the level, which the steps after it soon outweigh.
 	modesStrength = 0.5
+	// modesRetry is the steps a mode is left alone, the memory's length
+	// (1/(1−ModesGamma)), before it runs again whatever its record (more
+	// the longer its change: a retry pays for it), so a mode that became
+	// faster is found: a mode's steady record narrows too fast to be
+	// drawn from (TestModesRetry).
+	modesRetry = 200
 )
 
 // NewModes returns a chooser over n modes (at least 1) drawing from a
@@ -97,15 +106,15 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 		return nil, fmt.Errorf("%w: %d modes", ErrBadStep, n)
 	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
-		change: make([]excess, n), priced: make([]int, n), runs: make([]int64, n), last: -1, since: -1,
+		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
 		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
 // Next returns the mode to run the next step with: the running one while
 // its change is not priced, else the first mode without a steady step
-// yet, else the one whose Thompson draw of the steady step time, with the
-// change to it spread over the steps left (left) unless it is running, is
-// lowest.
+// yet, else one left alone past modesRetry, else the one whose Thompson
+// draw of the steady step time, with the change to it spread over the
+// steps it may run (horizon) unless it is running, is lowest.
 func (m *Modes) Next() int {
 	if m.held {
 		return m.last // its change is not priced yet
@@ -113,6 +122,11 @@ func (m *Modes) Next() int {
 	for i, seen := range m.seen {
 		if !seen {
 			return i
+		}
+	}
+	for i := range m.post {
+		if i != m.last && float64(m.done-m.ranAt[i]) >= modesRetry*(1+max(0, math.Expm1(m.change[i].mean()))) {
+			return i // a retry
 		}
 	}
 	best, bestUs := 0, math.Inf(1)
@@ -144,6 +158,8 @@ func (m *Modes) Done(mode int, us float64) error {
 	}
 	y := LnUs(us)
 	m.runs[mode]++
+	m.done++
+	m.ranAt[mode] = m.done
 	if m.since >= 0 {
 		m.since++
 	}

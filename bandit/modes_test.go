@@ -230,7 +230,7 @@ func tieChanges(t *testing.T, seed uint64) int {
 // long as the running one has lasted: at most 40 changes in 300 steps in
 // each of 20 seeds and 600 in all (priced over the memory of 200 steps,
 // a change was drawn at most near-ties: 25–112 a seed, 1,264 in all;
-// priced over the run behind it, 20–31 and 524).
+// priced over the run behind it, 10–22 and 319).
 func TestModesTieChanges(t *testing.T) {
 	total := 0
 	for seed := range uint64(20) {
