@@ -85,9 +85,9 @@ func (t *Tensor) use(l int, r *rec) {
 // a backend is a *backendFailure, as from attempt.
 func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, d *adaptive.Decision, restore bool, readyAt int64, waitUs float32) error {
 	a := d.Backend
-	r := &rec{op: true, a: a, d: *d, restore: restore, out: o, failedN: e.health.failedN[a].Load()}
+	r := &rec{op: true, a: a, d: *d, restore: restore, out: o, failedN: int32(e.health.failedN[a].Load())}
 	if p := d.Estimates[a] - float64(waitUs); p > 0 {
-		r.predUs = p
+		r.predUs = float32(p)
 	}
 	for try := 0; ; try++ {
 		if try > 0 {
@@ -163,7 +163,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error
 					if err != nil {
 						return err
 					}
-					r.copies = append(r.copies, c)
+					r.addCopy(c)
 					r.dep(c)
 					sc.bufs[i] = c.dev
 					continue
@@ -175,7 +175,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error
 					}
 					return err
 				}
-				r.copies = append(r.copies, c)
+				r.addCopy(c)
 			}
 		}
 		if t.copies[a] == nil {

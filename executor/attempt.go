@@ -39,7 +39,7 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 		}
 		res.Add(v, t.size)
 	}
-	if err := e.choose(d, sc, s, res, 0, why); err != nil {
+	if err := e.choose(d, sc, s, &res, 0, why); err != nil {
 		unlockSet(sc, locks)
 		return backends.Timing{}, undecided, err
 	}
@@ -200,26 +200,22 @@ func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged 
 // inputs' for reading, or for writing too when exclusive (queueing work
 // updates the inputs' bookkeeping). It returns how many it took.
 func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
-	n := 0
-	add := func(t *Tensor, w bool) {
+	sc.locks[0], sc.write[0] = o, true
+	n := 1
+next:
+	for _, t := range ts {
 		for i := range n {
 			if sc.locks[i] == t {
-				sc.write[i] = sc.write[i] || w
-				return
+				sc.write[i] = sc.write[i] || exclusive
+				continue next
 			}
 		}
-		sc.locks[n], sc.write[n] = t, w
-		n++
-	}
-	add(o, true)
-	for _, t := range ts {
-		add(t, exclusive)
-	}
-	for i := 1; i < n; i++ { // insertion sort: at most MaxInputs+1 entries
-		for j := i; j > 0 && sc.locks[j].id < sc.locks[j-1].id; j-- {
-			sc.locks[j], sc.locks[j-1] = sc.locks[j-1], sc.locks[j]
-			sc.write[j], sc.write[j-1] = sc.write[j-1], sc.write[j]
+		j := n // insertion in id order: at most MaxInputs+1 entries
+		for ; j > 0 && sc.locks[j-1].id > t.id; j-- {
+			sc.locks[j], sc.write[j] = sc.locks[j-1], sc.write[j-1]
 		}
+		sc.locks[j], sc.write[j] = t, exclusive
+		n++
 	}
 	for i := range n {
 		if sc.write[i] {

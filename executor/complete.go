@@ -24,55 +24,85 @@ const (
 type rec struct {
 	a        int // the backend whose queue runs it
 	ev       backends.Event
-	deps     []*rec           // the queued work it runs after
-	after    []backends.Event // their events
+	deps     []*rec // the queued work it runs after
 	state    atomic.Int32
 	observed atomic.Bool // the observer has handled it (Executor.obs)
 	ran      atomic.Bool // on an ownQueue: it has run (its Event; ranN)
-	ranN     *notifier
-	tm       backends.Timing
-	err      error
+
+	// Small fields together, so that they share words (see depArr).
+	op       bool    // an op; else a copy
+	restore  bool    // an op that recomputes its output's lost version
+	toDevice bool    // a copy into a device's copy
+	staging  bool    // a copy into a buffer of its own
+	cascade  bool    // recovery's mark (under the gate's write lock)
+	failedN  int32   // its backend's failures when it was queued (health.failedN, truncated)
+	predUs   float32 // the op's predicted duration, µs
+
+	ranN *notifier
+	tm   backends.Timing
+	err  error
 
 	// The call: an op's output buffer, or a copy's device buffer and its
 	// host memory.
 	dev  backends.Buffer
 	host []byte
 
-	op bool
 	// An op: its spec, inputs and output, as the caller gave them, and
 	// the device buffers it runs on.
-	spec    kernels.Spec
-	in      []backends.Buffer
-	bufs    []backends.Buffer
-	out     *Tensor
-	d       adaptive.Decision
-	restore bool
-	copies  []*rec // the copies of its inputs (their time goes to its trace event)
-	failedN int64  // its backend's failures when it was queued (health.failedN)
-	predUs  float64
-	endAt   int64   // expected completion, ns since the Executor's epoch
-	endV    float64 // a simulated device's end of the work (backends.VirtualSpan), µs
+	spec   kernels.Spec
+	in     []backends.Buffer
+	bufs   []backends.Buffer
+	out    *Tensor
+	d      adaptive.Decision
+	copies *copyList // the copies of its inputs, nil for none
+	endAt  int64     // expected completion, ns since the Executor's epoch
+	endV   float64   // a simulated device's end of the work (backends.VirtualSpan), µs
 
-	// A copy: its tensor and direction (over backend a's link); a
-	// staging copy fills a buffer of its own (dev) that the op reading it
-	// frees once it has completed (a weight the cache does not keep).
-	t        *Tensor
-	toDevice bool
-	staging  bool
+	// A copy: its tensor (over backend a's link, to the device when
+	// toDevice); a staging copy fills a buffer of its own (dev) that the
+	// op reading it frees once it has completed (a weight the cache does
+	// not keep).
+	t *Tensor
 
-	before  tensorState // the changed tensor (out, or t) before the change
-	cascade bool        // recovery's mark (under the gate's write lock)
+	before tensorState // the changed tensor (out, or t) before the change
 
 	// Storage of the slices above for the common op, so that queueing
 	// it allocates one rec: sized for inArrN inputs (ops with more
 	// allocate their slices), since every byte of a rec is allocated,
-	// zeroed and scanned once per op (BenchmarkExecutorStep).
+	// zeroed and scanned once per op (BenchmarkExecutorStep); within the
+	// allocator's 1,024-byte size class (TestRecSize).
 	depArr   [4]*rec
 	afterArr [4]backends.Event
 	inArr    [inArrN]backends.Buffer
 	bufArr   [inArrN]backends.Buffer
 	shapeArr [inArrN]kernels.Shape
 	dimArr   [4 * inArrN]int
+}
+
+// copyList is an op's copies of its inputs: their time goes to its
+// trace event, and the op frees their staging buffers. It is allocated
+// with the first copy, apart from the rec (most ops need none), and
+// holds two without allocating more.
+type copyList struct {
+	list []*rec
+	arr  [2]*rec
+}
+
+// addCopy notes c, a copy of one of op r's inputs.
+func (r *rec) addCopy(c *rec) {
+	if r.copies == nil {
+		r.copies = &copyList{}
+		r.copies.list = r.copies.arr[:0]
+	}
+	r.copies.list = append(r.copies.list, c)
+}
+
+// copiesOf returns r's copies, in the order they were noted.
+func (r *rec) copiesOf() []*rec {
+	if r.copies == nil {
+		return nil
+	}
+	return r.copies.list
 }
 
 // inArrN is the inputs a rec holds without allocating, of up to 4
@@ -121,7 +151,7 @@ func (r *rec) dep(x *rec) {
 func (r *rec) forget() {
 	clear(r.depArr[:])
 	clear(r.afterArr[:])
-	r.deps, r.after = nil, nil
+	r.deps = nil
 	r.before = tensorState{}
 }
 
@@ -170,11 +200,11 @@ func (e *Executor) observeQueued() {
 			e.obs.set(&r.observed)
 			continue
 		}
-		if r.failedN == e.health.failedN[r.a].Load() {
+		if r.failedN == int32(e.health.failedN[r.a].Load()) {
 			e.healthy(r.a) // no failure of its backend since it was queued
 		}
 		var xferUs float64
-		for _, c := range r.copies {
+		for _, c := range r.copiesOf() {
 			// Copies complete before the op that waits for them, but on
 			// another lane their watcher may not have taken their Timing
 			// yet (c.tm): read it from the event, safe for concurrent use.

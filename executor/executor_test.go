@@ -564,6 +564,48 @@ func TestExecutorRecoversChain(t *testing.T) {
 	c.check(t, e, outs)
 }
 
+// opPlacer places Mul on the CPU (arm 0) and every other op on the GPU
+// (arm 1).
+type opPlacer struct{}
+
+func (opPlacer) Name() string                             { return "by op" }
+func (opPlacer) Observed(adaptive.BucketID, int, float64) {}
+func (opPlacer) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
+	if s.Op == kernels.Mul {
+		return 0
+	}
+	return 1
+}
+
+// TestHostVersionNeedsNoLineage checks the rule of setLineage (DESIGN.md
+// § The data path): a version written in host memory, by the CPU between two
+// GPU ops, records no lineage and needs none: after the GPU is lost,
+// reading the last output recomputes its op alone, which reads the CPU's
+// output from host memory; every output matches the reference, queued
+// or not.
+func TestHostVersionNeedsNoLineage(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		e := newExec(t, executor.Config{Placer: opPlacer{}, Synchronous: sync},
+			open(t, "cpu"), mustSim(t, sim.Event{At: 2, Kind: sim.DeviceLost}))
+		c := newChain(t, rand.New(rand.NewPCG(14, 15)), 3, 4, 32) // Add (GPU), Mul (CPU), RMSNorm (GPU)
+		_, _, outs := c.run(t, e)
+		// The first output was copied to host memory for the CPU's op.
+		for i, want := range []adaptive.Mask{adaptive.Host | adaptive.Backend(1), adaptive.Host, adaptive.Backend(1)} {
+			if v := outs[i].(*executor.Tensor).Valid(); v&want != want || (i == 2 && v != want) {
+				t.Fatalf("sync %v: output %d valid on %b, want %b", sync, i, v, want)
+			}
+		}
+		got := make([]byte, outs[2].Size())
+		if _, err := e.Read(got, outs[2]); err != nil {
+			t.Fatalf("sync %v: %v", sync, err)
+		}
+		c.check(t, e, outs)
+		if n := e.Stats().Recoveries; n != 1 {
+			t.Errorf("sync %v: %d recomputations, want 1 (the last op)", sync, n)
+		}
+	}
+}
+
 // TestExecutorResidentBytes checks the residency registry through Stats:
 // every buffer placed on the GPU is counted once, and freeing the tensors
 // forgets them all.

@@ -219,9 +219,9 @@ func (e *Executor) poke() {
 // ownQueue, or through the backend's Queuer, handing it to the lane's
 // watcher. An error is the backend's refusal to queue it.
 func (e *Executor) enqueue(r *rec) error {
-	r.after = r.afterArr[:0]
+	after := r.afterArr[:0] // the deps' events, in r's storage when they fit
 	for _, d := range r.deps {
-		r.after = append(r.after, d.ev)
+		after = append(after, d.ev)
 	}
 	l := &e.lanes[r.a]
 	l.mu.Lock()
@@ -242,11 +242,11 @@ func (e *Executor) enqueue(r *rec) error {
 	var err error
 	switch {
 	case r.op:
-		ev, err = l.q.RunAsync(r.spec, r.bufs, r.dev, r.after)
+		ev, err = l.q.RunAsync(r.spec, r.bufs, r.dev, after)
 	case r.toDevice:
-		ev, err = l.q.WriteAsync(r.dev, r.host, r.after)
+		ev, err = l.q.WriteAsync(r.dev, r.host, after)
 	default:
-		ev, err = l.q.ReadAsync(r.host, r.dev, r.after)
+		ev, err = l.q.ReadAsync(r.host, r.dev, after)
 	}
 	if err != nil {
 		return err

@@ -22,9 +22,18 @@ type lineage struct {
 }
 
 // setLineage records s and its inputs' versions as what produced o's
-// current version (o.mu held; inputs read-locked, or o itself).
+// current version (o.mu held; inputs read-locked, or o itself). Rule: a
+// version written in host memory (by a backend that maps it) records
+// none: host memory is not lost with a device, so nothing recomputes
+// that version (lostStep reads the lineage of a tensor with no valid
+// copy only). Reason: comparing and recording it was a tenth of the
+// overhead of an op on the CPU (BenchmarkExecutorOnly).
 func (o *Tensor) setLineage(s kernels.Spec, ts []*Tensor) {
 	l := &o.lin
+	if o.valid&adaptive.Host != 0 {
+		l.ok = false
+		return
+	}
 	l.ok = true
 	for _, t := range ts {
 		if t == o { // computed from its own previous version: not recomputable

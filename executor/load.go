@@ -106,9 +106,9 @@ func (e *Executor) reserve(r *rec, readyAt int64) {
 	l := &e.loads[e.groupOf[r.a]]
 	l.mu.Lock()
 	start := max(l.freeAt.Load(), readyAt)
-	r.endAt = start + int64(r.predUs*1e3)
+	r.endAt = start + int64(float64(r.predUs)*1e3)
 	l.freeAt.Store(r.endAt)
-	l.pendUs += r.predUs
+	l.pendUs += float64(r.predUs)
 	l.inflight++
 	l.mu.Unlock()
 }
@@ -120,7 +120,7 @@ func (e *Executor) unload(r *rec) {
 	l := &e.loads[e.groupOf[r.a]]
 	l.mu.Lock()
 	l.inflight--
-	l.pendUs -= r.predUs
+	l.pendUs -= float64(r.predUs)
 	if l.inflight <= 0 {
 		l.inflight, l.pendUs = 0, 0
 	}

@@ -55,7 +55,7 @@ func (l *latency) snapshot() Latency {
 // choose is the Scheduler's decision for an op (decide), written to d,
 // one in latencyEvery of them timed: of its site's (sc.site, counted
 // without an atomic, the site being held), or of those without one.
-func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
+func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	h := sc.h
 	var n uint64
 	if sc.site != nil {
@@ -64,11 +64,16 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 	} else {
 		n = e.latency.seen.Add(1)
 	}
-	if n%latencyEvery != 0 {
-		return e.decide(d, h, s, &res, exclude, why)
+	if n%latencyEvery == 0 {
+		return e.decideTimed(d, h, s, res, exclude, why)
 	}
+	return e.decide(d, h, s, res, exclude, why)
+}
+
+// decideTimed is decide, timed for Stats' DecisionLatency.
+func (e *Executor) decideTimed(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	start := time.Now()
-	err := e.decide(d, h, s, &res, exclude, why)
+	err := e.decide(d, h, s, res, exclude, why)
 	e.latency.record(time.Since(start))
 	return err
 }
@@ -76,8 +81,22 @@ func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, 
 // decide is SelectExcept (by h, the handle on the op's site, when there
 // is one), or with a Placer, SelectOn the backend it places the op on;
 // an op the Placer leaves to the Strategy (Learned) is decided as without
-// one, and a LearnedSeer is told the choice.
-func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
+// one, and a LearnedSeer is told the choice. The common case, a handle
+// and no Placer, stays apart from the rest (decideBySpec), so that the
+// code an op runs through is small (BenchmarkExecutorOnly).
+func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
+	if h == nil || e.cfg.Placer != nil {
+		return e.decideBySpec(d, h, s, res, exclude, why)
+	}
+	err := h.SelectInto(d, res, exclude, why)
+	if err == nil && e.seer != nil {
+		e.sawLearned(d)
+	}
+	return err
+}
+
+// decideBySpec is decide without a handle, or with a Placer.
+func (e *Executor) decideBySpec(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) (err error) {
 	arm := Learned
 	if p := e.cfg.Placer; p != nil {
 		var b adaptive.BucketID
@@ -99,19 +118,21 @@ func (e *Executor) decide(d *adaptive.Decision, h *adaptive.Handle, s *kernels.S
 		*d, err = e.s.SelectExcept(*s, *res, exclude, why)
 	}
 	if arm == Learned && err == nil && e.seer != nil {
-		e.placeMu.Lock()
-		e.seer.SawLearned(d.Bucket, d.Backend)
-		e.placeMu.Unlock()
+		e.sawLearned(d)
 	}
 	return err
 }
 
-// observe feeds an op's timing to the Scheduler and, when it takes it,
-// to the Placer.
-func (e *Executor) observe(d *adaptive.Decision, tm backends.Timing) {
-	if err := e.s.ObserveRef(d, tm); err != nil || e.cfg.Placer == nil {
-		return
-	}
+// sawLearned tells the LearnedSeer where the Strategy placed an op.
+func (e *Executor) sawLearned(d *adaptive.Decision) {
+	e.placeMu.Lock()
+	e.seer.SawLearned(d.Bucket, d.Backend)
+	e.placeMu.Unlock()
+}
+
+// placerObserved tells the Placer an op's timing, which the Scheduler
+// took.
+func (e *Executor) placerObserved(d *adaptive.Decision, tm backends.Timing) {
 	e.placeMu.Lock()
 	e.cfg.Placer.Observed(d.Bucket, d.Backend, tm.Micros())
 	e.placeMu.Unlock()

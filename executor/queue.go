@@ -50,8 +50,8 @@ func (q *ownQueue) work() {
 
 // run waits for r's dependencies, then makes its call.
 func (q *ownQueue) run(r *rec) (backends.Timing, error) {
-	for _, d := range r.after {
-		if _, err := d.Wait(); err != nil {
+	for _, d := range r.deps {
+		if _, err := d.ev.Wait(); err != nil {
 			return backends.Timing{}, fmt.Errorf("%w: %w", errDependency, err)
 		}
 	}

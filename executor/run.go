@@ -33,12 +33,15 @@ type opScratch struct {
 }
 
 // reset clears what an op of n inputs left in sc: it holds no tensor or
-// buffer once the op is done.
+// buffer once the op is done. A loop, not clear: clearing a slice of
+// pointers calls the runtime twice for what is three stores here
+// (BenchmarkExecutorOnly).
 func (sc *opScratch) reset(n int) {
 	sc.site, sc.key, sc.h = nil, nil, nil
-	clear(sc.ts[:n])
-	clear(sc.bufs[:n])
-	clear(sc.locks[:n+1])
+	for i := range n {
+		sc.ts[i], sc.bufs[i], sc.locks[i] = nil, nil, nil
+	}
+	sc.locks[n] = nil
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -54,7 +57,10 @@ func (sc *opScratch) reset(n int) {
 // its output by Read, as lost).
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	var d adaptive.Decision
-	return e.runCaller(&d, &s, in, out)
+	if e.cfg.Synchronous {
+		return e.run(&d, &s, in, out, false, 0, 0)
+	}
+	return e.runQueued(&d, &s, in, out)
 }
 
 // Submit is Run returning where the op was placed and why: the
@@ -63,17 +69,18 @@ func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer
 // fallback is counted in Stats and recorded in the trace.
 func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (adaptive.Decision, error) {
 	var d adaptive.Decision
-	_, err := e.runCaller(&d, &s, in, out)
+	var err error
+	if e.cfg.Synchronous {
+		_, err = e.run(&d, &s, in, out, false, 0, 0)
+	} else {
+		_, err = e.runQueued(&d, &s, in, out)
+	}
 	return d, err
 }
 
-// runCaller is run for the caller, the decision written to d: with
-// queued work, once failures already seen are recovered, under the
-// gate's read lock.
-func (e *Executor) runCaller(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
-	if e.cfg.Synchronous {
-		return e.run(d, s, in, out, false, 0, 0)
-	}
+// runQueued is Run with queued work, the decision written to d: once
+// failures already seen are recovered, under the gate's read lock.
+func (e *Executor) runQueued(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	if e.pendingFail.Load() {
 		e.recoverFailed()
 	}
@@ -97,7 +104,7 @@ const maxAttempts = 8
 func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
-		return backends.Timing{}, e.opErr(*s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, len(in), len(s.In), adaptive.MaxInputs))
+		return backends.Timing{}, e.countErr(s, len(in))
 	}
 	var st *opSite
 	known := false // s is st's spec: validated already
@@ -120,7 +127,12 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	if known {
 		sc.key, sc.h = &st.key, st.h
 	}
-	tm, err := e.runValid(d, sc, s, in, out, restore, exclude, why)
+	var tm backends.Timing
+	ts := sc.ts[:len(in)]
+	o, err := e.resolve(sc.key, s, in, out, ts)
+	if err == nil {
+		tm, err = e.place(d, sc, s, ts, o, restore, exclude, why)
+	}
 	sc.reset(len(in))
 	if st != nil {
 		releaseSite(st, s, true)
@@ -130,24 +142,13 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	return tm, err
 }
 
-// runValid is run once s is known valid, with sc its scratch.
-func (e *Executor) runValid(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
-	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
-	ts := sc.ts[:len(in)]
-	o, err := e.resolve(sc.key, s, in, out, ts)
-	if err != nil {
-		return backends.Timing{}, err
-	}
-	return e.place(d, sc, s, ts, o, restore, exclude, why)
-}
-
 // resolve fills ts with run's input tensors and returns its output, each
 // checked against s (its sizes from k, s's site key, when not nil).
 func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, ts []*Tensor) (*Tensor, error) {
 	for i, b := range in {
-		t, err := e.tensorOf(b)
-		if err != nil {
-			return nil, e.opErr(*s, fmt.Errorf("input %d: %w", i, err))
+		t, ok := b.(*Tensor)
+		if !ok || t == nil || t.e != e {
+			return nil, e.resolveErr(s, i, b, 0)
 		}
 		want := int64(0)
 		if k != nil {
@@ -156,13 +157,13 @@ func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, ou
 			want = s.InBytes(i)
 		}
 		if t.size != want {
-			return nil, e.opErr(*s, fmt.Errorf("%w: input %d: tensor of %d bytes, want %d", kernels.ErrBufferSize, i, t.size, want))
+			return nil, e.resolveErr(s, i, b, want)
 		}
 		ts[i] = t
 	}
-	o, err := e.tensorOf(out)
-	if err != nil {
-		return nil, e.opErr(*s, fmt.Errorf("output: %w", err))
+	o, ok := out.(*Tensor)
+	if !ok || o == nil || o.e != e {
+		return nil, e.resolveErr(s, -1, out, 0)
 	}
 	want := int64(0)
 	if k != nil {
@@ -170,95 +171,139 @@ func (e *Executor) resolve(k *specKey, s *kernels.Spec, in []backends.Buffer, ou
 	} else {
 		want = s.OutBytes()
 	}
-	if o.size != want {
-		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor of %d bytes, want %d", kernels.ErrBufferSize, o.size, want))
-	}
-	if o.weight.Load() {
-		return nil, e.opErr(*s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, o.id))
+	if o.size != want || o.weight.Load() {
+		return nil, e.resolveErr(s, -1, out, want)
 	}
 	return o, nil
 }
 
+// resolveErr is resolve's error for buffer b, input i or the output (i
+// < 0), of want bytes: a buffer not the Executor's, of another size, or
+// an output that is a weight. Apart from resolve, so that the code an
+// op runs through stays small (BenchmarkExecutorOnly).
+func (e *Executor) resolveErr(s *kernels.Spec, i int, b backends.Buffer, want int64) error {
+	what := "output"
+	if i >= 0 {
+		what = fmt.Sprintf("input %d", i)
+	}
+	t, err := e.tensorOf(b)
+	switch {
+	case err != nil:
+		return e.opErr(*s, fmt.Errorf("%s: %w", what, err))
+	case t.size != want:
+		return e.opErr(*s, fmt.Errorf("%w: %s: tensor of %d bytes, want %d", kernels.ErrBufferSize, what, t.size, want))
+	}
+	return e.opErr(*s, fmt.Errorf("%w: output: tensor %d is a weight, which only Write changes", ErrBadTensor, t.id))
+}
+
+// countErr is run's error for an op given n buffers.
+func (e *Executor) countErr(s *kernels.Spec, n int) error {
+	return e.opErr(*s, fmt.Errorf("%w: %d buffers for %d inputs (at most %d)", kernels.ErrBufferSize, n, len(s.In), adaptive.MaxInputs))
+}
+
 // place chooses the backend for s (into d), runs or queues it there,
-// and falls back on failure.
+// and falls back on failure. Rule: a synchronous op with nothing
+// excluded, no weight among its inputs and no backend in back-off tries
+// runResident first, and only on a failure or a missing copy goes on to
+// the loop that retries (placeRetry). Reason: that loop's state (a
+// Residency, an error per backend) was zeroed at every op
+// (BenchmarkExecutorOnly).
 func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
+	queued := !e.cfg.Synchronous
+	if !restore && e.weighs {
+		e.copyWanted(ts, queued)
+	}
+	if queued || exclude != 0 || e.health.sick.Load() != 0 || anyWeight(ts) {
+		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, nil)
+	}
+	tm, out, err := e.runResident(d, sc, s, ts, o, restore, why)
+	var xferUs float64
+	switch {
+	case out == undecided:
+		return backends.Timing{}, err
+	case out == elsewhere:
+		tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+	}
+	if err != nil {
+		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, err)
+	}
+	e.succeeded(s, d, ts, tm, xferUs)
+	return tm, nil
+}
+
+// succeeded completes an op that ran synchronously on d.Backend.
+func (e *Executor) succeeded(s *kernels.Spec, d *adaptive.Decision, ts []*Tensor, tm backends.Timing, xferUs float64) {
+	if e.weighs {
+		e.copyForOwnSakeSync(ts, d)
+	}
+	if adaptive.Mask(e.health.sick.Load()).Has(d.Backend) {
+		e.healthy(d.Backend)
+	}
+	e.finished(s, d, tm, xferUs)
+}
+
+// placeRetry is place's loop: it decides, runs or queues the op, and on
+// a backend's failure decides again without that backend (after an out
+// of memory, once more with it after an eviction). failure is the first
+// try's error (place), nil for none: the loop starts by handling it.
+func (e *Executor) placeRetry(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, restore bool,
+	exclude adaptive.Mask, why adaptive.Reason, failure error) (backends.Timing, error) {
 	var res adaptive.Residency
 	var oomed adaptive.Mask
 	failed := exclude
 	var errs [adaptive.MaxBackends]error
 	queued := !e.cfg.Synchronous
-	if !restore {
-		e.copyWanted(ts, queued)
-	}
-	fast := !queued && exclude == 0 && e.health.sick.Load() == 0 && !anyWeight(ts)
+	err := failure
 	for {
-		var tm backends.Timing
-		var xferUs float64
-		var err error
-		if fast {
-			fast = false
-			var out resident
-			if tm, out, err = e.runResident(d, sc, s, ts, o, restore, why); out == undecided {
+		if err != nil {
+			var bf *backendFailure
+			if !errors.As(err, &bf) {
+				e.release(d.Backend)
 				return backends.Timing{}, err
 			}
-			if out == elsewhere {
-				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+			f := bf.a
+			failed |= adaptive.Backend(f)
+			if errs[f] == nil {
+				errs[f] = bf.err
 			}
-		} else {
-			var readyAt int64
-			readyAt, err = e.decideOp(d, sc, s, ts, o, &res, failed, why)
-			if err != nil {
-				if failed&^exclude == 0 {
-					return backends.Timing{}, err
-				}
-				return backends.Timing{}, e.allFailed(*s, failed, &errs, err)
-			}
-			if queued {
-				err = e.issue(sc, *s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend])
-				if err == nil {
-					return backends.Timing{}, nil
+			if errors.Is(bf.err, backends.ErrOutOfMemory) {
+				e.release(f)
+				e.memRetries.Add(1)
+				freed := e.evict(f, ts, o)
+				why = adaptive.MemoryConstraint
+				// The only backend left may be this one: after an eviction it
+				// gets one more try.
+				if freed > 0 && !oomed.Has(f) {
+					oomed |= adaptive.Backend(f)
+					if e.noneLeft(*s, failed) {
+						failed &^= adaptive.Backend(f)
+					}
 				}
 			} else {
-				tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore)
+				e.failed(f, bf.err)
+				why = adaptive.Fallback
 			}
 		}
-		a := d.Backend
-		if err == nil {
-			if !queued && e.weighs {
-				e.copyForOwnSakeSync(ts, d)
+		readyAt, derr := e.decideOp(d, sc, s, ts, o, &res, failed, why)
+		if derr != nil {
+			if failed&^exclude == 0 {
+				return backends.Timing{}, derr
 			}
-			e.healthy(a)
-			e.finished(s, d, tm, xferUs)
-			return tm, nil
+			return backends.Timing{}, e.allFailed(*s, failed, &errs, derr)
 		}
-		var bf *backendFailure
-		if !errors.As(err, &bf) {
-			e.release(a)
-			return backends.Timing{}, err
-		}
-		f := bf.a
-		failed |= adaptive.Backend(f)
-		if errs[f] == nil {
-			errs[f] = bf.err
-		}
-		if errors.Is(bf.err, backends.ErrOutOfMemory) {
-			e.release(f)
-			e.memRetries.Add(1)
-			freed := e.evict(f, ts, o)
-			why = adaptive.MemoryConstraint
-			// The only backend left may be this one: after an eviction it
-			// gets one more try.
-			if freed > 0 && !oomed.Has(f) {
-				oomed |= adaptive.Backend(f)
-				if e.noneLeft(*s, failed) {
-					failed &^= adaptive.Backend(f)
-				}
+		if queued {
+			if err = e.issue(sc, *s, ts, o, d, restore, readyAt, res.QueueUs[d.Backend]); err == nil {
+				return backends.Timing{}, nil
 			}
 			continue
 		}
-		e.failed(f, bf.err)
-		why = adaptive.Fallback
+		var tm backends.Timing
+		var xferUs float64
+		if tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore); err == nil {
+			e.succeeded(s, d, ts, tm, xferUs)
+			return tm, nil
+		}
 	}
 }
 
@@ -297,11 +342,11 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc, s, *res, failed|sick, why)
+	err := e.choose(d, sc, s, res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc, s, *res, failed, why)
+		err = e.choose(d, sc, s, res, failed, why)
 	}
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)
@@ -316,8 +361,10 @@ func (e *Executor) finished(s *kernels.Spec, d *adaptive.Decision, tm backends.T
 	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
 		e.fallbacks.Add(1)
 	}
-	if tm.Duration > 0 {
-		e.observe(d, tm) // a zero or absurd timing teaches nothing
+	// A zero or absurd timing teaches nothing; the Placer learns what the
+	// Scheduler takes.
+	if tm.Duration > 0 && e.s.ObserveRef(d, tm) == nil && e.cfg.Placer != nil {
+		e.placerObserved(d, tm)
 	}
 	if e.cfg.Recorder != nil {
 		e.record(*s, *d, tm, xferUs)

@@ -96,16 +96,20 @@ func (k *specKey) holds(s *kernels.Spec) bool {
 // changed keeps s instead.
 func (e *Executor) takeSite(o *Tensor, s *kernels.Spec) (*opSite, bool) {
 	st := &o.site
-	if !fits(s) || !st.mu.TryLock() {
+	if !st.mu.TryLock() {
 		return nil, false
 	}
-	if st.ok && st.key.holds(s) {
+	if st.ok && st.key.holds(s) { // a spec the key holds fits one
 		if st.h == nil && e.cfg.Placer == nil {
 			st.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
 		}
 		return st, true
 	}
 	st.ok, st.h = false, nil
+	if !fits(s) {
+		st.mu.Unlock()
+		return nil, false
+	}
 	return st, false
 }
 

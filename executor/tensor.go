@@ -38,8 +38,11 @@ type Tensor struct {
 	// read-locked (markRead) and cleared under it write-locked;
 	// consumers is where the last version that was read was: where a new
 	// version will likely be needed too, which Select charges moving the
-	// output to (Residency.Consumers).
-	readers   atomic.Uint32
+	// output to (Residency.Consumers). readers is read and set with
+	// atomic operations, and cleared by a plain store: t.mu write-locked
+	// excludes every other access, and an atomic store cost an op as
+	// much as a lock (BenchmarkExecutorOnly).
+	readers   uint32
 	consumers adaptive.Mask
 
 	// Queued work (Executor not Synchronous): ready[l] is the work that
@@ -60,14 +63,14 @@ type Tensor struct {
 // newVersion notes that t is being overwritten (t.mu held).
 func (t *Tensor) newVersion() {
 	t.consumers = t.consumersHint()
-	t.readers.Store(0)
+	t.readers = 0 // t.mu write-locked: no concurrent access
 }
 
 // markRead notes that the current version has been read at m (t.mu
 // held, for reading at least).
 func (t *Tensor) markRead(m adaptive.Mask) {
-	if adaptive.Mask(t.readers.Load())&m != m {
-		t.readers.Or(uint32(m))
+	if adaptive.Mask(atomic.LoadUint32(&t.readers))&m != m {
+		atomic.OrUint32(&t.readers, uint32(m))
 	}
 }
 
@@ -75,7 +78,7 @@ func (t *Tensor) markRead(m adaptive.Mask) {
 // read: where t's current value was, else where the last one read was
 // (t.mu held).
 func (t *Tensor) consumersHint() adaptive.Mask {
-	if r := adaptive.Mask(t.readers.Load()); r != 0 {
+	if r := adaptive.Mask(atomic.LoadUint32(&t.readers)); r != 0 {
 		return r
 	}
 	return t.consumers

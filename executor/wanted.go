@@ -8,11 +8,9 @@ import "github.com/adaptsched/adaptsched/adaptive"
 // than beside its copy (TestWeightCopiedBeforeOp). The use is counted in
 // that cache now, as a use that copied the weight; the op's own staging
 // then finds it held, and ownSake skips the backend. queued: the copy is
-// queued (copyToDevice), else made at once.
+// queued (copyToDevice), else made at once. Only with weight caches
+// (Executor.weighs).
 func (e *Executor) copyWanted(ts []*Tensor, queued bool) {
-	if !e.weighs {
-		return
-	}
 	for _, t := range ts {
 		if !t.weight.Load() {
 			continue

@@ -348,7 +348,7 @@ func (e *Executor) stageWeight(t *Tensor, a int) (*rec, error) {
 
 // freeStaged frees the staging buffers of op r, which has completed.
 func (r *rec) freeStaged() {
-	for _, c := range r.copies {
+	for _, c := range r.copiesOf() {
 		if c.staging && c.dev != nil {
 			c.dev.Free()
 			c.dev = nil
@@ -359,7 +359,7 @@ func (r *rec) freeStaged() {
 // dropStaged frees the staging buffers of op r that was not queued, once
 // their copies have completed, and forgets r's copies.
 func (e *Executor) dropStaged(r *rec) {
-	for _, c := range r.copies {
+	for _, c := range r.copiesOf() {
 		if c.staging {
 			e.await(c)
 		}

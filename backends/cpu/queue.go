@@ -32,7 +32,34 @@ type task struct {
 	out   []byte // the kernel's output, or the copy's buffer side
 	host  []byte // the copy's host side
 	after []backends.Event
-	ev    *event
+	ev    *event // evMem
+	// Storage for ev and the slices above when they fit, so that
+	// queueing a task allocates it alone, not five objects (executor's
+	// BenchmarkExecutorOverhead/queued). Once
+	// the task has run it lets go of everything but its event (done).
+	evMem    event
+	inMem    [3][]byte
+	afterMem [4]backends.Event
+}
+
+// setAfter sets t.after to a copy of after, in t's storage when it fits.
+func (t *task) setAfter(after []backends.Event) {
+	if len(after) > len(t.afterMem) {
+		t.after = slices.Clone(after)
+		return
+	}
+	t.after = t.afterMem[:copy(t.afterMem[:], after)]
+}
+
+// done drops what t refers to once it has run: its event keeps t in
+// memory while anyone holds the event, and left, each task would keep
+// its inputs' memory and the events it ran after, and through them
+// every earlier task, reachable.
+func (t *task) done() {
+	t.spec = kernels.Spec{}
+	t.in, t.out, t.host, t.after = nil, nil, nil, nil
+	clear(t.inMem[:])
+	clear(t.afterMem[:])
 }
 
 // op names the task in its errors: the kernel's op, "write" or "read".
@@ -46,10 +73,13 @@ func (t *task) op() string {
 	return t.spec.Op.String()
 }
 
-// event is the completion of one task of a CPU backend's queue.
+// event is the completion of one task of a CPU backend's queue. It is
+// part of its task, and waits by a WaitGroup rather than a channel, so
+// that it costs no allocation of its own.
 type event struct {
 	q        *queue
-	done     chan struct{} // closed when the task has completed
+	ended    atomic.Bool    // the task has completed
+	wg       sync.WaitGroup // done when the task has completed
 	timing   backends.Timing
 	err      error
 	reported atomic.Bool // a Wait or Sync has returned err
@@ -58,19 +88,12 @@ type event struct {
 var _ backends.Event = (*event)(nil)
 
 // Done implements backends.Event.
-func (e *event) Done() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
+func (e *event) Done() bool { return e.ended.Load() }
 
 // Wait implements backends.Event: the Timing is the worker's clock
 // around the kernel or copy alone, the wait for dependencies excluded.
 func (e *event) Wait() (backends.Timing, error) {
-	<-e.done
+	e.wg.Wait()
 	if e.err != nil {
 		e.reported.Store(true)
 	}
@@ -102,7 +125,9 @@ type queue struct {
 // calling goroutine before returning; otherwise a draining goroutine runs
 // it. It fails with ErrClosed after close.
 func (q *queue) enqueue(b *Backend, t *task, inline bool) error {
-	t.ev = &event{q: q, done: make(chan struct{})}
+	t.ev = &t.evMem
+	t.ev.q = q
+	t.ev.wg.Add(1)
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -221,12 +246,14 @@ func (q *queue) drain(b *Backend) {
 func (q *queue) finish(b *Backend, t *task) {
 	ev := t.ev
 	ev.timing, ev.err = q.run(b, t)
+	t.done()
 	if ev.err != nil {
 		q.mu.Lock()
 		q.failed = append(q.failed, ev)
 		q.mu.Unlock()
 	}
-	close(ev.done)
+	ev.ended.Store(true)
+	ev.wg.Done()
 }
 
 // run waits for t's dependencies on other queues (this queue's own are
@@ -277,7 +304,7 @@ func (q *queue) sync() error {
 // completed so far.
 func (q *queue) await(last *event) error {
 	if last != nil {
-		<-last.done
+		last.wg.Wait()
 	}
 	q.mu.Lock()
 	failed := q.failed
@@ -354,7 +381,12 @@ func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if s.Op == kernels.Opaque {
 		return fail(fmt.Errorf("%w: %q has no kernel", kernels.ErrNotExecutable, s.Params.Name))
 	}
-	bufs := make([][]byte, len(in))
+	t := &task{kind: workRun, spec: s}
+	bufs := t.inMem[:0]
+	if len(in) > len(t.inMem) {
+		bufs = make([][]byte, 0, len(in))
+	}
+	bufs = bufs[:len(in)]
 	for i, buf := range in {
 		d, err := backends.HostBytes(b, buf)
 		if err != nil {
@@ -369,12 +401,15 @@ func (b *Backend) runTask(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, bufs, o); err != nil {
 		return fail(err)
 	}
-	return &task{kind: workRun, spec: s, in: bufs, out: o, after: slices.Clone(after)}, nil
+	t.in, t.out = bufs, o
+	t.setAfter(after)
+	return t, nil
 }
 
 // copyAsync checks a copy's arguments and queues it.
 func (b *Backend) copyAsync(kind workKind, buf backends.Buffer, host []byte, after []backends.Event, inline bool) (*event, error) {
-	t := &task{kind: kind, host: host, after: slices.Clone(after)}
+	t := &task{kind: kind, host: host}
+	t.setAfter(after)
 	d, err := backends.HostBytes(b, buf)
 	if err == nil && len(d) != len(host) {
 		err = fmt.Errorf("%w: buffer of %d bytes, host memory of %d", kernels.ErrBufferSize, len(d), len(host))

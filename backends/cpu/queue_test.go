@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,4 +399,45 @@ func TestRunInline(t *testing.T) {
 	if !ev.Done() {
 		t.Fatal("Sync returned before the work queued behind the inline kernel")
 	}
+}
+
+// TestQueueLetsGoOfRunWork checks that queued work that has run keeps
+// neither its buffers' memory nor the events it ran after reachable,
+// though its own event is held (the Executor holds events until it has
+// observed them): in a chain of ops, each after the one before, holding
+// the last event lets every earlier op's input memory go.
+func TestQueueLetsGoOfRunWork(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(1))
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{1024}}, Params: kernels.Params{Scale: 2}}
+	out, _ := b.Alloc(4096)
+	var freed atomic.Int32
+	var last backends.Event
+	const n = 40
+	for range n {
+		in := make([]float32, 1024)
+		runtime.AddCleanup(&in[0], func(c *atomic.Int32) { c.Add(1) }, &freed)
+		var after []backends.Event
+		if last != nil {
+			after = []backends.Event{last}
+		}
+		ev, err := b.RunAsync(s, []backends.Buffer{mapF32(t, b, in)}, out, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if _, err := last.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		runtime.GC()
+		if freed.Load() == n {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := freed.Load(); got != n {
+		t.Fatalf("%d of %d inputs' memory let go while the last event is held, want all", got, n)
+	}
+	runtime.KeepAlive(last)
 }
