@@ -51,13 +51,12 @@ type Bucket struct {
 	state    []ArmState
 	// The draws skipped (skip.go): the challengers' bounds were computed
 	// at observation boundAt; bounded holds the challengers that have
-	// one, probed those of them probeable in the window. They are
-	// computed again skipWindow observations later. skipped: the last
-	// Choose skipped; spared: the arms it did not draw. noSkip: always
-	// draw (TestSkipSameChoices).
-	boundAt                 int64
-	bounded, probed, spared uint8
-	skipped, noSkip         bool
+	// one. They are computed again skipWindow observations later.
+	// skipped: the last Choose skipped; spared: the arms it did not draw.
+	// noSkip: always draw (TestSkipSameChoices).
+	boundAt         int64
+	bounded, spared uint8
+	skipped, noSkip bool
 }
 
 // ArmState is a bucket's bookkeeping of one arm beyond its posterior

@@ -12,26 +12,29 @@ import (
 // challenger c takes the bucket from incumbent i only with a sampled
 // cost below th = (1−h)·(i's posterior mean cost), a copy of the op's
 // own taken at face value (ChooseCopies), or when its mean is surely
-// cheaper (surelyCheaper); it runs this op by a probe only as the
-// cheapest cost of a held decision, and only while probeable. c is
-// dead where its bound holds (windowBound), its floor, the cost below
-// which it falls with probability at most skipTail, is at least th, and
-// its mean cannot be surely cheaper: drawn by inversion, its ln-mean m =
-// F⁻¹(U), U uniform, is then at least ln floor whenever U ≥ skipTail,
-// and there it cannot win, nor be probed unless it is the cheapest.
+// cheaper (surelyCheaper), or by a probe, as the cheapest cost of a held
+// decision while probeable. c is dead where its bound holds
+// (windowBound: not where it may be probeable), its floor, the cost
+// below which it falls with probability at most skipTail, is at least
+// th, and its mean cannot be surely cheaper: drawn by inversion, its
+// ln-mean m = F⁻¹(U), U uniform, is then at least ln floor whenever U ≥
+// skipTail, and there it cannot win, and matters to the choice only if
+// it is the cheapest cost (held's probe coin).
 //
 // One uniform decides whether any dead challenger's U falls below
-// skipTail (tailDraws); if none does, and every challenger is dead and
-// none probeable, the decision is the incumbent without drawing
-// anything else (skipKept). Otherwise the incumbent and the live
-// challengers are drawn in full; a dead challenger whose floor is above
-// the cheapest of those costs cannot be the cheapest, so it is not
-// drawn (its cost is given as its mean), a dead one whose floor is not
-// is drawn in full, and one whose U fell in its tail is drawn exactly
-// from U by inversion, its variance from the conditional τ | m. Every
-// cost that pick or a probe reads is so distributed exactly as Choose's,
-// and so is the chosen arm (TestSkipSameChoices and the tests beside
-// it).
+// skipTail (tailDraws). Where every challenger is dead: if none does,
+// the decision is the incumbent without drawing anything else
+// (skipKept); if one does, every arm is drawn, the incumbent in full and
+// each challenger from its U by inversion, its variance from the
+// conditional τ | m (drawByInversion). Where some are live, the
+// incumbent and the live challengers are drawn in full; a dead
+// challenger whose floor is above the cheapest of those costs cannot be
+// the cheapest, so it is not drawn (its cost is given as its mean), a
+// dead one whose floor is not is drawn in full, and one whose U fell in
+// its tail by inversion. Every cost that pick or a probe reads is so
+// distributed exactly as Choose's, and so is the chosen arm
+// (TestSkipSameChoices and the tests beside it). A bucket of two arms
+// draws exactly what it drew when each challenger drew its own uniform.
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -113,7 +116,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
 // false where no useful bound holds (a posterior too weak to take a
-// variance). probe: p is probeable somewhere in the window.
+// variance, an arm probeable somewhere in the window).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -124,7 +127,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool) {
+func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -136,10 +139,12 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	}
 	one, end := eval(1), eval(sK)
 	if !(one.kappa > 0 && end.kappa > 0 && one.alpha > 1 && end.alpha > 1 && one.beta > 0 && end.beta > 0) {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	kLo, kHi := math.Min(one.kappa, end.kappa), math.Max(one.kappa, end.kappa)
-	probe = kHi > k0 && kLo <= k0+probeEvidence
+	if kHi > k0 && kLo <= k0+probeEvidence {
+		return armBound{}, false // probeable somewhere in the window
+	}
 	aLo, aHi := math.Min(one.alpha, end.alpha), math.Max(one.alpha, end.alpha)
 	muLo := math.Min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
@@ -149,14 +154,14 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	bLo := math.Min(one.beta, end.beta)
 	z, ok := tQuantile(2 * aLo)
 	if !ok {
-		return armBound{}, false, false
+		return armBound{}, false
 	}
 	return armBound{
 		floor:  down32(expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo)))),
 		lnMean: down32(muLo + bLo/(aHi-1)/2),
 		vmean:  down32(bLo / (aHi * kHi)),
 		mean:   float32(p.MeanUs()),
-	}, probe, true
+	}, true
 }
 
 // Changed tells the bucket that the caller wrote Arms or Priors: the
@@ -175,24 +180,18 @@ func (b *Bucket) Skipped() bool { return b.skipped }
 func (b *Bucket) Spared() uint8 { return b.spared }
 
 // refreshBounds computes every challenger's bound for the next
-// skipWindow observations: bounded holds those that have one, probed
-// those probeable in the window.
+// skipWindow observations: bounded holds those that have one.
 func (b *Bucket) refreshBounds(cfg *Config) {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
-	b.bounded, b.probed = 0, 0
+	b.bounded = 0
 	for i := range b.Arms {
 		if i == b.Incumbent {
 			continue
 		}
-		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK)
-		if !ok {
-			continue
-		}
-		b.state[i].bound = bd
-		b.bounded |= 1 << i
-		if probe {
-			b.probed |= 1 << i
+		if bd, ok := windowBound(b.Arms[i], b.Priors[i], sK); ok {
+			b.state[i].bound = bd
+			b.bounded |= 1 << i
 		}
 	}
 	b.boundAt = b.observed
@@ -219,7 +218,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		return skipNone
 	}
 	var u [maxSkipArms]float64
-	if live == 0 && dead&b.probed == 0 {
+	if live == 0 {
 		if !tailDraws(r, dead, &u) {
 			for c := range b.Arms {
 				costs[c] = float64(b.state[c].bound.mean) + at(extra, c)
@@ -228,8 +227,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 			b.spared = dead
 			return skipKept
 		}
-		low := b.drawFull(cfg, extra, r, 1<<inc, costs)
-		b.drawDead(cfg, extra, r, dead, dead, low, &u, costs)
+		b.drawByInversion(cfg, extra, r, &u, costs)
 		return skipDrawn
 	}
 	low := b.drawFull(cfg, extra, r, live|1<<inc, costs)
@@ -245,9 +243,6 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		tail = far
 	}
 	b.drawDead(cfg, extra, r, far, tail, low, &u, costs)
-	if live == 0 && far == dead && tail == 0 {
-		b.state[inc].kept++ // no challenger drawn
-	}
 	return skipDrawn
 }
 
@@ -293,10 +288,20 @@ func (b *Bucket) deadArms(cfg *Config, extra, copies []float64, h float64) (dead
 // all into u, given that, and reports true. Given that one does, the
 // first of k is below with chance skipTail / tailAny[k]; if it is, the
 // rest are plain uniforms; if not, it is uniform above skipTail and the
-// rest are drawn so again.
+// rest are drawn so again. An arm alone takes the deciding uniform as
+// its U, so that a bucket of two arms draws what it drew when each
+// challenger drew its own.
 func tailDraws(r *rand.Rand, set uint8, u *[maxSkipArms]float64) bool {
 	k := bits.OnesCount8(set)
-	if k == 0 || !(r.Float64() < tailAny[k]) {
+	if k == 0 {
+		return false
+	}
+	v := r.Float64()
+	if k == 1 {
+		u[bits.TrailingZeros8(set)] = v
+		return v < skipTail
+	}
+	if !(v < tailAny[k]) {
 		return false
 	}
 	placed := false
@@ -360,6 +365,22 @@ func at(x []float64, i int) float64 {
 		return 0
 	}
 	return x[i]
+}
+
+// drawByInversion draws every arm's Thompson cost into costs (extra
+// added), in their order: the incumbent's as Sample does, each
+// challenger's from its uniform u by inversion (sampleAt). A bucket of
+// two arms so draws what it drew when each challenger drew its own
+// uniform.
+func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
+	b.Settle(cfg)
+	for c := range b.Arms {
+		if c == b.Incumbent {
+			costs[c] = b.Arms[c].Sample(r) + at(extra, c)
+		} else {
+			costs[c] = b.Arms[c].sampleAt(u[c], r) + at(extra, c)
+		}
+	}
 }
 
 // sampleAt is Sample with m's uniform given: m = F⁻¹(u), F Student's t
