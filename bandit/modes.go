@@ -30,10 +30,10 @@ import (
 // Each mode's posterior is a NormalGamma over ln(steady step µs). A mode
 // without one (Observe) runs ModesWarm steps in a row before any is
 // compared, and the first modesPriced changes to a mode run two; every Done
-// discounts every mode by ModesGamma, so a mode left alone regains
-// uncertainty and is tried again: the per-op learner improves as it
-// learns, and the device a rule relies on may slow. Modes is not safe for
-// concurrent use.
+// discounts every mode by ModesGamma, and a mode left alone for the
+// memory's length runs again (modesRetry): the per-op learner improves as
+// it learns, and the device a rule relies on may slow. Modes is not safe
+// for concurrent use.
 type Modes struct {
 	post   []NormalGamma
 	prior  []NormalGamma // set at each mode's first steady step
@@ -47,6 +47,9 @@ type Modes struct {
 	held   bool       // first is not observed yet: the run is pricing its change
 	span   [2]float64 // steps between Resumes: discounted Σ steps, Σ weight
 	since  int        // steps since the last Resume; -1: none yet
+	forced bool       // the running run began at a Resume, not by a choice
+	done   int64      // steps done
+	ranAt  []int64    // each mode's last step (done's count then)
 	r      *rand.Rand
 }
 
@@ -79,14 +82,21 @@ const (
 	// more than 2% of the late steps with one, 3 with two, 2 when changes
 	// were not priced).
 	modesPriced = 2
-	// modesSpread is the prior's spread of ln(step time), wide: a mode
-	// left alone drifts back to its prior, and from there one 2× slower
-	// than the incumbent draws below it about one step in twenty, so it is
-	// tried again and taken if it has become faster (TestModesRetry).
-	modesSpread = 0.3
+	// modesSpread is the prior's spread of ln(step time): a step's noise
+	// of 10%, which steady steps measured soon narrow. The steps of one
+	// placement vary by 1–5% (cmd/infer's simulated runs); a spread of
+	// 30% kept modes 5–15% slower drawn for tens of steps (the CPU alone
+	// in 2–14 of 124 offload steps with it, 2 with this).
+	modesSpread = 0.1
 	// modesStrength is the prior's weight in steps: the first steady
 	// step's time sets the level, which the steps after it soon outweigh.
 	modesStrength = 0.5
+	// modesRetry is the steps a mode is left alone, the memory's length
+	// (1/(1−ModesGamma)), before it runs again whatever its record (more
+	// the longer its change: a retry pays for it), so a mode that became
+	// faster is found: a mode's steady record narrows too fast to be
+	// drawn from (TestModesRetry).
+	modesRetry = 200
 )
 
 // NewModes returns a chooser over n modes (at least 1) drawing from a
@@ -96,15 +106,15 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 		return nil, fmt.Errorf("%w: %d modes", ErrBadStep, n)
 	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
-		change: make([]excess, n), priced: make([]int, n), runs: make([]int64, n), last: -1, since: -1,
+		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
 		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
 // Next returns the mode to run the next step with: the running one while
 // its change is not priced, else the first mode without a steady step
-// yet, else the one whose Thompson draw of the steady step time, with the
-// change to it spread over the steps left (left) unless it is running, is
-// lowest.
+// yet, else one left alone past modesRetry, else the one whose Thompson
+// draw of the steady step time, with the change to it spread over the
+// steps it may run (horizon) unless it is running, is lowest.
 func (m *Modes) Next() int {
 	if m.held {
 		return m.last // its change is not priced yet
@@ -114,12 +124,17 @@ func (m *Modes) Next() int {
 			return i
 		}
 	}
+	for i := range m.post {
+		if i != m.last && float64(m.done-m.ranAt[i]) >= modesRetry*(1+max(0, math.Expm1(m.change[i].mean()))) {
+			return i // a retry
+		}
+	}
 	best, bestUs := 0, math.Inf(1)
-	left := m.left()
+	h := m.horizon()
 	for i := range m.post {
 		us := m.post[i].Sample(m.r)
 		if i != m.last {
-			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/left
+			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/h
 		}
 		if us < bestUs {
 			best, bestUs = i, us
@@ -143,12 +158,14 @@ func (m *Modes) Done(mode int, us float64) error {
 	}
 	y := LnUs(us)
 	m.runs[mode]++
+	m.done++
+	m.ranAt[mode] = m.done
 	if m.since >= 0 {
 		m.since++
 	}
 	if mode != m.last {
 		m.endRun()
-		m.last, m.runLen, m.first = mode, 1, y
+		m.last, m.runLen, m.first, m.forced = mode, 1, y, false
 		// Without an excess yet the step waits for the next to price the
 		// change; with one it is observed less it.
 		if m.held = m.priced[mode] < modesPriced; !m.held {
@@ -215,7 +232,7 @@ func (m *Modes) Resume(mode int) error {
 	if mode != m.last {
 		m.endRun()
 	}
-	m.last, m.runLen = mode, ModesWarm
+	m.last, m.runLen, m.forced = mode, ModesWarm, true
 	if m.since > 0 {
 		m.span[0] = m.span[0]*ModesGamma + float64(m.since)
 		m.span[1] = m.span[1]*ModesGamma + 1
@@ -233,6 +250,23 @@ func (m *Modes) left() float64 {
 		return 1 / (1 - ModesGamma)
 	}
 	return max(1, m.span[0]/m.span[1]-float64(m.since))
+}
+
+// horizon returns the steps over which a change drawn now must pay for
+// itself: what is left (left), but no more than the running run has
+// lasted when a choice began it. Between modes whose draws cross often
+// (near-ties), a change priced over the whole memory was drawn at every
+// crossing, paying its first step each time (25–112 changes in 300 steps
+// in TestModesTieChanges' setting); priced over the run behind it, a run
+// must last as long as the loss it can recover, so changes thin out as
+// the evidence grows and a mode 2× faster still wins at once. A run a
+// Resume forced was not chosen, and is priced over what is left.
+func (m *Modes) horizon() float64 {
+	left := m.left()
+	if m.forced || m.last < 0 {
+		return left
+	}
+	return min(left, float64(max(ModesWarm, m.runLen)))
 }
 
 // check returns an error wrapping ErrBadStep for an unknown mode or a

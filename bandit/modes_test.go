@@ -203,3 +203,44 @@ func TestModesBadInput(t *testing.T) {
 		t.Errorf("first mode %d, want 0 (warm-up in order)", k)
 	}
 }
+
+// tieChanges runs two modes whose steady steps are within 1% (1,000 and
+// 1,010 µs, 5% noise) and whose first step after a change costs 1,300,
+// for 300 steps, and returns the changes of mode.
+func tieChanges(t *testing.T, seed uint64) int {
+	m, _ := NewModes(2, seed)
+	r := rand.New(rand.NewPCG(seed, 4))
+	last, changes := -1, 0
+	for range 300 {
+		k := m.Next()
+		us := 1000.0 + 10*float64(k)
+		if k != last && last >= 0 {
+			us, changes = 1300, changes+1
+		}
+		if err := m.Done(k, stepUs(r, us)); err != nil {
+			t.Fatal(err)
+		}
+		last = k
+	}
+	return changes
+}
+
+// TestModesTieChanges: between two modes within 1% of each other, where a
+// change costs 30% of a step, a change must pay for itself over a run as
+// long as the running one has lasted: at most 40 changes in 300 steps in
+// each of 20 seeds and 600 in all (priced over the memory of 200 steps,
+// a change was drawn at most near-ties: 25–112 a seed, 1,264 in all;
+// priced over the run behind it, 10–22 and 319).
+func TestModesTieChanges(t *testing.T) {
+	total := 0
+	for seed := range uint64(20) {
+		n := tieChanges(t, seed)
+		if n > 40 {
+			t.Errorf("seed %d: %d changes of mode in 300 steps, want ≤ 40", seed, n)
+		}
+		total += n
+	}
+	if total > 600 {
+		t.Errorf("%d changes of mode in 20 runs of 300 steps, want ≤ 600", total)
+	}
+}

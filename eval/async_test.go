@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -239,6 +240,24 @@ func (s *scripted) Choose(*Task) int {
 }
 func (s *scripted) Observe(*Task, int, float64) {}
 
+// myopic places each op on the arm where it would finish first given the
+// arms' queues (Task.Res.QueueUs), with its true duration: the greedy
+// expected-finish rule with perfect knowledge of each op, and no
+// foresight of the ops after it. Copies are not priced.
+type myopic struct{ truth func(bucket, arm int) float64 }
+
+func (p *myopic) Name() string { return "myopic" }
+func (p *myopic) Choose(t *Task) int {
+	best, bestUs := 0, math.Inf(1)
+	for a := range 2 {
+		if us := p.truth(t.Bucket, a) + float64(t.Res.QueueUs[a]); us < bestUs {
+			best, bestUs = a, us
+		}
+	}
+	return best
+}
+func (p *myopic) Observe(*Task, int, float64) {}
+
 // expertSplit returns, for n ops of the MoE decode at batch, the arms of
 // a placement that runs the last k routed experts of every layer on the
 // CPU (arm 1) and everything else on the GPU (arm 0): the split a
@@ -273,8 +292,11 @@ func expertSplit(tb testing.TB, batch, n, k int) []int {
 }
 
 // BenchmarkOverlapSplit is what placing whole experts on the CPU reaches
-// on the MoE decode with igpu: for k routed experts per layer on cpu2, the makespan's tokens per second over the GPU alone's
-// (split_k_over_gpu), beside thompson's (BenchmarkOverlap).
+// on the MoE decode with igpu: for k routed experts per layer on cpu2,
+// the makespan's tokens per second over the GPU alone's
+// (split_k_over_gpu), beside thompson's (BenchmarkOverlap) and the
+// greedy expected-finish rule's with true durations (myopic_over_gpu):
+// what deciding op by op, in order, reaches at best.
 func BenchmarkOverlapSplit(b *testing.B) {
 	for _, batch := range []int{1, 16} {
 		b.Run("igpu/b"+strconv.Itoa(batch), func(b *testing.B) {
@@ -295,6 +317,11 @@ func BenchmarkOverlapSplit(b *testing.B) {
 					return float64(r.Steps) / r.MakespanUs
 				}
 				gpu := run(make([]int, fullOps))
+				r, err := env.Run(&myopic{truth: env.Truth}, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(r.Steps)/r.MakespanUs/gpu, "myopic_over_gpu")
 				active := min(sim.Qwen15MoE.Experts, batch*sim.Qwen15MoE.TopK)
 				step := max(1, active/15) // k = 1…4 at batch 1, 4…60 by 4 at batch 16
 				for k := step; k <= active; k += step {
