@@ -292,7 +292,7 @@ func (e *engine) choose(b *bucket, allowed Mask, extra, copies *[MaxBackends]flo
 		e.means(b, allowed, extra, est)
 		r := Unsupported
 		if e.n == 1 {
-			r = e.dataReason(b, a, allowed, nil, false)
+			r = e.dataReason(b, a, allowed, nil, nil, 0, false)
 		}
 		return choice{arm: a, reason: r}
 	}
@@ -333,7 +333,7 @@ func (e *engine) choose(b *bucket, allowed Mask, extra, copies *[MaxBackends]flo
 	if b.bb.Skipped() {
 		r = skippedReason(b, arm, allowed, est)
 	} else {
-		r = e.dataReason(b, arm, allowed, extra, held)
+		r = e.dataReason(b, arm, allowed, extra, est, Mask(b.bb.Spared()), held)
 	}
 	return choice{arm: arm, reason: r, switched: b.bb.Switches != before}
 }
@@ -357,14 +357,15 @@ func skippedReason(b *bucket, arm int, allowed Mask, est *[MaxBackends]float64) 
 }
 
 // dataReason classifies a bandit choice (DESIGN.md § Strategies); only
-// Explore against Exploit needs the posterior means.
-func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64, held bool) Reason {
+// Explore against Exploit needs the posterior means, which est holds of
+// the arms in spared (bandit.Bucket.Spared).
+func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra, est *[MaxBackends]float64, spared Mask, held bool) Reason {
 	switch {
 	case b.seen == 0:
 		return Prior
 	case held:
 		return HysteresisHold
-	case e.bestMean(b, arm, allowed, extra):
+	case e.bestMean(b, arm, allowed, extra, est, spared):
 		return Exploit
 	}
 	return Explore
@@ -375,19 +376,34 @@ func (e *engine) dataReason(b *bucket, arm int, allowed Mask, extra *[MaxBackend
 // tie. A mean cost is exp(μ + E[1/τ]/2) plus the transfer: an arm that
 // is no cheaper than arm in either term, or cheaper in both, is settled
 // without the exponentials, which only the arms that trade one term for
-// the other need.
-func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra *[MaxBackends]float64) bool {
-	b.bb.Settle(&e.cfg)
+// the other need. The arms in spared, which the bandit did not draw,
+// are neither settled nor read: est holds their mean costs, as of their
+// skip bound (bandit.Bucket.Spared). Reason: settling them, to label a
+// decision that spared their draws, was a tenth of a decision with 4
+// backends (BenchmarkSelectObserve's handle/4backends/serial).
+func (e *engine) bestMean(b *bucket, arm int, allowed Mask, extra, est *[MaxBackends]float64, spared Mask) bool {
+	b.bb.SettleArm(&e.cfg, arm)
 	lnMean := func(a int) float64 { p := &b.bb.Arms[a]; return p.Mu + p.Variance()/2 }
 	l := lnMean(arm)
 	var x float64
 	if extra != nil {
 		x = extra[arm]
 	}
+	c := math.NaN() // arm's mean cost, once needed
 	for a := range e.n {
 		if a == arm || !allowed.Has(a) {
 			continue
 		}
+		if spared.Has(a) {
+			if c != c {
+				c = b.bb.Arms[arm].MeanUs() + x
+			}
+			if est[a] < c || est[a] == c && a < arm {
+				return false
+			}
+			continue
+		}
+		b.bb.SettleArm(&e.cfg, a)
 		la, xa := lnMean(a), 0.0
 		if extra != nil {
 			xa = extra[a]

@@ -90,20 +90,26 @@ type transferCache struct {
 	allowed Mask
 	res     Residency
 	any     bool
+	copies  bool // w is not all zero
 	t, w    [MaxBackends]float64
 }
 
 // transfers is Scheduler.transfers through the cache: the same figures,
 // priced again only when the residency, the allowed backends or the
-// links have changed.
-func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t, w *[MaxBackends]float64) bool {
+// links have changed. copies reports whether w holds any copy (w is
+// written only then).
+func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t, w *[MaxBackends]float64) (any, copies bool) {
 	ep := s.linkEpoch.Load()
 	if c.ok && c.epoch == ep && c.allowed == allowed && c.res.sameTransfers(res) {
-		*t, *w = c.t, c.w
-		return c.any
+		*t = c.t
+		if c.copies {
+			*w = c.w
+		}
+		return c.any, c.copies
 	}
 	*t, *w = [MaxBackends]float64{}, [MaxBackends]float64{}
-	any := s.transfers(res, out, allowed, t, w)
-	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, t: *t, w: *w}
-	return any
+	any = s.transfers(res, out, allowed, t, w)
+	copies = *w != [MaxBackends]float64{}
+	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, copies: copies, t: *t, w: *w}
+	return any, copies
 }

@@ -200,15 +200,16 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 	var extra, copies *[MaxBackends]float64
 	var weights [MaxBackends]float64
 	if res.N > 0 || res.Consumers != 0 {
-		var any bool
+		var any, cp bool
 		if tc != nil {
-			any = tc.transfers(s, res, ent.out, allowed, &d.Transfer, &weights)
+			any, cp = tc.transfers(s, res, ent.out, allowed, &d.Transfer, &weights)
 		} else {
 			any = s.transfers(res, ent.out, allowed, &d.Transfer, &weights)
+			cp = weights != [MaxBackends]float64{}
 		}
 		if any {
 			extra = &d.Transfer
-			if weights != ([MaxBackends]float64{}) {
+			if cp {
 				copies = &weights
 			}
 		}

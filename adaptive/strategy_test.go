@@ -204,7 +204,7 @@ func TestBestMean(t *testing.T) {
 			if !allowed.Has(a) {
 				continue
 			}
-			if got := e.bestMean(b, a, allowed, ext); got != (a == best) {
+			if got := e.bestMean(b, a, allowed, ext, nil, 0); got != (a == best) {
 				t.Fatalf("trial %d: arms %+v, transfers %v, allowed %04b: bestMean(%d) = %v, the cheapest is %d",
 					trial, b.bb.Arms, ext, allowed, a, got, best)
 			}

@@ -50,11 +50,13 @@ type Bucket struct {
 	observed int64
 	state    []ArmState
 	// The draws skipped (skip.go): the challengers' bounds were computed
-	// at observation boundAt, and held (boundOK); either way they are
-	// computed again skipWindow observations later. skipped: the last
-	// Choose skipped. noSkip: always draw (TestSkipSameChoices).
-	boundAt                  int64
-	boundOK, skipped, noSkip bool
+	// at observation boundAt; bounded holds the challengers that have
+	// one. They are computed again skipWindow observations later.
+	// skipped: the last Choose skipped; spared: the arms it did not draw.
+	// noSkip: always draw (TestSkipSameChoices).
+	boundAt         int64
+	bounded, spared uint8
+	skipped, noSkip bool
 }
 
 // ArmState is a bucket's bookkeeping of one arm beyond its posterior
@@ -62,10 +64,11 @@ type Bucket struct {
 type ArmState struct {
 	stamp int64
 	bound armBound
-	kept  int64 // decisions kept for it, as incumbent, without drawing
+	kept  int64 // decisions that kept it, as incumbent, drawing no challenger
 }
 
-// Skips returns how many decisions kept the incumbent without drawing.
+// Skips returns how many decisions kept the incumbent without drawing
+// any challenger's cost.
 func (b *Bucket) Skips() (n int64) {
 	for i := range b.state {
 		n += b.state[i].kept
@@ -144,9 +147,10 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // as for Choose. cfg must have been validated. It does not allocate.
 //
 // In a settled bucket it draws only what can change the choice
-// (skip.go): most decisions keep the incumbent after one uniform per
-// challenger, with costs the posterior mean costs and held false
-// (Skipped reports it); the chosen arm's distribution is Choose's.
+// (skip.go): most decisions keep the incumbent after one uniform, with
+// costs the posterior mean costs and held false (Skipped reports it),
+// and the others draw only the arms that can be the cheapest; the chosen
+// arm's distribution is Choose's.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	return b.ChooseCopies(cfg, extra, nil, r, costs)
 }
@@ -164,13 +168,13 @@ func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand
 		copies = nil
 	}
 	b.decisions++
-	b.skipped = false
+	b.skipped, b.spared = false, 0
 	switch s := b.skip(cfg, extra, copies, r, costs); s {
 	case skipKept:
 		b.skipped = true
 		b.state[b.Incumbent].kept++
 		return b.Incumbent, false
-	case skipDrawn: // costs holds exact draws
+	case skipDrawn: // costs holds what pick reads, as Choose draws it
 		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs[:len(b.Arms)])
 	default:
 		b.Settle(cfg)

@@ -2,6 +2,7 @@ package bandit
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -10,18 +11,30 @@ import (
 // Drawing only what can change the choice (DESIGN.md § The bandit). A
 // challenger c takes the bucket from incumbent i only with a sampled
 // cost below th = (1−h)·(i's posterior mean cost), a copy of the op's
-// own taken at face value (ChooseCopies), or when its
-// mean is surely cheaper (surelyCheaper), or by a probe of a challenger
-// with at most probeEvidence. In a settled bucket the last two cannot
-// happen (windowBound, skip) and c's Thompson cost is at least its floor,
-// the cost below which it falls with probability at most skipTail, and
-// floor ≥ th. Drawn by inversion, c's ln-mean m = F⁻¹(U), U uniform, is
-// then at least ln floor whenever U ≥ skipTail: there c cannot win, and
-// the decision is the incumbent without drawing anything else. When some
-// challenger's U < skipTail (a chance of skipTail per challenger), every
-// arm is drawn in full, each challenger's m by F⁻¹ of its own U and its
-// variance from the conditional τ | m: the draws, and so the chosen
-// arm's distribution, are exactly Choose's (TestSkipSameChoices).
+// own taken at face value (ChooseCopies), or when its mean is surely
+// cheaper (surelyCheaper), or by a probe, as the cheapest cost of a held
+// decision while probeable. c is dead where its bound holds
+// (windowBound: not where it may be probeable), its floor, the cost
+// below which it falls with probability at most skipTail, is at least
+// th, and its mean cannot be surely cheaper: drawn by inversion, its
+// ln-mean m = F⁻¹(U), U uniform, is then at least ln floor whenever U ≥
+// skipTail, and there it cannot win, and matters to the choice only if
+// it is the cheapest cost (held's probe coin).
+//
+// One uniform decides whether any dead challenger's U falls below
+// skipTail (tailDraws). Where every challenger is dead: if none does,
+// the decision is the incumbent without drawing anything else
+// (skipKept); if one does, every arm is drawn, the incumbent in full and
+// each challenger from its U by inversion, its variance from the
+// conditional τ | m (drawByInversion). Where some are live, the
+// incumbent and the live challengers are drawn in full; a dead
+// challenger whose floor is above the cheapest of those costs cannot be
+// the cheapest, so it is not drawn (its cost is given as its mean), a
+// dead one whose floor is not is drawn in full, and one whose U fell in
+// its tail by inversion. Every cost that pick or a probe reads is so
+// distributed exactly as Choose's, and so is the chosen arm
+// (TestSkipSameChoices and the tests beside it). A bucket of two arms
+// draws exactly what it drew when each challenger drew its own uniform.
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -37,16 +50,25 @@ const (
 	// computed for (its discount over them at most γ^skipWindow).
 	skipWindow = 64
 	// maxSkipArms bounds the arms of a bucket that skips (their uniforms
-	// live on the stack); a wider one always draws.
+	// live on the stack, their flags in a byte); a wider one always
+	// draws.
 	maxSkipArms = 8
 )
 
 // What skip did.
 const (
-	skipNone  = iota // not settled: draw as Choose does
+	skipNone  = iota // no dead challenger: draw as Choose does
 	skipKept         // the incumbent, nothing drawn
-	skipDrawn        // costs holds every arm's exact draw
+	skipDrawn        // costs holds every cost pick reads, as Choose draws it
 )
+
+// tailAny[k] is the chance that one of k uniforms falls below skipTail.
+var tailAny = func() (t [maxSkipArms + 1]float64) {
+	for k := range t {
+		t[k] = -math.Expm1(float64(k) * math.Log1p(-skipTail))
+	}
+	return t
+}()
 
 // armBound is what a challenger's posterior can be over the window:
 // floor, its Thompson cost's skipTail quantile at the least (µs); lnMean
@@ -93,8 +115,8 @@ func tQuantile(nu float64) (z float64, ok bool) {
 
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
-// false where no useful bound holds (a probeable arm, a posterior too
-// weak to take a variance).
+// false where no useful bound holds (a posterior too weak to take a
+// variance, an arm probeable somewhere in the window).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -145,37 +167,41 @@ func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 // Changed tells the bucket that the caller wrote Arms or Priors: the
 // challengers' bounds are computed again before a decision skips its
 // draws. Write only after Settle (see Bucket).
-func (b *Bucket) Changed() { b.boundOK, b.boundAt = false, b.observed-skipWindow }
+func (b *Bucket) Changed() { b.bounded, b.boundAt = 0, b.observed-skipWindow }
 
 // Skipped reports whether the last Choose kept the incumbent without
 // drawing (its costs are then posterior means).
 func (b *Bucket) Skipped() bool { return b.skipped }
 
+// Spared returns the arms, by bit, whose cost in the last Choose's
+// costs is not a draw but their mean cost (as of their bound, transfer
+// included): those it did not need to draw. It is every challenger where
+// Skipped.
+func (b *Bucket) Spared() uint8 { return b.spared }
+
 // refreshBounds computes every challenger's bound for the next
-// skipWindow observations and reports whether all hold one.
-func (b *Bucket) refreshBounds(cfg *Config) bool {
+// skipWindow observations: bounded holds those that have one.
+func (b *Bucket) refreshBounds(cfg *Config) {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
+	b.bounded = 0
 	for i := range b.Arms {
 		if i == b.Incumbent {
 			continue
 		}
-		bd, ok := windowBound(b.Arms[i], b.Priors[i], sK)
-		if !ok {
-			b.boundOK, b.boundAt = false, b.observed
-			return false
+		if bd, ok := windowBound(b.Arms[i], b.Priors[i], sK); ok {
+			b.state[i].bound = bd
+			b.bounded |= 1 << i
 		}
-		b.state[i].bound = bd
 	}
-	b.boundOK, b.boundAt = true, b.observed
-	return true
+	b.boundAt = b.observed
 }
 
-// skip decides a settled bucket's choice without drawing where no
-// challenger can win (skipKept: costs holds the mean costs), or draws
-// every arm exactly after a challenger's uniform fell in its tail
-// (skipDrawn); skipNone where the bucket is not settled. extra and
-// copies are as for ChooseCopies.
+// skip decides a settled bucket's choice drawing only what can change
+// it (see above): skipKept where nothing needs drawing (costs holds the
+// mean costs), skipDrawn where costs holds what pick reads, skipNone
+// where no challenger is dead. extra and copies are as for
+// ChooseCopies.
 func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs []float64) int {
 	inc, h := b.Incumbent, cfg.margin()
 	if inc < 0 || b.recheck > 0 || b.noSkip || !(h > 0 && h < 1) || b.state == nil || len(b.Arms) > maxSkipArms {
@@ -184,48 +210,153 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	if b.observed-b.boundAt >= skipWindow {
 		b.refreshBounds(cfg)
 	}
-	if !b.boundOK {
+	if b.bounded == 0 {
 		return skipNone
 	}
+	dead, live, m := b.deadArms(cfg, extra, copies, h)
+	if dead == 0 {
+		return skipNone
+	}
+	var u [maxSkipArms]float64
+	if live == 0 {
+		if !tailDraws(r, dead, &u) {
+			for c := range b.Arms {
+				costs[c] = float64(b.state[c].bound.mean) + at(extra, c)
+			}
+			costs[inc] = m
+			b.spared = dead
+			return skipKept
+		}
+		b.drawByInversion(cfg, extra, r, &u, costs)
+		return skipDrawn
+	}
+	low := b.drawFull(cfg, extra, r, live|1<<inc, costs)
+	var far uint8
+	for c := range b.Arms {
+		if dead&(1<<c) != 0 && float64(b.state[c].bound.floor)+at(extra, c) > low {
+			far |= 1 << c
+		}
+	}
+	b.drawFull(cfg, extra, r, dead&^far, costs)
+	var tail uint8
+	if tailDraws(r, far, &u) {
+		tail = far
+	}
+	b.drawDead(cfg, extra, r, far, tail, low, &u, costs)
+	return skipDrawn
+}
+
+// deadArms returns the challengers that are dead this decision (see
+// above), the rest, the live ones, and m, the incumbent's mean cost
+// (extra added), settled first. m gives th, and its ln-mean and
+// variance surelyCheaper's.
+func (b *Bucket) deadArms(cfg *Config, extra, copies []float64, h float64) (dead, live uint8, m float64) {
+	inc := b.Incumbent
 	b.SettleArm(cfg, inc)
 	p := &b.Arms[inc]
 	xi := at(extra, inc)
-	m := p.MeanUs() + xi
-	li, vi := p.Mu+p.Variance()/2, p.Beta/(p.Alpha*p.Kappa)
+	li := p.Mu + p.Variance()/2
+	m = expCapped(li) + xi // p.MeanUs() + xi
 	th := margined(m, at(copies, inc), h)
+	vi := math.NaN() // surelyCheaper's variance of i's mean, where read
 	for c := range b.Arms {
 		if c == inc {
 			continue
 		}
 		bd := &b.state[c].bound
 		xc := at(extra, c)
-		if !(float64(bd.floor)+xc >= th) {
-			return skipNone
+		if b.bounded&(1<<c) == 0 || !(float64(bd.floor)+xc >= th) {
+			live |= 1 << c
+			continue
 		}
-		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 && d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
-			return skipNone // possibly surely cheaper
+		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 {
+			if vi != vi {
+				vi = p.Beta / (p.Alpha * p.Kappa)
+			}
+			if d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
+				live |= 1 << c // possibly surely cheaper
+				continue
+			}
 		}
+		dead |= 1 << c
 	}
-	tail := false
-	var u [maxSkipArms]float64
-	for c := range b.Arms {
-		if c != inc {
+	return dead, live, m
+}
+
+// tailDraws decides with one uniform whether any of the uniforms U of
+// the arms in set falls below skipTail: when one does, it draws them
+// all into u, given that, and reports true. Given that one does, the
+// first of k is below with chance skipTail / tailAny[k]; if it is, the
+// rest are plain uniforms; if not, it is uniform above skipTail and the
+// rest are drawn so again. An arm alone takes the deciding uniform as
+// its U, so that a bucket of two arms draws what it drew when each
+// challenger drew its own.
+func tailDraws(r *rand.Rand, set uint8, u *[maxSkipArms]float64) bool {
+	k := bits.OnesCount8(set)
+	if k == 0 {
+		return false
+	}
+	v := r.Float64()
+	if k == 1 {
+		u[bits.TrailingZeros8(set)] = v
+		return v < skipTail
+	}
+	if !(v < tailAny[k]) {
+		return false
+	}
+	placed := false
+	for c := range maxSkipArms {
+		if set&(1<<c) == 0 {
+			continue
+		}
+		switch {
+		case placed:
 			u[c] = r.Float64()
-			tail = tail || u[c] < skipTail
+		case k == 1 || r.Float64()*tailAny[k] < skipTail:
+			u[c], placed = skipTail*r.Float64(), true
+		default:
+			u[c] = skipTail + (1-skipTail)*r.Float64()
 		}
+		k--
 	}
-	if tail {
-		b.drawByInversion(cfg, extra, r, &u, costs)
-		return skipDrawn
-	}
+	return true
+}
+
+// drawFull draws the Thompson cost (extra added) of each arm in set
+// into costs, settled first, and returns the cheapest of them (+Inf for
+// none).
+func (b *Bucket) drawFull(cfg *Config, extra []float64, r *rand.Rand, set uint8, costs []float64) float64 {
+	low := math.Inf(1)
 	for c := range b.Arms {
-		costs[c] = float64(b.state[c].bound.mean)
-		if extra != nil {
-			costs[c] += extra[c]
+		if set&(1<<c) == 0 {
+			continue
+		}
+		b.SettleArm(cfg, c)
+		costs[c] = b.Arms[c].Sample(r) + at(extra, c)
+		low = min(low, costs[c])
+	}
+	return low
+}
+
+// drawDead gives each dead arm in set its cost: drawn from u by
+// inversion where it is in tail (u holds its uniform) and u is below
+// skipTail or its floor is not above low, the cheapest drawn cost;
+// otherwise its mean cost, which as its true draw is above low.
+func (b *Bucket) drawDead(cfg *Config, extra []float64, r *rand.Rand, set, tail uint8, low float64, u *[maxSkipArms]float64, costs []float64) {
+	for c := range b.Arms {
+		if set&(1<<c) == 0 {
+			continue
+		}
+		bd := &b.state[c].bound
+		xc := at(extra, c)
+		if tail&(1<<c) != 0 && (u[c] < skipTail || !(float64(bd.floor)+xc > low)) {
+			b.SettleArm(cfg, c)
+			costs[c] = b.Arms[c].sampleAt(u[c], r) + xc
+		} else {
+			costs[c] = float64(max(bd.mean, bd.floor)) + xc
+			b.spared |= 1 << c
 		}
 	}
-	costs[inc] = m
-	return skipKept
 }
 
 // at returns x[i], 0 for a nil x (no transfer, no copy).
@@ -237,27 +368,30 @@ func at(x []float64, i int) float64 {
 }
 
 // drawByInversion draws every arm's Thompson cost into costs (extra
-// added): the incumbent's as Sample does, each challenger's from its
-// uniform u: m = F⁻¹(u), F Student's t with 2α degrees, location μ and
-// scale √(β/(ακ)) (m's marginal), then τ | m ~ Gamma(α + 1/2, rate
-// β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
+// added), in their order: the incumbent's as Sample does, each
+// challenger's from its uniform u by inversion (sampleAt). A bucket of
+// two arms so draws what it drew when each challenger drew its own
+// uniform.
 func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
 	b.Settle(cfg)
 	for c := range b.Arms {
-		p := b.Arms[c]
 		if c == b.Incumbent {
-			costs[c] = p.Sample(r)
+			costs[c] = b.Arms[c].Sample(r) + at(extra, c)
 		} else {
-			m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tInv(u[c], 2*p.Alpha)
-			d := m - p.Mu
-			v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
-			if !(v <= 1e300) {
-				v = 1e300
-			}
-			costs[c] = expCapped(m + v/2)
-		}
-		if extra != nil {
-			costs[c] += extra[c]
+			costs[c] = b.Arms[c].sampleAt(u[c], r) + at(extra, c)
 		}
 	}
+}
+
+// sampleAt is Sample with m's uniform given: m = F⁻¹(u), F Student's t
+// with 2α degrees, location μ and scale √(β/(ακ)) (m's marginal), then
+// τ | m ~ Gamma(α + 1/2, rate β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
+func (p NormalGamma) sampleAt(u float64, r *rand.Rand) float64 {
+	m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tInv(u, 2*p.Alpha)
+	d := m - p.Mu
+	v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
+	if !(v <= 1e300) {
+		v = 1e300
+	}
+	return expCapped(m + v/2)
 }

@@ -78,9 +78,9 @@ func TestSkipSameChoices(t *testing.T) {
 
 // TestSkipSameChoicesThreeArms is TestSkipSameChoices with two
 // challengers, so that a decision whose one challenger fell in its tail
-// also inverts the other's uniform, outside its tail (drawByInversion):
-// each challenger is chosen as often with the skip as without, to within
-// 5 standard errors.
+// also inverts the other's uniform, outside its tail, where its floor is
+// not above the incumbent's draw (drawDead): each challenger is chosen
+// as often with the skip as without, to within 5 standard errors.
 func TestSkipSameChoicesThreeArms(t *testing.T) {
 	cfg := defaultCfg(t)
 	const n = 2_000_000
@@ -119,5 +119,60 @@ func TestSkipSameChoicesThreeArms(t *testing.T) {
 	}
 	if kept < n*99/100 {
 		t.Errorf("%d of %d decisions kept without a draw, want ≥ 99%%", kept, n)
+	}
+}
+
+// TestSkipSameChoicesMixed is TestSkipSameChoices with arms of every
+// kind at once (skip.go): a live challenger near the incumbent, which is
+// drawn at every decision, a dead one a little slower than the
+// incumbent, whose floor is at times below the cheapest drawn cost, and
+// a dead one far slower, drawn only from its tail. Each challenger is
+// chosen as often with the skip as without, to within 5 standard
+// errors.
+func TestSkipSameChoicesMixed(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 1_000_000
+	r := rand.New(rand.NewPCG(14, 14))
+	base := bandit.NewBucket(bandittest.Priors(&cfg, 100, 100, 150, 600))
+	for range 3 {
+		base.Observe(&cfg, 1, bandittest.LogNormal(r, 105, 0.2))
+		base.Observe(&cfg, 2, bandittest.LogNormal(r, 150, 0.2))
+	}
+	for range 4 {
+		base.Observe(&cfg, 3, bandittest.LogNormal(r, 600, 0.2))
+	}
+	for range 200 {
+		base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+	}
+	base.Incumbent = 0
+	base.Settle(&cfg)
+	probe := *base
+	probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
+	if dead, live := bandit.DeadArms(&probe, &cfg, nil); dead != 0b1100 || live != 0b0010 {
+		t.Fatalf("dead %04b, live %04b: want dead 1100, live 0010", dead, live)
+	}
+	count := func(noSkip bool, seed uint64) (won [4]int) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		costs := make([]float64, 4)
+		arms := append([]bandit.NormalGamma(nil), base.Arms...)
+		for range n {
+			b := *base
+			b.Arms = arms
+			bandit.SetNoSkip(&b, noSkip)
+			arm, _ := b.Choose(&cfg, nil, r, costs)
+			won[arm]++
+		}
+		return won
+	}
+	with := count(false, 51)
+	without := count(true, 52)
+	t.Logf("chosen with the skip %v, without %v", with, without)
+	for a := 1; a < 4; a++ {
+		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
+			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f)", a, with[a], without[a], tol)
+		}
+	}
+	if with[1] == 0 || with[2] == 0 {
+		t.Errorf("the nearer challengers were never chosen: %v", with)
 	}
 }

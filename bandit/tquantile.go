@@ -18,8 +18,8 @@ import (
 // Reason: its inverse incomplete beta costs 6 times as much in the tail
 // and 3 times in the body (at 7.3 degrees: BenchmarkTInv), a skipped
 // decision whose uniform falls in a challenger's tail takes one per
-// challenger (drawByInversion), and it is off by 2e-5 of the value at
-// 300 degrees and u = 1e-12.
+// challenger it must draw (NormalGamma.sampleAt), and it is off by 2e-5
+// of the value at 300 degrees and u = 1e-12.
 func tInv(u, nu float64) float64 {
 	switch {
 	case !(u > 0 && u < 1 && nu >= 1):
