@@ -564,19 +564,6 @@ func TestExecutorRecoversChain(t *testing.T) {
 	c.check(t, e, outs)
 }
 
-// opPlacer places Mul on the CPU (arm 0) and every other op on the GPU
-// (arm 1).
-type opPlacer struct{}
-
-func (opPlacer) Name() string                             { return "by op" }
-func (opPlacer) Observed(adaptive.BucketID, int, float64) {}
-func (opPlacer) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
-	if s.Op == kernels.Mul {
-		return 0
-	}
-	return 1
-}
-
 // TestHostVersionNeedsNoLineage checks the rule of setLineage (DESIGN.md
 // § The data path): a version written in host memory, by the CPU between two
 // GPU ops, records no lineage and needs none: after the GPU is lost,
@@ -585,7 +572,7 @@ func (opPlacer) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID)
 // or not.
 func TestHostVersionNeedsNoLineage(t *testing.T) {
 	for _, sync := range []bool{true, false} {
-		e := newExec(t, executor.Config{Placer: opPlacer{}, Synchronous: sync},
+		e := newExec(t, executor.Config{Placer: mulOn(0), Synchronous: sync},
 			open(t, "cpu"), mustSim(t, sim.Event{At: 2, Kind: sim.DeviceLost}))
 		c := newChain(t, rand.New(rand.NewPCG(14, 15)), 3, 4, 32) // Add (GPU), Mul (CPU), RMSNorm (GPU)
 		_, _, outs := c.run(t, e)

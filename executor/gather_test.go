@@ -165,7 +165,7 @@ func TestGatheredChain(t *testing.T) {
 // gathered op's output launches it too.
 func TestGatheredAcrossDevices(t *testing.T) {
 	gpu := &fakeRecorder{fakeQueuer: newFakeQueuer(t, open(t, "sim:h100"), 200*time.Microsecond, 2)}
-	e := newExec(t, executor.Config{Placer: byOp{}}, open(t, "cpu"), gpu)
+	e := newExec(t, executor.Config{Placer: mulOn(1)}, open(t, "cpu"), gpu)
 	if err := e.Record(); err != nil {
 		t.Fatal(err)
 	}

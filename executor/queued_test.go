@@ -113,17 +113,17 @@ func (q *fakeQueuer) Sync() error {
 
 var _ backends.Queuer = (*fakeQueuer)(nil)
 
-// byOp places each op by its kind: Add and RMSNorm on backend 0, Mul on
-// backend 1.
-type byOp struct{}
+// mulOn places each op by its kind, on one of two backends: Mul on
+// backend mulOn, every other op on the other one.
+type mulOn int
 
-func (byOp) Name() string                             { return "by-op" }
-func (byOp) Observed(adaptive.BucketID, int, float64) {}
-func (byOp) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
+func (mulOn) Name() string                             { return "by-op" }
+func (mulOn) Observed(adaptive.BucketID, int, float64) {}
+func (m mulOn) Place(s kernels.Spec, _ adaptive.Residency, _ adaptive.BucketID) int {
 	if s.Op == kernels.Mul {
-		return 1
+		return int(m)
 	}
-	return 0
+	return 1 - int(m)
 }
 
 // TestQueuedCrossDevice alternates a chain between the host CPU and a
@@ -137,7 +137,7 @@ func TestQueuedCrossDevice(t *testing.T) {
 	for seed := range uint64(4) {
 		gpu := newFakeQueuer(t, open(t, "sim:h100"), 300*time.Microsecond, seed)
 		cpu := &countingBackend{Backend: open(t, "cpu")}
-		e := newExec(t, executor.Config{Placer: byOp{}}, cpu, gpu)
+		e := newExec(t, executor.Config{Placer: mulOn(1)}, cpu, gpu)
 		c := newChain(t, rand.New(rand.NewPCG(seed, 7)), 12, 4, 64)
 		_, _, outs := c.run(t, e)
 		c.check(t, e, outs)
