@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"testing"
@@ -35,9 +36,11 @@ func TestKVCacheMatchesHostCache(t *testing.T) {
 
 // TestKVCacheGrows: KV caches that start at 2 positions and double as the
 // positions need it (2, 4, 8, 16: three growths with positions to keep,
-// the first in the prompt) give the same tokens and logits, on the CPU
-// and through an Executor over two simulated devices (the caches moving
-// between them), and end at the context's capacity, each cache that size.
+// the first in the prompt) give the same tokens and logits, on the CPU,
+// through an Executor over two simulated devices (the caches moving
+// between them) and on the CPU where a growth's read fails once (every
+// cache stays as it was, and the step taken again goes on), and end at
+// the context's capacity, each cache that size.
 func TestKVCacheGrows(t *testing.T) {
 	var bes []backends.Backend
 	for _, p := range []string{"cpu2", "h100"} {
@@ -53,8 +56,12 @@ func TestKVCacheGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	for name, be := range map[string]backends.Backend{"cpu": openT(t, "cpu"), "executor": ex} {
+	cpu := openT(t, "cpu")
+	for name, be := range map[string]backends.Backend{"cpu": cpu, "executor": ex, "a failing read": &failingReads{Backend: cpu, size: 2 * 2 * 4 * 16 * 4}} {
 		bt := matchKVGolden(t, be, 2)
+		if f, ok := be.(*failingReads); ok && f.reads < 2 {
+			t.Errorf("%s: %d reads of a cache of 4 positions, want a second one, failed", name, f.reads)
+		}
 		if bt.kvCap != tiny.Ctx {
 			t.Errorf("%s: KV capacity %d after 13 positions, want %d", name, bt.kvCap, tiny.Ctx)
 		}
@@ -64,6 +71,24 @@ func TestKVCacheGrows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// failingReads fails the second read of size bytes into host memory (a
+// KV cache of tiny at batch 2 and 4 positions), once.
+type failingReads struct {
+	backends.Backend
+	size, reads int
+	failed      bool
+}
+
+func (f *failingReads) Read(dst []byte, src backends.Buffer) (backends.Timing, error) {
+	if len(dst) == f.size {
+		if f.reads++; f.reads == 2 {
+			f.failed = true
+			return backends.Timing{}, errors.New("a read that fails")
+		}
+	}
+	return f.Backend.Read(dst, src)
 }
 
 // matchKVGolden runs testdata/kvcache_golden.json's prompt and steps on
@@ -93,7 +118,19 @@ func matchKVGolden(t *testing.T, be backends.Backend, kvCap int) *Batch {
 	next, err := bt.Forward([][]int{{5, 9, 33}, {17, 2, 60}}, nil)
 	for s := range want.Tokens {
 		if s > 0 {
-			next, err = bt.Step(next, nil)
+			cur := next
+			next, err = bt.Step(cur, nil)
+			if f, ok := be.(*failingReads); ok && err != nil && f.failed {
+				// A growth failed: every cache is as it was, and the
+				// step, taken again, goes on from where it stood.
+				f.failed = false
+				for _, c := range append(append([]backends.Buffer(nil), bt.kc...), bt.vc...) {
+					if c.Size() != bt.kvBytes(bt.kvCap) || bt.kvCap != 4 {
+						t.Fatalf("after a failed growth: a cache of %d bytes, capacity %d, want %d bytes, 4", c.Size(), bt.kvCap, bt.kvBytes(4))
+					}
+				}
+				next, err = bt.Step(cur, nil)
+			}
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -365,29 +365,35 @@ func (bt *Batch) capacityFor(n, from int) int {
 }
 
 // resize replaces every KV cache by one of capacity positions holding the
-// positions appended so far (grown; capacity ≥ bt.pos). A failure leaves
-// the caches of their old capacity or, where one was lost, for Restart
-// to replace.
+// positions appended so far (grown; capacity ≥ bt.pos). On a failure
+// every cache is left as it was, of its old capacity.
 func (bt *Batch) resize(capacity int) error {
 	if capacity == bt.kvCap {
 		return nil
 	}
-	for _, caches := range [][]backends.Buffer{bt.kc, bt.vc} {
-		for i, old := range caches {
-			nb, err := bt.grown(old, capacity)
-			if err != nil {
-				return err
+	olds := append(append([]backends.Buffer(nil), bt.kc...), bt.vc...)
+	news := make([]backends.Buffer, 0, len(olds))
+	for _, old := range olds {
+		nb, err := bt.grown(old, capacity)
+		if err != nil {
+			for _, b := range news {
+				b.Free()
 			}
-			caches[i] = nb
+			return err
 		}
+		news = append(news, nb)
 	}
+	for _, old := range olds {
+		old.Free()
+	}
+	n := copy(bt.kc, news)
+	copy(bt.vc, news[n:])
 	bt.kvCap = capacity
 	return nil
 }
 
-// grown returns a cache of capacity positions holding old's first bt.pos
-// positions of each sequence and head, and frees old. On an error old is
-// kept (and nothing is allocated), so every cache keeps its capacity.
+// grown returns a new cache of capacity positions holding old's first
+// bt.pos positions of each sequence and head; old is left as it is.
 func (bt *Batch) grown(old backends.Buffer, capacity int) (backends.Buffer, error) {
 	be, hd := bt.m.be, bt.m.cfg.headDim()
 	nb, err := be.Alloc(bt.kvBytes(capacity))
@@ -409,7 +415,6 @@ func (bt *Batch) grown(old backends.Buffer, capacity int) (backends.Buffer, erro
 			return nil, fmt.Errorf("infer: growing a KV cache to %d positions: %w", capacity, err)
 		}
 	}
-	old.Free()
 	return nb, nil
 }
 
