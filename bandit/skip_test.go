@@ -25,6 +25,26 @@ func settledBucket(cfg *bandit.Config, mean1 float64, runs int) *bandit.Bucket {
 	return b
 }
 
+// chosen makes n decisions, each from a copy of base (ChooseCopies with
+// extra and copies), with the skip or without it (noSkip), drawing from a
+// generator seeded with seed, and returns how often each arm was chosen
+// and how many decisions kept the incumbent undrawn.
+func chosen(cfg *bandit.Config, base *bandit.Bucket, extra, copies []float64, n int, noSkip bool, seed uint64) (won []int, kept int64) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	won = make([]int, len(base.Arms))
+	costs := make([]float64, len(base.Arms))
+	arms := append([]bandit.NormalGamma(nil), base.Arms...)
+	before := base.Skips() // the copies share its ArmStates
+	for range n {
+		b := *base
+		b.Arms = arms
+		bandit.SetNoSkip(&b, noSkip)
+		arm, _ := b.ChooseCopies(cfg, extra, copies, r, costs)
+		won[arm]++
+	}
+	return won, base.Skips() - before
+}
+
 // TestSkipSameChoices checks that skipping draws (skip.go) keeps the
 // chosen arm's distribution (DESIGN.md § The bandit): from one settled
 // state, n decisions each from a copy of it choose the challenger as
@@ -47,23 +67,9 @@ func TestSkipSameChoices(t *testing.T) {
 			extra, copies = []float64{c.copy0, 0}, []float64{c.copy0, 0}
 		}
 		base := settledBucket(&cfg, c.mean1, c.runs)
-		count := func(noSkip bool, seed uint64) (won int, kept int64) {
-			r := rand.New(rand.NewPCG(seed, 1))
-			costs := make([]float64, 2)
-			arms := append([]bandit.NormalGamma(nil), base.Arms...)
-			before := base.Skips() // the copies share its ArmStates
-			for range n {
-				b := *base
-				b.Arms = arms
-				bandit.SetNoSkip(&b, noSkip)
-				if arm, _ := b.ChooseCopies(&cfg, extra, copies, r, costs); arm == 1 {
-					won++
-				}
-			}
-			return won, base.Skips() - before
-		}
-		with, kept := count(false, 21)
-		without, _ := count(true, 22)
+		won, kept := chosen(&cfg, base, extra, copies, n, false, 21)
+		lost, _ := chosen(&cfg, base, extra, copies, n, true, 22)
+		with, without := won[1], lost[1]
 		tol := 5 * math.Sqrt(float64(with+without))
 		t.Logf("challenger at %g µs, %d runs: won %d of %d with the skip (%d kept undrawn), %d without",
 			c.mean1, c.runs, with, n, kept, without)
@@ -95,22 +101,8 @@ func TestSkipSameChoicesThreeArms(t *testing.T) {
 	}
 	base.Incumbent = 0
 	base.Settle(&cfg)
-	count := func(noSkip bool, seed uint64) (won [3]int, kept int64) {
-		r := rand.New(rand.NewPCG(seed, 1))
-		costs := make([]float64, 3)
-		arms := append([]bandit.NormalGamma(nil), base.Arms...)
-		before := base.Skips()
-		for range n {
-			b := *base
-			b.Arms = arms
-			bandit.SetNoSkip(&b, noSkip)
-			arm, _ := b.Choose(&cfg, nil, r, costs)
-			won[arm]++
-		}
-		return won, base.Skips() - before
-	}
-	with, kept := count(false, 31)
-	without, _ := count(true, 32)
+	with, kept := chosen(&cfg, base, nil, nil, n, false, 31)
+	without, _ := chosen(&cfg, base, nil, nil, n, true, 32)
 	t.Logf("chosen with the skip %v (%d kept undrawn), without %v", with, kept, without)
 	for a := 1; a < 3; a++ {
 		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || with[a] == 0 {
@@ -151,21 +143,8 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	if dead, live := bandit.DeadArms(&probe, &cfg, nil); dead != 0b1100 || live != 0b0010 {
 		t.Fatalf("dead %04b, live %04b: want dead 1100, live 0010", dead, live)
 	}
-	count := func(noSkip bool, seed uint64) (won [4]int) {
-		r := rand.New(rand.NewPCG(seed, 1))
-		costs := make([]float64, 4)
-		arms := append([]bandit.NormalGamma(nil), base.Arms...)
-		for range n {
-			b := *base
-			b.Arms = arms
-			bandit.SetNoSkip(&b, noSkip)
-			arm, _ := b.Choose(&cfg, nil, r, costs)
-			won[arm]++
-		}
-		return won
-	}
-	with := count(false, 51)
-	without := count(true, 52)
+	with, _ := chosen(&cfg, base, nil, nil, n, false, 51)
+	without, _ := chosen(&cfg, base, nil, nil, n, true, 52)
 	t.Logf("chosen with the skip %v, without %v", with, without)
 	for a := 1; a < 4; a++ {
 		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
