@@ -29,7 +29,7 @@ func TestWindowBound(t *testing.T) {
 		if trial%5 == 0 {
 			p.Widen(prior) // a widened arm: no evidence, a moved mean
 		}
-		bd, ok := windowBound(p, prior, sK)
+		bd, _, ok := windowBound(p, prior, sK)
 		if !ok {
 			continue
 		}
