@@ -117,34 +117,59 @@ func down32(x float64) float32 {
 
 // tQuantiles[j] is the 1−skipTail quantile of Student's t with tNus[j]
 // degrees of freedom: a quantile falls as the degrees rise, so the
-// tabulated one at or below a posterior's is conservative.
+// tabulated one at or below a posterior's is conservative. fineQuantiles
+// are the same at the denser fineNus, for interpolation (tQuantile).
 var (
-	tNus       = [...]float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024}
-	tQuantiles = func() (q [len(tNus)]float64) {
-		for j, nu := range tNus {
-			q[j] = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nu}.Quantile(1 - skipTail)
-		}
-		return q
-	}()
+	tNus          = [...]float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024}
+	tQuantiles    = quantilesAt(tNus[:])
+	fineNus       = [...]float64{1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024}
+	fineQuantiles = quantilesAt(fineNus[:])
 )
 
+// quantilesAt returns the 1−skipTail quantiles of Student's t at each
+// of nus degrees of freedom.
+func quantilesAt(nus []float64) []float64 {
+	q := make([]float64, len(nus))
+	for j, nu := range nus {
+		q[j] = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nu}.Quantile(1 - skipTail)
+	}
+	return q
+}
+
 // tQuantile returns a 1−skipTail quantile of Student's t at least that
-// of nu degrees of freedom; ok is false below the table's least.
-func tQuantile(nu float64) (z float64, ok bool) {
-	if !(nu >= tNus[0]) {
+// of nu degrees of freedom; ok is false below the tables' least. fine:
+// fineQuantiles interpolated linearly in the degrees, which the
+// quantile's convexity in them keeps at or above it
+// (TestTQuantileFine); otherwise the tabulated one at or below nu's.
+// Rule: fine for buckets of three or more arms only. Reason: a challenger
+// measured once has about 7 degrees, which the table takes as 6, a floor
+// about 1.15 times lower than need be, which kept it live; two-arm
+// buckets keep the table's floors and so their stream of draws (see
+// above).
+func tQuantile(nu float64, fine bool) (z float64, ok bool) {
+	nus, qs := tNus[:], tQuantiles
+	if fine {
+		nus, qs = fineNus[:], fineQuantiles
+	}
+	if !(nu >= nus[0]) {
 		return 0, false
 	}
-	j := len(tNus) - 1
-	for tNus[j] > nu {
+	j := len(nus) - 1
+	for nus[j] > nu {
 		j--
 	}
-	return tQuantiles[j], true
+	if fine && j+1 < len(nus) {
+		w := (nu - nus[j]) / (nus[j+1] - nus[j])
+		return qs[j] + w*(qs[j+1]-qs[j]), true
+	}
+	return qs[j], true
 }
 
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
 // false where no useful bound holds (a posterior too weak to take a
-// variance). probe: p is probeable somewhere in the window.
+// variance). probe: p is probeable somewhere in the window; fine: the
+// quantile interpolated (tQuantile).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -155,7 +180,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool) {
+func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, probe, ok bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -178,7 +203,7 @@ func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool)
 	df := st.sumSq - (2*st.sum*u*one.kappa-st.n*u*u)/(one.kappa*one.kappa)
 	bHi := math.Max(one.beta, one.beta+df*(sK-1)/2)
 	bLo := math.Min(one.beta, end.beta)
-	z, ok := tQuantile(2 * aLo)
+	z, ok := tQuantile(2*aLo, fine)
 	if !ok {
 		return armBound{}, false, false
 	}
@@ -207,8 +232,8 @@ func (b *Bucket) Spared() uint8 { return b.spared }
 
 // refreshBounds computes every challenger's bound for the next
 // skipWindow observations: bounded holds those that have one, probed
-// those of them that may be probeable in the window (none of two arms:
-// see above).
+// those of them that may be probeable in the window (none of two arms,
+// whose quantiles are the table's: see above).
 func (b *Bucket) refreshBounds(cfg *Config) {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
@@ -217,7 +242,7 @@ func (b *Bucket) refreshBounds(cfg *Config) {
 		if i == b.Incumbent {
 			continue
 		}
-		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK)
+		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK, len(b.Arms) > 2)
 		if !ok || probe && len(b.Arms) <= 2 {
 			continue
 		}
