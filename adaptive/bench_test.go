@@ -64,6 +64,23 @@ func cpuTimer(b *testing.B) func() {
 	}
 }
 
+// parallelCPUTimer reports a parallel benchmark's CPU time per op
+// (cpu-ns/op) from the process's CPU clock (Linux; processCPU): every
+// goroutine's, summed, so that on an idle machine it is the wall time per
+// op times the goroutines, and above the serial case's cpu-ns/op by what
+// the goroutines cost each other (shared cache lines, lock waits that
+// spin). Time spent waiting for a core on a shared machine does not
+// inflate it. Call it before b.RunParallel and its result after.
+func parallelCPUTimer(b *testing.B) func() {
+	start, ok := processCPU()
+	return func() {
+		end, _ := processCPU()
+		if ok && b.N > 0 {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
 // BenchmarkSelectObserve measures one Select plus one Observe (DESIGN.md §
 // The data path: ~100 ns, 0 allocs) over 10,000 buckets, with the inputs'
 // residency given, serially and from GOMAXPROCS goroutines, by spec and
@@ -126,6 +143,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("%dbackends/parallel", nb), func(b *testing.B) {
 			b.ReportAllocs()
+			done := parallelCPUTimer(b)
 			var seed atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seed.Add(1)) * 104729
@@ -136,6 +154,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 					i++
 				}
 			})
+			done()
 		})
 		handles := make([][]*Handle, runtime.GOMAXPROCS(0))
 		for g := range handles {
@@ -161,6 +180,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("handle/%dbackends/parallel", nb), func(b *testing.B) {
 			b.ReportAllocs()
+			done := parallelCPUTimer(b)
 			var seed atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				g := int(seed.Add(1))
@@ -174,6 +194,7 @@ func BenchmarkSelectObserve(b *testing.B) {
 					i++
 				}
 			})
+			done()
 		})
 	}
 }

@@ -13,3 +13,14 @@ func threadCPU() (int64, bool) {
 	}
 	return ts.Nano(), true
 }
+
+// processCPU returns the CPU time every thread of the process has run,
+// in ns, and true (CLOCK_PROCESS_CPUTIME_ID): a parallel benchmark's
+// goroutines together, without the time they waited for a core.
+func processCPU() (int64, bool) {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
+		return 0, false
+	}
+	return ts.Nano(), true
+}
