@@ -20,6 +20,19 @@ func TestBucketLayout(t *testing.T) {
 	}
 }
 
+// TestEngineLayout: the hierarchy's sums start on a 32-byte boundary of
+// the engine (itself allocated on a 64-byte one), so that each of their
+// Sums lies in one cache line (prior.Sums).
+func TestEngineLayout(t *testing.T) {
+	var e engine
+	if off := unsafe.Offsetof(e.corr) + unsafe.Offsetof(e.corr.h); off%32 != 0 {
+		t.Errorf("the hierarchy starts at byte %d of the engine, not on a 32-byte boundary", off)
+	}
+	if size := unsafe.Sizeof(e); size < 1024 {
+		t.Errorf("an engine is %d bytes: below 1 KiB, its allocation need not start on 64 bytes", size)
+	}
+}
+
 // TestPicksOverflow: a bucket's 32-bit decision counters hand over to the
 // engine's totals when full (engine.record), and Telemetry's totals stay
 // exact across the hand-over (DESIGN.md § Strategies and telemetry).

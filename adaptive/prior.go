@@ -188,7 +188,7 @@ func (e *engine) familyView(b *bucket) *prior.View {
 // (TestSpikeFirstRun).
 func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 	m := p.MeanUs()
-	if e.corr.h.All.ArmN[a] < trialEvidence {
+	if e.corr.h.All.Arm[a].N < trialEvidence {
 		m = math.Min(m, math.Exp(b.per[a].lnModel))
 	}
 	return float32(m)
@@ -221,7 +221,7 @@ func (e *engine) worthTrial(b *bucket, a int) bool {
 	up := e.parentPubs(b, &held)
 	own := h.OwnRho(a, up, cl, fam)
 	for r := range e.n {
-		if r == a || b.per[r].learned == 0 || h.All.PairN[a][r] < trialEvidence {
+		if r == a || b.per[r].learned == 0 || h.All.Pair[a][r].N < trialEvidence {
 			continue
 		}
 		// ln of a's cost over r's, as the learned ratio predicts it.

@@ -54,46 +54,59 @@ type Published struct {
 }
 
 // Sums are the corrections of one level: per arm Σρ, Σρ² and count, per
-// ordered pair Σ(ρ_a − ρ_r), its squares and count.
+// ordered pair Σ(ρ_a − ρ_r), its squares and count. Rule: an arm's or a
+// pair's three sums sit together, in one cache line (Sum), so that a
+// publication writes three lines of a level rather than nine. Reason:
+// every bucket's publications write its op class's and every bucket's
+// sums, which goroutines publishing on two cores pull from each other's
+// caches (adaptive's BenchmarkSelectObserve, handle/2backends/parallel).
 type Sums struct {
-	Arm, ArmSq   [MaxArms]float64
-	ArmN         [MaxArms]float64
-	Pair, PairSq [MaxArms][MaxArms]float64
-	PairN        [MaxArms][MaxArms]float64
+	Arm  [MaxArms]Sum
+	Pair [MaxArms][MaxArms]Sum
+}
+
+// Sum is one arm's or pair's sums at a level: Σx, Σx² and the count,
+// padded to 32 bytes, so that it lies in one cache line wherever the
+// Sums start on a 32-byte boundary (adaptive's TestEngineLayout).
+type Sum struct {
+	X, Sq, N float64
+	_        float64
 }
 
 // add folds a change of a bucket's arm a from old to now into l: the
 // arm's own sums, and each pair with another arm the bucket has
 // published (pubs).
 func (l *Sums) add(pubs []Published, a int, old, now Published) {
+	s := &l.Arm[a]
 	if old.OK {
-		l.Arm[a] -= old.Rho
-		l.ArmSq[a] -= old.Rho * old.Rho
-		l.ArmN[a]--
+		s.X -= old.Rho
+		s.Sq -= old.Rho * old.Rho
+		s.N--
 	}
-	l.Arm[a] += now.Rho
-	l.ArmSq[a] += now.Rho * now.Rho
-	l.ArmN[a]++
+	s.X += now.Rho
+	s.Sq += now.Rho * now.Rho
+	s.N++
 	for r, pr := range pubs {
 		if r == a || !pr.OK {
 			continue
 		}
+		ar, ra := &l.Pair[a][r], &l.Pair[r][a]
 		if old.OK {
 			d := old.Rho - pr.Rho
-			l.Pair[a][r] -= d
-			l.Pair[r][a] += d
-			l.PairSq[a][r] -= d * d
-			l.PairSq[r][a] -= d * d
-			l.PairN[a][r]--
-			l.PairN[r][a]--
+			ar.X -= d
+			ra.X += d
+			ar.Sq -= d * d
+			ra.Sq -= d * d
+			ar.N--
+			ra.N--
 		}
 		d := now.Rho - pr.Rho
-		l.Pair[a][r] += d
-		l.Pair[r][a] -= d
-		l.PairSq[a][r] += d * d
-		l.PairSq[r][a] += d * d
-		l.PairN[a][r]++
-		l.PairN[r][a]++
+		ar.X += d
+		ra.X -= d
+		ar.Sq += d * d
+		ra.Sq += d * d
+		ar.N++
+		ra.N++
 	}
 }
 
@@ -128,8 +141,9 @@ type snapshot struct {
 
 // classSums are a family's sums of one size class.
 type classSums struct {
-	class int
 	Sums
+	class int
+	_     [24]byte // to a whole number of Sum (TestSumLayout)
 }
 
 // sumsOf returns the family's sums of size class c, made on first use.
@@ -173,13 +187,14 @@ type ViewLevel struct {
 // add adds w times l's sums to v.
 func (v *ViewLevel) add(n int, w float64, l *Sums) {
 	for a := range n {
-		v.Arm[a] += w * l.Arm[a]
-		v.ArmSq[a] += w * l.ArmSq[a]
-		v.ArmW[a] += w * l.ArmN[a]
+		v.Arm[a] += w * l.Arm[a].X
+		v.ArmSq[a] += w * l.Arm[a].Sq
+		v.ArmW[a] += w * l.Arm[a].N
 		for r := range n {
-			v.Pair[a][r] += w * l.Pair[a][r]
-			v.PairSq[a][r] += w * l.PairSq[a][r]
-			v.PairW[a][r] += w * l.PairN[a][r]
+			p := &l.Pair[a][r]
+			v.Pair[a][r] += w * p.X
+			v.PairSq[a][r] += w * p.Sq
+			v.PairW[a][r] += w * p.N
 		}
 	}
 }
@@ -332,8 +347,8 @@ func Clamp(x float64) float64 { return math.Max(-CorrectionMax, math.Min(Correct
 // every bucket's, and 0, the model's.
 func (h *Hierarchy) ArmRho(a int, cl *Sums, v *View) float64 {
 	all := &h.All
-	g := shrink(all.Arm[a], all.ArmN[a], 0)
-	g = shrink(cl.Arm[a], cl.ArmN[a], g)
+	g := shrink(all.Arm[a].X, all.Arm[a].N, 0)
+	g = shrink(cl.Arm[a].X, cl.Arm[a].N, g)
 	g = shrink(v.Op.Arm[a], v.Op.ArmW[a], g)
 	return shrink(v.Near.Arm[a], v.Near.ArmW[a], g)
 }
@@ -355,8 +370,8 @@ func (h *Hierarchy) OwnRho(a int, up []Published, cl *Sums, v *View) float64 {
 // and the parent's (up, when the bucket is a shape's).
 func (h *Hierarchy) PairRho(a, r int, own float64, up []Published, cl *Sums, v *View) float64 {
 	all := &h.All
-	d := shrink(all.Pair[a][r], all.PairN[a][r], own-h.ArmRho(r, cl, v))
-	d = shrink(cl.Pair[a][r], cl.PairN[a][r], d)
+	d := shrink(all.Pair[a][r].X, all.Pair[a][r].N, own-h.ArmRho(r, cl, v))
+	d = shrink(cl.Pair[a][r].X, cl.Pair[a][r].N, d)
 	d = shrink(v.Op.Pair[a][r], v.Op.PairW[a][r], d)
 	d = shrink(v.Near.Pair[a][r], v.Near.PairW[a][r], d)
 	if up != nil && up[a].OK && up[r].OK {
@@ -367,6 +382,9 @@ func (h *Hierarchy) PairRho(a, r int, own float64, up []Published, cl *Sums, v *
 
 // level is one level's sums of a ratio: Σx, Σx² and their weight.
 type level struct{ sum, sq, w float64 }
+
+// level returns s as a level.
+func (s *Sum) level() level { return level{s.X, s.Sq, s.N} }
 
 // spread returns the variance across buckets of a ratio, from the first
 // of levels (innermost first) with at least two buckets' weight, shrunk
@@ -389,8 +407,7 @@ func (h *Hierarchy) ArmSpread(a int, cl *Sums, v *View) float64 {
 	return spread(
 		level{v.Near.Arm[a], v.Near.ArmSq[a], v.Near.ArmW[a]},
 		level{v.Op.Arm[a], v.Op.ArmSq[a], v.Op.ArmW[a]},
-		level{cl.Arm[a], cl.ArmSq[a], cl.ArmN[a]},
-		level{all.Arm[a], all.ArmSq[a], all.ArmN[a]})
+		cl.Arm[a].level(), all.Arm[a].level())
 }
 
 // PairSpread is spread of the learned ratio between arms a and r: from
@@ -401,6 +418,5 @@ func (h *Hierarchy) PairSpread(a, r int, cl *Sums, v *View) float64 {
 	return spread(
 		level{v.Near.Pair[a][r], v.Near.PairSq[a][r], v.Near.PairW[a][r]},
 		level{v.Op.Pair[a][r], v.Op.PairSq[a][r], v.Op.PairW[a][r]},
-		level{cl.Pair[a][r], cl.PairSq[a][r], cl.PairN[a][r]},
-		level{all.Pair[a][r], all.PairSq[a][r], all.PairN[a][r]})
+		cl.Pair[a][r].level(), all.Pair[a][r].level())
 }

@@ -3,6 +3,7 @@ package prior
 import (
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -27,8 +28,8 @@ func TestPublishReplaces(t *testing.T) {
 	if h.All != want.All || *h.Class(kernels.Matrix) != *want.Class(kernels.Matrix) || *f.sumsOf(40) != *g.sumsOf(40) {
 		t.Fatalf("after a second publication: %+v, want %+v", h.All, want.All)
 	}
-	if d := h.All.Pair[0][1]; math.Abs(d-1.25) > 1e-12 || h.All.PairN[0][1] != 1 || h.All.Pair[1][0] != -d {
-		t.Errorf("pair sums %v (n %v), want ρ0 − ρ1 = 1.25 once, antisymmetric", d, h.All.PairN[0][1])
+	if d := h.All.Pair[0][1].X; math.Abs(d-1.25) > 1e-12 || h.All.Pair[0][1].N != 1 || h.All.Pair[1][0].X != -d {
+		t.Errorf("pair sums %v (n %v), want ρ0 − ρ1 = 1.25 once, antisymmetric", d, h.All.Pair[0][1].N)
 	}
 }
 
@@ -114,5 +115,18 @@ func TestViewIntoSnapshot(t *testing.T) {
 	f.ViewInto(40, mine, &v)
 	if want := f.View(40, mine); v.Near != want.Near || v.Op != want.Op {
 		t.Fatalf("after the family grew by more than 1/%d: snapshot not taken anew", staleShare)
+	}
+}
+
+// TestSumLayout: a Sum is 32 bytes, and a family's sums of a size class
+// start on a 32-byte boundary of their slice (at offset 0 of a whole
+// number of Sums), so that each Sum lies in one cache line.
+func TestSumLayout(t *testing.T) {
+	var c classSums
+	if size := unsafe.Sizeof(Sum{}); size != 32 {
+		t.Errorf("a Sum is %d bytes, not 32", size)
+	}
+	if off, size := unsafe.Offsetof(c.Sums), unsafe.Sizeof(c); off != 0 || size%32 != 0 {
+		t.Errorf("classSums: Sums at offset %d, %d bytes; want 0 and a multiple of 32", off, size)
 	}
 }
