@@ -13,7 +13,7 @@ const slabBuckets = 64
 // walks the shape table's entries: the hardware prefetches them.
 func (e *engine) alloc() *bucket {
 	if len(e.slab) == 0 {
-		e.slab = make([]bucket, slabBuckets)
+		e.slab = new(bucketSlab).b[:]
 		e.ngSlab = make([]bandit.NormalGamma, 2*e.n*slabBuckets)
 		e.cntSlab = make([]armCounts, e.n*slabBuckets)
 		e.stateSlab = make([]bandit.ArmState, e.n*slabBuckets)
@@ -26,3 +26,20 @@ func (e *engine) alloc() *bucket {
 	e.slab, e.ngSlab, e.cntSlab, e.stateSlab = e.slab[1:], e.ngSlab[2*e.n:], e.cntSlab[e.n:], e.stateSlab[e.n:]
 	return b
 }
+
+// bucketSlab is slabBuckets buckets after a pad. Rule: the buckets start
+// on a 64-byte boundary, as their size is a whole number of lines
+// (TestBucketLayout checks the addresses). Reason: the runtime puts an
+// 8-byte type header at the start of an allocation of over 512 bytes
+// that holds pointers, so in a plain []bucket every bucket started 8
+// bytes into a line: its four hot lines spanned five, and its last word
+// shared a line with the next bucket's lock, which the goroutine that
+// decides there writes (BenchmarkSelectObserve's parallel cases).
+type bucketSlab struct {
+	_ [64 - mallocHeader]byte
+	b [slabBuckets]bucket
+}
+
+// mallocHeader is the runtime's type header before a pointerful object
+// of over 512 bytes (Go 1.22 on).
+const mallocHeader = 8

@@ -2,14 +2,18 @@ package adaptive
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"unsafe"
+
+	"github.com/adaptsched/adaptsched/kernels"
 )
 
 // TestBucketLayout checks what the slabs of buckets rely on: a bucket is a
-// whole number of 64-byte cache lines, so that one goroutine's Select on
-// a bucket never shares a line with another's on the next bucket of the
-// slab, and the fields Select and Observe touch (up to held) fit in four.
+// whole number of 64-byte cache lines and starts on one (bucketSlab), so
+// that one goroutine's Select on a bucket never shares a line with
+// another's on the next bucket of the slab, and the fields Select and
+// Observe touch (up to held) fit in four.
 func TestBucketLayout(t *testing.T) {
 	var b bucket
 	if size := unsafe.Sizeof(b); size%64 != 0 {
@@ -17,6 +21,18 @@ func TestBucketLayout(t *testing.T) {
 	}
 	if hot := unsafe.Offsetof(b.epoch) + unsafe.Sizeof(b.epoch); hot > 4*64 {
 		t.Errorf("the hot fields end at byte %d, past four cache lines", hot)
+	}
+	s := newTestScheduler(t, Config{Seed: 1})
+	for i := range 2*slabBuckets + 1 { // two slabs and a bit, a bucket each
+		spec := kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1024}},
+			Params: kernels.Params{Name: "k" + strconv.Itoa(i), FLOPs: 1 << 20, Bytes: 1 << 16}}
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := uintptr(unsafe.Pointer(d.b)) % 64; at != 0 {
+			t.Fatalf("bucket %d starts %d bytes into a cache line", d.Bucket, at)
+		}
 	}
 }
 
