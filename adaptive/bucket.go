@@ -37,7 +37,7 @@ type engine struct {
 	// corr holds the learned corrections above a family, and epoch counts
 	// what buckets have published into them (prior.go).
 	corr  corrections
-	epoch atomic.Uint64
+	epoch epochCounter
 	// The slabs that alloc hands buckets, posteriors and counters out of.
 	slab      []bucket
 	ngSlab    []bandit.NormalGamma
@@ -200,7 +200,7 @@ func (e *engine) setUp(b *bucket, id BucketID, name string, f *prior.Family, cla
 	for a := range e.n {
 		b.per[a].lnModel = e.lnModel(a, w)
 	}
-	b.epoch = e.epoch.Load()
+	b.epoch = e.epoch.load()
 	priors := b.bb.Priors
 	e.corr.mu.Lock()
 	view := e.familyView(b)

@@ -44,6 +44,9 @@ func TestEngineLayout(t *testing.T) {
 	if off := unsafe.Offsetof(e.corr) + unsafe.Offsetof(e.corr.h); off%32 != 0 {
 		t.Errorf("the hierarchy starts at byte %d of the engine, not on a 32-byte boundary", off)
 	}
+	if gap := unsafe.Offsetof(e.epoch.floor) - unsafe.Offsetof(e.epoch.n); gap < 64 {
+		t.Errorf("the epoch's floor is %d bytes from its count, on a line it may share", gap)
+	}
 	if size := unsafe.Sizeof(e); size < 1024 {
 		t.Errorf("an engine is %d bytes: below 1 KiB, its allocation need not start on 64 bytes", size)
 	}

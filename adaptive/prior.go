@@ -120,7 +120,7 @@ func (e *engine) publish(b *bucket, arm int) {
 	pubs := e.pubs(b)
 	b.per[arm].pub = e.corr.h.Publish(b.fam, b.class, pubs[:e.n], arm, old, now)
 	e.corr.mu.Unlock()
-	e.epoch.Add(1)
+	e.epoch.add()
 	if !old.OK && b.epoch != math.MaxUint64 {
 		b.epoch = 0 // a new arm of b's has data: refresh at its next Select
 	}
@@ -134,8 +134,11 @@ func (e *engine) publish(b *bucket, arm int) {
 // 10,000 young buckets re-derive priors (BenchmarkSelectObserve holds
 // the cost).
 func (e *engine) refresh(b *bucket) {
-	ep := e.epoch.Load()
-	if ep <= 2*b.epoch || b.epoch == math.MaxUint64 {
+	if b.epoch == math.MaxUint64 {
+		return
+	}
+	ep, moved := e.epoch.above(2 * b.epoch)
+	if !moved {
 		return
 	}
 	b.epoch = ep
