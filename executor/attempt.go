@@ -44,34 +44,36 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 		return backends.Timing{}, undecided, err
 	}
 	a := d.Backend
-	if !inputsOn(sc, ts, o, a, nil) {
+	if !inputsOn(ts, o, a, nil) {
 		unlockSet(sc, locks)
 		return backends.Timing{}, elsewhere, nil
 	}
 	for _, t := range ts {
 		t.markRead(adaptive.Backend(a))
 	}
-	tm, err := e.runLocked(sc, s, ts, o, a, restore)
+	tm, err := e.runLocked(s, ts, o, a, restore)
 	unlockSet(sc, locks)
 	return tm, ran, err
 }
 
 // inputsOn reports whether o and every input of ts have a valid copy on
 // backend a, or a weight staged for the op, and puts the inputs' buffers
-// in sc.bufs; the caller holds the tensors' locks. staged may be nil.
-func inputsOn(sc *opScratch, ts []*Tensor, o *Tensor, a int, staged *[adaptive.MaxInputs]backends.Buffer) bool {
+// in o.args (cleared when it reports false); the caller holds the
+// tensors' locks. staged may be nil.
+func inputsOn(ts []*Tensor, o *Tensor, a int, staged *[adaptive.MaxInputs]backends.Buffer) bool {
 	if o.freed || o.copies[a] == nil {
 		return false
 	}
 	for i, t := range ts {
 		if staged != nil && staged[i] != nil {
-			sc.bufs[i] = staged[i]
+			o.args[i] = staged[i]
 			continue
 		}
 		if !t.valid.Has(a) || t.copies[a] == nil {
+			clear(o.args[:i])
 			return false
 		}
-		sc.bufs[i] = t.copies[a]
+		o.args[i] = t.copies[a]
 	}
 	return true
 }
@@ -107,7 +109,7 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 			}
 		}
 		locks := e.lockSet(sc, ts, o, false)
-		if !inputsOn(sc, ts, o, a, staged) {
+		if !inputsOn(ts, o, a, staged) {
 			unlockSet(sc, locks)
 			if try < maxAttempts {
 				continue // not in place, or an eviction or a loss raced with us: move again
@@ -119,18 +121,19 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 				t.markRead(adaptive.Backend(a))
 			}
 		}
-		tm, err := e.runLocked(sc, s, ts, o, a, restore)
+		tm, err := e.runLocked(s, ts, o, a, restore)
 		unlockSet(sc, locks)
 		return tm, xferUs, err
 	}
 }
 
-// runLocked runs s on backend a over sc.bufs, its tensors locked
-// (lockSet), and makes its output's new version: valid on a alone (and
-// its aliases), its lineage recorded unless restore. A failure is a
-// *backendFailure for a.
-func (e *Executor) runLocked(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
-	tm, err := e.bes[a].Run(*s, sc.bufs[:len(ts)], o.copies[a])
+// runLocked runs s on backend a over o.args (inputsOn), which it
+// clears, its tensors locked (lockSet), and makes its output's new
+// version: valid on a alone (and its aliases), its lineage recorded
+// unless restore. A failure is a *backendFailure for a.
+func (e *Executor) runLocked(s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
+	tm, err := e.bes[a].Run(*s, o.args[:len(ts)], o.copies[a])
+	clear(o.args[:len(ts)])
 	if err != nil {
 		return backends.Timing{}, &backendFailure{a: a, err: err}
 	}

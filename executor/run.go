@@ -18,30 +18,16 @@ type backendFailure struct {
 func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
-// opScratch is the per-op scratch, its op site's (opSite) or pooled, so
-// that Run does not allocate. site is the op's site, held, nil for none;
-// key its spec as the site holds it, nil when it does not; h the site's
-// handle, nil for none.
+// opScratch is an op's scratch, on run's stack: site is the op's site,
+// held, nil for none; key its spec as the site holds it, nil when it
+// does not; h the site's handle, nil for none.
 type opScratch struct {
 	site  *opSite
 	key   *specKey
 	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
-	bufs  [adaptive.MaxInputs]backends.Buffer
 	locks [adaptive.MaxInputs + 1]*Tensor
 	write [adaptive.MaxInputs + 1]bool
-}
-
-// reset clears what an op of n inputs left in sc: it holds no tensor or
-// buffer once the op is done. A loop, not clear: clearing a slice of
-// pointers calls the runtime twice for what is three stores here
-// (BenchmarkExecutorOnly).
-func (sc *opScratch) reset(n int) {
-	sc.site, sc.key, sc.h = nil, nil, nil
-	for i := range n {
-		sc.ts[i], sc.bufs[i], sc.locks[i] = nil, nil, nil
-	}
-	sc.locks[n] = nil
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -117,13 +103,8 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 			return backends.Timing{}, e.opErr(*s, err)
 		}
 	}
-	var sc *opScratch
-	if st != nil {
-		sc = &st.sc
-		sc.site = st
-	} else {
-		sc = e.scratchPool.Get().(*opScratch)
-	}
+	var sc opScratch
+	sc.site = st
 	if known {
 		sc.key, sc.h = &st.key, st.h
 	}
@@ -131,14 +112,9 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	ts := sc.ts[:len(in)]
 	o, err := e.resolve(sc.key, s, in, out, ts)
 	if err == nil {
-		tm, err = e.place(d, sc, s, ts, o, restore, exclude, why)
+		tm, err = e.place(d, &sc, s, ts, o, restore, exclude, why)
 	}
-	sc.reset(len(in))
-	if st != nil {
-		releaseSite(st, s, true)
-	} else {
-		e.scratchPool.Put(sc)
-	}
+	releaseSite(st, s, true)
 	return tm, err
 }
 

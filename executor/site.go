@@ -24,9 +24,8 @@ type opSite struct {
 	ok  bool // key holds a spec
 	key specKey
 	h   *adaptive.Handle // the handle on key's spec; nil until it recurs
-	// sc is the scratch of the op that holds the site; decisions counts
-	// the decisions made there, of which one in latencyEvery is timed.
-	sc        opScratch
+	// decisions counts the decisions made there, of which one in
+	// latencyEvery is timed.
 	decisions uint64
 }
 

@@ -58,6 +58,11 @@ type Tensor struct {
 
 	// site is the op site of the ops that write t (site.go).
 	site opSite
+	// args are the buffers an op writing t hands its backend, under mu
+	// write-locked, and cleared before it is let go: with the op's
+	// scratch, they made every scratch escape to the heap (an
+	// interface's Run keeps its slice).
+	args [adaptive.MaxInputs]backends.Buffer
 }
 
 // newVersion notes that t is being overwritten (t.mu held).
