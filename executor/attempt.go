@@ -39,7 +39,8 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 		}
 		res.Add(v, t.size)
 	}
-	if err := e.choose(d, sc, s, &res, 0, why); err != nil {
+	o.decisions++
+	if err := e.choose(d, sc.h, o.decisions, s, &res, 0, why); err != nil {
 		unlockSet(sc, locks)
 		return backends.Timing{}, undecided, err
 	}

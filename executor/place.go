@@ -27,7 +27,7 @@ type Latency struct {
 
 // latency is Latency as the hot path fills it.
 type latency struct {
-	seen    atomic.Uint64 // decisions made without an op site (choose): every latencyEvery-th is timed
+	seen    atomic.Uint64 // decisions made without the output's write lock (choose): every latencyEvery-th is timed
 	count   atomic.Uint64
 	sumNs   atomic.Int64
 	buckets [len(LatencyBoundsNs) + 1]atomic.Uint64
@@ -53,22 +53,18 @@ func (l *latency) snapshot() Latency {
 }
 
 // choose is the Scheduler's decision for an op (decide), written to d,
-// one in latencyEvery of them timed: of its site's (sc.site, counted
-// without an atomic, the site being held), or of those without one.
-func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
-	h := sc.h
-	var n uint64
-	if sc.site != nil {
-		sc.site.decisions++
-		n = sc.site.decisions
-	} else {
-		n = e.latency.seen.Add(1)
-	}
+// by h when not nil; n numbers it, one in latencyEvery being timed: the
+// op's output's count when it holds its write lock (Tensor.decisions),
+// else the Executor's (nextDecision).
+func (e *Executor) choose(d *adaptive.Decision, h *adaptive.Handle, n uint64, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	if n%latencyEvery == 0 {
 		return e.decideTimed(d, h, s, res, exclude, why)
 	}
 	return e.decide(d, h, s, res, exclude, why)
 }
+
+// nextDecision numbers a decision made without its output's write lock.
+func (e *Executor) nextDecision() uint64 { return e.latency.seen.Add(1) }
 
 // decideTimed is decide, timed for Stats' DecisionLatency.
 func (e *Executor) decideTimed(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {

@@ -18,11 +18,10 @@ type backendFailure struct {
 func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
-// opScratch is an op's scratch, on run's stack: site is the op's site,
-// held, nil for none; key its spec as the site holds it, nil when it
-// does not; h the site's handle, nil for none.
+// opScratch is an op's scratch, on run's stack: key is its spec as its
+// output's site knows it (knownSite), nil when it does not; h the
+// known spec's handle, nil for none.
 type opScratch struct {
-	site  *opSite
 	key   *specKey
 	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
@@ -93,20 +92,19 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 		return backends.Timing{}, e.countErr(s, len(in))
 	}
 	var st *opSite
-	known := false // s is st's spec: validated already
+	var k *knownSite // s is its site's known spec: validated already
 	if o, ok := out.(*Tensor); ok && o != nil && o.e == e {
-		st, known = e.takeSite(o, s)
+		st, k = e.siteOf(o, s)
 	}
-	if !known {
+	if k == nil {
 		if err := s.Validate(); err != nil {
 			releaseSite(st, s, false)
 			return backends.Timing{}, e.opErr(*s, err)
 		}
 	}
 	var sc opScratch
-	sc.site = st
-	if known {
-		sc.key, sc.h = &st.key, st.h
+	if k != nil {
+		sc.key, sc.h = &k.key, k.h
 	}
 	var tm backends.Timing
 	ts := sc.ts[:len(in)]
@@ -318,11 +316,11 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc, s, res, failed|sick, why)
+	err := e.choose(d, sc.h, e.nextDecision(), s, res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc, s, res, failed, why)
+		err = e.choose(d, sc.h, e.nextDecision(), s, res, failed, why)
 	}
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)
