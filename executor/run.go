@@ -93,12 +93,13 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	}
 	var st *opSite
 	var k *knownSite // s is its site's known spec: validated already
-	if o, ok := out.(*Tensor); ok && o != nil && o.e == e {
+	o, _ := out.(*Tensor)
+	if o != nil && o.e == e {
 		st, k = e.siteOf(o, s)
 	}
 	if k == nil {
 		if err := s.Validate(); err != nil {
-			releaseSite(st, s, false)
+			releaseSite(st, o, s, false)
 			return backends.Timing{}, e.opErr(*s, err)
 		}
 	}
@@ -108,11 +109,11 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	}
 	var tm backends.Timing
 	ts := sc.ts[:len(in)]
-	o, err := e.resolve(sc.key, s, in, out, ts)
+	ot, err := e.resolve(sc.key, s, in, out, ts)
 	if err == nil {
-		tm, err = e.place(d, &sc, s, ts, o, restore, exclude, why)
+		tm, err = e.place(d, &sc, s, ts, ot, restore, exclude, why)
 	}
-	releaseSite(st, s, true)
+	releaseSite(st, o, s, true)
 	return tm, err
 }
 

@@ -18,8 +18,11 @@ import (
 // were a third of the Executor's own work per op, and holding the site
 // for the op two of its atomic operations (BenchmarkExecutorOnly). A
 // site whose spec changes at every op (RoPE's position) never gets a
-// known spec, and costs no allocation; another spec written once leaves
-// the known one in place.
+// known spec, and costs no allocation. Another spec takes the known
+// one's place once it has written the tensor twice with nothing written
+// between (by the tensor's version, which the known spec's ops advance
+// without the site), so that a tensor written by two specs in turn does
+// not swap them, allocating, at every op (TestOpSite).
 type opSite struct {
 	known atomic.Pointer[knownSite] // nil until a spec recurs
 	// mu is only tried (TryLock): one op at a time learns a spec, and an
@@ -27,6 +30,9 @@ type opSite struct {
 	mu   sync.Mutex
 	ok   bool    // last holds a spec
 	last specKey // the spec of the last op, held, that wrote the tensor
+	// lastVersion is the tensor's version after that op, read when a
+	// known spec was in place.
+	lastVersion uint64
 }
 
 // knownSite is a site's known spec, validated, and the Scheduler's
@@ -103,13 +109,16 @@ func (k *specKey) holds(s *kernels.Spec) bool {
 // it as known (one allocation, and the handle's).
 func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	st := &o.site
-	if k := st.known.Load(); k != nil && k.key.holds(s) {
-		return nil, k
+	known := st.known.Load()
+	if known != nil && known.key.holds(s) {
+		return nil, known
 	}
 	if !st.mu.TryLock() {
 		return nil, nil
 	}
-	if st.ok && st.last.holds(s) { // a spec the key holds fits one
+	// A spec the key holds fits one. With a known spec in place (it
+	// changes under mu alone), its ops may have come between.
+	if st.ok && st.last.holds(s) && (known == nil || o.versionNow() == st.lastVersion) {
 		k := &knownSite{key: st.last}
 		if e.cfg.Placer == nil {
 			k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
@@ -127,15 +136,25 @@ func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	return st, nil
 }
 
-// releaseSite lets go of a site from siteOf after an op of spec s, which
-// becomes the site's last spec when valid (it passed Validate).
-func releaseSite(st *opSite, s *kernels.Spec, valid bool) {
+// releaseSite lets go of o's site from siteOf after an op of spec s,
+// which becomes the site's last spec when valid (it passed Validate).
+func releaseSite(st *opSite, o *Tensor, s *kernels.Spec, valid bool) {
 	if st == nil {
 		return
 	}
 	st.ok = valid
 	if valid {
 		st.last.set(s)
+		if st.known.Load() != nil {
+			st.lastVersion = o.versionNow()
+		}
 	}
 	st.mu.Unlock()
+}
+
+// versionNow returns t's version, read under its lock.
+func (t *Tensor) versionNow() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.version
 }

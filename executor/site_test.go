@@ -10,8 +10,9 @@ import (
 
 // TestOpSite: an output tensor written twice in a row by one spec
 // publishes it as its site's known spec, with a handle on it (site.go);
-// a different spec written once leaves it known, and written twice
-// takes its place; a spec that changes at every op (RoPE's position)
+// a different spec written once leaves it known, and written twice in a
+// row takes its place; two specs written in turn do not swap, nor
+// allocate; a spec that changes at every op (RoPE's position)
 // never becomes known; an invalid spec never does; and a synchronous op
 // of the known spec allocates nothing.
 func TestOpSite(t *testing.T) {
@@ -68,6 +69,12 @@ func TestOpSite(t *testing.T) {
 		t.Error("a different spec written twice in a row did not become known")
 	}
 	k = o.site.known.Load()
+	if n := testing.AllocsPerRun(100, func() { run(add, x, y); run(mul, x, y) }); n != 0 {
+		t.Errorf("two specs in turn: %v allocations per pair, want 0", n)
+	}
+	if o.site.known.Load() != k {
+		t.Error("two specs in turn swapped the known one")
+	}
 	rope := kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{1, 2, 8}}}
 	for pos := range 4 {
 		rope.Params.Pos = pos
