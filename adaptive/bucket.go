@@ -131,7 +131,10 @@ type bucket struct {
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
 	loaded Mask
-	next   *bucket // the Scheduler's stack of queued buckets (Changes)
+	// doubt holds the arms of a shape's bucket whose first run there was a
+	// suspected spike, run once more at their next Select (doubtRun).
+	doubt Mask
+	next  *bucket // the Scheduler's stack of queued buckets (Changes)
 	// fb is the Fold's record of this bucket (nil without a Fold): the
 	// foreign evidence that Select probes and Observe checks (verify.go).
 	fb *foldBucket
@@ -312,6 +315,10 @@ func (e *engine) choose(b *bucket, allowed Mask, extra, copies *[MaxBackends]flo
 	if extra != nil {
 		ext = extra[:e.n]
 	}
+	if d := b.doubt & allowed; d != 0 {
+		e.means(b, allowed, extra, est)
+		return choice{arm: lowest(d), reason: Explore}
+	}
 	if b.seen&allowed != allowed {
 		if a, ok := e.trial(b, allowed, extra); ok {
 			e.means(b, allowed, extra, est)
@@ -476,6 +483,9 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 		return false, false
 	}
 	y := bandit.LnUs(us)
+	if b.isShape {
+		e.doubtRun(b, arm, y)
+	}
 	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
 	b.seen |= Backend(arm)
 	if b.isShape {

@@ -218,3 +218,52 @@ func TestSpikeFirstRun(t *testing.T) {
 		t.Errorf("the faster implementation took %.2f of the last %d ops after a spiked first run, want ≥ 0.9", share, tail)
 	}
 }
+
+// TestSpikeFirstShapeRun: a shape that earns its own bucket inherits
+// its parent's well-measured GPU, whose first run there is a spike 6×
+// slower than that prior says. One run is all the shape's bucket knows
+// of the GPU, the CPU it then tries runs 2× slower than the GPU really
+// does, and without a second run the spike keeps the shape on the CPU
+// for good (0.00 of its last 500 ops on the GPU). A first run that far
+// above an evidenced prior is doubted and run once more (engine.trial),
+// and the run that agrees with the prior stands: the GPU takes ≥ 90%.
+func TestSpikeFirstShapeRun(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
+	r := rand.New(rand.NewPCG(5, 6))
+	specs := []kernels.Spec{matmul(100, 1024, 1024), matmul(104, 1024, 1024), matmul(108, 1024, 1024), matmul(112, 1024, 1024)}
+	target := specs[0].String()
+	spiked, gpu, n := false, 0, 0
+	const rounds, tail = 1000, 500
+	for i := range rounds {
+		for _, spec := range specs {
+			d, err := s.Select(spec, Residency{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine := spec.String() == target
+			mean := 200 * float64(spec.In[0][0]) // the CPU
+			if d.Backend == 1 {
+				mean /= 2
+				if !spiked && mine && d.b.isShape {
+					mean, spiked = 6*mean, true
+				}
+			}
+			if err := s.Observe(d, us(lognormal(r, mean, 0.1))); err != nil {
+				t.Fatal(err)
+			}
+			if mine && i >= rounds-tail {
+				n++
+				if d.Backend == 1 {
+					gpu++
+				}
+			}
+		}
+	}
+	if !spiked {
+		t.Fatal("the target shape never ran on the GPU in its own bucket")
+	}
+	if share := float64(gpu) / float64(n); share < 0.9 {
+		t.Errorf("the GPU took %.2f of the shape's last %d ops after a spiked first run in its bucket, want ≥ 0.9", share, n)
+	}
+}

@@ -41,7 +41,10 @@ func (r *router) request(req int) {
 // s.d: each token's top-K experts (the router's) each run on the rows
 // routed to them, the outputs averaged. Rows are gathered for each expert
 // and its output scattered back in host memory (no gather kernel in the
-// op catalogue); an expert no token picked runs nothing.
+// op catalogue); an expert no token picked runs nothing. Rule: every
+// expert is issued before any output is read. Reason: experts placed on
+// different backends then run at once (TestMoEExpertsOverlap); reading
+// each before issuing the next ran them one after another.
 func (bt *Batch) moeFFN(li int, s *scratch, rows int) (int64, error) {
 	c, be, l := bt.m.cfg, bt.m.be, &bt.m.layers[li]
 	if bt.route == nil {
@@ -57,20 +60,33 @@ func (bt *Batch) moeFFN(li int, s *scratch, rows int) (int64, error) {
 			routed[x] = append(routed[x], r)
 		}
 	}
-	sum := make([]float32, rows*c.Dim)
+	var runs []expertRun
+	defer func() {
+		for _, r := range runs {
+			r.free()
+		}
+	}()
 	n := int64(0)
-	w := 1 / float32(c.TopK)
 	for x, rs := range routed {
 		if len(rs) == 0 {
 			continue
 		}
-		out, k, err := bt.expert(&l.experts[x], h, rs)
+		r, k, err := bt.issueExpert(&l.experts[x], h, rs)
+		runs = append(runs, r)
 		n += k
 		if err != nil {
 			return n, err
 		}
-		for i, r := range rs {
-			dst, src := sum[r*c.Dim:(r+1)*c.Dim], out[i*c.Dim:(i+1)*c.Dim]
+	}
+	sum := make([]float32, rows*c.Dim)
+	w := 1 / float32(c.TopK)
+	for _, r := range runs {
+		out := make([]float32, len(r.rows)*c.Dim)
+		if _, err := be.Read(kernels.AsBytes(out), r.out); err != nil {
+			return n, err
+		}
+		for i, row := range r.rows {
+			dst, src := sum[row*c.Dim:(row+1)*c.Dim], out[i*c.Dim:(i+1)*c.Dim]
 			for j := range dst {
 				dst[j] += w * src[j]
 			}
@@ -80,34 +96,44 @@ func (bt *Batch) moeFFN(li int, s *scratch, rows int) (int64, error) {
 	return n, err
 }
 
-// expert runs one expert's FFN on the rows rs of h and returns its
-// output, [len(rs), Dim], and the ops it ran.
-func (bt *Batch) expert(x *expert, h []float32, rs []int) ([]float32, int64, error) {
+// expertRun is one expert issued on its rows: its buffers (out among
+// them), freed once its output is read.
+type expertRun struct {
+	rows []int
+	bufs []backends.Buffer
+	out  backends.Buffer
+}
+
+func (r expertRun) free() {
+	for _, b := range r.bufs {
+		b.Free()
+	}
+}
+
+// issueExpert issues one expert's FFN on the rows rs of h, its output
+// [len(rs), Dim] in the run's out, and returns the ops it ran. On an
+// error the run holds what it allocated, for the caller to free.
+func (bt *Batch) issueExpert(x *expert, h []float32, rs []int) (expertRun, int64, error) {
 	c, be := bt.m.cfg, bt.m.be
 	n := len(rs)
 	in := make([]float32, n*c.Dim)
 	for i, r := range rs {
 		copy(in[i*c.Dim:(i+1)*c.Dim], h[r*c.Dim:(r+1)*c.Dim])
 	}
-	var bufs []backends.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Free()
-		}
-	}()
+	run := expertRun{rows: rs}
 	alloc := func(floats int) (backends.Buffer, error) {
 		b, err := be.Alloc(int64(4 * floats))
 		if err == nil {
-			bufs = append(bufs, b)
+			run.bufs = append(run.bufs, b)
 		}
 		return b, err
 	}
 	xin, err := alloc(n * c.Dim)
 	if err != nil {
-		return nil, 0, err
+		return run, 0, err
 	}
 	if _, err := be.Write(xin, kernels.AsBytes(in)); err != nil {
-		return nil, 0, err
+		return run, 0, err
 	}
 	g, err1 := alloc(n * c.FFN)
 	u, err2 := alloc(n * c.FFN)
@@ -115,7 +141,7 @@ func (bt *Batch) expert(x *expert, h []float32, rs []int) ([]float32, int64, err
 	d, err4 := alloc(n * c.Dim)
 	for _, err := range []error{err1, err2, err3, err4} {
 		if err != nil {
-			return nil, 0, err
+			return run, 0, err
 		}
 	}
 	act, ffAct := kernels.Shape{n, c.Dim}, kernels.Shape{n, c.FFN}
@@ -130,13 +156,12 @@ func (bt *Batch) expert(x *expert, h []float32, rs []int) ([]float32, int64, err
 		{qmm(ffAct, c.Dim), d, []backends.Buffer{sw, x.w2}},
 	} {
 		if err := bt.run(st.spec, st.out, st.in...); err != nil {
-			return nil, ops, err
+			return run, ops, err
 		}
 		ops++
 	}
-	out := make([]float32, n*c.Dim)
-	_, err = be.Read(kernels.AsBytes(out), d)
-	return out, ops, err
+	run.out = d
+	return run, ops, nil
 }
 
 // moeRouting is -moe's routing: the first, and the drift's from request
