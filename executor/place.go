@@ -27,7 +27,6 @@ type Latency struct {
 
 // latency is Latency as the hot path fills it.
 type latency struct {
-	seen    atomic.Uint64 // decisions made without the output's write lock (choose): every latencyEvery-th is timed
 	count   atomic.Uint64
 	sumNs   atomic.Int64
 	buckets [len(LatencyBoundsNs) + 1]atomic.Uint64
@@ -53,18 +52,15 @@ func (l *latency) snapshot() Latency {
 }
 
 // choose is the Scheduler's decision for an op (decide), written to d,
-// by h when not nil; n numbers it, one in latencyEvery being timed: the
-// op's output's count when it holds its write lock (Tensor.decisions),
-// else the Executor's (nextDecision).
+// by h when not nil: the op holds its output's write lock, which orders
+// the uses of its site's handle. n numbers the decision among the
+// output's (Tensor.decisions); one in latencyEvery is timed.
 func (e *Executor) choose(d *adaptive.Decision, h *adaptive.Handle, n uint64, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	if n%latencyEvery == 0 {
 		return e.decideTimed(d, h, s, res, exclude, why)
 	}
 	return e.decide(d, h, s, res, exclude, why)
 }
-
-// nextDecision numbers a decision made without its output's write lock.
-func (e *Executor) nextDecision() uint64 { return e.latency.seen.Add(1) }
 
 // decideTimed is decide, timed for Stats' DecisionLatency.
 func (e *Executor) decideTimed(d *adaptive.Decision, h *adaptive.Handle, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {

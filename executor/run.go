@@ -290,9 +290,6 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 	res *adaptive.Residency, failed adaptive.Mask, why adaptive.Reason) (int64, error) {
 	queued := !e.cfg.Synchronous
 	res.N = 0
-	o.mu.RLock()
-	res.Consumers = o.consumersHint()
-	o.mu.RUnlock()
 	var readyAt int64
 	var readyV float64
 	if queued {
@@ -317,12 +314,19 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc.h, e.nextDecision(), s, res, failed|sick, why)
+	// The output's write lock orders the decisions of the ops that write
+	// it: its site's handle (sc.h) is not safe for concurrent use.
+	o.mu.Lock()
+	res.Consumers = o.consumersHint()
+	o.decisions++
+	err := e.choose(d, sc.h, o.decisions, s, res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc.h, e.nextDecision(), s, res, failed, why)
+		o.decisions++
+		err = e.choose(d, sc.h, o.decisions, s, res, failed, why)
 	}
+	o.mu.Unlock()
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)
 	}

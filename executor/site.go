@@ -37,7 +37,9 @@ type opSite struct {
 
 // knownSite is a site's known spec, validated, and the Scheduler's
 // handle on it (nil with a Placer, or when the Scheduler gave none: the
-// op then decides by spec). Never changed once published.
+// op then decides by spec), which an op uses under the tensor's write
+// lock (Executor.choose), a Handle not being safe for concurrent use.
+// Never changed once published.
 type knownSite struct {
 	key specKey
 	h   *adaptive.Handle

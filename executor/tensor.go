@@ -57,8 +57,8 @@ type Tensor struct {
 	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
 
 	// site is the op site of the ops that write t (site.go); decisions
-	// counts the decisions of ops writing t made under mu write-locked
-	// (runResident), of which one in latencyEvery is timed.
+	// counts the decisions of ops writing t, made under mu write-locked
+	// (choose), of which one in latencyEvery is timed.
 	site      opSite
 	decisions uint64
 	// args are the buffers an op writing t hands its backend, under mu
