@@ -202,13 +202,19 @@ func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged 
 // lockSet takes the locks of an op's tensors: the output's for writing,
 // the inputs' for reading, or for writing too when exclusive (queueing
 // work updates the inputs' bookkeeping). It returns how many it took.
-// Rule: it tries them in argument order, and only when one is held
-// elsewhere lets go and waits for them in id order (so that ops sharing
-// tensors cannot deadlock). Reason: sorting them at every op cost about
-// a twentieth of the Executor's own work per op (BenchmarkExecutorOnly).
+// Rule: a synchronous op's set (not exclusive) is tried in argument
+// order, and only when one is held elsewhere does lockSet let go and
+// wait for them in id order (so that ops sharing tensors cannot
+// deadlock). Reason: sorting them at every op cost about a twentieth of
+// the Executor's own work per op (BenchmarkExecutorOnly); queueing an op
+// costs microseconds, and its exclusive locks on a shared weight are
+// often held elsewhere (BenchmarkExecutorParallel), where a failed try
+// would be wasted.
 func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
-	if n, ok := tryLockSet(sc, ts, o, exclusive); ok {
-		return n
+	if !exclusive {
+		if n, ok := tryLockSet(sc, ts, o); ok {
+			return n
+		}
 	}
 	sc.locks[0], sc.write[0] = o, true
 	n := 1
@@ -237,11 +243,10 @@ next:
 	return n
 }
 
-// tryLockSet is lockSet without waiting: it takes every lock or none.
-// An input that is the output is under the output's lock; one that
-// recurs is read-locked twice, or when exclusive fails the try (lockSet
-// then takes it once).
-func tryLockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) (int, bool) {
+// tryLockSet is lockSet without waiting, not exclusive: it takes every
+// lock or none. An input that is the output is under the output's lock;
+// one that recurs is read-locked twice.
+func tryLockSet(sc *opScratch, ts []*Tensor, o *Tensor) (int, bool) {
 	if !o.mu.TryLock() {
 		return 0, false
 	}
@@ -251,17 +256,11 @@ func tryLockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) (int, bo
 		if t == o {
 			continue
 		}
-		var ok bool
-		if exclusive {
-			ok = t.mu.TryLock()
-		} else {
-			ok = t.mu.TryRLock()
-		}
-		if !ok {
+		if !t.mu.TryRLock() {
 			unlockSet(sc, n)
 			return 0, false
 		}
-		sc.locks[n], sc.write[n] = t, exclusive
+		sc.locks[n], sc.write[n] = t, false
 		n++
 	}
 	return n, true
