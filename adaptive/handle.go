@@ -11,10 +11,12 @@ import "github.com/adaptsched/adaptsched/kernels"
 // concurrent use: give each goroutine its own (two handles of one spec
 // share the bucket, which has its own lock).
 type Handle struct {
-	s    *Scheduler
-	ent  entry
-	spec kernels.Spec // a deep copy: a shape's own bucket is made from it
-	tc   transferCache
+	s   *Scheduler
+	ent entry
+	tc  transferCache
+	// spec is a deep copy: a shape's own bucket is made from it. After
+	// tc, which every Select reads, as it is read only then.
+	spec kernels.Spec
 }
 
 // Handle returns a handle on spec's op site, making its bucket on first
@@ -65,33 +67,41 @@ func (h *Handle) SelectInto(d *Decision, res *Residency, exclude Mask, why Reaso
 // Bucket returns the handle's bucket.
 func (h *Handle) Bucket() BucketID { return h.ent.id }
 
-// sameTransfers reports whether r prices the transfers o does: the
-// same inputs in use and consumers (QueueUs is priced apart, and the
-// entries past N are not read). Comparing the whole Residency was a
-// tenth of the Executor's own work per op (BenchmarkExecutorOnly).
-func (r *Residency) sameTransfers(o *Residency) bool {
-	if r.N != o.N || r.Consumers != o.Consumers {
+// transferCache is the transfers a handle last priced: for the inputs
+// and consumers of a residency (n, consumers, inputs[:n]; its QueueUs is
+// priced apart) over the allowed backends, while the link models have
+// learned nothing new (Scheduler.linkEpoch at epoch). Rule: what every
+// Select reads (the key's head, t, the first inputs) comes first, in two
+// cache lines, and w, read only where copies, last. Reason: with a copy
+// of the whole Residency between them, a Select by handle read five
+// lines of it (BenchmarkSelectObserve's handle cases).
+type transferCache struct {
+	ok, any   bool
+	copies    bool // w is not all zero
+	allowed   Mask
+	consumers Mask
+	n         int32
+	epoch     uint64
+	t         [MaxBackends]float64
+	inputs    [MaxInputs]Input
+	w         [MaxBackends]float64
+}
+
+// holds reports whether c holds the transfers of r: the same inputs in
+// use and consumers (the entries past N are not read). Comparing the
+// whole Residency was a tenth of the Executor's own work per op
+// (BenchmarkExecutorOnly).
+func (c *transferCache) holds(r *Residency) bool {
+	n := min(r.N, MaxInputs)
+	if int(c.n) != n || c.consumers != r.Consumers {
 		return false
 	}
-	for i := range min(r.N, MaxInputs) {
-		if r.Inputs[i] != o.Inputs[i] {
+	for i := range n {
+		if c.inputs[i] != r.Inputs[i] {
 			return false
 		}
 	}
 	return true
-}
-
-// transferCache is the transfers a handle last priced: for residency res
-// over the allowed backends, while the link models have learned nothing
-// new (Scheduler.linkEpoch at epoch).
-type transferCache struct {
-	ok      bool
-	epoch   uint64
-	allowed Mask
-	res     Residency
-	any     bool
-	copies  bool // w is not all zero
-	t, w    [MaxBackends]float64
 }
 
 // transfers is Scheduler.transfers through the cache: the same figures,
@@ -100,7 +110,7 @@ type transferCache struct {
 // written only then).
 func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allowed Mask, t, w *[MaxBackends]float64) (any, copies bool) {
 	ep := s.linkEpoch.Load()
-	if c.ok && c.epoch == ep && c.allowed == allowed && c.res.sameTransfers(res) {
+	if c.ok && c.epoch == ep && c.allowed == allowed && c.holds(res) {
 		*t = c.t
 		if c.copies {
 			*w = c.w
@@ -110,6 +120,7 @@ func (c *transferCache) transfers(s *Scheduler, res *Residency, out int64, allow
 	*t, *w = [MaxBackends]float64{}, [MaxBackends]float64{}
 	any = s.transfers(res, out, allowed, t, w)
 	copies = *w != [MaxBackends]float64{}
-	*c = transferCache{ok: true, epoch: ep, allowed: allowed, res: *res, any: any, copies: copies, t: *t, w: *w}
+	*c = transferCache{ok: true, any: any, copies: copies, allowed: allowed, consumers: res.Consumers,
+		n: int32(min(res.N, MaxInputs)), epoch: ep, t: *t, inputs: res.Inputs, w: *w}
 	return any, copies
 }

@@ -51,12 +51,14 @@ type Bucket struct {
 	state    []ArmState
 	// The draws skipped (skip.go): the challengers' bounds were computed
 	// at observation boundAt; bounded holds the challengers that have
-	// one. They are computed again skipWindow observations later.
-	// skipped: the last Choose skipped; spared: the arms it did not draw.
-	// noSkip: always draw (TestSkipSameChoices).
-	boundAt         int64
-	bounded, spared uint8
-	skipped, noSkip bool
+	// one, probed those of them probeable in the window. They are
+	// computed again skipWindow observations later. skipped: the last
+	// Choose skipped; spared: the arms it did not draw; coin: the probe's
+	// coin, where skip tossed it. noSkip: always draw
+	// (TestSkipSameChoices).
+	boundAt                       int64
+	bounded, probed, spared, coin uint8
+	skipped, noSkip               bool
 }
 
 // ArmState is a bucket's bookkeeping of one arm beyond its posterior
@@ -168,7 +170,7 @@ func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand
 		copies = nil
 	}
 	b.decisions++
-	b.skipped, b.spared = false, 0
+	b.skipped, b.spared, b.coin = false, 0, coinUntossed
 	switch s := b.skip(cfg, extra, copies, r, costs); s {
 	case skipKept:
 		b.skipped = true
@@ -192,7 +194,7 @@ func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand
 		draw(b.Arms, extra, r, costs)
 		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs)
 	}
-	if held && r.Uint64()%probeOdds == 0 {
+	if held && b.probeCoin(r) {
 		if c := cheapest(costs[:len(b.Arms)]); unpriced(extra, c, arm) && b.probeable(c) {
 			return c, false
 		}

@@ -14,27 +14,40 @@ import (
 // own taken at face value (ChooseCopies), or when its mean is surely
 // cheaper (surelyCheaper), or by a probe, as the cheapest cost of a held
 // decision while probeable. c is dead where its bound holds
-// (windowBound: not where it may be probeable), its floor, the cost
-// below which it falls with probability at most skipTail, is at least
-// th, and its mean cannot be surely cheaper: drawn by inversion, its
-// ln-mean m = F⁻¹(U), U uniform, is then at least ln floor whenever U ≥
-// skipTail, and there it cannot win, and matters to the choice only if
-// it is the cheapest cost (held's probe coin).
+// (windowBound), its floor, the cost below which it falls with
+// probability at most skipTail, is at least th, and its mean cannot be
+// surely cheaper: drawn by inversion, its ln-mean m = F⁻¹(U), U
+// uniform, is then at least ln floor whenever U ≥ skipTail, and there
+// it cannot win, and matters to the choice only if it is the cheapest
+// cost (held's probe coin). A challenger that may be probeable in the
+// window (probed) is dead only in a bucket of three or more arms; it
+// matters only where a probe may run, so the probe's coin is tossed
+// first (it is independent of the draws), and where it allows a probe
+// the incumbent is drawn: only that draw says whether the challenger
+// is the cheapest.
 //
 // One uniform decides whether any dead challenger's U falls below
-// skipTail (tailDraws). Where every challenger is dead: if none does,
-// the decision is the incumbent without drawing anything else
-// (skipKept); if one does, every arm is drawn, the incumbent in full and
-// each challenger from its U by inversion, its variance from the
-// conditional τ | m (drawByInversion). Where some are live, the
-// incumbent and the live challengers are drawn in full; a dead
+// skipTail (tailDraws). Where every challenger is dead and none
+// probeable, or the coin allows no probe: if none does, the decision is
+// the incumbent without drawing anything else (skipKept); if one does,
+// the incumbent is drawn in full, and in a bucket of two arms the
+// challenger from its U by inversion, its variance from the conditional
+// τ | m (drawByInversion); in a wider one each challenger whose U fell
+// in its tail or whose floor is not above the incumbent's draw is drawn
+// so, the others spared as below (an inversion costs microseconds:
+// inverting every dead challenger was 3% of a 4-arm decision). Otherwise
+// the incumbent and the live challengers are drawn in full; a dead
 // challenger whose floor is above the cheapest of those costs cannot be
 // the cheapest, so it is not drawn (its cost is given as its mean), a
 // dead one whose floor is not is drawn in full, and one whose U fell in
 // its tail by inversion. Every cost that pick or a probe reads is so
 // distributed exactly as Choose's, and so is the chosen arm
 // (TestSkipSameChoices and the tests beside it). A bucket of two arms
-// draws exactly what it drew when each challenger drew its own uniform.
+// draws exactly what it drew when each challenger drew its own uniform:
+// a stream that moves moves the regret of the real tables' two-arm
+// buckets by more than the 0.1 point that learning may move
+// (BENCHMARKS.md), where sparing a probeable challenger's draw gains
+// two arms little.
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -54,6 +67,25 @@ const (
 	// draws.
 	maxSkipArms = 8
 )
+
+// The probe's coin (Bucket.coin): not tossed yet, or tossed by skip.
+const (
+	coinUntossed = iota
+	coinHeads    // a held decision probes (probeOdds)
+	coinTails
+)
+
+// probeCoin reports whether a held decision probes: the coin skip
+// tossed, or one tossed now, with odds 1 in probeOdds either way.
+func (b *Bucket) probeCoin(r *rand.Rand) bool {
+	switch b.coin {
+	case coinHeads:
+		return true
+	case coinTails:
+		return false
+	}
+	return r.Uint64()%probeOdds == 0
+}
 
 // What skip did.
 const (
@@ -89,34 +121,59 @@ func down32(x float64) float32 {
 
 // tQuantiles[j] is the 1−skipTail quantile of Student's t with tNus[j]
 // degrees of freedom: a quantile falls as the degrees rise, so the
-// tabulated one at or below a posterior's is conservative.
+// tabulated one at or below a posterior's is conservative. fineQuantiles
+// are the same at the denser fineNus, for interpolation (tQuantile).
 var (
-	tNus       = [...]float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024}
-	tQuantiles = func() (q [len(tNus)]float64) {
-		for j, nu := range tNus {
-			q[j] = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nu}.Quantile(1 - skipTail)
-		}
-		return q
-	}()
+	tNus          = [...]float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024}
+	tQuantiles    = quantilesAt(tNus[:])
+	fineNus       = [...]float64{1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024}
+	fineQuantiles = quantilesAt(fineNus[:])
 )
 
+// quantilesAt returns the 1−skipTail quantiles of Student's t at each
+// of nus degrees of freedom.
+func quantilesAt(nus []float64) []float64 {
+	q := make([]float64, len(nus))
+	for j, nu := range nus {
+		q[j] = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nu}.Quantile(1 - skipTail)
+	}
+	return q
+}
+
 // tQuantile returns a 1−skipTail quantile of Student's t at least that
-// of nu degrees of freedom; ok is false below the table's least.
-func tQuantile(nu float64) (z float64, ok bool) {
-	if !(nu >= tNus[0]) {
+// of nu degrees of freedom; ok is false below the tables' least. fine:
+// fineQuantiles interpolated linearly in the degrees, which the
+// quantile's convexity in them keeps at or above it
+// (TestTQuantileFine); otherwise the tabulated one at or below nu's.
+// Rule: fine for buckets of three or more arms only. Reason: a challenger
+// measured once has about 7 degrees, which the table takes as 6, a floor
+// about 1.15 times lower than need be, which kept it live; two-arm
+// buckets keep the table's floors and so their stream of draws (see
+// above).
+func tQuantile(nu float64, fine bool) (z float64, ok bool) {
+	nus, qs := tNus[:], tQuantiles
+	if fine {
+		nus, qs = fineNus[:], fineQuantiles
+	}
+	if !(nu >= nus[0]) {
 		return 0, false
 	}
-	j := len(tNus) - 1
-	for tNus[j] > nu {
+	j := len(nus) - 1
+	for nus[j] > nu {
 		j--
 	}
-	return tQuantiles[j], true
+	if fine && j+1 < len(nus) {
+		w := (nu - nus[j]) / (nus[j+1] - nus[j])
+		return qs[j] + w*(qs[j+1]-qs[j]), true
+	}
+	return qs[j], true
 }
 
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
 // false where no useful bound holds (a posterior too weak to take a
-// variance, an arm probeable somewhere in the window).
+// variance). probe: p is probeable somewhere in the window; fine: the
+// quantile interpolated (tQuantile).
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -127,7 +184,7 @@ func tQuantile(nu float64) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
+func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, probe, ok bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -139,12 +196,10 @@ func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 	}
 	one, end := eval(1), eval(sK)
 	if !(one.kappa > 0 && end.kappa > 0 && one.alpha > 1 && end.alpha > 1 && one.beta > 0 && end.beta > 0) {
-		return armBound{}, false
+		return armBound{}, false, false
 	}
 	kLo, kHi := math.Min(one.kappa, end.kappa), math.Max(one.kappa, end.kappa)
-	if kHi > k0 && kLo <= k0+probeEvidence {
-		return armBound{}, false // probeable somewhere in the window
-	}
+	probe = kHi > k0 && kLo <= k0+probeEvidence
 	aLo, aHi := math.Min(one.alpha, end.alpha), math.Max(one.alpha, end.alpha)
 	muLo := math.Min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
@@ -152,16 +207,16 @@ func windowBound(p, prior NormalGamma, sK float64) (armBound, bool) {
 	df := st.sumSq - (2*st.sum*u*one.kappa-st.n*u*u)/(one.kappa*one.kappa)
 	bHi := math.Max(one.beta, one.beta+df*(sK-1)/2)
 	bLo := math.Min(one.beta, end.beta)
-	z, ok := tQuantile(2 * aLo)
+	z, ok := tQuantile(2*aLo, fine)
 	if !ok {
-		return armBound{}, false
+		return armBound{}, false, false
 	}
 	return armBound{
 		floor:  down32(expCapped(muLo - z*math.Sqrt(bHi/(aLo*kLo)))),
 		lnMean: down32(muLo + bLo/(aHi-1)/2),
 		vmean:  down32(bLo / (aHi * kHi)),
 		mean:   float32(p.MeanUs()),
-	}, true
+	}, probe, true
 }
 
 // Changed tells the bucket that the caller wrote Arms or Priors: the
@@ -180,18 +235,25 @@ func (b *Bucket) Skipped() bool { return b.skipped }
 func (b *Bucket) Spared() uint8 { return b.spared }
 
 // refreshBounds computes every challenger's bound for the next
-// skipWindow observations: bounded holds those that have one.
+// skipWindow observations: bounded holds those that have one, probed
+// those of them that may be probeable in the window (none of two arms,
+// whose quantiles are the table's: see above).
 func (b *Bucket) refreshBounds(cfg *Config) {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
-	b.bounded = 0
+	b.bounded, b.probed = 0, 0
 	for i := range b.Arms {
 		if i == b.Incumbent {
 			continue
 		}
-		if bd, ok := windowBound(b.Arms[i], b.Priors[i], sK); ok {
-			b.state[i].bound = bd
-			b.bounded |= 1 << i
+		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK, len(b.Arms) > 2)
+		if !ok || probe && len(b.Arms) <= 2 {
+			continue
+		}
+		b.state[i].bound = bd
+		b.bounded |= 1 << i
+		if probe {
+			b.probed |= 1 << i
 		}
 	}
 	b.boundAt = b.observed
@@ -218,7 +280,15 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		return skipNone
 	}
 	var u [maxSkipArms]float64
-	if live == 0 {
+	if live == 0 && dead&b.probed != 0 {
+		// A probed challenger matters only to a probe: with the probe's
+		// coin tossed first, the decisions it spares need no draw.
+		b.coin = coinTails
+		if r.Uint64()%probeOdds == 0 {
+			b.coin = coinHeads
+		}
+	}
+	if live == 0 && (dead&b.probed == 0 || b.coin == coinTails) {
 		if !tailDraws(r, dead, &u) {
 			for c := range b.Arms {
 				costs[c] = float64(b.state[c].bound.mean) + at(extra, c)
@@ -227,7 +297,12 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 			b.spared = dead
 			return skipKept
 		}
-		b.drawByInversion(cfg, extra, r, &u, costs)
+		if len(b.Arms) == 2 {
+			b.drawByInversion(cfg, extra, r, &u, costs)
+			return skipDrawn
+		}
+		low := b.drawFull(cfg, extra, r, 1<<inc, costs)
+		b.drawDead(cfg, extra, r, dead, dead, low, &u, costs)
 		return skipDrawn
 	}
 	low := b.drawFull(cfg, extra, r, live|1<<inc, costs)
@@ -243,6 +318,9 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		tail = far
 	}
 	b.drawDead(cfg, extra, r, far, tail, low, &u, costs)
+	if live == 0 && far == dead && tail == 0 {
+		b.state[inc].kept++ // no challenger drawn
+	}
 	return skipDrawn
 }
 

@@ -140,7 +140,7 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	base.Settle(&cfg)
 	probe := *base
 	probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
-	if dead, live := bandit.DeadArms(&probe, &cfg, nil); dead != 0b1100 || live != 0b0010 {
+	if dead, live, _ := bandit.DeadArms(&probe, &cfg, nil); dead != 0b1100 || live != 0b0010 {
 		t.Fatalf("dead %04b, live %04b: want dead 1100, live 0010", dead, live)
 	}
 	with, _ := chosen(&cfg, base, nil, nil, n, false, 51)
@@ -153,5 +153,62 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	}
 	if with[1] == 0 || with[2] == 0 {
 		t.Errorf("the nearer challengers were never chosen: %v", with)
+	}
+}
+
+// TestSkipSameChoicesProbeable is TestSkipSameChoices with challengers
+// measured once, which a held decision may probe (Bucket.ChooseCopies),
+// in a bucket of three arms: its skip draws the incumbent's cost and
+// spares a challenger's draw only where its floor is above that draw
+// (skip.go). The challengers' priors are at their level, so that one
+// run leaves a narrow posterior. Each is chosen as often with the skip
+// as without, to within 5 standard errors, and where both are 4× or
+// more slower at least 99% of the decisions draw no challenger.
+func TestSkipSameChoicesProbeable(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 1_000_000
+	for _, c := range []struct {
+		mean1, minKept float64
+	}{{130, 0}, {400, 0.99}, {500, 0.99}} {
+		r := rand.New(rand.NewPCG(13, 13))
+		base := bandit.NewBucket(bandittest.Priors(&cfg, 100, c.mean1, 2*c.mean1))
+		base.Observe(&cfg, 1, bandittest.LogNormal(r, c.mean1, 0.2))
+		base.Observe(&cfg, 2, bandittest.LogNormal(r, 2*c.mean1, 0.2))
+		for range 200 {
+			base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+		}
+		base.Incumbent = 0
+		base.Settle(&cfg)
+		probe := *base
+		probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
+		if _, _, probed := bandit.DeadArms(&probe, &cfg, nil); probed != 0b110 {
+			t.Fatalf("challenger at %g µs: probeable %03b, want 110", c.mean1, probed)
+		}
+		with, kept := chosen(&cfg, base, nil, nil, n, false, 41)
+		without, _ := chosen(&cfg, base, nil, nil, n, true, 42)
+		t.Logf("challenger at %g µs, 1 run: chosen %v with the skip (%d drew no challenger), %v without", c.mean1, with, kept, without)
+		for a := 1; a < 3; a++ {
+			if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
+				t.Errorf("challenger %d at %g µs: chosen %d with the skip, %d without: differ by more than %.0f", a, c.mean1, with[a], without[a], tol)
+			}
+		}
+		if without[1] == 0 {
+			t.Errorf("challenger at %g µs: never chosen", c.mean1)
+		}
+		if float64(kept) < c.minKept*n {
+			t.Errorf("challenger at %g µs: %d of %d decisions drew no challenger, want ≥ %g", c.mean1, kept, n, c.minKept)
+		}
+	}
+}
+
+// TestSkipTwoArmsProbeableLive checks that a bucket of two arms keeps a
+// challenger measured once live (skip.go): its draws, and so the
+// stream of its decisions, are as before the probeable challengers of
+// wider buckets were spared.
+func TestSkipTwoArmsProbeableLive(t *testing.T) {
+	cfg := defaultCfg(t)
+	b := settledBucket(&cfg, 500, 1)
+	if dead, live, probed := bandit.DeadArms(b, &cfg, nil); dead != 0 || live != 0b10 || probed != 0 {
+		t.Errorf("dead %02b, live %02b, probeable %02b: want dead 00, live 10, probeable 00", dead, live, probed)
 	}
 }
