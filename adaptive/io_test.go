@@ -259,7 +259,7 @@ func TestStoreAllocs(t *testing.T) {
 	withData := 0 // arms learned from: a GPU's warm-up run is not
 	for _, bt := range s.Telemetry().Buckets {
 		for _, at := range bt.Arms {
-			if at.N > 0 && !(at.Warmup && at.N == 1) {
+			if at.Learned > 0 {
 				withData++
 			}
 		}

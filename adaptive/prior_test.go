@@ -3,6 +3,7 @@ package adaptive
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -265,5 +266,14 @@ func TestSpikeFirstShapeRun(t *testing.T) {
 	}
 	if share := float64(gpu) / float64(n); share < 0.9 {
 		t.Errorf("the GPU took %.2f of the shape's last %d ops after a spiked first run in its bucket, want ≥ 0.9", share, n)
+	}
+	// The spike is forgotten: the shape's GPU posterior learned from every
+	// run but that one.
+	for _, bt := range s.Telemetry().Buckets {
+		if bt.Parent != "" && strings.HasSuffix(bt.Name, target) {
+			if at := bt.Arms[1]; at.Learned != at.N-1 {
+				t.Errorf("the shape's GPU learned from %d of its %d runs, want all but the spike", at.Learned, at.N)
+			}
+		}
 	}
 }

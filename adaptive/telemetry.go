@@ -67,6 +67,10 @@ type ArmTelemetry struct {
 	// Warmup reports that the first of the N was a GPU's warm-up run,
 	// counted but not learned from (Scheduler.Observe).
 	Warmup bool
+	// Learned is how many of the N the posterior learned from: not a
+	// GPU's warm-up run, nor a shape's first run forgotten as a spike
+	// (TestSpikeFirstShapeRun). A store holds as many for the arm.
+	Learned int64
 }
 
 // LinkTelemetry is one link direction's current transfer model.
@@ -148,6 +152,7 @@ func (s *Scheduler) Telemetry() Telemetry {
 			bt.Arms = append(bt.Arms, ArmTelemetry{
 				Backend: s.names[a], MeanUs: p.MeanUs(), Lo90Us: lo, Hi90Us: hi,
 				N: b.per[a].ops, Evidence: p.Kappa - b.bb.Priors[a].Kappa, Warmup: b.warmed.Has(a),
+				Learned: b.per[a].learned,
 			})
 			bt.Observations += b.per[a].ops
 			s.addTotals(&t.Backends[a], b, a, &reasons)

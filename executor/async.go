@@ -94,13 +94,14 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			readyAt = max(readyAt, e.since()) // after a recovery
 		}
 		n := e.lockSet(sc, ts, o, true)
-		err := e.placeInputs(sc, r, ts, a)
+		err := e.placeInputs(r, ts, o, a)
 		if err == nil {
 			err = e.outputOnLocked(o, a)
 		}
 		if err == nil {
-			err = e.queueOp(sc, r, s, ts, o, readyAt)
+			err = e.queueOp(r, s, ts, o, readyAt)
 		}
+		clear(o.args[:len(ts)])
 		unlockSet(sc, n)
 		if err != nil {
 			e.dropStaged(r)
@@ -129,8 +130,9 @@ func (e *Executor) recoverLost(ts []*Tensor) error {
 }
 
 // placeInputs makes each input valid on backend a, queueing the copies
-// that takes, and records in r what it waits for (tensors locked).
-func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error {
+// that takes, records in r what it waits for, and puts the buffers the
+// op reads in o.args (tensors locked).
+func (e *Executor) placeInputs(r *rec, ts []*Tensor, o *Tensor, a int) error {
 	l := e.loc(a)
 	for i, t := range ts {
 		if t.freed {
@@ -165,7 +167,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error
 					}
 					r.addCopy(c)
 					r.dep(c)
-					sc.bufs[i] = c.dev
+					o.args[i] = c.dev
 					continue
 				}
 				c, err := e.copyToDevice(t, a)
@@ -187,7 +189,7 @@ func (e *Executor) placeInputs(sc *opScratch, r *rec, ts []*Tensor, a int) error
 			}
 		}
 		r.dep(t.ready[l])
-		sc.bufs[i] = t.copies[a]
+		o.args[i] = t.copies[a]
 	}
 	return nil
 }
@@ -248,14 +250,14 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 // queueOp queues op r (inputs placed, output allocated, tensors locked)
 // after the work that uses the output's copies, and makes it the
 // producer of the output's next version.
-func (e *Executor) queueOp(sc *opScratch, r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
+func (e *Executor) queueOp(r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
 	a := r.a
 	r.copySpec(s)
 	r.in, r.bufs = r.inArr[:0], r.bufArr[:0]
 	for _, t := range ts {
 		r.in = append(r.in, t)
 	}
-	r.bufs = append(r.bufs, sc.bufs[:len(ts)]...)
+	r.bufs = append(r.bufs, o.args[:len(ts)]...)
 	for i := range o.usesOn {
 		for _, u := range o.usesOn[i] {
 			r.dep(u)

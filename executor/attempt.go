@@ -39,39 +39,42 @@ func (e *Executor) runResident(d *adaptive.Decision, sc *opScratch, s *kernels.S
 		}
 		res.Add(v, t.size)
 	}
-	if err := e.choose(d, sc, s, &res, 0, why); err != nil {
+	o.decisions++
+	if err := e.choose(d, sc.h, o.decisions, s, &res, 0, why); err != nil {
 		unlockSet(sc, locks)
 		return backends.Timing{}, undecided, err
 	}
 	a := d.Backend
-	if !inputsOn(sc, ts, o, a, nil) {
+	if !inputsOn(ts, o, a, nil) {
 		unlockSet(sc, locks)
 		return backends.Timing{}, elsewhere, nil
 	}
 	for _, t := range ts {
 		t.markRead(adaptive.Backend(a))
 	}
-	tm, err := e.runLocked(sc, s, ts, o, a, restore)
+	tm, err := e.runLocked(s, ts, o, a, restore)
 	unlockSet(sc, locks)
 	return tm, ran, err
 }
 
 // inputsOn reports whether o and every input of ts have a valid copy on
 // backend a, or a weight staged for the op, and puts the inputs' buffers
-// in sc.bufs; the caller holds the tensors' locks. staged may be nil.
-func inputsOn(sc *opScratch, ts []*Tensor, o *Tensor, a int, staged *[adaptive.MaxInputs]backends.Buffer) bool {
+// in o.args (cleared when it reports false); the caller holds the
+// tensors' locks. staged may be nil.
+func inputsOn(ts []*Tensor, o *Tensor, a int, staged *[adaptive.MaxInputs]backends.Buffer) bool {
 	if o.freed || o.copies[a] == nil {
 		return false
 	}
 	for i, t := range ts {
 		if staged != nil && staged[i] != nil {
-			sc.bufs[i] = staged[i]
+			o.args[i] = staged[i]
 			continue
 		}
 		if !t.valid.Has(a) || t.copies[a] == nil {
+			clear(o.args[:i])
 			return false
 		}
-		sc.bufs[i] = t.copies[a]
+		o.args[i] = t.copies[a]
 	}
 	return true
 }
@@ -107,7 +110,7 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 			}
 		}
 		locks := e.lockSet(sc, ts, o, false)
-		if !inputsOn(sc, ts, o, a, staged) {
+		if !inputsOn(ts, o, a, staged) {
 			unlockSet(sc, locks)
 			if try < maxAttempts {
 				continue // not in place, or an eviction or a loss raced with us: move again
@@ -119,18 +122,19 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 				t.markRead(adaptive.Backend(a))
 			}
 		}
-		tm, err := e.runLocked(sc, s, ts, o, a, restore)
+		tm, err := e.runLocked(s, ts, o, a, restore)
 		unlockSet(sc, locks)
 		return tm, xferUs, err
 	}
 }
 
-// runLocked runs s on backend a over sc.bufs, its tensors locked
-// (lockSet), and makes its output's new version: valid on a alone (and
-// its aliases), its lineage recorded unless restore. A failure is a
-// *backendFailure for a.
-func (e *Executor) runLocked(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
-	tm, err := e.bes[a].Run(*s, sc.bufs[:len(ts)], o.copies[a])
+// runLocked runs s on backend a over o.args (inputsOn), which it
+// clears, its tensors locked (lockSet), and makes its output's new
+// version: valid on a alone (and its aliases), its lineage recorded
+// unless restore. A failure is a *backendFailure for a.
+func (e *Executor) runLocked(s *kernels.Spec, ts []*Tensor, o *Tensor, a int, restore bool) (backends.Timing, error) {
+	tm, err := e.bes[a].Run(*s, o.args[:len(ts)], o.copies[a])
+	clear(o.args[:len(ts)])
 	if err != nil {
 		return backends.Timing{}, &backendFailure{a: a, err: err}
 	}
@@ -195,11 +199,23 @@ func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged 
 	return xferUs, nil
 }
 
-// lockSet takes the locks of an op's tensors in id order (so that ops
-// sharing tensors cannot deadlock): the output's for writing, the
-// inputs' for reading, or for writing too when exclusive (queueing work
-// updates the inputs' bookkeeping). It returns how many it took.
+// lockSet takes the locks of an op's tensors: the output's for writing,
+// the inputs' for reading, or for writing too when exclusive (queueing
+// work updates the inputs' bookkeeping). It returns how many it took.
+// Rule: a synchronous op's set (not exclusive) is tried in argument
+// order, and only when one is held elsewhere does lockSet let go and
+// wait for them in id order (so that ops sharing tensors cannot
+// deadlock). Reason: sorting them at every op cost about a twentieth of
+// the Executor's own work per op (BenchmarkExecutorOnly); queueing an op
+// costs microseconds, and its exclusive locks on a shared weight are
+// often held elsewhere (BenchmarkExecutorParallel), where a failed try
+// would be wasted.
 func (e *Executor) lockSet(sc *opScratch, ts []*Tensor, o *Tensor, exclusive bool) int {
+	if !exclusive {
+		if n, ok := tryLockSet(sc, ts, o); ok {
+			return n
+		}
+	}
 	sc.locks[0], sc.write[0] = o, true
 	n := 1
 next:
@@ -225,6 +241,29 @@ next:
 		}
 	}
 	return n
+}
+
+// tryLockSet is lockSet without waiting, not exclusive: it takes every
+// lock or none. An input that is the output is under the output's lock;
+// one that recurs is read-locked twice.
+func tryLockSet(sc *opScratch, ts []*Tensor, o *Tensor) (int, bool) {
+	if !o.mu.TryLock() {
+		return 0, false
+	}
+	sc.locks[0], sc.write[0] = o, true
+	n := 1
+	for _, t := range ts {
+		if t == o {
+			continue
+		}
+		if !t.mu.TryRLock() {
+			unlockSet(sc, n)
+			return 0, false
+		}
+		sc.locks[n], sc.write[n] = t, false
+		n++
+	}
+	return n, true
 }
 
 func unlockSet(sc *opScratch, n int) {

@@ -204,7 +204,6 @@ type Executor struct {
 	placeMu     sync.Mutex  // serialises Config.Placer
 	seer        LearnedSeer // Config.Placer, when it is one
 	closeErr    error
-	scratchPool sync.Pool
 
 	// Queued work (not Synchronous). gate is held for reading while work
 	// is queued, and for writing by recovery and Close; log holds the
@@ -259,7 +258,6 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e.info = backends.Info{Name: cfg.Name, Kind: backends.CPU, Platform: "adaptive",
 		Model: "adaptive(" + strings.Join(models, ",") + ")", Runtime: "adaptsched", SharedMemory: true}
-	e.scratchPool.New = func() any { return new(opScratch) }
 	if !cfg.Synchronous {
 		e.startLanes()
 	}

@@ -27,7 +27,6 @@ type Latency struct {
 
 // latency is Latency as the hot path fills it.
 type latency struct {
-	seen    atomic.Uint64 // decisions made without an op site (choose): every latencyEvery-th is timed
 	count   atomic.Uint64
 	sumNs   atomic.Int64
 	buckets [len(LatencyBoundsNs) + 1]atomic.Uint64
@@ -53,17 +52,10 @@ func (l *latency) snapshot() Latency {
 }
 
 // choose is the Scheduler's decision for an op (decide), written to d,
-// one in latencyEvery of them timed: of its site's (sc.site, counted
-// without an atomic, the site being held), or of those without one.
-func (e *Executor) choose(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
-	h := sc.h
-	var n uint64
-	if sc.site != nil {
-		sc.site.decisions++
-		n = sc.site.decisions
-	} else {
-		n = e.latency.seen.Add(1)
-	}
+// by h when not nil: the op holds its output's write lock, which orders
+// the uses of its site's handle. n numbers the decision among the
+// output's (Tensor.decisions); one in latencyEvery is timed.
+func (e *Executor) choose(d *adaptive.Decision, h *adaptive.Handle, n uint64, s *kernels.Spec, res *adaptive.Residency, exclude adaptive.Mask, why adaptive.Reason) error {
 	if n%latencyEvery == 0 {
 		return e.decideTimed(d, h, s, res, exclude, why)
 	}

@@ -18,30 +18,15 @@ type backendFailure struct {
 func (f *backendFailure) Error() string { return f.err.Error() }
 func (f *backendFailure) Unwrap() error { return f.err }
 
-// opScratch is the per-op scratch, its op site's (opSite) or pooled, so
-// that Run does not allocate. site is the op's site, held, nil for none;
-// key its spec as the site holds it, nil when it does not; h the site's
-// handle, nil for none.
+// opScratch is an op's scratch, on run's stack: key is its spec as its
+// output's site knows it (knownSite), nil when it does not; h the
+// known spec's handle, nil for none.
 type opScratch struct {
-	site  *opSite
 	key   *specKey
 	h     *adaptive.Handle
 	ts    [adaptive.MaxInputs]*Tensor
-	bufs  [adaptive.MaxInputs]backends.Buffer
 	locks [adaptive.MaxInputs + 1]*Tensor
 	write [adaptive.MaxInputs + 1]bool
-}
-
-// reset clears what an op of n inputs left in sc: it holds no tensor or
-// buffer once the op is done. A loop, not clear: clearing a slice of
-// pointers calls the runtime twice for what is three stores here
-// (BenchmarkExecutorOnly).
-func (sc *opScratch) reset(n int) {
-	sc.site, sc.key, sc.h = nil, nil, nil
-	for i := range n {
-		sc.ts[i], sc.bufs[i], sc.locks[i] = nil, nil, nil
-	}
-	sc.locks[n] = nil
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -107,38 +92,28 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 		return backends.Timing{}, e.countErr(s, len(in))
 	}
 	var st *opSite
-	known := false // s is st's spec: validated already
-	if o, ok := out.(*Tensor); ok && o != nil && o.e == e {
-		st, known = e.takeSite(o, s)
+	var k *knownSite // s is its site's known spec: validated already
+	o, _ := out.(*Tensor)
+	if o != nil && o.e == e {
+		st, k = e.siteOf(o, s)
 	}
-	if !known {
+	if k == nil {
 		if err := s.Validate(); err != nil {
-			releaseSite(st, s, false)
+			releaseSite(st, o, s, false)
 			return backends.Timing{}, e.opErr(*s, err)
 		}
 	}
-	var sc *opScratch
-	if st != nil {
-		sc = &st.sc
-		sc.site = st
-	} else {
-		sc = e.scratchPool.Get().(*opScratch)
-	}
-	if known {
-		sc.key, sc.h = &st.key, st.h
+	var sc opScratch
+	if k != nil {
+		sc.key, sc.h = &k.key, k.h
 	}
 	var tm backends.Timing
 	ts := sc.ts[:len(in)]
-	o, err := e.resolve(sc.key, s, in, out, ts)
+	ot, err := e.resolve(sc.key, s, in, out, ts)
 	if err == nil {
-		tm, err = e.place(d, sc, s, ts, o, restore, exclude, why)
+		tm, err = e.place(d, &sc, s, ts, ot, restore, exclude, why)
 	}
-	sc.reset(len(in))
-	if st != nil {
-		releaseSite(st, s, true)
-	} else {
-		e.scratchPool.Put(sc)
-	}
+	releaseSite(st, o, s, true)
 	return tm, err
 }
 
@@ -315,9 +290,6 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 	res *adaptive.Residency, failed adaptive.Mask, why adaptive.Reason) (int64, error) {
 	queued := !e.cfg.Synchronous
 	res.N = 0
-	o.mu.RLock()
-	res.Consumers = o.consumersHint()
-	o.mu.RUnlock()
 	var readyAt int64
 	var readyV float64
 	if queued {
@@ -342,12 +314,19 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 		e.queueWaits(res, readyAt, readyV)
 	}
 	sick, probes := e.unhealthy()
-	err := e.choose(d, sc, s, res, failed|sick, why)
+	// The output's write lock orders the decisions of the ops that write
+	// it: its site's handle (sc.h) is not safe for concurrent use.
+	o.mu.Lock()
+	res.Consumers = o.consumersHint()
+	o.decisions++
+	err := e.choose(d, sc.h, o.decisions, s, res, failed|sick, why)
 	if errors.Is(err, adaptive.ErrNoBackend) && sick&^failed != 0 {
 		// Every healthy backend failed or none can run it: try those
 		// in back-off rather than fail.
-		err = e.choose(d, sc, s, res, failed, why)
+		o.decisions++
+		err = e.choose(d, sc.h, o.decisions, s, res, failed, why)
 	}
+	o.mu.Unlock()
 	if probes != 0 {
 		e.releaseProbes(probes, d.Backend, err == nil)
 	}

@@ -2,32 +2,47 @@ package executor
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// opSite is what an output tensor keeps of the op that last wrote it, its
-// op site: the spec, in a fixed-size form that needs no allocation, and
-// the Scheduler's handle on it (adaptive.Handle) once the same spec has
-// written the tensor twice in a row. Rule: an op whose spec is its
-// output's site's skips Validate and decides by the handle, without
+// opSite is what an output tensor keeps of the ops that write it, its op
+// site. Rule: once one spec has written the tensor twice in a row, the
+// site publishes it, with the Scheduler's handle on it
+// (adaptive.Handle), as its known spec; an op of the known spec takes no
+// lock of the site, skips Validate and decides by the handle, without
 // keying or hashing the spec. Reason: a decode loop writes each scratch
-// tensor with the same op every step, and validating and hashing the
-// spec were a third of the Executor's own work per op
-// (BenchmarkExecutorOnly). A site whose spec changes at every op (RoPE's
-// position) never gets a handle, and costs no allocation.
+// tensor with the same op every step; validating and hashing the spec
+// were a third of the Executor's own work per op, and holding the site
+// for the op two of its atomic operations (BenchmarkExecutorOnly). A
+// site whose spec changes at every op (RoPE's position) never gets a
+// known spec, and costs no allocation. Another spec takes the known
+// one's place once it has written the tensor twice with nothing written
+// between (by the tensor's version, which the known spec's ops advance
+// without the site), so that a tensor written by two specs in turn does
+// not swap them, allocating, at every op (TestOpSite).
 type opSite struct {
-	// mu is only tried (TryLock): one op at a time uses the site, and an
+	known atomic.Pointer[knownSite] // nil until a spec recurs
+	// mu is only tried (TryLock): one op at a time learns a spec, and an
 	// op that finds it in use decides by spec.
-	mu  sync.Mutex
-	ok  bool // key holds a spec
+	mu   sync.Mutex
+	ok   bool    // last holds a spec
+	last specKey // the spec of the last op, held, that wrote the tensor
+	// lastVersion is the tensor's version after that op, read when a
+	// known spec was in place.
+	lastVersion uint64
+}
+
+// knownSite is a site's known spec, validated, and the Scheduler's
+// handle on it (nil with a Placer, or when the Scheduler gave none: the
+// op then decides by spec), which an op uses under the tensor's write
+// lock (Executor.choose), a Handle not being safe for concurrent use.
+// Never changed once published.
+type knownSite struct {
 	key specKey
-	h   *adaptive.Handle // the handle on key's spec; nil until it recurs
-	// sc is the scratch of the op that holds the site; decisions counts
-	// the decisions made there, of which one in latencyEvery is timed.
-	sc        opScratch
-	decisions uint64
+	h   *adaptive.Handle
 }
 
 // maxRank is the rank of the largest input shape a site keeps.
@@ -89,39 +104,59 @@ func (k *specKey) holds(s *kernels.Spec) bool {
 	return true
 }
 
-// takeSite returns o's site for an op of spec s, held (release it with
-// releaseSite), and whether s is the site's spec, validated already; nil
-// when another op holds the site or s does not fit one. A site whose
-// spec recurs gets its handle here (one allocation); one whose spec
-// changed keeps s instead.
-func (e *Executor) takeSite(o *Tensor, s *kernels.Spec) (*opSite, bool) {
+// siteOf returns o's site for an op of spec s: the known spec when s
+// is it (validated already: decide by its handle), else the site, held
+// (release it with releaseSite), or neither when another op holds the
+// site or s does not fit one. The second op of a spec in a row publishes
+// it as known (one allocation, and the handle's).
+func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	st := &o.site
+	known := st.known.Load()
+	if known != nil && known.key.holds(s) {
+		return nil, known
+	}
 	if !st.mu.TryLock() {
-		return nil, false
+		return nil, nil
 	}
-	if st.ok && st.key.holds(s) { // a spec the key holds fits one
-		if st.h == nil && e.cfg.Placer == nil {
-			st.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
+	// A spec the key holds fits one. With a known spec in place (it
+	// changes under mu alone), its ops may have come between.
+	if st.ok && st.last.holds(s) && (known == nil || o.versionNow() == st.lastVersion) {
+		k := &knownSite{key: st.last}
+		if e.cfg.Placer == nil {
+			k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
 		}
-		return st, true
-	}
-	st.ok, st.h = false, nil
-	if !fits(s) {
+		st.known.Store(k)
+		st.ok = false
 		st.mu.Unlock()
-		return nil, false
+		return nil, k
 	}
-	return st, false
+	if !fits(s) {
+		st.ok = false
+		st.mu.Unlock()
+		return nil, nil
+	}
+	return st, nil
 }
 
-// releaseSite lets go of a site from takeSite after an op of spec s
-// (valid: it passed Validate), which becomes the site's spec.
-func releaseSite(st *opSite, s *kernels.Spec, valid bool) {
+// releaseSite lets go of o's site from siteOf after an op of spec s,
+// which becomes the site's last spec when valid (it passed Validate).
+func releaseSite(st *opSite, o *Tensor, s *kernels.Spec, valid bool) {
 	if st == nil {
 		return
 	}
-	if valid && !st.ok {
-		st.key.set(s)
-		st.ok = true
+	st.ok = valid
+	if valid {
+		st.last.set(s)
+		if st.known.Load() != nil {
+			st.lastVersion = o.versionNow()
+		}
 	}
 	st.mu.Unlock()
+}
+
+// versionNow returns t's version, read under its lock.
+func (t *Tensor) versionNow() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.version
 }

@@ -8,11 +8,13 @@ import (
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
-// TestOpSite: an output tensor written twice in a row by one spec gets a
-// handle on it (site.go), which a different spec drops; a spec that
-// changes at every op (RoPE's position) never gets one; an invalid spec
-// is never taken for the site's; and a synchronous op by handle
-// allocates nothing.
+// TestOpSite: an output tensor written twice in a row by one spec
+// publishes it as its site's known spec, with a handle on it (site.go);
+// a different spec written once leaves it known, and written twice in a
+// row takes its place; two specs written in turn do not swap, nor
+// allocate; a spec that changes at every op (RoPE's position)
+// never becomes known; an invalid spec never does; and a synchronous op
+// of the known spec allocates nothing.
 func TestOpSite(t *testing.T) {
 	be, err := backends.Open("cpu")
 	if err != nil {
@@ -38,32 +40,47 @@ func TestOpSite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run(add, x, y)
-	if o.site.h != nil || !o.site.ok {
-		t.Fatalf("after one op: handle %v, spec kept %v; want none, kept", o.site.h, o.site.ok)
+	knows := func(s kernels.Spec) bool {
+		k := o.site.known.Load()
+		return k != nil && k.h != nil && k.key.holds(&s)
 	}
 	run(add, x, y)
-	h := o.site.h
-	if h == nil {
-		t.Fatal("after the same spec twice: no handle")
+	if o.site.known.Load() != nil || !o.site.ok {
+		t.Fatalf("after one op: known %v, spec kept %v; want none, kept", o.site.known.Load(), o.site.ok)
+	}
+	run(add, x, y)
+	k := o.site.known.Load()
+	if !knows(add) {
+		t.Fatal("after the same spec twice: not known, or no handle")
 	}
 	if n := testing.AllocsPerRun(100, func() { run(add, x, y) }); n != 0 {
-		t.Errorf("an op by its site's handle: %v allocations, want 0", n)
+		t.Errorf("an op of its site's known spec: %v allocations, want 0", n)
 	}
-	if o.site.h != h {
-		t.Error("the handle changed while the spec stayed")
+	if o.site.known.Load() != k {
+		t.Error("the known spec changed while the spec stayed")
 	}
 	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{16}, {16}}}
 	run(mul, x, y)
-	if o.site.h != nil {
-		t.Error("a different spec kept the old spec's handle")
+	if o.site.known.Load() != k {
+		t.Error("a different spec written once replaced the known one")
+	}
+	run(mul, x, y)
+	if !knows(mul) {
+		t.Error("a different spec written twice in a row did not become known")
+	}
+	k = o.site.known.Load()
+	if n := testing.AllocsPerRun(100, func() { run(add, x, y); run(mul, x, y) }); n != 0 {
+		t.Errorf("two specs in turn: %v allocations per pair, want 0", n)
+	}
+	if o.site.known.Load() != k {
+		t.Error("two specs in turn swapped the known one")
 	}
 	rope := kernels.Spec{Op: kernels.RoPE, In: []kernels.Shape{{1, 2, 8}}}
 	for pos := range 4 {
 		rope.Params.Pos = pos
 		run(rope, x)
-		if o.site.h != nil {
-			t.Fatalf("position %d: a handle for a spec that changes at every op", pos)
+		if o.site.known.Load() != k {
+			t.Fatalf("position %d: a spec that changes at every op became known", pos)
 		}
 	}
 	bad := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {8}}}
@@ -72,7 +89,7 @@ func TestOpSite(t *testing.T) {
 			t.Fatal("an invalid spec ran")
 		}
 	}
-	if o.site.h != nil {
-		t.Error("an invalid spec got a handle")
+	if o.site.known.Load() != k {
+		t.Error("an invalid spec became known")
 	}
 }

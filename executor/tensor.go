@@ -56,8 +56,16 @@ type Tensor struct {
 	endAt  int64
 	endV   float64 // on simulated devices' virtual clock, µs (backends.VirtualSpan)
 
-	// site is the op site of the ops that write t (site.go).
-	site opSite
+	// site is the op site of the ops that write t (site.go); decisions
+	// counts the decisions of ops writing t, made under mu write-locked
+	// (choose), of which one in latencyEvery is timed.
+	site      opSite
+	decisions uint64
+	// args are the buffers an op writing t hands its backend, under mu
+	// write-locked, and cleared before it is let go: with the op's
+	// scratch, they made every scratch escape to the heap (an
+	// interface's Run keeps its slice).
+	args [adaptive.MaxInputs]backends.Buffer
 }
 
 // newVersion notes that t is being overwritten (t.mu held).

@@ -108,7 +108,7 @@ func TestPath(t *testing.T) {
 				for _, at := range bt.Arms {
 					k := learned.Key{Backend: at.Backend, Bucket: bt.Name}
 					rec, ok := got[k]
-					if learnedFrom(at) == 0 {
+					if at.Learned == 0 {
 						if ok {
 							t.Errorf("%v: stored, but the scheduler has no data", k)
 						}
@@ -119,8 +119,8 @@ func TestPath(t *testing.T) {
 						t.Errorf("%v: not stored (%d observations)", k, at.N)
 						continue
 					}
-					if rec.N != uint64(learnedFrom(at)) || rec.Prior == (bandit.NormalGamma{}) {
-						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, learnedFrom(at))
+					if rec.N != uint64(at.Learned) || rec.Prior == (bandit.NormalGamma{}) {
+						t.Errorf("%v: N %d and prior %+v, want N %d and a prior", k, rec.N, rec.Prior, at.Learned)
 					}
 					if m, ev := rec.Posterior.MeanUs(), rec.Posterior.Kappa-rec.Prior.Kappa; m != at.MeanUs || ev != at.Evidence {
 						t.Errorf("%v: stored mean %v µs, evidence %v; the scheduler's %v µs, %v", k, m, ev, at.MeanUs, at.Evidence)
@@ -134,21 +134,12 @@ func TestPath(t *testing.T) {
 	}
 }
 
-// learnedFrom returns the observations an arm's posterior learned from: a
-// GPU's warm-up run is counted in N but neither learned from nor stored.
-func learnedFrom(at adaptive.ArmTelemetry) int64 {
-	if at.Warmup {
-		return at.N - 1
-	}
-	return at.N
-}
-
 // learnedTotal returns the observations every posterior of s learned from.
 func learnedTotal(s *adaptive.Scheduler) int {
 	n := 0
 	for _, bt := range s.Telemetry().Buckets {
 		for _, at := range bt.Arms {
-			n += int(learnedFrom(at))
+			n += int(at.Learned)
 		}
 	}
 	return n
@@ -160,7 +151,7 @@ func withData(s *adaptive.Scheduler) int {
 	n := 0
 	for _, bt := range s.Telemetry().Buckets {
 		for _, at := range bt.Arms {
-			if learnedFrom(at) > 0 {
+			if at.Learned > 0 {
 				n++
 			}
 		}
@@ -208,7 +199,7 @@ func TestPathEvery(t *testing.T) {
 		for range 20 {
 			for _, bt := range s.Telemetry().Buckets {
 				for a, at := range bt.Arms {
-					if learnedFrom(at) == 0 {
+					if at.Learned == 0 {
 						continue
 					}
 					d, err := s.Select(specOf[bt.Name], adaptive.Residency{})
