@@ -136,11 +136,7 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	for range 200 {
 		base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
 	}
-	base.Incumbent = 0
-	base.Settle(&cfg)
-	probe := *base
-	probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
-	if dead, live, _ := bandit.DeadArms(&probe, &cfg, nil); dead != 0b1100 || live != 0b0010 {
+	if dead, live, _ := settledDead(&cfg, base); dead != 0b1100 || live != 0b0010 {
 		t.Fatalf("dead %04b, live %04b: want dead 1100, live 0010", dead, live)
 	}
 	with, _ := chosen(&cfg, base, nil, nil, n, false, 51)
@@ -177,11 +173,7 @@ func TestSkipSameChoicesProbeable(t *testing.T) {
 		for range 200 {
 			base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
 		}
-		base.Incumbent = 0
-		base.Settle(&cfg)
-		probe := *base
-		probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
-		if _, _, probed := bandit.DeadArms(&probe, &cfg, nil); probed != 0b110 {
+		if _, _, probed := settledDead(&cfg, base); probed != 0b110 {
 			t.Fatalf("challenger at %g µs: probeable %03b, want 110", c.mean1, probed)
 		}
 		with, kept := chosen(&cfg, base, nil, nil, n, false, 41)
@@ -211,4 +203,15 @@ func TestSkipTwoArmsProbeableLive(t *testing.T) {
 	if dead, live, probed := bandit.DeadArms(b, &cfg, nil); dead != 0 || live != 0b10 || probed != 0 {
 		t.Errorf("dead %02b, live %02b, probeable %02b: want dead 00, live 10, probeable 00", dead, live, probed)
 	}
+}
+
+// settledDead makes arm 0 base's incumbent, settles base, and returns
+// what DeadArms finds on a copy of it (DeadArms refreshes the copy's
+// bounds, so that base draws as it would have).
+func settledDead(cfg *bandit.Config, base *bandit.Bucket) (dead, live, probed uint8) {
+	base.Incumbent = 0
+	base.Settle(cfg)
+	probe := *base
+	probe.Arms = append([]bandit.NormalGamma(nil), base.Arms...)
+	return bandit.DeadArms(&probe, cfg, nil)
 }
