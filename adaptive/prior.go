@@ -335,22 +335,27 @@ const _ = uint(prior.MaxArms-MaxBackends) + uint(MaxBackends-prior.MaxArms)
 // before b learns it. Rule: an arm's first run here more than trialZ
 // standard deviations (of its prior's predictive) slower than the prior
 // that b's parent measured is doubted, and the arm runs once more at its
-// next Select (engine.choose); if that run agrees with the prior, the
-// first is forgotten. Reason: one spike as the arm's whole evidence
-// here, against a prior worth κ0 = 0.2 runs, kept a shape on a CPU 2×
-// slower for about 1,400 ops (TestSpikeFirstShapeRun).
+// next Select (engine.choose); if the first run was that much slower
+// than this one too, it is forgotten, else both stand. Reason: one spike
+// as the arm's whole evidence here, against a prior worth κ0 = 0.2 runs,
+// kept a shape on a CPU 2× slower for about 1,400 ops
+// (TestSpikeFirstShapeRun); the second run is judged against the first,
+// not the prior, which a refresh may have moved to the first run's level
+// meanwhile (TestSlowFirstShapeRunConfirmed).
 func (e *engine) doubtRun(b *bucket, arm int, y float64) {
 	a, p := Backend(arm), b.bb.Priors[arm]
-	spike := y > p.Mu+trialZ*math.Sqrt(p.Variance()*(1+1/p.Kappa))
+	far := trialZ * math.Sqrt(p.Variance()*(1+1/p.Kappa))
 	switch {
 	case b.doubt&a != 0:
 		b.doubt &^= a
-		if !spike { // the first run was the exception: b forgets it
+		// A shape's own bucket learns each run as it is (no shift), so the
+		// arm's measured mean is still its first run.
+		if b.per[arm].learned == 1 && b.per[arm].lnMean-y > far { // the first run was the exception
 			b.bb.Arms[arm] = p
 			b.per[arm].learned, b.per[arm].lnMean = 0, 0
 			b.bb.Changed()
 		}
-	case spike && b.per[arm].learned == 0 && b.seen.Has(arm) && !b.loaded.Has(arm):
+	case y > p.Mu+far && b.per[arm].learned == 0 && b.seen.Has(arm) && !b.loaded.Has(arm):
 		b.doubt |= a
 	}
 }

@@ -277,3 +277,55 @@ func TestSpikeFirstShapeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowFirstShapeRunConfirmed is TestSpikeFirstShapeRun where the
+// shape's GPU runs stay 6× slower from its bucket's first on (before,
+// in its parent, they ran at the parent's level), so the CPU is 3×
+// faster for it: the doubted first run is confirmed by the second and
+// both are learned, the GPU runs the shape 2 to 6 times there, and the
+// CPU takes ≥ 95% of its last 500 ops.
+func TestSlowFirstShapeRunConfirmed(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
+	r := rand.New(rand.NewPCG(5, 6))
+	specs := []kernels.Spec{matmul(100, 1024, 1024), matmul(104, 1024, 1024), matmul(108, 1024, 1024), matmul(112, 1024, 1024)}
+	target := specs[0].String()
+	ownGPU, cpu, n := 0, 0, 0
+	const rounds, tail = 1000, 500
+	for i := range rounds {
+		for _, spec := range specs {
+			d, err := s.Select(spec, Residency{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine := spec.String() == target
+			mean := 200 * float64(spec.In[0][0]) // the CPU
+			if d.Backend == 1 {
+				mean /= 2
+				if mine && d.b.isShape {
+					mean *= 6
+					ownGPU++
+				}
+			}
+			if err := s.Observe(d, us(lognormal(r, mean, 0.1))); err != nil {
+				t.Fatal(err)
+			}
+			if mine && i >= rounds-tail {
+				n++
+				if d.Backend == 0 {
+					cpu++
+				}
+			}
+		}
+	}
+	if share := float64(cpu) / float64(n); share < 0.95 || ownGPU < 2 || ownGPU > 6 {
+		t.Errorf("the CPU took %.2f of the slow shape's last %d ops, the GPU ran it %d times in its bucket: want ≥ 0.95, and 2 to 6 runs", share, n, ownGPU)
+	}
+	for _, bt := range s.Telemetry().Buckets {
+		if bt.Parent != "" && strings.HasSuffix(bt.Name, target) {
+			if at := bt.Arms[1]; at.Learned != at.N {
+				t.Errorf("the shape's GPU learned from %d of its %d runs, want all: the second confirmed the first", at.Learned, at.N)
+			}
+		}
+	}
+}
