@@ -226,55 +226,26 @@ func TestSpikeFirstRun(t *testing.T) {
 // of the GPU, the CPU it then tries runs 2× slower than the GPU really
 // does, and without a second run the spike keeps the shape on the CPU
 // for good (0.00 of its last 500 ops on the GPU). A first run that far
-// above an evidenced prior is doubted and run once more (engine.trial),
-// and the run that agrees with the prior stands: the GPU takes ≥ 90%.
+// above an evidenced prior is doubted and run once more (engine.choose),
+// and the spike is forgotten: the GPU takes ≥ 90%, and its posterior
+// learned from all its runs but the spike.
 func TestSpikeFirstShapeRun(t *testing.T) {
-	bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
-	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
-	r := rand.New(rand.NewPCG(5, 6))
-	specs := []kernels.Spec{matmul(100, 1024, 1024), matmul(104, 1024, 1024), matmul(108, 1024, 1024), matmul(112, 1024, 1024)}
-	target := specs[0].String()
-	spiked, gpu, n := false, 0, 0
-	const rounds, tail = 1000, 500
-	for i := range rounds {
-		for _, spec := range specs {
-			d, err := s.Select(spec, Residency{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mine := spec.String() == target
-			mean := 200 * float64(spec.In[0][0]) // the CPU
-			if d.Backend == 1 {
-				mean /= 2
-				if !spiked && mine && d.b.isShape {
-					mean, spiked = 6*mean, true
-				}
-			}
-			if err := s.Observe(d, us(lognormal(r, mean, 0.1))); err != nil {
-				t.Fatal(err)
-			}
-			if mine && i >= rounds-tail {
-				n++
-				if d.Backend == 1 {
-					gpu++
-				}
-			}
+	spiked := false
+	gpu, _, at := shapeRuns(t, func() float64 {
+		if spiked {
+			return 1
 		}
-	}
+		spiked = true
+		return 6
+	})
 	if !spiked {
 		t.Fatal("the target shape never ran on the GPU in its own bucket")
 	}
-	if share := float64(gpu) / float64(n); share < 0.9 {
-		t.Errorf("the GPU took %.2f of the shape's last %d ops after a spiked first run in its bucket, want ≥ 0.9", share, n)
+	if gpu < 0.9 {
+		t.Errorf("the GPU took %.2f of the shape's last ops after a spiked first run in its bucket, want ≥ 0.9", gpu)
 	}
-	// The spike is forgotten: the shape's GPU posterior learned from every
-	// run but that one.
-	for _, bt := range s.Telemetry().Buckets {
-		if bt.Parent != "" && strings.HasSuffix(bt.Name, target) {
-			if at := bt.Arms[1]; at.Learned != at.N-1 {
-				t.Errorf("the shape's GPU learned from %d of its %d runs, want all but the spike", at.Learned, at.N)
-			}
-		}
+	if at.Learned != at.N-1 {
+		t.Errorf("the shape's GPU learned from %d of its %d runs, want all but the spike", at.Learned, at.N)
 	}
 }
 
@@ -285,12 +256,28 @@ func TestSpikeFirstShapeRun(t *testing.T) {
 // both are learned, the GPU runs the shape 2 to 6 times there, and the
 // CPU takes ≥ 95% of its last 500 ops.
 func TestSlowFirstShapeRunConfirmed(t *testing.T) {
+	gpu, own, at := shapeRuns(t, func() float64 { return 6 })
+	if gpu > 0.05 || own < 2 || own > 6 {
+		t.Errorf("the CPU took %.2f of the slow shape's last ops, the GPU ran it %d times in its bucket: want ≥ 0.95, and 2 to 6 runs", 1-gpu, own)
+	}
+	if at.Learned != at.N {
+		t.Errorf("the shape's GPU learned from %d of its %d runs, want all: the second confirmed the first", at.Learned, at.N)
+	}
+}
+
+// shapeRuns decides 1,000 rounds of four shapes of one bucket, the CPU
+// at 200 µs a row and the GPU twice as fast, the first shape's GPU runs
+// in its own bucket times slow(). It returns the GPU's share of that
+// shape's last 500 ops, its GPU runs in its own bucket, and its own
+// bucket's GPU telemetry.
+func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmTelemetry) {
+	t.Helper()
 	bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
 	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
 	r := rand.New(rand.NewPCG(5, 6))
 	specs := []kernels.Spec{matmul(100, 1024, 1024), matmul(104, 1024, 1024), matmul(108, 1024, 1024), matmul(112, 1024, 1024)}
 	target := specs[0].String()
-	ownGPU, cpu, n := 0, 0, 0
+	onGPU, n := 0, 0
 	const rounds, tail = 1000, 500
 	for i := range rounds {
 		for _, spec := range specs {
@@ -303,8 +290,8 @@ func TestSlowFirstShapeRunConfirmed(t *testing.T) {
 			if d.Backend == 1 {
 				mean /= 2
 				if mine && d.b.isShape {
-					mean *= 6
-					ownGPU++
+					mean *= slow()
+					own++
 				}
 			}
 			if err := s.Observe(d, us(lognormal(r, mean, 0.1))); err != nil {
@@ -312,20 +299,16 @@ func TestSlowFirstShapeRunConfirmed(t *testing.T) {
 			}
 			if mine && i >= rounds-tail {
 				n++
-				if d.Backend == 0 {
-					cpu++
+				if d.Backend == 1 {
+					onGPU++
 				}
 			}
 		}
 	}
-	if share := float64(cpu) / float64(n); share < 0.95 || ownGPU < 2 || ownGPU > 6 {
-		t.Errorf("the CPU took %.2f of the slow shape's last %d ops, the GPU ran it %d times in its bucket: want ≥ 0.95, and 2 to 6 runs", share, n, ownGPU)
-	}
 	for _, bt := range s.Telemetry().Buckets {
 		if bt.Parent != "" && strings.HasSuffix(bt.Name, target) {
-			if at := bt.Arms[1]; at.Learned != at.N {
-				t.Errorf("the shape's GPU learned from %d of its %d runs, want all: the second confirmed the first", at.Learned, at.N)
-			}
+			at = bt.Arms[1]
 		}
 	}
+	return float64(onGPU) / float64(n), own, at
 }
