@@ -279,7 +279,6 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	if dead == 0 {
 		return skipNone
 	}
-	var u [maxSkipArms]float64
 	if live == 0 && dead&b.probed != 0 {
 		// A probed challenger matters only to a probe: with the probe's
 		// coin tossed first, the decisions it spares need no draw.
@@ -289,22 +288,42 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		}
 	}
 	if live == 0 && (dead&b.probed == 0 || b.coin == coinTails) {
-		if !tailDraws(r, dead, &u) {
-			for c := range b.Arms {
-				costs[c] = float64(b.state[c].bound.mean) + at(extra, c)
-			}
-			costs[inc] = m
-			b.spared = dead
-			return skipKept
+		return b.skipAllDead(cfg, extra, r, dead, m, costs)
+	}
+	b.drawSomeDead(cfg, extra, r, dead, live, costs)
+	return skipDrawn
+}
+
+// skipAllDead is skip where every challenger is dead (dead) and none
+// may be probed: skipKept, costs the mean costs (the incumbent's m),
+// unless a challenger's uniform fell in its tail; then skipDrawn, the
+// incumbent drawn in full and the challengers by inversion (drawDead).
+func (b *Bucket) skipAllDead(cfg *Config, extra []float64, r *rand.Rand, dead uint8, m float64, costs []float64) int {
+	inc := b.Incumbent
+	var u [maxSkipArms]float64
+	if !tailDraws(r, dead, &u) {
+		for c := range b.Arms {
+			costs[c] = float64(b.state[c].bound.mean) + at(extra, c)
 		}
-		if len(b.Arms) == 2 {
-			b.drawByInversion(cfg, extra, r, &u, costs)
-			return skipDrawn
-		}
-		low := b.drawFull(cfg, extra, r, 1<<inc, costs)
-		b.drawDead(cfg, extra, r, dead, dead, low, &u, costs)
+		costs[inc] = m
+		b.spared = dead
+		return skipKept
+	}
+	if len(b.Arms) == 2 {
+		b.drawByInversion(cfg, extra, r, &u, costs)
 		return skipDrawn
 	}
+	low := b.drawFull(cfg, extra, r, 1<<inc, costs)
+	b.drawDead(cfg, extra, r, dead, dead, low, &u, costs)
+	return skipDrawn
+}
+
+// drawSomeDead is skip where some challenger is live (live), or one
+// may be probed: the incumbent and the live ones drawn in full, a dead
+// one whose floor is not above the cheapest of those costs drawn in full
+// too, the others (far) spared unless a uniform fell in their tail.
+func (b *Bucket) drawSomeDead(cfg *Config, extra []float64, r *rand.Rand, dead, live uint8, costs []float64) {
+	inc := b.Incumbent
 	low := b.drawFull(cfg, extra, r, live|1<<inc, costs)
 	var far uint8
 	for c := range b.Arms {
@@ -313,6 +332,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		}
 	}
 	b.drawFull(cfg, extra, r, dead&^far, costs)
+	var u [maxSkipArms]float64
 	var tail uint8
 	if tailDraws(r, far, &u) {
 		tail = far
@@ -321,7 +341,6 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 	if live == 0 && far == dead && tail == 0 {
 		b.state[inc].kept++ // no challenger drawn
 	}
-	return skipDrawn
 }
 
 // deadArms returns the challengers that are dead this decision (see
