@@ -156,35 +156,39 @@ func b2u(b bool) uint8 {
 }
 
 // shapeTable is the cache of shapes seen: their entries in first-sight
-// order, found through an open-addressing index of 64-bit words (a tag
+// order, found through an open-addressing index of 32-bit words (a tag
 // of the hash and the entry's position), at most half full, with linear
 // probing. It grows with the shapes seen and never starts over. Rule: no
-// bound on the shapes cached. Reason: a bound that restarts the cache
-// makes every Select past it a miss, a validation and an allocation
-// (1,091 ns and one allocation per op at 200,000 shapes); a decode loop
-// whose KV length grows pays about 220 bytes per new shape instead
-// (BenchmarkSelectObserve's 1M case reports B/bucket). The entries are kept in first-sight order because that is the
-// order an inference loop replays its ops in: consecutive lookups then
-// read consecutive entries, which the hardware prefetches, while the
-// random probes land in an index of 4 bytes a slot that stays in cache
-// (10,000 shapes: 256 KiB of index, where a table of the slots themselves
-// at most half full would be 4 MiB, each probe a memory latency).
-// Lookups read it without a lock: an entry is written before
-// its index word is stored (atomically), and a table that has been
-// outgrown is replaced, never changed otherwise.
+// bound on the shapes cached short of maxShardShapes a shard. Reason: a
+// bound that restarts the cache makes every Select past it a miss, a
+// validation and an allocation (1,091 ns and one allocation per op at
+// 200,000 shapes); a decode loop whose KV length grows pays about 220
+// bytes per new shape instead (BenchmarkSelectObserve's 1M case reports
+// B/bucket). The entries are kept in first-sight order because that is
+// the order an inference loop replays its ops in: consecutive lookups
+// then read consecutive entries, which the hardware prefetches, while
+// the random probes land in an index of 4 bytes a slot (10,000 shapes:
+// 128 KiB of index, where a table of the slots themselves at most half
+// full would be 4 MiB, each probe a memory latency). Rule: index words
+// are 32 bits, the tag taking the bits the position leaves. Reason: at a
+// million shapes the probe is a memory latency, the index of 64-bit words
+// 16 MiB, and a decision's other lines evict it from the caches; half
+// the bytes keep more of it there (BenchmarkSelectObserve's 1M case).
+// Lookups read it without a lock: an entry is written before its index
+// word is stored (atomically), and a table that has been outgrown is
+// replaced, never changed otherwise.
 type shapeTable struct {
-	index []atomic.Uint64 // a power of two; 0: empty, else tag<<posBits | position+1
-	slots []shapeSlot     // len(index)/2 entries; the first n in use
-	n     int
+	index   []atomic.Uint32 // a power of two; 0: empty, else tag | position+1
+	slots   []shapeSlot     // len(index)/2 entries; the first n in use
+	n       int
+	posMask uint32 // the bits of an index word that hold position+1
 }
 
-// posBits is the bits of an index word that hold an entry's position
-// plus one. The others hold a tag of the hash's top bits, so that a
-// probe that meets another key's word rarely reads that key's entry.
-const (
-	posBits = 32
-	posMask = 1<<posBits - 1
-)
+// maxShardShapes is the most shapes a shard's table holds: position+1
+// must fit a 32-bit index word. A shape past it is served uncached, as
+// one the cache cannot key is (Scheduler.miss); with the default 8
+// shards or more that is over 17 billion shapes, 1.7 TB of entries.
+const maxShardShapes = 1 << 31
 
 // shapeSlot is one cached shape: 104 bytes.
 type shapeSlot struct {
@@ -196,14 +200,19 @@ type shapeSlot struct {
 	capable Mask
 }
 
-// newShapeTable returns an empty table with room for n entries.
+// newShapeTable returns an empty table with room for n entries (at most
+// maxShardShapes).
 func newShapeTable(n int) *shapeTable {
 	size := max(16, 1<<bits.Len(uint(2*n-1)))
-	return &shapeTable{index: make([]atomic.Uint64, size), slots: make([]shapeSlot, size/2)}
+	return &shapeTable{index: make([]atomic.Uint32, size), slots: make([]shapeSlot, size/2),
+		posMask: 1<<bits.Len(uint(size/2)) - 1}
 }
 
-// tag returns the tag of hash h in an index word.
-func tag(h uint64) uint64 { return h >> posBits << posBits }
+// tag returns the tag of hash h in an index word: the hash's high 32
+// bits less the position's. The hash's low bits place the word, so the
+// tag is independent of where it lies; a probe that meets another key's
+// word rarely reads that key's entry.
+func (t *shapeTable) tag(h uint64) uint32 { return uint32(h>>32) &^ t.posMask }
 
 // find returns the entry cached for k, whose hash is h.
 func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
@@ -211,16 +220,16 @@ func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
 		return entry{}, false
 	}
 	mask := uint64(len(t.index) - 1)
-	tg := tag(h)
+	tg := t.tag(h)
 	for i := h & mask; ; i = (i + 1) & mask {
 		w := t.index[i].Load()
 		if w == 0 {
 			return entry{}, false
 		}
-		if w&^posMask != tg {
+		if w&^t.posMask != tg {
 			continue
 		}
-		if sl := &t.slots[w&posMask-1]; sl.key.equal(k) {
+		if sl := &t.slots[w&t.posMask-1]; sl.key.equal(k) {
 			return entry{b: sl.b, node: sl.node, id: sl.id, capable: sl.capable, out: sl.out}, true
 		}
 	}
@@ -231,17 +240,17 @@ func (t *shapeTable) put(k *shapeKey, h uint64, e entry) {
 	sl := &t.slots[t.n]
 	sl.key, sl.b, sl.node, sl.out, sl.id, sl.capable = *k, e.b, e.node, e.out, e.id, e.capable
 	t.n++
-	t.link(h, uint64(t.n))
+	t.link(h, uint32(t.n))
 }
 
 // link stores the index word of the entry at position pos−1, hash h.
-func (t *shapeTable) link(h uint64, pos uint64) {
+func (t *shapeTable) link(h uint64, pos uint32) {
 	mask := uint64(len(t.index) - 1)
 	i := h & mask
 	for t.index[i].Load() != 0 {
 		i = (i + 1) & mask
 	}
-	t.index[i].Store(tag(h) | pos)
+	t.index[i].Store(t.tag(h) | pos)
 }
 
 // grown returns a table twice t's size holding t's entries in the same
@@ -250,14 +259,15 @@ func (t *shapeTable) grown() *shapeTable {
 	g := newShapeTable(2 * len(t.slots))
 	g.n = copy(g.slots, t.slots[:t.n])
 	for i := range g.n {
-		g.link(g.slots[i].key.hash(), uint64(i+1))
+		g.link(g.slots[i].key.hash(), uint32(i+1))
 	}
 	return g
 }
 
 // add caches e under k (hash h) and returns the entry cached, e or one
 // another goroutine added first. A full table is replaced by one twice
-// the size holding the same entries in the same order.
+// the size holding the same entries in the same order; a shard of
+// maxShardShapes caches no more (e is served uncached).
 func (sh *shard) add(k *shapeKey, h uint64, e entry) entry {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -265,18 +275,21 @@ func (sh *shard) add(k *shapeKey, h uint64, e entry) entry {
 	if got, ok := t.find(k, h); ok {
 		return got
 	}
-	defer e.b.shapes.Add(1)
 	switch {
 	case t == nil:
 		t = newShapeTable(1)
+	case t.n == len(t.slots) && t.n >= maxShardShapes:
+		return e
 	case t.n == len(t.slots):
 		t = t.grown()
 	default: // a published table: the entry is written before its index word
 		t.put(k, h, e)
+		e.b.shapes.Add(1)
 		return e
 	}
 	t.put(k, h, e)
 	sh.tab.Store(t)
+	e.b.shapes.Add(1)
 	return e
 }
 
