@@ -198,15 +198,17 @@ func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, prob
 	if !(one.kappa > 0 && end.kappa > 0 && one.alpha > 1 && end.alpha > 1 && one.beta > 0 && end.beta > 0) {
 		return armBound{}, false, false
 	}
-	kLo, kHi := math.Min(one.kappa, end.kappa), math.Max(one.kappa, end.kappa)
+	// The builtins, as math.Min and math.Max (NaN passes through), are
+	// calls on amd64.
+	kLo, kHi := min(one.kappa, end.kappa), max(one.kappa, end.kappa)
 	probe = kHi > k0 && kLo <= k0+probeEvidence
-	aLo, aHi := math.Min(one.alpha, end.alpha), math.Max(one.alpha, end.alpha)
-	muLo := math.Min(one.mu, end.mu)
+	aLo, aHi := min(one.alpha, end.alpha), max(one.alpha, end.alpha)
+	muLo := min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
 	u := c + st.sum
 	df := st.sumSq - (2*st.sum*u*one.kappa-st.n*u*u)/(one.kappa*one.kappa)
-	bHi := math.Max(one.beta, one.beta+df*(sK-1)/2)
-	bLo := math.Min(one.beta, end.beta)
+	bHi := max(one.beta, one.beta+df*(sK-1)/2)
+	bLo := min(one.beta, end.beta)
 	z, ok := tQuantile(2*aLo, fine)
 	if !ok {
 		return armBound{}, false, false

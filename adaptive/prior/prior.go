@@ -265,14 +265,8 @@ const staleShare = 256
 func (f *Family) ViewInto(class int, pubs []Published, v *View) {
 	sn := f.snapshotOf(class, len(pubs))
 	n := len(pubs)
-	for _, l := range [2]struct{ dst, src *ViewLevel }{{&v.Near, &sn.v.Near}, {&v.Op, &sn.v.Op}} {
-		for a := range n {
-			l.dst.Arm[a], l.dst.ArmSq[a], l.dst.ArmW[a] = l.src.Arm[a], l.src.ArmSq[a], l.src.ArmW[a]
-			copy(l.dst.Pair[a][:n], l.src.Pair[a][:n])
-			copy(l.dst.PairSq[a][:n], l.src.PairSq[a][:n])
-			copy(l.dst.PairW[a][:n], l.src.PairW[a][:n])
-		}
-	}
+	v.Near.copyArms(&sn.v.Near, n)
+	v.Op.copyArms(&sn.v.Op, n)
 	var held [MaxArms]Published // pubs the snapshot holds
 	for a, p := range pubs {
 		if p.OK && holds(sn.at, p.At) {
@@ -281,6 +275,17 @@ func (f *Family) ViewInto(class int, pubs []Published, v *View) {
 	}
 	v.Near.drop(held[:n])
 	v.Op.drop(held[:n])
+}
+
+// copyArms copies src's sums of arms below n into v, element by
+// element: copy's call per row was a sixth of ViewInto with 2 arms.
+func (v *ViewLevel) copyArms(src *ViewLevel, n int) {
+	for a := range n {
+		v.Arm[a], v.ArmSq[a], v.ArmW[a] = src.Arm[a], src.ArmSq[a], src.ArmW[a]
+		for r := range n {
+			v.Pair[a][r], v.PairSq[a][r], v.PairW[a][r] = src.Pair[a][r], src.PairSq[a][r], src.PairW[a][r]
+		}
+	}
 }
 
 // holds reports whether a snapshot as of the family's at-th publication
@@ -339,8 +344,10 @@ var neighbourWeights = func() (w [128]float64) {
 // shrink blends a level's sum s over weight w with its parent's estimate.
 func shrink(s, w, parent float64) float64 { return (s + shrinkWeight*parent) / (w + shrinkWeight) }
 
-// Clamp bounds a ratio to ±CorrectionMax.
-func Clamp(x float64) float64 { return math.Max(-CorrectionMax, math.Min(CorrectionMax, x)) }
+// Clamp bounds a ratio to ±CorrectionMax. The builtins, as math.Max and
+// math.Min (NaN passes through), are calls on amd64, a tenth of a young
+// bucket's prior refresh (adaptive's BenchmarkSelectObserve, 1M case).
+func Clamp(x float64) float64 { return max(-CorrectionMax, min(CorrectionMax, x)) }
 
 // ArmRho is arm a's ratio from the family's buckets near the bucket's
 // size, shrunk toward the family's at every size, its op class's (cl),
@@ -394,7 +401,7 @@ func (s *Sum) level() level { return level{s.X, s.Sq, s.N} }
 func spread(levels ...level) float64 {
 	for _, l := range levels {
 		if l.w >= 2 {
-			ss := math.Max(l.sq-l.sum*l.sum/l.w, 0)
+			ss := max(l.sq-l.sum*l.sum/l.w, 0)
 			return (ss + rhoVar) / (l.w + 1)
 		}
 	}
