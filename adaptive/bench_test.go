@@ -205,32 +205,11 @@ func BenchmarkSelectObserve(b *testing.B) {
 // selected and observed, over the buckets.
 func benchSelectObserve1M(b *testing.B) {
 	const buckets = 1_000_000
-	specs := make([]kernels.Spec, buckets)
-	res := make([]Residency, buckets)
-	dur := make([][2]backends.Timing, buckets)
-	r := rand.New(rand.NewPCG(3, 3))
-	for i := range specs {
-		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i%4096}},
-			Params: kernels.Params{Name: fmt.Sprintf("kernel[%d]", i), Bytes: int64(1) << (10 + i%20)}}
-		res[i].Add(Host, specs[i].InBytes(0))
-		for a := range dur[i] {
-			dur[i][a] = us(1 + 1000*r.Float64())
-		}
-	}
+	specs, res, dur := opaqueSpecs(buckets)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i, sp := range specs {
-		d, err := s.Select(sp, res[i])
-		if err != nil {
-			b.Fatal(err)
-		}
-		s.Observe(d, dur[i][d.Backend])
-	}
+	s := setUpOpaque(b, specs, res, dur)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perBucket := float64(after.HeapAlloc-before.HeapAlloc) / buckets
@@ -248,6 +227,79 @@ func benchSelectObserve1M(b *testing.B) {
 		b.ReportMetric(perBucket, "B/bucket")
 	})
 	runtime.KeepAlive(s)
+}
+
+// opaqueSpecs returns the 1M case's first n shapes: opaque ops of one
+// family, each shape its own bucket, the residency of their input and
+// each's duration on 2 backends.
+func opaqueSpecs(n int) ([]kernels.Spec, []Residency, [][2]backends.Timing) {
+	specs := make([]kernels.Spec, n)
+	res := make([]Residency, n)
+	dur := make([][2]backends.Timing, n)
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := range specs {
+		specs[i] = kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i%4096}},
+			Params: kernels.Params{Name: fmt.Sprintf("kernel[%d]", i), Bytes: int64(1) << (10 + i%20)}}
+		res[i].Add(Host, specs[i].InBytes(0))
+		for a := range dur[i] {
+			dur[i][a] = us(1 + 1000*r.Float64())
+		}
+	}
+	return specs, res, dur
+}
+
+// setUpOpaque returns a Scheduler of 2 backends that has selected and
+// observed each of specs once, in order.
+func setUpOpaque(b *testing.B, specs []kernels.Spec, res []Residency, dur [][2]backends.Timing) *Scheduler {
+	s, err := New(Config{Backends: []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, sp := range specs {
+		d, err := s.Select(sp, res[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Observe(d, dur[i][d.Backend])
+	}
+	return s
+}
+
+// BenchmarkSelectObserveYoung measures Select+Observe by spec, serially,
+// over the 1M case's shapes while their buckets are young: the first
+// youngPasses passes after the set-up pass, from a new Scheduler each
+// iteration (its set-up untimed), at 10,000 and 1,000,000 shapes
+// (ns/decision; its allocations are the family's sums of each size
+// class, made at the class's first publication, prior.Family). A young
+// bucket draws every arm and re-derives its priors (prior.go), where
+// BenchmarkSelectObserve's 10,000 buckets are settled when it measures
+// them and its 1M case's (about ten passes in 5 s) are as young as here:
+// of what that 1M case costs over those 10,000 buckets, this 10k case
+// less them is youth, and this 1M case less this 10k case memory.
+func BenchmarkSelectObserveYoung(b *testing.B) {
+	const youngPasses = 10
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"10k", 10_000}, {"1M", 1_000_000}} {
+		n := c.n
+		b.Run(c.name+"/2backends/serial", func(b *testing.B) {
+			specs, res, dur := opaqueSpecs(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				s := setUpOpaque(b, specs, res, dur)
+				b.StartTimer()
+				for range youngPasses {
+					for j := range specs {
+						d, _ := s.Select(specs[j], res[j])
+						s.Observe(d, dur[j][d.Backend])
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*youngPasses*n), "ns/decision")
+		})
+	}
 }
 
 // BenchmarkMemoryFloor is the memory floor under BenchmarkSelectObserve's
