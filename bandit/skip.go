@@ -201,7 +201,7 @@ func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, prob
 	// The builtins, as math.Min and math.Max (NaN passes through), are
 	// calls on amd64.
 	kLo, kHi := min(one.kappa, end.kappa), max(one.kappa, end.kappa)
-	probe = kHi > k0 && kLo <= k0+probeEvidence
+	probe = windowProbe(k0, st.n, sK)
 	aLo, aHi := min(one.alpha, end.alpha), max(one.alpha, end.alpha)
 	muLo := min(one.mu, end.mu)
 	// f'(1), for the tangent bound on β.
@@ -219,6 +219,14 @@ func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, prob
 		vmean:  down32(bLo / (aHi * kHi)),
 		mean:   float32(p.MeanUs()),
 	}, probe, true
+}
+
+// windowProbe reports whether an arm of n observations' weight over a
+// prior of κ0 may be probeable in the window: its evidence, κ − κ0
+// between sK·n and n, above 0 and at most probeEvidence somewhere.
+func windowProbe(k0, n, sK float64) bool {
+	kLo, kHi := min(k0+n, k0+sK*n), max(k0+n, k0+sK*n)
+	return kHi > k0 && kLo <= k0+probeEvidence
 }
 
 // Changed tells the bucket that the caller wrote Arms or Priors: the
@@ -248,8 +256,15 @@ func (b *Bucket) refreshBounds(cfg *Config) {
 		if i == b.Incumbent {
 			continue
 		}
+		// A two-arm bucket keeps no bound of a probeable challenger:
+		// it is not computed. Reason: a young bucket's challenger,
+		// measured once, was most of a decision's refreshBounds
+		// (BenchmarkSelectObserve's 1M case).
+		if len(b.Arms) <= 2 && windowProbe(b.Priors[i].Kappa, b.Arms[i].statsSince(b.Priors[i]).n, sK) {
+			continue
+		}
 		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK, len(b.Arms) > 2)
-		if !ok || probe && len(b.Arms) <= 2 {
+		if !ok {
 			continue
 		}
 		b.state[i].bound = bd
