@@ -17,8 +17,9 @@ import (
 	"github.com/adaptsched/adaptsched/learned"
 )
 
-// shard is one slice of the shape→bucket cache, padded to its own cache
-// lines. Lookups read tab without a lock (shapeTable); adds take mu.
+// shard is one slice of the shape→bucket cache's index, padded to its
+// own cache lines. Lookups read tab without a lock (shapeTable); adds
+// take mu.
 type shard struct {
 	tab atomic.Pointer[shapeTable]
 	mu  sync.Mutex
@@ -62,6 +63,7 @@ type Scheduler struct {
 
 	shards    []shard
 	shardMask uint64
+	entries   shapeEntries // the shards' entries, in first-sight order
 
 	regMu   sync.Mutex
 	byKey   map[kernels.BucketKey]*bucket
@@ -304,7 +306,7 @@ func (s *Scheduler) miss(spec kernels.Spec, sh *shard, k *shapeKey, h uint64) (e
 		for a := range s.n {
 			ent.node.lnModel[a] = float32(s.e.lnModel(a, w))
 		}
-		ent = sh.add(k, h, ent)
+		ent = sh.add(&s.entries, k, h, ent)
 	}
 	return ent, nil
 }

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/kernels"
@@ -155,40 +156,99 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// shapeTable is the cache of shapes seen: their entries in first-sight
-// order, found through an open-addressing index of 32-bit words (a tag
-// of the hash and the entry's position), at most half full, with linear
-// probing. It grows with the shapes seen and never starts over. Rule: no
-// bound on the shapes cached short of maxShardShapes a shard. Reason: a
-// bound that restarts the cache makes every Select past it a miss, a
-// validation and an allocation (1,091 ns and one allocation per op at
-// 200,000 shapes); a decode loop whose KV length grows pays about 220
-// bytes per new shape instead (BenchmarkSelectObserve's 1M case reports
-// B/bucket). The entries are kept in first-sight order because that is
-// the order an inference loop replays its ops in: consecutive lookups
-// then read consecutive entries, which the hardware prefetches, while
-// the random probes land in an index of 4 bytes a slot (10,000 shapes:
-// 128 KiB of index, where a table of the slots themselves at most half
+// The shape cache: every shape seen, its entry kept in shapeEntries in
+// first-sight order, and found through its shard's shapeTable, an
+// open-addressing index of 32-bit words (a tag of the hash and the
+// entry's position), at most half full, with linear probing. It grows
+// with the shapes seen and never starts over. Rule: no bound on the
+// shapes cached short of maxShapes. Reason: a bound that restarts the
+// cache makes every Select past it a miss, a validation and an
+// allocation (1,091 ns and one allocation per op at 200,000 shapes); a
+// decode loop whose KV length grows pays about 220 bytes per new shape
+// instead (BenchmarkSelectObserve's 1M case reports B/bucket).
+//
+// Rule: the entries are in one first-sight order for the whole cache,
+// not one per shard. Reason: that is the order an inference loop replays
+// its ops in, so consecutive lookups read consecutive entries, which the
+// hardware prefetches; an order per shard interleaved as many streams as
+// shards, and at a million shapes a decision with 8 shards cost 1.13-1.19
+// times what it did with one (BenchmarkSelectObserve's 1M case). The
+// random probes land in an index of 4 bytes a slot (10,000 shapes: 128
+// KiB of index, where a table of the entries themselves at most half
 // full would be 4 MiB, each probe a memory latency). Rule: index words
 // are 32 bits, the tag taking the bits the position leaves. Reason: at a
-// million shapes the probe is a memory latency, the index of 64-bit words
-// 16 MiB, and a decision's other lines evict it from the caches; half
-// the bytes keep more of it there (BenchmarkSelectObserve's 1M case).
-// Lookups read it without a lock: an entry is written before its index
-// word is stored (atomically), and a table that has been outgrown is
-// replaced, never changed otherwise.
-type shapeTable struct {
-	index   []atomic.Uint32 // a power of two; 0: empty, else tag | position+1
-	slots   []shapeSlot     // len(index)/2 entries; the first n in use
-	n       int
-	posMask uint32 // the bits of an index word that hold position+1
+// million shapes the probe is a memory latency, and an index of 64-bit
+// words twice the bytes that a decision's other lines evict from the
+// caches (0.95-0.96 times the decision with 64-bit words).
+//
+// Lookups take no lock: an entry is written before its index word is
+// stored (atomically), entries never move (segments), and an index that
+// has been outgrown is replaced, never changed otherwise.
+
+// shapeEntries holds the cached shapes' entries in first-sight order, in
+// segments that never move: segment 0 and 1 hold 16 entries, each later
+// one twice the one before, made as the entries reach it. Adds take mu;
+// lookups read the segments without it.
+type shapeEntries struct {
+	mu   sync.Mutex
+	n    uint32 // entries in use
+	segs [entrySegs]atomic.Pointer[entrySegment]
 }
 
-// maxShardShapes is the most shapes a shard's table holds: position+1
-// must fit a 32-bit index word. A shape past it is served uncached, as
-// one the cache cannot key is (Scheduler.miss); with the default 8
-// shards or more that is over 17 billion shapes, 1.7 TB of entries.
-const maxShardShapes = 1 << 31
+// entrySegment is one segment of shapeEntries.
+type entrySegment struct{ slots []shapeSlot }
+
+const (
+	firstSegBits = 4 // segments 0 and 1 hold 1<<firstSegBits entries
+	// maxShapes is the most shapes the cache holds: position+1 fits an
+	// index word. A shape past it is served uncached, as one the cache
+	// cannot key is (Scheduler.miss): 2^31 shapes are 220 GB of entries.
+	maxShapes = 1 << 31
+	entrySegs = 32 - firstSegBits // segments that hold maxShapes
+)
+
+// segOf returns the segment of position p and p's place in it.
+func segOf(p uint32) (seg int, i uint32) {
+	seg = bits.Len32(p >> firstSegBits)
+	if seg == 0 {
+		return 0, p
+	}
+	return seg, p - 1<<(seg+firstSegBits-1)
+}
+
+// at returns the entry at position p (one in use).
+func (c *shapeEntries) at(p uint32) *shapeSlot {
+	seg, i := segOf(p)
+	return &c.segs[seg].Load().slots[i]
+}
+
+// add appends k's entry e and returns its position; ok is false, and
+// nothing added, past maxShapes.
+func (c *shapeEntries) add(k *shapeKey, e entry) (p uint32, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p = c.n; p >= maxShapes {
+		return 0, false
+	}
+	seg, i := segOf(p)
+	sg := c.segs[seg].Load()
+	if sg == nil {
+		sg = &entrySegment{slots: make([]shapeSlot, max(1<<firstSegBits, p))}
+		c.segs[seg].Store(sg)
+	}
+	sl := &sg.slots[i]
+	sl.key, sl.b, sl.node, sl.out, sl.id, sl.capable = *k, e.b, e.node, e.out, e.id, e.capable
+	c.n++
+	return p, true
+}
+
+// shapeTable is one shard's index of the entries (see above).
+type shapeTable struct {
+	index   []atomic.Uint32 // a power of two; 0: empty, else tag | position+1
+	n       int             // words in use
+	posMask uint32          // the bits of an index word that hold position+1
+	entries *shapeEntries
+}
 
 // shapeSlot is one cached shape: 104 bytes.
 type shapeSlot struct {
@@ -198,14 +258,6 @@ type shapeSlot struct {
 	out     int64
 	id      BucketID
 	capable Mask
-}
-
-// newShapeTable returns an empty table with room for n entries (at most
-// maxShardShapes).
-func newShapeTable(n int) *shapeTable {
-	size := max(16, 1<<bits.Len(uint(2*n-1)))
-	return &shapeTable{index: make([]atomic.Uint32, size), slots: make([]shapeSlot, size/2),
-		posMask: 1<<bits.Len(uint(size/2)) - 1}
 }
 
 // tag returns the tag of hash h in an index word: the hash's high 32
@@ -229,18 +281,10 @@ func (t *shapeTable) find(k *shapeKey, h uint64) (entry, bool) {
 		if w&^t.posMask != tg {
 			continue
 		}
-		if sl := &t.slots[w&t.posMask-1]; sl.key.equal(k) {
+		if sl := t.entries.at(w&t.posMask - 1); sl.key.equal(k) {
 			return entry{b: sl.b, node: sl.node, id: sl.id, capable: sl.capable, out: sl.out}, true
 		}
 	}
-}
-
-// put appends k's entry (the shard's mu held, a free entry left).
-func (t *shapeTable) put(k *shapeKey, h uint64, e entry) {
-	sl := &t.slots[t.n]
-	sl.key, sl.b, sl.node, sl.out, sl.id, sl.capable = *k, e.b, e.node, e.out, e.id, e.capable
-	t.n++
-	t.link(h, uint32(t.n))
 }
 
 // link stores the index word of the entry at position pos−1, hash h.
@@ -251,44 +295,56 @@ func (t *shapeTable) link(h uint64, pos uint32) {
 		i = (i + 1) & mask
 	}
 	t.index[i].Store(t.tag(h) | pos)
+	t.n++
 }
 
-// grown returns a table twice t's size holding t's entries in the same
-// order.
-func (t *shapeTable) grown() *shapeTable {
-	g := newShapeTable(2 * len(t.slots))
-	g.n = copy(g.slots, t.slots[:t.n])
-	for i := range g.n {
-		g.link(g.slots[i].key.hash(), uint32(i+1))
+// grown returns an index of c's entries holding t's words (t nil: none),
+// with room for one more word and for positions+1 up to pos: twice t's
+// size where t would be more than half full, its position bits twice pos
+// where pos does not fit them.
+func (t *shapeTable) grown(c *shapeEntries, pos uint32) *shapeTable {
+	size, n := 16, 0
+	if t != nil {
+		size, n = len(t.index), t.n
+	}
+	for 2*(n+1) > size {
+		size *= 2
+	}
+	g := &shapeTable{index: make([]atomic.Uint32, size), entries: c,
+		posMask: uint32(uint64(1)<<min(bits.Len32(pos)+1, 32) - 1)}
+	if t != nil {
+		for i := range t.index {
+			if w := t.index[i].Load(); w != 0 {
+				p := w & t.posMask
+				g.link(c.at(p-1).key.hash(), p)
+			}
+		}
 	}
 	return g
 }
 
-// add caches e under k (hash h) and returns the entry cached, e or one
-// another goroutine added first. A full table is replaced by one twice
-// the size holding the same entries in the same order; a shard of
-// maxShardShapes caches no more (e is served uncached).
-func (sh *shard) add(k *shapeKey, h uint64, e entry) entry {
+// add caches e under k (hash h) in c and sh's index and returns the entry
+// cached, e or one another goroutine added first. An index too full or
+// too narrow for the entry's position is replaced by a grown one; past
+// maxShapes e is served uncached.
+func (sh *shard) add(c *shapeEntries, k *shapeKey, h uint64, e entry) entry {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.tab.Load()
 	if got, ok := t.find(k, h); ok {
 		return got
 	}
-	switch {
-	case t == nil:
-		t = newShapeTable(1)
-	case t.n == len(t.slots) && t.n >= maxShardShapes:
-		return e
-	case t.n == len(t.slots):
-		t = t.grown()
-	default: // a published table: the entry is written before its index word
-		t.put(k, h, e)
-		e.b.shapes.Add(1)
+	p, ok := c.add(k, e)
+	if !ok {
 		return e
 	}
-	t.put(k, h, e)
-	sh.tab.Store(t)
+	if pos := p + 1; t == nil || 2*(t.n+1) > len(t.index) || pos > t.posMask {
+		t = t.grown(c, pos)
+		t.link(h, pos)
+		sh.tab.Store(t)
+	} else { // a published index: the entry is written before its word
+		t.link(h, pos)
+	}
 	e.b.shapes.Add(1)
 	return e
 }

@@ -73,11 +73,11 @@ func TestShapeCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 1000 { // the table has grown 6 times: its entries are still in first-sight order
-			tab := one.shards[0].tab.Load()
+			n := int(one.entries.n)
 			for j := range i + 1 {
 				k, _ := keyOf(t, kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + j}}, Params: kernels.Params{Name: "grow"}})
-				if j >= tab.n || !tab.slots[j].key.equal(k) {
-					t.Fatalf("entry %d of %d is not the %dth shape seen", j, tab.n, j)
+				if j >= n || !one.entries.at(uint32(j)).key.equal(k) {
+					t.Fatalf("entry %d of %d is not the %dth shape seen", j, n, j)
 				}
 			}
 		}
@@ -137,5 +137,38 @@ func TestShapeCacheAttentionKeys(t *testing.T) {
 	}
 	if _, err := s.Select(attn(2, 2), Residency{}); err == nil {
 		t.Error("values shorter than the keys: no error")
+	}
+}
+
+// TestShapeEntriesFirstSight: the cache keeps its entries in one
+// first-sight order across its shards (shapeEntries), the order an
+// inference loop replays them in, and each shard's index finds its
+// shapes again as its words widen and its table grows.
+func TestShapeEntriesFirstSight(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 3, Shards: 8})
+	spec := func(i int) kernels.Spec {
+		return kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: []kernels.Shape{{1 + i}}, Params: kernels.Params{Name: "first"}}
+	}
+	const n = 5000
+	for i := range n {
+		if _, err := s.Select(spec(i), Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	words := 0
+	for i := range s.shards {
+		words += s.shards[i].tab.Load().n
+	}
+	if s.entries.n != n || words != n {
+		t.Fatalf("%d entries and %d index words for %d shapes", s.entries.n, words, n)
+	}
+	for i := range n {
+		k, h := keyOf(t, spec(i))
+		if !s.entries.at(uint32(i)).key.equal(k) {
+			t.Fatalf("entry %d is not the %dth shape seen", i, i)
+		}
+		if _, ok := s.shards[h>>32&s.shardMask].tab.Load().find(k, h); !ok {
+			t.Fatalf("shape %d is not found", i)
+		}
 	}
 }
