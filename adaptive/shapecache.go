@@ -171,8 +171,8 @@ func b2u(b bool) uint8 {
 // not one per shard. Reason: that is the order an inference loop replays
 // its ops in, so consecutive lookups read consecutive entries, which the
 // hardware prefetches; an order per shard interleaved as many streams as
-// shards, and at a million shapes a decision with 8 shards cost 1.13-1.19
-// times what it did with one (BenchmarkSelectObserve's 1M case). The
+// shards (8), and made a decision over a million shapes 1.15-1.20 times
+// as costly (BenchmarkSelectObserve's 1M case). The
 // random probes land in an index of 4 bytes a slot (10,000 shapes: 128
 // KiB of index, where a table of the entries themselves at most half
 // full would be 4 MiB, each probe a memory latency). Rule: index words
