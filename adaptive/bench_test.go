@@ -304,7 +304,9 @@ func BenchmarkSelectObserveYoung(b *testing.B) {
 
 // BenchmarkMemoryFloor is the memory floor under BenchmarkSelectObserve's
 // 1M case: per op, one read of a word at a hashed position of an index
-// of twice as many words as buckets (the shape cache's probe), then one
+// of twice as many words as buckets (the shape cache's probe, there of
+// 4-byte words, here of 8: this floor's index is twice the bytes, so its
+// figure bounds memory's share from above), then one
 // word of each 64-byte line of the op's 1 KiB block (about the heap one
 // bucket holds, B/bucket), the blocks walked in order as the slabs are,
 // for 10,000 and 1,000,000 blocks; no arithmetic beyond a sum, and each
