@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -311,4 +312,53 @@ func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmT
 		}
 	}
 	return float64(onGPU) / float64(n), own, at
+}
+
+// TestShapePriorFromShapes: a shape's bucket takes the prior of an arm it
+// has not run as surely as the parent's other shapes have shown the
+// parent's level to hold (engine.shapeStrength). Where every shape runs
+// the CPU at twice the GPU's time, later shapes' CPU priors are firmer
+// than PriorStrength; where the ratio scatters from shape to shape (ln
+// ratio's sd 0.7), they stay at it.
+func TestShapePriorFromShapes(t *testing.T) {
+	for _, scatter := range []float64{0, 0.7} {
+		bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
+		s := newTestScheduler(t, Config{Backends: bes, Seed: 7})
+		r := rand.New(rand.NewPCG(7, 8))
+		const shapes, last = 48, 16
+		var kappa float64 // the mean CPU κ of the last shapes' buckets as made
+		for k := range shapes {
+			spec := matmul(72+k, 1024, 1024)
+			ratio := 2 * math.Exp(scatter*r.NormFloat64())
+			made := false
+			for range DefaultShapeHits + 40 {
+				d, err := s.Select(spec, Residency{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.b.isShape && !made && k >= shapes-last {
+					kappa += d.b.bb.Priors[0].Kappa / last
+				}
+				made = made || d.b.isShape
+				mean := 100 * float64(72+k)
+				if d.Backend == 0 {
+					mean *= ratio
+				}
+				if err := s.Observe(d, us(lognormal(r, mean, 0.05))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !made && k >= shapes-last {
+				t.Fatalf("shape %v never had a bucket of its own", spec)
+			}
+		}
+		k0 := bandit.DefaultPriorStrength
+		t.Logf("ln ratio's sd %v: the last %d shapes' CPU κ %.3f", scatter, last, kappa)
+		if scatter == 0 && !(kappa >= 2*k0) {
+			t.Errorf("shapes agreeing: CPU κ %.3f, want ≥ %v", kappa, 2*k0)
+		}
+		if scatter > 0 && !(kappa <= 1.25*k0) {
+			t.Errorf("shapes scattered: CPU κ %.3f, want ≤ %v", kappa, 1.25*k0)
+		}
+	}
 }
