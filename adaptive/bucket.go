@@ -476,8 +476,13 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	}
 	b.per[arm].learned++
 	b.learnLn(arm, y-shift)
-	if b.isShape && !b.doubt.Has(arm) && !b.loaded.Has(arm) && (b.per[arm].learned == 1 || doubted && b.per[arm].learned == 2) {
-		e.shapeLevel(b, arm)
+	if b.isShape && !b.doubt.Has(arm) && !b.loaded.Has(arm) {
+		switch {
+		case doubted && b.per[arm].learned <= 2: // the doubt resolved: forgotten, or confirmed
+			e.shapeLevel(b, arm, e.crossMu(b, arm))
+		case !doubted && b.per[arm].learned == 1:
+			e.shapeLevel(b, arm, b.bb.Priors[arm].Mu)
+		}
 	}
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)

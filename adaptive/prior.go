@@ -197,6 +197,16 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 	return float32(m)
 }
 
+// crossMu returns the mean of the prior arm a would take in b without a
+// run of its own there (crossRho): a doubted first run's refresh may have
+// moved b's prior to that run (b.mu held; it takes e.corr.mu).
+func (e *engine) crossMu(b *bucket, a int) float64 {
+	e.corr.mu.Lock()
+	rho, _ := e.crossRho(b, a, e.familyView(b))
+	e.corr.mu.Unlock()
+	return b.per[a].lnModel + rho - e.cfg.PriorSpread*e.cfg.PriorSpread/2
+}
+
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
 // by priorRho (b.mu and e.corr.mu held), worth shapeStrength.
 func (e *engine) derivedPrior(b *bucket, a int, fam *prior.View) bandit.NormalGamma {
@@ -231,10 +241,11 @@ func (e *engine) shapeStrength(b *bucket, a int) float64 {
 }
 
 // shapeLevel folds into the parent's shapeDev how far arm's first level
-// in shape b (its own mean: a first run, or two where the first was
-// doubted) fell from the prior it had there (b.mu held).
-func (e *engine) shapeLevel(b *bucket, arm int) {
-	d := b.per[arm].lnMean - b.bb.Priors[arm].Mu
+// in shape b (its own mean: a first run, or the run that resolved a
+// doubted one) fell from mu, the prior's mean it had before any run of
+// its own (b.mu held).
+func (e *engine) shapeLevel(b *bucket, arm int, mu float64) {
+	d := b.per[arm].lnMean - mu
 	dev := &b.parent.per[arm].shapeDev
 	for {
 		old := dev.Load()
