@@ -123,19 +123,26 @@ type bucket struct {
 // Reason: a bucket of 2 arms then holds 2 arms' worth
 // (BenchmarkSelectObserve's 1M case reports B/bucket).
 type armCounts struct {
-	lnModel    float64 // ln of the arm's uncorrected model estimate, µs
-	switchesTo int64
-	collected  int64 // learned when Changes last handed the arm out
-	ops        int64
-	timeUs     float64
-	learned    int64
-	lnMean     float64            // mean of the learned ln µs (bucket.learnLn)
-	pub        prior.Published    // what the engine was last told (under engine.corr.mu)
-	picks      [NumReasons]uint16 // since the last overflow into engine.picksOver
+	lnModel   float64 // ln of the arm's uncorrected model estimate, µs
+	collected int64   // learned when Changes last handed the arm out
+	ops       int64
+	timeUs    float64
+	learned   int64
+	lnMean    float64            // mean of the learned ln µs (bucket.learnLn)
+	pub       prior.Published    // what the engine was last told (under engine.corr.mu)
+	picks     [NumReasons]uint16 // since the last overflow into engine.picksOver
 	// trialMean is the arm's posterior mean µs while it has no data, the
 	// predicted cost of its trial (engine.trial), kept so that a Select
 	// takes no exponential for it; beside picks, it takes no padding.
 	trialMean float32
+	// switchesTo counts the bucket's switches to the arm: 32 bits, as a
+	// switch needs the posteriors to cross the hysteresis margin, far
+	// rarer than ops.
+	switchesTo uint32
+	// shapeDev is, in a bucket with shapes of their own, the float32 bits
+	// of the mean square of how far the arm's first level in each shape
+	// fell from the prior it had there (shapeSpread); 0 until one has.
+	shapeDev atomic.Uint32
 }
 
 // newBucket builds a bucket of family fam whose arms start from the cost
@@ -458,6 +465,7 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 		return false, false
 	}
 	y := bandit.LnUs(us)
+	doubted := b.doubt.Has(arm)
 	if b.isShape {
 		e.doubtRun(b, arm, y)
 	}
@@ -468,6 +476,14 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	}
 	b.per[arm].learned++
 	b.learnLn(arm, y-shift)
+	if b.isShape && !b.doubt.Has(arm) && !b.loaded.Has(arm) {
+		switch {
+		case doubted && b.per[arm].learned <= 2: // the doubt resolved: forgotten, or confirmed
+			e.shapeLevel(b, arm, e.crossMu(b, arm))
+		case !doubted && b.per[arm].learned == 1:
+			e.shapeLevel(b, arm, b.bb.Priors[arm].Mu)
+		}
+	}
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)
 	}

@@ -197,10 +197,67 @@ func (e *engine) trialCost(b *bucket, a int, p bandit.NormalGamma) float32 {
 	return float32(m)
 }
 
+// crossMu returns the mean of the prior arm a would take in b without a
+// run of its own there (crossRho): a doubted first run's refresh may have
+// moved b's prior to that run (b.mu held; it takes e.corr.mu).
+func (e *engine) crossMu(b *bucket, a int) float64 {
+	e.corr.mu.Lock()
+	rho, _ := e.crossRho(b, a, e.familyView(b))
+	e.corr.mu.Unlock()
+	return b.per[a].lnModel + rho - e.cfg.PriorSpread*e.cfg.PriorSpread/2
+}
+
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
-// by priorRho (b.mu and e.corr.mu held).
+// by priorRho (b.mu and e.corr.mu held), worth shapeStrength.
 func (e *engine) derivedPrior(b *bucket, a int, fam *prior.View) bandit.NormalGamma {
-	return bandit.NewPriorLn(b.per[a].lnModel+e.priorRho(b, a, fam), e.cfg.PriorStrength, e.cfg.PriorSpread)
+	return bandit.NewPriorLn(b.per[a].lnModel+e.priorRho(b, a, fam), e.shapeStrength(b, a), e.cfg.PriorSpread)
+}
+
+// shapeDevWeight is the weight of a shape's newest level in its parent's
+// shapeDev: a moving mean over about four shapes, which starts from the
+// default prior's spread (PriorSpread²/PriorStrength).
+const shapeDevWeight = 0.25
+
+// shapeStrength returns κ0 of arm a's prior in b (b.mu held): the
+// configured one, but in a shape's bucket, while a has not run there,
+// PriorSpread² over the mean square of how far a's first level in the
+// parent's other shapes fell from the prior it had there (shapeDev),
+// within [PriorStrength, MaxPriorStrength]. Rule: a shape's prior is as
+// sure of the parent's level as the parent's shapes have shown it to be
+// (TestShapePriorFromShapes). Reason: a prior worth 0.2 runs drew a CPU
+// 2× slower than an iGPU in new expert shapes that every earlier shape
+// had run at the parent's level (eval OffloadTargets, igpu prompt 5,000:
+// 1.013× lru before, 1.006× after); where shapes differ it stays as wide.
+func (e *engine) shapeStrength(b *bucket, a int) float64 {
+	k := e.cfg.PriorStrength
+	if b.parent == nil || b.per[a].learned > 0 {
+		return k
+	}
+	v := float64(math.Float32frombits(b.parent.per[a].shapeDev.Load()))
+	if v == 0 {
+		return k
+	}
+	return min(max(e.cfg.PriorSpread*e.cfg.PriorSpread/v, k), bandit.MaxPriorStrength)
+}
+
+// shapeLevel folds into the parent's shapeDev how far arm's first level
+// in shape b (its own mean: a first run, or the run that resolved a
+// doubted one) fell from mu, the prior's mean it had before any run of
+// its own (b.mu held).
+func (e *engine) shapeLevel(b *bucket, arm int, mu float64) {
+	d := b.per[arm].lnMean - mu
+	dev := &b.parent.per[arm].shapeDev
+	for {
+		old := dev.Load()
+		v := float64(math.Float32frombits(old))
+		if old == 0 {
+			v = e.cfg.PriorSpread * e.cfg.PriorSpread / e.cfg.PriorStrength
+		}
+		v += (d*d - v) * shapeDevWeight
+		if dev.CompareAndSwap(old, math.Float32bits(float32(max(v, 1e-12)))) {
+			return
+		}
+	}
 }
 
 // worthTrial reports whether a forced trial of arm a (no data in b) may

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -227,11 +228,12 @@ func TestSpikeFirstRun(t *testing.T) {
 // does, and without a second run the spike keeps the shape on the CPU
 // for good (0.00 of its last 500 ops on the GPU). A first run that far
 // above an evidenced prior is doubted and run once more (engine.choose),
-// and the spike is forgotten: the GPU takes ≥ 90%, and its posterior
-// learned from all its runs but the spike.
+// and the spike is forgotten: the GPU takes ≥ 90%, its posterior
+// learned from all its runs but the spike, and the spike is not the
+// shape's first level in the parent's shapeDev (engine.shapeLevel).
 func TestSpikeFirstShapeRun(t *testing.T) {
 	spiked := false
-	gpu, _, at := shapeRuns(t, func() float64 {
+	gpu, _, at, dev := shapeRuns(t, func() float64 {
 		if spiked {
 			return 1
 		}
@@ -247,21 +249,34 @@ func TestSpikeFirstShapeRun(t *testing.T) {
 	if at.Learned != at.N-1 {
 		t.Errorf("the shape's GPU learned from %d of its %d runs, want all but the spike", at.Learned, at.N)
 	}
+	// The rerun, not the spike, is the shape's first level: the four
+	// shapes' levels all at the parent's, the mean square falls below
+	// where it starts (PriorSpread²/PriorStrength = 0.2).
+	if dev >= 0.2 {
+		t.Errorf("the parent's GPU shapeDev %.3f after a forgotten spike, want < 0.2", dev)
+	}
 }
 
 // TestSlowFirstShapeRunConfirmed is TestSpikeFirstShapeRun where the
 // shape's GPU runs stay 6× slower from its bucket's first on (before,
 // in its parent, they ran at the parent's level), so the CPU is 3×
 // faster for it: the doubted first run is confirmed by the second and
-// both are learned, the GPU runs the shape 2 to 6 times there, and the
-// CPU takes ≥ 95% of its last 500 ops.
+// both are learned, the GPU runs the shape 2 to 6 times there, the CPU
+// takes ≥ 95% of its last 500 ops, and the slow level is the shape's
+// first in the parent's shapeDev.
 func TestSlowFirstShapeRunConfirmed(t *testing.T) {
-	gpu, own, at := shapeRuns(t, func() float64 { return 6 })
+	gpu, own, at, dev := shapeRuns(t, func() float64 { return 6 })
 	if gpu > 0.05 || own < 2 || own > 6 {
 		t.Errorf("the CPU took %.2f of the slow shape's last ops, the GPU ran it %d times in its bucket: want ≥ 0.95, and 2 to 6 runs", 1-gpu, own)
 	}
 	if at.Learned != at.N {
 		t.Errorf("the shape's GPU learned from %d of its %d runs, want all: the second confirmed the first", at.Learned, at.N)
+	}
+	// The confirmed level, ln 6 from the parent's, is the shape's first
+	// (not the prior a refresh moved to the first run): (ln 6)² = 3.2 at
+	// weight 0.25, then at most three shapes' at 0.75 each.
+	if dev <= 0.3 {
+		t.Errorf("the parent's GPU shapeDev %.3f after a confirmed slow shape, want > 0.3", dev)
 	}
 }
 
@@ -269,8 +284,9 @@ func TestSlowFirstShapeRunConfirmed(t *testing.T) {
 // at 200 µs a row and the GPU twice as fast, the first shape's GPU runs
 // in its own bucket times slow(). It returns the GPU's share of that
 // shape's last 500 ops, its GPU runs in its own bucket, and its own
-// bucket's GPU telemetry.
-func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmTelemetry) {
+// bucket's GPU telemetry, and how far the shapes' first GPU levels fell
+// from their priors (the parent's shapeDev of the GPU, a mean square of ln).
+func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmTelemetry, dev float64) {
 	t.Helper()
 	bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
 	s := newTestScheduler(t, Config{Backends: bes, Seed: 5})
@@ -278,6 +294,7 @@ func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmT
 	specs := []kernels.Spec{matmul(100, 1024, 1024), matmul(104, 1024, 1024), matmul(108, 1024, 1024), matmul(112, 1024, 1024)}
 	target := specs[0].String()
 	onGPU, n := 0, 0
+	var parent *bucket
 	const rounds, tail = 1000, 500
 	for i := range rounds {
 		for _, spec := range specs {
@@ -292,6 +309,7 @@ func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmT
 				if mine && d.b.isShape {
 					mean *= slow()
 					own++
+					parent = d.b.parent
 				}
 			}
 			if err := s.Observe(d, us(lognormal(r, mean, 0.1))); err != nil {
@@ -310,5 +328,58 @@ func shapeRuns(t *testing.T, slow func() float64) (gpu float64, own int, at ArmT
 			at = bt.Arms[1]
 		}
 	}
-	return float64(onGPU) / float64(n), own, at
+	if parent == nil {
+		t.Fatal("the target shape never ran on the GPU in its own bucket")
+	}
+	dev = float64(math.Float32frombits(parent.per[1].shapeDev.Load()))
+	return float64(onGPU) / float64(n), own, at, dev
+}
+
+// TestShapePriorFromShapes: a shape's bucket takes the prior of an arm it
+// has not run as surely as the parent's other shapes have shown the
+// parent's level to hold (engine.shapeStrength). Where every shape runs
+// the CPU at twice the GPU's time, later shapes' CPU priors are firmer
+// than PriorStrength; where the ratio scatters from shape to shape (ln
+// ratio's sd 0.7), they stay at it.
+func TestShapePriorFromShapes(t *testing.T) {
+	for _, scatter := range []float64{0, 0.7} {
+		bes := []backends.Backend{newFake("cpu", backends.CPU, cpuNominal), newFake("gpu", backends.GPU, gpuNominal)}
+		s := newTestScheduler(t, Config{Backends: bes, Seed: 7})
+		r := rand.New(rand.NewPCG(7, 8))
+		const shapes, last = 48, 16
+		var kappa float64 // the mean CPU κ of the last shapes' buckets as made
+		for k := range shapes {
+			spec := matmul(72+k, 1024, 1024)
+			ratio := 2 * math.Exp(scatter*r.NormFloat64())
+			made := false
+			for range DefaultShapeHits + 40 {
+				d, err := s.Select(spec, Residency{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.b.isShape && !made && k >= shapes-last {
+					kappa += d.b.bb.Priors[0].Kappa / last
+				}
+				made = made || d.b.isShape
+				mean := 100 * float64(72+k)
+				if d.Backend == 0 {
+					mean *= ratio
+				}
+				if err := s.Observe(d, us(lognormal(r, mean, 0.05))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !made && k >= shapes-last {
+				t.Fatalf("shape %v never had a bucket of its own", spec)
+			}
+		}
+		k0 := bandit.DefaultPriorStrength
+		t.Logf("ln ratio's sd %v: the last %d shapes' CPU κ %.3f", scatter, last, kappa)
+		if scatter == 0 && !(kappa >= 2*k0) {
+			t.Errorf("shapes agreeing: CPU κ %.3f, want ≥ %v", kappa, 2*k0)
+		}
+		if scatter > 0 && !(kappa <= 1.25*k0) {
+			t.Errorf("shapes scattered: CPU κ %.3f, want ≤ %v", kappa, 1.25*k0)
+		}
+	}
 }

@@ -99,7 +99,7 @@ func (s *Scheduler) addTotals(bk *BackendTelemetry, b *bucket, a int, reasons *[
 		bk.Ops += b.per[a].ops
 		bk.ComputeUs += b.per[a].timeUs
 	}
-	bk.Switches += b.per[a].switchesTo
+	bk.Switches += int64(b.per[a].switchesTo)
 	bk.Explorations += int64(b.per[a].picks[Explore])
 	for r, c := range b.per[a].picks {
 		bk.Decisions += int64(c)
