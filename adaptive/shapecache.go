@@ -172,10 +172,10 @@ func b2u(b bool) uint8 {
 // its ops in, so consecutive lookups read consecutive entries, which the
 // hardware prefetches; an order per shard interleaved as many streams as
 // shards (8), and made a decision over a million shapes 1.15-1.20 times
-// as costly (BenchmarkSelectObserve's 1M case). The
-// random probes land in an index of 4 bytes a slot (10,000 shapes: 128
-// KiB of index, where a table of the entries themselves at most half
-// full would be 4 MiB, each probe a memory latency). Rule: index words
+// as costly (BenchmarkSelectObserve's 1M case). The random probes land
+// in an index of 4 bytes a slot (10,000 shapes: 128 KiB of index, where
+// a table of the entries themselves at most half full would be MiBs,
+// each probe a memory latency). Rule: index words
 // are 32 bits, the tag taking the bits the position leaves. Reason: at a
 // million shapes the probe is a memory latency, and an index of 64-bit
 // words twice the bytes that a decision's other lines evict from the
