@@ -465,24 +465,18 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 		return false, false
 	}
 	y := bandit.LnUs(us)
-	doubted := b.doubt.Has(arm)
+	var doubted bool
 	if b.isShape {
+		doubted = b.doubt.Has(arm)
 		e.doubtRun(b, arm, y)
 	}
 	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
 	b.seen |= Backend(arm)
-	if b.isShape {
-		b.own |= Backend(arm)
-	}
 	b.per[arm].learned++
 	b.learnLn(arm, y-shift)
-	if b.isShape && !b.doubt.Has(arm) && !b.loaded.Has(arm) {
-		switch {
-		case doubted && b.per[arm].learned <= 2: // the doubt resolved: forgotten, or confirmed
-			e.shapeLevel(b, arm, e.crossMu(b, arm))
-		case !doubted && b.per[arm].learned == 1:
-			e.shapeLevel(b, arm, b.bb.Priors[arm].Mu)
-		}
+	if b.isShape {
+		b.own |= Backend(arm)
+		e.firstShapeLevel(b, arm, doubted)
 	}
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)

@@ -240,6 +240,22 @@ func (e *engine) shapeStrength(b *bucket, a int) float64 {
 	return min(max(e.cfg.PriorSpread*e.cfg.PriorSpread/v, k), bandit.MaxPriorStrength)
 }
 
+// firstShapeLevel hands shapeLevel arm's first level in shape b, once
+// it has one (b.mu held; doubted: the run just learned resolved a doubt):
+// a first run not doubted, against the prior it ran under; the run that
+// resolved a doubt, forgotten or confirmed, against crossMu.
+func (e *engine) firstShapeLevel(b *bucket, arm int, doubted bool) {
+	if b.doubt.Has(arm) || b.loaded.Has(arm) {
+		return
+	}
+	switch n := b.per[arm].learned; {
+	case doubted && n <= 2:
+		e.shapeLevel(b, arm, e.crossMu(b, arm))
+	case !doubted && n == 1:
+		e.shapeLevel(b, arm, b.bb.Priors[arm].Mu)
+	}
+}
+
 // shapeLevel folds into the parent's shapeDev how far arm's first level
 // in shape b (its own mean: a first run, or the run that resolved a
 // doubted one) fell from mu, the prior's mean it had before any run of
