@@ -141,7 +141,8 @@ type armCounts struct {
 	switchesTo uint32
 	// shapeDev is, in a bucket with shapes of their own, the float32 bits
 	// of the mean square of how far the arm's first level in each shape
-	// fell from the prior it had there (shapeSpread); 0 until one has.
+	// fell from the prior it had there (engine.shapeLevel, read by
+	// engine.shapeStrength); 0 until one has.
 	shapeDev atomic.Uint32
 }
 

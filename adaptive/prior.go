@@ -204,7 +204,7 @@ func (e *engine) crossMu(b *bucket, a int) float64 {
 	e.corr.mu.Lock()
 	rho, _ := e.crossRho(b, a, e.familyView(b))
 	e.corr.mu.Unlock()
-	return b.per[a].lnModel + rho - e.cfg.PriorSpread*e.cfg.PriorSpread/2
+	return bandit.NewPriorLn(b.per[a].lnModel+rho, e.cfg.PriorStrength, e.cfg.PriorSpread).Mu
 }
 
 // derivedPrior returns arm a's prior in b: the model's estimate corrected
