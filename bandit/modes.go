@@ -229,9 +229,10 @@ func (m *Modes) Resume(mode int) error {
 	if err := m.check(mode, 1); err != nil {
 		return err
 	}
-	if mode != m.last {
-		m.endRun()
-	}
+	// A prompt ends the running run whatever its mode: a first step held
+	// for its second is observed as it is (left held, every later step
+	// was the running mode's: TestModesResumeEndsHeld).
+	m.endRun()
 	m.last, m.runLen, m.forced = mode, ModesWarm, true
 	if m.since > 0 {
 		m.span[0] = m.span[0]*ModesGamma + float64(m.since)

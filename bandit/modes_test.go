@@ -244,3 +244,39 @@ func TestModesTieChanges(t *testing.T) {
 		t.Errorf("%d changes of mode in 20 runs of 300 steps, want ≤ 600", total)
 	}
 }
+
+// TestModesResumeEndsHeld: a prompt (Resume) of the running mode while
+// its change's first step waits for its second to price it ends that
+// wait: the mode, 10× slower, is left at once. (Left held, Next returned
+// it for every later step: no step after a Resume is a change's second.)
+func TestModesResumeEndsHeld(t *testing.T) {
+	m, _ := NewModes(2, 1)
+	for _, s := range []struct {
+		mode int
+		us   float64
+	}{{0, 100}, {0, 100}, {1, 1000}} { // mode 0's warm-up, then the change to 1
+		if k := m.Next(); k != s.mode {
+			t.Fatalf("mode %d, want %d", k, s.mode)
+		}
+		if err := m.Done(s.mode, s.us); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Resume(1); err != nil {
+		t.Fatal(err)
+	}
+	on1 := 0
+	for range 50 {
+		k := m.Next()
+		us := 100.0
+		if k == 1 {
+			us, on1 = 1000, on1+1
+		}
+		if err := m.Done(k, us); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if on1 > 2 {
+		t.Errorf("the 10× slower mode ran %d of 50 steps after a Resume, want ≤ 2", on1)
+	}
+}
