@@ -27,7 +27,19 @@ import (
 // (TestModesChangeCost); judged on its steady steps alone, a slow mode
 // looks closer than it is and is retried, paying the change each time.
 //
-// Each mode's posterior is a NormalGamma over ln(steady step µs). A mode
+// Every mode's steps grow and shrink with the workload (a decoder's
+// context growing, requests joining), so the modes share a workload
+// level: each steady step moves it by modesLevelRate of the step's
+// excess over its mode's record, by at most modesLevelStep, records are
+// kept less the level, and every mode is compared at the level of now. A
+// record kept at the level it was measured at made a slower mode look as
+// fast as the running one once the workload had grown past it, and it
+// was drawn again (TestModesWorkloadDrift). The bound per step leaves an
+// abrupt change of the running mode to its own record, so that a device
+// that slows is still left (TestModesRunningSlows).
+//
+// Each mode's posterior is a NormalGamma over ln(steady step µs), less
+// the level. A mode
 // without one (Observe) runs ModesWarm steps in a row before any is
 // compared, and the first modesPriced changes to a mode run two; every Done
 // discounts every mode by ModesGamma, and a mode left alone for the
@@ -50,6 +62,7 @@ type Modes struct {
 	forced bool       // the running run began at a Resume, not by a choice
 	done   int64      // steps done
 	ranAt  []int64    // each mode's last step (done's count then)
+	level  float64    // the workload's level, ln µs: records are steps less it
 	r      *rand.Rand
 }
 
@@ -97,6 +110,14 @@ const (
 	// faster is found: a mode's steady record narrows too fast to be
 	// drawn from (TestModesRetry).
 	modesRetry = 200
+	// modesLevelRate is the share of a steady step's excess over its
+	// mode's record (in ln µs) that moves the workload's level, and
+	// modesLevelStep the most the level moves in a step: 0.5%, three
+	// times a 192-step decode's growth per step on igpu at batch 16
+	// (1,100 to 1,480 µs). Unbounded, a running mode 2× slower from one
+	// step on ran 72 of the next 150 steps (TestModesRunningSlows).
+	modesLevelRate = 0.1
+	modesLevelStep = 0.005
 )
 
 // NewModes returns a chooser over n modes (at least 1) drawing from a
@@ -169,7 +190,7 @@ func (m *Modes) Done(mode int, us float64) error {
 		// Without an excess yet the step waits for the next to price the
 		// change; with one it is observed less it.
 		if m.held = m.priced[mode] < modesPriced; !m.held {
-			m.observe(mode, y-m.change[mode].mean())
+			m.observe(mode, y-m.change[mode].mean()-m.level)
 		}
 		return nil
 	}
@@ -181,7 +202,11 @@ func (m *Modes) Done(mode int, us float64) error {
 		m.priced[mode]++
 		m.held = false
 	}
-	m.observe(mode, y)
+	if m.seen[mode] {
+		x := modesLevelRate * (y - m.level - m.post[mode].Mu)
+		m.level += min(modesLevelStep, max(-modesLevelStep, x))
+	}
+	m.observe(mode, y-m.level)
 	return nil
 }
 
@@ -193,18 +218,18 @@ func (m *Modes) Observe(mode int, us float64) error {
 	if err := m.check(mode, us); err != nil {
 		return err
 	}
-	m.observe(mode, LnUs(us))
+	m.observe(mode, LnUs(us)-m.level)
 	return nil
 }
 
 // Mean returns mode's posterior mean steady step time in µs (the
-// geometric mean), +Inf for a mode with no steady step yet or an unknown
-// mode.
+// geometric mean) at the workload's level of now, +Inf for a mode with
+// no steady step yet or an unknown mode.
 func (m *Modes) Mean(mode int) float64 {
 	if mode < 0 || mode >= len(m.post) || !m.seen[mode] {
 		return math.Inf(1)
 	}
-	return math.Exp(m.post[mode].Mu)
+	return math.Exp(m.post[mode].Mu + m.level)
 }
 
 // Adopt gives mode the steady record of mode from (its posterior, not its
@@ -286,7 +311,7 @@ func (m *Modes) check(mode int, us float64) error {
 // never came, is observed as it is, the only evidence of its mode.
 func (m *Modes) endRun() {
 	if m.held {
-		m.observe(m.last, m.first)
+		m.observe(m.last, m.first-m.level)
 	}
 	m.held = false
 }

@@ -280,3 +280,69 @@ func TestModesResumeEndsHeld(t *testing.T) {
 		t.Errorf("the 10× slower mode ran %d of 50 steps after a Resume, want ≤ 2", on1)
 	}
 }
+
+// TestModesWorkloadDrift: every mode's steps grow together, as a
+// decoder's do while its context grows: mode 0 from 1,000 µs to 2,000
+// over 300 steps, mode 1 always 1.3× mode 0. Mode 1 runs at most 4 of
+// the 300 steps from the 100th in each of 20 seeds (a retry is 2), and
+// 60 in all. (With its record at the level it was measured at, it was
+// drawn again once mode 0 had grown past that: 5–9 a seed, 138 in all.)
+func TestModesWorkloadDrift(t *testing.T) {
+	total := 0
+	for seed := range uint64(20) {
+		m, _ := NewModes(2, seed)
+		r := rand.New(rand.NewPCG(seed, 5))
+		late := 0
+		for step := range 400 {
+			k := m.Next()
+			us := 1000 * (1 + float64(step)/300)
+			if k == 1 {
+				us *= 1.3
+			}
+			if err := m.Done(k, us*math.Exp(0.01*r.NormFloat64())); err != nil {
+				t.Fatal(err)
+			}
+			if step >= 100 && k == 1 {
+				late++
+			}
+		}
+		if late > 4 {
+			t.Errorf("seed %d: the mode 1.3× slower ran %d of the last 300 steps, want ≤ 4", seed, late)
+		}
+		total += late
+	}
+	if total > 60 {
+		t.Errorf("the mode 1.3× slower ran %d of 20 runs' last 300 steps, want ≤ 60", total)
+	}
+}
+
+// TestModesRunningSlows: the running mode becomes 2× slower from one step
+// on (1,000 µs to 2,000, the other mode 1,300). Over 20 seeds it runs at
+// most 45 of the next 150 steps on average: a workload level that
+// followed every step took the slowdown for the workload's and ran it
+// 72; a level bounded to 0.5% a step, 37; before the level, 54.
+func TestModesRunningSlows(t *testing.T) {
+	total := 0
+	for seed := range uint64(20) {
+		m, _ := NewModes(2, seed)
+		r := rand.New(rand.NewPCG(seed, 6))
+		for step := range 300 {
+			k := m.Next()
+			us := 1000.0
+			if k == 1 {
+				us = 1300
+			} else if step >= 150 {
+				us = 2000
+			}
+			if err := m.Done(k, us*math.Exp(0.01*r.NormFloat64())); err != nil {
+				t.Fatal(err)
+			}
+			if step >= 150 && k == 0 {
+				total++
+			}
+		}
+	}
+	if avg := float64(total) / 20; avg > 45 {
+		t.Errorf("the slowed mode ran %.1f of the 150 steps after it slowed, on average, want ≤ 45", avg)
+	}
+}
