@@ -125,6 +125,11 @@ func (h *Hierarchy) Class(c kernels.Class) *Sums { return &h.class[c%3] }
 type Family struct {
 	Class kernels.Class
 	sums  []classSums
+	// slot[c] is 1 + the index in sums of size class c's, 0 for none:
+	// sumsOf reads one byte, not each class's 2.3 KB entry in turn (a
+	// tenth of Select+Observe in adaptive's BenchmarkSelectObserve,
+	// handle/2backends/serial, where a family has tens of classes).
+	slot [slotClasses]uint8
 	// pubs counts the publications into the family (Publish); snaps are
 	// its snapshots, one per size class that asked (ViewInto).
 	pubs  uint64
@@ -146,14 +151,26 @@ type classSums struct {
 	_     [24]byte // to a whole number of Sum (TestSumLayout)
 }
 
+// slotClasses bounds the size classes a Family finds by slot: those of
+// an int64 amount of work (kernels.SizeClassOf: at most 126). Others are
+// found by a scan.
+const slotClasses = 128
+
 // sumsOf returns the family's sums of size class c, made on first use.
 func (f *Family) sumsOf(c int) *Sums {
-	for i := range f.sums {
+	slotted := c >= 0 && c < slotClasses
+	if slotted && f.slot[c] != 0 {
+		return &f.sums[f.slot[c]-1].Sums
+	}
+	for i := range f.sums { // a class new, or without a slot
 		if f.sums[i].class == c {
 			return &f.sums[i].Sums
 		}
 	}
 	f.sums = append(f.sums, classSums{class: c})
+	if slotted && len(f.sums) <= math.MaxUint8 {
+		f.slot[c] = uint8(len(f.sums))
+	}
 	return &f.sums[len(f.sums)-1].Sums
 }
 

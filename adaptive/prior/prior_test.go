@@ -130,3 +130,24 @@ func TestSumLayout(t *testing.T) {
 		t.Errorf("classSums: Sums at offset %d, %d bytes; want 0 and a multiple of 32", off, size)
 	}
 }
+
+// TestSumsOfClasses: a family finds each size class's sums, made once,
+// for classes in and out of the slots' range and past 255 of them.
+func TestSumsOfClasses(t *testing.T) {
+	var f Family
+	classes := make([]int, 0, 400)
+	for c := -100; c < 300; c++ {
+		classes = append(classes, c)
+	}
+	for _, c := range classes {
+		f.sumsOf(c).Arm[0].X = float64(c)
+	}
+	for _, c := range classes {
+		if got := f.sumsOf(c).Arm[0].X; got != float64(c) {
+			t.Fatalf("class %d: sums of class %v", c, got)
+		}
+	}
+	if len(f.sums) != len(classes) {
+		t.Errorf("%d sums for %d classes", len(f.sums), len(classes))
+	}
+}
