@@ -82,10 +82,10 @@
 // the sum of the durations the backends reported for every op and copy.
 // With simulated devices only the modelled figure means anything (they
 // report modelled durations without sleeping); compare strategies on
-// sim:* backends by modelled_tokens_per_s. The first -warmup
-// decode steps are left out of both figures (cold_modelled_tokens_per_s
-// keeps them), so strategies that learn and those that do not can be
-// compared after the same warm-up.
+// sim:* backends by modelled_tokens_per_s. The first -warmup steps
+// (prefill micro-batches and decode steps alike) are left out of both
+// figures (cold_modelled_tokens_per_s keeps them), so strategies that
+// learn and those that do not can be compared after the same warm-up.
 //
 // Ctrl-C stops after the current step and flushes the store and trace. On
 // a terminal a status line on stderr shows tokens/s, each backend's share
@@ -182,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.drift, "routing-drift", "", "FILE@F: with -moe, route by FILE from the fraction F of the requests on")
 	fs.IntVar(&o.ubatch, "ubatch", 512, "prompt tokens per sequence in one prefill micro-batch")
 	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
-	fs.IntVar(&o.warmup, "warmup", 0, "decode steps left out of the tokens/s figures")
+	fs.IntVar(&o.warmup, "warmup", 0, "first steps (prefill micro-batches and decode steps) left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled µs (and -strategy auto's mode for it)")
 	fs.BoolVar(&o.graphs, "graphs", true, "gather the GPU ops of each decode step placed before it runs and launch them at once, replayed as graphs (only:NAME, and auto's modes but the learner's)")
