@@ -278,7 +278,7 @@ func expertSplit(tb testing.TB, batch, n, k int) []int {
 		}
 		arm := 0
 		if left > 0 {
-			branch := (4*(active+1) - left) / 4 // 0: the shared expert
+			branch := (4*(active+1) - left) % (active + 1) // 0: the shared expert; ops by projection
 			if branch > active-k {
 				arm = 1
 			}

@@ -85,7 +85,11 @@ func (m Model) projSpec(rows, in, out int) kernels.Spec {
 // sum the branches in order. tokens × TopK routed rows spread over
 // min(Experts, tokens × TopK) active experts, evenly: which experts a
 // token picks changes no op's shape, so the branches are the same every
-// step.
+// step. Rule: the branches' ops come by projection, every branch's gate,
+// then every up, every SwiGLU, every down, as ggml's graph of mul_mat_id
+// nodes and cmd/infer's moeFFN issue them. Reason: each op is then
+// decided with the other branches already queued (eval's
+// BenchmarkOverlap).
 func (m Model) experts(ops []opTemplate, tokens int) []opTemplate {
 	norm := len(ops) - 1
 	at := func(s kernels.Spec, act int64, deps ...int) int {
@@ -98,20 +102,27 @@ func (m Model) experts(ops []opTemplate, tokens int) []opTemplate {
 	}
 	router := m.projSpec(tokens, m.Hidden, m.Experts)
 	at(router, router.InBytes(0), norm)
-	branch := func(rows, width int) int {
-		up := m.projSpec(rows, m.Hidden, width)
-		g := at(up, up.InBytes(0), norm)
-		u := at(up, up.InBytes(0), norm)
-		sw := kernels.Spec{Op: kernels.SwiGLU, DType: kernels.F32, In: []kernels.Shape{{rows, width}, {rows, width}}}
-		s := at(sw, sw.InBytes(0)+sw.InBytes(1), g, u)
-		down := m.projSpec(rows, width, m.Hidden)
-		return at(down, down.InBytes(0), s)
-	}
-	downs := []int{branch(tokens, m.FFN)}
 	slots := tokens * m.TopK
 	active := min(m.Experts, slots)
+	rows, widths := []int{tokens}, []int{m.FFN} // the shared expert, then the routed ones
 	for range active {
-		downs = append(downs, branch((slots+active-1)/active, m.ExpertFFN))
+		rows, widths = append(rows, (slots+active-1)/active), append(widths, m.ExpertFFN)
+	}
+	n := len(rows)
+	gates, ups, sws, downs := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+	for _, proj := range []*[]int{&gates, &ups} {
+		for i := range n {
+			up := m.projSpec(rows[i], m.Hidden, widths[i])
+			(*proj)[i] = at(up, up.InBytes(0), norm)
+		}
+	}
+	for i := range n {
+		sw := kernels.Spec{Op: kernels.SwiGLU, DType: kernels.F32, In: []kernels.Shape{{rows[i], widths[i]}, {rows[i], widths[i]}}}
+		sws[i] = at(sw, sw.InBytes(0)+sw.InBytes(1), gates[i], ups[i])
+	}
+	for i := range n {
+		down := m.projSpec(rows[i], widths[i], m.Hidden)
+		downs[i] = at(down, down.InBytes(0), sws[i])
 	}
 	sum := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{tokens, m.Hidden}, {tokens, m.Hidden}}}
 	acc := norm - 1 // the attention's residual Add

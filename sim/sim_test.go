@@ -503,3 +503,53 @@ func TestOutOfMemoryOnAlloc(t *testing.T) {
 	}
 	b.Free()
 }
+
+// TestMoEBranchesByProjection: a MoE layer's branches (the shared expert
+// and the active ones) come by projection after the router: every gate,
+// every up, every SwiGLU reading its own gate and up, every down reading
+// its own SwiGLU.
+func TestMoEBranchesByProjection(t *testing.T) {
+	m := Qwen15MoE
+	w, err := Decode(m, 1, 1024, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []Op
+	for {
+		op, ok := w.Next()
+		if !ok {
+			break
+		}
+		ops = append(ops, op)
+	}
+	router := -1
+	for i, op := range ops {
+		if s := op.Spec; len(s.In) == 2 && s.In[1][0] == m.Experts {
+			router = i
+			break
+		}
+	}
+	n := 1 + min(m.Experts, m.TopK) // the shared expert and the active ones, at batch 1
+	if router < 0 || router+1+4*n > len(ops) {
+		t.Fatalf("router at %d of %d ops", router, len(ops))
+	}
+	block := ops[router+1 : router+1+4*n]
+	for i, op := range block {
+		kind, branch := i/n, i%n
+		s := op.Spec
+		switch kind {
+		case 0, 1:
+			if s.Op != kernels.QuantizedMatMul || s.In[1][1] != m.Hidden {
+				t.Fatalf("op %d (branch %d): %v, want a gate or up projection", i, branch, s)
+			}
+		case 2: // its gate is 2n ops back, its up n
+			if s.Op != kernels.SwiGLU || len(op.After) != 2 || op.After[0] != 2*n || op.After[1] != n {
+				t.Fatalf("op %d (branch %d): %v after %v, want the SwiGLU of its gate and up (%d and %d back)", i, branch, s, op.After, 2*n, n)
+			}
+		case 3:
+			if s.Op != kernels.QuantizedMatMul || s.In[1][0] != m.Hidden || len(op.After) != 1 || op.After[0] != n {
+				t.Fatalf("op %d (branch %d): %v after %v, want the down projection of its SwiGLU (%d back)", i, branch, s, op.After, n)
+			}
+		}
+	}
+}

@@ -41,10 +41,19 @@ func (r *router) request(req int) {
 // s.d: each token's top-K experts (the router's) each run on the rows
 // routed to them, the outputs averaged. Rows are gathered for each expert
 // and its output scattered back in host memory (no gather kernel in the
-// op catalogue); an expert no token picked runs nothing. Rule: every
-// expert is issued before any output is read. Reason: experts placed on
-// different backends then run at once (TestMoEExpertsOverlap); reading
-// each before issuing the next ran them one after another.
+// op catalogue); an expert no token picked runs nothing.
+//
+// Rule: every expert is issued before any output is read, and by
+// projection: every expert's gate, then every up, every SwiGLU, every
+// down, as ggml's graph of mul_mat_id nodes runs them. Reason: experts
+// placed on different backends then run at once (TestMoEExpertsOverlap;
+// reading each before issuing the next ran them one after another), and
+// each op is decided with the layer's other experts already in the GPU's
+// queue, which sends some of them to the CPU (TestMoEByProjection). Issued
+// expert by expert, each expert's down projection waited for its own
+// SwiGLU, the GPU's queue stayed under one projection, and no expert
+// left the GPU: auto at -moe 8,2, batch 4, igpu with cpu2, 1.10× the GPU
+// alone against 1.22× (BENCHMARKS.md).
 func (bt *Batch) moeFFN(li int, s *scratch, rows int) (int64, error) {
 	c, be, l := bt.m.cfg, bt.m.be, &bt.m.layers[li]
 	if bt.route == nil {
@@ -66,16 +75,25 @@ func (bt *Batch) moeFFN(li int, s *scratch, rows int) (int64, error) {
 			r.free()
 		}
 	}()
-	n := int64(0)
+	var ops [][expertOps]opStep
 	for x, rs := range routed {
 		if len(rs) == 0 {
 			continue
 		}
-		r, k, err := bt.issueExpert(&l.experts[x], h, rs)
+		r, st, err := bt.prepareExpert(&l.experts[x], h, rs)
 		runs = append(runs, r)
-		n += k
 		if err != nil {
-			return n, err
+			return 0, err
+		}
+		ops = append(ops, st)
+	}
+	n := int64(0)
+	for k := range expertOps {
+		for _, st := range ops {
+			if err := bt.run(st[k].spec, st[k].out, st[k].in...); err != nil {
+				return n, err
+			}
+			n++
 		}
 	}
 	sum := make([]float32, rows*c.Dim)
@@ -110,10 +128,14 @@ func (r expertRun) free() {
 	}
 }
 
-// issueExpert issues one expert's FFN on the rows rs of h, its output
-// [len(rs), Dim] in the run's out, and returns the ops it ran. On an
-// error the run holds what it allocated, for the caller to free.
-func (bt *Batch) issueExpert(x *expert, h []float32, rs []int) (expertRun, int64, error) {
+// expertOps is the ops of one expert's FFN: gate, up, SwiGLU, down.
+const expertOps = 4
+
+// prepareExpert writes the rows rs of h for one expert's FFN and returns
+// its ops, in order, to run them, their output [len(rs), Dim] in the
+// run's out. On an error the run holds what it allocated, for the caller
+// to free.
+func (bt *Batch) prepareExpert(x *expert, h []float32, rs []int) (expertRun, [expertOps]opStep, error) {
 	c, be := bt.m.cfg, bt.m.be
 	n := len(rs)
 	in := make([]float32, n*c.Dim)
@@ -130,10 +152,10 @@ func (bt *Batch) issueExpert(x *expert, h []float32, rs []int) (expertRun, int64
 	}
 	xin, err := alloc(n * c.Dim)
 	if err != nil {
-		return run, 0, err
+		return run, [expertOps]opStep{}, err
 	}
 	if _, err := be.Write(xin, kernels.AsBytes(in)); err != nil {
-		return run, 0, err
+		return run, [expertOps]opStep{}, err
 	}
 	g, err1 := alloc(n * c.FFN)
 	u, err2 := alloc(n * c.FFN)
@@ -141,27 +163,20 @@ func (bt *Batch) issueExpert(x *expert, h []float32, rs []int) (expertRun, int64
 	d, err4 := alloc(n * c.Dim)
 	for _, err := range []error{err1, err2, err3, err4} {
 		if err != nil {
-			return run, 0, err
+			return run, [expertOps]opStep{}, err
 		}
 	}
 	act, ffAct := kernels.Shape{n, c.Dim}, kernels.Shape{n, c.FFN}
 	qmm := func(in kernels.Shape, rows int) kernels.Spec {
 		return kernels.Spec{Op: kernels.QuantizedMatMul, DType: kernels.Q8_0, In: []kernels.Shape{in, {rows, in[1]}}}
 	}
-	ops := int64(0)
-	for _, st := range []opStep{
+	run.out = d
+	return run, [expertOps]opStep{
 		{qmm(act, c.FFN), g, []backends.Buffer{xin, x.w1}},
 		{qmm(act, c.FFN), u, []backends.Buffer{xin, x.w3}},
 		{kernels.Spec{Op: kernels.SwiGLU, In: []kernels.Shape{ffAct, ffAct}}, sw, []backends.Buffer{g, u}},
 		{qmm(ffAct, c.Dim), d, []backends.Buffer{sw, x.w2}},
-	} {
-		if err := bt.run(st.spec, st.out, st.in...); err != nil {
-			return run, ops, err
-		}
-		ops++
-	}
-	run.out = d
-	return run, ops, nil
+	}, nil
 }
 
 // moeRouting is -moe's routing: the first, and the drift's from request
