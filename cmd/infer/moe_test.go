@@ -43,10 +43,10 @@ func (p *everyOtherExpert) Observed(adaptive.BucketID, int, float64) {}
 
 // TestMoEExpertsOverlap: experts placed on two devices run at once. A
 // MoE model (8 experts, top 4) decodes on sim:cpu2 and sim:igpu with
-// every other expert on the CPU: its steps' makespan is below the two
-// devices' busy time together. Reading each expert's output before
-// issuing the next ran them one after another, for a makespan above that
-// sum. The logits are plain "cpu"'s.
+// every other expert op on the CPU (everyOtherExpert): its steps'
+// makespan is below the two devices' busy time together. Reading each
+// expert's output before issuing the next ran them one after another,
+// for a makespan above that sum. The logits are plain "cpu"'s.
 func TestMoEExpertsOverlap(t *testing.T) {
 	cfg := ModelConfig{Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 1024, Vocab: 512, Ctx: 32, Seed: 3, Experts: 8, TopK: 4}
 	want := serveModel(t, openT(t, "cpu"), cfg, 7, 3, nil, func() {})
