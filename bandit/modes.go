@@ -63,7 +63,12 @@ type Modes struct {
 	done   int64      // steps done
 	ranAt  []int64    // each mode's last step (done's count then)
 	level  float64    // the workload's level, ln µs: records are steps less it
-	r      *rand.Rand
+	// adopted is the mean (ln µs, less the level) of the record each
+	// mode last adopted (Adopt), NaN for none; replay its steady steps'
+	// excess over that mean since, which Adopt adds to a record it copies.
+	adopted []float64
+	replay  []excess
+	r       *rand.Rand
 }
 
 // excess is a discounted mean of a mode's first-step excess: Σ weight·x
@@ -126,9 +131,13 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d modes", ErrBadStep, n)
 	}
+	adopted := make([]float64, n)
+	for i := range adopted {
+		adopted[i] = math.NaN()
+	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
 		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
-		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
+		adopted: adopted, replay: make([]excess, n), r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
 // Next returns the mode to run the next step with: the running one while
@@ -176,6 +185,8 @@ func (m *Modes) Done(mode int, us float64) error {
 		}
 		m.change[i].sum *= ModesGamma
 		m.change[i].w *= ModesGamma
+		m.replay[i].sum *= ModesGamma
+		m.replay[i].w *= ModesGamma
 	}
 	y := LnUs(us)
 	m.runs[mode]++
@@ -206,6 +217,10 @@ func (m *Modes) Done(mode int, us float64) error {
 		x := modesLevelRate * (y - m.level - m.post[mode].Mu)
 		m.level += min(modesLevelStep, max(-modesLevelStep, x))
 	}
+	if a := m.adopted[mode]; a == a {
+		m.replay[mode].sum += y - m.level - a
+		m.replay[mode].w++
+	}
 	m.observe(mode, y-m.level)
 	return nil
 }
@@ -234,7 +249,14 @@ func (m *Modes) Mean(mode int) float64 {
 
 // Adopt gives mode the steady record of mode from (its posterior, not its
 // change's cost): mode now stands for from's placement as it was lately.
-// An unknown mode is an error, and changes nothing.
+// The record is moved by how far mode's steady steps have fallen from
+// the records it adopted before: a placement replayed (cmd/infer's frozen
+// mode, gathered, its MoE routing another step's) need not run as fast
+// as it did where it was learned. Copied as it is, the record of a mode
+// 1.3× slower than the one it adopted from was copied again each time
+// that one ran a fast step, and it ran 37% of the steps
+// (TestModesAdoptSlower). An unknown mode is an error, and changes
+// nothing.
 func (m *Modes) Adopt(mode, from int) error {
 	if err := m.check(mode, 1); err != nil {
 		return err
@@ -242,7 +264,12 @@ func (m *Modes) Adopt(mode, from int) error {
 	if err := m.check(from, 1); err != nil {
 		return err
 	}
-	m.post[mode], m.prior[mode], m.seen[mode] = m.post[from], m.prior[from], m.seen[from]
+	d := m.replay[mode].mean()
+	m.post[mode], m.prior[mode], m.seen[mode] = m.post[from].shifted(d), m.prior[from].shifted(d), m.seen[from]
+	m.adopted[mode] = math.NaN()
+	if m.seen[from] {
+		m.adopted[mode] = m.post[from].Mu
+	}
 	return nil
 }
 

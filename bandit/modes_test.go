@@ -363,3 +363,72 @@ func TestModesRunningSlows(t *testing.T) {
 		t.Errorf("the slowed mode ran %.1f of the 150 steps after it slowed, on average, want ≤ 45", avg)
 	}
 }
+
+// adoptRun runs two modes as cmd/infer's auto runs its learner (mode 0)
+// and the learner's placement frozen (mode 1): mode 1 adopts mode 0's
+// record whenever a step of mode 0 comes in at or below its mean while
+// its mean is below mode 1's. Mode 0's steps take 1,000 µs, mode 1's
+// ratio times that, with 5% noise; it returns mode 1's steps from the
+// 50th of 300.
+func adoptRun(t *testing.T, seed uint64, ratio float64) int {
+	t.Helper()
+	m, err := NewModes(2, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	for range 2 {
+		if err := m.Observe(0, stepUs(r, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Adopt(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	late := 0
+	for step := range 300 {
+		k := m.Next()
+		us := stepUs(r, 1000)
+		if k == 1 {
+			us *= ratio
+			if step >= 50 {
+				late++
+			}
+		}
+		if err := m.Done(k, us); err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 && us <= m.Mean(0) && m.Mean(0) < m.Mean(1) {
+			if err := m.Adopt(1, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return late
+}
+
+// TestModesAdoptSlower: a mode that adopts another's record (Adopt) but
+// runs its steps 1.1× or 1.3× slower runs at most 4 of the 250 late
+// steps in each of 20 seeds (a retry is 2), and at most 60 in all
+// (copied as it was, its record was drawn again after every copy: 2,297
+// and 1,862 in all); one 0.9× as slow runs at least 235 in each.
+func TestModesAdoptSlower(t *testing.T) {
+	for _, ratio := range []float64{1.1, 1.3} {
+		total := 0
+		for seed := range uint64(20) {
+			n := adoptRun(t, seed, ratio)
+			if n > 4 {
+				t.Errorf("ratio %.1f, seed %d: the slower mode ran %d of the last 250 steps, want ≤ 4", ratio, seed, n)
+			}
+			total += n
+		}
+		if total > 60 {
+			t.Errorf("ratio %.1f: the slower mode ran %d of 20 runs' last 250 steps, want ≤ 60", ratio, total)
+		}
+	}
+	for seed := range uint64(20) {
+		if n := adoptRun(t, seed, 0.9); n < 235 {
+			t.Errorf("seed %d: the faster mode ran %d of the last 250 steps, want ≥ 235", seed, n)
+		}
+	}
+}

@@ -102,6 +102,14 @@ func Rebase(from, p, to NormalGamma) NormalGamma {
 
 // Discount pulls p back toward prior by forgetting a fraction 1−gamma of
 // its evidence: the observations' weights are scaled by gamma (0 < gamma
+// shifted returns p with its mean moved by d: the same evidence, every
+// observation d further (with its prior's mean moved by d too, the
+// statistics since the prior are those of the observations moved).
+func (p NormalGamma) shifted(d float64) NormalGamma {
+	p.Mu += d
+	return p
+}
+
 // ≤ 1), so the effective memory is about 1/(1−gamma) observations.
 func (p *NormalGamma) Discount(prior NormalGamma, gamma float64) {
 	s := p.statsSince(prior)

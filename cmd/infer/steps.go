@@ -286,7 +286,9 @@ func (p *stepPlacer) end(us float64) error {
 	if k == 0 && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
 		// The learner now does better than the placement frozen: its
 		// latest step's, if no slower than its record (not a step of
-		// trials), takes the frozen one's place, with its record.
+		// trials), takes the frozen one's place, with its record moved
+		// by how far frozen steps fell from the records adopted before
+		// (Modes.Adopt).
 		p.mu.Lock()
 		p.frozen, p.ran = p.ran, map[adaptive.BucketID][]frozenOp{}
 		p.mu.Unlock()
