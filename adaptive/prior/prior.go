@@ -126,9 +126,10 @@ type Family struct {
 	Class kernels.Class
 	sums  []classSums
 	// slot[c] is 1 + the index in sums of size class c's, 0 for none:
-	// sumsOf reads one byte, not each class's 2.3 KB entry in turn (a
-	// tenth of Select+Observe in adaptive's BenchmarkSelectObserve,
-	// handle/2backends/serial, where a family has tens of classes).
+	// sumsOf reads one byte, not each class's 2.3 KB entry in turn (6%
+	// of Select+Observe in the profile of adaptive's
+	// BenchmarkSelectObserve, handle/2backends/serial, where a family has
+	// tens of classes).
 	slot [slotClasses]uint8
 	// pubs counts the publications into the family (Publish); snaps are
 	// its snapshots, one per size class that asked (ViewInto).
