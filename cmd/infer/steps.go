@@ -88,6 +88,15 @@ const (
 	// modes are compared: 8 at batch 1 are about 1,600 ops of a 12-layer
 	// decoder, past the trials of a cold start (TestAutoStepModes).
 	learnerSteps = 8
+	// learnerRecord is how many of the learner's last steps alone make
+	// its mode's first record: the later half, past most trials. Rule:
+	// more than two. Reason: a record of two steps is a Student t of
+	// about 2.5 degrees, whose tail drew the learner's mode, 1.35× slower
+	// than the GPU alone on igpu at batch 16, once in a third of 192-step
+	// runs (bandit's TestModesRecordSteps); with four, auto there gained
+	// 0.46% over 10 seeds, and every seed reached 0.99 of the GPU alone,
+	// against 6 (BENCHMARKS.md).
+	learnerRecord = learnerSteps / 2
 	// ruleSlack is how much slower than the best backend's predicted
 	// step, and than the learner's fastest measured one, a whole step on
 	// a backend may be predicted and still be tried: a step of 1.5× costs
@@ -349,7 +358,7 @@ func (p *stepPlacer) setModes() error {
 	if err != nil {
 		return fmt.Errorf("infer: auto's step modes: %w", err)
 	}
-	for _, us := range p.learnUs[len(p.learnUs)-bandit.ModesWarm:] {
+	for _, us := range p.learnUs[len(p.learnUs)-learnerRecord:] {
 		if err := m.Observe(0, us); err != nil {
 			return fmt.Errorf("infer: auto's step modes: %w", err)
 		}
