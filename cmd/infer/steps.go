@@ -92,8 +92,8 @@ const (
 	// its mode's first record: the later half, past most trials. Rule:
 	// more than two. Reason: a record of two steps is a Student t of
 	// about 2.5 degrees, whose tail drew the learner's mode, 1.35× slower
-	// than the GPU alone on igpu at batch 16, once in a third of 192-step
-	// runs (bandit's TestModesRecordSteps); with four, auto there gained
+	// than the GPU alone on igpu at batch 16, late in 3 of the 6 192-step
+	// runs looked at (bandit's TestModesRecordSteps); with four, auto there gained
 	// 0.46% over 10 seeds, and every seed reached 0.99 of the GPU alone,
 	// against 6 (BENCHMARKS.md).
 	learnerRecord = learnerSteps / 2
