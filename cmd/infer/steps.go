@@ -93,9 +93,9 @@ const (
 	// more than two. Reason: a record of two steps is a Student t of
 	// about 2.5 degrees, whose tail drew the learner's mode, 1.35× slower
 	// than the GPU alone on igpu at batch 16, late in 3 of the 6 192-step
-	// runs looked at (bandit's TestModesRecordSteps); with four, auto there gained
-	// 0.46% over 10 seeds, and every seed reached 0.99 of the GPU alone,
-	// against 6 (BENCHMARKS.md).
+	// runs looked at (bandit's TestModesRecordSteps); with four, auto
+	// there gained 0.46% over 10 seeds, and every seed reached 0.99 of
+	// the GPU alone, against 6 (BENCHMARKS.md).
 	learnerRecord = learnerSteps / 2
 	// ruleSlack is how much slower than the best backend's predicted
 	// step, and than the learner's fastest measured one, a whole step on
