@@ -19,10 +19,13 @@
 #   only:rocm -graphs=false (queued op by op), only:rocm -sync, auto and
 #   perop (batch 1 and 16);
 #   offload: auto, perop and the llamacpp rule with -gpu-mem 50%, prompts
-#   of 34 and 2,048 tokens, 4 batches of requests a run.
+#   of 34 and 2,048 tokens, 4 batches of requests a run;
+#   moe: auto and only:rocm on a mixture of experts (-moe 8,2) at batch 4,
+#   whose experts the CPU and the GPU can run at once.
 # Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
 # stop starting once BUDGET_S seconds (default 420) have passed (set
-# OFFLOAD_PROMPTS= to skip the offload runs), and the
+# OFFLOAD_PROMPTS= to skip the offload runs, MOE_BATCHES= the MoE runs),
+# and the
 # medians are printed last (bench/gpu-summary.py).
 set -u
 bin=$1
@@ -96,6 +99,13 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 		[ $((r % 3)) -eq 2 ] && set -- llamacpp auto perop
 		for st in "$@"; do
 			run "offload p$p $st" $offload -prompt "$p" -strategy "$st"
+		done
+	done
+	for b in ${MOE_BATCHES-4}; do
+		set -- auto only:rocm
+		[ $((r % 2)) -eq 1 ] && set -- only:rocm auto
+		for st in "$@"; do
+			run "moe b$b $st" $decode -moe 8,2 -batch "$b" -strategy "$st"
 		done
 	done
 	r=$((r + 1))

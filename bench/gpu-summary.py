@@ -7,7 +7,8 @@ clock) and the median served tokens/s ((prompt + generated tokens) over
 the run's seconds), then the ratios the issues ask for: only:rocm
 (gathered and replayed as graphs) and only:rocm -graphs=false (queued op
 by op) over -sync, auto (and perop, the per-op learner alone) over
-only:rocm, and over the llamacpp rule.
+only:rocm, and over the llamacpp rule, and on the mixture of experts auto
+over only:rocm.
 Every ratio is of medians over runs alternated in the same minutes.
 """
 import json
@@ -58,6 +59,8 @@ def main(path):
     for p in (34, 2048):
         for st in ("auto", "perop"):
             ratio("offload p%d %s / llamacpp (served)" % (p, st), "offload p%d %s" % (p, st), "offload p%d llamacpp" % p, 1)
+    for b in (1, 4, 16):
+        ratio("moe b%d auto / only:rocm" % b, "moe b%d auto" % b, "moe b%d only:rocm" % b, 0)
 
 
 if __name__ == "__main__":
