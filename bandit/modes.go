@@ -39,13 +39,12 @@ import (
 // that slows is still left (TestModesRunningSlows).
 //
 // Each mode's posterior is a NormalGamma over ln(steady step µs), less
-// the level. A mode
-// without one (Observe) runs ModesWarm steps in a row before any is
-// compared, and the first modesPriced changes to a mode run two; every Done
-// discounts every mode by ModesGamma, and a mode left alone for the
-// memory's length runs again (modesRetry): the per-op learner improves as
-// it learns, and the device a rule relies on may slow. Modes is not safe
-// for concurrent use.
+// the level. A mode without one (Observe) runs ModesWarm steps in a row
+// before any is compared, and the first modesPriced changes to a mode run
+// two; every Done discounts every mode by ModesGamma, and a mode left
+// alone for the memory's length runs again (modesRetry): the per-op
+// learner improves as it learns, and the device a rule relies on may
+// slow. Modes is not safe for concurrent use.
 type Modes struct {
 	post   []NormalGamma
 	prior  []NormalGamma // set at each mode's first steady step
@@ -71,9 +70,16 @@ type Modes struct {
 	r       *rand.Rand
 }
 
-// excess is a discounted mean of a mode's first-step excess: Σ weight·x
-// over Σ weight.
+// excess is a discounted mean of a mode's excess (a change's first step
+// over its second; a replay over the record it adopted): Σ weight·x over
+// Σ weight.
 type excess struct{ sum, w float64 }
+
+// add adds x at weight 1.
+func (e *excess) add(x float64) { e.sum, e.w = e.sum+x, e.w+1 }
+
+// discount weighs what e holds by g.
+func (e *excess) discount(g float64) { e.sum, e.w = e.sum*g, e.w*g }
 
 // mean returns the excess, 0 without evidence.
 func (x excess) mean() float64 {
@@ -183,10 +189,8 @@ func (m *Modes) Done(mode int, us float64) error {
 		if m.seen[i] {
 			m.post[i].Discount(m.prior[i], ModesGamma)
 		}
-		m.change[i].sum *= ModesGamma
-		m.change[i].w *= ModesGamma
-		m.replay[i].sum *= ModesGamma
-		m.replay[i].w *= ModesGamma
+		m.change[i].discount(ModesGamma)
+		m.replay[i].discount(ModesGamma)
 	}
 	y := LnUs(us)
 	m.runs[mode]++
@@ -207,9 +211,7 @@ func (m *Modes) Done(mode int, us float64) error {
 	}
 	m.runLen++
 	if m.runLen == 2 {
-		c := &m.change[mode]
-		c.sum += m.first - y
-		c.w++
+		m.change[mode].add(m.first - y)
 		m.priced[mode]++
 		m.held = false
 	}
@@ -218,8 +220,7 @@ func (m *Modes) Done(mode int, us float64) error {
 		m.level += min(modesLevelStep, max(-modesLevelStep, x))
 	}
 	if a := m.adopted[mode]; a == a {
-		m.replay[mode].sum += y - m.level - a
-		m.replay[mode].w++
+		m.replay[mode].add(y - m.level - a)
 	}
 	m.observe(mode, y-m.level)
 	return nil

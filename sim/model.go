@@ -109,13 +109,17 @@ func (m Model) experts(ops []opTemplate, tokens int) []opTemplate {
 		rows, widths = append(rows, (slots+active-1)/active), append(widths, m.ExpertFFN)
 	}
 	n := len(rows)
-	gates, ups, sws, downs := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
-	for _, proj := range []*[]int{&gates, &ups} {
+	inputProj := func() []int { // every branch's gate, or every up
+		ids := make([]int, n)
 		for i := range n {
 			up := m.projSpec(rows[i], m.Hidden, widths[i])
-			(*proj)[i] = at(up, up.InBytes(0), norm)
+			ids[i] = at(up, up.InBytes(0), norm)
 		}
+		return ids
 	}
+	gates := inputProj()
+	ups := inputProj()
+	sws, downs := make([]int, n), make([]int, n)
 	for i := range n {
 		sw := kernels.Spec{Op: kernels.SwiGLU, DType: kernels.F32, In: []kernels.Shape{{rows[i], widths[i]}, {rows[i], widths[i]}}}
 		sws[i] = at(sw, sw.InBytes(0)+sw.InBytes(1), gates[i], ups[i])
