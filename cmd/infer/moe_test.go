@@ -82,7 +82,7 @@ func TestMoEExpertsOverlap(t *testing.T) {
 // some to the CPU, which runs them beside the GPU. A MoE model (8
 // experts, top 2, batch 4) on sim:cpu2 and sim:igpu: the learner alone
 // (perop) decodes at least 1.35× as fast as the GPU alone. (Measured:
-// 1.42×; issued expert by expert, 1.25×.)
+// 1.42×; issued expert by expert, 1.26×.)
 func TestMoEByProjection(t *testing.T) {
 	skipCompute(t)
 	run := func(strategy string) float64 {
