@@ -110,6 +110,7 @@ type served struct {
 	warmWall       time.Duration
 	warmClock      sim.TimelineStats
 	stepModelledUs []float64
+	stepWallUs     []float64
 	stepModes      []string // -strategy auto's, per step
 	restarts       int64    // requests restarted after a device was lost with their KV caches
 }
@@ -134,7 +135,7 @@ func (sv *served) summarise(sum *Summary, steps bool) {
 	sum.ModelledTokensPerS, sum.BoundTokensPerS = figures(sum.Tokens, measured)
 	sum.ColdModelledTokensPerS, _ = figures(sv.tokens, sv.clock)
 	if steps {
-		sum.StepModelledUs, sum.StepMode = sv.stepModelledUs, sv.stepModes
+		sum.StepModelledUs, sum.StepWallUs, sum.StepMode = sv.stepModelledUs, sv.stepWallUs, sv.stepModes
 	}
 }
 

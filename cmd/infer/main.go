@@ -184,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gpuMemS, "gpu-mem", "", "weight budget of each GPU: bytes (512M, 8G) or a share of the model's weights (50%); the weights beyond it stay in host memory (default: no budget, weights wherever ops need them)")
 	fs.IntVar(&o.warmup, "warmup", 0, "first steps (prefill micro-batches and decode steps) left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
-	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled µs (and -strategy auto's mode for it)")
+	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled and wall-clock µs (and -strategy auto's mode for it)")
 	fs.BoolVar(&o.graphs, "graphs", true, "gather the GPU ops of each decode step placed before it runs and launch them at once, replayed as graphs (only:NAME, and auto's modes but the learner's)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")

@@ -92,8 +92,20 @@ func TestRunModelled(t *testing.T) {
 	}
 	// 7 steps: 1 prompt step, then 6 that each yield a token per sequence;
 	// the first 3 steps (2 tokens per sequence) are warm-up.
-	if s.WarmupSteps != 3 || s.WarmupTokens != 4 || s.Tokens != 8 || len(s.StepModelledUs) != 7 {
+	if s.WarmupSteps != 3 || s.WarmupTokens != 4 || s.Tokens != 8 || len(s.StepModelledUs) != 7 || len(s.StepWallUs) != 7 {
 		t.Fatalf("summary %+v", s)
+	}
+	var wall float64
+	for i, us := range s.StepWallUs {
+		if us <= 0 {
+			t.Fatalf("step wall times %v", s.StepWallUs)
+		}
+		if i >= 3 {
+			wall += us
+		}
+	}
+	if wall/1e6 > s.Seconds {
+		t.Errorf("measured steps' wall times sum to %.6f s, more than the run's measured %.6f s", wall/1e6, s.Seconds)
 	}
 	var measured float64
 	for _, us := range s.StepModelledUs[3:] {

@@ -46,12 +46,14 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		began := time.Now()
 		next, modelledUs, err := runStep(bt, seqs, prompt, generated && !prompt, &sv.ops, clock, steps, gather)
 		if err != nil {
 			return nil, err
 		}
 		if o.stepTimes {
 			sv.stepModelledUs = append(sv.stepModelledUs, modelledUs)
+			sv.stepWallUs = append(sv.stepWallUs, float64(time.Since(began).Nanoseconds())/1e3)
 			if steps != nil {
 				sv.stepModes = append(sv.stepModes, steps.mode())
 			}

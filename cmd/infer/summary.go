@@ -42,6 +42,10 @@ type Summary struct {
 	// StepModelledUs is each step's modelled µs (prompt micro-batches and
 	// decode steps), warm-up included (with -step-times).
 	StepModelledUs []float64 `json:"step_modelled_us,omitempty"`
+	// StepWallUs is each of those steps' µs by the wall clock: on real
+	// devices the modelled µs are the sum of the ops' reported durations,
+	// which leaves out the gaps between them.
+	StepWallUs []float64 `json:"step_wall_us,omitempty"`
 	// StepMode names how each step of StepModelledUs ran under -strategy
 	// auto: "prompt", or a decode step's mode as in StepModes.
 	StepMode  []string           `json:"step_mode,omitempty"`
