@@ -11,6 +11,9 @@ import "github.com/adaptsched/adaptsched/adaptive"
 // queued (copyToDevice), else made at once. Only with weight caches
 // (Executor.weighs).
 func (e *Executor) copyWanted(ts []*Tensor, queued bool) {
+	if e.wc.held.Load() {
+		return
+	}
 	for _, t := range ts {
 		if !t.weight.Load() {
 			continue

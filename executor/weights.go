@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -28,7 +29,8 @@ type weightCache struct {
 	pinned [adaptive.MaxBackends]int64
 	budget [adaptive.MaxBackends]int64 // < 0: no budget
 	rule   [adaptive.MaxBackends]*weightcache.Cache
-	evict  []int // the last admission's victims
+	evict  []int       // the last admission's victims
+	held   atomic.Bool // HoldWeights: the caches keep what they hold
 }
 
 // weightUse is a weight's cache identity (Tensor, under the cache's lock).
@@ -215,6 +217,9 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float
 // cannot be freed now (queued work still uses it, or another op holds
 // it), t is not kept and the rule is told the victim stayed.
 func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
+	if e.wc.held.Load() && e.wc.budget[a] >= 0 {
+		return false
+	}
 	return e.admit(t, a, skip, true, 0)
 }
 
@@ -318,6 +323,16 @@ func (e *Executor) unregisterWeight(t *Tensor, held adaptive.Mask) {
 	}
 	e.wc.mu.Unlock()
 }
+
+// HoldWeights holds the weight caches (hold true) or lets them trade
+// again. While held, each cache keeps what it holds: no weight is copied
+// in for its own sake, and a copy an op makes is staged for that op and
+// dropped, as one the rule refuses. Uses still count toward the weights'
+// worth. A caller whose steps run each op where its weights live (the
+// llamacpp rule) holds them, so that those steps place their ops on one
+// set of copies instead of trading copies under them
+// (TestHoldWeightsKeepsCopies).
+func (e *Executor) HoldWeights(hold bool) { e.wc.held.Store(hold) }
 
 // WeightBytes returns the bytes of weight copies the Executor holds on
 // each backend (Config.Backends order).
@@ -443,6 +458,9 @@ func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adap
 // want for its own sake (ownSake; t.mu held). A copy that cannot be made
 // gives its room back: the op does not need it.
 func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor) {
+	if e.wc.held.Load() {
+		return
+	}
 	in := e.ownSake(t, d, ts)
 	for b := range e.bes {
 		if !in.Has(b) {
@@ -457,6 +475,9 @@ func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor)
 // copyForOwnSakeSync is copyForOwnSake in the synchronous path, after the
 // op: each wanted copy made at once.
 func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
+	if e.wc.held.Load() {
+		return
+	}
 	for _, t := range ts {
 		if !t.weight.Load() {
 			continue

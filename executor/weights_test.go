@@ -251,6 +251,93 @@ func TestWeightCacheEvicts(t *testing.T) {
 	}
 }
 
+// TestHoldWeightsKeepsCopies: while the caches are held, a weight used 40
+// times on the GPU (GPU-first) is staged for each op and never kept, the
+// two weights cached before stay and nothing is evicted; a weight read on
+// the CPU is not copied in for its own sake either. Released, the same
+// uses keep the weight, as TestWeightCacheEvicts and TestWeightOwnSake
+// show unheld. Queued and synchronous.
+func TestHoldWeightsKeepsCopies(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 4, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
+		var ws []backends.Buffer
+		for _, w := range m.ws {
+			b := alloc(t, e, w)
+			if err := e.MarkWeight(b); err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, b)
+		}
+		xs := kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim))
+		x := alloc(t, e, xs)
+		out := alloc(t, e, make([]byte, 4*dim))
+		got := make([]byte, 4*dim)
+		use := func(l, n int) {
+			for range n {
+				if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[l]}, out); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+		}
+		use(0, 3)
+		use(1, 3)
+		onGPU := func(l int) bool { return ws[l].(*executor.Tensor).Valid().Has(1) }
+		if !onGPU(0) || !onGPU(1) {
+			t.Fatalf("sync=%v: the first two weights fit and were not both kept", sync)
+		}
+		e.HoldWeights(true)
+		ev := e.Stats().Evictions
+		use(2, 40)
+		if onGPU(2) || !onGPU(0) || !onGPU(1) {
+			t.Errorf("sync=%v: held, the GPU holds weights 0, 1, 2: %v %v %v; want 0 and 1", sync, onGPU(0), onGPU(1), onGPU(2))
+		}
+		if n := e.Stats().Evictions - ev; n != 0 {
+			t.Errorf("sync=%v: %d evictions while held", sync, n)
+		}
+		if got := e.WeightBytes()[1]; got != 2*wsize {
+			t.Errorf("sync=%v: held, %d weight bytes on the GPU, want %d", sync, got, 2*wsize)
+		}
+		if _, err := e.Read(got, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := m.want(t, 1, xs, []int{2}); string(got) != string(want) {
+			t.Errorf("sync=%v: held, the staged weight's op computed a wrong result", sync)
+		}
+		e.HoldWeights(false)
+		use(2, 40)
+		if !onGPU(2) {
+			t.Errorf("sync=%v: released, a weight used 40 more times was never kept", sync)
+		}
+	}
+	// Copies for a weight's own sake: the CPU runs every op.
+	m = newWeightModel(rand.New(rand.NewPCG(6, 1)), 1, 128)
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.Only("cpu"), Synchronous: sync,
+			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
+		w := alloc(t, e, m.ws[0])
+		if err := e.MarkWeight(w); err != nil {
+			t.Fatal(err)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 2)), 256*128)))
+		out := alloc(t, e, make([]byte, 4*256*128))
+		e.HoldWeights(true)
+		for range 64 {
+			if _, err := e.Submit(m.spec(256), []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if w.(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: held, a weight read on the CPU was copied to the GPU for its own sake", sync)
+		}
+	}
+}
+
 // TestWeightNotStale writes a cached (preloaded, or pinned) weight's
 // host copy and checks that the GPU's next op reads the new value,
 // queued and synchronous.

@@ -328,7 +328,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	// before the fleet's node and the store close.
 	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
-	steps.attach(e.Scheduler())
+	steps.attach(e.Scheduler(), e)
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err

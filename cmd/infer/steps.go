@@ -42,6 +42,7 @@ type stepPlacer struct {
 	modes     *bandit.Modes // nil until the modes are known
 	table     []stepMode    // mode k is table[k]
 	home      *llamaCPP     // the weights' home; nil without -gpu-mem
+	weights   weightHolder  // the Executor, whose weight caches home steps hold
 	seed      uint64
 	gathered  bool         // steps placed before they run are gathered (stepGather): faster than the learner's
 	cur       atomic.Int32 // the running step's mode; counting while learning
@@ -132,10 +133,15 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 	return p
 }
 
+// weightHolder holds the Executor's weight caches (executor.HoldWeights).
+type weightHolder interface{ HoldWeights(hold bool) }
+
 // attach gives p the Scheduler whose posteriors predict whole steps, and
-// its backends' names (nil p: nothing to do).
-func (p *stepPlacer) attach(s *adaptive.Scheduler) {
+// its backends' names, and the Executor whose weight caches the home
+// mode holds (nil p: nothing to do).
+func (p *stepPlacer) attach(s *adaptive.Scheduler, w weightHolder) {
 	if p != nil {
+		p.weights = w
 		p.telemetry, p.transfer, p.names = s.Telemetry, s.PredictTransfer, s.Backends()
 		p.copyUs = make([]float64, len(p.names))
 	}
@@ -248,6 +254,7 @@ func (p *stepPlacer) SawLearned(b adaptive.BucketID, backend int) {
 func (p *stepPlacer) prompt() error {
 	p.prompting.Store(true)
 	p.recording.Store(false)
+	p.holdWeights(false)
 	if p.modes == nil {
 		return nil
 	}
@@ -273,6 +280,18 @@ func (p *stepPlacer) begin() {
 	}
 	p.recording.Store(k <= 0)
 	p.cur.Store(int32(k))
+	p.holdWeights(k > 0 && p.table[k].kind == homeMode)
+}
+
+// holdWeights holds the weight caches for a home step, whose ops run
+// where the weights are: trading copies under it (about 15 evictions a
+// home step, simulated, at -gpu-mem 50%) moved its ops between devices,
+// 10.5–13 ms a step on an H100 where held ones take 5.5–7.6
+// (TestHomeStepsHoldWeights, BENCHMARKS.md).
+func (p *stepPlacer) holdWeights(hold bool) {
+	if p.weights != nil {
+		p.weights.HoldWeights(hold)
+	}
 }
 
 // end records that the decode step begun last took us µs; while the
