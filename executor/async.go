@@ -142,6 +142,9 @@ func (e *Executor) placeInputs(r *rec, ts []*Tensor, o *Tensor, a int) error {
 		weight := t.weight.Load()
 		if weight {
 			e.touchWeight(t)
+			if t.copies[a] != nil {
+				e.hitWeight(t, a, 0)
+			}
 			e.copyForOwnSake(t, &r.d, ts)
 		}
 		if t.unwritten() {

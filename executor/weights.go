@@ -324,11 +324,27 @@ func (e *Executor) unregisterWeight(t *Tensor, held adaptive.Mask) {
 	e.wc.mu.Unlock()
 }
 
+// hitWeight counts a use of weight t, held on backend a, in a's cache (t.mu
+// held): saving savedUs there, 0 for its copy's time (a use on a). Every
+// use counts where the weight is held, as where it is not: counted only
+// where it was not, a held weight's worth decayed while the others' grew,
+// and the cache traded them in turn (TestWeightHitsCount).
+func (e *Executor) hitWeight(t *Tensor, a int, savedUs float64) {
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	r := e.wc.rule[a]
+	if r == nil || t.wuse.pin.Has(a) || !r.Resident(t.wuse.id) {
+		return
+	}
+	copyUs := max(e.s.PredictTransfer(e.s.BackendName(a), true, t.size), 1e-3)
+	_, _ = r.Use(weightcache.Weight{ID: t.wuse.id, Bytes: t.size, CopyUs: copyUs, SavedUs: savedUs}, e.step(), true)
+}
+
 // HoldWeights holds the weight caches (hold true) or lets them trade
 // again. While held, each cache keeps what it holds: no weight is copied
 // in for its own sake, and a copy an op makes is staged for that op and
-// dropped, as one the rule refuses. Uses still count toward the weights'
-// worth. A caller whose steps run each op where its weights live (the
+// dropped, as one the rule refuses; the uses of the copies it holds still
+// count. A caller whose steps run each op where its weights live (the
 // llamacpp rule) holds them, so that those steps place their ops on one
 // set of copies instead of trading copies under them
 // (TestHoldWeightsKeepsCopies).
@@ -396,6 +412,9 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e.touchWeight(t)
+	if t.copies[a] != nil {
+		e.hitWeight(t, a, 0)
+	}
 	if t.freed || t.valid.Has(a) || e.alias.Has(a) || t.valid&adaptive.Host == 0 {
 		return nil, 0, nil
 	}
@@ -438,14 +457,19 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 // returns the backends that admitted it: the caller copies it in.
 func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adaptive.Mask {
 	var in adaptive.Mask
+	held := e.wc.held.Load()
 	for b := range e.bes {
-		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || t.copies[b] != nil || !(d.Estimates[b] > 0) {
+		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || !(d.Estimates[b] > 0) || (held && t.copies[b] == nil) {
 			continue
 		}
 		copyUs := e.s.PredictTransfer(e.s.BackendName(b), true, t.size)
 		saved := d.Estimates[d.Backend] - (d.Estimates[b] - copyUs)
 		if !(saved > 0) {
 			saved = 1e-9 // nothing saved: the use counts, no copy is wanted
+		}
+		if t.copies[b] != nil {
+			e.hitWeight(t, b, saved)
+			continue
 		}
 		if e.admit(t, b, skip, false, saved) {
 			in |= adaptive.Backend(b)
@@ -458,9 +482,6 @@ func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adap
 // want for its own sake (ownSake; t.mu held). A copy that cannot be made
 // gives its room back: the op does not need it.
 func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor) {
-	if e.wc.held.Load() {
-		return
-	}
 	in := e.ownSake(t, d, ts)
 	for b := range e.bes {
 		if !in.Has(b) {
@@ -475,9 +496,6 @@ func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor)
 // copyForOwnSakeSync is copyForOwnSake in the synchronous path, after the
 // op: each wanted copy made at once.
 func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
-	if e.wc.held.Load() {
-		return
-	}
 	for _, t := range ts {
 		if !t.weight.Load() {
 			continue

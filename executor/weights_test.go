@@ -130,12 +130,17 @@ func TestWeightBudget(t *testing.T) {
 					ws = append(ws, b)
 				}
 				r := rand.New(rand.NewPCG(5, 5))
-				for step, batch := range []int{33, 90, 1, 1, 7, 1, 90, 1, 7, 1, 1, 33, 1, 1, 90, 1, 1, 7, 1, 1} {
+				batches := []int{33, 90, 1, 1, 7, 1, 90, 1, 7, 1, 1, 33, 1, 1, 90, 1, 1, 7, 1, 1}
+				batches = append(batches, batches[10:]...)
+				batches = append(batches, batches[10:]...)
+				for step, batch := range batches {
 					x := kernels.AsBytes(randF32(r, batch*dim))
 					cur := alloc(t, e, x)
 					var acts []backends.Buffer
 					// Each step uses 4 of the weights, the popular ones
-					// changing halfway (experts of a drifting router).
+					// changing after 10 steps (experts of a drifting
+					// router) for 40 more: the weights held before are
+					// used too, and their uses count (TestWeightHitsCount).
 					used := m.pick(r, 4, step >= 10)
 					for _, l := range used {
 						out, err := e.Alloc(int64(4 * batch * dim))
@@ -247,6 +252,44 @@ func TestWeightCacheEvicts(t *testing.T) {
 		}
 		if n := e.Stats().Evictions - ev; n > 2 {
 			t.Errorf("sync=%v: %d evictions for two weights taking turns", sync, n)
+		}
+	}
+}
+
+// TestWeightHitsCount: a GPU budget of one weight, which holds A; every
+// op runs on the GPU, reading A and B in turn, so B is copied for each
+// of its ops. Each use counts where the weight is held as where it is
+// not: the two are worth the same and the cache keeps A (at most one
+// eviction in 300 rounds). Counted only where a weight was not held, A's
+// worth decayed while B's grew, B took A's place, then A B's, and so on.
+// Queued and synchronous.
+func TestWeightHitsCount(t *testing.T) {
+	const dim = 64
+	m := newWeightModel(rand.New(rand.NewPCG(8, 1)), 2, dim)
+	for _, sync := range []bool{false, true} {
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
+		a, b := alloc(t, e, m.ws[0]), alloc(t, e, m.ws[1])
+		for _, w := range []backends.Buffer{a, b} {
+			if err := e.MarkWeight(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Preload(a, 1); err != nil {
+			t.Fatal(err)
+		}
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 3)), dim)))
+		out := alloc(t, e, make([]byte, 4*dim))
+		for range 300 {
+			for _, w := range []backends.Buffer{a, b} {
+				if _, err := e.Run(m.spec(1), []backends.Buffer{x, w}, out); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+		}
+		if n := e.Stats().Evictions; n > 1 {
+			t.Errorf("sync=%v: %d evictions in 300 rounds of two weights used alike", sync, n)
 		}
 	}
 }
