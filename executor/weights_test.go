@@ -91,6 +91,20 @@ func (m *weightModel) want(t *testing.T, batch int, x []byte, used []int) []byte
 	return x
 }
 
+// markedWeights allocates each of ws on e and marks it a weight.
+func markedWeights(t *testing.T, e *executor.Executor, ws [][]byte) []backends.Buffer {
+	t.Helper()
+	var out []backends.Buffer
+	for _, w := range ws {
+		b := alloc(t, e, w)
+		if err := e.MarkWeight(b); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
 // TestWeightBudget runs an infer-like serving mix (prefill micro-batches
 // and decodes of varying batch) over weights kept in host memory with a
 // GPU budget of a third of them, queued and synchronous, placed by the
@@ -199,14 +213,7 @@ func TestWeightCacheEvicts(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
 			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
-		var ws []backends.Buffer
-		for _, w := range m.ws {
-			b := alloc(t, e, w)
-			if err := e.MarkWeight(b); err != nil {
-				t.Fatal(err)
-			}
-			ws = append(ws, b)
-		}
+		ws := markedWeights(t, e, m.ws)
 		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim)))
 		out := alloc(t, e, make([]byte, 4*dim))
 		use := func(l, n int) {
@@ -269,12 +276,8 @@ func TestWeightHitsCount(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
 			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
-		a, b := alloc(t, e, m.ws[0]), alloc(t, e, m.ws[1])
-		for _, w := range []backends.Buffer{a, b} {
-			if err := e.MarkWeight(w); err != nil {
-				t.Fatal(err)
-			}
-		}
+		ws := markedWeights(t, e, m.ws)
+		a, b := ws[0], ws[1]
 		if err := e.Preload(a, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -307,14 +310,7 @@ func TestHoldWeightsKeepsCopies(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
 			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
-		var ws []backends.Buffer
-		for _, w := range m.ws {
-			b := alloc(t, e, w)
-			if err := e.MarkWeight(b); err != nil {
-				t.Fatal(err)
-			}
-			ws = append(ws, b)
-		}
+		ws := markedWeights(t, e, m.ws)
 		xs := kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim))
 		x := alloc(t, e, xs)
 		out := alloc(t, e, make([]byte, 4*dim))
