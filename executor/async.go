@@ -141,10 +141,7 @@ func (e *Executor) placeInputs(r *rec, ts []*Tensor, o *Tensor, a int) error {
 		t.markRead(adaptive.Backend(a))
 		weight := t.weight.Load()
 		if weight {
-			e.touchWeight(t)
-			if t.copies[a] != nil {
-				e.hitWeight(t, a, 0)
-			}
+			e.touchWeight(t, a)
 			e.copyForOwnSake(t, &r.d, ts)
 		}
 		if t.unwritten() {

@@ -165,10 +165,15 @@ func (e *Executor) unreserve(t *Tensor, a int) {
 	e.unregisterWeight(t, adaptive.Backend(a))
 }
 
-// touchWeight counts one use of weight t by an op (t.mu held).
-func (e *Executor) touchWeight(t *Tensor) {
+// touchWeight counts one use of weight t by an op on backend a (t.mu
+// held): a tick of the caches' clock, and a use in a's cache when t is
+// held there (hitLocked).
+func (e *Executor) touchWeight(t *Tensor, a int) {
 	e.wc.mu.Lock()
 	e.wc.tick++
+	if t.copies[a] != nil {
+		e.hitLocked(t, a, 0)
+	}
 	e.wc.mu.Unlock()
 }
 
@@ -332,6 +337,11 @@ func (e *Executor) unregisterWeight(t *Tensor, held adaptive.Mask) {
 func (e *Executor) hitWeight(t *Tensor, a int, savedUs float64) {
 	e.wc.mu.Lock()
 	defer e.wc.mu.Unlock()
+	e.hitLocked(t, a, savedUs)
+}
+
+// hitLocked is hitWeight with wc.mu held.
+func (e *Executor) hitLocked(t *Tensor, a int, savedUs float64) {
 	r := e.wc.rule[a]
 	if r == nil || t.wuse.pin.Has(a) || !r.Resident(t.wuse.id) {
 		return
@@ -411,10 +421,7 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e.touchWeight(t)
-	if t.copies[a] != nil {
-		e.hitWeight(t, a, 0)
-	}
+	e.touchWeight(t, a)
 	if t.freed || t.valid.Has(a) || e.alias.Has(a) || t.valid&adaptive.Host == 0 {
 		return nil, 0, nil
 	}
