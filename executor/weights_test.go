@@ -91,6 +91,13 @@ func (m *weightModel) want(t *testing.T, batch int, x []byte, used []int) []byte
 	return x
 }
 
+// gpuFirstExec returns an Executor over cpu and sim:h100 under
+// GPUPreferred, with a weight budget of budget bytes on the GPU.
+func gpuFirstExec(t *testing.T, sync bool, budget int64) *executor.Executor {
+	return newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+		WeightBudget: []int64{-1, budget}}, open(t, "cpu"), open(t, "sim:h100"))
+}
+
 // markedWeights allocates each of ws on e and marks it a weight.
 func markedWeights(t *testing.T, e *executor.Executor, ws [][]byte) []backends.Buffer {
 	t.Helper()
@@ -211,8 +218,7 @@ func TestWeightCacheEvicts(t *testing.T) {
 	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 4, dim)
 	wsize := int64(len(m.ws[0]))
 	for _, sync := range []bool{false, true} {
-		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
-			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
+		e := gpuFirstExec(t, sync, 2*wsize)
 		ws := markedWeights(t, e, m.ws)
 		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim)))
 		out := alloc(t, e, make([]byte, 4*dim))
@@ -274,8 +280,7 @@ func TestWeightHitsCount(t *testing.T) {
 	const dim = 64
 	m := newWeightModel(rand.New(rand.NewPCG(8, 1)), 2, dim)
 	for _, sync := range []bool{false, true} {
-		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
-			WeightBudget: []int64{-1, int64(len(m.ws[0]))}}, open(t, "cpu"), open(t, "sim:h100"))
+		e := gpuFirstExec(t, sync, int64(len(m.ws[0])))
 		ws := markedWeights(t, e, m.ws)
 		a, b := ws[0], ws[1]
 		if err := e.Preload(a, 1); err != nil {
@@ -308,8 +313,7 @@ func TestHoldWeightsKeepsCopies(t *testing.T) {
 	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 4, dim)
 	wsize := int64(len(m.ws[0]))
 	for _, sync := range []bool{false, true} {
-		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
-			WeightBudget: []int64{-1, 2 * wsize}}, open(t, "cpu"), open(t, "sim:h100"))
+		e := gpuFirstExec(t, sync, 2*wsize)
 		ws := markedWeights(t, e, m.ws)
 		xs := kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim))
 		x := alloc(t, e, xs)
