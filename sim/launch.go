@@ -26,14 +26,18 @@ type launchCost struct{ issue, gap, sync, gather, gatherLaunch float64 }
 //     per op, 5–6 µs over the queued run: the gap and the op's own time,
 //     which the synchronous model already charges after the issue: the
 //     wait itself adds nothing measurable.
-//   - gatherLaunch 7.9: a gathering's launch, two event records (1.7 µs
-//     each, BenchmarkGPUCalls) and a graph launch, taken as a kernel
-//     launch's 4.5 µs (the graph launch itself was not timed apart).
-//   - gather 7.36: the same decode with each step gathered and replayed
-//     as CUDA graphs in segments of at most 32 kernels: 636.5 tokens/s,
-//     1.571 ms a step of 206 ops and 7 launches, (1,571 − 7 × 7.9) / 206
-//     µs an op. An upper bound: the step's wall time, of which the
-//     graphs' device time (1.164 ms) overlaps all but the last segment.
+//   - gather 4.0 and gatherLaunch 20: a CPU profile of that decode on
+//     an H100 80GB (driver 580.159.04; bench/gpu-device.sh's host
+//     profile: 999 gathered steps of 207 ops, 11,985 launches), where the
+//     host's decode steps took 1.07 s of CPU, 0.24 s of it in the
+//     launches: (1.07 − 0.24) s / 206,793 ops is 4.0 µs an op, 0.24 s /
+//     11,985 launches 20 µs a launch (graph arguments updated, the graph
+//     launched, two events recorded). With them this model gives that
+//     decode at batch 1, 128 tokens, 696.5 tokens/s under the segments of
+//     backends.SegmentLimit, where the H100 ran 680–750 (median 713.5).
+//     The figures before, 7.36 and 7.9, were the H200's wall time per op
+//     (an upper bound, the device's time inside it) and a launch priced
+//     as a kernel's, and gave 575.
 //   - the device's gap under a graph is kept at 5: the graphs' device
 //     time averaged 5.65 µs a kernel, the work included, as the gap and
 //     work the model already charges.
@@ -57,7 +61,7 @@ type launchCost struct{ issue, gap, sync, gather, gatherLaunch float64 }
 //   - sync 0: the fan-out's measured round trip already holds the
 //     hand-back the host waits for.
 var launchCosts = map[string]launchCost{
-	"h100":      {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
+	"h100":      {issue: 12.6, gap: 5, sync: 0, gather: 4.0, gatherLaunch: 20},
 	"mi300x":    {issue: 6, gap: 5, sync: 10},
 	"mi250":     {issue: 6, gap: 5, sync: 10},
 	"rx7900xtx": {issue: 6, gap: 5, sync: 10},
@@ -65,9 +69,9 @@ var launchCosts = map[string]launchCost{
 	"igpu":      {issue: 6, gap: 5, sync: 10},
 	"cpu2":      {issue: 0.44, gap: 2, sync: 0},
 	"cpu64":     {issue: 0.44, gap: 8, sync: 0},
-	"pcie3x8":   {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
-	"pcie4x16":  {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
-	"pcie5x16":  {issue: 12.6, gap: 5, sync: 0, gather: 7.36, gatherLaunch: 7.9},
+	"pcie3x8":   {issue: 12.6, gap: 5, sync: 0, gather: 4.0, gatherLaunch: 20},
+	"pcie4x16":  {issue: 12.6, gap: 5, sync: 0, gather: 4.0, gatherLaunch: 20},
+	"pcie5x16":  {issue: 12.6, gap: 5, sync: 0, gather: 4.0, gatherLaunch: 20},
 	"desktop16": {issue: 0.44, gap: 4, sync: 0},
 }
 
