@@ -1,6 +1,10 @@
 package backends
 
-import "github.com/adaptsched/adaptsched/kernels"
+import (
+	"math"
+
+	"github.com/adaptsched/adaptsched/kernels"
+)
 
 // Event is the completion of one piece of queued work (a kernel or a copy).
 // It is safe for concurrent use.
@@ -100,4 +104,93 @@ func SegmentLimit(n, done, last int) int {
 		l = min(l, max(segmentFirst, left/2))
 	}
 	return l
+}
+
+// SegmentPlanner sizes the segments of a Recorder's gatherings from what
+// each costs: hostUs, the host's time to gather one op; deviceUs, the
+// device's time per gathered op; launchUs, the host's time per launch.
+// Where the device is slower per op than the host (a GPU of a few µs a
+// kernel beside an Executor of a few µs an op: an H100 at batch 1,
+// BENCHMARKS.md), SegmentLimit's doubling first segments leave it idle
+// while the host gathers twice what it just ran, about 100 µs a step in
+// the simulator calibrated on the H100's profile; planned, a segment is
+// launched when the device would otherwise run dry before the host could
+// launch more, once it holds enough ops to pay for its launch (the host
+// then keeps ahead of the device: n ops cost it n·hostUs + launchUs and
+// the device n·deviceUs). Where the device is no slower than the host,
+// or an estimate is missing, the segments are SegmentLimit's. A plan is
+// kept while the gathering's size and each estimate stay within
+// planSlack of those it was made with, so that a GPU replays the same
+// graphs step after step (sim TestSegmentPlanDecode).
+type SegmentPlanner struct {
+	plan          []int
+	n             int
+	host, dev, la float64
+}
+
+// planSlack is how far an estimate may move before a plan is made anew;
+// planEvidence, how many gathered ops the estimates must come from.
+const (
+	planSlack    = 0.2
+	planEvidence = 1024
+)
+
+// Plan sets the plan for a gathering of n ops (the previous one's) from
+// the estimates (µs; non-positive or NaN: unknown), measured over
+// evidence gathered ops.
+func (p *SegmentPlanner) Plan(n int, hostUs, deviceUs, launchUs float64, evidence int64) {
+	if evidence < planEvidence {
+		hostUs = 0 // unknown
+	}
+	if p.plan != nil && n == p.n && near(hostUs, p.host) && near(deviceUs, p.dev) && near(launchUs, p.la) {
+		return
+	}
+	p.plan, p.n, p.host, p.dev, p.la = planSegments(n, hostUs, deviceUs, launchUs), n, hostUs, deviceUs, launchUs
+}
+
+// near reports whether x is within planSlack of y.
+func near(x, y float64) bool { return math.Abs(x-y) <= planSlack*math.Abs(y) }
+
+// Limit is the size of the gathering's k-th segment: the plan's (past
+// it, what is left goes at Flush, or in segments of segmentMax where the
+// gathering outgrows the plan), else SegmentLimit(k, done, last).
+func (p *SegmentPlanner) Limit(k, done, last int) int {
+	switch {
+	case k < len(p.plan):
+		return p.plan[k]
+	case p.plan != nil:
+		return segmentMax
+	}
+	return SegmentLimit(k, done, last)
+}
+
+// planSegments returns the sizes of the segments launched before the
+// last (which Flush launches) of a gathering of n ops, nil where the
+// device is no slower per op than the host or an estimate is unknown: it
+// follows the host's and the device's clocks op by op and launches what
+// is gathered when it holds at least launchUs/(deviceUs − hostUs) ops
+// (fewer fall behind the device), and segmentFirst (a step of n ops
+// keeps at most n/segmentFirst graphs), and the device would be idle by
+// the time the host gathered another op and launched; else at twice the
+// last segment, to at most segmentMax, so that a device with work
+// queued gets it in fewer launches.
+func planSegments(n int, hostUs, deviceUs, launchUs float64) []int {
+	if !(n > 1 && hostUs > 0 && deviceUs > hostUs && launchUs >= 0) {
+		return nil
+	}
+	least := min(segmentMax, max(segmentFirst, int(math.Ceil(launchUs/(deviceUs-hostUs)))))
+	var plan []int
+	host, free, pending, next := 0.0, 0.0, 0, segmentMax
+	for range n - 1 {
+		host += hostUs
+		pending++
+		if pending >= next || pending >= least && free <= host+hostUs+launchUs {
+			host += launchUs
+			free = max(free, host) + float64(pending)*deviceUs
+			plan = append(plan, pending)
+			next = min(segmentMax, 2*pending)
+			pending = 0
+		}
+	}
+	return plan
 }

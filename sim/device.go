@@ -68,7 +68,13 @@ type Device struct {
 	// segments and gatheredSince count the gatherings and ops launched
 	// since Record, lastGathering the ops of the last Record to Flush.
 	segments, gatheredSince, lastGathering int
-	launching                              sync.Mutex // held while a gathering is placed
+	// gatheredUs and gatheredN are the device time and count of the ops
+	// gathered so far, whose mean, with the profile's host costs, plans
+	// the segments (backends.SegmentPlanner).
+	gatheredUs float64
+	gatheredN  int
+	planner    backends.SegmentPlanner
+	launching  sync.Mutex // held while a gathering is placed
 }
 
 var _ backends.Backend = (*Device)(nil)

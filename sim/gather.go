@@ -4,9 +4,10 @@ package sim
 // and Flush, under the Async model, an op on a GPU costs the host
 // GatherIssueUs instead of IssueUs, and each launch of what it gathered
 // GatherLaunchUs. A gathered op is not on the device yet: it is placed on
-// its lane when its gathering is launched (in segments of
-// backends.SegmentLimit, at Flush, or when the host waits for it or
-// queues a copy), the device starting no earlier than the launch. CPUs
+// its lane when its gathering is launched (in segments that
+// backends.SegmentPlanner sizes from the profile's host costs and the
+// gathered ops' mean duration, at Flush, or when the host waits for it
+// or queues a copy), the device starting no earlier than the launch. CPUs
 // and the other models do not gather: Record and Flush are no-ops there.
 
 import (
@@ -49,6 +50,11 @@ func (d *Device) Record() error {
 		d.gather = &gathering{placed: make(chan struct{})}
 	}
 	d.segments, d.gatheredSince = 0, 0
+	devUs := 0.0
+	if d.gatheredN > 0 {
+		devUs = d.gatheredUs / float64(d.gatheredN)
+	}
+	d.planner.Plan(d.lastGathering, d.prof.GatherIssueUs, devUs, d.prof.GatherLaunchUs, int64(d.gatheredN))
 	d.mu.Unlock()
 	return nil
 }
@@ -78,7 +84,9 @@ func (d *Device) gatherWork(l int, afterUs, us float64) *work {
 	w := &work{tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
 		gathered: &gathered{dev: d, g: g, lane: l, afterUs: afterUs, durUs: us}}
 	g.ops = append(g.ops, w)
-	full := len(g.ops) >= backends.SegmentLimit(d.segments, d.gatheredSince, d.lastGathering)
+	d.gatheredUs += us
+	d.gatheredN++
+	full := len(g.ops) >= d.planner.Limit(d.segments, d.gatheredSince, d.lastGathering)
 	d.mu.Unlock()
 	if full {
 		d.launchGathered(true)

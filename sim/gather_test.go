@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -77,4 +78,89 @@ func mustProfile(t *testing.T, name string) *Profile {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestSegmentPlanDecode: on the h100 profile, whose host gathers an op
+// in 4 µs and whose device takes at least 5 (its gap), a decode-like step
+// of 200 small ops is launched in planned segments once the gathered ops
+// have measured the device (backends.SegmentPlanner's evidence), the
+// same plan step after step, and the steps then end sooner than under
+// SegmentLimit's doubling first segments, which leave the device idle.
+func TestSegmentPlanDecode(t *testing.T) {
+	const ops, steps = 200, 16
+	s := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1024}, {1024}}}
+	tl := NewTimeline(Async)
+	d, err := Open("h100", DefaultOptions().WithTimeline(tl).WithSkipCompute(true).WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, _ := d.Alloc(4096)
+	stepUs := make([]float64, steps)
+	var plans [][]int
+	for step := range steps {
+		before := tl.Stats().MakespanUs
+		if err := d.Record(); err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for i := range ops {
+			segs := d.segments
+			if _, err := d.RunAsync(s, []backends.Buffer{buf, buf}, buf, nil); err != nil {
+				t.Fatal(err)
+			}
+			if d.segments > segs {
+				sizes = append(sizes, i+1-sum(sizes))
+			}
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		stepUs[step] = tl.Stats().MakespanUs - before
+		plans = append(plans, sizes)
+	}
+	old := backends.SegmentPlanner{}
+	var want []int
+	for k, done := 0, 0; done < ops; k++ {
+		n := min(ops-done, old.Limit(k, done, ops))
+		if done+n < ops {
+			want = append(want, n)
+		}
+		done += n
+	}
+	if got := plans[2]; !slices.Equal(got, want) {
+		t.Fatalf("step 2, before the evidence: segments %v, want SegmentLimit's %v", got, want)
+	}
+	last := plans[steps-1]
+	if slices.Equal(last, want) {
+		t.Fatalf("the last step launched SegmentLimit's segments %v", last)
+	}
+	for step := steps - 4; step < steps; step++ {
+		if !slices.Equal(plans[step], last) {
+			t.Errorf("step %d: segments %v, the last step's %v: the plan moved", step, plans[step], last)
+		}
+	}
+	planned, limited := mean(stepUs[steps-4:]), mean(stepUs[1:4])
+	if !(planned < 0.97*limited) {
+		t.Errorf("planned steps %.1f µs against %.1f under SegmentLimit: want at least 3%% sooner", planned, limited)
+	}
+	t.Logf("segments %v against %v; steps %.1f µs against %.1f", last, want, planned, limited)
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }

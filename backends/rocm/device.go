@@ -64,6 +64,8 @@ type Device struct {
 	lastGathering      int                        // kernels of the last gathering, Record to Flush
 	spareKernels       kernelList                 // the last gathering's storage, for the next Record
 	graphStats         GraphStats
+	costs              gatherCosts             // what gathering has cost, for the planner
+	planner            backends.SegmentPlanner // the sizes of a gathering's segments
 
 	pool *pool
 }

@@ -5,7 +5,8 @@ package rocm
 // Gathering (backends.Recorder): between Record and Flush, RunAsync does
 // not launch an op's kernels but appends them to a kernel list, with no
 // events of their own. The list is launched in segments as it grows
-// (backends.SegmentLimit), at Flush, or earlier when something needs its
+// (backends.SegmentPlanner, from what gathering has cost so far:
+// gatherCosts), at Flush, or earlier when something needs its
 // work on the device: a wait for one of its ops, a copy or a library call
 // queued meanwhile, Sync, Close. Each segment of a step runs as a graph
 // of kernel nodes in a chain when the runtime has graphs: the segment's
@@ -20,6 +21,7 @@ package rocm
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
 )
@@ -88,8 +90,37 @@ func (d *Device) Record() error {
 			d.spareKernels = kernelList{}
 		}
 		d.segment, d.gatheredSince = 0, 0
+		host, dev, launch := d.costs.estimates()
+		d.planner.Plan(d.lastGathering, host, dev, launch, min(d.costs.hostKernels, d.costs.deviceKernels))
+		d.costs.recordAt, d.costs.launchesNs = time.Now(), 0
 		return nil
 	})
+}
+
+// gatherCosts are what gathering has cost so far, by the host's clock
+// and the gatherings' events: the host's time from Record to Flush less
+// its launches, over the kernels gathered; a launch's host time; the
+// device's time per kernel gathered. Their means plan the segments
+// (backends.SegmentPlanner): over the whole run, so that a plan, and
+// the graphs replayed for its segments, stay the same step after step.
+type gatherCosts struct {
+	recordAt                time.Time // this gathering's Record
+	launchesNs              int64     // this gathering's launches so far
+	hostNs, hostKernels     int64
+	launchNs, launches      int64
+	deviceNs, deviceKernels int64
+}
+
+// estimates returns the means, µs (0: none yet): the host's per kernel
+// gathered, a launch's, the device's per kernel.
+func (c *gatherCosts) estimates() (host, device, launch float64) {
+	mean := func(ns, n int64) float64 {
+		if n <= 0 {
+			return 0
+		}
+		return float64(ns) / float64(n) / 1e3
+	}
+	return mean(c.hostNs, c.hostKernels), mean(c.deviceNs, c.deviceKernels), mean(c.launchNs, c.launches)
 }
 
 // Flush implements backends.Recorder: it launches what was gathered and
@@ -100,7 +131,12 @@ func (d *Device) Flush() error {
 		err := d.launchGathered()
 		if d.gatheredSince > 0 {
 			d.lastGathering = d.gatheredSince
+			if !d.costs.recordAt.IsZero() {
+				d.costs.hostNs += int64(time.Since(d.costs.recordAt)) - d.costs.launchesNs
+				d.costs.hostKernels += int64(d.gatheredSince)
+			}
 		}
+		d.costs.recordAt = time.Time{}
 		if d.gather != nil {
 			d.spareKernels = d.gather.k.reset()
 		}
@@ -136,14 +172,15 @@ func (d *Device) gatherOp(op string, l *launch, fn uintptr, bufs []*buffer, afte
 	g.k.args = l.slots(g.k.args, bufs)
 	g.k.off = append(g.k.off, int32(len(g.k.args)))
 	e := &event{d: d, op: op, stream: d.stream, gathered: g.launched}
+	limit := d.planner.Limit(d.segment, d.gatheredSince, d.lastGathering)
 	if g.ops == nil { // room for the segment: its launch keeps the list
-		g.ops = make([]*event, 0, backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering))
+		g.ops = make([]*event, 0, limit)
 	}
 	g.ops = append(g.ops, e)
 	for _, b := range bufs {
 		b.last = e
 	}
-	if g.k.len() >= backends.SegmentLimit(d.segment, d.gatheredSince, d.lastGathering) {
+	if g.k.len() >= limit {
 		// A launch failure fails the gathered ops, e among them: their
 		// Waits report it.
 		_ = d.launchGathered()
@@ -162,6 +199,7 @@ func (d *Device) launchGathered() error {
 	if err := d.bind(); err != nil {
 		return err
 	}
+	began := time.Now()
 	// The next gathering reuses the kernel list, which nothing reads
 	// once launched (a graph keeps copies).
 	d.gather = &gathering{launched: make(chan struct{}), k: g.k.reset()}
@@ -184,10 +222,14 @@ func (d *Device) launchGathered() error {
 		}
 		return err
 	}
-	whole.members = g.ops
+	whole.members, whole.kernels = g.ops, n
 	for _, e := range g.ops {
 		e.whole = whole
 	}
+	ns := int64(time.Since(began))
+	d.costs.launchNs += ns
+	d.costs.launches++
+	d.costs.launchesNs += ns
 	d.graphStats.Launches++
 	d.graphStats.Kernels += int64(n)
 	d.segment++

@@ -298,23 +298,52 @@ func TestFakeGatheredClose(t *testing.T) {
 }
 
 // TestFakeGatheredSegments: a long gathering is launched in segments as
-// it grows (backends.SegmentLimit), so that the device starts before the
-// step is all gathered; the third step like the last replays each
-// segment's own graph.
+// it grows, so that the device starts before the step is all gathered;
+// the third step like the last replays each segment's own graph. The
+// segments are SegmentLimit's where the host gathers a kernel more slowly
+// than the device runs it, and planned (backends.SegmentPlanner) where
+// the device is the slower: measured costs (gatherCosts) preset with
+// the weight of a million kernels, so that what this test's steps add
+// does not move the plan.
 func TestFakeGatheredSegments(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		host, device, launch float64 // µs
+		planned              bool
+	}{
+		{"host-bound", 8, 5, 20, false},
+		{"device-bound", 4, 6, 20, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkGatheredSegments(t, c.host, c.device, c.launch, c.planned) })
+	}
+}
+
+func checkGatheredSegments(t *testing.T, hostUs, deviceUs, launchUs float64, planned bool) {
 	d := openFake(t, fakeOptions(t, "blas"))
+	const weight = 1_000_000
+	d.costs = gatherCosts{hostNs: int64(hostUs * 1e3 * weight), hostKernels: weight, launchNs: int64(launchUs * 1e3 * weight), launches: weight,
+		deviceNs: int64(deviceUs * 1e3 * weight), deviceKernels: weight}
 	const ops = 40
 	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
 	x, _ := d.Alloc(16)
 	y, _ := d.Alloc(16)
 	bufs := [2]backends.Buffer{x, y}
-	segments := func(last int) int {
-		n, done := 0, 0
-		for done < ops {
-			done += min(ops-done, backends.SegmentLimit(n, done, last))
-			n++
+	var p backends.SegmentPlanner
+	sizes := func(last int, limit func(n, done, last int) int) []int {
+		var out []int
+		for done := 0; done < ops; {
+			out = append(out, min(ops-done, limit(len(out), done, last)))
+			done += out[len(out)-1]
 		}
-		return n
+		return out
+	}
+	segments := func(last int) int {
+		p.Plan(last, hostUs, deviceUs, launchUs, weight)
+		return len(sizes(last, p.Limit))
+	}
+	segments(ops)
+	if got, old := sizes(ops, p.Limit), sizes(ops, backends.SegmentLimit); planned == slices.Equal(got, old) {
+		t.Fatalf("segments %v against SegmentLimit's %v: want planned %v", got, old, planned)
 	}
 	for step := range 4 {
 		before := d.Graphs()

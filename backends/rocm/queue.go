@@ -44,6 +44,7 @@ type event struct {
 	gathered chan struct{}
 	whole    *event
 	members  []*event
+	kernels  int // a gathering's work event: the kernels it launched
 }
 
 // Done implements backends.Event: it queries the end event (without
@@ -188,6 +189,8 @@ func (d *Device) retire(e *event, call fn, code int) {
 	}
 	if e.members != nil && err == nil {
 		d.graphStats.DeviceNs += int64(e.timing.Duration)
+		d.costs.deviceNs += int64(e.timing.Duration)
+		d.costs.deviceKernels += int64(e.kernels)
 	}
 	for _, m := range e.members {
 		d.releaseFreed(m)
