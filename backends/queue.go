@@ -132,7 +132,7 @@ type SegmentPlanner struct {
 // planEvidence, how many gathered ops the estimates must come from.
 const (
 	planSlack    = 0.2
-	planEvidence = 1024
+	planEvidence = 256
 )
 
 // Plan sets the plan for a gathering of n ops (the previous one's) from
