@@ -92,23 +92,46 @@ func (d *Device) Record() error {
 		d.segment, d.gatheredSince = 0, 0
 		host, dev, launch := d.costs.estimates()
 		d.planner.Plan(d.lastGathering, host, dev, launch, min(d.costs.hostKernels, d.costs.deviceKernels))
-		d.costs.recordAt, d.costs.launchesNs = time.Now(), 0
+		d.costs.window = gatherWindow{}
 		return nil
 	})
 }
 
 // gatherCosts are what gathering has cost so far, by the host's clock
-// and the gatherings' events: the host's time from Record to Flush less
-// its launches, over the kernels gathered; a launch's host time; the
-// device's time per kernel gathered. Their means plan the segments
+// and the gatherings' events: the host's time from a gathering's first
+// op to its last less the launches between them, over the kernels
+// gathered after the first; a launch's host time; the device's time per
+// kernel gathered. Their means plan the segments
 // (backends.SegmentPlanner): over the whole run, so that a plan, and
 // the graphs replayed for its segments, stay the same step after step.
+// Rule: from the first op to the last, not Record to Flush. Reason: a
+// decode step reads its token before its Flush, and that wait, the whole
+// step's device time, would count as the host's (TestFakeGatherCosts).
 type gatherCosts struct {
-	recordAt                time.Time // this gathering's Record
-	launchesNs              int64     // this gathering's launches so far
+	window                  gatherWindow // this gathering's
 	hostNs, hostKernels     int64
 	launchNs, launches      int64
 	deviceNs, deviceKernels int64
+}
+
+// gatherWindow is a gathering's span so far: its first op's time and
+// kernels gathered then, its last op's, and the launches' host time
+// before each.
+type gatherWindow struct {
+	first, last             time.Time
+	firstKernels, kernels   int
+	firstLaunchNs, launchNs int64 // launches' time before the first op, and before the last
+	launchesNs              int64 // every launch's since Record
+}
+
+// gathered notes an op gathered now, kernels having been gathered since
+// Record with it.
+func (w *gatherWindow) gathered(kernels int) {
+	now := time.Now()
+	if w.first.IsZero() {
+		w.first, w.firstKernels, w.firstLaunchNs = now, kernels, w.launchesNs
+	}
+	w.last, w.kernels, w.launchNs = now, kernels, w.launchesNs
 }
 
 // estimates returns the means, µs (0: none yet): the host's per kernel
@@ -131,12 +154,12 @@ func (d *Device) Flush() error {
 		err := d.launchGathered()
 		if d.gatheredSince > 0 {
 			d.lastGathering = d.gatheredSince
-			if !d.costs.recordAt.IsZero() {
-				d.costs.hostNs += int64(time.Since(d.costs.recordAt)) - d.costs.launchesNs
-				d.costs.hostKernels += int64(d.gatheredSince)
+			if w := &d.costs.window; w.kernels > w.firstKernels {
+				d.costs.hostNs += int64(w.last.Sub(w.first)) - (w.launchNs - w.firstLaunchNs)
+				d.costs.hostKernels += int64(w.kernels - w.firstKernels)
 			}
 		}
-		d.costs.recordAt = time.Time{}
+		d.costs.window = gatherWindow{}
 		if d.gather != nil {
 			d.spareKernels = d.gather.k.reset()
 		}
@@ -180,6 +203,7 @@ func (d *Device) gatherOp(op string, l *launch, fn uintptr, bufs []*buffer, afte
 	for _, b := range bufs {
 		b.last = e
 	}
+	d.costs.window.gathered(d.gatheredSince + g.k.len())
 	if g.k.len() >= limit {
 		// A launch failure fails the gathered ops, e among them: their
 		// Waits report it.
@@ -229,7 +253,7 @@ func (d *Device) launchGathered() error {
 	ns := int64(time.Since(began))
 	d.costs.launchNs += ns
 	d.costs.launches++
-	d.costs.launchesNs += ns
+	d.costs.window.launchesNs += ns
 	d.graphStats.Launches++
 	d.graphStats.Kernels += int64(n)
 	d.segment++

@@ -564,3 +564,38 @@ func TestFakeGatheredFree(t *testing.T) {
 		t.Errorf("live %d bytes after the gathering ran, want %d: the freed buffer's memory was lost", live, liveBefore)
 	}
 }
+
+// TestFakeGatherCosts: the host's time per gathered kernel is measured
+// from a gathering's first op to its last, so that a wait before Flush
+// (a decode step reads its token first) is not counted as the host's,
+// and each segment's device time comes back from its events.
+func TestFakeGatherCosts(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
+	x, _ := d.Alloc(16)
+	y, _ := d.Alloc(16)
+	bufs := [2]backends.Buffer{x, y}
+	const ops, wait = 40, 30 * time.Millisecond
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ops {
+		if _, err := d.RunAsync(sc, bufs[i%2:i%2+1], bufs[1-i%2], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(wait) // the host waiting, as for a step's token
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	host, device, launch := d.costs.estimates()
+	if d.costs.hostKernels != ops-1 || !(host > 0 && host*1e3 < float64(wait.Nanoseconds())/ops/3) {
+		t.Errorf("host %.1f µs a kernel over %d kernels: want the gathering's own, not the wait's %v / %d", host, d.costs.hostKernels, wait, ops)
+	}
+	if d.costs.deviceKernels != ops || !(device > 0) || d.costs.launches == 0 || !(launch > 0) {
+		t.Errorf("device %.1f µs a kernel over %d kernels, %d launches of %.1f µs", device, d.costs.deviceKernels, d.costs.launches, launch)
+	}
+}
