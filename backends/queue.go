@@ -77,15 +77,17 @@ type Deferred interface {
 	Launch() error
 }
 
-// Gathering's segments: a Recorder launches what it has gathered once the
+// Gathering's segments where none are planned (SegmentPlanner): a
+// Recorder launches what it has gathered once the
 // n-th segment since Record holds SegmentLimit(n, done, last) ops, where
 // done were gathered since Record before it and last in the whole of
 // the previous gathering (0 if none). The device then starts on a step's
 // first segment while the host gathers the next instead of idling until
-// the whole step is gathered. A launch costs the host about 10 µs on an
-// H200 (a graph launch and two event records: backends/rocm
-// BenchmarkGPUCalls) and 32 ops take it 200 µs or more to gather, so
-// launches stay a few per cent of its work; the first segments are
+// the whole step is gathered. A launch costs the host 10–20 µs (a graph
+// launch and two event records: backends/rocm BenchmarkGPUCalls on an
+// H200, 20 in the H100's decode profile, sim/launch.go) and 32 ops take
+// it 128 µs or more to gather (4.0 µs an op there), so launches stay a
+// small share of its work; the first segments are
 // smaller (4, 8, 16), so that the device starts early, and so are the
 // last (half of what the previous gathering had left), so that little
 // device work is left when the host has gathered the last op.
