@@ -6,6 +6,7 @@
 #   go test -c -o BIN/rocm.test ./backends/rocm
 #   go test -c -o BIN/infer.test ./cmd/infer   (optional)
 #   go build -o BIN/infer ./cmd/infer
+#   go build -o BIN/infer.base ./cmd/infer   (optional, at an earlier commit)
 #   sh bench/gpu-device.sh BIN OUTDIR [BUDGET_S]
 #
 # It runs the backend's GPU tests (every op against the reference, events,
@@ -22,6 +23,9 @@
 #   of 34 and 2,048 tokens, 4 batches of requests a run;
 #   moe: auto and only:rocm on a mixture of experts (-moe 8,2) at batch 4,
 #   whose experts the CPU and the GPU can run at once.
+# With BIN/infer.base, each round also runs it on decode at batch 1 and
+# 16, only:rocm, right after the same run of BIN/infer (labels ending in
+# " base"): an A/B of two builds in the same minutes.
 # Each infer run's JSON goes to OUTDIR/infer.jsonl with its label; rounds
 # stop starting once BUDGET_S seconds (default 420) have passed (set
 # OFFLOAD_PROMPTS= to skip the offload runs, MOE_BATCHES= the MoE runs),
@@ -60,11 +64,13 @@ echo "== host cost of a queued op, queued chain ($(elapsed) s)"
 timeout 90 "$bin/rocm.test" -test.run '^$' -test.bench 'GPUCalls|GPUQueuedChain|GPUGathered' -test.benchtime 3000x >"$out/gpu-bench.log" 2>&1
 grep -E 'Benchmark|ok|FAIL' "$out/gpu-bench.log"
 
-# run LABEL ARGS...: one infer run, its JSON line labelled.
+# run LABEL ARGS...: one infer run (of $infer, BIN/infer unless set),
+# its JSON line labelled.
+infer=$bin/infer
 run() {
 	label=$1
 	shift
-	line=$(timeout 90 "$bin/infer" -backends cpu,rocm -json "$@" 2>>"$out/infer.log")
+	line=$(timeout 90 "$infer" -backends cpu,rocm -json "$@" 2>>"$out/infer.log")
 	rc=$?
 	echo "{\"label\":\"$label\",\"rc\":$rc,\"run\":${line:-null}}" >>"$out/infer.jsonl"
 	echo "$label rc=$rc $(echo "$line" | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p') tok/s ($(elapsed) s)"
@@ -91,6 +97,11 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 			nograph) run "decode b$b only:rocm -graphs=false" $decode -batch "$b" -strategy only:rocm -graphs=false ;;
 			*) run "decode b$b $st" $decode -batch "$b" -strategy "$st" ;;
 			esac
+			if [ "$st" = only:rocm ] && [ -x "$bin/infer.base" ]; then
+				infer=$bin/infer.base
+				run "decode b$b only:rocm base" $decode -batch "$b" -strategy only:rocm
+				infer=$bin/infer
+			fi
 		done
 	done
 	for p in ${OFFLOAD_PROMPTS-34 2048}; do
