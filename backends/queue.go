@@ -168,7 +168,9 @@ func (p *SegmentPlanner) Limit(k, done, last int) int {
 
 // planSegments returns the sizes of the segments launched before the
 // last (which Flush launches) of a gathering of n ops, nil where the
-// device is no slower per op than the host or an estimate is unknown: it
+// device is no slower per op than the host, an estimate is unknown, or
+// no segment would be launched before the last (SegmentLimit's apply
+// then, as Limit reads a nil plan): it
 // follows the host's and the device's clocks op by op and launches what
 // is gathered when it holds at least launchUs/(deviceUs − hostUs) ops
 // (fewer fall behind the device), and segmentFirst (a step of n ops
