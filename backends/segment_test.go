@@ -1,6 +1,8 @@
 package backends
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -31,14 +33,26 @@ func stepUs(n int, h, d, l float64, limit func(k, done, last int) int) (us float
 	return max(host, free), launches
 }
 
-// TestSegmentPlanDeviceBound: where the device runs an op more slowly
-// than the host gathers one, a planned gathering ends no later than
-// SegmentLimit's, and sooner where SegmentLimit's doubling first
-// segments leave the device idle while the host gathers twice what it
-// just ran (not where the device is so slow that it never runs dry);
-// every planned segment pays for its launch (the host keeps ahead of
-// the device).
-func TestSegmentPlanDeviceBound(t *testing.T) {
+// planned returns limit's sizes for a gathering of n ops: a plan's
+// segments and what is left at Flush.
+func planned(n int, limit func(k, done, last int) int) []int {
+	var sizes []int
+	for done := 0; done < n; {
+		s := min(limit(len(sizes), done, n), n-done)
+		sizes = append(sizes, s)
+		done += s
+	}
+	return sizes
+}
+
+// TestSegmentPlanSooner: a planned gathering ends no later than
+// SegmentLimit's, and sooner both where the device runs an op more
+// slowly than the host gathers one (SegmentLimit's doubling first
+// segments leave it idle while the host gathers twice what it just ran)
+// and where the host is the slower (its last segments of 32 leave the
+// device a tail), but not where the device is so slow that it never runs
+// dry.
+func TestSegmentPlanSooner(t *testing.T) {
 	for _, c := range []struct {
 		h, d, l float64
 		sooner  bool
@@ -47,6 +61,9 @@ func TestSegmentPlanDeviceBound(t *testing.T) {
 		{4, 8, 20, true},
 		{1, 5, 8, false},
 		{4, 4.5, 2, true},
+		{7.36, 5.65, 7.9, true}, // the H200's wall time per op as the host's
+		{4, 4, 20, true},
+		{6, 3, 20, true},
 	} {
 		const n = 207
 		var p SegmentPlanner
@@ -54,41 +71,79 @@ func TestSegmentPlanDeviceBound(t *testing.T) {
 		if p.plan == nil {
 			t.Fatalf("%+v: no plan", c)
 		}
-		planned, pl := stepUs(n, c.h, c.d, c.l, p.Limit)
+		plannedUs, pl := stepUs(n, c.h, c.d, c.l, p.Limit)
 		old, ol := stepUs(n, c.h, c.d, c.l, SegmentLimit)
-		if planned > old || c.sooner && !(planned < old) {
-			t.Errorf("%+v: planned %.1f µs (%d launches), SegmentLimit's %.1f (%d)", c, planned, pl, old, ol)
+		if plannedUs > old || c.sooner && !(plannedUs < old) {
+			t.Errorf("%+v: planned %.1f µs (%d launches), SegmentLimit's %.1f (%d)", c, plannedUs, pl, old, ol)
 		}
-		for k, s := range p.plan {
-			if float64(s)*(c.d-c.h) < c.l || s > segmentMax {
-				t.Errorf("%+v: segment %d of %d ops does not pay for its launch or exceeds %d", c, k, s, segmentMax)
+		for k, s := range planned(n, p.Limit) {
+			if s > segmentMax || s < segmentFirst && k < pl-1 {
+				t.Errorf("%+v: segment %d of %d ops, outside [%d, %d]", c, k, s, segmentFirst, segmentMax)
 			}
 		}
-		t.Logf("%+v: planned %.1f µs in %d launches, SegmentLimit's %.1f in %d", c, planned, pl, old, ol)
+		t.Logf("%+v: planned %.1f µs in %d launches, SegmentLimit's %.1f in %d", c, plannedUs, pl, old, ol)
 	}
 }
 
-// TestSegmentPlanHostBound: where the host is the slower per op, or an
-// estimate is missing or measured over too few ops, the segments are
-// SegmentLimit's.
-func TestSegmentPlanHostBound(t *testing.T) {
+// TestSegmentPlanSoonest: no way to cut a small gathering into segments
+// (of at most segmentMax ops, each but the last of at least
+// segmentFirst) ends sooner than the plan by more than planTie, or as
+// soon in fewer launches:
+// every cut tried, over costs on either side of the device's and the
+// host's time per op.
+func TestSegmentPlanSoonest(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 40 {
+		n := 2 + r.IntN(35)
+		h, d, l := 0.5+8*r.Float64(), 0.5+8*r.Float64(), 30*r.Float64()
+		plan := planSegments(n, h, d, l)
+		limit := func(k, done, last int) int {
+			if k < len(plan) {
+				return plan[k]
+			}
+			return n
+		}
+		us, launches := stepUs(n, h, d, l, limit)
+		bestUs, bestLaunches := math.Inf(1), 0
+		var cuts func(done int, sizes []int)
+		cuts = func(done int, sizes []int) {
+			if done == n {
+				got, k := stepUs(n, h, d, l, func(k, _, _ int) int { return sizes[k] })
+				if got < bestUs || got == bestUs && k < bestLaunches {
+					bestUs, bestLaunches = got, k
+				}
+				return
+			}
+			for s := 1; s <= min(segmentMax, n-done); s++ {
+				if s >= segmentFirst || done+s == n {
+					cuts(done+s, append(sizes, s))
+				}
+			}
+		}
+		cuts(0, nil)
+		if us > bestUs*(1+planTie) || us >= bestUs*(1-1e-9) && launches > bestLaunches {
+			t.Errorf("n %d, h %.2f, d %.2f, l %.2f: planned %v ends at %.3f µs in %d launches, a cut at %.3f in %d",
+				n, h, d, l, plan, us, launches, bestUs, bestLaunches)
+		}
+	}
+}
+
+// TestSegmentPlanUnknown: where an estimate is missing or measured over
+// too few ops, the segments are SegmentLimit's.
+func TestSegmentPlanUnknown(t *testing.T) {
 	for _, c := range []struct {
 		h, d, l  float64
 		evidence int64
 	}{
-		{7.36, 5.65, 7.9, planEvidence}, // the H200's wall time per op as the host's
-		{4, 4, 20, planEvidence},
 		{0, 6, 20, planEvidence},
 		{4, 0, 20, planEvidence},
+		{4, 6, -1, planEvidence},
 		{4, 6, 20, planEvidence - 1},
 	} {
 		var p SegmentPlanner
 		p.Plan(207, c.h, c.d, c.l, c.evidence)
-		for k, done := 0, 0; done < 207; k++ {
-			if got, want := p.Limit(k, done, 207), SegmentLimit(k, done, 207); got != want {
-				t.Fatalf("%+v: segment %d of %d ops, SegmentLimit's %d", c, k, got, want)
-			}
-			done += SegmentLimit(k, done, 207)
+		if got, want := planned(207, p.Limit), planned(207, SegmentLimit); !slices.Equal(got, want) {
+			t.Errorf("%+v: segments %v, SegmentLimit's %v", c, got, want)
 		}
 	}
 }

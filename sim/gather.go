@@ -107,6 +107,14 @@ func (d *Device) launchGathered(more bool) {
 		d.mu.Unlock()
 		return
 	}
+	if len(g.ops) == 0 { // nothing to launch, as rocm's launchGathered: no launch cost
+		if !more {
+			d.gather = nil
+			close(g.placed)
+		}
+		d.mu.Unlock()
+		return
+	}
 	d.gather = nil
 	d.segments++
 	d.gatheredSince += len(g.ops)

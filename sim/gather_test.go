@@ -72,6 +72,39 @@ func TestGatherOnTimeline(t *testing.T) {
 	}
 }
 
+// TestFlushNothingGathered: a Flush after a Wait launched all that was
+// gathered launches nothing and costs the host nothing, as backends/rocm's
+// Flush of an empty gathering (a decode step reads its token before its
+// Flush: the read launches the last segment).
+func TestFlushNothingGathered(t *testing.T) {
+	tl := NewTimeline(Async)
+	d, err := Open("h100", DefaultOptions().WithTimeline(tl).WithSkipCompute(true).WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1024}, {1024}}}
+	buf, _ := d.Alloc(4096)
+	if err := d.Record(); err != nil {
+		t.Fatal(err)
+	}
+	var last backends.Event
+	for range 3 {
+		if last, err = d.RunAsync(s, []backends.Buffer{buf, buf}, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := last.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := mustProfile(t, "h100")
+	if got, want := tl.Stats().IssueUs, 3*p.GatherIssueUs+p.GatherLaunchUs; math.Abs(got-want) > 1e-6 {
+		t.Errorf("host issued %v µs for 3 gathered ops and one launch, want %v", got, want)
+	}
+}
+
 func mustProfile(t *testing.T, name string) *Profile {
 	p, err := LookupProfile(name)
 	if err != nil {

@@ -33,7 +33,7 @@ type launchCost struct{ issue, gap, sync, gather, gatherLaunch float64 }
 //     launches: (1.07 − 0.24) s / 206,793 ops is 4.0 µs an op, 0.24 s /
 //     11,985 launches 20 µs a launch (graph arguments updated, the graph
 //     launched, two events recorded). With them this model gives that
-//     decode at batch 1, 128 tokens, 696.5 tokens/s under the segments of
+//     decode at batch 1, 128 tokens, 706.3 tokens/s under the segments of
 //     backends.SegmentLimit, where the H100 ran 680–750 (median 713.5).
 //     The figures before, 7.36 and 7.9, were the H200's wall time per op
 //     (an upper bound, the device's time inside it) and a launch priced

@@ -300,29 +300,31 @@ func TestFakeGatheredClose(t *testing.T) {
 // TestFakeGatheredSegments: a long gathering is launched in segments as
 // it grows, so that the device starts before the step is all gathered;
 // the third step like the last replays each segment's own graph. The
-// segments are SegmentLimit's where the host gathers a kernel more slowly
-// than the device runs it, and planned (backends.SegmentPlanner) where
-// the device is the slower: measured costs (gatherCosts) preset with
-// the weight of a million kernels, so that what this test's steps add
-// does not move the plan.
+// segments are planned (backends.SegmentPlanner) from measured costs
+// (gatherCosts) preset with the weight of a million kernels, so that what
+// this test's steps add does not move the plan, whether the host gathers
+// a kernel more slowly than the device runs it or the device is the
+// slower; SegmentLimit's before any cost is measured.
 func TestFakeGatheredSegments(t *testing.T) {
 	for _, c := range []struct {
 		name                 string
-		host, device, launch float64 // µs
-		planned              bool
+		host, device, launch float64 // µs; 0: not measured
 	}{
-		{"host-bound", 8, 5, 20, false},
-		{"device-bound", 4, 6, 20, true},
+		{"host-bound", 8, 5, 20},
+		{"device-bound", 4, 6, 20},
+		{"unmeasured", 0, 0, 0},
 	} {
-		t.Run(c.name, func(t *testing.T) { checkGatheredSegments(t, c.host, c.device, c.launch, c.planned) })
+		t.Run(c.name, func(t *testing.T) { checkGatheredSegments(t, c.host, c.device, c.launch) })
 	}
 }
 
-func checkGatheredSegments(t *testing.T, hostUs, deviceUs, launchUs float64, planned bool) {
+func checkGatheredSegments(t *testing.T, hostUs, deviceUs, launchUs float64) {
 	d := openFake(t, fakeOptions(t, "blas"))
 	const weight = 1_000_000
-	d.costs = gatherCosts{hostNs: int64(hostUs * 1e3 * weight), hostKernels: weight, launchNs: int64(launchUs * 1e3 * weight), launches: weight,
-		deviceNs: int64(deviceUs * 1e3 * weight), deviceKernels: weight}
+	if hostUs > 0 {
+		d.costs = gatherCosts{hostNs: int64(hostUs * 1e3 * weight), hostKernels: weight, launchNs: int64(launchUs * 1e3 * weight), launches: weight,
+			deviceNs: int64(deviceUs * 1e3 * weight), deviceKernels: weight}
+	}
 	const ops = 40
 	sc := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{4}}, Params: kernels.Params{Scale: 2}}
 	x, _ := d.Alloc(16)
@@ -342,8 +344,8 @@ func checkGatheredSegments(t *testing.T, hostUs, deviceUs, launchUs float64, pla
 		return len(sizes(last, p.Limit))
 	}
 	segments(ops)
-	if got, old := sizes(ops, p.Limit), sizes(ops, backends.SegmentLimit); planned == slices.Equal(got, old) {
-		t.Fatalf("segments %v against SegmentLimit's %v: want planned %v", got, old, planned)
+	if got, old := sizes(ops, p.Limit), sizes(ops, backends.SegmentLimit); (hostUs > 0) == slices.Equal(got, old) {
+		t.Fatalf("segments %v against SegmentLimit's %v, planned from costs %v, %v, %v µs", got, old, hostUs, deviceUs, launchUs)
 	}
 	for step := range 4 {
 		before := d.Graphs()
