@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -176,5 +177,24 @@ func TestSegmentPlanKept(t *testing.T) {
 	p.Plan(150, 4, 9, 20, planEvidence)
 	if !slices.Equal(p.plan, planSegments(150, 4, 9, 20)) {
 		t.Errorf("a gathering of another size kept the plan %v", p.plan)
+	}
+}
+
+// BenchmarkSegmentPlan is the host's cost of a plan (made at Record when
+// the gathering's size or an estimate moved), over gatherings of a
+// decode step's 207 ops to 8,192 and costs on either side: an H100's,
+// the H200's wall time, a slow device, cheap launches (the worst).
+func BenchmarkSegmentPlan(b *testing.B) {
+	for _, n := range []int{207, 1600, 4000, 8192} {
+		for _, c := range []struct {
+			name    string
+			h, d, l float64
+		}{{"h100", 4, 5.75, 20}, {"h200", 7.36, 5.65, 7.9}, {"slowdevice", 4, 8, 20}, {"cheaplaunch", 4, 4.5, 2}} {
+			b.Run(fmt.Sprintf("%d/%s", n, c.name), func(b *testing.B) {
+				for b.Loop() {
+					planSegments(n, c.h, c.d, c.l)
+				}
+			})
+		}
 	}
 }
