@@ -125,35 +125,107 @@ func SegmentLimit(n, done, last int) int {
 // SegmentLimit's. A plan is kept while the gathering's size and each
 // estimate stay within planSlack of those it was made with, so that a
 // GPU replays the same graphs step after step (sim TestSegmentPlanDecode).
+//
+// The device's time per op comes from the gatherings of about the size
+// planned for (within planSlack; Ran) once they hold planEvidence ops,
+// else from the caller's mean over all: a program that alternates ways
+// of running a step (cmd/infer's step modes on h100 at batch 1: the GPU
+// alone, 71 ops at 5.83 µs, and a placement whose 26 GPU ops are its
+// larger ones) otherwise plans each from a mean of both (6.02 µs), a
+// launch too many for the first, 6 µs a step (TestSegmentPlanBySize).
+// The records of planSizes sizes are kept, the one with the fewest ops
+// dropped for a new size, so that a change back keeps its plan and
+// replays its graphs.
 type SegmentPlanner struct {
+	plan  []int // the running gathering's
+	sizes map[int]*sizeRecord
+}
+
+// sizeRecord is what a SegmentPlanner keeps for gatherings of about one
+// size: the device's time of the ops run in them, and their plan with
+// the estimates it was made from (sized: the device's from these ops).
+type sizeRecord struct {
+	deviceUs      float64
+	ops           int64
 	plan          []int
-	n             int
+	planned       bool
+	sized         bool
 	host, dev, la float64
 }
 
-// planSlack is how far an estimate may move before a plan is made anew;
-// planEvidence, how many gathered ops the estimates must come from;
-// planTie, how much sooner a plan of more launches must end to be chosen;
-// planUnits, the most places a plan chooses its cuts among.
+// planSlack is how far an estimate, or a gathering's size, may move
+// before a plan is made anew; planEvidence, how many gathered ops the
+// estimates must come from; planTie, how much sooner a plan of more
+// launches must end to be chosen; planUnits, the most places a plan
+// chooses its cuts among; planSizes, the sizes whose records are kept.
 const (
 	planSlack    = 0.2
 	planEvidence = 256
 	planTie      = 0.001
 	planUnits    = 1024
+	planSizes    = 8
 )
 
 // Plan sets the plan for a gathering of n ops (the previous one's) from
 // the estimates (µs; non-positive or NaN: unknown), measured over
-// evidence gathered ops.
+// evidence gathered ops; the device's, once gatherings of about n ops
+// have run planEvidence (Ran), from theirs.
 func (p *SegmentPlanner) Plan(n int, hostUs, deviceUs, launchUs float64, evidence int64) {
 	if evidence < planEvidence {
 		hostUs = 0 // unknown
 	}
-	if p.plan != nil && n == p.n && near(hostUs, p.host) && near(deviceUs, p.dev) && near(launchUs, p.la) {
-		return
+	r := p.record(n)
+	sized := r.ops >= planEvidence
+	if sized {
+		deviceUs = r.deviceUs / float64(r.ops)
 	}
-	p.plan, p.n, p.host, p.dev, p.la = planSegments(n, hostUs, deviceUs, launchUs), n, hostUs, deviceUs, launchUs
+	if !(r.planned && r.sized == sized && near(hostUs, r.host) && near(deviceUs, r.dev) && near(launchUs, r.la)) {
+		r.plan, r.planned, r.sized = planSegments(n, hostUs, deviceUs, launchUs), true, sized
+		r.host, r.dev, r.la = hostUs, deviceUs, launchUs
+	}
+	p.plan = r.plan
 }
+
+// Ran adds ops run on the device in deviceUs, of a gathering planned for
+// n ops.
+func (p *SegmentPlanner) Ran(n int, deviceUs float64, ops int64) {
+	r := p.record(n)
+	r.deviceUs += deviceUs
+	r.ops += ops
+}
+
+// record returns the record of the size nearest n within planSlack (a
+// step whose size varies a little, as a mixture of experts' with its
+// routing, keeps one plan), made anew at n, in place of the one with the
+// fewest ops when planSizes are kept, if there is none.
+func (p *SegmentPlanner) record(n int) *sizeRecord {
+	best := -1
+	for m := range p.sizes {
+		if near(float64(n), float64(m)) && (best < 0 || abs(n-m) < abs(n-best)) {
+			best = m
+		}
+	}
+	if best >= 0 {
+		return p.sizes[best]
+	}
+	if p.sizes == nil {
+		p.sizes = map[int]*sizeRecord{}
+	}
+	if len(p.sizes) >= planSizes {
+		least := -1
+		for m, r := range p.sizes {
+			if least < 0 || r.ops < p.sizes[least].ops {
+				least = m
+			}
+		}
+		delete(p.sizes, least)
+	}
+	r := &sizeRecord{}
+	p.sizes[n] = r
+	return r
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // near reports whether x is within planSlack of y.
 func near(x, y float64) bool { return math.Abs(x-y) <= planSlack*math.Abs(y) }

@@ -180,6 +180,60 @@ func TestSegmentPlanKept(t *testing.T) {
 	}
 }
 
+// TestSegmentPlanBySize: a program alternating two sizes of gathering
+// whose ops differ (cmd/infer's GPU-alone steps, 71 small ops, and a
+// placement whose 26 GPU ops are its larger ones) gets each size's plan
+// from the device's time in gatherings of that size once they have run
+// planEvidence ops, not from the mean over both, which is the source
+// until then; a size within planSlack of one kept shares its record (a
+// mixture of experts' steps vary with their routing), and at most
+// planSizes sizes are kept.
+func TestSegmentPlanBySize(t *testing.T) {
+	const h, l, mixed = 4.0, 20.0, 6.0
+	small, large := struct {
+		n  int
+		us float64
+	}{71, 5.75}, struct {
+		n  int
+		us float64
+	}{26, 9}
+	var p SegmentPlanner
+	p.Plan(small.n, h, mixed, l, planEvidence)
+	if want := planSegments(small.n, h, mixed, l); !slices.Equal(p.plan, want) {
+		t.Fatalf("before its own evidence: plan %v, want the mean's %v", p.plan, want)
+	}
+	if own := planSegments(small.n, h, small.us, l); slices.Equal(own, p.plan) {
+		t.Fatalf("the mixed mean plans %v, as the size's own: the test shows nothing", own)
+	}
+	for range planEvidence / 8 {
+		p.Ran(small.n, 8*small.us, 8)
+		p.Ran(large.n, 8*large.us, 8)
+	}
+	for range 3 {
+		p.Plan(small.n, h, mixed, l, planEvidence)
+		if want := planSegments(small.n, h, small.us, l); !slices.Equal(p.plan, want) {
+			t.Errorf("%d ops: plan %v, want its own %v", small.n, p.plan, want)
+		}
+		p.Plan(large.n, h, mixed, l, planEvidence)
+		if want := planSegments(large.n, h, large.us, l); !slices.Equal(p.plan, want) {
+			t.Errorf("%d ops: plan %v, want its own %v", large.n, p.plan, want)
+		}
+	}
+	p.Plan(small.n+5, h, mixed, l, planEvidence)
+	if want := planSegments(small.n, h, small.us, l); !slices.Equal(p.plan, want) {
+		t.Errorf("%d ops, within %v of %d: plan %v, want %d's %v", small.n+5, planSlack, small.n, p.plan, small.n, want)
+	}
+	for n := 100; n < 10000; n *= 2 {
+		p.Plan(n, h, mixed, l, planEvidence)
+	}
+	if len(p.sizes) > planSizes {
+		t.Errorf("%d sizes kept, want at most %d", len(p.sizes), planSizes)
+	}
+	if _, ok := p.sizes[small.n]; !ok {
+		t.Errorf("the size with the most evidence was dropped for new ones")
+	}
+}
+
 // BenchmarkSegmentPlan is the host's cost of a plan (made at Record when
 // the gathering's size or an estimate moved), over gatherings of a
 // decode step's 207 ops to 8,192 and costs on either side: an H100's,

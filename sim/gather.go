@@ -86,6 +86,7 @@ func (d *Device) gatherWork(l int, afterUs, us float64) *work {
 	g.ops = append(g.ops, w)
 	d.gatheredUs += us
 	d.gatheredN++
+	d.planner.Ran(d.lastGathering, us, 1)
 	full := len(g.ops) >= d.planner.Limit(d.segments, d.gatheredSince, d.lastGathering)
 	d.mu.Unlock()
 	if full {

@@ -246,7 +246,7 @@ func (d *Device) launchGathered() error {
 		}
 		return err
 	}
-	whole.members, whole.kernels = g.ops, n
+	whole.members, whole.kernels, whole.planFor = g.ops, n, d.lastGathering
 	for _, e := range g.ops {
 		e.whole = whole
 	}

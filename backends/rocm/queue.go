@@ -45,6 +45,7 @@ type event struct {
 	whole    *event
 	members  []*event
 	kernels  int // a gathering's work event: the kernels it launched
+	planFor  int // and the size of gathering they were planned for
 }
 
 // Done implements backends.Event: it queries the end event (without
@@ -191,6 +192,7 @@ func (d *Device) retire(e *event, call fn, code int) {
 		d.graphStats.DeviceNs += int64(e.timing.Duration)
 		d.costs.deviceNs += int64(e.timing.Duration)
 		d.costs.deviceKernels += int64(e.kernels)
+		d.planner.Ran(e.planFor, float64(e.timing.Duration)/1e3, int64(e.kernels))
 	}
 	for _, m := range e.members {
 		d.releaseFreed(m)
