@@ -194,6 +194,16 @@ func (p *SegmentPlanner) Ran(n int, deviceUs float64, ops int64) {
 	r.ops += ops
 }
 
+// RanOps reports how many ops gatherings of about n ops have run (Ran).
+func (p *SegmentPlanner) RanOps(n int) int64 {
+	for m, r := range p.sizes {
+		if near(float64(n), float64(m)) {
+			return r.ops
+		}
+	}
+	return 0
+}
+
 // record returns the record of the size nearest n within planSlack (a
 // step whose size varies a little, as a mixture of experts' with its
 // routing, keeps one plan), made anew at n, in place of the one with the

@@ -392,6 +392,14 @@ func checkGatheredSegments(t *testing.T, hostUs, deviceUs, launchUs float64) {
 			t.Errorf("step 3 replayed %d segments, want all %d", st.Replays-before.Replays, segments(ops))
 		}
 	}
+	// Steps 1 to 3 were planned for the 40 ops of the step before: the
+	// planner has their device time by that size.
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.planner.RanOps(ops); got != 3*ops {
+		t.Errorf("the planner has %d kernels' device time for gatherings of %d, want %d", got, ops, 3*ops)
+	}
 }
 
 // BenchmarkFakeGatheredExecutor is the host's cost of a decode-like
