@@ -196,27 +196,34 @@ func (p *SegmentPlanner) Ran(n int, deviceUs float64, ops int64) {
 
 // RanOps reports how many ops gatherings of about n ops have run (Ran).
 func (p *SegmentPlanner) RanOps(n int) int64 {
-	for m, r := range p.sizes {
-		if near(float64(n), float64(m)) {
-			return r.ops
-		}
+	if r := p.find(n); r != nil {
+		return r.ops
 	}
 	return 0
 }
 
-// record returns the record of the size nearest n within planSlack (a
-// step whose size varies a little, as a mixture of experts' with its
-// routing, keeps one plan), made anew at n, in place of the one with the
-// fewest ops when planSizes are kept, if there is none.
-func (p *SegmentPlanner) record(n int) *sizeRecord {
+// find returns the record of the size nearest n within planSlack (the
+// smaller of two as near), nil if there is none: a step whose size
+// varies a little, as a mixture of experts' with its routing, keeps one
+// plan.
+func (p *SegmentPlanner) find(n int) *sizeRecord {
 	best := -1
 	for m := range p.sizes {
-		if near(float64(n), float64(m)) && (best < 0 || abs(n-m) < abs(n-best)) {
+		if d, b := abs(n-m), abs(n-best); near(float64(n), float64(m)) && (best < 0 || d < b || d == b && m < best) {
 			best = m
 		}
 	}
-	if best >= 0 {
-		return p.sizes[best]
+	if best < 0 {
+		return nil
+	}
+	return p.sizes[best]
+}
+
+// record returns find's record for n, else one made anew at n, in place
+// of the one with the fewest ops when planSizes are kept.
+func (p *SegmentPlanner) record(n int) *sizeRecord {
+	if r := p.find(n); r != nil {
+		return r
 	}
 	if p.sizes == nil {
 		p.sizes = map[int]*sizeRecord{}
@@ -224,7 +231,7 @@ func (p *SegmentPlanner) record(n int) *sizeRecord {
 	if len(p.sizes) >= planSizes {
 		least := -1
 		for m, r := range p.sizes {
-			if least < 0 || r.ops < p.sizes[least].ops {
+			if l := p.sizes[least]; least < 0 || r.ops < l.ops || r.ops == l.ops && m < least {
 				least = m
 			}
 		}
