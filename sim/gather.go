@@ -86,7 +86,6 @@ func (d *Device) gatherWork(l int, afterUs, us float64) *work {
 	g.ops = append(g.ops, w)
 	d.gatheredUs += us
 	d.gatheredN++
-	d.planner.Ran(d.lastGathering, us, 1)
 	full := len(g.ops) >= d.planner.Limit(d.segments, d.gatheredSince, d.lastGathering)
 	d.mu.Unlock()
 	if full {
@@ -119,6 +118,11 @@ func (d *Device) launchGathered(more bool) {
 	d.gather = nil
 	d.segments++
 	d.gatheredSince += len(g.ops)
+	segUs := 0.0
+	for _, w := range g.ops {
+		segUs += w.gathered.durUs
+	}
+	d.planner.Ran(d.lastGathering, segUs, int64(len(g.ops))) // per segment, as rocm's events
 	if more {
 		d.gather = &gathering{placed: make(chan struct{})}
 	}
