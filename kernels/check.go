@@ -42,6 +42,19 @@ func misaligned(b []byte) bool {
 	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 != 0
 }
 
+// checkIndices reports the first of GetRows' indices idx that is not a
+// row of its table (ErrIndex): a kernel checks them all before it writes.
+func checkIndices(s Spec, idx []float32) error {
+	rows := s.In[0][0]
+	for k, v := range idx {
+		if !(v >= 0 && v < float32(rows)) || v != float32(int(v)) {
+			return &SpecError{Op: s.Op, Input: 1, Err: ErrIndex,
+				Msg: fmt.Sprintf("index %d is %v, not a row of the table's %d", k, v, rows)}
+		}
+	}
+	return nil
+}
+
 // notExecutable is the error of running an Opaque op.
 func notExecutable(s Spec) error {
 	return &SpecError{Op: s.Op, Input: -1, Err: ErrNotExecutable,

@@ -152,6 +152,12 @@ func (c *CPU) Run(s Spec, in [][]byte, out []byte) error {
 	case Argmax:
 		t.n = lastDim(x0)
 		c.par(len(t.y), t.n, t)
+	case GetRows:
+		if err := checkIndices(s, t.w); err != nil {
+			return err
+		}
+		t.raw, t.n = in[0], x0[1]
+		c.par(len(t.w), t.n, t)
 	case RoPE:
 		c.rope(t, x0)
 	case Transpose:
@@ -199,6 +205,8 @@ func (t *opTask) run(lo, hi int) {
 		t.layerNorm(lo, hi)
 	case Argmax:
 		t.argmax(lo, hi)
+	case GetRows:
+		t.getRows(lo, hi)
 	case RoPE:
 		t.rope(lo, hi)
 	case Transpose:

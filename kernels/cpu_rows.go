@@ -95,6 +95,15 @@ func (t *opTask) argmax(lo, hi int) {
 	}
 }
 
+// getRows writes table rows t.w[lo:hi] (indices checked) as f32.
+func (t *opTask) getRows(lo, hi int) {
+	n, rb := t.n, int(t.dt.RowBytes(int64(t.n)))
+	for r := lo; r < hi; r++ {
+		i := int(t.w[r])
+		dequantize(t.dt, t.y[r*n:(r+1)*n], t.raw[i*rb:(i+1)*rb])
+	}
+}
+
 func (t *opTask) rmsNorm(lo, hi int) {
 	n := t.n
 	eps := float32(t.p.eps())

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -70,6 +72,9 @@ func fastCases() []Spec {
 		sp(Argmax, F32, none, Shape{1, 1}),
 		sp(Argmax, F32, none, Shape{16, 8000}),
 		sp(Argmax, F32, none, Shape{2, 3, 4099}),
+		sp(GetRows, F32, none, Shape{1, 1}, Shape{1}),
+		sp(GetRows, Q8_0, none, Shape{8000, 512}, Shape{16}),
+		sp(GetRows, Q4_0, none, Shape{100, 96}, Shape{2, 3}),
 		sp(KVAppend, F32, Params{Pos: 6}, Shape{2, 3, 9, 8}, Shape{2, 1, 3, 8}),
 		sp(KVAppend, F32, Params{Pos: 2}, Shape{3, 2, 16, 64}, Shape{3, 5, 2, 64}),
 	}
@@ -193,6 +198,64 @@ func TestArgmaxIsTheGreedyLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertClose(t, run.name, got, want, 0, 0)
+	}
+}
+
+// TestGetRowsDecodesItsRows: each output row is its index's table row
+// decoded, in every dtype (an f16 or quantized table decoded as
+// Dequantize decodes it), indices of rank 1 and 2, repeated ones too; and
+// an index that is no row (fractional, negative, past the end, NaN)
+// fails with ErrIndex naming it before anything is written.
+func TestGetRowsDecodesItsRows(t *testing.T) {
+	const v, d = 7, 64
+	r := newRand(9)
+	table := randF32(r, v*d)
+	cpu := NewCPU(NewPool(3), testGemm)
+	runs := []struct {
+		name string
+		fn   func(Spec, [][]byte, []byte) error
+	}{{"Reference", Reference}, {"CPU", cpu.Run}}
+	for _, dt := range []DType{F32, F16, Q8_0, Q4_0} {
+		raw, err := Quantize(dt, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := make([]float32, v*d)
+		if err := DequantizeInto(dt, decoded, raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, idx := range [][]float32{{6, 0, 3}, {2, 2, 5, 1}} {
+			shape := Shape{len(idx)}
+			if len(idx) == 4 {
+				shape = Shape{2, 2}
+			}
+			s := Spec{Op: GetRows, DType: dt, In: []Shape{{v, d}, shape}}
+			want := make([]float32, 0, len(idx)*d)
+			for _, i := range idx {
+				want = append(want, decoded[int(i)*d:(int(i)+1)*d]...)
+			}
+			for _, run := range runs {
+				got := make([]float32, len(want))
+				if err := run.fn(s, [][]byte{raw, AsBytes(idx)}, AsBytes(got)); err != nil {
+					t.Fatalf("%s %v: %v", run.name, s, err)
+				}
+				assertClose(t, fmt.Sprintf("%s %v", run.name, s), got, want, 0, 0)
+			}
+		}
+	}
+	s := Spec{Op: GetRows, In: []Shape{{v, d}, {2}}}
+	for _, bad := range []float32{3.5, -1, v, float32(math.NaN())} {
+		for _, run := range runs {
+			got := []float32{42}
+			got = append(got, make([]float32, 2*d-1)...)
+			err := run.fn(s, [][]byte{AsBytes(table), AsBytes([]float32{1, bad})}, AsBytes(got))
+			if !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), fmt.Sprintf("index 1 is %v", bad)) {
+				t.Fatalf("%s, index %v: %v, want ErrIndex naming index 1", run.name, bad, err)
+			}
+			if got[0] != 42 {
+				t.Fatalf("%s, index %v: row 0 written before the bad index was found", run.name, bad)
+			}
+		}
 	}
 }
 

@@ -22,6 +22,9 @@ var (
 	// ErrNotExecutable marks an Opaque op: it can be scheduled and
 	// replayed, not run.
 	ErrNotExecutable = errors.New("kernels: op is not executable")
+	// ErrIndex marks a GetRows index that is not a row of its table: not
+	// an integer, or outside [0, rows).
+	ErrIndex = errors.New("kernels: index is not a row of the table")
 )
 
 // SpecError describes what is wrong with a Spec: the op, the input (or -1
@@ -30,7 +33,7 @@ type SpecError struct {
 	Op    Op
 	Input int // index of the offending input; -1 when not about one input
 	Msg   string
-	Err   error // the sentinel: ErrInvalidSpec, ErrUnknownOp, ErrUnknownDType, ErrBufferSize or ErrNotExecutable
+	Err   error // the sentinel: ErrInvalidSpec, ErrUnknownOp, ErrUnknownDType, ErrBufferSize, ErrNotExecutable or ErrIndex
 }
 
 // Error implements error.

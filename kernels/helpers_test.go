@@ -49,6 +49,11 @@ func inputs(t testing.TB, r *rand.Rand, s Spec) [][]byte {
 	in := make([][]byte, len(s.In))
 	for i, sh := range s.In {
 		vals := randF32(r, int(sh.Elements()))
+		if n := s.IndexRows(i); n > 0 {
+			for k := range vals {
+				vals[k] = float32(r.IntN(n))
+			}
+		}
 		b, err := Quantize(s.InDType(i), vals)
 		if err != nil {
 			t.Fatalf("%v input %d: %v", s, i, err)

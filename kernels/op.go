@@ -35,6 +35,7 @@ const (
 	Transpose
 	KVAppend
 	Argmax
+	GetRows
 	numOps
 )
 
@@ -58,6 +59,7 @@ var opNames = [...]string{
 	Transpose:       "Transpose",
 	KVAppend:        "KVAppend",
 	Argmax:          "Argmax",
+	GetRows:         "GetRows",
 }
 
 var _ fmt.Stringer = MatMul

@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Reference runs s on host buffers with plain, obviously correct Go: the
 // oracle that every backend and every fast kernel is tested against. It
@@ -170,10 +173,30 @@ func refMoves(s Spec, in [][]byte, out []byte) (done bool, err error) {
 	case KVAppend:
 		copy(out, in[0]) // a no-op in place
 		refKVAppend(s, AsF32(in[1]), AsF32(out))
+	case GetRows:
+		return true, refGetRows(s, in[0], AsF32(in[1]), AsF32(out))
 	default:
 		return false, nil
 	}
 	return true, nil
+}
+
+// refGetRows writes row idx[k] of table (s.In[0], of s.DType) as f32 to
+// row k of y, once every index is checked to be a row.
+func refGetRows(s Spec, table []byte, idx, y []float32) error {
+	for k, v := range idx {
+		if math.IsNaN(float64(v)) || v < 0 || v >= float32(s.In[0][0]) || math.Trunc(float64(v)) != float64(v) {
+			return &SpecError{Op: s.Op, Input: 1, Err: ErrIndex,
+				Msg: fmt.Sprintf("index %d is %v, not a row of the table's %d", k, v, s.In[0][0])}
+		}
+	}
+	d := s.In[0][1]
+	rb := int(s.DType.RowBytes(int64(d)))
+	for k, v := range idx {
+		i := int(v)
+		dequantize(s.DType, y[k*d:(k+1)*d], table[i*rb:(i+1)*rb])
+	}
+	return nil
 }
 
 // refMatMul computes [B,]M×K · [B,]K×N, B's batch broadcast when it has

@@ -115,7 +115,7 @@ func arity(o Op) int {
 	switch o {
 	case Opaque:
 		return -1
-	case MatMul, QuantizedMatMul, Add, Mul, RMSNorm, SwiGLU, KVAppend:
+	case MatMul, QuantizedMatMul, Add, Mul, RMSNorm, SwiGLU, KVAppend, GetRows:
 		return 2
 	case Attention, LayerNorm:
 		return 3
@@ -123,16 +123,28 @@ func arity(o Op) int {
 	return 1
 }
 
-// InDType returns the dtype of input i: the weight input of QuantizedMatMul
-// and the input of Dequantize and Copy carry s.DType; everything else is f32.
+// InDType returns the dtype of input i: the weight input of QuantizedMatMul,
+// the table of GetRows and the input of Dequantize and Copy carry s.DType;
+// everything else is f32.
 func (s Spec) InDType(i int) DType {
 	switch {
 	case s.Op == QuantizedMatMul && i == 1,
 		s.Op == Dequantize && i == 0,
+		s.Op == GetRows && i == 0,
 		s.Op == Copy && i == 0:
 		return s.DType
 	}
 	return F32
+}
+
+// IndexRows returns how many rows input i indexes when it holds row
+// indices (GetRows' input 1: integers in [0, rows) as f32), else 0:
+// inputs made up for such an op must be rows of its table.
+func (s Spec) IndexRows(i int) int {
+	if s.Op == GetRows && i == 1 && len(s.In) == 2 && len(s.In[0]) == 2 {
+		return s.In[0][0]
+	}
+	return 0
 }
 
 // OutDType returns the dtype of the output: Copy keeps its dtype, every
@@ -257,6 +269,8 @@ func (s Spec) validateDType() error {
 		ok = s.DType.Quantized()
 	case Dequantize:
 		ok = s.DType.Quantized() || s.DType == F16
+	case GetRows:
+		ok = true
 	case Copy, Opaque:
 		ok = true
 	}
@@ -282,6 +296,11 @@ func (s Spec) outShape(buf *[MaxRank]int) Shape {
 	in := s.In
 	if len(in) == 0 {
 		return buf[:0]
+	}
+	if s.Op == GetRows { // one table row per index
+		n := copy(buf[:], in[1])
+		buf[n] = in[0][1]
+		return buf[:n+1]
 	}
 	out := Shape(buf[:copy(buf[:], in[0])])
 	switch s.Op {
@@ -332,6 +351,9 @@ func (s Spec) Work() Work {
 		// positions are left alone.
 		w.BytesRead, w.BytesWritten = s.InBytes(1), s.InBytes(1)
 		return w
+	case GetRows:
+		// Only the rows looked up are read, and the indices.
+		w.BytesRead = s.In[1].Elements()*s.DType.RowBytes(int64(s.In[0][1])) + s.InBytes(1)
 	case Attention:
 		// Only the Keys positions in use of K and V are read.
 		w.BytesRead = s.InBytes(0) + 2*s.InBytes(1)/int64(s.In[1][2])*int64(s.AttentionKeys())
@@ -370,6 +392,10 @@ func (s Spec) Work() Work {
 		w.FLOPs = 5 * n
 	case Dequantize:
 		w.FLOPs = n
+	case GetRows:
+		if s.DType != F32 {
+			w.FLOPs = n // decoding the rows
+		}
 	case Argmax:
 		w.FLOPs = s.In[0].Elements() // one comparison per input value
 	case Add, Mul, Scale:

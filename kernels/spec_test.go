@@ -50,6 +50,10 @@ func TestValidateRejects(t *testing.T) {
 		{"argmax row", Spec{Op: Argmax, In: []Shape{{2, 1<<24 + 1}}}, ErrInvalidSpec, []string{"Argmax", "input 0", "last dimension 16777217 above 2^24", "not be exact"}},
 		{"argmax dtype", Spec{Op: Argmax, DType: F16, In: []Shape{{2, 8}}}, ErrInvalidSpec, []string{"Argmax", "dtype f16"}},
 		{"argmax inputs", Spec{Op: Argmax, In: []Shape{{2, 8}, {2, 8}}}, ErrInvalidSpec, []string{"Argmax", "takes 1 inputs, got 2"}},
+		{"getrows table rank", Spec{Op: GetRows, In: []Shape{{2, 3, 8}, {2}}}, ErrInvalidSpec, []string{"GetRows", "input 0", "rank 3, want 2"}},
+		{"getrows block", Spec{Op: GetRows, DType: Q8_0, In: []Shape{{4, 40}, {2}}}, ErrInvalidSpec, []string{"GetRows", "input 0", "row of 40", "q8_0 block"}},
+		{"getrows rows", Spec{Op: GetRows, In: []Shape{{1<<24 + 1, 1}, {2}}}, ErrInvalidSpec, []string{"GetRows", "input 0", "16777217 rows above 2^24"}},
+		{"getrows index rank", Spec{Op: GetRows, In: []Shape{{4, 8}, {1, 1, 1, 1}}}, ErrInvalidSpec, []string{"GetRows", "input 1", "rank 4, want 1 to 3"}},
 		{"broadcast", Spec{Op: Add, In: []Shape{{2, 3}, {2}}}, ErrInvalidSpec, []string{"Add", "input 1", "broadcasts"}},
 		{"swiglu", Spec{Op: SwiGLU, In: []Shape{{2, 3}, {3, 2}}}, ErrInvalidSpec, []string{"SwiGLU", "input 1"}},
 		{"norm weight", Spec{Op: RMSNorm, In: []Shape{{2, 8}, {4}}}, ErrInvalidSpec, []string{"RMSNorm", "input 1", "want [8]"}},
@@ -122,7 +126,8 @@ func TestStorageBytes(t *testing.T) {
 		{Spec{Op: Copy, DType: F16, In: []Shape{{5}}}, 10, 10},
 		{Spec{Op: Dequantize, DType: Q4_0, In: []Shape{{2, 32}}}, 2 * 18, 2 * 32 * 4},
 		{Spec{Op: QuantizedMatMul, DType: Q8_0, In: []Shape{{1, 32}, {7, 32}}}, 7 * 34, 7 * 4},
-		{Spec{Op: Argmax, In: []Shape{{3, 2, 100}}}, 3 * 2 * 100 * 4, 3 * 2 * 4}, // an f32 index per row
+		{Spec{Op: Argmax, In: []Shape{{3, 2, 100}}}, 3 * 2 * 100 * 4, 3 * 2 * 4},                     // an f32 index per row
+		{Spec{Op: GetRows, DType: Q8_0, In: []Shape{{1000, 64}, {2, 3}}}, 2 * 3 * 4, 2 * 3 * 64 * 4}, // f32 indices in, f32 rows out
 	} {
 		if err := c.s.Validate(); err != nil {
 			t.Fatal(err)
@@ -148,6 +153,7 @@ func FuzzSpecValidate(f *testing.F) {
 	f.Add([]byte{byte(Opaque), 0, 0})
 	f.Add([]byte{byte(KVAppend), 0, 4, 2, 4, 1, 2, 6, 4, 4, 1, 2, 2, 4})
 	f.Add([]byte{byte(Argmax), 0, 0, 1, 2, 3, 5})
+	f.Add([]byte{byte(GetRows), 2, 0, 2, 2, 5, 32, 1, 3})
 	f.Add([]byte{byte(Attention), 0, 33, 4, 4, 1, 2, 1, 4, 4, 1, 1, 5, 4, 4, 1, 1, 5, 4})
 	cpu := NewCPU(NewPool(2), testGemm)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -37,6 +37,8 @@ func (s Spec) validateShapes() error {
 		err = s.checkKVAppend()
 	case Argmax:
 		err = s.checkArgmax()
+	case GetRows:
+		err = s.checkGetRows()
 	}
 	if err != nil {
 		return err
@@ -154,6 +156,26 @@ func (s Spec) checkArgmax() error {
 	}
 	if n := s.last(0); n > MaxArgmaxRow {
 		return specErr(s.Op, 0, "last dimension %d above 2^24: its indices would not be exact as float32", n)
+	}
+	return nil
+}
+
+// checkGetRows: a table [V, D] (rows of s.DType, D a whole number of
+// blocks when quantized) of at most MaxArgmaxRow rows, so that every row
+// has an exact float32 index, and indices of rank 1 to MaxRank-1 (the
+// output appends D).
+func (s Spec) checkGetRows() error {
+	if err := s.rank(0, 2, 2); err != nil {
+		return err
+	}
+	if err := s.rank(1, 1, MaxRank-1); err != nil {
+		return err
+	}
+	switch v, d := s.In[0][0], s.In[0][1]; {
+	case s.DType.Quantized() && d%QK != 0:
+		return specErr(s.Op, 0, "row of %d is not a multiple of the %v block (%d)", d, s.DType, QK)
+	case v > MaxArgmaxRow:
+		return specErr(s.Op, 0, "%d rows above 2^24: their indices would not be exact as float32", v)
 	}
 	return nil
 }

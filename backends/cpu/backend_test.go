@@ -60,6 +60,7 @@ func testSpecs() []kernels.Spec {
 		{Op: kernels.Transpose, DType: f32, In: sh(kernels.Shape{2, 3, 5, 7})},
 		{Op: kernels.KVAppend, DType: f32, In: sh(kernels.Shape{2, 2, 9, 16}, kernels.Shape{2, 3, 2, 16}), Params: kernels.Params{Pos: 4}},
 		{Op: kernels.Argmax, DType: f32, In: sh(kernels.Shape{3, 1000})},
+		{Op: kernels.GetRows, DType: kernels.Q8_0, In: sh(kernels.Shape{1000, 64}, kernels.Shape{3})},
 		{Op: kernels.Attention, DType: f32, In: sh(kernels.Shape{1, 4, 1, 16}, kernels.Shape{1, 2, 9, 16}, kernels.Shape{1, 2, 9, 16}), Params: kernels.Params{Causal: true, Keys: 6}},
 	}
 }
@@ -70,6 +71,11 @@ func randInputs(t testing.TB, r *rand.Rand, s kernels.Spec) [][]byte {
 	in := make([][]byte, len(s.In))
 	for i, shape := range s.In {
 		v := randSlice(r, int(shape.Elements()))
+		if n := s.IndexRows(i); n > 0 {
+			for j := range v {
+				v[j] = float32(r.IntN(n))
+			}
+		}
 		if dt := s.InDType(i); dt != kernels.F32 {
 			q, err := kernels.Quantize(dt, v)
 			if err != nil {

@@ -200,6 +200,9 @@ func randomInputs(r *rand.Rand, s kernels.Spec) ([][]byte, error) {
 		v := make([]float32, sh.Elements())
 		for j := range v {
 			v[j] = float32(r.NormFloat64())
+			if n := s.IndexRows(i); n > 0 {
+				v[j] = float32(r.IntN(n))
+			}
 		}
 		if dt := s.InDType(i); dt != kernels.F32 {
 			q, err := kernels.Quantize(dt, v)

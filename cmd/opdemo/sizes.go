@@ -54,6 +54,9 @@ func specFor(op kernels.Op, size string) kernels.Spec {
 		s.In = []kernels.Shape{x}
 	case kernels.KVAppend:
 		s.In = []kernels.Shape{{1, kvHeads, ctx, headDim}, {1, seq, kvHeads, headDim}}
+	case kernels.GetRows: // token embeddings: a Q8_0 table, a row per token
+		s.DType = kernels.Q8_0
+		s.In = []kernels.Shape{{32000, dim}, {rows}}
 	default: // Softmax, SiLU, GELU, Transpose, Argmax
 		s.In = []kernels.Shape{x}
 	}
