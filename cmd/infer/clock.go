@@ -113,6 +113,7 @@ type served struct {
 	stepWallUs     []float64
 	stepModes      []string // -strategy auto's, per step
 	restarts       int64    // requests restarted after a device was lost with their KV caches
+	overlapped     int64    // decode steps issued before the last one's tokens were read
 }
 
 // summarise fills sum's throughput figures.

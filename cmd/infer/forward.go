@@ -24,15 +24,12 @@ type opStep struct {
 // memory (the op catalogue has no permute), which a decode step, where
 // both are one layout, skips.
 func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
-	m, c, B := bt.m, bt.m.cfg, bt.b
+	m, B := bt.m, bt.b
 	if len(seqs) != B || len(seqs[0]) == 0 {
 		return nil, fmt.Errorf("infer: %d sequences for a batch of %d", len(seqs), B)
 	}
 	S := len(seqs[0])
-	if bt.pos+S > c.Ctx {
-		return nil, fmt.Errorf("infer: positions %d to %d beyond the context of %d", bt.pos, bt.pos+S-1, c.Ctx)
-	}
-	if err := bt.reserve(bt.pos + S); err != nil {
+	if err := bt.fits(S); err != nil {
 		return nil, err
 	}
 	x, err := bt.embed(seqs, S)
@@ -52,9 +49,67 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 	if _, err := m.be.Write(x0, kernels.AsBytes(x)); err != nil {
 		return nil, err
 	}
+	p, err := bt.body(x0, S, mb, ops)
+	if err != nil {
+		return nil, err
+	}
+	return bt.Tokens(p)
+}
+
+// Issued is a step whose tokens are on the backend, not read yet.
+type Issued struct {
+	tokens backends.Buffer // [B]: the step's Argmax
+	pos    int             // the step's position
+}
+
+// Issue runs a decode step on the tokens the last step wrote where its
+// Argmax ran: their embeddings are looked up there (GetRows of the tied
+// embedding table), so that nothing waits for the host to read them.
+// Only the step's ops are queued; Tokens reads its tokens. A caller that
+// issues the next step before it reads this one's keeps the backend busy
+// while the host reads, as vLLM's and SGLang's overlapped schedulers do.
+// The step after next overwrites this step's tokens, so they must be
+// read before it is issued. Ops are counted into ops.
+func (bt *Batch) Issue(ops *int64) (Issued, error) {
+	m, c, a := bt.m, bt.m.cfg, &bt.arena
+	if bt.last < 0 {
+		return Issued{}, fmt.Errorf("infer: step %d: no tokens on the backend to decode from: a prompt runs first", bt.pos)
+	}
+	if err := bt.fits(1); err != nil {
+		return Issued{}, err
+	}
+	a.reset()
+	embed := kernels.Spec{Op: kernels.GetRows, DType: kernels.Q8_0, In: a.shapes(a.shape(c.Vocab, c.Dim), a.shape(bt.b))}
+	if err := bt.run(embed, bt.x0, m.out, bt.tokens[bt.last]); err != nil {
+		return Issued{}, err
+	}
+	if ops != nil {
+		*ops++
+	}
+	return bt.body(bt.x0, 1, nil, ops)
+}
+
+// fits checks that S more positions fit the context, growing the KV
+// caches as they need.
+func (bt *Batch) fits(S int) error {
+	if c := bt.m.cfg; bt.pos+S > c.Ctx {
+		return fmt.Errorf("infer: positions %d to %d beyond the context of %d", bt.pos, bt.pos+S-1, c.Ctx)
+	}
+	return bt.reserve(bt.pos + S)
+}
+
+// body runs the layers on x0 (B·S rows) and the head on each sequence's
+// last row, the greedy tokens left on the backend, and advances the
+// position by S.
+func (bt *Batch) body(x0 backends.Buffer, S int, mb *microBatch, ops *int64) (Issued, error) {
 	n := int64(0)
+	defer func() {
+		if ops != nil {
+			*ops += n
+		}
+	}()
 	xin := x0
-	for li := range m.layers {
+	for li := range bt.m.layers {
 		s := &bt.layers[li]
 		if mb != nil {
 			s = &mb.s
@@ -62,34 +117,31 @@ func (bt *Batch) Forward(seqs [][]int, ops *int64) ([]int, error) {
 		out, k, err := bt.layer(li, s, mb, xin, S)
 		n += k
 		if err != nil {
-			return nil, err
+			return Issued{}, err
 		}
 		xin = out
 	}
 	last := xin
 	if S > 1 {
 		if err := bt.lastRows(xin, mb.last, S); err != nil {
-			return nil, err
+			return Issued{}, err
 		}
 		last = mb.last
 	}
-	next, err := bt.head(last)
+	tokens, err := bt.head(last)
 	if err != nil {
-		return nil, err
+		return Issued{}, err
 	}
 	n += 3
+	p := Issued{tokens: tokens, pos: bt.pos}
 	bt.pos += S
-	if ops != nil {
-		*ops += n
-	}
-	return next, nil
+	return p, nil
 }
 
 // head runs the final norm, the logits and their Argmax on last ([B,
-// Dim]) where the Executor places them, and reads back only the B token
-// indices (4·B bytes, not B·Vocab logits: the next step waits for them);
-// the logits themselves only when KeepLogits is set.
-func (bt *Batch) head(last backends.Buffer) ([]int, error) {
+// Dim]) where the Executor places them, into the tokens buffer the last
+// step did not write, which it returns.
+func (bt *Batch) head(last backends.Buffer) (backends.Buffer, error) {
 	m, c, B := bt.m, bt.m.cfg, bt.b
 	a := &bt.arena
 	a.reset()
@@ -101,12 +153,22 @@ func (bt *Batch) head(last backends.Buffer) ([]int, error) {
 	if err := bt.run(a.qmm(act, c.Vocab), bt.logits, bt.hn, m.out); err != nil {
 		return nil, err
 	}
+	next := (bt.last + 1) % len(bt.tokens)
 	argmax := kernels.Spec{Op: kernels.Argmax, In: a.shapes(a.shape(B, c.Vocab))}
-	if err := bt.run(argmax, bt.tokens, bt.logits); err != nil {
+	if err := bt.run(argmax, bt.tokens[next], bt.logits); err != nil {
 		return nil, err
 	}
+	bt.last = next
+	return bt.tokens[next], nil
+}
+
+// Tokens reads back the greedy tokens of step p (4·B bytes, not B·Vocab
+// logits), waiting for them, and the logits when KeepLogits is set
+// (those of the last step issued).
+func (bt *Batch) Tokens(p Issued) ([]int, error) {
+	m, c, B := bt.m, bt.m.cfg, bt.b
 	idx := bt.idx
-	if _, err := m.be.Read(kernels.AsBytes(idx), bt.tokens); err != nil {
+	if _, err := m.be.Read(kernels.AsBytes(idx), p.tokens); err != nil {
 		return nil, err
 	}
 	if bt.KeepLogits {
@@ -120,7 +182,7 @@ func (bt *Batch) head(last backends.Buffer) ([]int, error) {
 	next := make([]int, B)
 	for i, v := range idx {
 		if !(v >= 0 && v < float32(c.Vocab)) || v != float32(int(v)) {
-			return nil, fmt.Errorf("infer: step %d: sequence %d's greedy token %v is no index of the vocabulary of %d", bt.pos, i, v, c.Vocab)
+			return nil, fmt.Errorf("infer: step %d: sequence %d's greedy token %v is no index of the vocabulary of %d", p.pos, i, v, c.Vocab)
 		}
 		next[i] = int(v)
 	}

@@ -149,7 +149,9 @@ func TestRunJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
 	}
-	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*5*(17+3) {
+	// Per request: 2 prompt micro-batches of 17 layer ops and 3 of the
+	// head, and 3 decode steps with their embeddings' GetRows besides.
+	if s.Tokens != 16 || s.TokensPerS <= 0 || s.Ops != 2*(2*(17+3)+3*(1+17+3)) {
 		t.Errorf("summary %+v", s)
 	}
 	var total float64

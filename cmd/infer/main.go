@@ -9,7 +9,7 @@
 //	infer [-backends cpu,cpu1] [-strategy auto|perop|only:NAME|gpu|cpu|static2x|pcie5x|llamacpp|oracle]
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
-//	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial] [-graphs=false]
+//	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial] [-graphs=false] [-overlap=false]
 //	      [-metrics ADDR] [fleet flags] [model flags]
 //
 // Serving: each batch of requests draws a prompt length from -prompt,
@@ -70,6 +70,14 @@
 // GPU ops gathered and launched at once, replayed as graphs
 // (backends.Recorder; -graphs=false queues them op by op); -json reports
 // gathered_steps and the GPU's graph counts and device time.
+//
+// Overlap: every decode step looks its input tokens up where the last
+// step's Argmax wrote them (GetRows of the tied embedding), so the host
+// can issue a step before it reads the tokens of the one before, as
+// vLLM's and SGLang's overlapped schedulers do: the device runs that step
+// while the host reads and issues the next. Only a step whose placement
+// was set before it ran has its successor issued early (-overlap=false:
+// none); -json reports overlapped_steps.
 //
 // Throughputs reported: tokens per wall-clock second, and tokens per
 // modelled second. When every backend is simulated (sim:*), they share
@@ -139,6 +147,7 @@ type options struct {
 	json, stream, stepTimes       bool
 	sync                          bool          // -sync: the synchronous execution model
 	graphs                        bool          // -graphs: gather a placed decode step's GPU ops and replay them as graphs
+	overlap                       bool          // -overlap: issue a placed decode step's successor before reading its tokens
 	exec                          string        // -exec: the simulated devices' execution model
 	execModel                     sim.ExecModel // -exec and -sync, parsed
 	resetStore, logJSON, verbose  bool
@@ -185,6 +194,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 0, "first steps (prefill micro-batches and decode steps) left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled and wall-clock µs (and -strategy auto's mode for it)")
+	fs.BoolVar(&o.overlap, "overlap", true, "issue each decode step before the tokens of the one before are read, when that one's placement was set before it ran (only:NAME, and auto's modes but the learner's): the step looks its tokens up where they were written")
 	fs.BoolVar(&o.graphs, "graphs", true, "gather the GPU ops of each decode step placed before it runs and launch them at once, replayed as graphs (only:NAME, and auto's modes but the learner's)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")
@@ -357,6 +367,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	tel := sum.addRun(e, infos)
 	sum.StepModes = steps.runs()
 	sum.GatheredSteps, sum.Graphs = gather.count(), gather.graphs(bes)
+	sum.OverlappedSteps = sv.overlapped
 	if node != nil {
 		if err := rl.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn().Err(err).Msg("fleet: last publish before exit failed; Close tries again")

@@ -89,7 +89,7 @@ func (l *layer) ffnWeights() []backends.Buffer {
 type Model struct {
 	cfg    ModelConfig
 	be     backends.Backend
-	embed  []float32 // host: rows are looked up and written as inputs
+	embed  []float32 // host: out's rows decoded, looked up and written as a prompt's inputs
 	layers []layer
 	norm   backends.Buffer
 	out    backends.Buffer // Q8_0 of the embedding (tied)
@@ -140,7 +140,7 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 		return put(kernels.AsBytes(w))
 	}
 	d, kv := cfg.Dim, cfg.kvDim()
-	m.embed = uniform(cfg.Vocab*d, 1)
+	embed := uniform(cfg.Vocab*d, 1)
 	for range cfg.Layers {
 		l := layer{
 			attnNorm: norm(), ffnNorm: norm(),
@@ -155,8 +155,15 @@ func NewModel(be backends.Backend, cfg ModelConfig) (*Model, error) {
 		m.layers = append(m.layers, l)
 	}
 	m.norm = norm()
-	q, qerr := kernels.Quantize(kernels.Q8_0, m.embed)
+	// One table, tied: the output matrix is the embedding in Q8_0, and a
+	// token's embedding is its row decoded, on the host (embed) as where
+	// GetRows looks it up, as a GGUF model's Q8_0 token_embd is.
+	q, qerr := kernels.Quantize(kernels.Q8_0, embed)
 	if qerr != nil {
+		return nil, qerr
+	}
+	m.embed = embed
+	if qerr = kernels.DequantizeInto(kernels.Q8_0, m.embed, q); qerr != nil {
 		return nil, qerr
 	}
 	m.out = put(q)
@@ -208,7 +215,11 @@ type Batch struct {
 	x0     backends.Buffer
 	hn     backends.Buffer
 	logits backends.Buffer
-	tokens backends.Buffer // the greedy tokens' indices, [B] (Argmax of logits)
+	// tokens are the greedy tokens' indices, [B] (Argmax of logits), of
+	// the last two steps: tokens[last] the latest's, which the next step
+	// looks up (Issue) while the host may still read the one before.
+	tokens [2]backends.Buffer
+	last   int // -1: no step since Reset
 	layers []scratch
 	// kc and vc are each layer's KV cache, [B, KVHeads, kvCap, headDim],
 	// appended in place by KVAppend wherever the Executor runs it and
@@ -249,7 +260,7 @@ func (m *Model) newBatch(b, kvCap int) (*Batch, error) {
 		return nil, fmt.Errorf("infer: batch %d, must be positive", b)
 	}
 	c := m.cfg
-	bt := &Batch{m: m, b: b, kvCap: max(1, min(kvCap, c.Ctx))}
+	bt := &Batch{m: m, b: b, kvCap: max(1, min(kvCap, c.Ctx)), last: -1}
 	var err error
 	f32 := func(n int) backends.Buffer {
 		if err != nil {
@@ -259,7 +270,8 @@ func (m *Model) newBatch(b, kvCap int) (*Batch, error) {
 		buf, err = m.be.Alloc(int64(4 * n))
 		return buf
 	}
-	bt.x0, bt.hn, bt.logits, bt.tokens = f32(b*c.Dim), f32(b*c.Dim), f32(b*c.Vocab), f32(b)
+	bt.x0, bt.hn, bt.logits = f32(b*c.Dim), f32(b*c.Dim), f32(b*c.Vocab)
+	bt.tokens = [2]backends.Buffer{f32(b), f32(b)}
 	d, kv, ff := b*c.Dim, b*c.kvDim(), b*c.FFN
 	for range c.Layers {
 		bt.layers = append(bt.layers, scratch{
@@ -280,7 +292,7 @@ func (m *Model) newBatch(b, kvCap int) (*Batch, error) {
 
 // Free releases the batch's buffers.
 func (bt *Batch) Free() {
-	for _, b := range append([]backends.Buffer{bt.x0, bt.hn, bt.logits, bt.tokens}, append(bt.kc, bt.vc...)...) {
+	for _, b := range append([]backends.Buffer{bt.x0, bt.hn, bt.logits, bt.tokens[0], bt.tokens[1]}, append(bt.kc, bt.vc...)...) {
 		if b != nil {
 			b.Free()
 		}
@@ -297,8 +309,9 @@ func (bt *Batch) Free() {
 // Pos returns the position of the next token.
 func (bt *Batch) Pos() int { return bt.pos }
 
-// Reset starts the batch over at position 0.
-func (bt *Batch) Reset() { bt.pos = 0 }
+// Reset starts the batch over at position 0, with no tokens to Issue
+// from until a step has run.
+func (bt *Batch) Reset() { bt.pos, bt.last = 0, -1 }
 
 // Restart starts the batch over at position 0 with new KV caches: the
 // old ones were lost with the device that held them (their contents
@@ -319,7 +332,7 @@ func (bt *Batch) Restart() error {
 			caches[i] = nb
 		}
 	}
-	bt.pos = 0
+	bt.Reset()
 	return nil
 }
 

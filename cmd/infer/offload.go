@@ -193,7 +193,8 @@ func (p *llamaCPP) home(s kernels.Spec, res adaptive.Residency) int {
 
 // tokens returns the tokens an op of the model processes at once: the
 // rows of its activation ([B, S, heads, headDim] for RoPE and KVAppend's
-// new rows, [B, heads, S, headDim] for the attention's query).
+// new rows, [B, heads, S, headDim] for the attention's query, GetRows'
+// indices).
 func tokens(s kernels.Spec) int {
 	in := s.In[0]
 	switch {
@@ -201,6 +202,8 @@ func tokens(s kernels.Spec) int {
 		return in[0] * in[1]
 	case s.Op == kernels.KVAppend:
 		return s.In[1][0] * s.In[1][1]
+	case s.Op == kernels.GetRows: // a row per token: input 0 is the table
+		return int(s.In[1].Elements())
 	case s.Op == kernels.Attention && len(in) == 4:
 		return in[0] * in[2]
 	}

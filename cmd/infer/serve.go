@@ -41,26 +41,19 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
 		}
 	}()
-	// forward runs one step and keeps the books.
-	forward := func(seqs [][]int, prompt, generated bool) ([]int, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		began := time.Now()
-		next, modelledUs, err := runStep(bt, seqs, prompt, generated && !prompt, &sv.ops, clock, steps, gather)
-		if err != nil {
-			return nil, err
-		}
+	dec := &decoder{ctx: ctx, bt: bt, clock: clock, steps: steps, gather: gather, overlap: o.overlap, ops: &sv.ops}
+	// tally keeps the books of a step whose tokens the host has read.
+	dec.tally = func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string) {
 		if o.stepTimes {
 			sv.stepModelledUs = append(sv.stepModelledUs, modelledUs)
-			sv.stepWallUs = append(sv.stepWallUs, float64(time.Since(began).Nanoseconds())/1e3)
+			sv.stepWallUs = append(sv.stepWallUs, wallUs)
 			if steps != nil {
-				sv.stepModes = append(sv.stepModes, steps.mode())
+				sv.stepModes = append(sv.stepModes, mode)
 			}
 		}
 		step++
 		if prompt {
-			sv.promptTokens += int64(len(seqs) * len(seqs[0]))
+			sv.promptTokens += int64(tokens)
 		}
 		if generated {
 			sv.tokens += int64(o.batch)
@@ -73,60 +66,145 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			last = time.Now()
 			status.show(sv.tokens, time.Since(start))
 		}
-		return next, nil
 	}
+	// The step read next must end the warm-up with nothing queued behind
+	// it, so that the measured steps' work is all measured.
+	dec.endsWarmup = func() bool { return step+1 == o.warmup }
 	for req := 0; o.requests == 0 || req < o.requests; req++ {
-		if err := serveRequest(bt, o, r, req, forward, stdout, rec); err != nil {
+		if err := serveRequest(bt, o, r, req, dec, stdout, rec); err != nil {
 			return sv, err
 		}
 	}
+	sv.overlapped = dec.overlapped
 	return sv, nil
 }
 
-// runStep runs one step of bt: a decode step through the step placer's
-// mode and the gatherer, timed for the placer (modelled under a Timeline,
-// else by the wall clock); a prompt step as the learner's. It returns the
-// next tokens and the step's modelled µs.
-func runStep(bt *Batch, seqs [][]int, prompt, decode bool, ops *int64, clock modelClock, steps *stepPlacer,
-	gather *stepGather) ([]int, float64, error) {
-	if steps != nil {
-		if decode {
-			steps.begin()
-		} else if err := steps.prompt(); err != nil {
-			return nil, 0, err
+// decoder runs a batch's steps and keeps their books (tally): a prompt's
+// micro-batches (forward) on the tokens given, and decode steps on the
+// tokens the last step left on the backend (issue, then complete), one
+// issued before the last one's tokens are read where that step's
+// placement was set before it ran (overlap).
+type decoder struct {
+	ctx        context.Context
+	bt         *Batch
+	clock      modelClock
+	steps      *stepPlacer // -strategy auto's, else nil
+	gather     *stepGather
+	overlap    bool   // -overlap
+	ops        *int64 // ops run, counted
+	overlapped int64  // decode steps issued before the last one's tokens were read
+	tally      func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string)
+	endsWarmup func() bool // the step read next is the warm-up's last
+	readUs     float64     // the modelled clock when the host last read tokens
+	readWall   time.Time   // the wall clock then
+}
+
+// decodeStep is a decode step issued, its tokens not read yet.
+type decodeStep struct {
+	issued Issued
+	mode   int  // the step placer's mode for it
+	placed bool // its placement was set before it ran
+}
+
+// forward runs a prompt's micro-batch (seqs) as the learner's step and
+// reads its tokens (generated: they are the prompt's first generated
+// ones).
+func (d *decoder) forward(seqs [][]int, generated bool) ([]int, error) {
+	if err := d.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d.steps != nil {
+		if err := d.steps.prompt(); err != nil {
+			return nil, err
 		}
 	}
-	before, began := clock.read().MakespanUs, time.Now()
-	if decode {
-		if err := gather.begin(); err != nil {
-			return nil, 0, err
-		}
+	before := d.clock.read().MakespanUs
+	began := time.Now()
+	next, err := d.bt.Forward(seqs, d.ops)
+	if err != nil {
+		return nil, err
 	}
-	next, err := bt.Forward(seqs, ops)
-	if err := errors.Join(err, gather.end()); err != nil {
-		return nil, 0, err
+	modelledUs := d.clock.read().MakespanUs - before
+	d.read()
+	d.tally(len(seqs)*len(seqs[0]), true, generated, modelledUs, float64(time.Since(began).Nanoseconds())/1e3, "prompt")
+	return next, nil
+}
+
+// read notes that the host has just read a step's tokens.
+func (d *decoder) read() {
+	d.readUs, d.readWall = d.hostUs(), time.Now()
+}
+
+// hostUs is the modelled clock's host time: the Timeline's host clock,
+// or the durations reported so far without one.
+func (d *decoder) hostUs() float64 {
+	st := d.clock.read()
+	if d.clock.tl != nil {
+		return st.HostUs
 	}
-	modelledUs := clock.read().MakespanUs - before
-	if steps != nil && decode {
-		us := float64(time.Since(began).Nanoseconds()) / 1e3
-		if clock.tl != nil {
+	return st.MakespanUs
+}
+
+// issue queues a decode step on the last tokens, in the step placer's
+// mode, gathered where its placement is set.
+func (d *decoder) issue() (decodeStep, error) {
+	if err := d.ctx.Err(); err != nil {
+		return decodeStep{}, err
+	}
+	st := decodeStep{placed: true}
+	if d.steps != nil {
+		st.mode, st.placed = d.steps.begin()
+	}
+	if err := d.gather.begin(); err != nil {
+		return st, err
+	}
+	var err error
+	st.issued, err = d.bt.Issue(d.ops)
+	return st, errors.Join(err, d.gather.end())
+}
+
+// ahead reports whether the step after st may be issued before st's
+// tokens are read: -overlap, st placed before it ran, st not the
+// warm-up's last, and the run not stopping.
+func (d *decoder) ahead(st decodeStep) bool {
+	return d.overlap && st.placed && !d.endsWarmup() && d.ctx.Err() == nil
+}
+
+// complete reads st's tokens and times the step for the step placer:
+// the time since the host last read tokens (modelled under a Timeline,
+// else by the wall clock), which is the step's period when steps
+// overlap.
+func (d *decoder) complete(st decodeStep) ([]int, error) {
+	next, err := d.bt.Tokens(st.issued)
+	if err != nil {
+		return nil, err
+	}
+	modelledUs, wallUs := d.hostUs()-d.readUs, float64(time.Since(d.readWall).Nanoseconds())/1e3
+	d.read()
+	mode := ""
+	if d.steps != nil {
+		us := wallUs
+		if d.clock.tl != nil {
 			us = modelledUs
 		}
-		if err := steps.end(us); err != nil {
-			return nil, 0, err
+		if err := d.steps.end(st.mode, us); err != nil {
+			return nil, err
 		}
+		mode = d.steps.stepMode(st.mode)
 	}
-	return next, modelledUs, nil
+	d.tally(d.bt.b, false, true, modelledUs, wallUs, mode)
+	return next, nil
 }
 
 // serveRequest serves batch req: a prompt of a length drawn from -prompt
 // per sequence, prefilled in micro-batches of -ubatch tokens, then
-// -tokens tokens decoded (the first from the prefill), each step through
-// forward. When a device is lost with the batch's KV caches on it, the
-// request goes on elsewhere: new caches, the tokens fed so far prefilled
-// again (recover).
-func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
-	forward func(seqs [][]int, prompt, generated bool) ([]int, error), stdout io.Writer, rec *recovery) error {
+// -tokens tokens decoded (the first from the prefill), each decode step
+// fed the tokens the last one left on the backend, and issued before
+// they are read where dec allows (decoder.ahead). When a device is lost
+// with the batch's KV caches on it, the request goes on elsewhere: new
+// caches, the tokens fed so far prefilled again (recover), the steps in
+// flight dropped.
+func serveRequest(bt *Batch, o options, r *rand.Rand, req int, dec *decoder, stdout io.Writer, rec *recovery) error {
 	bt.Reset()
 	if bt.route != nil {
 		bt.route.request(req)
@@ -141,10 +219,11 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
 			fed[i] = append(fed[i], r.IntN(o.model.Vocab))
 		}
 	}
-	cur, err := prefill(fed, o.ubatch, forward)
+	cur, err := prefill(fed, o.ubatch, dec.forward)
 	if err != nil {
 		return err
 	}
+	var next *decodeStep // issued before cur's step was read
 	for k := 0; ; k++ {
 		if o.stream {
 			for i, tok := range cur {
@@ -155,25 +234,49 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int,
 		if k == o.tokens-1 {
 			return nil
 		}
-		seqs := make([][]int, o.batch)
-		for i := range seqs {
-			seqs[i] = []int{cur[i]}
+		for i := range fed {
 			fed[i] = append(fed[i], cur[i])
 		}
-		next, err := forward(seqs, false, true)
+		toks, err := decodeNext(dec, &next, k+1 < o.tokens-1)
 		if err != nil {
-			if next, err = rec.recover(bt, err, fed, o.ubatch, forward); err != nil {
+			next = nil
+			if toks, err = rec.recover(bt, err, fed, o.ubatch, dec.forward); err != nil {
 				return err
 			}
 		}
-		cur = next
+		cur = toks
 	}
+}
+
+// decodeNext returns the tokens of the step after the last one read: the
+// step issued already (*next), or one issued now; when more steps follow
+// and dec allows, the step after it is issued before they are read, and
+// left in *next.
+func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
+	var st decodeStep
+	if *next != nil {
+		st, *next = **next, nil
+	} else {
+		var err error
+		if st, err = dec.issue(); err != nil {
+			return nil, err
+		}
+	}
+	if more && dec.ahead(st) {
+		after, err := dec.issue()
+		if err != nil {
+			return nil, err
+		}
+		*next = &after
+		dec.overlapped++
+	}
+	return dec.complete(st)
 }
 
 // prefill feeds fed (each sequence's tokens, all of one length) in
 // micro-batches of ubatch tokens as prompt steps, and returns the next
 // token of each sequence, which the last micro-batch generates.
-func prefill(fed [][]int, ubatch int, forward func(seqs [][]int, prompt, generated bool) ([]int, error)) ([]int, error) {
+func prefill(fed [][]int, ubatch int, forward func(seqs [][]int, generated bool) ([]int, error)) ([]int, error) {
 	n := len(fed[0])
 	var cur []int
 	for p := 0; p < n; p += ubatch {
@@ -183,7 +286,7 @@ func prefill(fed [][]int, ubatch int, forward func(seqs [][]int, prompt, generat
 			seqs[i] = fed[i][p : p+m]
 		}
 		var err error
-		if cur, err = forward(seqs, true, p+m == n); err != nil {
+		if cur, err = forward(seqs, p+m == n); err != nil {
 			return nil, err
 		}
 	}
@@ -204,7 +307,7 @@ const maxRestarts = 4
 // lost with its device, it gives bt new caches and prefills fed again,
 // returning the step's next tokens; otherwise it returns err.
 func (rc *recovery) recover(bt *Batch, err error, fed [][]int, ubatch int,
-	forward func(seqs [][]int, prompt, generated bool) ([]int, error)) ([]int, error) {
+	forward func(seqs [][]int, generated bool) ([]int, error)) ([]int, error) {
 	if !errors.Is(err, executor.ErrTensorLost) || rc.restarts >= maxRestarts {
 		return nil, err
 	}

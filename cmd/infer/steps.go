@@ -263,8 +263,11 @@ func (p *stepPlacer) prompt() error {
 }
 
 // begin chooses the mode of a decode step: the learner's, counted, for
-// the first learnerSteps, then bandit.Modes'.
-func (p *stepPlacer) begin() {
+// the first learnerSteps, then bandit.Modes'. It returns the mode, for
+// end, and whether the step's placement is set before it runs (not the
+// learner's): only such a step may have the next one begun before it
+// ends, as the learner's step keeps its choices (ran) until its end.
+func (p *stepPlacer) begin() (mode int, placed bool) {
 	p.prompting.Store(false)
 	p.mu.Lock()
 	clear(p.ran)
@@ -281,6 +284,7 @@ func (p *stepPlacer) begin() {
 	p.recording.Store(k <= 0)
 	p.cur.Store(int32(k))
 	p.holdWeights(k > 0 && p.table[k].kind == homeMode)
+	return k, k > 0
 }
 
 // holdWeights holds the weight caches for a home step, whose ops run
@@ -294,10 +298,10 @@ func (p *stepPlacer) holdWeights(hold bool) {
 	}
 }
 
-// end records that the decode step begun last took us µs; while the
+// end records that the decode step begun in mode k took us µs; while the
 // learner runs alone it keeps the fastest step's placement, and after the
 // learnerSteps-th it sets up the modes from the last step's ops.
-func (p *stepPlacer) end(us float64) error {
+func (p *stepPlacer) end(k int, us float64) error {
 	p.steps++
 	if p.modes == nil {
 		p.freeze(us)
@@ -307,7 +311,6 @@ func (p *stepPlacer) end(us float64) error {
 		}
 		return p.setModes()
 	}
-	k := int(p.cur.Load())
 	if err := p.modes.Done(k, us); err != nil {
 		return err
 	}
@@ -407,17 +410,13 @@ func (p *stepPlacer) modeName(k int) string {
 	return "learned"
 }
 
-// mode names the mode of the step begun last: "prompt" for a prompt
-// step, else as modeName ("learned" while the learner runs alone).
-func (p *stepPlacer) mode() string {
-	switch k := p.cur.Load(); {
-	case p.prompting.Load():
-		return "prompt"
-	case k <= 0:
+// stepMode names mode k of a decode step as modeName ("learned" while
+// the learner runs alone).
+func (p *stepPlacer) stepMode(k int) string {
+	if k <= 0 {
 		return "learned"
-	default:
-		return p.modeName(int(k))
 	}
+	return p.modeName(k)
 }
 
 // runs returns the decode steps each mode ran, by name ("learned" counts

@@ -68,6 +68,9 @@ type Summary struct {
 	// and launched at once (-graphs): only:NAME's, and auto's in a mode
 	// set before the step runs.
 	GatheredSteps int64 `json:"gathered_steps,omitempty"`
+	// OverlappedSteps counts the decode steps issued before the tokens of
+	// the step before them were read (-overlap).
+	OverlappedSteps int64 `json:"overlapped_steps,omitempty"`
 	// Graphs is what the GPU backend's gatherings did (built, replayed,
 	// launched one by one, and why graphs are not used, if they are not).
 	Graphs *rocm.GraphStats `json:"graphs,omitempty"`
