@@ -139,6 +139,8 @@ func TestFakeOps(t *testing.T) {
 			{Op: kernels.MatMul, In: []kernels.Shape{{2, 4, 6}, {2, 6, 5}}},
 			{Op: kernels.KVAppend, In: []kernels.Shape{{2, 3, 7, 4}, {2, 2, 3, 4}}, Params: kernels.Params{Pos: 5}},
 			{Op: kernels.Argmax, In: []kernels.Shape{{3, 2, 300}}},
+			{Op: kernels.GetRows, DType: kernels.Q8_0, In: []kernels.Shape{{50, 64}, {2, 3}}},
+			{Op: kernels.GetRows, In: []kernels.Shape{{9, 5}, {4}}},
 			// A decoder's other ops, so that a decode step runs on the fake.
 			{Op: kernels.SwiGLU, In: []kernels.Shape{{3, 50}, {3, 50}}},
 			{Op: kernels.RMSNorm, In: []kernels.Shape{{3, 40}, {40}}, Params: kernels.Params{Eps: 1e-3}},
@@ -254,6 +256,184 @@ func checkArgmax(t *testing.T, d backends.Backend) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Argmax on %s: %v, want %v", d.Info().Name, got, want)
+	}
+}
+
+// TestFakeGetRows: GetRows through the Go side's plan, argument packing
+// and launch gives the reference's rows, for tables of every dtype.
+func TestFakeGetRows(t *testing.T) { checkGetRows(t, openFake(t, fakeOptions(t, "blas"))) }
+
+// checkGetRows runs GetRows on d over a [37, 64] table in each dtype,
+// with indices of rank 1 and 2 that repeat rows and take the first, the
+// last and -0 (row 0), and compares the rows with kernels.Reference's:
+// exactly, both decoding the same values.
+func checkGetRows(t *testing.T, d backends.Backend) {
+	t.Helper()
+	const v, dim = 37, 64
+	negZero := float32(math.Copysign(0, -1))
+	for _, dt := range []kernels.DType{kernels.F32, kernels.F16, kernels.Q8_0, kernels.Q4_0} {
+		for _, c := range []struct {
+			idx   []float32
+			shape kernels.Shape
+		}{
+			{[]float32{5, 0, v - 1, 5}, kernels.Shape{4}},
+			{[]float32{3, 3, 3, negZero, v - 1, 1}, kernels.Shape{2, 3}},
+		} {
+			s := kernels.Spec{Op: kernels.GetRows, DType: dt, In: []kernels.Shape{{v, dim}, c.shape}}
+			in, err := specInputs(s, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in[1] = kernels.AsBytes(c.idx)
+			got, _, err := runWith(d, s, in)
+			if err != nil {
+				t.Fatalf("%v: %v", s, err)
+			}
+			want := make([]byte, s.OutBytes())
+			if err := kernels.Reference(s, in, want); err != nil {
+				t.Fatal(err)
+			}
+			if err := compareF32(got, want, 0); err != nil {
+				t.Errorf("%v, indices %v on %s: %v", s, c.idx, d.Info().Name, err)
+			}
+		}
+	}
+}
+
+// TestFakeGetRowsBadIndex: an index that is not a row gives a row of NaN.
+func TestFakeGetRowsBadIndex(t *testing.T) {
+	checkGetRowsBadIndex(t, openFake(t, fakeOptions(t, "blas")))
+}
+
+// checkGetRowsBadIndex runs GetRows on d with indices that are no row of
+// the table (fractional, negative, past the end, NaN, infinite) among
+// good ones: where the reference fails with kernels.ErrIndex, a kernel,
+// which cannot, writes each bad index's row as NaN and the good ones'
+// rows as the table's.
+func checkGetRowsBadIndex(t *testing.T, d backends.Backend) {
+	t.Helper()
+	const v, dim = 4, 32
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	idx := []float32{1, 3.5, -1, v, nan, inf, -inf, 1e10, 2}
+	row := []float32{1, -1, -1, -1, -1, -1, -1, -1, 2} // -1: not a row
+	s := kernels.Spec{Op: kernels.GetRows, DType: kernels.Q8_0, In: []kernels.Shape{{v, dim}, {len(idx)}}}
+	in, err := specInputs(s, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in[1] = kernels.AsBytes(idx)
+	if err := kernels.Reference(s, in, make([]byte, s.OutBytes())); !errors.Is(err, kernels.ErrIndex) {
+		t.Fatalf("reference: %v, want ErrIndex", err)
+	}
+	got, _, err := runWith(d, s, in)
+	if err != nil {
+		t.Fatalf("%v: %v", s, err)
+	}
+	good := make([]float32, len(row))
+	for k, r := range row {
+		good[k] = max(r, 0)
+	}
+	want := make([]byte, s.OutBytes())
+	if err := kernels.Reference(s, [][]byte{in[0], kernels.AsBytes(good)}, want); err != nil {
+		t.Fatal(err)
+	}
+	g, w := kernels.AsF32(got), kernels.AsF32(want)
+	for k, r := range row {
+		for j := k * dim; j < (k+1)*dim; j++ {
+			switch {
+			case r < 0 && !math.IsNaN(float64(g[j])):
+				t.Fatalf("index %v on %s: element %d of its row is %v, want NaN (no row)", idx[k], d.Info().Name, j-k*dim, g[j])
+			case r >= 0 && g[j] != w[j]:
+				t.Fatalf("index %v on %s: element %d of its row is %v, want %v", idx[k], d.Info().Name, j-k*dim, g[j], w[j])
+			}
+		}
+	}
+}
+
+// TestFakeArgmaxFeedsGetRows: a GetRows queued after an Argmax reads the
+// indices that Argmax writes, as a decoder takes the next token's
+// embedding on the device, and is issued before they are there.
+func TestFakeArgmaxFeedsGetRows(t *testing.T) {
+	t.Setenv("FAKEHIP_KERNEL_US", "0")
+	checkArgmaxFeedsGetRows(t, openFake(t, fakeOptions(t, "blas")), func(on bool) {
+		if on {
+			os.Setenv("FAKEHIP_KERNEL_US", "20000")
+		} else {
+			os.Setenv("FAKEHIP_KERNEL_US", "0")
+		}
+	})
+}
+
+// checkArgmaxFeedsGetRows queues on d the Argmax of logits [3, 50] into
+// an index buffer that holds -1 (no row: a GetRows run before it would
+// write NaN rows), then a GetRows of a Q8_0 table [50, 64] by those
+// indices, after the Argmax's event, and compares the rows read back with
+// the reference's for the reference's indices. slow(true), where the
+// runtime allows it (nil elsewhere), makes the Argmax slow, and the
+// GetRows must then not be done once queued.
+func checkArgmaxFeedsGetRows(t *testing.T, d *Device, slow func(bool)) {
+	t.Helper()
+	const b, v, dim = 3, 50, 64
+	argmax := kernels.Spec{Op: kernels.Argmax, In: []kernels.Shape{{b, v}}}
+	rows := kernels.Spec{Op: kernels.GetRows, DType: kernels.Q8_0, In: []kernels.Shape{{v, dim}, {b}}}
+	logits, err := specInputs(argmax, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := specInputs(rows, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]backends.Buffer, 4) // logits, table, indices, rows
+	for i, data := range [][]byte{logits[0], table[0], f32Bytes(-1, -1, -1), nil} {
+		n := int64(len(data))
+		if data == nil {
+			n = rows.OutBytes()
+		}
+		if bufs[i], err = d.Alloc(n); err != nil {
+			t.Fatal(err)
+		}
+		defer bufs[i].Free()
+		if data != nil {
+			if _, err := d.Write(bufs[i], data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	runSpec(t, d, rows) // compile first, so that the queued GetRows is issued at once
+	if slow != nil {
+		slow(true)
+	}
+	aev, err := d.RunAsync(argmax, bufs[:1], bufs[2], nil)
+	if slow != nil {
+		slow(false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	gev, err := d.RunAsync(rows, bufs[1:3], bufs[3], []backends.Event{aev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slow != nil && gev.Done() {
+		t.Fatal("GetRows is done as soon as it is queued after a slow Argmax: the launch waited for its indices")
+	}
+	got := make([]byte, rows.OutBytes())
+	if _, err := d.Read(got, bufs[3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	idx, want := make([]byte, argmax.OutBytes()), make([]byte, rows.OutBytes())
+	if err := kernels.Reference(argmax, logits, idx); err != nil {
+		t.Fatal(err)
+	}
+	if err := kernels.Reference(rows, [][]byte{table[0], idx}, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := compareF32(got, want, 0); err != nil {
+		t.Errorf("GetRows of the Argmax's indices %v on %s: %v", kernels.AsF32(idx), d.Info().Name, err)
 	}
 }
 

@@ -57,12 +57,29 @@ func gpuSpecs() []kernels.Spec {
 		{Op: kernels.Attention, In: sh(kernels.Shape{2, 4, 1, 64}, kernels.Shape{2, 2, 300, 64}, kernels.Shape{2, 2, 300, 64}), Params: kernels.Params{Causal: true, Keys: 17}},
 		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
 		{Op: kernels.Argmax, In: sh(kernels.Shape{16, 32000})},
+		{Op: kernels.GetRows, DType: kernels.Q8_0, In: sh(kernels.Shape{1000, 256}, kernels.Shape{16})},
+		{Op: kernels.GetRows, DType: kernels.Q4_0, In: sh(kernels.Shape{300, 96}, kernels.Shape{2, 3})},
+		{Op: kernels.GetRows, DType: kernels.F16, In: sh(kernels.Shape{50, 40}, kernels.Shape{5})},
+		{Op: kernels.GetRows, In: sh(kernels.Shape{77, 33}, kernels.Shape{2, 2, 3})},
 	}
 }
 
 // TestGPUArgmax runs argmax_f32 on the real device on rows of ties,
 // negatives and NaN: the decoder's greedy token taken there.
 func TestGPUArgmax(t *testing.T) { checkArgmax(t, openGPU(t)) }
+
+// TestGPUGetRows runs the get_rows kernels on the real device: every
+// dtype's rows as the reference decodes them, and a row of NaN for an
+// index that is not a row.
+func TestGPUGetRows(t *testing.T) {
+	d := openGPU(t)
+	checkGetRows(t, d)
+	checkGetRowsBadIndex(t, d)
+}
+
+// TestGPUArgmaxFeedsGetRows: the next token's embedding taken on the real
+// device from the Argmax queued before it.
+func TestGPUArgmaxFeedsGetRows(t *testing.T) { checkArgmaxFeedsGetRows(t, openGPU(t), nil) }
 
 // TestGPUKVAppendInPlace runs KVAppend in place on the real device: the
 // decoder's KV cache stays there.
@@ -87,6 +104,8 @@ func TestGPUOps(t *testing.T) {
 				tol = 1e-3
 			case kernels.Argmax:
 				tol = 0 // indices: exact
+			case kernels.GetRows:
+				tol = 0 // rows decoded as the reference decodes them: exact
 			}
 			if err := compareF32(got, want, tol); err != nil {
 				t.Errorf("%v (blas %v): %v", s, dev.blas != 0, err)

@@ -12,7 +12,8 @@ import (
 )
 
 // specInputs returns host data for every input of s: uniform values in
-// [-1, 1) from a fixed-seed PCG, encoded in each input's dtype.
+// [-1, 1) from a fixed-seed PCG, encoded in each input's dtype; an input
+// of row indices (s.IndexRows) holds rows of its table instead.
 func specInputs(s kernels.Spec, seed uint64) ([][]byte, error) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	out := make([][]byte, len(s.In))
@@ -20,6 +21,9 @@ func specInputs(s kernels.Spec, seed uint64) ([][]byte, error) {
 		vals := make([]float32, sh.Elements())
 		for j := range vals {
 			vals[j] = 2*r.Float32() - 1
+			if n := s.IndexRows(i); n > 0 {
+				vals[j] = float32(r.IntN(n))
+			}
 		}
 		b, err := kernels.Quantize(s.InDType(i), vals)
 		if err != nil {
@@ -83,8 +87,11 @@ func runChecked(d backends.Backend, s kernels.Spec, seed uint64, tol float64) er
 		}
 		return nil
 	}
-	if s.Op == kernels.Argmax {
+	switch s.Op {
+	case kernels.Argmax:
 		tol = 0 // indices: exact, or a neighbour of a large one would pass
+	case kernels.GetRows:
+		tol = 0 // rows decoded as the reference decodes them: exact
 	}
 	return compareF32(got, want, tol)
 }
@@ -96,26 +103,7 @@ func runRef(d backends.Backend, s kernels.Spec, seed uint64) (got, want []byte, 
 	if err != nil {
 		return nil, nil, tm, err
 	}
-	bufs := make([]backends.Buffer, len(in))
-	for i, b := range in {
-		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
-			return nil, nil, tm, err
-		}
-		defer bufs[i].Free()
-		if _, err := d.Write(bufs[i], b); err != nil {
-			return nil, nil, tm, err
-		}
-	}
-	out, err := d.Alloc(s.OutBytes())
-	if err != nil {
-		return nil, nil, tm, err
-	}
-	defer out.Free()
-	if tm, err = d.Run(s, bufs, out); err != nil {
-		return nil, nil, tm, err
-	}
-	got = make([]byte, s.OutBytes())
-	if _, err := d.Read(got, out); err != nil {
+	if got, tm, err = runWith(d, s, in); err != nil {
 		return nil, nil, tm, err
 	}
 	want = make([]byte, s.OutBytes())
@@ -123,4 +111,32 @@ func runRef(d backends.Backend, s kernels.Spec, seed uint64) (got, want []byte, 
 		return nil, nil, tm, err
 	}
 	return got, want, tm, nil
+}
+
+// runWith uploads in, runs s on d and returns the output read back and
+// the op's Timing.
+func runWith(d backends.Backend, s kernels.Spec, in [][]byte) (got []byte, tm backends.Timing, err error) {
+	bufs := make([]backends.Buffer, len(in))
+	for i, b := range in {
+		if bufs[i], err = d.Alloc(int64(len(b))); err != nil {
+			return nil, tm, err
+		}
+		defer bufs[i].Free()
+		if _, err := d.Write(bufs[i], b); err != nil {
+			return nil, tm, err
+		}
+	}
+	out, err := d.Alloc(s.OutBytes())
+	if err != nil {
+		return nil, tm, err
+	}
+	defer out.Free()
+	if tm, err = d.Run(s, bufs, out); err != nil {
+		return nil, tm, err
+	}
+	got = make([]byte, s.OutBytes())
+	if _, err := d.Read(got, out); err != nil {
+		return nil, tm, err
+	}
+	return got, tm, nil
 }

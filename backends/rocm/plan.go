@@ -109,6 +109,8 @@ func planOp(s kernels.Spec, blas bool) (opPlan, error) {
 		return planAttention(s)
 	case kernels.KVAppend:
 		return planKVAppend(s)
+	case kernels.GetRows:
+		return planGetRows(s)
 	case kernels.QuantizedMatMul:
 		return planQMatMul(s)
 	case kernels.MatMul:
@@ -281,6 +283,37 @@ func planKVAppend(s kernels.Spec) (opPlan, error) {
 	}
 	return opPlan{launch: kernel("kv_append_f32", dim3(gridFor(rows), 1, 1), dim3(blockSize, 1, 1),
 		out(), in(0), in(1), i32(r[1]), i32(r[2]), i32(c[2]), i32(c[3]), i32(s.Params.Pos), i64(c.Elements()), i64(rows))}, nil
+}
+
+// planGetRows launches one thread per output element, each decoding its
+// index's table row as Dequantize does. A kernel cannot return an error:
+// where the CPU kernel and the reference fail with kernels.ErrIndex, an
+// index that is not a row (not an integer in [0, V), NaN) writes a row of
+// NaN; the host path that feeds GetRows checks the tokens it reads back.
+func planGetRows(s kernels.Spec) (opPlan, error) {
+	v, d := s.In[0][0], s.In[0][1]
+	if !fitsInt32(int64(v), int64(d)) {
+		return opPlan{}, unsupported("get rows of a table %v exceeds int32", s.In[0])
+	}
+	n := s.In[1].Elements() * int64(d)
+	return opPlan{launch: kernel(getRowsKernel(s.DType), dim3(gridFor(n), 1, 1), dim3(blockSize, 1, 1),
+		out(), in(0), in(1), i32(v), i32(d), i64(n))}, nil
+}
+
+// getRowsKernel is the GetRows kernel of a table of d, "" for a type
+// without one (Validate has refused it).
+func getRowsKernel(d kernels.DType) string {
+	switch d {
+	case kernels.F32:
+		return "get_rows_f32"
+	case kernels.F16:
+		return "get_rows_f16"
+	case kernels.Q8_0:
+		return "get_rows_q8_0"
+	case kernels.Q4_0:
+		return "get_rows_q4_0"
+	}
+	return ""
 }
 
 func planMatMul(s kernels.Spec, blas bool) (opPlan, error) {

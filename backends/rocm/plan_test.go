@@ -85,6 +85,10 @@ func gpuSpecsPure() []kernels.Spec {
 		{Op: kernels.Transpose, In: sh(kernels.Shape{3, 37, 70})},
 		{Op: kernels.KVAppend, In: sh(kernels.Shape{2, 2, 30, 64}, kernels.Shape{2, 3, 2, 64}), Params: kernels.Params{Pos: 4}},
 		{Op: kernels.Argmax, In: sh(kernels.Shape{3, 2, 1000})},
+		{Op: kernels.GetRows, DType: kernels.Q8_0, In: sh(kernels.Shape{1000, 64}, kernels.Shape{3})},
+		{Op: kernels.GetRows, DType: kernels.Q4_0, In: sh(kernels.Shape{100, 96}, kernels.Shape{2, 3})},
+		{Op: kernels.GetRows, DType: kernels.F16, In: sh(kernels.Shape{10, 7}, kernels.Shape{4})},
+		{Op: kernels.GetRows, In: sh(kernels.Shape{10, 7}, kernels.Shape{2, 2, 2})},
 	}
 }
 
@@ -93,6 +97,7 @@ func TestPlanUnsupported(t *testing.T) {
 		{Op: kernels.Opaque, In: []kernels.Shape{{4}}},
 		{Op: kernels.Attention, In: []kernels.Shape{{1, 1, 1, 2048}, {1, 1, 4, 2048}, {1, 1, 4, 2048}}},
 		{Op: kernels.Add, In: []kernels.Shape{{4}, {5}}},
+		{Op: kernels.GetRows, DType: kernels.Q8_0, In: []kernels.Shape{{2, 1 << 31}, {1}}},
 	} {
 		if _, err := planOp(s, false); !errors.Is(err, backends.ErrUnsupported) {
 			t.Errorf("planOp(%v): %v, want ErrUnsupported", s, err)

@@ -2,24 +2,75 @@
 // Q4_0 is an f16 scale and 16 bytes of nibbles (18 bytes), the low nibble
 // of byte j holding value j and the high nibble value j+16, each (q-8)·d.
 
+// q8_0_at and q4_0_at decode element e of data whose rows are whole
+// blocks, so that element e lies in block e/32 wherever its row starts.
+static __device__ __forceinline__ float q8_0_at(const unsigned char* in, long long e) {
+    const unsigned char* blk = in + (e / 32) * 34;
+    return load_f16(blk) * (float)(signed char)blk[2 + e % 32];
+}
+
+static __device__ __forceinline__ float q4_0_at(const unsigned char* in, long long e) {
+    const unsigned char* blk = in + (e / 32) * 18;
+    int j = (int)(e % 32);
+    int q = j < 16 ? (blk[2 + j] & 0x0f) : (blk[2 + j - 16] >> 4);
+    return load_f16(blk) * (float)(q - 8);
+}
+
 extern "C" __global__ void dequant_q8_0(float* out, const unsigned char* in, long long n) {
-    for (long long i = gid(); i < n; i += gstride()) {
-        const unsigned char* blk = in + (i / 32) * 34;
-        out[i] = load_f16(blk) * (float)(signed char)blk[2 + i % 32];
-    }
+    for (long long i = gid(); i < n; i += gstride()) out[i] = q8_0_at(in, i);
 }
 
 extern "C" __global__ void dequant_q4_0(float* out, const unsigned char* in, long long n) {
-    for (long long i = gid(); i < n; i += gstride()) {
-        const unsigned char* blk = in + (i / 32) * 18;
-        int j = (int)(i % 32);
-        int q = j < 16 ? (blk[2 + j] & 0x0f) : (blk[2 + j - 16] >> 4);
-        out[i] = load_f16(blk) * (float)(q - 8);
-    }
+    for (long long i = gid(); i < n; i += gstride()) out[i] = q4_0_at(in, i);
 }
 
 extern "C" __global__ void dequant_f16(float* out, const unsigned char* in, long long n) {
     for (long long i = gid(); i < n; i += gstride()) out[i] = load_f16(in + 2 * i);
+}
+
+// get_rows_f32, _f16, _q8_0 and _q4_0 are GetRows: output row k is row
+// idx[k] of the table [V, D], decoded as the dequant kernels decode; n is
+// the number of outputs (len(idx)·D), one thread each. A kernel cannot
+// return an error, so an index that is not a row (not an integer in
+// [0, V), NaN) writes a row of NaN instead. V <= 2^24 (Validate): every
+// row's index is exact as a float.
+
+// get_rows_at returns the table element of output i, or -1 when its index
+// is not a row. NaN is tested on the bits, as in argmax_before, so that
+// the test holds under any floating-point mode.
+static __device__ __forceinline__ long long get_rows_at(const float* idx, int V, int D, long long i) {
+    float v = idx[i / D];
+    if ((__float_as_int(v) & 0x7fffffff) > 0x7f800000) return -1;
+    if (!(v >= 0.0f && v < (float)V) || v != (float)(int)v) return -1;
+    return (long long)(int)v * D + i % D;
+}
+
+extern "C" __global__ void get_rows_f32(float* out, const float* table, const float* idx, int V, int D, long long n) {
+    for (long long i = gid(); i < n; i += gstride()) {
+        long long e = get_rows_at(idx, V, D, i);
+        out[i] = e < 0 ? __int_as_float(0x7fc00000) : table[e];
+    }
+}
+
+extern "C" __global__ void get_rows_f16(float* out, const unsigned char* table, const float* idx, int V, int D, long long n) {
+    for (long long i = gid(); i < n; i += gstride()) {
+        long long e = get_rows_at(idx, V, D, i);
+        out[i] = e < 0 ? __int_as_float(0x7fc00000) : load_f16(table + 2 * e);
+    }
+}
+
+extern "C" __global__ void get_rows_q8_0(float* out, const unsigned char* table, const float* idx, int V, int D, long long n) {
+    for (long long i = gid(); i < n; i += gstride()) {
+        long long e = get_rows_at(idx, V, D, i);
+        out[i] = e < 0 ? __int_as_float(0x7fc00000) : q8_0_at(table, e);
+    }
+}
+
+extern "C" __global__ void get_rows_q4_0(float* out, const unsigned char* table, const float* idx, int V, int D, long long n) {
+    for (long long i = gid(); i < n; i += gstride()) {
+        long long e = get_rows_at(idx, V, D, i);
+        out[i] = e < 0 ? __int_as_float(0x7fc00000) : q4_0_at(table, e);
+    }
 }
 
 // qmatmul_q8_0 and qmatmul_q4_0 compute out[m,n] = Σ_k a[m,k]·W[n,k] with

@@ -400,6 +400,39 @@ static float f16(const unsigned char* p) {
 	float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
 	return h & 0x8000 ? -v : v;
 }
+// f32_at, f16_at, q8_0_at and q4_0_at decode element e of a table as the
+// kernels do: Q8_0 and Q4_0 rows are whole blocks of 32 (a half scale,
+// then 32 signed bytes, or 16 bytes of nibbles: the low nibble of byte j
+// is value j, the high one value j+16, each (q-8)·d).
+static float f32_at(const unsigned char* p, long long e) { float v; memcpy(&v, p + 4 * e, 4); return v; }
+static float f16_at(const unsigned char* p, long long e) { return f16(p + 2 * e); }
+static float q8_0_at(const unsigned char* p, long long e) {
+	const unsigned char* blk = p + e / 32 * 34;
+	return f16(blk) * (float)(signed char)blk[2 + e % 32];
+}
+static float q4_0_at(const unsigned char* p, long long e) {
+	const unsigned char* blk = p + e / 32 * 18;
+	int j = (int)(e % 32);
+	int q = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
+	return f16(blk) * (float)(q - 8);
+}
+// get_rows is get_rows_<dtype>: output row k is table row idx[k] of [V, D]
+// decoded by at, n outputs; an index that is no row (not an integer in
+// [0, V), NaN) writes a row of NaN.
+static void get_rows(void** a, float (*at)(const unsigned char*, long long)) {
+	float* o = *(float**)a[0]; const unsigned char* t = *(unsigned char**)a[1]; const float* idx = *(float**)a[2];
+	int V = *(int*)a[3], D = *(int*)a[4];
+	long long n = *(long long*)a[5];
+	for (long long i = 0; i < n; i++) {
+		float v = idx[i / D];
+		int row = !isnan(v) && v >= 0 && v < (float)V && v == (float)(int)v;
+		o[i] = row ? at(t, (long long)(int)v * D + i % D) : NAN;
+	}
+}
+static void k_get_rows_f32(void** a) { get_rows(a, f32_at); }
+static void k_get_rows_f16(void** a) { get_rows(a, f16_at); }
+static void k_get_rows_q8_0(void** a) { get_rows(a, q8_0_at); }
+static void k_get_rows_q4_0(void** a) { get_rows(a, q4_0_at); }
 // k_qmatmul_q8_0 is qmatmul_q8_0: out[m,n] = Σ_k a[m,k]·W[n,k], W's rows
 // in blocks of 32 (a half scale, then 32 signed bytes).
 static void k_qmatmul_q8_0(void** a) {
@@ -473,7 +506,8 @@ static kdef_t kernels[] = {
 	{"silu_f32", k_silu, 3}, {"copy_u8", k_copy, 3}, {"sgemm_tiled", k_sgemm, 9},
 	{"kv_append_f32", k_kv_append, 10}, {"swiglu_f32", k_swiglu, 4}, {"rmsnorm_f32", k_rmsnorm, 6},
 	{"rope_f32", k_rope, 8}, {"qmatmul_q8_0", k_qmatmul_q8_0, 6}, {"attention_f32", k_attention, 12},
-	{"argmax_f32", k_argmax, 4},
+	{"argmax_f32", k_argmax, 4}, {"get_rows_f32", k_get_rows_f32, 6}, {"get_rows_f16", k_get_rows_f16, 6},
+	{"get_rows_q8_0", k_get_rows_q8_0, 6}, {"get_rows_q4_0", k_get_rows_q4_0, 6},
 };
 
 int hipModuleLoadData(void** m, const void* image) {
