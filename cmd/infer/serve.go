@@ -95,15 +95,15 @@ type decoder struct {
 	overlapped int64  // decode steps issued before the last one's tokens were read
 	tally      func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string)
 	endsWarmup func() bool // the step read next is the warm-up's last
-	readUs     float64     // the modelled clock when the host last read tokens
-	readWall   time.Time   // the wall clock then
 }
 
 // decodeStep is a decode step issued, its tokens not read yet.
 type decodeStep struct {
-	issued Issued
-	mode   int  // the step placer's mode for it
-	placed bool // its placement was set before it ran
+	issued    Issued
+	mode      int     // the step placer's mode for it
+	placed    bool    // its placement was set before it ran
+	issueUs   float64 // the host's time issuing it, modelled
+	issueWall time.Duration
 }
 
 // forward runs a prompt's micro-batch (seqs) as the learner's step and
@@ -125,14 +125,8 @@ func (d *decoder) forward(seqs [][]int, generated bool) ([]int, error) {
 		return nil, err
 	}
 	modelledUs := d.clock.read().MakespanUs - before
-	d.read()
 	d.tally(len(seqs)*len(seqs[0]), true, generated, modelledUs, float64(time.Since(began).Nanoseconds())/1e3, "prompt")
 	return next, nil
-}
-
-// read notes that the host has just read a step's tokens.
-func (d *decoder) read() {
-	d.readUs, d.readWall = d.hostUs(), time.Now()
 }
 
 // hostUs is the modelled clock's host time: the Timeline's host clock,
@@ -145,25 +139,33 @@ func (d *decoder) hostUs() float64 {
 	return st.MakespanUs
 }
 
-// issue queues a decode step on the last tokens, in the step placer's
-// mode, gathered where its placement is set.
-func (d *decoder) issue() (decodeStep, error) {
-	if err := d.ctx.Err(); err != nil {
-		return decodeStep{}, err
-	}
+// begin chooses the mode of the next decode step (the step placer's).
+func (d *decoder) begin() decodeStep {
 	st := decodeStep{placed: true}
 	if d.steps != nil {
 		st.mode, st.placed = d.steps.begin()
 	}
+	return st
+}
+
+// issue queues decode step st, begun, on the last tokens, gathered where
+// its placement is set.
+func (d *decoder) issue(st decodeStep) (decodeStep, error) {
+	if err := d.ctx.Err(); err != nil {
+		return st, err
+	}
+	us, began := d.hostUs(), time.Now()
 	if err := d.gather.begin(); err != nil {
 		return st, err
 	}
 	var err error
 	st.issued, err = d.bt.Issue(d.ops)
-	return st, errors.Join(err, d.gather.end())
+	err = errors.Join(err, d.gather.end())
+	st.issueUs, st.issueWall = d.hostUs()-us, time.Since(began)
+	return st, err
 }
 
-// ahead reports whether the step after st may be issued before st's
+// ahead reports whether the step after st may be begun before st's
 // tokens are read: -overlap, st placed before it ran, st not the
 // warm-up's last, and the run not stopping.
 func (d *decoder) ahead(st decodeStep) bool {
@@ -171,16 +173,20 @@ func (d *decoder) ahead(st decodeStep) bool {
 }
 
 // complete reads st's tokens and times the step for the step placer:
-// the time since the host last read tokens (modelled under a Timeline,
-// else by the wall clock), which is the step's period when steps
-// overlap.
+// the host's time issuing it and waiting for its tokens (modelled under
+// a Timeline, else by the wall clock). A step issued while the one
+// before ran is not charged for that one's wait, nor the one before it
+// for this one's issue: each step's own cost, whether or not its
+// neighbours overlapped it, so that a step before a change of mode (not
+// overlapped by the next) is not timed as if free.
 func (d *decoder) complete(st decodeStep) ([]int, error) {
+	us, began := d.hostUs(), time.Now()
 	next, err := d.bt.Tokens(st.issued)
 	if err != nil {
 		return nil, err
 	}
-	modelledUs, wallUs := d.hostUs()-d.readUs, float64(time.Since(d.readWall).Nanoseconds())/1e3
-	d.read()
+	modelledUs := st.issueUs + d.hostUs() - us
+	wallUs := float64((st.issueWall + time.Since(began)).Nanoseconds()) / 1e3
 	mode := ""
 	if d.steps != nil {
 		us := wallUs
@@ -249,27 +255,43 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int, dec *decoder, std
 }
 
 // decodeNext returns the tokens of the step after the last one read: the
-// step issued already (*next), or one issued now; when more steps follow
-// and dec allows, the step after it is issued before they are read, and
-// left in *next.
+// step issued already (*next), or one issued now. When more steps follow
+// and dec allows, the step after it is begun before they are read, and
+// left in *next: issued before the read when it runs in the same mode,
+// after it otherwise, so that a change of mode is timed in the step that
+// pays for it (the caches it moves), not in the last step of the mode
+// left.
 func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
 	var st decodeStep
 	if *next != nil {
 		st, *next = **next, nil
 	} else {
 		var err error
-		if st, err = dec.issue(); err != nil {
+		if st, err = dec.issue(dec.begin()); err != nil {
 			return nil, err
 		}
 	}
-	if more && dec.ahead(st) {
-		after, err := dec.issue()
+	if !more || !dec.ahead(st) {
+		return dec.complete(st)
+	}
+	after := dec.begin()
+	if after.mode != st.mode {
+		toks, err := dec.complete(st)
 		if err != nil {
 			return nil, err
 		}
+		if after, err = dec.issue(after); err != nil {
+			return nil, err
+		}
 		*next = &after
-		dec.overlapped++
+		return toks, nil
 	}
+	after, err := dec.issue(after)
+	if err != nil {
+		return nil, err
+	}
+	*next = &after
+	dec.overlapped++
 	return dec.complete(st)
 }
 
