@@ -41,7 +41,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
 		}
 	}()
-	dec := &decoder{ctx: ctx, bt: bt, clock: clock, steps: steps, gather: gather, overlap: o.overlap, ops: &sv.ops}
+	dec := &decoder{ctx: ctx, bt: bt, clock: clock, steps: steps, gather: gather, overlap: o.overlap, ops: &sv.ops, lastMode: -1}
 	// tally keeps the books of a step whose tokens the host has read.
 	dec.tally = func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string) {
 		if o.stepTimes {
@@ -95,6 +95,7 @@ type decoder struct {
 	overlapped int64  // decode steps issued before the last one's tokens were read
 	tally      func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string)
 	endsWarmup func() bool // the step read next is the warm-up's last
+	lastMode   int         // the mode of the step issued last (-1: none this request)
 }
 
 // decodeStep is a decode step issued, its tokens not read yet.
@@ -102,6 +103,7 @@ type decodeStep struct {
 	issued    Issued
 	mode      int     // the step placer's mode for it
 	placed    bool    // its placement was set before it ran
+	changed   bool    // the step before it ran in another mode, or none did
 	issueUs   float64 // the host's time issuing it, modelled
 	issueWall time.Duration
 }
@@ -118,6 +120,7 @@ func (d *decoder) forward(seqs [][]int, generated bool) ([]int, error) {
 			return nil, err
 		}
 	}
+	d.lastMode = -1 // the learner's, not timed as a mode
 	before := d.clock.read().MakespanUs
 	began := time.Now()
 	next, err := d.bt.Forward(seqs, d.ops)
@@ -154,6 +157,7 @@ func (d *decoder) issue(st decodeStep) (decodeStep, error) {
 	if err := d.ctx.Err(); err != nil {
 		return st, err
 	}
+	st.changed, d.lastMode = d.steps != nil && st.mode != d.lastMode, st.mode
 	us, began := d.hostUs(), time.Now()
 	if err := d.gather.begin(); err != nil {
 		return st, err
@@ -166,10 +170,14 @@ func (d *decoder) issue(st decodeStep) (decodeStep, error) {
 }
 
 // ahead reports whether the step after st may be begun before st's
-// tokens are read: -overlap, st placed before it ran, st not the
-// warm-up's last, and the run not stopping.
+// tokens are read: -overlap, st placed before it ran and not the first
+// of its mode (bandit.Modes holds a mode whose change is not priced yet
+// only once it has seen that change's step: chosen before, the step
+// after a change drew the modes afresh, and frozen and only:sim:h100
+// then took turns, each step paying a change), st not the warm-up's
+// last, and the run not stopping.
 func (d *decoder) ahead(st decodeStep) bool {
-	return d.overlap && st.placed && !d.endsWarmup() && d.ctx.Err() == nil
+	return d.overlap && st.placed && !st.changed && !d.endsWarmup() && d.ctx.Err() == nil
 }
 
 // complete reads st's tokens and times the step for the step placer:
