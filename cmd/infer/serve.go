@@ -42,6 +42,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		}
 	}()
 	dec := &decoder{ctx: ctx, bt: bt, clock: clock, steps: steps, gather: gather, overlap: o.overlap, ops: &sv.ops, lastMode: -1}
+	defer func() { sv.overlapped = dec.overlapped }()
 	// tally keeps the books of a step whose tokens the host has read.
 	dec.tally = func(tokens int, prompt, generated bool, modelledUs, wallUs float64, mode string) {
 		if o.stepTimes {
@@ -75,7 +76,6 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 			return sv, err
 		}
 	}
-	sv.overlapped = dec.overlapped
 	return sv, nil
 }
 
