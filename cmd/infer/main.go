@@ -75,8 +75,9 @@
 // step's Argmax wrote them (GetRows of the tied embedding), so the host
 // can issue a step before it reads the tokens of the one before, as
 // vLLM's and SGLang's overlapped schedulers do: the device runs that step
-// while the host reads and issues the next. Only a step whose placement
-// was set before it ran has its successor issued early (-overlap=false:
+// while the host reads and issues the next. Every step of a fixed
+// strategy has its successor issued early, and under auto a step of a
+// one-backend mode followed by another of that mode (-overlap=false:
 // none); -json reports overlapped_steps.
 //
 // Throughputs reported: tokens per wall-clock second, and tokens per
@@ -194,7 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 0, "first steps (prefill micro-batches and decode steps) left out of the tokens/s figures")
 	fs.BoolVar(&o.json, "json", false, "print one JSON summary on stdout at exit")
 	fs.BoolVar(&o.stepTimes, "step-times", false, "with -json: each step's modelled and wall-clock µs (and -strategy auto's mode for it)")
-	fs.BoolVar(&o.overlap, "overlap", true, "issue each decode step before the tokens of the one before are read, when that one's placement was set before it ran (only:NAME, and auto's modes but the learner's): the step looks its tokens up where they were written")
+	fs.BoolVar(&o.overlap, "overlap", true, "issue each decode step before the tokens of the one before are read (a fixed strategy's, and auto's in a one-backend mode): the step looks its tokens up where they were written")
 	fs.BoolVar(&o.graphs, "graphs", true, "gather the GPU ops of each decode step placed before it runs and launch them at once, replayed as graphs (only:NAME, and auto's modes but the learner's)")
 	fs.BoolVar(&o.sync, "sync", false, "the synchronous model for comparison: the host waits for every op (-exec sync)")
 	fs.StringVar(&o.exec, "exec", "async", "execution model of simulated devices: async (queued work, timed by makespan), sync (a wait after every op) or serial (the model before queues, durations summed)")

@@ -101,10 +101,13 @@ type decoder struct {
 // decodeStep is a decode step issued, its tokens not read yet.
 type decodeStep struct {
 	issued    Issued
-	mode      int     // the step placer's mode for it
-	placed    bool    // its placement was set before it ran
-	changed   bool    // the step before it ran in another mode, or none did
-	issueUs   float64 // the host's time issuing it, modelled
+	ticket    stepTicket // the step placer's, for it
+	mode      int        // its mode (ticket's)
+	overlaps  bool       // the next step may be begun before it is read
+	early     bool       // issued before the step before it was read
+	leads     bool       // the step after it was issued before it was read
+	changed   bool       // the step before it ran in another mode, or none did
+	issueUs   float64    // the host's time issuing it, modelled
 	issueWall time.Duration
 }
 
@@ -144,9 +147,10 @@ func (d *decoder) hostUs() float64 {
 
 // begin chooses the mode of the next decode step (the step placer's).
 func (d *decoder) begin() decodeStep {
-	st := decodeStep{placed: true}
+	st := decodeStep{overlaps: true}
 	if d.steps != nil {
-		st.mode, st.placed = d.steps.begin()
+		st.ticket, st.overlaps = d.steps.begin()
+		st.mode = st.ticket.mode
 	}
 	return st
 }
@@ -170,14 +174,14 @@ func (d *decoder) issue(st decodeStep) (decodeStep, error) {
 }
 
 // ahead reports whether the step after st may be begun before st's
-// tokens are read: -overlap, st placed before it ran and not the first
+// tokens are read: -overlap, the step placer allowing it, st not the first
 // of its mode (bandit.Modes holds a mode whose change is not priced yet
 // only once it has seen that change's step: chosen before, the step
 // after a change drew the modes afresh, and frozen and only:sim:h100
 // then took turns, each step paying a change), st not the warm-up's
 // last, and the run not stopping.
 func (d *decoder) ahead(st decodeStep) bool {
-	return d.overlap && st.placed && !st.changed && !d.endsWarmup() && d.ctx.Err() == nil
+	return d.overlap && st.overlaps && !st.changed && !d.endsWarmup() && d.ctx.Err() == nil
 }
 
 // complete reads st's tokens and times the step for the step placer:
@@ -201,7 +205,7 @@ func (d *decoder) complete(st decodeStep) ([]int, error) {
 		if d.clock.tl != nil {
 			us = modelledUs
 		}
-		if err := d.steps.end(st.mode, us); err != nil {
+		if err := d.steps.end(st.ticket, us, st.early == st.leads); err != nil {
 			return nil, err
 		}
 		mode = d.steps.stepMode(st.mode)
@@ -264,11 +268,10 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int, dec *decoder, std
 
 // decodeNext returns the tokens of the step after the last one read: the
 // step issued already (*next), or one issued now. When more steps follow
-// and dec allows, the step after it is begun before they are read, and
-// left in *next: issued before the read when it runs in the same mode,
-// after it otherwise, so that a change of mode is timed in the step that
-// pays for it (the caches it moves), not in the last step of the mode
-// left.
+// and dec allows (decoder.ahead), the step after it is begun before they
+// are read, and left in *next: issued before the read when it runs in the
+// same mode, after it otherwise, so that each mode's steps are timed
+// among steps of their own mode.
 func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
 	var st decodeStep
 	if *next != nil {
@@ -298,6 +301,7 @@ func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	after.early, st.leads = true, true
 	*next = &after
 	dec.overlapped++
 	return dec.complete(st)

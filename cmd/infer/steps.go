@@ -262,15 +262,25 @@ func (p *stepPlacer) prompt() error {
 	return p.modes.Resume(0)
 }
 
+// stepTicket is a decode step begun: its mode and, for a step of the
+// learner's, the choices it makes (ran), which its end may freeze.
+type stepTicket struct {
+	mode int
+	ran  map[adaptive.BucketID][]frozenOp
+}
+
 // begin chooses the mode of a decode step: the learner's, counted, for
-// the first learnerSteps, then bandit.Modes'. It returns the mode, for
-// end, and whether the step's placement is set before it runs (not the
-// learner's): only such a step may have the next one begun before it
-// ends, as the learner's step keeps its choices (ran) until its end.
-func (p *stepPlacer) begin() (mode int, placed bool) {
+// the first learnerSteps, then bandit.Modes'. It returns the step's
+// ticket, for end, and whether the next step may be issued before this
+// one's tokens are read: a step of one backend's mode. Overlapped too,
+// the modes that mix backends (learned, frozen, home) took turns in
+// short runs whose steps each timed near the others (a change draining
+// the overlap), and serving with half the weights in host memory fell
+// from 734.2 to 708.5 modelled tokens/s (seeds 1-8, BENCHMARKS.md).
+func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 	p.prompting.Store(false)
 	p.mu.Lock()
-	clear(p.ran)
+	p.ran = map[adaptive.BucketID][]frozenOp{}
 	clear(p.occ)
 	if p.modes == nil {
 		clear(p.count)
@@ -284,7 +294,10 @@ func (p *stepPlacer) begin() (mode int, placed bool) {
 	p.recording.Store(k <= 0)
 	p.cur.Store(int32(k))
 	p.holdWeights(k > 0 && p.table[k].kind == homeMode)
-	return k, k > 0
+	p.mu.Lock()
+	t = stepTicket{mode: k, ran: p.ran}
+	p.mu.Unlock()
+	return t, k > 0 && p.table[k].kind == onlyMode
 }
 
 // holdWeights holds the weight caches for a home step, whose ops run
@@ -298,13 +311,17 @@ func (p *stepPlacer) holdWeights(hold bool) {
 	}
 }
 
-// end records that the decode step begun in mode k took us µs; while the
+// end records that the decode step of ticket t took us µs; while the
 // learner runs alone it keeps the fastest step's placement, and after the
-// learnerSteps-th it sets up the modes from the last step's ops.
-func (p *stepPlacer) end(k int, us float64) error {
+// learnerSteps-th it sets up the modes from the last step's ops. A step
+// that is not steady (overlapped by its successor and not issued while
+// its predecessor ran, or the reverse) is timed with more or less than
+// its share of the overlap, so its placement is not adopted on its time.
+func (p *stepPlacer) end(t stepTicket, us float64, steady bool) error {
 	p.steps++
+	k := t.mode
 	if p.modes == nil {
-		p.freeze(us)
+		p.freeze(t.ran, us)
 		p.learnUs = append(p.learnUs, us)
 		if p.steps < learnerSteps {
 			return nil
@@ -314,30 +331,30 @@ func (p *stepPlacer) end(k int, us float64) error {
 	if err := p.modes.Done(k, us); err != nil {
 		return err
 	}
-	if k == 0 && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
+	if k == 0 && steady && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
 		// The learner now does better than the placement frozen: its
 		// latest step's, if no slower than its record (not a step of
 		// trials), takes the frozen one's place, with its record moved
 		// by how far frozen steps fell from the records adopted before
 		// (Modes.Adopt).
 		p.mu.Lock()
-		p.frozen, p.ran = p.ran, map[adaptive.BucketID][]frozenOp{}
+		p.frozen = t.ran // begin gives the next step a map of its own
 		p.mu.Unlock()
 		return p.modes.Adopt(1, 0)
 	}
 	return nil
 }
 
-// freeze makes the learner step just run, of us µs, the frozen mode's
-// placement if it is the fastest so far: each op on the backend the
-// learner chose for it, told apart by its bucket and its place among the
-// step's ops of that bucket.
-func (p *stepPlacer) freeze(us float64) {
+// freeze makes the learner step just run, of us µs and choices ran, the
+// frozen mode's placement if it is the fastest so far: each op on the
+// backend the learner chose for it, told apart by its bucket and its
+// place among the step's ops of that bucket.
+func (p *stepPlacer) freeze(ran map[adaptive.BucketID][]frozenOp, us float64) {
 	if p.frozen != nil && us >= p.frozenUs {
 		return
 	}
 	p.mu.Lock()
-	p.frozen, p.ran, p.frozenUs = p.ran, map[adaptive.BucketID][]frozenOp{}, us
+	p.frozen, p.frozenUs = ran, us
 	p.mu.Unlock()
 }
 
