@@ -356,6 +356,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	sum := Summary{Strategy: o.strategy, Params: o.model.Params(), Batch: o.batch, ExecModel: clock.modelName()}
 	status := newStatusLine(stderr, e)
 	gather := newStepGather(o.graphs, e, bes, st, steps, cfg.Synchronous)
+	o.overlap = overlaps(o.overlap, st, bes)
 	sv, err := serve(ctx, m, o, stdout, status, clock, steps, gather)
 	if status != nil {
 		status.clear()

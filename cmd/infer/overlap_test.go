@@ -4,24 +4,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestOverlapSameTokens: serving with each decode step issued before the
 // tokens of the one before are read (-overlap) streams the very tokens
-// of serving step by step, over two requests of a batch of 2, on the
-// CPU's real kernels (only:cpu, a queued backend, every step but each
-// request's last overlapped) and under auto (cpu and cpu1), whose steps
-// of one backend overlap and the others' do not.
+// of serving step by step, over two requests of a batch of 2: on a
+// simulated GPU computing every op (only:sim:h100, every step but each
+// request's last overlapped) and under auto beside the CPU's real
+// kernels (cpu and sim:h100: its one-backend GPU mode's steps overlap,
+// the others do not). On CPU backends alone no step overlaps: the host
+// would issue on the cores that run the step.
 func TestOverlapSameTokens(t *testing.T) {
 	args := []string{"-tokens", "9", "-batch", "2", "-requests", "2", "-prompt", "3", "-ubatch", "2",
 		"-dim", "64", "-layers", "2", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "16", "-stream", "-json"}
-	for _, st := range [][]string{{"-backends", "cpu", "-strategy", "only:cpu"}, {"-backends", "cpu,cpu1", "-strategy", "auto"}} {
+	for _, c := range []struct {
+		backends, strategy string
+		overlapped         func(int64) bool // of the overlapped run's steps
+	}{
+		{"cpu,sim:h100", "only:sim:h100", func(n int64) bool { return n == 2*7 }},
+		{"cpu,sim:h100", "auto", func(n int64) bool { return n >= 0 && n <= 2*7 }},
+		{"cpu,cpu1", "only:cpu", func(n int64) bool { return n == 0 }},
+	} {
 		streams := map[bool]string{}
 		for _, overlap := range []bool{false, true} {
 			var out, errb bytes.Buffer
-			a := append(append(append([]string{}, st...), args...), "-overlap="+map[bool]string{false: "false", true: "true"}[overlap])
+			a := append([]string{"-backends", c.backends, "-strategy", c.strategy, "-overlap=" + strconv.FormatBool(overlap)}, args...)
 			if err := run(context.Background(), a, &out, &errb); err != nil {
 				t.Fatalf("%v: %v\n%s", a, err, errb.String())
 			}
@@ -30,13 +40,13 @@ func TestOverlapSameTokens(t *testing.T) {
 			if err := json.Unmarshal([]byte("{"+summary), &sum); err != nil {
 				t.Fatal(err)
 			}
-			if !overlap && sum.OverlappedSteps != 0 || st[3] == "only:cpu" && overlap && sum.OverlappedSteps != 2*7 {
+			if !overlap && sum.OverlappedSteps != 0 || overlap && !c.overlapped(sum.OverlappedSteps) {
 				t.Errorf("%v: %d steps overlapped", a, sum.OverlappedSteps)
 			}
 			streams[overlap] = stream
 		}
 		if streams[true] != streams[false] || strings.Count(streams[true], "\n") != 2*9 {
-			t.Errorf("%v: overlapped stream\n%s\nstep by step\n%s", st, streams[true], streams[false])
+			t.Errorf("%s on %s: overlapped stream\n%s\nstep by step\n%s", c.strategy, c.backends, streams[true], streams[false])
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/rs/zerolog/log"
 )
@@ -77,6 +79,30 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 		}
 	}
 	return sv, nil
+}
+
+// overlaps reports whether a fixed strategy's decode steps may overlap
+// (-overlap): where some of their work runs off the host's cores (a
+// GPU), which works while the host reads and issues. On CPU backends
+// alone the host would issue on the cores that run the step: with
+// another process keeping one core busy, infer -backends cpu,cpu1
+// decoded 3-8% slower overlapped (BENCHMARKS.md).
+func overlaps(on bool, st choice, bes []backends.Backend) bool {
+	if !on || st.placer == nil && st.strategy == adaptive.CPUPreferred {
+		return false
+	}
+	for _, b := range bes {
+		in := b.Info()
+		if in.Kind == backends.CPU {
+			continue
+		}
+		switch {
+		case st.placer != nil, st.strategy == adaptive.Automatic, st.strategy == adaptive.GPUPreferred,
+			st.strategy == adaptive.Only(in.Name):
+			return true
+		}
+	}
+	return false
 }
 
 // decoder runs a batch's steps and keeps their books (tally): a prompt's

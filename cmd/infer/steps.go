@@ -45,6 +45,7 @@ type stepPlacer struct {
 	weights   weightHolder  // the Executor, whose weight caches home steps hold
 	seed      uint64
 	gathered  bool         // steps placed before they run are gathered (stepGather): faster than the learner's
+	offHost   []bool       // by backend: its work runs off the host's cores (a GPU): its steps may overlap
 	cur       atomic.Int32 // the running step's mode; counting while learning
 	prompting atomic.Bool  // the running step is a prompt's
 	recording atomic.Bool  // the running step is a decode step of the learner's: its choices are kept (ran)
@@ -126,6 +127,9 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 		return nil
 	}
 	p := newStepPlacer(o.model.Seed)
+	for _, b := range bes {
+		p.offHost = append(p.offHost, b.Info().Kind != backends.CPU)
+	}
 	if o.gpuMem.set {
 		p.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
 	}
@@ -272,11 +276,12 @@ type stepTicket struct {
 // begin chooses the mode of a decode step: the learner's, counted, for
 // the first learnerSteps, then bandit.Modes'. It returns the step's
 // ticket, for end, and whether the next step may be issued before this
-// one's tokens are read: a step of one backend's mode. Overlapped too,
-// the modes that mix backends (learned, frozen, home) took turns in
-// short runs whose steps each timed near the others (a change draining
-// the overlap), and serving with half the weights in host memory fell
-// from 734.2 to 708.5 modelled tokens/s (seeds 1-8, BENCHMARKS.md).
+// one's tokens are read: a step of one backend's mode, on a backend
+// whose work runs off the host's cores (overlaps). Overlapped too, the
+// modes that mix backends (learned, frozen, home) took turns in short
+// runs whose steps each timed near the others (a change draining the
+// overlap), and serving with half the weights in host memory fell from
+// 734.2 to 708.5 modelled tokens/s (seeds 1-8, BENCHMARKS.md).
 func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 	p.prompting.Store(false)
 	p.mu.Lock()
@@ -297,7 +302,7 @@ func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 	p.mu.Lock()
 	t = stepTicket{mode: k, ran: p.ran}
 	p.mu.Unlock()
-	return t, k > 0 && p.table[k].kind == onlyMode
+	return t, k > 0 && p.table[k].kind == onlyMode && p.offHost[p.table[k].backend]
 }
 
 // holdWeights holds the weight caches for a home step, whose ops run
