@@ -108,8 +108,7 @@ func overlaps(on bool, st choice, bes []backends.Backend) bool {
 // decoder runs a batch's steps and keeps their books (tally): a prompt's
 // micro-batches (forward) on the tokens given, and decode steps on the
 // tokens the last step left on the backend (issue, then complete), one
-// issued before the last one's tokens are read where that step's
-// placement was set before it ran (overlap).
+// issued before the last one's tokens are read where ahead allows.
 type decoder struct {
 	ctx        context.Context
 	bt         *Batch
@@ -127,8 +126,7 @@ type decoder struct {
 // decodeStep is a decode step issued, its tokens not read yet.
 type decodeStep struct {
 	issued    Issued
-	ticket    stepTicket // the step placer's, for it
-	mode      int        // its mode (ticket's)
+	ticket    stepTicket // the step placer's, for it (mode 0 without one)
 	overlaps  bool       // the next step may be begun before it is read
 	early     bool       // issued before the step before it was read
 	leads     bool       // the step after it was issued before it was read
@@ -176,7 +174,6 @@ func (d *decoder) begin() decodeStep {
 	st := decodeStep{overlaps: true}
 	if d.steps != nil {
 		st.ticket, st.overlaps = d.steps.begin()
-		st.mode = st.ticket.mode
 	}
 	return st
 }
@@ -187,7 +184,7 @@ func (d *decoder) issue(st decodeStep) (decodeStep, error) {
 	if err := d.ctx.Err(); err != nil {
 		return st, err
 	}
-	st.changed, d.lastMode = d.steps != nil && st.mode != d.lastMode, st.mode
+	st.changed, d.lastMode = d.steps != nil && st.ticket.mode != d.lastMode, st.ticket.mode
 	us, began := d.hostUs(), time.Now()
 	if err := d.gather.begin(); err != nil {
 		return st, err
@@ -234,7 +231,7 @@ func (d *decoder) complete(st decodeStep) ([]int, error) {
 		if err := d.steps.end(st.ticket, us, st.early == st.leads); err != nil {
 			return nil, err
 		}
-		mode = d.steps.stepMode(st.mode)
+		mode = d.steps.stepMode(st.ticket.mode)
 	}
 	d.tally(d.bt.b, false, true, modelledUs, wallUs, mode)
 	return next, nil
@@ -312,7 +309,7 @@ func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
 		return dec.complete(st)
 	}
 	after := dec.begin()
-	if after.mode != st.mode {
+	if after.ticket.mode != st.ticket.mode {
 		toks, err := dec.complete(st)
 		if err != nil {
 			return nil, err
