@@ -128,8 +128,6 @@ type decodeStep struct {
 	issued    Issued
 	ticket    stepTicket // the step placer's, for it (mode 0 without one)
 	overlaps  bool       // the next step may be begun before it is read
-	early     bool       // issued before the step before it was read
-	leads     bool       // the step after it was issued before it was read
 	changed   bool       // the step before it ran in another mode, or none did
 	issueUs   float64    // the host's time issuing it, modelled
 	issueWall time.Duration
@@ -228,7 +226,7 @@ func (d *decoder) complete(st decodeStep) ([]int, error) {
 		if d.clock.tl != nil {
 			us = modelledUs
 		}
-		if err := d.steps.end(st.ticket, us, st.early == st.leads); err != nil {
+		if err := d.steps.end(st.ticket, us); err != nil {
 			return nil, err
 		}
 		mode = d.steps.stepMode(st.ticket.mode)
@@ -324,7 +322,6 @@ func decodeNext(dec *decoder, next **decodeStep, more bool) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	after.early, st.leads = true, true
 	*next = &after
 	dec.overlapped++
 	return dec.complete(st)

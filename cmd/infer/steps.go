@@ -318,11 +318,8 @@ func (p *stepPlacer) holdWeights(hold bool) {
 
 // end records that the decode step of ticket t took us µs; while the
 // learner runs alone it keeps the fastest step's placement, and after the
-// learnerSteps-th it sets up the modes from the last step's ops. A step
-// that is not steady (overlapped by its successor and not issued while
-// its predecessor ran, or the reverse) is timed with more or less than
-// its share of the overlap, so its placement is not adopted on its time.
-func (p *stepPlacer) end(t stepTicket, us float64, steady bool) error {
+// learnerSteps-th it sets up the modes from the last step's ops.
+func (p *stepPlacer) end(t stepTicket, us float64) error {
 	p.steps++
 	k := t.mode
 	if p.modes == nil {
@@ -336,7 +333,7 @@ func (p *stepPlacer) end(t stepTicket, us float64, steady bool) error {
 	if err := p.modes.Done(k, us); err != nil {
 		return err
 	}
-	if k == 0 && steady && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
+	if k == 0 && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
 		// The learner now does better than the placement frozen: its
 		// latest step's, if no slower than its record (not a step of
 		// trials), takes the frozen one's place, with its record moved
