@@ -86,7 +86,7 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 // GPU), which works while the host reads and issues. On CPU backends
 // alone the host would issue on the cores that run the step: with
 // another process keeping one core busy, infer -backends cpu,cpu1
-// decoded 3-8% slower overlapped (BENCHMARKS.md).
+// decoded 5-10% slower overlapped, averaged over 3 rounds (BENCHMARKS.md).
 func overlaps(on bool, st choice, bes []backends.Backend) bool {
 	if !on || st.placer == nil && st.strategy == adaptive.CPUPreferred {
 		return false
