@@ -37,6 +37,15 @@ func (c modelClock) read() sim.TimelineStats {
 	return sim.TimelineStats{MakespanUs: float64(c.busy.Load()) / 1e3}
 }
 
+// hostUs is the host's time on the clock: the Timeline's host clock, or
+// the durations reported so far without one.
+func (c modelClock) hostUs() float64 {
+	if c.tl != nil {
+		return c.tl.HostUs()
+	}
+	return c.read().MakespanUs
+}
+
 // openBackends opens the backends named in list. When every one is
 // simulated ("sim:<profile>") they share one sim.Timeline of model x and
 // are handed to the Executor as they are, so that it sees their queues;

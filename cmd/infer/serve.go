@@ -157,16 +157,6 @@ func (d *decoder) forward(seqs [][]int, generated bool) ([]int, error) {
 	return next, nil
 }
 
-// hostUs is the modelled clock's host time: the Timeline's host clock,
-// or the durations reported so far without one.
-func (d *decoder) hostUs() float64 {
-	st := d.clock.read()
-	if d.clock.tl != nil {
-		return st.HostUs
-	}
-	return st.MakespanUs
-}
-
 // begin chooses the mode of the next decode step (the step placer's).
 func (d *decoder) begin() decodeStep {
 	st := decodeStep{overlaps: true}
@@ -183,14 +173,14 @@ func (d *decoder) issue(st decodeStep) (decodeStep, error) {
 		return st, err
 	}
 	st.changed, d.lastMode = d.steps != nil && st.ticket.mode != d.lastMode, st.ticket.mode
-	us, began := d.hostUs(), time.Now()
+	us, began := d.clock.hostUs(), time.Now()
 	if err := d.gather.begin(); err != nil {
 		return st, err
 	}
 	var err error
 	st.issued, err = d.bt.Issue(d.ops)
 	err = errors.Join(err, d.gather.end())
-	st.issueUs, st.issueWall = d.hostUs()-us, time.Since(began)
+	st.issueUs, st.issueWall = d.clock.hostUs()-us, time.Since(began)
 	return st, err
 }
 
@@ -213,12 +203,12 @@ func (d *decoder) ahead(st decodeStep) bool {
 // neighbours overlapped it, so that a step before a change of mode (not
 // overlapped by the next) is not timed as if free.
 func (d *decoder) complete(st decodeStep) ([]int, error) {
-	us, began := d.hostUs(), time.Now()
+	us, began := d.clock.hostUs(), time.Now()
 	next, err := d.bt.Tokens(st.issued)
 	if err != nil {
 		return nil, err
 	}
-	modelledUs := st.issueUs + d.hostUs() - us
+	modelledUs := st.issueUs + d.clock.hostUs() - us
 	wallUs := float64((st.issueWall + time.Since(began)).Nanoseconds()) / 1e3
 	mode := ""
 	if d.steps != nil {
