@@ -248,6 +248,35 @@ func (m *Modes) Mean(mode int) float64 {
 	return math.Exp(m.post[mode].Mu + m.level)
 }
 
+// Record returns mode's steady record at the workload's level of now:
+// its posterior over ln(steady step µs) and the prior it grew from, and
+// whether it has one (an unknown mode has none). Another run of the same
+// steps on the same machine starts from it (Restore) instead of trying
+// every mode again.
+func (m *Modes) Record(mode int) (prior, post NormalGamma, ok bool) {
+	if mode < 0 || mode >= len(m.post) || !m.seen[mode] {
+		return NormalGamma{}, NormalGamma{}, false
+	}
+	return m.prior[mode].shifted(m.level), m.post[mode].shifted(m.level), true
+}
+
+// Restore gives mode the record Record returned in an earlier run of the
+// same steps: the mode is then compared from the first step, with no
+// warm-up, and its record decays towards prior as it did there. An
+// unknown mode, or a record that is not finite with positive κ, α and β,
+// is an error, and changes nothing (TestModesRestore).
+func (m *Modes) Restore(mode int, prior, post NormalGamma) error {
+	if err := m.check(mode, 1); err != nil {
+		return err
+	}
+	if !prior.usable() || !post.usable() {
+		return fmt.Errorf("%w: mode %d's record: prior %+v, posterior %+v", ErrBadStep, mode, prior, post)
+	}
+	m.prior[mode], m.post[mode] = prior.shifted(-m.level), post.shifted(-m.level)
+	m.seen[mode], m.adopted[mode] = true, math.NaN()
+	return nil
+}
+
 // Adopt gives mode the steady record of mode from (its posterior, not its
 // change's cost): mode now stands for from's placement as it was lately.
 // The record is moved by how far mode's steady steps have fallen from

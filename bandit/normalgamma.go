@@ -1,5 +1,7 @@
 package bandit
 
+import "math"
+
 // NormalGamma is the conjugate posterior over the mean μ and precision τ of
 // y = ln(duration_us), with y ~ N(μ, 1/τ), τ ~ Gamma(α, rate β) and
 // μ | τ ~ N(Mu, 1/(κτ)) (DESIGN.md § The bandit). One observation y
@@ -100,8 +102,6 @@ func Rebase(from, p, to NormalGamma) NormalGamma {
 	return to.withStats(s)
 }
 
-// Discount pulls p back toward prior by forgetting a fraction 1−gamma of
-// its evidence: the observations' weights are scaled by gamma (0 < gamma
 // shifted returns p with its mean moved by d: the same evidence, every
 // observation d further (with its prior's mean moved by d too, the
 // statistics since the prior are those of the observations moved).
@@ -110,6 +110,14 @@ func (p NormalGamma) shifted(d float64) NormalGamma {
 	return p
 }
 
+// usable reports whether p is finite with positive κ, α and β.
+func (p NormalGamma) usable() bool {
+	return math.Abs(p.Mu) <= math.MaxFloat64 && p.Kappa > 0 && p.Kappa <= math.MaxFloat64 &&
+		p.Alpha > 0 && p.Alpha <= math.MaxFloat64 && p.Beta > 0 && p.Beta <= math.MaxFloat64
+}
+
+// Discount pulls p back toward prior by forgetting a fraction 1−gamma of
+// its evidence: the observations' weights are scaled by gamma (0 < gamma
 // ≤ 1), so the effective memory is about 1/(1−gamma) observations.
 func (p *NormalGamma) Discount(prior NormalGamma, gamma float64) {
 	s := p.statsSince(prior)

@@ -301,6 +301,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		Logger:      clilog.Slog(logger), WeightBudget: budgets}
 	ro := relay.Options{Logger: logger}
 	var src metricSources
+	var store stepStore // -db's, for auto's step modes
 	// No err := below: the defers join into the named err (TestWriteErrorsReachExit).
 	if o.db != "" {
 		var db *history.DB
@@ -309,7 +310,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			return err
 		}
 		defer func() { err = errors.Join(err, db.Close()) }()
-		cfg.Warm, ro.Store, src.store = db.Load(), db, db
+		cfg.Warm, ro.Store, src.store, store = db.Load(), db, db, db
 		fmt.Fprintln(stderr, loadedLine(o.db, db.Stats()))
 	}
 	if o.trace != "" {
@@ -339,7 +340,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	// before the fleet's node and the store close.
 	defer func() { err = errors.Join(err, e.Close(), rl.Close()) }()
 	src.sched, src.exec = e.Scheduler(), e
-	steps.attach(e.Scheduler(), e)
+	if err = steps.attach(e.Scheduler(), e, store); err != nil {
+		return err
+	}
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err

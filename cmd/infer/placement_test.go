@@ -450,3 +450,33 @@ func TestAutoHomeMode(t *testing.T) {
 		t.Errorf("step_mode %v for %d steps: want one a step, the prompt first, %d home", s.StepMode, len(s.StepModelledUs), s.StepModes["home"])
 	}
 }
+
+// TestAutoRestoresStepModes: with -db, auto keeps its step modes' records
+// in the store, and a later run of the same steps starts from them: it
+// runs neither the learner alone nor each mode's warm-up, and its first
+// decode step is the GPU alone's, the fastest mode (h100 beside cpu2,
+// batch 1). A run of other steps (another batch) finds no records of its
+// own and starts cold. (Measured over 192 steps, BENCHMARKS.md: warm
+// runs 0.98–1.0 of only:sim:h100, cold ones 0.97–0.99.)
+func TestAutoRestoresStepModes(t *testing.T) {
+	skipCompute(t)
+	db := t.TempDir()
+	run := func(batch string) Summary {
+		return runSummary(t, append([]string{"-backends", "sim:cpu2,sim:h100", "-strategy", "auto", "-db", db,
+			"-batch", batch, "-prompt", "4", "-tokens", "40", "-json", "-step-times"}, simModel...))
+	}
+	cold := run("1")
+	if cold.StepModes["learned"] < learnerSteps {
+		t.Fatalf("cold run: step modes %v, want the learner alone first (%d steps)", cold.StepModes, learnerSteps)
+	}
+	warm := run("1")
+	t.Logf("cold %.0f modelled tokens/s (%v), warm %.0f (%v)", cold.ModelledTokensPerS, cold.StepModes,
+		warm.ModelledTokensPerS, warm.StepModes)
+	if warm.StepModes["learned"] >= learnerSteps || len(warm.StepMode) < 2 || warm.StepMode[1] != "only:sim:h100" {
+		t.Errorf("warm run: step modes %v, first decode step %q: want no learner alone, the GPU alone first",
+			warm.StepModes, warm.StepMode[min(1, len(warm.StepMode)-1)])
+	}
+	if other := run("2"); other.StepModes["learned"] < learnerSteps {
+		t.Errorf("a run at another batch: step modes %v, want the learner alone first", other.StepModes)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -9,7 +10,9 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/history"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // stepPlacer runs -strategy auto: each decode step runs in one of a few
@@ -34,7 +37,10 @@ import (
 // a decode step after one follows a change of mode unless it is
 // learned), and the learner learns from every op that is timed: all of
 // its own steps' and, where steps are not gathered (stepGather), the
-// other modes' too.
+// other modes' too. With -db the modes' records are kept in the store
+// beside the posteriors, and a later run of the same steps (stepRecords)
+// starts from them: it runs neither the learner alone nor each mode's
+// warm-up (TestAutoRestoresStepModes).
 type stepPlacer struct {
 	telemetry func() adaptive.Telemetry // the Scheduler's, once it exists
 	transfer  func(backend string, toDevice bool, bytes int64) float64
@@ -44,13 +50,18 @@ type stepPlacer struct {
 	home      *llamaCPP     // the weights' home; nil without -gpu-mem
 	weights   weightHolder  // the Executor, whose weight caches home steps hold
 	seed      uint64
-	gathered  bool         // steps placed before they run are gathered (stepGather): faster than the learner's
-	offHost   []bool       // by backend: its work runs off the host's cores (a GPU): its steps may overlap
-	cur       atomic.Int32 // the running step's mode; counting while learning
-	prompting atomic.Bool  // the running step is a prompt's
-	recording atomic.Bool  // the running step is a decode step of the learner's: its choices are kept (ran)
-	steps     int          // decode steps run
-	mu        sync.Mutex   // guards the maps: Place and Observed may run on the Executor's goroutines
+	sig       string        // the decode step's signature: whose records a later run may restore (stepRecords)
+	store     stepStore     // with -db: where the modes' records are kept; nil without
+	keys      []learned.Key // mode k's record's key in the store
+	alone     int           // decode steps the learner ran alone, before the modes
+	restored  bool          // the modes are the store's (restore)
+	gathered  bool          // steps placed before they run are gathered (stepGather): faster than the learner's
+	offHost   []bool        // by backend: its work runs off the host's cores (a GPU): its steps may overlap
+	cur       atomic.Int32  // the running step's mode; counting while learning
+	prompting atomic.Bool   // the running step is a prompt's
+	recording atomic.Bool   // the running step is a decode step of the learner's: its choices are kept (ran)
+	steps     int           // decode steps run
+	mu        sync.Mutex    // guards the maps: Place and Observed may run on the Executor's goroutines
 	count     map[adaptive.BucketID]int
 	copyUs    []float64                        // the counted step's weight copies, by the backend its ops would have run on
 	ran       map[adaptive.BucketID][]frozenOp // the running learner step's choices by bucket, in order
@@ -127,6 +138,7 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 		return nil
 	}
 	p := newStepPlacer(o.model.Seed)
+	p.sig = o.stepSignature(bes)
 	for _, b := range bes {
 		p.offHost = append(p.offHost, b.Info().Kind != backends.CPU)
 	}
@@ -140,14 +152,128 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 // weightHolder holds the Executor's weight caches (executor.HoldWeights).
 type weightHolder interface{ HoldWeights(hold bool) }
 
+// stepStore keeps the modes' records (history.DB): Records gives the
+// current machine's records (another machine's step times say nothing of
+// this one's), PutWithPrior keeps a mode's record for the next flush.
+type stepStore interface {
+	Records() []history.Record
+	PutWithPrior(k learned.Key, prior, posterior bandit.NormalGamma)
+}
+
+// stepRecords is the store's Backend of the modes' records, which no
+// backend is named; their Bucket is the step's signature and the mode's
+// name. A Scheduler warm-started from the store finds no bucket of its
+// own under it.
+const stepRecords = "steps"
+
+// stepSignature names the decode steps whose modes' records a later run
+// may restore: the model's shape, the batch, the backends, the execution
+// model and what else moves a step's time. The weights' seed, the prompts
+// and the context length are left out: the modes share a workload level
+// that follows the steps' growth (bandit.Modes).
+func (o *options) stepSignature(bes []backends.Backend) string {
+	var b strings.Builder
+	c := o.model
+	fmt.Fprintf(&b, "decode/d%d.l%d.h%d.kv%d.ffn%d.v%d/b%d/", c.Dim, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab, o.batch)
+	for i, be := range bes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(be.Info().Name)
+	}
+	fmt.Fprintf(&b, "/%v/graphs=%t/overlap=%t", o.execModel, o.graphs, o.overlap)
+	if o.gpuMemS != "" {
+		fmt.Fprintf(&b, "/gpu-mem=%s", o.gpuMemS)
+	}
+	if c.Experts > 0 {
+		fmt.Fprintf(&b, "/moe=%d,%d/routing=%s/zipf=%g/drift=%s", c.Experts, c.TopK, o.routingFile, o.zipf, o.drift)
+	}
+	return b.String()
+}
+
 // attach gives p the Scheduler whose posteriors predict whole steps, and
-// its backends' names, and the Executor whose weight caches the home
-// mode holds (nil p: nothing to do).
-func (p *stepPlacer) attach(s *adaptive.Scheduler, w weightHolder) {
-	if p != nil {
-		p.weights = w
-		p.telemetry, p.transfer, p.names = s.Telemetry, s.PredictTransfer, s.Backends()
-		p.copyUs = make([]float64, len(p.names))
+// its backends' names, the Executor whose weight caches the home mode
+// holds, and the store (nil: none) that keeps the modes' records, whose
+// records for p's steps, when there is one for every mode, p starts from
+// (nil p: nothing to do).
+func (p *stepPlacer) attach(s *adaptive.Scheduler, w weightHolder, st stepStore) error {
+	if p == nil {
+		return nil
+	}
+	p.weights = w
+	p.telemetry, p.transfer, p.names = s.Telemetry, s.PredictTransfer, s.Backends()
+	p.copyUs = make([]float64, len(p.names))
+	if st == nil {
+		return nil
+	}
+	p.store = st
+	return p.restore(st.Records())
+}
+
+// restore sets up the modes from recs, the store's records, when they
+// hold one for each mode p's steps would have: the learner's, the frozen
+// placement's, each backend's that had a mode, and home with -gpu-mem.
+// Without one for each, p starts as a cold run does. The frozen placement
+// itself is not kept: until the learner runs a step, a frozen step is
+// the learner's (begin).
+func (p *stepPlacer) restore(recs []history.Record) error {
+	prefix := p.sig + "/"
+	kept := map[string]history.Record{}
+	for _, r := range recs {
+		if r.Key.Backend == stepRecords && strings.HasPrefix(r.Key.Bucket, prefix) {
+			kept[r.Key.Bucket[len(prefix):]] = r
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	table := []stepMode{{kind: learnedMode}, {kind: frozenMode}}
+	for i, name := range p.names {
+		if _, ok := kept["only:"+name]; ok {
+			table = append(table, stepMode{kind: onlyMode, backend: i})
+		}
+	}
+	if p.home != nil {
+		table = append(table, stepMode{kind: homeMode})
+	}
+	m, err := bandit.NewModes(len(table), p.seed)
+	if err != nil {
+		return fmt.Errorf("infer: auto's step modes: %w", err)
+	}
+	p.table = table
+	for k := range table {
+		r, ok := kept[p.modeName(k)]
+		if !ok {
+			p.table = nil
+			return nil
+		}
+		if err := m.Restore(k, r.Prior, r.Posterior); err != nil {
+			p.table = nil
+			return fmt.Errorf("infer: auto's step modes from the store: %s: %w", r.Key.Bucket, err)
+		}
+	}
+	p.modes, p.restored = m, true
+	p.setKeys()
+	return nil
+}
+
+// setKeys names each mode's record in the store.
+func (p *stepPlacer) setKeys() {
+	p.keys = make([]learned.Key, len(p.table))
+	for k := range p.table {
+		p.keys[k] = learned.Key{Backend: stepRecords, Bucket: p.sig + "/" + p.modeName(k)}
+	}
+}
+
+// save keeps every mode's record in the store, if there is one.
+func (p *stepPlacer) save() {
+	if p.store == nil {
+		return
+	}
+	for k, key := range p.keys {
+		if prior, post, ok := p.modes.Record(k); ok {
+			p.store.PutWithPrior(key, prior, post)
+		}
 	}
 }
 
@@ -295,6 +421,9 @@ func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 	k := counting
 	if p.modes != nil {
 		k = p.modes.Next()
+		if p.table[k].kind == frozenMode && p.frozen == nil && p.restored {
+			k = 0 // restored (restore): no placement to replay until the learner runs
+		}
 	}
 	p.recording.Store(k <= 0)
 	p.cur.Store(int32(k))
@@ -323,6 +452,7 @@ func (p *stepPlacer) end(t stepTicket, us float64) error {
 	p.steps++
 	k := t.mode
 	if p.modes == nil {
+		p.alone++
 		p.freeze(t.ran, us)
 		p.learnUs = append(p.learnUs, us)
 		if p.steps < learnerSteps {
@@ -332,6 +462,10 @@ func (p *stepPlacer) end(t stepTicket, us float64) error {
 	}
 	if err := p.modes.Done(k, us); err != nil {
 		return err
+	}
+	p.save()
+	if k == 0 && p.frozen == nil {
+		p.freeze(t.ran, us) // the first placement a restored run has to freeze
 	}
 	if k == 0 && us <= p.modes.Mean(0) && p.modes.Mean(0) < p.modes.Mean(1) {
 		// The learner now does better than the placement frozen: its
@@ -413,6 +547,7 @@ func (p *stepPlacer) setModes() error {
 		}
 	}
 	p.modes = m
+	p.setKeys()
 	return nil
 }
 
@@ -445,12 +580,12 @@ func (p *stepPlacer) runs() map[string]int64 {
 		return nil
 	}
 	if p.modes == nil {
-		return map[string]int64{"learned": int64(p.steps)}
+		return map[string]int64{"learned": int64(p.alone)}
 	}
 	out := map[string]int64{}
 	for k, n := range p.modes.Runs() {
 		out[p.modeName(k)] = n
 	}
-	out["learned"] += learnerSteps
+	out["learned"] += int64(p.alone)
 	return out
 }
