@@ -18,9 +18,10 @@
 # alternating rounds:
 #   decode: only:rocm (each step gathered and replayed as a graph),
 #   only:rocm -graphs=false (queued op by op), only:rocm -sync, auto and
-#   perop (batch 1 and 16);
-#   offload: auto, perop and the llamacpp rule with -gpu-mem 50%, prompts
-#   of 34 and 2,048 tokens, 4 batches of requests a run;
+#   perop (batch 1 and 16), and auto -db (its step modes and posteriors
+#   restored from a store one cold run made first: a restarted server);
+#   offload: auto, auto -db, perop and the llamacpp rule with -gpu-mem
+#   50%, prompts of 34 and 2,048 tokens, 4 batches of requests a run;
 #   moe: auto and only:rocm on a mixture of experts (-moe 8,2) at batch 4,
 #   whose experts the CPU and the GPU can run at once.
 # With BIN/infer.base, each round also runs it on decode at batch 1 and
@@ -79,13 +80,20 @@ run() {
 decode="-tokens 128 -warmup 16"
 offload="-gpu-mem 50% -tokens 32 -ctx 2560 -requests 4"
 echo "== infer"
+# One cold run of auto makes each store that the "auto -db" runs restore.
+for b in 1 16; do
+	run "decode b$b auto -db cold" $decode -batch "$b" -strategy auto -db "$out/db-b$b"
+done
+for p in ${OFFLOAD_PROMPTS-34 2048}; do
+	run "offload p$p auto -db cold" $offload -prompt "$p" -strategy auto -db "$out/db-p$p"
+done
 r=0
 while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 	for b in 1 16; do
 		# the first strategy rotates between rounds
-		set -- only:rocm nograph sync auto perop
+		set -- only:rocm nograph sync auto perop autodb
 		i=0
-		while [ $i -lt $((r % 5)) ]; do
+		while [ $i -lt $((r % 6)) ]; do
 			first=$1
 			shift
 			set -- "$@" "$first"
@@ -95,6 +103,7 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 			case $st in
 			sync) run "decode b$b only:rocm -sync" $decode -batch "$b" -strategy only:rocm -sync ;;
 			nograph) run "decode b$b only:rocm -graphs=false" $decode -batch "$b" -strategy only:rocm -graphs=false ;;
+			autodb) run "decode b$b auto -db" $decode -batch "$b" -strategy auto -db "$out/db-b$b" ;;
 			*) run "decode b$b $st" $decode -batch "$b" -strategy "$st" ;;
 			esac
 			if [ "$st" = only:rocm ] && [ -x "$bin/infer.base" ]; then
@@ -105,11 +114,15 @@ while [ "$(elapsed)" -lt "$budget" ] && [ $r -lt 5 ]; do
 		done
 	done
 	for p in ${OFFLOAD_PROMPTS-34 2048}; do
-		set -- auto perop llamacpp
-		[ $((r % 3)) -eq 1 ] && set -- perop llamacpp auto
-		[ $((r % 3)) -eq 2 ] && set -- llamacpp auto perop
+		set -- auto perop llamacpp autodb
+		[ $((r % 4)) -eq 1 ] && set -- perop llamacpp autodb auto
+		[ $((r % 4)) -eq 2 ] && set -- llamacpp autodb auto perop
+		[ $((r % 4)) -eq 3 ] && set -- autodb auto perop llamacpp
 		for st in "$@"; do
-			run "offload p$p $st" $offload -prompt "$p" -strategy "$st"
+			case $st in
+			autodb) run "offload p$p auto -db" $offload -prompt "$p" -strategy auto -db "$out/db-p$p" ;;
+			*) run "offload p$p $st" $offload -prompt "$p" -strategy "$st" ;;
+			esac
 		done
 	done
 	for b in ${MOE_BATCHES-4}; do

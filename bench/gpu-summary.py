@@ -6,8 +6,8 @@ label, the runs, the median decode tokens/s (infer's tokens_per_s, wall
 clock) and the median served tokens/s ((prompt + generated tokens) over
 the run's seconds), then the ratios the issues ask for: only:rocm
 (gathered and replayed as graphs) and only:rocm -graphs=false (queued op
-by op) over -sync, auto (and perop, the per-op learner alone) over
-only:rocm, and over the llamacpp rule, and on the mixture of experts auto
+by op) over -sync, auto (and auto -db, restored from a store, and perop,
+the per-op learner alone) over only:rocm, and over the llamacpp rule, and on the mixture of experts auto
 over only:rocm.
 Every ratio is of medians over runs alternated in the same minutes.
 """
@@ -54,10 +54,10 @@ def main(path):
         ratio("b%d gathered / -sync (only:rocm)" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -sync" % b, 0)
         ratio("b%d queued op by op / -sync (only:rocm)" % b, "decode b%d only:rocm -graphs=false" % b, "decode b%d only:rocm -sync" % b, 0)
         ratio("b%d gathered / queued op by op" % b, "decode b%d only:rocm" % b, "decode b%d only:rocm -graphs=false" % b, 0)
-        for st in ("auto", "perop"):
+        for st in ("auto", "auto -db", "perop"):
             ratio("b%d %s / only:rocm" % (b, st), "decode b%d %s" % (b, st), "decode b%d only:rocm" % b, 0)
     for p in (34, 2048):
-        for st in ("auto", "perop"):
+        for st in ("auto", "auto -db", "perop"):
             ratio("offload p%d %s / llamacpp (served)" % (p, st), "offload p%d %s" % (p, st), "offload p%d llamacpp" % p, 1)
     for b in (1, 4, 16):
         ratio("moe b%d auto / only:rocm" % b, "moe b%d auto" % b, "moe b%d only:rocm" % b, 0)
