@@ -129,6 +129,15 @@ const (
 	// step on ran 72 of the next 150 steps (TestModesRunningSlows).
 	modesLevelRate = 0.1
 	modesLevelStep = 0.005
+	// modesRestored is the most steps a restored record weighs (Restore),
+	// as many as the learner's first record (cmd/infer's learnerRecord).
+	// The steps may have changed since it was kept (the per-op learner
+	// learned on), and a strong record the running mode no longer meets
+	// puts its excess into the workload level that every mode shares:
+	// restored at full weight, a frozen mode 2% slower than the GPU alone
+	// ran 119 of 199 steps in a run, against 18–51 in 5 runs with 4
+	// (cmd/infer, mi300x beside cpu2 at batch 1, BENCHMARKS.md).
+	modesRestored = 4
 )
 
 // NewModes returns a chooser over n modes (at least 1) drawing from a
@@ -261,16 +270,20 @@ func (m *Modes) Record(mode int) (prior, post NormalGamma, ok bool) {
 }
 
 // Restore gives mode the record Record returned in an earlier run of the
-// same steps: the mode is then compared from the first step, with no
-// warm-up, and its record decays towards prior as it did there. An
-// unknown mode, or a record that is not finite with positive κ, α and β,
-// is an error, and changes nothing (TestModesRestore).
+// same steps, weighing at most modesRestored steps: the mode is then
+// compared from the first step, with no warm-up, and its record decays
+// towards prior as it did there. An unknown mode, or a record that is
+// not finite with positive κ, α and β, is an error, and changes nothing
+// (TestModesRestore).
 func (m *Modes) Restore(mode int, prior, post NormalGamma) error {
 	if err := m.check(mode, 1); err != nil {
 		return err
 	}
 	if !prior.usable() || !post.usable() {
 		return fmt.Errorf("%w: mode %d's record: prior %+v, posterior %+v", ErrBadStep, mode, prior, post)
+	}
+	if n := post.Kappa - prior.Kappa; n > modesRestored {
+		post.Discount(prior, modesRestored/n)
 	}
 	m.prior[mode], m.post[mode] = prior.shifted(-m.level), post.shifted(-m.level)
 	m.seen[mode], m.adopted[mode] = true, math.NaN()
