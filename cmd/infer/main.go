@@ -176,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {}
 	fs.StringVar(&o.backends, "backends", "cpu,cpu1", "comma-separated backends: cpu, cpu1, sim:<profile>, rocm")
 	fs.StringVar(&o.strategy, "strategy", "auto", "auto (the per-op learner or one backend, chosen step by step), perop (the per-op learner alone), gpu, cpu, only:NAME, static2x, pcie5x, llamacpp (a weight's home, offload iff batch ≥ 32), or oracle (sim:* backends)")
-	fs.StringVar(&o.db, "db", "", "posterior store directory (empty: none)")
+	fs.StringVar(&o.db, "db", "", "posterior store directory, -strategy auto's step modes too (empty: none)")
 	fs.BoolVar(&o.resetStore, "reset-damaged-store", false, "move a damaged -db aside (DIR.damaged-TIME) and start an empty one, with a warning")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines on stderr (default: plain lines)")
 	fs.BoolVar(&o.verbose, "v", false, "log informational lines too (the CPU backend's matmul path)")
@@ -342,6 +342,9 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	src.sched, src.exec = e.Scheduler(), e
 	if err = steps.attach(e.Scheduler(), e, store); err != nil {
 		return err
+	}
+	if n := steps.restoredModes(); n > 0 {
+		fmt.Fprintf(stderr, "infer: -db %s: auto's %d step modes restored: no learner steps alone\n", o.db, n)
 	}
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {

@@ -461,9 +461,20 @@ func TestAutoHomeMode(t *testing.T) {
 func TestAutoRestoresStepModes(t *testing.T) {
 	skipCompute(t)
 	db := t.TempDir()
+	var stderr string
 	run := func(batch string) Summary {
-		return runSummary(t, append([]string{"-backends", "sim:cpu2,sim:h100", "-strategy", "auto", "-db", db,
-			"-batch", batch, "-prompt", "4", "-tokens", "40", "-json", "-step-times"}, simModel...))
+		var out, errb bytes.Buffer
+		args := append([]string{"-backends", "sim:cpu2,sim:h100", "-strategy", "auto", "-db", db,
+			"-batch", batch, "-prompt", "4", "-tokens", "40", "-json", "-step-times"}, simModel...)
+		if err := run(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("%v\n%s", err, errb.String())
+		}
+		var s Summary
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatal(err)
+		}
+		stderr = errb.String()
+		return s
 	}
 	cold := run("1")
 	if cold.StepModes["learned"] < learnerSteps {
@@ -472,11 +483,14 @@ func TestAutoRestoresStepModes(t *testing.T) {
 	warm := run("1")
 	t.Logf("cold %.0f modelled tokens/s (%v), warm %.0f (%v)", cold.ModelledTokensPerS, cold.StepModes,
 		warm.ModelledTokensPerS, warm.StepModes)
+	if !strings.Contains(stderr, "step modes restored") {
+		t.Errorf("warm run's stderr does not say the step modes were restored:\n%s", stderr)
+	}
 	if warm.StepModes["learned"] >= learnerSteps || len(warm.StepMode) < 2 || warm.StepMode[1] != "only:sim:h100" {
 		t.Errorf("warm run: step modes %v, first decode step %q: want no learner alone, the GPU alone first",
 			warm.StepModes, warm.StepMode[min(1, len(warm.StepMode)-1)])
 	}
-	if other := run("2"); other.StepModes["learned"] < learnerSteps {
+	if other := run("2"); other.StepModes["learned"] < learnerSteps || strings.Contains(stderr, "restored") {
 		t.Errorf("a run at another batch: step modes %v, want the learner alone first", other.StepModes)
 	}
 }

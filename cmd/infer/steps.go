@@ -257,6 +257,15 @@ func (p *stepPlacer) restore(recs []history.Record) error {
 	return nil
 }
 
+// restoredModes returns how many step modes p restored from the store
+// (0 for a nil p, or one that starts cold).
+func (p *stepPlacer) restoredModes() int {
+	if p == nil || !p.restored {
+		return 0
+	}
+	return len(p.table)
+}
+
 // setKeys names each mode's record in the store.
 func (p *stepPlacer) setKeys() {
 	p.keys = make([]learned.Key, len(p.table))
