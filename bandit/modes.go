@@ -117,9 +117,9 @@ const (
 	modesStrength = 0.5
 	// modesRetry is the steps a mode is left alone, the memory's length
 	// (1/(1−ModesGamma)), before it runs again whatever its record (more
-	// the longer its change: a retry pays for it), so a mode that became
-	// faster is found: a mode's steady record narrows too fast to be
-	// drawn from (TestModesRetry).
+	// the longer its change, and the slower its record: a retry pays for
+	// both, retryAfter), so a mode that became faster is found: a mode's
+	// steady record narrows too fast to be drawn from (TestModesRetry).
 	modesRetry = 200
 	// modesLevelRate is the share of a steady step's excess over its
 	// mode's record (in ln µs) that moves the workload's level, and
@@ -170,7 +170,7 @@ func (m *Modes) Next() int {
 		}
 	}
 	for i := range m.post {
-		if i != m.last && float64(m.done-m.ranAt[i]) >= modesRetry*(1+max(0, math.Expm1(m.change[i].mean()))) {
+		if i != m.last && float64(m.done-m.ranAt[i]) >= m.retryAfter(i) {
 			return i // a retry
 		}
 	}
@@ -186,6 +186,22 @@ func (m *Modes) Next() int {
 		}
 	}
 	return best
+}
+
+// retryAfter returns the steps mode i is left alone before it runs again
+// whatever its record: modesRetry, more the longer its change, times how
+// much slower its record is than the running mode's. A retry of a mode k×
+// slower costs about k−1 steps; left alone k× as long, its retries cost
+// about as much of the time whatever k (TestModesRetrySlower). Retried
+// every 200 steps, the learner's placement (2.2× the GPU alone's step)
+// and its frozen one (1.5×) cost h100 beside cpu2 1–2.4% of each 200
+// steps of a 1,000-step decode (cmd/infer, BENCHMARKS.md).
+func (m *Modes) retryAfter(i int) float64 {
+	n := modesRetry * (1 + max(0, math.Expm1(m.change[i].mean())))
+	if m.last >= 0 && m.seen[m.last] {
+		n *= max(1, math.Exp(m.post[i].Mu-m.post[m.last].Mu))
+	}
+	return n
 }
 
 // Done records that a step run with mode took us µs. Non-positive or

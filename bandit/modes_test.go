@@ -73,6 +73,36 @@ func TestModesRetry(t *testing.T) {
 	}
 }
 
+// TestModesRetrySlower: a mode left alone is retried after modesRetry
+// steps times how much slower its record is than the running mode's, so
+// that its retries cost about as much of the time however slow it is:
+// over 2,000 steps, a mode 3× slower runs in 2–4 separate retries (each
+// one or two steps), not one every 200 steps, in every one of 20 seeds.
+func TestModesRetrySlower(t *testing.T) {
+	for seed := range uint64(20) {
+		m, _ := NewModes(2, seed)
+		r := rand.New(rand.NewPCG(seed, 3))
+		retries, last := 0, -1
+		for step := range 2000 {
+			k := m.Next()
+			us := 1000.0
+			if k == 1 {
+				us = 3000
+			}
+			if err := m.Done(k, stepUs(r, us)); err != nil {
+				t.Fatal(err)
+			}
+			if step >= 10 && k == 1 && last != 1 {
+				retries++
+			}
+			last = k
+		}
+		if retries < 2 || retries > 4 {
+			t.Errorf("seed %d: %d retries of a mode 3× slower in 2,000 steps, want 2–4", seed, retries)
+		}
+	}
+}
+
 // changeRun runs mode 0 at 1,000 µs a step against mode 1 at steady µs,
 // whose first step after a change of mode costs 3,000, for 320 steps,
 // with a Resume(0) (a prompt run by mode 0's placement) every span steps
