@@ -343,9 +343,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	if err = steps.attach(e.Scheduler(), e, store); err != nil {
 		return err
 	}
-	if n := steps.restoredModes(); n > 0 {
-		fmt.Fprintf(stderr, "infer: -db %s: auto's %d step modes restored: no learner steps alone\n", o.db, n)
-	}
+	steps.sayRestored(stderr, o.db)
 	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
 	if err != nil {
 		return err

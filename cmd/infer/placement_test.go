@@ -462,18 +462,9 @@ func TestAutoRestoresStepModes(t *testing.T) {
 	skipCompute(t)
 	db := t.TempDir()
 	var stderr string
-	run := func(batch string) Summary {
-		var out, errb bytes.Buffer
-		args := append([]string{"-backends", "sim:cpu2,sim:h100", "-strategy", "auto", "-db", db,
-			"-batch", batch, "-prompt", "4", "-tokens", "40", "-json", "-step-times"}, simModel...)
-		if err := run(context.Background(), args, &out, &errb); err != nil {
-			t.Fatalf("%v\n%s", err, errb.String())
-		}
-		var s Summary
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-			t.Fatal(err)
-		}
-		stderr = errb.String()
+	run := func(batch string) (s Summary) {
+		s, stderr = runInfer(t, append([]string{"-backends", "sim:cpu2,sim:h100", "-strategy", "auto", "-db", db,
+			"-batch", batch, "-prompt", "4", "-tokens", "40", "-json", "-step-times"}, simModel...))
 		return s
 	}
 	cold := run("1")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,13 +258,12 @@ func (p *stepPlacer) restore(recs []history.Record) error {
 	return nil
 }
 
-// restoredModes returns how many step modes p restored from the store
-// (0 for a nil p, or one that starts cold).
-func (p *stepPlacer) restoredModes() int {
-	if p == nil || !p.restored {
-		return 0
+// sayRestored writes a line to w if p restored its step modes from the
+// store in dir (nothing for a nil p, or one that starts cold).
+func (p *stepPlacer) sayRestored(w io.Writer, dir string) {
+	if p != nil && p.restored {
+		fmt.Fprintf(w, "infer: -db %s: auto's %d step modes restored: no learner steps alone\n", dir, len(p.table))
 	}
-	return len(p.table)
 }
 
 // setKeys names each mode's record in the store.
