@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -483,5 +484,24 @@ func TestAutoRestoresStepModes(t *testing.T) {
 	}
 	if other := run("2"); other.StepModes["learned"] < learnerSteps || strings.Contains(stderr, "restored") {
 		t.Errorf("a run at another batch: step modes %v, want the learner alone first", other.StepModes)
+	}
+}
+
+// TestAutoRestoresHomeMode: with half the weights in host memory, auto's
+// modes include home (each op where its weights are), and a second
+// serving run restores every one of them, home's included.
+func TestAutoRestoresHomeMode(t *testing.T) {
+	skipCompute(t)
+	db := t.TempDir()
+	args := append([]string{"-backends", "sim:cpu2,sim:pcie3x8", "-strategy", "auto", "-db", db, "-gpu-mem", "50%",
+		"-prompt", "34", "-tokens", "12", "-requests", "2", "-json"}, simModel...)
+	cold, _ := runInfer(t, args)
+	warm, stderr := runInfer(t, args)
+	t.Logf("cold %v, warm %v", cold.StepModes, warm.StepModes)
+	if _, ok := cold.StepModes["home"]; !ok {
+		t.Fatalf("cold run: step modes %v, want a home mode", cold.StepModes)
+	}
+	if want := fmt.Sprintf("auto's %d step modes restored", len(cold.StepModes)); !strings.Contains(stderr, want) {
+		t.Errorf("warm run's stderr %q: want %q (the cold run's modes %v)", stderr, want, cold.StepModes)
 	}
 }
