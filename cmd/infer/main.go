@@ -120,6 +120,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/log"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	_ "github.com/adaptsched/adaptsched/backends/all"
 	"github.com/adaptsched/adaptsched/executor"
@@ -380,17 +381,22 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		}
 		sum.Fleet = fleetSummary(node.Stats())
 	}
-	if o.json {
-		json.NewEncoder(stdout).Encode(sum) // an error is in stdout.err
+	return writeSummary(stdout, sum, tel, o.json)
+}
+
+// writeSummary writes the run's summary to w: one JSON object with
+// asJSON, else the placement table and then the headline, last, where a
+// terminal leaves it in view.
+func writeSummary(w *stickyWriter, sum Summary, tel adaptive.Telemetry, asJSON bool) error {
+	if asJSON {
+		json.NewEncoder(w).Encode(sum) // an error is in w.err
 		return nil
 	}
-	// The table first and the headline last, where a terminal leaves it
-	// in view.
-	if err := placementTable(stdout, tel); err != nil {
+	if err := placementTable(w, tel); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
-		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, o.strategy, float64(sum.Params)/1e6)
+	_, err := fmt.Fprintf(w, "%d tokens in %.2fs: %.1f tokens/s (modelled %.1f), %d ops, %d switches, %d fallbacks (%s, %.1fM params)\n",
+		sum.Tokens, sum.Seconds, sum.TokensPerS, sum.ModelledTokensPerS, sum.Ops, sum.Switches, sum.Fallbacks, sum.Strategy, float64(sum.Params)/1e6)
 	return err
 }
 
