@@ -378,10 +378,21 @@ func (l *ledger) encode(dst []byte, s int) []byte {
 	return appendValue(dst, &l.val)
 }
 
-// published records that shard s was put at now.
-func (l *ledger) published(s int, now time.Time) {
-	l.dirty[s], l.putAt[s] = false, now
+// take returns the value of shard s to put (encode) and marks the shard
+// clean: the value holds everything learned so far. Evidence learned
+// while the put is in flight marks it dirty again, for the next put;
+// cleared once the put returned, it stayed unpublished and the peers
+// kept an older total (TestLedgerLearnedDuringPut).
+func (l *ledger) take(s int) []byte {
+	l.dirty[s] = false
+	return l.encode(nil, s)
 }
+
+// published records that shard s was put at now.
+func (l *ledger) published(s int, now time.Time) { l.putAt[s] = now }
+
+// unsent marks shard s, taken but not put, to be put again.
+func (l *ledger) unsent(s int) { l.dirty[s] = true }
 
 // nodesLive counts the other nodes with a value held.
 func (l *ledger) nodesLive() int {

@@ -44,15 +44,20 @@ func (n *Node) publish(timeout time.Duration) error {
 	}
 	for s := range Shards {
 		if l.due(s, now, n.maxAge) {
-			due = append(due, shardValue{s, l.encode(nil, s)})
+			due = append(due, shardValue{s, l.take(s)})
 		}
 	}
 	n.mu.Unlock()
-	for _, sv := range due {
+	for i, sv := range due {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, err := n.kv.Put(ctx, n.key(sv.s), sv.v)
 		cancel()
 		if err != nil {
+			n.mu.Lock()
+			for _, rest := range due[i:] {
+				l.unsent(rest.s)
+			}
+			n.mu.Unlock()
 			n.fail(err)
 			return err
 		}
