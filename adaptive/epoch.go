@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// epochCounter is the engine's epoch: it counts the publications into the
-// corrections (prior.go), and every Select asks whether it has at least
+// epochCounter is the engine's epoch: it counts the arms' milestones of
+// learning (publish), where they publish into the corrections if their
+// ratio is news (prior.go), and every Select asks whether it has at least
 // doubled since its bucket last refreshed its priors (engine.refresh).
 // Rule: a Select reads the count's floor, the count with all but its
 // floorBits leading bits cleared, which changes 2^floorBits times per

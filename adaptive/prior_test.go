@@ -383,3 +383,38 @@ func TestShapePriorFromShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRepublishOnMove: a grown arm (past youngArm runs) whose level holds
+// publishes nothing more at its milestones, though the epoch counts each;
+// once its level moves by more than news's quarter of the prior's spread
+// (here ×1.3, 0.26 in ln), it publishes at a milestone, and what it
+// published is the new level.
+func TestRepublishOnMove(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 9})
+	r := rand.New(rand.NewPCG(9, 10))
+	d, err := s.Select(matmul(64, 512, 512), Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, arm := d.b, 0 // the CPU: a GPU's first run is a warm-up, not learned
+	teach(t, s, d, arm, 100, 0.02, youngArm, r)
+	pub, epoch := b.per[arm].pub, s.e.epoch.load()
+	if !pub.OK || epoch != 4 { // runs 1, 4, 16 and 64
+		t.Fatalf("after the arm's first %d runs: published %v, epoch %d, want 4", youngArm, pub.OK, epoch)
+	}
+	teach(t, s, d, arm, 100, 0.02, 10*youngArm, r)
+	if got := b.per[arm].pub; got != pub {
+		t.Errorf("a grown arm whose level held published again: %+v after %+v", got, pub)
+	}
+	if got := s.e.epoch.load(); got != epoch+10 {
+		t.Errorf("epoch %d after 10 more milestones, want %d", got, epoch+10)
+	}
+	teach(t, s, d, arm, 130, 0.02, 2*youngArm, r)
+	got := b.per[arm].pub
+	if got.At == pub.At {
+		t.Fatalf("a level moved ×1.3 published nothing in %d runs", 2*youngArm)
+	}
+	if moved := got.Rho - pub.Rho; math.Abs(moved-math.Log(1.3)) > 0.05 {
+		t.Errorf("the published ratio moved %.3f, want about ln 1.3 = %.3f", moved, math.Log(1.3))
+	}
+}
