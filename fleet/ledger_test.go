@@ -107,11 +107,7 @@ func TestLedgerOwnIDNeverAdopted(t *testing.T) {
 	if !l.due(s, now, time.Hour) {
 		t.Fatal("a shard with new evidence is not due")
 	}
-	var v value
-	var d decoder
-	if err := d.decode(l.take(s), &v); err != nil {
-		t.Fatal(err)
-	}
+	v := taken(t, l, s)
 	if len(v.recs) != 1 || v.recs[0].st != own || v.nonce != 7 || v.node != "me" {
 		t.Fatalf("published %+v, want one record of its own evidence %+v", v, own)
 	}
@@ -146,11 +142,7 @@ func TestLedgerLearnedDuringPut(t *testing.T) {
 	if !l.due(s, now, time.Hour) {
 		t.Fatal("evidence learned during the put is not due: it would never be published")
 	}
-	var v value
-	var d decoder
-	if err := d.decode(l.take(s), &v); err != nil {
-		t.Fatal(err)
-	}
+	v := taken(t, l, s)
 	if len(v.recs) != 1 || v.recs[0].st.N != 3 {
 		t.Fatalf("next value %+v, want the newer evidence (N 3)", v.recs)
 	}
@@ -249,4 +241,15 @@ func TestLedgerSkips(t *testing.T) {
 	if l.counts.Malformed != 4 || l.counts.Foreign != 1 || l.counts.Received != 0 || len(l.totals(nil)) != 0 {
 		t.Fatalf("counts %+v, totals %d; want 4 malformed, 1 foreign, nothing folded", l.counts, len(l.totals(nil)))
 	}
+}
+
+// taken returns the value l.take encodes for shard s, decoded.
+func taken(t *testing.T, l *ledger, s int) value {
+	t.Helper()
+	var v value
+	var d decoder
+	if err := d.decode(l.take(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
