@@ -179,7 +179,7 @@ func (m *Modes) Next() int {
 	for i := range m.post {
 		us := m.post[i].Sample(m.r)
 		if i != m.last {
-			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/h
+			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/m.over(i, h)
 		}
 		if us < bestUs {
 			best, bestUs = i, us
@@ -379,6 +379,30 @@ func (m *Modes) horizon() float64 {
 		return left
 	}
 	return min(left, float64(max(ModesWarm, m.runLen)))
+}
+
+// over returns the steps over which a change to mode i drawn now must pay
+// for itself: the horizon h, or what is left (left) where i's record
+// beats the running mode's by more than modesSpread and two standard
+// errors of the difference. Rule: leaving a mode that is surely slower
+// waits for nothing. Reason: priced over the run behind it, the change
+// back to a mode whose first step costs most kept a slower one running
+// until its run had lasted long enough to pay for it, though it is paid
+// on leaving anyway: on h100 beside cpu2 at batch 1 (cmd/infer), a draw
+// of the frozen placement, 1.3× the GPU alone's step, ran it 4 steps more
+// after the learner's (TestModesLeaveSlower). Without the standard
+// errors, a record of one slow step never ran again to be corrected
+// (TestModesChangeCost, seed 15).
+func (m *Modes) over(i int, h float64) float64 {
+	if m.last < 0 || !m.seen[m.last] || !m.seen[i] {
+		return h
+	}
+	p, q := &m.post[i], &m.post[m.last]
+	sd := math.Sqrt(p.Beta/(p.Alpha*p.Kappa) + q.Beta/(q.Alpha*q.Kappa))
+	if q.Mu-p.Mu > modesSpread+2*sd {
+		return m.left()
+	}
+	return h
 }
 
 // check returns an error wrapping ErrBadStep for an unknown mode or a

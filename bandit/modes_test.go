@@ -576,3 +576,43 @@ func TestModesRecordSteps(t *testing.T) {
 		t.Errorf("the slower mode ran %d late steps in 100 runs with a record of 4 steps, %d with 2: want at most 4, and half as many", total[4], total[2])
 	}
 }
+
+// TestModesLeaveSlower: the modes leave a mode 1.3× slower (run by a
+// retry, or by a draw against its record) at once, though the first step
+// of a change back costs twice the faster mode's steady steps: the
+// change back is priced over the steps left, not over the slower run's
+// one or two (horizon). Priced over those, the slower mode ran on until
+// its run had lasted 3–4 steps (3.1–3.6 steps a run over seeds 0–2).
+func TestModesLeaveSlower(t *testing.T) {
+	for seed := range uint64(20) {
+		m, _ := NewModes(2, seed)
+		r := rand.New(rand.NewPCG(seed, 3))
+		runs, steps, last, run := 0, 0, -1, 0
+		for step := range 2000 {
+			k := m.Next()
+			us := 1000.0
+			if k == 1 {
+				us = 1300
+			} else if last != 0 {
+				us = 2000 // a change to mode 0
+			}
+			if err := m.Done(k, stepUs(r, us)); err != nil {
+				t.Fatal(err)
+			}
+			if k == 1 && last != 1 {
+				run = step
+			}
+			if k != 1 && last == 1 && run >= 100 {
+				runs++
+				steps += step - run
+			}
+			last = k
+		}
+		if runs == 0 {
+			t.Fatalf("seed %d: mode 1 never ran after step 100 of 2,000", seed)
+		}
+		if per := float64(steps) / float64(runs); per > 1.5 {
+			t.Errorf("seed %d: %d runs of the slower mode after step 100, %.1f steps each, want at most 1.5", seed, runs, per)
+		}
+	}
+}
