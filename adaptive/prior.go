@@ -64,24 +64,23 @@ func milestone(n int64) bool {
 	return n == 1 || n == 4 || n == 16 || n > 0 && n%youngArm == 0
 }
 
-// news reports whether arm's ratio is news to the hierarchy: while the
-// arm is young (up to youngArm learned) or has not published, always;
-// after that only when the ratio has moved at least a quarter of the
-// prior's spread (0.05 in ln at the default) from what it last
-// published. Rule: a grown arm publishes what changed, not what it said
+// news reports whether rho, an arm's ratio (c its counters), is news to
+// the hierarchy: while the arm is young (up to youngArm learned) or has
+// not published, always; after that only when the ratio has moved at
+// least a quarter of the prior's spread (0.05 in ln at the default) from
+// what it last published. Rule: a grown arm publishes what changed, not what it said
 // already. Reason: a sibling's prior is sure of its mean to about
 // spread/√κ0 (0.45), so a smaller move changes no prior that matters,
 // while each publication takes the lock every bucket shares and writes
-// lines every core reads: republishing every 64 runs cost 5% of a
-// decision by handle and 8% from two goroutines (BenchmarkSelectObserve,
-// TestRepublishOnMove). A level that moves, as a throttled device's,
-// publishes at its next milestone.
-func (e *engine) news(b *bucket, arm int) bool {
-	c := &b.per[arm]
+// lines every core reads: republishing every 64 runs cost about 5% of a
+// decision by handle and 8–11% from two goroutines
+// (BenchmarkSelectObserve, TestRepublishOnMove). A level that moves, as a
+// throttled device's, publishes at its next milestone.
+func (e *engine) news(c *armCounts, rho float64) bool {
 	if c.learned <= youngArm || !c.pub.OK {
 		return true
 	}
-	return math.Abs(e.rho(b, arm)-c.pub.Rho) >= e.cfg.PriorSpread/4
+	return math.Abs(rho-c.pub.Rho) >= e.cfg.PriorSpread/4
 }
 
 // recip[n] is 1/n, for learnLn's running mean without a division.
@@ -143,10 +142,11 @@ func (e *engine) publish(b *bucket, arm int) {
 		return
 	}
 	e.epoch.add()
-	if !e.news(b, arm) {
+	rho := e.rho(b, arm)
+	if !e.news(&b.per[arm], rho) {
 		return
 	}
-	now := prior.Published{Rho: e.rho(b, arm), OK: true}
+	now := prior.Published{Rho: rho, OK: true}
 	e.corr.mu.Lock()
 	old := b.per[arm].pub
 	pubs := e.pubs(b)
