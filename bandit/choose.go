@@ -122,7 +122,7 @@ func displaces(arms []NormalGamma, c, i int, h float64, extra, copies []float64,
 func surelyCheaper(arms []NormalGamma, c, i int, extra []float64) bool {
 	pc, pi := &arms[c], &arms[i]
 	lc, li := pc.Mu+pc.Variance()/2, pi.Mu+pi.Variance()/2 // ln of the mean costs
-	vc, vi := pc.Beta/(pc.Alpha*pc.Kappa), pi.Beta/(pi.Alpha*pi.Kappa)
+	vc, vi := pc.muScale2(), pi.muScale2()
 	if !unpriced(extra, c, i) {
 		// A transfer in the cost is where the margin also keeps a chain
 		// of ops from moving its activations back and forth, which one

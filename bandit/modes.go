@@ -398,7 +398,7 @@ func (m *Modes) over(i int, h float64) float64 {
 		return h
 	}
 	p, q := &m.post[i], &m.post[m.last]
-	sd := math.Sqrt(p.Beta/(p.Alpha*p.Kappa) + q.Beta/(q.Alpha*q.Kappa))
+	sd := math.Sqrt(p.muScale2() + q.muScale2())
 	if q.Mu-p.Mu > modesSpread+2*sd {
 		return m.left()
 	}

@@ -110,6 +110,11 @@ func (p NormalGamma) shifted(d float64) NormalGamma {
 	return p
 }
 
+// muScale2 is the squared scale of μ's marginal, Student's t with 2α
+// degrees and location μ: β/(ακ), the variance of the mean that
+// surelyCheaper and the skip's bounds weigh.
+func (p *NormalGamma) muScale2() float64 { return p.Beta / (p.Alpha * p.Kappa) }
+
 // usable reports whether p is finite with positive κ, α and β.
 func (p NormalGamma) usable() bool {
 	return math.Abs(p.Mu) <= math.MaxFloat64 && p.Kappa > 0 && p.Kappa <= math.MaxFloat64 &&

@@ -385,7 +385,7 @@ func (b *Bucket) deadArms(cfg *Config, extra, copies []float64, h float64) (dead
 		}
 		if d := li - float64(bd.lnMean); xc == 0 && xi == 0 && d > 0 {
 			if vi != vi {
-				vi = p.Beta / (p.Alpha * p.Kappa)
+				vi = p.muScale2()
 			}
 			if d*d > sureZ*sureZ*(float64(bd.vmean)+vi) {
 				live |= 1 << c // possibly surely cheaper
@@ -501,7 +501,7 @@ func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *
 // with 2α degrees, location μ and scale √(β/(ακ)) (m's marginal), then
 // τ | m ~ Gamma(α + 1/2, rate β + κ(m − μ)²/2), cost exp(m + 1/(2τ)).
 func (p NormalGamma) sampleAt(u float64, r *rand.Rand) float64 {
-	m := p.Mu + math.Sqrt(p.Beta/(p.Alpha*p.Kappa))*tInv(u, 2*p.Alpha)
+	m := p.Mu + math.Sqrt(p.muScale2())*tInv(u, 2*p.Alpha)
 	d := m - p.Mu
 	v := (p.Beta + p.Kappa*d*d/2) / gammaRand(r, p.Alpha+0.5)
 	if !(v <= 1e300) {
