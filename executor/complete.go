@@ -164,14 +164,13 @@ func (e *Executor) await(r *rec) {
 }
 
 // hostWait has the host wait for simulated work r (Event.Wait moves the
-// virtual clock to its end) and wakes the watchers: r, or work that an
-// ownQueue's worker waited for, may be Done with its watcher asleep.
+// virtual clock to its end) and observes the simulated work Done by then.
 func (e *Executor) hostWait(r *rec) {
 	if _, ok := r.ev.(backends.VirtualSpan); ok {
 		if !r.ev.Done() {
-			_, _ = r.ev.Wait() // its error reaches the observer through the watcher
+			_, _ = r.ev.Wait() // its error reaches the observer through observeVirtual
 		}
-		e.poke()
+		e.observeVirtual()
 	}
 }
 

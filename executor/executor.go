@@ -228,6 +228,12 @@ type Executor struct {
 	simulated   atomic.Uint32 // adaptive.Mask of backends whose timings are simulated
 	errMu       sync.Mutex
 	asyncErr    error
+
+	// virt is the simulated work queued and not yet handed to the
+	// observer, in queue order (observeVirtual); virtDone its scratch.
+	virtMu   sync.Mutex
+	virt     []*rec
+	virtDone []*rec
 }
 
 var _ backends.Backend = (*Executor)(nil)

@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +32,8 @@ type lane struct {
 	// lastV is the lane's simulated work that ends last: a simulated
 	// device's link runs beside its kernels, so it need not be last.
 	lastV *rec
-	// wake wakes the watcher: work for an idle watcher, the close, and
-	// simulated work that may be Done (the host's virtual clock moves
-	// when work is issued or waited for).
+	// wake wakes the watcher: work for an idle watcher, or the close.
+	// Simulated work never reaches the watcher (observeVirtual).
 	wake chan struct{}
 }
 
@@ -86,6 +87,7 @@ func (e *Executor) startLanes() {
 
 // stopLanes ends the goroutines once everything queued has been observed.
 func (e *Executor) stopLanes() {
+	e.endVirtual()
 	for a := range e.bes {
 		l := &e.lanes[a]
 		if l.own != nil {
@@ -108,9 +110,8 @@ func (e *Executor) stopLanes() {
 // wait would launch it at its first op.
 func (e *Executor) watchLane(l *lane) {
 	defer e.watchers.Done()
-	var batch []*rec   // work taken from l.queued
-	var pending []*rec // simulated work not yet Done, in queue order
-	var held []*rec    // gathered work, from the first not yet launched
+	var batch []*rec // work taken from l.queued
+	var held []*rec  // gathered work, from the first not yet launched
 	for {
 		l.mu.Lock()
 		batch, l.queued = l.queued, batch[:0]
@@ -120,8 +121,6 @@ func (e *Executor) watchLane(l *lane) {
 		l.mu.Unlock()
 		for i, r := range batch {
 			switch {
-			case isVirtual(r):
-				pending = append(pending, r)
 			case len(held) > 0 || !isLaunched(r):
 				held = append(held, r)
 			default:
@@ -135,8 +134,7 @@ func (e *Executor) watchLane(l *lane) {
 			// The lane is closing: nothing will launch the rest.
 			_ = held[0].ev.(backends.Deferred).Launch()
 		}
-		pending = e.completeDone(pending)
-		if closing && len(batch) == 0 && len(held) == 0 && len(pending) == 0 {
+		if closing && len(batch) == 0 && len(held) == 0 {
 			return
 		}
 		var launched <-chan struct{}
@@ -174,45 +172,61 @@ func (e *Executor) completeLaunched(held []*rec) []*rec {
 	return held[n:]
 }
 
-// isVirtual reports whether r is simulated work, taken once it is Done:
-// waiting would advance the simulated host's clock, as a synchronisation
-// does.
-func isVirtual(r *rec) bool {
-	_, ok := r.ev.(backends.VirtualSpan)
-	return ok
-}
-
-// completeDone hands the simulated work of pending that is Done to the
-// observer and returns the rest. Any Done work goes, not only the oldest:
-// a simulated device runs copies on its link beside its kernels, so a copy
-// queued after a long kernel can end first, and a host waiting for that
-// copy (Read) must see it observed (TestVirtualCopyPassesKernel).
-func (e *Executor) completeDone(pending []*rec) []*rec {
-	kept := pending[:0]
-	for _, r := range pending {
-		if !r.ev.Done() {
+// observeVirtual hands the simulated work (backends.VirtualSpan) that is
+// Done by the simulated host's clock to the observer, in the order it
+// ended (queue order among equal ends), and waits until it is observed.
+// The host's thread calls it before each decision and after each wait,
+// where the virtual clock stands still: a decision then sees what ended
+// before it on the virtual clock and nothing else, however the process's
+// goroutines run, so a simulated run repeats exactly
+// (TestSimulatedRunRepeats). Any Done work goes, not only the oldest: a
+// simulated device runs copies on its link beside its kernels, so a copy
+// queued after a long kernel can end first (TestVirtualCopyPassesKernel).
+func (e *Executor) observeVirtual() {
+	e.virtMu.Lock()
+	done, kept := e.virtDone[:0], e.virt[:0]
+	for _, r := range e.virt {
+		if r.ev.Done() {
+			done = append(done, r)
+		} else {
 			kept = append(kept, r)
-			continue
 		}
+	}
+	clear(e.virt[len(kept):])
+	e.virt = kept
+	if len(done) == 0 {
+		e.virtMu.Unlock()
+		return
+	}
+	for _, r := range done {
 		if _, end := r.ev.(backends.VirtualSpan).Span(); end > r.endV {
 			r.endV = end // gathered work is placed when launched, after it was queued
 		}
+	}
+	slices.SortStableFunc(done, func(a, b *rec) int { return cmp.Compare(a.endV, b.endV) })
+	for _, r := range done {
 		maxFloat(&e.doneV, r.endV)
 		r.tm, r.err = r.ev.Wait()
 		e.completed <- r
 	}
-	clear(pending[len(kept):])
-	return kept
+	last := done[len(done)-1]
+	clear(done)
+	e.virtDone = done[:0]
+	e.virtMu.Unlock()
+	e.obs.wait(&last.observed) // the observer takes work in the order it was sent
 }
 
-// poke wakes the watchers of simulated work.
-func (e *Executor) poke() {
-	if !e.virtual.Load() {
-		return
+// endVirtual has the host wait for the simulated work still queued (at
+// Close, after settle has waited for it all, normally none) and observes it.
+func (e *Executor) endVirtual() {
+	e.virtMu.Lock()
+	rest := slices.Clone(e.virt)
+	e.virtMu.Unlock()
+	for _, r := range rest {
+		launch(r)
+		_, _ = r.ev.Wait() // its error reaches the observer through observeVirtual
 	}
-	for a := range e.bes {
-		e.lanes[a].signal()
-	}
+	e.observeVirtual()
 }
 
 // enqueue queues r on its backend's lane after r's dependencies: on an
@@ -252,7 +266,8 @@ func (e *Executor) enqueue(r *rec) error {
 		return err
 	}
 	r.ev = ev
-	if vs, ok := ev.(backends.VirtualSpan); ok {
+	vs, virtual := ev.(backends.VirtualSpan)
+	if virtual {
 		_, r.endV = vs.Span()
 		if l.lastV == nil || r.endV >= l.lastV.endV {
 			l.lastV = r
@@ -262,11 +277,16 @@ func (e *Executor) enqueue(r *rec) error {
 	}
 	e.logAppend(r)
 	l.last = r
+	if virtual { // observed by the host's thread (observeVirtual)
+		e.virtMu.Lock()
+		e.virt = append(e.virt, r)
+		e.virtMu.Unlock()
+		return nil
+	}
 	l.queued = append(l.queued, r)
 	if l.idle {
 		l.idle = false
 		l.signal()
 	}
-	e.poke() // issuing moved the simulated host's clock
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -596,5 +597,91 @@ func TestDecisionLatency(t *testing.T) {
 	}
 	if l.Count != 200/64 || n != l.Count || l.SumNs <= 0 {
 		t.Errorf("DecisionLatency %+v after 200 decisions: want 3 timed, each in one bucket, a positive sum", l)
+	}
+}
+
+// TestSimulatedRunRepeats: a run on simulated devices depends on the
+// virtual clock alone. The host's thread pauses between ops in one run
+// and, on one P, not in the other, so the goroutines that observe
+// completed work keep up in one and lag in the other; the decisions and
+// the makespan
+// must be the same (the observer once took simulated work whenever its
+// goroutine ran, and the learner saw more or less of it by the next
+// decision).
+func TestSimulatedRunRepeats(t *testing.T) {
+	type result struct {
+		placed   []int
+		makespan float64
+	}
+	run := func(pause bool) result {
+		tl := sim.NewTimeline(sim.Async)
+		var bes []backends.Backend
+		for _, name := range []string{"cpu2", "h100"} {
+			d, err := sim.Open(name, sim.DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			bes = append(bes, d)
+		}
+		e := newExec(t, executor.Config{}, bes...)
+		// Sizes where the CPU and the GPU are close, so that what the
+		// learner has seen decides.
+		var specs []kernels.Spec
+		for _, n := range []int{34, 38, 42, 46} {
+			specs = append(specs, kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{n, n}, {n, n}}})
+		}
+		xs := make([]backends.Buffer, len(specs))
+		outs := make([][2]backends.Buffer, len(specs))
+		for i, s := range specs {
+			xs[i] = alloc(t, e, make([]byte, s.OutBytes()))
+			outs[i][0], _ = e.Alloc(s.OutBytes())
+			outs[i][1], _ = e.Alloc(s.OutBytes())
+		}
+		var r result
+		got := make([]byte, specs[len(specs)-1].OutBytes())
+		for i := range 600 {
+			k, j := i%len(specs), i/len(specs)
+			in := xs[k]
+			d, err := e.Submit(specs[k], []backends.Buffer{in, xs[k]}, outs[k][j%2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.placed = append(r.placed, d.Backend)
+			if pause {
+				time.Sleep(50 * time.Microsecond)
+			}
+			if i%20 == 19 { // read one output, as a decode step its logits
+				if _, err := e.Read(got[:specs[k].OutBytes()], outs[k][j%2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r.makespan = tl.Stats().MakespanUs
+		return r
+	}
+	// With one P the observing goroutines run only when the host's
+	// thread blocks: they lag as far as they can.
+	procs := runtime.GOMAXPROCS(1)
+	a := run(false)
+	runtime.GOMAXPROCS(procs)
+	b := run(true)
+	for i := range a.placed {
+		if a.placed[i] != b.placed[i] {
+			t.Fatalf("op %d placed on backend %d without pauses, %d with them", i, a.placed[i], b.placed[i])
+		}
+	}
+	if a.makespan != b.makespan {
+		t.Errorf("makespan %v µs without pauses, %v with them", a.makespan, b.makespan)
+	}
+	count := map[int]int{}
+	for _, p := range a.placed {
+		count[p]++
+	}
+	if len(count) < 2 {
+		t.Errorf("every op on one backend (%v): the learner had no choice to make", count)
 	}
 }

@@ -294,6 +294,9 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 	var readyV float64
 	if queued {
 		readyAt = e.since()
+		if e.virtual.Load() {
+			e.observeVirtual()
+		}
 	}
 	for _, t := range ts {
 		t.mu.RLock()
