@@ -67,7 +67,10 @@ type Modes struct {
 	// excess over that mean since, which Adopt adds to a record it copies.
 	adopted []float64
 	replay  []excess
-	r       *rand.Rand
+	// bound is each mode's least steady step (ln µs, less the level of
+	// when it was given; NaN for none: Bound).
+	bound []float64
+	r     *rand.Rand
 }
 
 // excess is a discounted mean of a mode's excess (a change's first step
@@ -146,18 +149,19 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d modes", ErrBadStep, n)
 	}
-	adopted := make([]float64, n)
+	adopted, bound := make([]float64, n), make([]float64, n)
 	for i := range adopted {
-		adopted[i] = math.NaN()
+		adopted[i], bound[i] = math.NaN(), math.NaN()
 	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
 		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
-		adopted: adopted, replay: make([]excess, n), r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
+		adopted: adopted, replay: make([]excess, n), bound: bound, r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
 // Next returns the mode to run the next step with: the running one while
 // its change is not priced, else the first mode without a steady step
-// yet, else one left alone past modesRetry, else the one whose Thompson
+// yet that is not surely slower than one with a record (Bound), else one
+// left alone past modesRetry, else the one whose Thompson
 // draw of the steady step time, with the change to it spread over the
 // steps it may run (horizon) unless it is running, is lowest.
 func (m *Modes) Next() int {
@@ -165,7 +169,7 @@ func (m *Modes) Next() int {
 		return m.last // its change is not priced yet
 	}
 	for i, seen := range m.seen {
-		if !seen {
+		if !seen && !m.boundedOut(i) {
 			return i
 		}
 	}
@@ -177,6 +181,9 @@ func (m *Modes) Next() int {
 	best, bestUs := 0, math.Inf(1)
 	h := m.horizon()
 	for i := range m.post {
+		if !m.seen[i] {
+			continue // bounded out: left for its retry
+		}
 		us := m.post[i].Sample(m.r)
 		if i != m.last {
 			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/m.over(i, h)
@@ -190,7 +197,8 @@ func (m *Modes) Next() int {
 
 // retryAfter returns the steps mode i is left alone before it runs again
 // whatever its record: modesRetry, more the longer its change, times how
-// much slower its record is than the running mode's. A retry of a mode k×
+// much slower its record (or, without one, its Bound) is than the running
+// mode's. A retry of a mode k×
 // slower costs about k−1 steps; left alone k× as long, its retries cost
 // about as much of the time whatever k (TestModesRetrySlower). Retried
 // every 200 steps, the learner's placement (2.2× the GPU alone's step)
@@ -199,7 +207,13 @@ func (m *Modes) Next() int {
 func (m *Modes) retryAfter(i int) float64 {
 	n := modesRetry * (1 + max(0, math.Expm1(m.change[i].mean())))
 	if m.last >= 0 && m.seen[m.last] {
-		n *= max(1, math.Exp(m.post[i].Mu-m.post[m.last].Mu))
+		mu := m.post[i].Mu
+		if !m.seen[i] {
+			mu = m.bound[i] // a mode bounded out (Bound); NaN: none
+		}
+		if mu == mu {
+			n *= max(1, math.Exp(mu-m.post[m.last].Mu))
+		}
 	}
 	return n
 }
@@ -403,6 +417,40 @@ func (m *Modes) over(i int, h float64) float64 {
 		return m.left()
 	}
 	return h
+}
+
+// Bound tells m that a steady step of mode takes at least us µs (a
+// prediction that leaves costs out: cmd/infer sums a backend's per-op
+// means). Rule: a mode without a steady step whose bound is slower than
+// another mode's record by more than modesSpread and two standard errors
+// is not tried at once, but left for its retry (modesRetry). Reason: its
+// trial can only lose; on mi300x beside cpu2 at batch 1 (cmd/infer,
+// serial model), the GPU alone's trial, predicted at 957 µs a step
+// against the learner's 705 and run at 957, took 3 steps and moved the
+// caches twice (TestModesBoundedOut). Errors as Observe's, and they
+// change nothing.
+func (m *Modes) Bound(mode int, us float64) error {
+	if err := m.check(mode, us); err != nil {
+		return err
+	}
+	m.bound[mode] = LnUs(us) - m.level
+	return nil
+}
+
+// boundedOut reports whether mode i, without a steady step, is surely
+// slower than a mode with a record: its bound exceeds the record's mean
+// by more than modesSpread and two of the mean's standard errors.
+func (m *Modes) boundedOut(i int) bool {
+	b := m.bound[i]
+	if b != b {
+		return false
+	}
+	for j := range m.post {
+		if m.seen[j] && b-m.post[j].Mu > modesSpread+2*math.Sqrt(m.post[j].muScale2()) {
+			return true
+		}
+	}
+	return false
 }
 
 // check returns an error wrapping ErrBadStep for an unknown mode or a

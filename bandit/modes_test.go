@@ -616,3 +616,52 @@ func TestModesLeaveSlower(t *testing.T) {
 		}
 	}
 }
+
+// TestModesBoundedOut: a mode whose bound (Modes.Bound) is surely slower
+// than the record of another is not tried at once but at its retry,
+// after modesRetry steps times its bound's slowness; a mode whose bound
+// is within the spread of a record is tried at once, as one without a
+// bound.
+func TestModesBoundedOut(t *testing.T) {
+	for seed := range uint64(20) {
+		m, _ := NewModes(3, seed)
+		for range 4 {
+			if err := m.Observe(0, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Bound(1, 1400); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Bound(2, 1050); err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(seed, 7))
+		first := [3]int{-1, -1, -1}
+		for step := range 500 {
+			k := m.Next()
+			if first[k] < 0 {
+				first[k] = step
+			}
+			us := []float64{1000, 1400, 1100}[k]
+			if err := m.Done(k, stepUs(r, us)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if first[2] < 0 || first[2] > 2 {
+			t.Errorf("seed %d: mode 2, bounded within the spread, first ran at step %d, want within the first 3", seed, first[2])
+		}
+		if first[1] < 220 || first[1] > 320 {
+			t.Errorf("seed %d: mode 1, bounded 1.4× slower, first ran at step %d, want at its retry (200 steps times its slowness against the running mode: 220–320)", seed, first[1])
+		}
+	}
+	m, _ := NewModes(2, 1)
+	for _, us := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		if err := m.Bound(1, us); !errors.Is(err, ErrBadStep) {
+			t.Errorf("Bound of %v µs: %v, want ErrBadStep", us, err)
+		}
+	}
+	if err := m.Bound(2, 100); !errors.Is(err, ErrBadStep) {
+		t.Errorf("Bound of mode 2 of 2: %v, want ErrBadStep", err)
+	}
+}

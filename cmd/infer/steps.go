@@ -213,8 +213,10 @@ func (p *stepPlacer) attach(s *adaptive.Scheduler, w weightHolder, st stepStore)
 
 // restore sets up the modes from recs, the store's records, when they
 // hold one for each mode p's steps would have: the learner's, the frozen
-// placement's, each backend's that had a mode, and home with -gpu-mem.
-// Without one for each, p starts as a cold run does. The frozen placement
+// placement's, each backend's that had a mode and ran (one bounded out
+// and never run has no record, and is left out as one predicted past
+// ruleSlack is), and home with -gpu-mem. Without one for each, p starts
+// as a cold run does. The frozen placement
 // itself is not kept: until the learner runs a step, a frozen step is
 // the learner's (begin).
 func (p *stepPlacer) restore(recs []history.Record) error {
@@ -506,8 +508,9 @@ func (p *stepPlacer) freeze(ran map[adaptive.BucketID][]frozenOp, us float64) {
 // setModes predicts a whole step on each backend from the learner's
 // posterior means of the buckets of the last step and the copies of the
 // weights the backend lacks, and makes a mode of every backend within
-// ruleSlack of the best prediction and of the learner's fastest step.
-// The learned and frozen modes start from the learner's own steps.
+// ruleSlack of the best prediction and of the learner's fastest step,
+// bounded below by its prediction. The learned and frozen modes start
+// from the learner's own steps.
 func (p *stepPlacer) setModes() error {
 	tel := p.telemetry()
 	pred := append([]float64(nil), p.copyUs...)
@@ -545,6 +548,15 @@ func (p *stepPlacer) setModes() error {
 	for _, us := range p.learnUs[len(p.learnUs)-learnerRecord:] {
 		if err := m.Observe(0, us); err != nil {
 			return fmt.Errorf("infer: auto's step modes: %w", err)
+		}
+	}
+	// A backend's predicted step is its least (Modes.Bound): one surely
+	// slower than the learner's steps waits for its retry.
+	for k, md := range p.table {
+		if md.kind == onlyMode {
+			if err := m.Bound(k, pred[md.backend]); err != nil {
+				return fmt.Errorf("infer: auto's step modes: %w", err)
+			}
 		}
 	}
 	// The frozen placement is one of the learner's steps, its time the
