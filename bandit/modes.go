@@ -41,10 +41,13 @@ import (
 // Each mode's posterior is a NormalGamma over ln(steady step µs), less
 // the level. A mode without one (Observe) runs ModesWarm steps in a row
 // before any is compared, and the first modesPriced changes to a mode run
-// two; every Done discounts every mode by ModesGamma, and a mode left
-// alone for the memory's length runs again (modesRetry): the per-op
-// learner improves as it learns, and the device a rule relies on may
-// slow. Modes is not safe for concurrent use.
+// two; every Done discounts the running mode's record by ModesGamma,
+// and a mode left alone for the memory's length runs again (modesRetry):
+// the per-op learner improves as it learns, and the device a rule relies
+// on may slow. A mode left alone keeps its record as it was until then:
+// discounted towards its prior's spread, a record of a few steps was
+// drawn again long before its retry, which checks it anyway
+// (TestModesLeftAloneWaits). Modes is not safe for concurrent use.
 type Modes struct {
 	post   []NormalGamma
 	prior  []NormalGamma // set at each mode's first steady step
@@ -224,10 +227,10 @@ func (m *Modes) Done(mode int, us float64) error {
 	if err := m.check(mode, us); err != nil {
 		return err
 	}
+	if m.seen[mode] {
+		m.post[mode].Discount(m.prior[mode], ModesGamma) // the others wait for their retry
+	}
 	for i := range m.post {
-		if m.seen[i] {
-			m.post[i].Discount(m.prior[i], ModesGamma)
-		}
 		m.change[i].discount(ModesGamma)
 		m.replay[i].discount(ModesGamma)
 	}
