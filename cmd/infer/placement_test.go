@@ -13,6 +13,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/backends/cpu"
+	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -510,5 +511,48 @@ func TestAutoRestoresHomeMode(t *testing.T) {
 	}
 	if want := fmt.Sprintf("auto's %d step modes restored", ran); !strings.Contains(stderr, want) {
 		t.Errorf("warm run's stderr %q: want %q (the cold run's modes %v)", stderr, want, cold.StepModes)
+	}
+}
+
+// TestAutoRestoredFrozenDraw: a restored run has no frozen placement until
+// the learner runs, so where frozen is drawn it runs the learner's step
+// only when frozen's record is the best of all modes'; a draw against the
+// odds leaves the running mode running (one-backend here), not paying a
+// learner step twice the GPU alone's.
+func TestAutoRestoredFrozenDraw(t *testing.T) {
+	record := func(us float64) (bandit.NormalGamma, bandit.NormalGamma) {
+		prior := bandit.NewPriorLn(bandit.LnUs(us), 0.5, 0.1)
+		post := prior
+		for range 3 {
+			post.Update(bandit.LnUs(us))
+		}
+		return prior, post
+	}
+	for _, c := range []struct {
+		name              string
+		frozenUs, running int
+		want              int
+	}{
+		{"frozen slower, GPU alone running", 527, 2, 2},
+		{"frozen slower, learner running", 527, 0, 0},
+		{"frozen best", 400, 2, 0},
+	} {
+		p := newStepPlacer(1)
+		p.table = []stepMode{{kind: learnedMode}, {kind: frozenMode}, {kind: onlyMode, backend: 1}}
+		m, err := bandit.NewModes(len(p.table), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, us := range []float64{980, float64(c.frozenUs), 469} {
+			prior, post := record(us)
+			if err := m.Restore(k, prior, post); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.modes, p.restored = m, true
+		p.cur.Store(int32(c.running))
+		if got := p.restoredFrozen(); got != c.want {
+			t.Errorf("%s: a draw of frozen runs mode %d, want %d", c.name, got, c.want)
+		}
 	}
 }
