@@ -414,12 +414,19 @@ func (m *Modes) over(i int, h float64) float64 {
 	if m.last < 0 || !m.seen[m.last] || !m.seen[i] {
 		return h
 	}
-	p, q := &m.post[i], &m.post[m.last]
-	sd := math.Sqrt(p.muScale2() + q.muScale2())
-	if q.Mu-p.Mu > modesSpread+2*sd {
+	if q := &m.post[m.last]; m.surelyAbove(q.Mu, q.muScale2(), i) {
 		return m.left()
 	}
 	return h
+}
+
+// surelyAbove reports whether mu (ln µs less the level, its mean's
+// squared scale scale2) exceeds mode j's record by more than modesSpread
+// and two standard errors of the difference: the rule by which a mode is
+// surely slower (over, boundedOut).
+func (m *Modes) surelyAbove(mu, scale2 float64, j int) bool {
+	p := &m.post[j]
+	return mu-p.Mu > modesSpread+2*math.Sqrt(scale2+p.muScale2())
 }
 
 // Bound tells m that a steady step of mode takes at least us µs (a
@@ -449,7 +456,7 @@ func (m *Modes) boundedOut(i int) bool {
 		return false
 	}
 	for j := range m.post {
-		if m.seen[j] && b-m.post[j].Mu > modesSpread+2*math.Sqrt(m.post[j].muScale2()) {
+		if m.seen[j] && m.surelyAbove(b, 0, j) { // a bound has no error of its own
 			return true
 		}
 	}

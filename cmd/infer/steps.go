@@ -463,8 +463,8 @@ func (p *stepPlacer) restoredFrozen() int {
 			best = k
 		}
 	}
-	if last := int(p.cur.Load()); best != 1 && last > 0 && last < len(p.table) && p.table[last].kind != frozenMode {
-		return last
+	if last := int(p.cur.Load()); best != 1 && last >= 0 && last < len(p.table) {
+		return last // never frozen: frozen has not run without a placement
 	}
 	return 0
 }
