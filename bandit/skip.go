@@ -20,11 +20,10 @@ import (
 // uniform, is then at least ln floor whenever U ≥ skipTail, and there
 // it cannot win, and matters to the choice only if it is the cheapest
 // cost (held's probe coin). A challenger that may be probeable in the
-// window (probed) is dead only in a bucket of three or more arms; it
-// matters only where a probe may run, so the probe's coin is tossed
-// first (it is independent of the draws), and where it allows a probe
-// the incumbent is drawn: only that draw says whether the challenger
-// is the cheapest.
+// window (probed) matters only where a probe may run, so the probe's
+// coin is tossed first (it is independent of the draws), and where it
+// allows a probe the incumbent is drawn: only that draw says whether
+// the challenger is the cheapest.
 //
 // One uniform decides whether any dead challenger's U falls below
 // skipTail (tailDraws). Where every challenger is dead and none
@@ -42,12 +41,10 @@ import (
 // dead one whose floor is not is drawn in full, and one whose U fell in
 // its tail by inversion. Every cost that pick or a probe reads is so
 // distributed exactly as Choose's, and so is the chosen arm
-// (TestSkipSameChoices and the tests beside it). A bucket of two arms
-// draws exactly what it drew when each challenger drew its own uniform:
-// a stream that moves moves the regret of the real tables' two-arm
-// buckets by more than the 0.1 point that learning may move
-// (BENCHMARKS.md), where sparing a probeable challenger's draw gains
-// two arms little.
+// (TestSkipSameChoices and the tests beside it). The stream of draws
+// is not Choose's: a seed's regret on a real table moves by up to 0.3
+// point with the stream alone, while the mean over many seeds does not
+// move (BENCHMARKS.md, the row of regret under skipped draws).
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -120,14 +117,10 @@ func down32(x float64) float32 {
 }
 
 // tQuantiles[j] is the 1−skipTail quantile of Student's t with tNus[j]
-// degrees of freedom: a quantile falls as the degrees rise, so the
-// tabulated one at or below a posterior's is conservative. fineQuantiles
-// are the same at the denser fineNus, for interpolation (tQuantile).
+// degrees of freedom, for interpolation (tQuantile).
 var (
-	tNus          = [...]float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 1024}
-	tQuantiles    = quantilesAt(tNus[:])
-	fineNus       = [...]float64{1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024}
-	fineQuantiles = quantilesAt(fineNus[:])
+	tNus       = [...]float64{1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5, 8, 9, 10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024}
+	tQuantiles = quantilesAt(tNus[:])
 )
 
 // quantilesAt returns the 1−skipTail quantiles of Student's t at each
@@ -141,39 +134,30 @@ func quantilesAt(nus []float64) []float64 {
 }
 
 // tQuantile returns a 1−skipTail quantile of Student's t at least that
-// of nu degrees of freedom; ok is false below the tables' least. fine:
-// fineQuantiles interpolated linearly in the degrees, which the
-// quantile's convexity in them keeps at or above it
-// (TestTQuantileFine); otherwise the tabulated one at or below nu's.
-// Rule: fine for buckets of three or more arms only. Reason: a challenger
-// measured once has about 7 degrees, which the table takes as 6, a floor
-// about 1.15 times lower than need be, which kept it live; two-arm
-// buckets keep the table's floors and so their stream of draws (see
-// above).
-func tQuantile(nu float64, fine bool) (z float64, ok bool) {
-	nus, qs := tNus[:], tQuantiles
-	if fine {
-		nus, qs = fineNus[:], fineQuantiles
-	}
-	if !(nu >= nus[0]) {
+// of nu degrees of freedom, ok false below the table's least: the
+// table interpolated linearly in the degrees, which the quantile's
+// convexity in them keeps at or above it (TestTQuantile); beyond the
+// table, its last. A quantile falls as the degrees rise, so the floor
+// it gives is conservative.
+func tQuantile(nu float64) (z float64, ok bool) {
+	if !(nu >= tNus[0]) {
 		return 0, false
 	}
-	j := len(nus) - 1
-	for nus[j] > nu {
+	j := len(tNus) - 1
+	for tNus[j] > nu {
 		j--
 	}
-	if fine && j+1 < len(nus) {
-		w := (nu - nus[j]) / (nus[j+1] - nus[j])
-		return qs[j] + w*(qs[j+1]-qs[j]), true
+	if j+1 < len(tNus) {
+		w := (nu - tNus[j]) / (tNus[j+1] - tNus[j])
+		return tQuantiles[j] + w*(tQuantiles[j+1]-tQuantiles[j]), true
 	}
-	return qs[j], true
+	return tQuantiles[j], true
 }
 
 // windowBound returns the bound on p, grown from prior, over its next
 // skipWindow discounts at most (weights scaled by s in [sK, 1]); ok is
 // false where no useful bound holds (a posterior too weak to take a
-// variance). probe: p is probeable somewhere in the window; fine: the
-// quantile interpolated (tQuantile).
+// variance). probe: p is probeable somewhere in the window.
 //
 // With the statistics n, A = Σy, B = Σy² since the prior, scaled by s:
 // κ(s) = κ0 + sn and α(s) = α0 + sn/2 are linear, μ(s) = (κ0μ0 + sA)/κ(s)
@@ -184,7 +168,7 @@ func tQuantile(nu float64, fine bool) (z float64, ok bool) {
 // exp(m), m Student's t with 2α degrees, location μ and scale
 // √(β/(ακ)): its quantile is bounded with the least μ, α, κ and the
 // most β.
-func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, probe, ok bool) {
+func windowBound(p, prior NormalGamma, sK float64) (bd armBound, probe, ok bool) {
 	st := p.statsSince(prior)
 	k0, m0 := prior.Kappa, prior.Mu
 	c := k0 * m0
@@ -209,7 +193,7 @@ func windowBound(p, prior NormalGamma, sK float64, fine bool) (bd armBound, prob
 	df := st.sumSq - (2*st.sum*u*one.kappa-st.n*u*u)/(one.kappa*one.kappa)
 	bHi := max(one.beta, one.beta+df*(sK-1)/2)
 	bLo := min(one.beta, end.beta)
-	z, ok := tQuantile(2*aLo, fine)
+	z, ok := tQuantile(2 * aLo)
 	if !ok {
 		return armBound{}, false, false
 	}
@@ -246,8 +230,7 @@ func (b *Bucket) Spared() uint8 { return b.spared }
 
 // refreshBounds computes every challenger's bound for the next
 // skipWindow observations: bounded holds those that have one, probed
-// those of them that may be probeable in the window (none of two arms,
-// whose quantiles are the table's: see above).
+// those of them that may be probeable in the window.
 func (b *Bucket) refreshBounds(cfg *Config) {
 	b.Settle(cfg)
 	sK := powInt(cfg.Discount, skipWindow)
@@ -256,14 +239,7 @@ func (b *Bucket) refreshBounds(cfg *Config) {
 		if i == b.Incumbent {
 			continue
 		}
-		// A two-arm bucket keeps no bound of a probeable challenger:
-		// it is not computed. Reason: a young bucket's challenger,
-		// measured once, was most of a decision's refreshBounds
-		// (BenchmarkSelectObserve's 1M case).
-		if len(b.Arms) <= 2 && windowProbe(b.Priors[i].Kappa, b.Arms[i].statsSince(b.Priors[i]).n, sK) {
-			continue
-		}
-		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK, len(b.Arms) > 2)
+		bd, probe, ok := windowBound(b.Arms[i], b.Priors[i], sK)
 		if !ok {
 			continue
 		}
@@ -403,8 +379,7 @@ func (b *Bucket) deadArms(cfg *Config, extra, copies []float64, h float64) (dead
 // first of k is below with chance skipTail / tailAny[k]; if it is, the
 // rest are plain uniforms; if not, it is uniform above skipTail and the
 // rest are drawn so again. An arm alone takes the deciding uniform as
-// its U, so that a bucket of two arms draws what it drew when each
-// challenger drew its own.
+// its U.
 func tailDraws(r *rand.Rand, set uint8, u *[maxSkipArms]float64) bool {
 	k := bits.OnesCount8(set)
 	if k == 0 {
@@ -483,9 +458,7 @@ func at(x []float64, i int) float64 {
 
 // drawByInversion draws every arm's Thompson cost into costs (extra
 // added), in their order: the incumbent's as Sample does, each
-// challenger's from its uniform u by inversion (sampleAt). A bucket of
-// two arms so draws what it drew when each challenger drew its own
-// uniform.
+// challenger's from its uniform u by inversion (sampleAt).
 func (b *Bucket) drawByInversion(cfg *Config, extra []float64, r *rand.Rand, u *[maxSkipArms]float64, costs []float64) {
 	b.Settle(cfg)
 	for c := range b.Arms {

@@ -9,8 +9,7 @@ import (
 )
 
 // TestWindowBound checks windowBound (skip.go) by sampling: for
-// posteriors grown from a prior by random observations (every other one
-// with the interpolated quantile, tQuantile's fine), at several
+// posteriors grown from a prior by random observations, at several
 // discounts s across the window, the share of Thompson costs below the
 // floor is at most skipTail (plus 4 binomial standard errors), and the
 // ln-mean and variance of the mean are at least their bounds.
@@ -30,7 +29,7 @@ func TestWindowBound(t *testing.T) {
 		if trial%5 == 0 {
 			p.Widen(prior) // a widened arm: no evidence, a moved mean
 		}
-		bd, _, ok := windowBound(p, prior, sK, trial%2 == 1)
+		bd, _, ok := windowBound(p, prior, sK)
 		if !ok {
 			continue
 		}
@@ -208,21 +207,27 @@ func TestUpdateDiscounted(t *testing.T) {
 	}
 }
 
-// TestTQuantileFine checks tQuantile's interpolated quantile against
+// TestTQuantile checks tQuantile's interpolated quantile against
 // gonum's on a grid of degrees from 1 to 1,100: at or above it (the
-// floors it gives are conservative), at or below the coarse table's at
-// or below the degrees, and within 2% of it from 6 to 1,024 degrees
+// floors it gives are conservative), at or below the quantile at the
+// tabulated degrees below, and within 2% of it from 6 to 1,024 degrees
 // (a posterior grown from NewPrior has at least 6).
-func TestTQuantileFine(t *testing.T) {
+func TestTQuantile(t *testing.T) {
 	for nu := 1.0; nu <= 1100; nu += 0.01 * math.Max(1, nu/10) {
 		exact := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nu}.Quantile(1 - skipTail)
-		fine, _ := tQuantile(nu, true)
-		coarse, _ := tQuantile(nu, false)
-		if fine < exact || fine > coarse {
-			t.Fatalf("%g degrees: interpolated %v, want between the exact %v and the table's %v", nu, fine, exact, coarse)
+		got, _ := tQuantile(nu)
+		j := len(tNus) - 1
+		for tNus[j] > nu {
+			j--
 		}
-		if nu >= 6 && nu <= 1024 && fine > 1.02*exact {
-			t.Errorf("%g degrees: interpolated %v, more than 2%% above the exact %v", nu, fine, exact)
+		if got < exact || got > tQuantiles[j] {
+			t.Fatalf("%g degrees: interpolated %v, want between the exact %v and %v at %g degrees", nu, got, exact, tQuantiles[j], tNus[j])
 		}
+		if nu >= 6 && nu <= 1024 && got > 1.02*exact {
+			t.Errorf("%g degrees: interpolated %v, more than 2%% above the exact %v", nu, got, exact)
+		}
+	}
+	if _, ok := tQuantile(0.5); ok {
+		t.Errorf("0.5 degrees: ok, want none below the table's least")
 	}
 }

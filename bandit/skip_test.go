@@ -154,54 +154,46 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 
 // TestSkipSameChoicesProbeable is TestSkipSameChoices with challengers
 // measured once, which a held decision may probe (Bucket.ChooseCopies),
-// in a bucket of three arms: its skip draws the incumbent's cost and
-// spares a challenger's draw only where its floor is above that draw
-// (skip.go). The challengers' priors are at their level, so that one
-// run leaves a narrow posterior. Each is chosen as often with the skip
-// as without, to within 5 standard errors, and where both are 4× or
-// more slower at least 99% of the decisions draw no challenger.
+// in buckets of two and of three arms: the probe's coin is tossed first,
+// and where it allows a probe the incumbent is drawn and a challenger's
+// draw spared only where its floor is above that draw (skip.go). The
+// challengers' priors are at their level, so that one run leaves a
+// narrow posterior. Each is chosen as often with the skip as without,
+// to within 5 standard errors, and where every challenger is 4× or more
+// slower at least 99% of the decisions draw no challenger.
 func TestSkipSameChoicesProbeable(t *testing.T) {
 	cfg := defaultCfg(t)
 	const n = 1_000_000
 	for _, c := range []struct {
+		arms           int
 		mean1, minKept float64
-	}{{130, 0}, {400, 0.99}, {500, 0.99}} {
+	}{{2, 130, 0}, {2, 400, 0.99}, {3, 130, 0}, {3, 400, 0.99}, {3, 500, 0.99}} {
 		r := rand.New(rand.NewPCG(13, 13))
-		base := bandit.NewBucket(bandittest.Priors(&cfg, 100, c.mean1, 2*c.mean1))
-		base.Observe(&cfg, 1, bandittest.LogNormal(r, c.mean1, 0.2))
-		base.Observe(&cfg, 2, bandittest.LogNormal(r, 2*c.mean1, 0.2))
+		levels := []float64{100, c.mean1, 2 * c.mean1}[:c.arms]
+		base := bandit.NewBucket(bandittest.Priors(&cfg, levels...))
+		for a := 1; a < c.arms; a++ {
+			base.Observe(&cfg, a, bandittest.LogNormal(r, levels[a], 0.2))
+		}
 		for range 200 {
 			base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
 		}
-		if _, _, probed := settledDead(&cfg, base); probed != 0b110 {
-			t.Fatalf("challenger at %g µs: probeable %03b, want 110", c.mean1, probed)
+		if _, _, probed := settledDead(&cfg, base); probed != uint8(1<<c.arms-2) {
+			t.Fatalf("%d arms, challenger at %g µs: probeable %03b, want %03b", c.arms, c.mean1, probed, 1<<c.arms-2)
 		}
 		with, kept := chosen(&cfg, base, nil, nil, n, false, 41)
 		without, _ := chosen(&cfg, base, nil, nil, n, true, 42)
-		t.Logf("challenger at %g µs, 1 run: chosen %v with the skip (%d drew no challenger), %v without", c.mean1, with, kept, without)
-		for a := 1; a < 3; a++ {
+		t.Logf("%d arms, challenger at %g µs, 1 run: chosen %v with the skip (%d drew no challenger), %v without", c.arms, c.mean1, with, kept, without)
+		for a := 1; a < c.arms; a++ {
 			if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
-				t.Errorf("challenger %d at %g µs: chosen %d with the skip, %d without: differ by more than %.0f", a, c.mean1, with[a], without[a], tol)
+				t.Errorf("%d arms, challenger %d at %g µs: chosen %d with the skip, %d without: differ by more than %.0f", c.arms, a, c.mean1, with[a], without[a], tol)
 			}
 		}
 		if without[1] == 0 {
-			t.Errorf("challenger at %g µs: never chosen", c.mean1)
+			t.Errorf("%d arms, challenger at %g µs: never chosen", c.arms, c.mean1)
 		}
 		if float64(kept) < c.minKept*n {
-			t.Errorf("challenger at %g µs: %d of %d decisions drew no challenger, want ≥ %g", c.mean1, kept, n, c.minKept)
+			t.Errorf("%d arms, challenger at %g µs: %d of %d decisions drew no challenger, want ≥ %g", c.arms, c.mean1, kept, n, c.minKept)
 		}
-	}
-}
-
-// TestSkipTwoArmsProbeableLive checks that a bucket of two arms keeps a
-// challenger measured once live (skip.go): its draws, and so the
-// stream of its decisions, are as before the probeable challengers of
-// wider buckets were spared.
-func TestSkipTwoArmsProbeableLive(t *testing.T) {
-	cfg := defaultCfg(t)
-	b := settledBucket(&cfg, 500, 1)
-	if dead, live, probed := bandit.DeadArms(b, &cfg, nil); dead != 0 || live != 0b10 || probed != 0 {
-		t.Errorf("dead %02b, live %02b, probeable %02b: want dead 00, live 10, probeable 00", dead, live, probed)
 	}
 }
 
