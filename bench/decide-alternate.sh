@@ -29,8 +29,8 @@ trap 'git worktree prune; rm -rf "$tmp"' EXIT INT TERM
 i=0
 names=""
 for b in "$@"; do
-	names="$names ${b%%=*}"
 	rev=${b%%=*}
+	names="$names $rev"
 	if [ "$rev" = work ]; then
 		go test -c -o "$tmp/bin$i" ./adaptive
 	else

@@ -186,22 +186,20 @@ func (e *Executor) observeVirtual() {
 	e.virtMu.Lock()
 	done, kept := e.virtDone[:0], e.virt[:0]
 	for _, r := range e.virt {
-		if r.ev.Done() {
-			done = append(done, r)
-		} else {
+		if !r.ev.Done() {
 			kept = append(kept, r)
+			continue
 		}
+		if _, end := r.ev.(backends.VirtualSpan).Span(); end > r.endV {
+			r.endV = end // gathered work is placed when launched, after it was queued
+		}
+		done = append(done, r)
 	}
 	clear(e.virt[len(kept):])
 	e.virt = kept
 	if len(done) == 0 {
 		e.virtMu.Unlock()
 		return
-	}
-	for _, r := range done {
-		if _, end := r.ev.(backends.VirtualSpan).Span(); end > r.endV {
-			r.endV = end // gathered work is placed when launched, after it was queued
-		}
 	}
 	slices.SortStableFunc(done, func(a, b *rec) int { return cmp.Compare(a.endV, b.endV) })
 	for _, r := range done {
