@@ -44,7 +44,10 @@ import (
 // two; every Done discounts the running mode's record by ModesGamma,
 // and a mode left alone for the memory's length runs again (modesRetry):
 // the per-op learner improves as it learns, and the device a rule relies
-// on may slow. A mode left alone keeps its record as it was until then:
+// on may slow. Each retry that leaves the mode surely slower doubles its
+// next wait, up to modesBackoff times, and a retry surely faster than
+// every record starts its mode's record over (TestModesRetryBacksOff).
+// A mode left alone keeps its record as it was until then:
 // discounted towards its prior's spread, a record of a few steps was
 // drawn again long before its retry, which checks it anyway
 // (TestModesLeftAloneWaits). Modes is not safe for concurrent use.
@@ -73,7 +76,14 @@ type Modes struct {
 	// bound is each mode's least steady step (ln µs, less the level of
 	// when it was given; NaN for none: Bound).
 	bound []float64
-	r     *rand.Rand
+	// backoff is each mode's retries in a row that left it surely slower
+	// (retryAfter doubles its wait for each, up to modesBackoff); due is
+	// the retry Next returned, until it returns a draw (a caller that
+	// issues a step before the last one's is done calls Next before
+	// Done), retried the mode whose running run began as one (-1: none).
+	backoff      []int
+	due, retried int
+	r            *rand.Rand
 }
 
 // excess is a discounted mean of a mode's excess (a change's first step
@@ -144,6 +154,13 @@ const (
 	// ran 119 of 199 steps in a run, against 18–51 in 5 runs with 4
 	// (cmd/infer, mi300x beside cpu2 at batch 1, BENCHMARKS.md).
 	modesRestored = 4
+	// modesBackoff is the most doublings of a mode's retry wait: a mode
+	// each retry leaves surely slower is retried after 2, 4, then 8 times
+	// modesRetry's wait, so that over a long run its retries cost about
+	// (k−1)/(8·modesRetry·k) of the steps, not (k−1)/(modesRetry·k), and a
+	// mode that became faster is still found within 8 memories
+	// (TestModesRetryBacksOff).
+	modesBackoff = 3
 )
 
 // NewModes returns a chooser over n modes (at least 1) drawing from a
@@ -158,7 +175,8 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
 		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
-		adopted: adopted, replay: make([]excess, n), bound: bound, r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
+		adopted: adopted, replay: make([]excess, n), bound: bound, backoff: make([]int, n), due: -1, retried: -1,
+		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
 
 // Next returns the mode to run the next step with: the running one while
@@ -178,9 +196,11 @@ func (m *Modes) Next() int {
 	}
 	for i := range m.post {
 		if i != m.last && float64(m.done-m.ranAt[i]) >= m.retryAfter(i) {
+			m.due = i
 			return i // a retry
 		}
 	}
+	m.due = -1
 	best, bestUs := 0, math.Inf(1)
 	h := m.horizon()
 	for i := range m.post {
@@ -201,14 +221,15 @@ func (m *Modes) Next() int {
 // retryAfter returns the steps mode i is left alone before it runs again
 // whatever its record: modesRetry, more the longer its change, times how
 // much slower its record (or, without one, its Bound) is than the running
-// mode's. A retry of a mode k×
-// slower costs about k−1 steps; left alone k× as long, its retries cost
-// about as much of the time whatever k (TestModesRetrySlower). Retried
-// every 200 steps, the learner's placement (2.2× the GPU alone's step)
-// and its frozen one (1.5×) cost h100 beside cpu2 1–2.4% of each 200
-// steps of a 1,000-step decode (cmd/infer, BENCHMARKS.md).
+// mode's, doubled for each retry in a row that left it surely slower
+// (backoff). A retry of a mode k× slower costs about k−1 steps; left
+// alone k× as long, its retries cost about as much of the time whatever
+// k (TestModesRetrySlower). Without the doubling, the learner's
+// placement (2.2× the GPU alone's step) and its frozen one (1.3×) cost
+// h100 beside cpu2 at batch 1 1.1–1.3% of every 1,000 steps of a decode
+// (cmd/infer, BENCHMARKS.md).
 func (m *Modes) retryAfter(i int) float64 {
-	n := modesRetry * (1 + max(0, math.Expm1(m.change[i].mean())))
+	n := modesRetry * (1 + max(0, math.Expm1(m.change[i].mean()))) * float64(int(1)<<m.backoff[i])
 	if m.last >= 0 && m.seen[m.last] {
 		mu := m.post[i].Mu
 		if !m.seen[i] {
@@ -243,6 +264,7 @@ func (m *Modes) Done(mode int, us float64) error {
 	}
 	if mode != m.last {
 		m.endRun()
+		m.judgeRetry(mode, m.due == mode)
 		m.last, m.runLen, m.first, m.forced = mode, 1, y, false
 		// Without an excess yet the step waits for the next to price the
 		// change; with one it is observed less it.
@@ -361,6 +383,7 @@ func (m *Modes) Resume(mode int) error {
 	// for its second is observed as it is (left held, every later step
 	// was the running mode's: TestModesResumeEndsHeld).
 	m.endRun()
+	m.retried = -1 // a run a prompt ends is not judged
 	m.last, m.runLen, m.forced = mode, ModesWarm, true
 	if m.since > 0 {
 		m.span[0] = m.span[0]*ModesGamma + float64(m.since)
@@ -429,6 +452,18 @@ func (m *Modes) surelyAbove(mu, scale2 float64, j int) bool {
 	return mu-p.Mu > modesSpread+2*math.Sqrt(scale2+p.muScale2())
 }
 
+// newBest reports whether a step of y (ln µs less the level) is below
+// every mode's record by more than modesSpread and two standard errors
+// of the record's mean.
+func (m *Modes) newBest(y float64) bool {
+	for j := range m.post {
+		if p := &m.post[j]; m.seen[j] && p.Mu-y <= modesSpread+2*math.Sqrt(p.muScale2()) {
+			return false
+		}
+	}
+	return true
+}
+
 // Bound tells m that a steady step of mode takes at least us µs (a
 // prediction that leaves costs out: cmd/infer sums a backend's per-op
 // means). Rule: a mode without a steady step whose bound is slower than
@@ -475,6 +510,25 @@ func (m *Modes) check(mode int, us float64) error {
 	return nil
 }
 
+// judgeRetry is called as a step of mode begins a run after m.last's
+// (retry: Next returned mode as a retry). A run that began as a retry
+// and is left while its record is surely slower than mode's doubles its
+// mode's next wait (up to modesBackoff times); left otherwise, that mode
+// is close, and its waits start over.
+func (m *Modes) judgeRetry(mode int, retry bool) {
+	if r := m.retried; r >= 0 && r == m.last && m.seen[r] && m.seen[mode] {
+		if q := &m.post[r]; m.surelyAbove(q.Mu, q.muScale2(), mode) {
+			m.backoff[r] = min(m.backoff[r]+1, modesBackoff)
+		} else {
+			m.backoff[r] = 0
+		}
+	}
+	m.retried = -1
+	if retry {
+		m.retried = mode
+	}
+}
+
 // endRun ends the running run: a first step held for its second, which
 // never came, is observed as it is, the only evidence of its mode.
 func (m *Modes) endRun() {
@@ -485,8 +539,22 @@ func (m *Modes) endRun() {
 }
 
 // observe adds a steady step of y = ln µs to mode's posterior, the first
-// setting its prior.
+// setting its prior. A step of a retry (a run that began as one) surely
+// faster than every mode's record, its own too (by more than modesSpread
+// and two of the record's standard errors), starts the record over from
+// it: the mode has changed while it was left alone. Reason: averaged
+// with the record of its old level, a mode whose steps fell to a quarter
+// of it lost its retry's draws, and backed-off retries found it
+// thousands of steps late (TestModesRetryBacksOff). A retry step that
+// beats the best record by its noise only adds to its record: started
+// over where a step beat only the mode the retry left, the learner's
+// record on mi300x beside cpu2 at batch 1 (cmd/infer) restarted from one
+// lucky step and won draws, and the frozen placement that adopted it, 4%
+// slower than the GPU alone, ran 24% of a 1,000-step decode.
 func (m *Modes) observe(mode int, y float64) {
+	if mode == m.retried && m.seen[mode] && m.newBest(y) {
+		m.seen[mode] = false
+	}
 	if !m.seen[mode] {
 		m.prior[mode] = NewPriorLn(y, modesStrength, modesSpread)
 		m.post[mode], m.seen[mode] = m.prior[mode], true

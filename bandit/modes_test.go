@@ -670,7 +670,7 @@ func TestModesBoundedOut(t *testing.T) {
 // so it runs again at its retries (200 steps times its slowness), not
 // whenever its record, discounted towards its prior's 10% spread, draws
 // faster than the running mode's: over 1,000 steps a mode 1.2× slower
-// runs in at most 7 separate runs (its first, 4 retries and a draw or
+// runs in at most 7 separate runs (its first, its retries and a draw or
 // two of its sparse record) in every one of 20 seeds; discounted while
 // left alone, it ran in more than 7 in 12 of 20 seeds, up to 22.
 func TestModesLeftAloneWaits(t *testing.T) {
@@ -694,6 +694,52 @@ func TestModesLeftAloneWaits(t *testing.T) {
 		}
 		if runs > 7 {
 			t.Errorf("seed %d: the mode 1.2× slower ran in %d separate runs of 1,000 steps, want at most 7", seed, runs)
+		}
+	}
+}
+
+// TestModesRetryBacksOff: a mode each retry leaves surely slower waits
+// twice as long for its next, up to modesBackoff doublings: over 10,000
+// steps a mode 2× slower runs in at most 8 separate runs (its first and
+// retries after about 400, 800, 1,600, then every 3,200 steps: 5–6 in
+// these seeds, 22–25 with a retry every 400), in every one of 20 seeds.
+// The wait is bounded, and a retry surely faster than every record
+// starts its mode's over, so the same mode, 2× faster than the other
+// from step 4,000 on, is found by about step 6,000 and runs at least
+// 1,800 of the last 2,000 steps (1,999 in these seeds; 516–1,631 in 13
+// of them when the retry's steps were added to the old record).
+func TestModesRetryBacksOff(t *testing.T) {
+	for seed := range uint64(20) {
+		for _, turns := range []bool{false, true} {
+			m, _ := NewModes(2, seed)
+			r := rand.New(rand.NewPCG(seed, 13))
+			runs, late, last := 0, 0, -1
+			for step := range 10000 {
+				k := m.Next()
+				if k == 1 && last != 1 {
+					runs++
+				}
+				last = k
+				us := 1000.0
+				if k == 1 {
+					us = 2000
+					if turns && step >= 4000 {
+						us = 500
+					}
+				}
+				if err := m.Done(k, stepUs(r, us)); err != nil {
+					t.Fatal(err)
+				}
+				if step >= 8000 && k == 1 {
+					late++
+				}
+			}
+			switch {
+			case !turns && runs > 8:
+				t.Errorf("seed %d: the mode 2× slower ran in %d separate runs of 10,000 steps, want at most 8", seed, runs)
+			case turns && late < 1800:
+				t.Errorf("seed %d: the mode 2× faster from step 4,000 ran %d of the last 2,000 steps, want ≥ 1,800", seed, late)
+			}
 		}
 	}
 }
