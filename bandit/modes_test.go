@@ -81,23 +81,8 @@ func TestModesRetry(t *testing.T) {
 func TestModesRetrySlower(t *testing.T) {
 	for seed := range uint64(20) {
 		m, _ := NewModes(2, seed)
-		r := rand.New(rand.NewPCG(seed, 3))
-		retries, last := 0, -1
-		for step := range 2000 {
-			k := m.Next()
-			us := 1000.0
-			if k == 1 {
-				us = 3000
-			}
-			if err := m.Done(k, stepUs(r, us)); err != nil {
-				t.Fatal(err)
-			}
-			if step >= 10 && k == 1 && last != 1 {
-				retries++
-			}
-			last = k
-		}
-		if retries < 2 || retries > 4 {
+		ks := playModes(t, m, rand.New(rand.NewPCG(seed, 3)), 2000, func(_, k int) float64 { return []float64{1000, 3000}[k] })
+		if retries := runsOf(ks, 1, 10); retries < 2 || retries > 4 {
 			t.Errorf("seed %d: %d retries of a mode 3× slower in 2,000 steps, want 2–4", seed, retries)
 		}
 	}
@@ -676,23 +661,8 @@ func TestModesBoundedOut(t *testing.T) {
 func TestModesLeftAloneWaits(t *testing.T) {
 	for seed := range uint64(20) {
 		m, _ := NewModes(2, seed)
-		r := rand.New(rand.NewPCG(seed, 11))
-		runs, last := 0, -1
-		for range 1000 {
-			k := m.Next()
-			if k == 1 && last != 1 {
-				runs++
-			}
-			last = k
-			us := 1000.0
-			if k == 1 {
-				us = 1200
-			}
-			if err := m.Done(k, stepUs(r, us)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if runs > 7 {
+		ks := playModes(t, m, rand.New(rand.NewPCG(seed, 11)), 1000, func(_, k int) float64 { return []float64{1000, 1200}[k] })
+		if runs := runsOf(ks, 1, 0); runs > 7 {
 			t.Errorf("seed %d: the mode 1.2× slower ran in %d separate runs of 1,000 steps, want at most 7", seed, runs)
 		}
 	}
@@ -712,29 +682,22 @@ func TestModesRetryBacksOff(t *testing.T) {
 	for seed := range uint64(20) {
 		for _, turns := range []bool{false, true} {
 			m, _ := NewModes(2, seed)
-			r := rand.New(rand.NewPCG(seed, 13))
-			runs, late, last := 0, 0, -1
-			for step := range 10000 {
-				k := m.Next()
-				if k == 1 && last != 1 {
-					runs++
+			ks := playModes(t, m, rand.New(rand.NewPCG(seed, 13)), 10000, func(step, k int) float64 {
+				switch {
+				case k == 0:
+					return 1000
+				case turns && step >= 4000:
+					return 500
 				}
-				last = k
-				us := 1000.0
+				return 2000
+			})
+			late := 0
+			for _, k := range ks[8000:] {
 				if k == 1 {
-					us = 2000
-					if turns && step >= 4000 {
-						us = 500
-					}
-				}
-				if err := m.Done(k, stepUs(r, us)); err != nil {
-					t.Fatal(err)
-				}
-				if step >= 8000 && k == 1 {
 					late++
 				}
 			}
-			switch {
+			switch runs := runsOf(ks, 1, 0); {
 			case !turns && runs > 8:
 				t.Errorf("seed %d: the mode 2× slower ran in %d separate runs of 10,000 steps, want at most 8", seed, runs)
 			case turns && late < 1800:
@@ -742,4 +705,31 @@ func TestModesRetryBacksOff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// playModes runs m for n steps, step s of mode k taking about us(s, k)
+// µs (stepUs's noise drawn from r), and returns the mode of each step.
+func playModes(t *testing.T, m *Modes, r *rand.Rand, n int, us func(step, k int) float64) []int {
+	t.Helper()
+	ks := make([]int, n)
+	for step := range n {
+		k := m.Next()
+		if err := m.Done(k, stepUs(r, us(step, k))); err != nil {
+			t.Fatal(err)
+		}
+		ks[step] = k
+	}
+	return ks
+}
+
+// runsOf returns the separate runs of mode in ks that begin at step from
+// or later: its steps that follow a step of another mode, or begin ks.
+func runsOf(ks []int, mode, from int) int {
+	runs := 0
+	for i := from; i < len(ks); i++ {
+		if ks[i] == mode && (i == 0 || ks[i-1] != mode) {
+			runs++
+		}
+	}
+	return runs
 }
