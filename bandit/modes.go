@@ -512,12 +512,13 @@ func (m *Modes) check(mode int, us float64) error {
 
 // judgeRetry is called as a step of mode begins a run after m.last's
 // (retry: Next returned mode as a retry). A run that began as a retry
-// and is left while its record is surely slower than mode's doubles its
-// mode's next wait (up to modesBackoff times); left otherwise, that mode
-// is close, and its waits start over.
+// and is left while its record is surely slower than the best other
+// record doubles its mode's next wait (up to modesBackoff times); left
+// otherwise, that mode is close, and its waits start over. The best, not
+// the mode that follows: a retry may follow a retry, each as slow.
 func (m *Modes) judgeRetry(mode int, retry bool) {
-	if r := m.retried; r >= 0 && r == m.last && m.seen[r] && m.seen[mode] {
-		if q := &m.post[r]; m.surelyAbove(q.Mu, q.muScale2(), mode) {
+	if r, best := m.retried, m.bestOther(m.retried); r >= 0 && r == m.last && m.seen[r] && best >= 0 {
+		if q := &m.post[r]; m.surelyAbove(q.Mu, q.muScale2(), best) {
 			m.backoff[r] = min(m.backoff[r]+1, modesBackoff)
 		} else {
 			m.backoff[r] = 0
@@ -527,6 +528,18 @@ func (m *Modes) judgeRetry(mode int, retry bool) {
 	if retry {
 		m.retried = mode
 	}
+}
+
+// bestOther returns the mode other than i with the least record, -1 for
+// none.
+func (m *Modes) bestOther(i int) int {
+	best := -1
+	for j := range m.post {
+		if j != i && m.seen[j] && (best < 0 || m.post[j].Mu < m.post[best].Mu) {
+			best = j
+		}
+	}
+	return best
 }
 
 // endRun ends the running run: a first step held for its second, which
