@@ -44,9 +44,10 @@ import (
 // two; every Done discounts the running mode's record by ModesGamma,
 // and a mode left alone for the memory's length runs again (modesRetry):
 // the per-op learner improves as it learns, and the device a rule relies
-// on may slow. Each retry that leaves the mode surely slower doubles its
-// next wait, up to modesBackoff times, and a retry surely faster than
-// every record starts its mode's record over (TestModesRetryBacksOff).
+// on may slow. Each retry that leaves the mode surely slower than the
+// best other record doubles its next wait, up to modesBackoff times, and
+// a retry surely faster than every record starts its mode's record over
+// (TestModesRetryBacksOff).
 // A mode left alone keeps its record as it was until then:
 // discounted towards its prior's spread, a record of a few steps was
 // drawn again long before its retry, which checks it anyway
@@ -517,11 +518,13 @@ func (m *Modes) check(mode int, us float64) error {
 // otherwise, that mode is close, and its waits start over. The best, not
 // the mode that follows: a retry may follow a retry, each as slow.
 func (m *Modes) judgeRetry(mode int, retry bool) {
-	if r, best := m.retried, m.bestOther(m.retried); r >= 0 && r == m.last && m.seen[r] && best >= 0 {
-		if q := &m.post[r]; m.surelyAbove(q.Mu, q.muScale2(), best) {
-			m.backoff[r] = min(m.backoff[r]+1, modesBackoff)
-		} else {
-			m.backoff[r] = 0
+	if r := m.retried; r >= 0 && r == m.last && m.seen[r] {
+		if best := m.bestOther(r); best >= 0 {
+			if q := &m.post[r]; m.surelyAbove(q.Mu, q.muScale2(), best) {
+				m.backoff[r] = min(m.backoff[r]+1, modesBackoff)
+			} else {
+				m.backoff[r] = 0
+			}
 		}
 	}
 	m.retried = -1
