@@ -45,9 +45,11 @@ import (
 // and a mode left alone for the memory's length runs again (modesRetry):
 // the per-op learner improves as it learns, and the device a rule relies
 // on may slow. Each retry that leaves the mode surely slower than the
-// best other record doubles its next wait, up to modesBackoff times, and
-// a retry surely faster than every record starts its mode's record over
-// (TestModesRetryBacksOff).
+// best other record doubles its next wait, up to modesBackoff times; a
+// retry surely faster than every record, or surely slower than its own,
+// starts its mode's record over (TestModesRetryBacksOff,
+// TestModesRetryGrownSlower); and the change back from a retry is priced
+// over the steps left, as a retry was not chosen.
 // A mode left alone keeps its record as it was until then:
 // discounted towards its prior's spread, a record of a few steps was
 // drawn again long before its retry, which checks it anyway
@@ -413,10 +415,14 @@ func (m *Modes) left() float64 {
 // in TestModesTieChanges' setting); priced over the run behind it, a run
 // must last as long as the loss it can recover, so changes thin out as
 // the evidence grows and a mode 2× faster still wins at once. A run a
-// Resume forced was not chosen, and is priced over what is left.
+// Resume forced, or a retry began, was not chosen, and is priced over
+// what is left: priced over a retry's one step, the change back to the
+// best mode lost its draws to the other retried modes, which took turns
+// for 23 steps on rx7900xtx beside cpu2 at batch 1 (cmd/infer;
+// TestModesRetryGrownSlower).
 func (m *Modes) horizon() float64 {
 	left := m.left()
-	if m.forced || m.last < 0 {
+	if m.forced || m.last < 0 || m.retried == m.last {
 		return left
 	}
 	return min(left, float64(max(ModesWarm, m.runLen)))
@@ -463,6 +469,14 @@ func (m *Modes) newBest(y float64) bool {
 		}
 	}
 	return true
+}
+
+// surelyAboveOwn reports whether a step of y (ln µs less the level) is
+// above mode's record by more than modesSpread and two standard errors
+// of the record's mean.
+func (m *Modes) surelyAboveOwn(mode int, y float64) bool {
+	p := &m.post[mode]
+	return y-p.Mu > modesSpread+2*math.Sqrt(p.muScale2())
 }
 
 // Bound tells m that a steady step of mode takes at least us µs (a
@@ -556,9 +570,13 @@ func (m *Modes) endRun() {
 
 // observe adds a steady step of y = ln µs to mode's posterior, the first
 // setting its prior. A step of a retry (a run that began as one) surely
-// faster than every mode's record, its own too (by more than modesSpread
-// and two of the record's standard errors), starts the record over from
-// it: the mode has changed while it was left alone. Reason: averaged
+// faster than every mode's record, its own too, or surely slower than
+// its own (by more than modesSpread and two of the record's standard
+// errors), starts the record over from it: the mode has changed while it
+// was left alone. Reason for the slower: a placement with the attention
+// on the CPU slows as the context grows, and its record, kept from
+// hundreds of steps before, held its draws close to the best mode's for
+// tens of steps (TestModesRetryGrownSlower). Reason: averaged
 // with the record of its old level, a mode whose steps fell to a quarter
 // of it lost its retry's draws, and backed-off retries found it
 // thousands of steps late (TestModesRetryBacksOff). A retry step that
@@ -568,7 +586,7 @@ func (m *Modes) endRun() {
 // lucky step and won draws, and the frozen placement that adopted it, 4%
 // slower than the GPU alone, ran 24% of a 1,000-step decode.
 func (m *Modes) observe(mode int, y float64) {
-	if mode == m.retried && m.seen[mode] && m.newBest(y) {
+	if mode == m.retried && m.seen[mode] && (m.newBest(y) || m.surelyAboveOwn(mode, y)) {
 		m.seen[mode] = false
 	}
 	if !m.seen[mode] {
