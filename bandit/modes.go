@@ -453,7 +453,7 @@ func (m *Modes) over(i int, h float64) float64 {
 // surelyAbove reports whether mu (ln µs less the level, its mean's
 // squared scale scale2) exceeds mode j's record by more than modesSpread
 // and two standard errors of the difference: the rule by which a mode is
-// surely slower (over, boundedOut).
+// surely slower (over, boundedOut, judgeRetry, observe).
 func (m *Modes) surelyAbove(mu, scale2 float64, j int) bool {
 	p := &m.post[j]
 	return mu-p.Mu > modesSpread+2*math.Sqrt(scale2+p.muScale2())
@@ -469,14 +469,6 @@ func (m *Modes) newBest(y float64) bool {
 		}
 	}
 	return true
-}
-
-// surelyAboveOwn reports whether a step of y (ln µs less the level) is
-// above mode's record by more than modesSpread and two standard errors
-// of the record's mean.
-func (m *Modes) surelyAboveOwn(mode int, y float64) bool {
-	p := &m.post[mode]
-	return y-p.Mu > modesSpread+2*math.Sqrt(p.muScale2())
 }
 
 // Bound tells m that a steady step of mode takes at least us µs (a
@@ -573,20 +565,20 @@ func (m *Modes) endRun() {
 // faster than every mode's record, its own too, or surely slower than
 // its own (by more than modesSpread and two of the record's standard
 // errors), starts the record over from it: the mode has changed while it
-// was left alone. Reason for the slower: a placement with the attention
-// on the CPU slows as the context grows, and its record, kept from
-// hundreds of steps before, held its draws close to the best mode's for
-// tens of steps (TestModesRetryGrownSlower). Reason: averaged
-// with the record of its old level, a mode whose steps fell to a quarter
-// of it lost its retry's draws, and backed-off retries found it
-// thousands of steps late (TestModesRetryBacksOff). A retry step that
+// was left alone. Reasons: averaged with the record of its old level, a
+// mode whose steps fell to a quarter of it lost its retry's draws, and
+// backed-off retries found it thousands of steps late
+// (TestModesRetryBacksOff); a placement with the attention on the CPU
+// slows as the context grows, and its record, kept from hundreds of
+// steps before, held its draws close to the best mode's for tens of
+// steps (TestModesRetryGrownSlower). A retry step that
 // beats the best record by its noise only adds to its record: started
 // over where a step beat only the mode the retry left, the learner's
 // record on mi300x beside cpu2 at batch 1 (cmd/infer) restarted from one
 // lucky step and won draws, and the frozen placement that adopted it, 4%
 // slower than the GPU alone, ran 24% of a 1,000-step decode.
 func (m *Modes) observe(mode int, y float64) {
-	if mode == m.retried && m.seen[mode] && (m.newBest(y) || m.surelyAboveOwn(mode, y)) {
+	if mode == m.retried && m.seen[mode] && (m.newBest(y) || m.surelyAbove(y, 0, mode)) {
 		m.seen[mode] = false
 	}
 	if !m.seen[mode] {
