@@ -11,6 +11,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive/cost"
 	"github.com/adaptsched/adaptsched/adaptive/prior"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/internal/spin"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -67,7 +68,7 @@ type bucket struct {
 	// a loop over 10,000 buckets walks that much more memory
 	// (BenchmarkSelectObserve, 10,000 buckets, holds it). The rand.Rand
 	// around the PCG lives on each Select's stack.
-	mu  sync.Mutex
+	mu  spin.Mutex
 	bb  bandit.Bucket
 	pcg rand.PCG
 	per []armCounts

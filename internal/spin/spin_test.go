@@ -1,0 +1,134 @@
+package spin
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMutexExcludes: goroutines that each add to a plain counter under
+// the lock lose no increment (and the race detector, in make test, sees
+// no race on it).
+func TestMutexExcludes(t *testing.T) {
+	const goroutines, adds = 8, 20000
+	var mu Mutex
+	n := 0
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range adds {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n != goroutines*adds {
+		t.Fatalf("counter %d, want %d", n, goroutines*adds)
+	}
+}
+
+// TestMutexWaitsForSlowHolder: a waiter gets the lock only after a
+// holder that keeps it for milliseconds (past the spins and yields, into
+// the sleeps) lets it go, and then promptly.
+func TestMutexWaitsForSlowHolder(t *testing.T) {
+	var mu Mutex
+	mu.Lock()
+	released := make(chan time.Time, 1)
+	got := make(chan time.Time, 1)
+	go func() {
+		mu.Lock()
+		got <- time.Now()
+		mu.Unlock()
+	}()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("waiter took a held lock")
+	default:
+	}
+	released <- time.Now()
+	mu.Unlock()
+	at := <-got
+	if wait := at.Sub(<-released); wait > 50*time.Millisecond {
+		t.Fatalf("waiter took the lock %v after its release; its sleeps are at most %v", wait, maxSleep)
+	}
+}
+
+func TestTryLock(t *testing.T) {
+	var mu Mutex
+	if !mu.TryLock() {
+		t.Fatal("TryLock of a free Mutex failed")
+	}
+	if mu.TryLock() {
+		t.Fatal("TryLock of a held Mutex succeeded")
+	}
+	mu.Unlock()
+	if !mu.TryLock() {
+		t.Fatal("TryLock after Unlock failed")
+	}
+	mu.Unlock()
+}
+
+func TestUnlockUnlockedPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Unlock of an unlocked Mutex did not panic")
+		}
+	}()
+	var mu Mutex
+	mu.Unlock()
+}
+
+// BenchmarkMutex and BenchmarkSyncMutex: an uncontended Lock/Unlock
+// pair, the case of a bucket's lock (package doc).
+func BenchmarkMutex(b *testing.B) {
+	var mu Mutex
+	n := 0
+	for b.Loop() {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}
+	_ = n
+}
+
+func BenchmarkSyncMutex(b *testing.B) {
+	var mu sync.Mutex
+	n := 0
+	for b.Loop() {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}
+	_ = n
+}
+
+// BenchmarkMutexContended: every goroutine on one lock, the worst case
+// for a lock no one sleeps on, beside sync.Mutex's.
+func BenchmarkMutexContended(b *testing.B) {
+	var mu Mutex
+	n := 0
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+	})
+	_ = n
+}
+
+func BenchmarkSyncMutexContended(b *testing.B) {
+	var mu sync.Mutex
+	n := 0
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+	})
+	_ = n
+}
