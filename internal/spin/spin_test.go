@@ -81,54 +81,41 @@ func TestUnlockUnlockedPanics(t *testing.T) {
 	mu.Unlock()
 }
 
-// BenchmarkMutex and BenchmarkSyncMutex: an uncontended Lock/Unlock
-// pair, the case of a bucket's lock (package doc).
+// BenchmarkMutex: an uncontended Lock/Unlock pair, the case of a
+// bucket's lock (package doc), for this Mutex and for sync.Mutex.
 func BenchmarkMutex(b *testing.B) {
-	var mu Mutex
-	n := 0
-	for b.Loop() {
-		mu.Lock()
-		n++
-		mu.Unlock()
+	for name, mu := range lockers() {
+		b.Run(name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+			_ = n
+		})
 	}
-	_ = n
-}
-
-func BenchmarkSyncMutex(b *testing.B) {
-	var mu sync.Mutex
-	n := 0
-	for b.Loop() {
-		mu.Lock()
-		n++
-		mu.Unlock()
-	}
-	_ = n
 }
 
 // BenchmarkMutexContended: every goroutine on one lock, the worst case
 // for a lock no one sleeps on, beside sync.Mutex's.
 func BenchmarkMutexContended(b *testing.B) {
-	var mu Mutex
-	n := 0
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
-	})
-	_ = n
+	for name, mu := range lockers() {
+		b.Run(name, func(b *testing.B) {
+			n := 0
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			})
+			_ = n
+		})
+	}
 }
 
-func BenchmarkSyncMutexContended(b *testing.B) {
-	var mu sync.Mutex
-	n := 0
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
-	})
-	_ = n
+// lockers returns the locks the benchmarks compare, by name.
+func lockers() map[string]sync.Locker {
+	return map[string]sync.Locker{"spin": new(Mutex), "sync": new(sync.Mutex)}
 }
