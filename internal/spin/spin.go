@@ -4,7 +4,7 @@
 // Rule: Unlock is one store with release order, no read-modify-write.
 // Reason: sync.Mutex's Unlock is an atomic add, as it must learn whether
 // a goroutine sleeps on the lock; on amd64 that is a locked instruction,
-// and a Lock/Unlock pair costs about twice one that releases with a
+// and a Lock/Unlock pair costs about 1.7 times one that releases with a
 // plain store (BenchmarkMutex, its spin and sync cases). A Select and
 // Observe take two pairs. So no goroutine sleeps on a Mutex to be woken:
 // a waiter spins, then yields, then sleeps for growing spells and looks
