@@ -74,11 +74,6 @@ func (m *Mutex) lockSlow() {
 	}
 }
 
-// TryLock locks m if it is free and reports whether it did.
-func (m *Mutex) TryLock() bool {
-	return atomic.LoadUint32(&m.state) == 0 && atomic.CompareAndSwapUint32(&m.state, 0, 1)
-}
-
 // Unlock unlocks m. Unlocking a Mutex that is not locked is a
 // programmer's error and panics; as with sync.Mutex, a goroutine may
 // unlock a Mutex another locked.

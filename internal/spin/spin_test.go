@@ -56,21 +56,6 @@ func TestMutexWaitsForSlowHolder(t *testing.T) {
 	}
 }
 
-func TestTryLock(t *testing.T) {
-	var mu Mutex
-	if !mu.TryLock() {
-		t.Fatal("TryLock of a free Mutex failed")
-	}
-	if mu.TryLock() {
-		t.Fatal("TryLock of a held Mutex succeeded")
-	}
-	mu.Unlock()
-	if !mu.TryLock() {
-		t.Fatal("TryLock after Unlock failed")
-	}
-	mu.Unlock()
-}
-
 func TestUnlockUnlockedPanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
