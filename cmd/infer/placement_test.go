@@ -556,3 +556,47 @@ func TestAutoRestoredFrozenDraw(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedBackendsNotBoundedOut: a backend that shares its hardware
+// with another (cpu and cpu1) is tried alone right after the learner
+// even where the sum of its per-op means is surely slower than the
+// learner's steps, as that sum was timed beside the other backend's ops
+// and is no step's least; a backend that shares nothing waits for its
+// retry (Modes.Bound). Here cpu's ops sum to 8,000 µs and cpu1's to
+// 9,000 against learner steps of 6,500 (on this machine the sum ran
+// 15-25% above only:cpu's own steps).
+func TestSharedBackendsNotBoundedOut(t *testing.T) {
+	if got := sharesHardware([]backends.Backend{openT(t, "cpu"), openT(t, "cpu1"), openT(t, "sim:h100")}); fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("sharesHardware(cpu, cpu1, sim:h100) = %v, want [true true false]", got)
+	}
+	for _, shared := range []bool{true, false} {
+		p := newStepPlacer(1)
+		p.names = []string{"cpu", "cpu1"}
+		p.shared = []bool{shared, shared}
+		p.copyUs = make([]float64, 2)
+		p.telemetry = func() adaptive.Telemetry {
+			return adaptive.Telemetry{Buckets: []adaptive.BucketTelemetry{{Arms: []adaptive.ArmTelemetry{
+				{Backend: "cpu", MeanUs: 80}, {Backend: "cpu1", MeanUs: 90}}}}}
+		}
+		p.count[0] = 100
+		p.frozenUs = 6500
+		for range learnerSteps {
+			p.learnUs = append(p.learnUs, 6500)
+		}
+		if err := p.setModes(); err != nil {
+			t.Fatal(err)
+		}
+		ran := map[string]int{}
+		for range 8 {
+			k := p.modes.Next()
+			ran[p.modeName(k)]++
+			if err := p.modes.Done(k, 6500); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tried := ran["only:cpu"] > 0 && ran["only:cpu1"] > 0
+		if tried != shared {
+			t.Errorf("backends sharing hardware %t: the first 8 steps ran %v", shared, ran)
+		}
+	}
+}

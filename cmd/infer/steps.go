@@ -58,6 +58,7 @@ type stepPlacer struct {
 	restored  bool          // the modes are the store's (restore)
 	gathered  bool          // steps placed before they run are gathered (stepGather): faster than the learner's
 	offHost   []bool        // by backend: its work runs off the host's cores (a GPU): its steps may overlap
+	shared    []bool        // by backend: it shares its hardware with another backend (backends.HardwareGroup)
 	cur       atomic.Int32  // the running step's mode; counting while learning
 	prompting atomic.Bool   // the running step is a prompt's
 	recording atomic.Bool   // the running step is a decode step of the learner's: its choices are kept (ran)
@@ -143,11 +144,30 @@ func (o *options) stepPlacer(st *choice, bes []backends.Backend) *stepPlacer {
 	for _, b := range bes {
 		p.offHost = append(p.offHost, b.Info().Kind != backends.CPU)
 	}
+	p.shared = sharesHardware(bes)
 	if o.gpuMem.set {
 		p.home, _ = newLlamaCPP(bes) // nil without a CPU and a GPU: no home mode
 	}
 	st.placer = p
 	return p
+}
+
+// sharesHardware reports, by backend, whether bes holds another backend
+// of the same backends.HardwareGroup.
+func sharesHardware(bes []backends.Backend) []bool {
+	n := map[string]int{}
+	for _, b := range bes {
+		if g, ok := b.(backends.HardwareGroup); ok {
+			n[g.HardwareGroup()]++
+		}
+	}
+	shared := make([]bool, len(bes))
+	for i, b := range bes {
+		if g, ok := b.(backends.HardwareGroup); ok {
+			shared[i] = n[g.HardwareGroup()] > 1
+		}
+	}
+	return shared
 }
 
 // weightHolder holds the Executor's weight caches (executor.HoldWeights).
@@ -575,9 +595,13 @@ func (p *stepPlacer) setModes() error {
 		}
 	}
 	// A backend's predicted step is its least (Modes.Bound): one surely
-	// slower than the learner's steps waits for its retry.
+	// slower than the learner's steps waits for its retry. Not so for a
+	// backend that shares its hardware with another: the learner's steps
+	// timed its ops beside the other's, caches and cores moving between
+	// them, and cpu's ops summed to 15-25% more than its own steps took
+	// (-backends cpu,cpu1 at batch 1), so its bound would hold it back.
 	for k, md := range p.table {
-		if md.kind == onlyMode {
+		if md.kind == onlyMode && !(md.backend < len(p.shared) && p.shared[md.backend]) {
 			if err := m.Bound(k, pred[md.backend]); err != nil {
 				return fmt.Errorf("infer: auto's step modes: %w", err)
 			}
