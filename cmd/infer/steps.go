@@ -599,7 +599,8 @@ func (p *stepPlacer) setModes() error {
 	// backend that shares its hardware with another: the learner's steps
 	// timed its ops beside the other's, caches and cores moving between
 	// them, and cpu's ops summed to 15-25% more than its own steps took
-	// (-backends cpu,cpu1 at batch 1), so its bound would hold it back.
+	// (-backends cpu,cpu1 at batch 1), so it is tried at once
+	// (TestSharedBackendsNotBoundedOut).
 	for k, md := range p.table {
 		if md.kind == onlyMode && !(md.backend < len(p.shared) && p.shared[md.backend]) {
 			if err := m.Bound(k, pred[md.backend]); err != nil {
