@@ -151,8 +151,10 @@ func NewBucket(priors []NormalGamma) *Bucket {
 // In a settled bucket it draws only what can change the choice
 // (skip.go): most decisions keep the incumbent after one uniform, with
 // costs the posterior mean costs and held false (Skipped reports it),
-// and the others draw only the arms that can be the cheapest; the chosen
-// arm's distribution is Choose's.
+// and the others draw only the arms that can be the cheapest, or only
+// the challengers where none of them can take the bucket (Skipped too,
+// the incumbent's cost its mean); the chosen arm's distribution is
+// Choose's.
 func (b *Bucket) Choose(cfg *Config, extra []float64, r *rand.Rand, costs []float64) (arm int, held bool) {
 	return b.ChooseCopies(cfg, extra, nil, r, costs)
 }
@@ -175,6 +177,9 @@ func (b *Bucket) ChooseCopies(cfg *Config, extra, copies []float64, r *rand.Rand
 	case skipKept:
 		b.skipped = true
 		b.state[b.Incumbent].kept++
+		return b.Incumbent, false
+	case skipHeld:
+		b.skipped = true
 		return b.Incumbent, false
 	case skipDrawn: // costs holds what pick reads, as Choose draws it
 		arm, held = pick(b.Arms, b.Incumbent, cfg.margin(), extra, copies, costs[:len(b.Arms)])

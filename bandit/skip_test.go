@@ -197,6 +197,66 @@ func TestSkipSameChoicesProbeable(t *testing.T) {
 	}
 }
 
+// TestSkipSameChoicesLive is TestSkipSameChoices where no challenger is
+// dead (challengers near the incumbent, measured a few times, in
+// buckets of two and three arms): the challengers are drawn first, and
+// the incumbent only where one of them drew below its threshold
+// (drawLive). Each challenger is chosen as often with the skip as
+// without, to within 5 standard errors, and most decisions (here at
+// least 80%) keep the incumbent without drawing it (Skipped).
+func TestSkipSameChoicesLive(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 1_000_000
+	for _, c := range []struct {
+		levels []float64
+		runs   int
+	}{{[]float64{100, 110}, 3}, {[]float64{100, 125}, 2}, {[]float64{100, 110, 120}, 3}} {
+		r := rand.New(rand.NewPCG(15, 15))
+		base := bandit.NewBucket(bandittest.Priors(&cfg, c.levels...))
+		for a := 1; a < len(c.levels); a++ {
+			for range c.runs {
+				base.Observe(&cfg, a, bandittest.LogNormal(r, c.levels[a], 0.2))
+			}
+		}
+		for range 200 {
+			base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+		}
+		all := uint8(1<<len(c.levels) - 2)
+		if dead, live, probed := settledDead(&cfg, base); dead != 0 || live != all || probed != 0 {
+			t.Fatalf("%v: dead %03b, live %03b, probeable %03b: want every challenger live, none probeable", c.levels, dead, live, probed)
+		}
+		with, _ := chosen(&cfg, base, nil, nil, n, false, 61)
+		without, _ := chosen(&cfg, base, nil, nil, n, true, 62)
+		held := skippedOf(&cfg, base, n, 63)
+		t.Logf("%v, %d runs: chosen %v with the skip (%d kept the incumbent undrawn), %v without", c.levels, c.runs, with, held, without)
+		for a := 1; a < len(c.levels); a++ {
+			if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || without[a] == 0 {
+				t.Errorf("%v: challenger %d chosen %d times with the skip, %d without (tolerance %.0f, want some)", c.levels, a, with[a], without[a], tol)
+			}
+		}
+		if held < n*8/10 {
+			t.Errorf("%v: %d of %d decisions kept the incumbent undrawn, want ≥ 80%%", c.levels, held, n)
+		}
+	}
+}
+
+// skippedOf makes n decisions, each from a copy of base, and returns how
+// many kept the incumbent without drawing it (Skipped).
+func skippedOf(cfg *bandit.Config, base *bandit.Bucket, n int, seed uint64) (held int) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	costs := make([]float64, len(base.Arms))
+	arms := append([]bandit.NormalGamma(nil), base.Arms...)
+	for range n {
+		b := *base
+		b.Arms = arms
+		b.ChooseCopies(cfg, nil, nil, r, costs)
+		if b.Skipped() {
+			held++
+		}
+	}
+	return held
+}
+
 // settledDead makes arm 0 base's incumbent, settles base, and returns
 // what DeadArms finds on a copy of it (DeadArms refreshes the copy's
 // bounds, so that base draws as it would have).
