@@ -354,8 +354,9 @@ func (b *Bucket) drawLive(cfg *Config, extra, copies []float64, r *rand.Rand, li
 	low := b.drawFull(cfg, extra, r, live, costs)
 	held := low >= margined(m, at(copies, inc), h)
 	for c := range b.Arms {
-		if held && live&(1<<c) != 0 {
-			held = !(b.probeable(c) && unpriced(extra, c, inc)) && !surelyCheaper(b.Arms, c, inc, extra)
+		// A probe and surelyCheaper both need a cost without transfer.
+		if held && live&(1<<c) != 0 && unpriced(extra, c, inc) {
+			held = !b.probeable(c) && !surelyCheaper(b.Arms, c, inc, extra)
 		}
 	}
 	if !held {
