@@ -120,7 +120,9 @@ func TestSkipSameChoicesThreeArms(t *testing.T) {
 // incumbent, whose floor is at times below the cheapest drawn cost, and
 // a dead one far slower, drawn only from its tail. Each challenger is
 // chosen as often with the skip as without, to within 5 standard
-// errors.
+// errors, and at least half of the decisions (the live one drawn above
+// its threshold, no dead one's uniform in its tail) keep the incumbent
+// undrawn (Skipped).
 func TestSkipSameChoicesMixed(t *testing.T) {
 	cfg := defaultCfg(t)
 	const n = 1_000_000
@@ -141,7 +143,8 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	}
 	with, _ := chosen(&cfg, base, nil, nil, n, false, 51)
 	without, _ := chosen(&cfg, base, nil, nil, n, true, 52)
-	t.Logf("chosen with the skip %v, without %v", with, without)
+	held := skippedOf(&cfg, base, n, 53)
+	t.Logf("chosen with the skip %v (%d kept the incumbent undrawn), without %v", with, held, without)
 	for a := 1; a < 4; a++ {
 		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
 			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f)", a, with[a], without[a], tol)
@@ -149,6 +152,9 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	}
 	if with[1] == 0 || with[2] == 0 {
 		t.Errorf("the nearer challengers were never chosen: %v", with)
+	}
+	if held < n/2 {
+		t.Errorf("%d of %d decisions kept the incumbent undrawn, want at least half", held, n)
 	}
 }
 
@@ -201,7 +207,7 @@ func TestSkipSameChoicesProbeable(t *testing.T) {
 // dead (challengers near the incumbent, measured a few times, in
 // buckets of two and three arms): the challengers are drawn first, and
 // the incumbent only where one of them drew below its threshold
-// (drawLive). Each challenger is chosen as often with the skip as
+// (drawSomeDead). Each challenger is chosen as often with the skip as
 // without, to within 5 standard errors, and most decisions (here at
 // least 80%) keep the incumbent without drawing it (Skipped).
 func TestSkipSameChoicesLive(t *testing.T) {
