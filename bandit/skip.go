@@ -42,12 +42,13 @@ import (
 // its tail by inversion. Where no dead challenger may be probed, the
 // live ones are drawn first, and where none of them drew below th or
 // may be surely cheaper or probed, and no dead one's U fell in its
-// tail, the incumbent is kept undrawn (skipHeld). Every cost that pick or a probe reads is so
-// distributed exactly as Choose's, and so is the chosen arm
-// (TestSkipSameChoices and the tests beside it). The stream of draws
-// is not Choose's: a seed's regret on a real table moves by up to 0.3
-// point with the stream alone, while the mean over many seeds does not
-// move (BENCHMARKS.md, the row of regret under skipped draws).
+// tail, the incumbent is kept undrawn (skipHeld). Every cost that pick
+// or a probe reads is so distributed exactly as Choose's, and so is the
+// chosen arm (TestSkipSameChoices and the tests beside it). The stream
+// of draws is not Choose's: a seed's regret on a real table moves by up
+// to 0.3 point with the stream alone, while the mean over many seeds
+// does not move (BENCHMARKS.md, the rows of regret under skipped
+// draws).
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -330,12 +331,8 @@ func (b *Bucket) drawSomeDead(cfg *Config, extra, copies []float64, r *rand.Rand
 		low = b.drawFull(cfg, extra, r, live, costs)
 		if b.liveHeld(extra, copies, live, low, m, h) {
 			if !tailDraws(r, dead, &u) {
-				for c := range b.Arms {
-					if dead&(1<<c) != 0 {
-						costs[c] = float64(max(b.state[c].bound.mean, b.state[c].bound.floor)) + at(extra, c)
-					}
-				}
-				costs[inc], b.spared = m, dead
+				b.drawDead(cfg, extra, r, dead, 0, low, &u, costs) // each its mean
+				costs[inc] = m
 				return skipHeld
 			}
 			low = min(low, b.drawFull(cfg, extra, r, 1<<inc, costs))
