@@ -39,16 +39,16 @@ import (
 // challenger whose floor is above the cheapest of those costs cannot be
 // the cheapest, so it is not drawn (its cost is given as its mean), a
 // dead one whose floor is not is drawn in full, and one whose U fell in
-// its tail by inversion. Where no dead challenger may be probed, the
-// live ones are drawn first, and where none of them drew below th or
-// may be surely cheaper or probed, and no dead one's U fell in its
-// tail, the incumbent is kept undrawn (skipHeld). Every cost that pick
-// or a probe reads is so distributed exactly as Choose's, and so is the
-// chosen arm (TestSkipSameChoices and the tests beside it). The stream
-// of draws is not Choose's: a seed's regret on a real table moves by up
-// to 0.3 point with the stream alone, while the mean over many seeds
-// does not move (BENCHMARKS.md, the rows of regret under skipped
-// draws).
+// its tail by inversion. Where no dead challenger may be probed, or
+// the coin allows no probe, the live ones are drawn first, and where
+// none of them drew below th or may be surely cheaper or probed, and no
+// dead one's U fell in its tail, the incumbent is kept undrawn
+// (skipHeld). Every cost that pick or a probe reads is so distributed
+// exactly as Choose's, and so is the chosen arm (TestSkipSameChoices
+// and the tests beside it). The stream of draws is not Choose's: a
+// seed's regret on a real table moves by up to 0.3 point with the
+// stream alone, while the mean over many seeds does not move
+// (BENCHMARKS.md, the rows of regret under skipped draws).
 //
 // The floors hold for the next skipWindow observations of the bucket
 // whatever the lazy discount does to the challengers meanwhile
@@ -275,7 +275,7 @@ func (b *Bucket) skip(cfg *Config, extra, copies []float64, r *rand.Rand, costs 
 		return skipNone
 	}
 	dead, live, m := b.deadArms(cfg, extra, copies, h)
-	if live == 0 && dead&b.probed != 0 {
+	if dead&b.probed != 0 {
 		// A probed challenger matters only to a probe: with the probe's
 		// coin tossed first, the decisions it spares need no draw.
 		b.coin = coinTails
@@ -317,8 +317,9 @@ func (b *Bucket) skipAllDead(cfg *Config, extra []float64, r *rand.Rand, dead ui
 // may be probed: the incumbent and the live ones drawn in full, a dead
 // one whose floor is not above the cheapest of those costs drawn in full
 // too, the others (far) spared unless a uniform fell in their tail:
-// skipDrawn. Where no dead one may be probed, the live ones are drawn
-// first: if none of them can take the bucket (liveHeld) and no dead
+// skipDrawn. Where no dead one may be probed, or the probe's coin,
+// tossed first, allows no probe, the live ones are drawn first: if none
+// of them can take the bucket (liveHeld) and no dead
 // one's uniform fell in its tail, no draw of the incumbent's can change
 // the choice, and it is kept undrawn, its cost its mean m: skipHeld (in
 // BenchmarkSelectObserve's settled buckets, with two backends, 11.5% of
@@ -327,7 +328,7 @@ func (b *Bucket) drawSomeDead(cfg *Config, extra, copies []float64, r *rand.Rand
 	inc := b.Incumbent
 	var u [maxSkipArms]float64
 	var low float64
-	if live != 0 && dead&b.probed == 0 {
+	if live != 0 && (dead&b.probed == 0 || b.coin == coinTails) {
 		low = b.drawFull(cfg, extra, r, live, costs)
 		if b.liveHeld(extra, copies, live, low, m, h) {
 			if !tailDraws(r, dead, &u) {

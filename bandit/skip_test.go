@@ -158,6 +158,42 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	}
 }
 
+// TestSkipSameChoicesMixedProbeable is TestSkipSameChoicesMixed with a
+// live challenger beside a dead one measured once, which a held decision
+// may probe: the probe's coin is tossed first, and where it allows no
+// probe the decision may keep the incumbent undrawn. Each challenger is
+// chosen as often with the skip as without, to within 5 standard
+// errors, and at least a third of the decisions keep the incumbent
+// undrawn.
+func TestSkipSameChoicesMixedProbeable(t *testing.T) {
+	cfg := defaultCfg(t)
+	const n = 1_000_000
+	r := rand.New(rand.NewPCG(16, 16))
+	base := bandit.NewBucket(bandittest.Priors(&cfg, 100, 100, 300))
+	for range 3 {
+		base.Observe(&cfg, 1, bandittest.LogNormal(r, 105, 0.2))
+	}
+	base.Observe(&cfg, 2, bandittest.LogNormal(r, 300, 0.2))
+	for range 200 {
+		base.Observe(&cfg, 0, bandittest.LogNormal(r, 100, 0.2))
+	}
+	if dead, live, probed := settledDead(&cfg, base); dead != 0b100 || live != 0b010 || probed != 0b100 {
+		t.Fatalf("dead %03b, live %03b, probeable %03b: want dead 100, live 010, probeable 100", dead, live, probed)
+	}
+	with, _ := chosen(&cfg, base, nil, nil, n, false, 71)
+	without, _ := chosen(&cfg, base, nil, nil, n, true, 72)
+	held := skippedOf(&cfg, base, n, 73)
+	t.Logf("chosen with the skip %v (%d kept the incumbent undrawn), without %v", with, held, without)
+	for a := 1; a < 3; a++ {
+		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || without[a] == 0 {
+			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f, want some)", a, with[a], without[a], tol)
+		}
+	}
+	if held < n/3 {
+		t.Errorf("%d of %d decisions kept the incumbent undrawn, want at least a third", held, n)
+	}
+}
+
 // TestSkipSameChoicesProbeable is TestSkipSameChoices with challengers
 // measured once, which a held decision may probe (Bucket.ChooseCopies),
 // in buckets of two and of three arms: the probe's coin is tossed first,
