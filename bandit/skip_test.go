@@ -70,10 +70,10 @@ func TestSkipSameChoices(t *testing.T) {
 		won, kept := chosen(&cfg, base, extra, copies, n, false, 21)
 		lost, _ := chosen(&cfg, base, extra, copies, n, true, 22)
 		with, without := won[1], lost[1]
-		tol := 5 * math.Sqrt(float64(with+without))
+		tol, same := sameCount(with, without)
 		t.Logf("challenger at %g µs, %d runs: won %d of %d with the skip (%d kept undrawn), %d without",
 			c.mean1, c.runs, with, n, kept, without)
-		if math.Abs(float64(with-without)) > tol {
+		if !same {
 			t.Errorf("challenger at %g µs: won %d with the skip, %d without: differ by more than %.0f", c.mean1, with, without, tol)
 		}
 		if kept < n*99/100 {
@@ -105,7 +105,7 @@ func TestSkipSameChoicesThreeArms(t *testing.T) {
 	without, _ := chosen(&cfg, base, nil, nil, n, true, 32)
 	t.Logf("chosen with the skip %v (%d kept undrawn), without %v", with, kept, without)
 	for a := 1; a < 3; a++ {
-		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || with[a] == 0 {
+		if tol, same := sameCount(with[a], without[a]); !same || with[a] == 0 {
 			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f, want some)", a, with[a], without[a], tol)
 		}
 	}
@@ -146,7 +146,7 @@ func TestSkipSameChoicesMixed(t *testing.T) {
 	held := skippedOf(&cfg, base, n, 53)
 	t.Logf("chosen with the skip %v (%d kept the incumbent undrawn), without %v", with, held, without)
 	for a := 1; a < 4; a++ {
-		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
+		if tol, same := sameCount(with[a], without[a]); !same {
 			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f)", a, with[a], without[a], tol)
 		}
 	}
@@ -185,7 +185,7 @@ func TestSkipSameChoicesMixedProbeable(t *testing.T) {
 	held := skippedOf(&cfg, base, n, 73)
 	t.Logf("chosen with the skip %v (%d kept the incumbent undrawn), without %v", with, held, without)
 	for a := 1; a < 3; a++ {
-		if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || without[a] == 0 {
+		if tol, same := sameCount(with[a], without[a]); !same || without[a] == 0 {
 			t.Errorf("challenger %d: chosen %d times with the skip, %d without (tolerance %.0f, want some)", a, with[a], without[a], tol)
 		}
 	}
@@ -226,7 +226,7 @@ func TestSkipSameChoicesProbeable(t *testing.T) {
 		without, _ := chosen(&cfg, base, nil, nil, n, true, 42)
 		t.Logf("%d arms, challenger at %g µs, 1 run: chosen %v with the skip (%d drew no challenger), %v without", c.arms, c.mean1, with, kept, without)
 		for a := 1; a < c.arms; a++ {
-			if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol {
+			if tol, same := sameCount(with[a], without[a]); !same {
 				t.Errorf("%d arms, challenger %d at %g µs: chosen %d with the skip, %d without: differ by more than %.0f", c.arms, a, c.mean1, with[a], without[a], tol)
 			}
 		}
@@ -272,7 +272,7 @@ func TestSkipSameChoicesLive(t *testing.T) {
 		held := skippedOf(&cfg, base, n, 63)
 		t.Logf("%v, %d runs: chosen %v with the skip (%d kept the incumbent undrawn), %v without", c.levels, c.runs, with, held, without)
 		for a := 1; a < len(c.levels); a++ {
-			if tol := 5 * math.Sqrt(float64(with[a]+without[a])); math.Abs(float64(with[a]-without[a])) > tol || without[a] == 0 {
+			if tol, same := sameCount(with[a], without[a]); !same || without[a] == 0 {
 				t.Errorf("%v: challenger %d chosen %d times with the skip, %d without (tolerance %.0f, want some)", c.levels, a, with[a], without[a], tol)
 			}
 		}
@@ -297,6 +297,15 @@ func skippedOf(cfg *bandit.Config, base *bandit.Bucket, n int, seed uint64) (hel
 		}
 	}
 	return held
+}
+
+// sameCount reports whether a and b, the counts of one outcome in two
+// runs of decisions from the same law, differ by at most tol = 5·√(a+b):
+// 5 standard errors of the difference of two binomial counts where the
+// outcome is rare, more where it is not.
+func sameCount(a, b int) (tol float64, same bool) {
+	tol = 5 * math.Sqrt(float64(a+b))
+	return tol, math.Abs(float64(a-b)) <= tol
 }
 
 // settledDead makes arm 0 base's incumbent, settles base, and returns
