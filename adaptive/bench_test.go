@@ -82,7 +82,7 @@ func parallelCPUTimer(b *testing.B) func() {
 }
 
 // BenchmarkSelectObserve measures one Select plus one Observe (DESIGN.md §
-// The data path: ~100 ns, 0 allocs) over 10,000 buckets, with the inputs'
+// The data path; 0 allocs) over 10,000 buckets, with the inputs'
 // residency given, serially and from GOMAXPROCS goroutines, by spec and
 // by handle (Handle.Select, one handle per op site and goroutine), and
 // over a million shapes, each its own bucket, serially (1M), reporting
