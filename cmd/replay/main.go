@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/fleet"
@@ -296,15 +297,33 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.workload != "" && !slices.Contains(workloadNames, o.workload) {
 		return fail("unknown workload %q (known: %s)", o.workload, strings.Join(workloadNames, ", "))
 	}
-	for _, p := range []struct{ flag, name string }{{"sim-gpu", o.profile}, {"sim-cpu", o.cpuProfile}} {
-		if p.name == "" {
-			continue
-		}
-		if _, err := sim.LookupProfile(p.name); err != nil {
-			return fail("-%s: %v", p.flag, err)
-		}
+	if err := checkProfiles(o.profile, o.cpuProfile, false); err != nil {
+		return fail("%v", err)
 	}
 	return o, nil
+}
+
+// checkProfiles checks -sim-gpu's and -sim-cpu's profiles: each known
+// and of its kind, -sim-cpu never empty (a trace of GPUs alone is
+// modelled by it), -sim-gpu empty only where !needGPU (none given: the
+// default stands in where one is needed).
+func checkProfiles(gpu, cpu string, needGPU bool) error {
+	for _, p := range []struct {
+		flag, name string
+		gpu        bool
+	}{{"sim-gpu", gpu, true}, {"sim-cpu", cpu, false}} {
+		if p.name == "" && p.gpu && !needGPU {
+			continue
+		}
+		prof, err := sim.LookupProfile(p.name)
+		if err != nil {
+			return fmt.Errorf("-%s: %w", p.flag, err)
+		}
+		if isGPU := prof.Kind == backends.GPU; isGPU != p.gpu {
+			return fmt.Errorf("-%s %s: want a %s profile", p.flag, p.name, map[bool]string{true: "GPU", false: "CPU"}[p.gpu])
+		}
+	}
+	return nil
 }
 
 // usageHint follows a usage error: the flags are one -h away.

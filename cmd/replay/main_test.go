@@ -261,6 +261,9 @@ func TestErrors(t *testing.T) {
 		{"no policy", []string{"-policies", ","}, 2, "names no policy"},
 		{"unknown profile", []string{"-sim-gpu", "tpu9"}, 2, `unknown profile "tpu9"`},
 		{"unknown cpu profile", []string{"-sim-cpu", "z80", "-workload", "decode"}, 2, `unknown profile "z80"`},
+		{"empty cpu profile", []string{"-sim-cpu", "", "testdata/small.jsonl"}, 2, `-sim-cpu: sim: unknown profile ""`},
+		{"cpu as the gpu", []string{"-sim-gpu", "cpu64", "testdata/small.jsonl"}, 2, "-sim-gpu cpu64: want a GPU profile"},
+		{"gpu as the cpu", []string{"-sim-cpu", "h100", "-workload", "decode"}, 2, "-sim-cpu h100: want a CPU profile"},
 		{"unknown workload", []string{"-workload", "train"}, 2, `unknown workload "train"`},
 		{"unknown execution model", []string{"-workload", "decode", "-exec", "eager"}, 2, `-exec: sim: invalid setup: execution model "eager"`},
 		{"execution model of a trace", []string{"-exec", "async", "testdata/small.jsonl"}, 2, `-exec times a simulator workload`},
@@ -522,11 +525,13 @@ func FuzzReplayParse(f *testing.F) {
 	}
 	f.Add([]byte(header+`{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"backend":"cpu","actual_duration_us":3,"shadow_us":{"gpu":null}}`+"\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, skipBad bool) {
-		o := options{policies: []string{"thompson", "calibrate", "oracle", "cpu"}, seed: 1, top: 3, skipBad: skipBad, guardOptions: guardOptions{maxExcluded: 100}}
+		// The command's own options, so that every default is its own.
+		args := []string{"-policies", "thompson,calibrate,oracle,cpu", "-seed", "1", "-top", "3", "-max-excluded", "100"}
 		if skipBad {
-			o.profile, o.cpuProfile = "h100", "cpu2"
+			args = append(args, "-skip-bad", "-sim-gpu", "h100")
 		}
-		if err := o.bandit.Validate(); err != nil {
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
 			t.Fatal(err)
 		}
 		in := memoryTrace("fuzz", data, trace.ReaderOptions{SkipBad: skipBad})

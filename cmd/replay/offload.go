@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/eval"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -257,17 +256,8 @@ func parseOffload(o options, fs *flag.FlagSet, pol, execName string, fail func(s
 	if !given["sim-cpu"] && !given["cpu-profile"] {
 		o.cpuProfile = offloadCPU
 	}
-	for _, p := range []struct {
-		flag, name string
-		gpu        bool
-	}{{"sim-gpu", o.profile, true}, {"sim-cpu", o.cpuProfile, false}} {
-		prof, err := sim.LookupProfile(p.name)
-		if err != nil {
-			return fail("-%s: %v", p.flag, err)
-		}
-		if isGPU := prof.Kind == backends.GPU; isGPU != p.gpu {
-			return fail("-%s %s: want a %s profile", p.flag, p.name, map[bool]string{true: "GPU", false: "CPU"}[p.gpu])
-		}
+	if err := checkProfiles(o.profile, o.cpuProfile, true); err != nil {
+		return fail("%v", err)
 	}
 	if err := o.offload.parse(o.workload, o.zipf, o.seed); err != nil {
 		return fail("%v", err)
