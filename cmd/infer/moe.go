@@ -204,12 +204,11 @@ func (o *options) parseMoE() error {
 	o.model.Experts, o.model.TopK = e, k
 	var err error
 	if o.routingFile != "" {
-		o.routing.first, err = sim.ReadRouting(o.routingFile, o.model.Layers, e)
-	} else {
-		o.routing.first, err = sim.ZipfRouting(o.model.Layers, e, o.zipf, o.model.Seed)
-	}
-	if err != nil {
-		return fmt.Errorf("infer: -routing: %w", err)
+		if o.routing.first, err = sim.ReadRouting(o.routingFile, o.model.Layers, e); err != nil {
+			return fmt.Errorf("infer: -routing: %w", err)
+		}
+	} else if o.routing.first, err = sim.ZipfRouting(o.model.Layers, e, o.zipf, o.model.Seed); err != nil {
+		return fmt.Errorf("infer: -zipf: %w", err)
 	}
 	o.routing.driftAt = -1
 	if o.drift == "" {
