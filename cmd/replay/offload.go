@@ -47,6 +47,9 @@ func (f *offloadFlags) register(fs *flag.FlagSet) {
 
 // parse builds the workload's options from the flags.
 func (f *offloadFlags) parse(workload string, zipf float64, seed uint64) error {
+	if f.ubatch < 1 { // sim reads 0 as its default: a flag of 0 is a mistake
+		return fmt.Errorf("-ubatch %d: want ≥ 1", f.ubatch)
+	}
 	o := sim.OffloadOptions{MoE: workload == "offload-moe", Rounds: f.rounds, Batch: f.batch, Prompt: f.prompt, UBatch: f.ubatch, Decode: f.decode, Seed: seed}
 	if o.Prompt == 0 && o.Decode == 0 {
 		o.Decode = 256
@@ -66,23 +69,24 @@ func (f *offloadFlags) parse(workload string, zipf float64, seed uint64) error {
 		var r sim.Routing
 		var err error
 		if f.routing != "" {
-			r, err = sim.ReadRouting(f.routing, layers, o.Experts)
-		} else {
-			r, err = sim.ZipfRouting(layers, o.Experts, zipf, seed)
-		}
-		if err != nil {
-			return err
+			if r, err = sim.ReadRouting(f.routing, layers, o.Experts); err != nil {
+				return fmt.Errorf("-routing: %w", err)
+			}
+		} else if r, err = sim.ZipfRouting(layers, o.Experts, zipf, seed); err != nil {
+			return fmt.Errorf("-zipf: %w", err)
 		}
 		o.Routing = &r
 		if f.drift != "" {
-			file, at, ok := strings.Cut(f.drift, "@")
+			// The last @, as infer's: a file's path may hold one.
+			i := strings.LastIndex(f.drift, "@")
+			file, at := f.drift[:max(i, 0)], f.drift[i+1:]
 			frac, err := strconv.ParseFloat(at, 64)
-			if !ok || err != nil || !(frac >= 0 && frac <= 1) {
+			if i < 0 || err != nil || !(frac >= 0 && frac <= 1) {
 				return fmt.Errorf("-routing-drift %q: want FILE@F with F a fraction in [0, 1]", f.drift)
 			}
 			d, err := sim.ReadRouting(file, layers, o.Experts)
 			if err != nil {
-				return err
+				return fmt.Errorf("-routing-drift: %w", err)
 			}
 			o.Drift, o.DriftAt = &d, frac
 		}

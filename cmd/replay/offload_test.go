@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,28 @@ func TestOffloadWorkload(t *testing.T) {
 	}
 }
 
+// TestOffloadDriftPathWithAt: -routing-drift splits FILE@F at its last
+// @, so that a path holding one still reads.
+func TestOffloadDriftPathWithAt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run@2")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(mlRouting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "routing.json")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	args := []string{"-workload", "offload-moe", "-decode", "4", "-policies", "thompson", "-routing-drift", file + "@0.5"}
+	if code := run(args, nil, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+}
+
 func TestOffloadErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -59,7 +83,10 @@ func TestOffloadErrors(t *testing.T) {
 		{[]string{"-gpu-mem", "lots"}, "want bytes or a share"},
 		{[]string{"-routing-drift", mlRouting}, "want FILE@F"},
 		{[]string{"-routing-drift", mlRouting + "@1.5"}, "want FILE@F"},
-		{[]string{"-routing", "none.json"}, "none.json"},
+		{[]string{"-routing", "none.json"}, "-routing: sim: bad routing: open none.json"},
+		{[]string{"-routing-drift", "none.json@0.5"}, "-routing-drift: sim: bad routing: open none.json"},
+		{[]string{"-zipf", "-1"}, "-zipf: sim: bad routing: zipf over 32 layers of 8 experts, exponent -1"},
+		{[]string{"-ubatch", "0"}, "-ubatch 0: want ≥ 1"},
 		{[]string{"-policies", "static2x"}, `unknown offload policy "static2x"`},
 		{[]string{"-sim-gpu", "desktop16"}, "want a GPU profile"},
 		{[]string{"-exec", "async"}, "-exec serial only"},
