@@ -181,6 +181,9 @@ func (t *Tensor) lostStep() (st step, lost bool, err error) {
 	}
 	if !t.lin.ok {
 		t.mu.RUnlock()
+		if t.zeroFill() { // never written (or copied meanwhile): nothing lost
+			return step{}, false, nil
+		}
 		return step{}, true, fmt.Errorf("%w: tensor %d (%d bytes) has no other copy and no lineage", ErrTensorLost, t.id, t.size)
 	}
 	st = step{t: t, spec: t.lin.spec, in: make([]backends.Buffer, len(t.lin.in))}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -458,8 +459,9 @@ func TestQueuedSpreadsIndependentOps(t *testing.T) {
 	}
 }
 
-// TestQueuedBadUse: a Read or Write of a freed tensor, a Sync, Read or Run
-// after Close each get one clear error.
+// TestQueuedBadUse: a Read or Write of a freed tensor, an Alloc beyond
+// the machine's memory, and a Sync, Read, Run, Write or Alloc after
+// Close each get one clear error.
 func TestQueuedBadUse(t *testing.T) {
 	e := newExec(t, executor.Config{}, open(t, "cpu"))
 	x := alloc(t, e, kernels.AsBytes(make([]float32, 16)))
@@ -479,6 +481,9 @@ func TestQueuedBadUse(t *testing.T) {
 	if _, err := e.Run(spec, []backends.Buffer{x, x}, y); !errors.Is(err, executor.ErrBadTensor) {
 		t.Errorf("Run into a freed tensor: %v", err)
 	}
+	if _, err := e.Alloc(1 << 62); !errors.Is(err, backends.ErrOutOfMemory) {
+		t.Errorf("Alloc of 4 EiB: %v", err)
+	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -490,6 +495,59 @@ func TestQueuedBadUse(t *testing.T) {
 	}
 	if _, err := e.Run(spec, []backends.Buffer{x, x}, x); !errors.Is(err, adaptive.ErrClosed) {
 		t.Errorf("Run after Close: %v", err)
+	}
+	if _, err := e.Write(x, buf); !errors.Is(err, adaptive.ErrClosed) || !strings.Contains(err.Error(), "Write after Close") {
+		t.Errorf("Write after Close: %v", err)
+	}
+	if _, err := e.Alloc(64); !errors.Is(err, adaptive.ErrClosed) || !strings.Contains(err.Error(), "Alloc after Close") {
+		t.Errorf("Alloc after Close: %v", err)
+	}
+}
+
+// TestUnwrittenReadsZeros: a Read of a tensor never written gives zeros,
+// as the CPU backend's new buffer holds, queued or synchronous, beside
+// the CPU and a GPU (it read as a tensor lost with its device,
+// ErrTensorLost); one that an op read first, whose contents are
+// undefined (TestExecutorUnwrittenInput), reads too; a later Write
+// replaces either.
+func TestUnwrittenReadsZeros(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		for _, only := range []string{"cpu", "sim:h100"} {
+			e := newExec(t, executor.Config{Synchronous: sync, Strategy: adaptive.Only(only)}, open(t, "cpu"), open(t, "sim:h100"))
+			spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+			ones := make([]float32, 16)
+			for i := range ones {
+				ones[i] = 1
+			}
+			y := alloc(t, e, kernels.AsBytes(ones))
+			x, err := e.Alloc(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.Alloc(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, 16)
+			if _, err := e.Read(kernels.AsBytes(got), out); err != nil || slices.ContainsFunc(got, func(v float32) bool { return v != 0 }) {
+				t.Errorf("sync %v, %s: unwritten tensor read %v, %v; want zeros", sync, only, got, err)
+			}
+			if _, err := e.Run(spec, []backends.Buffer{x, y}, out); err != nil {
+				t.Fatalf("sync %v, %s: Run on an unwritten input: %v", sync, only, err)
+			}
+			if _, err := e.Read(kernels.AsBytes(got), out); err != nil || !slices.Equal(got, ones) {
+				t.Errorf("sync %v, %s: 0 + 1 = %v, %v", sync, only, got, err)
+			}
+			if _, err := e.Read(kernels.AsBytes(got), x); err != nil {
+				t.Errorf("sync %v, %s: Read of an unwritten input: %v", sync, only, err)
+			}
+			if _, err := e.Write(x, kernels.AsBytes(ones)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Read(kernels.AsBytes(got), x); err != nil || !slices.Equal(got, ones) {
+				t.Errorf("sync %v, %s: written over zeros, read %v, %v", sync, only, got, err)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -139,12 +140,42 @@ func (t *Tensor) Free() {
 }
 
 // Alloc implements backends.Backend. It reserves no memory: copies are
-// made where ops need them.
+// made where ops need them. A tensor larger than the machine's physical
+// memory is refused (backends.ErrOutOfMemory), as the CPU backend
+// refuses it: its host copy could never be made. A tensor never written
+// reads as zeros (zeroFill) until an op has read it (unwritten).
 func (e *Executor) Alloc(n int64) (backends.Buffer, error) {
-	if n < 0 {
+	switch {
+	case e.closed.Load():
+		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc", Err: fmt.Errorf("executor: Alloc after Close: %w", adaptive.ErrClosed)}
+	case n < 0:
 		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc", Err: fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n)}
+	case n > host.MemTotal():
+		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc",
+			Err: fmt.Errorf("%w: %d bytes (physical memory %d)", backends.ErrOutOfMemory, n, host.MemTotal())}
 	}
 	return &Tensor{e: e, id: e.ids.Add(1), size: n}, nil
+}
+
+// zeroFill gives t, if never written (no version) and with no copy, a
+// host copy of zeros, as a Write of zeros would, so that a Read of it
+// gets what the CPU backend's new buffer holds, not ErrTensorLost. It
+// reports false only for a tensor lost indeed: written, and with no copy
+// now (a freed one is its caller's to reject).
+func (t *Tensor) zeroFill() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.freed || t.valid != 0:
+		return true
+	case t.version > 0:
+		return false
+	}
+	t.host = allocHost(t.size)
+	t.valid = adaptive.Host | t.e.alias
+	t.newVersion()
+	t.version++
+	return true
 }
 
 // tensorOf returns b as a live Tensor of e.
@@ -172,6 +203,10 @@ func (e *Executor) Write(dst backends.Buffer, src []byte) (backends.Timing, erro
 	if int64(len(src)) != t.size {
 		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write",
 			Err: fmt.Errorf("%w: %d bytes into a tensor of %d", kernels.ErrBufferSize, len(src), t.size)}
+	}
+	if e.closed.Load() {
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "write",
+			Err: fmt.Errorf("executor: Write after Close: %w", adaptive.ErrClosed)}
 	}
 	start := time.Now()
 	if !e.cfg.Synchronous {

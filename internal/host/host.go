@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // CPUModel returns the "model name" of /proc/cpuinfo, or GOARCH where
@@ -36,3 +38,17 @@ func Field(path, key string) string {
 	}
 	return ""
 }
+
+// MemTotal returns the machine's physical memory in bytes (/proc/meminfo),
+// 1 TiB where it is not known. It bounds one host allocation: a larger
+// make() kills the process (the runtime's out-of-memory is fatal, not a
+// panic), where the caller should get backends.ErrOutOfMemory.
+var MemTotal = sync.OnceValue(func() int64 {
+	// MemTotal is in kB.
+	if f := strings.Fields(Field("/proc/meminfo", "MemTotal")); len(f) > 0 {
+		if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb > 0 {
+			return kb * 1024
+		}
+	}
+	return 1 << 40 // unknown: 1 TiB, still far below what makes make() panic
+})
