@@ -13,6 +13,7 @@ import (
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/learned"
 	"github.com/adaptsched/adaptsched/trace"
@@ -178,7 +179,10 @@ type Executor struct {
 	// anywhere is host memory and every backend: where an unwritten
 	// tensor's (undefined) contents are as good as valid.
 	anywhere adaptive.Mask
-	info     backends.Info
+	// maxTensor is the most bytes a tensor may hold: the largest of the
+	// machine's physical memory and each backend's (Alloc).
+	maxTensor int64
+	info      backends.Info
 
 	ids atomic.Uint64
 
@@ -251,9 +255,11 @@ func New(cfg Config) (*Executor, error) {
 	e.seer, _ = cfg.Placer.(LearnedSeer)
 	models := make([]string, len(e.bes))
 	e.anywhere = adaptive.Host
+	e.maxTensor = host.MemTotal()
 	for i, b := range e.bes {
 		models[i] = s.BackendName(i)
 		e.anywhere |= adaptive.Backend(i)
+		e.maxTensor = max(e.maxTensor, b.Info().Memory)
 		if b.Info().Kind == backends.CPU && mapsHost(b) {
 			e.alias |= adaptive.Backend(i)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/learned"
 	"github.com/adaptsched/adaptsched/sim"
@@ -501,6 +502,23 @@ func TestQueuedBadUse(t *testing.T) {
 	}
 	if _, err := e.Alloc(64); !errors.Is(err, adaptive.ErrClosed) || !strings.Contains(err.Error(), "Alloc after Close") {
 		t.Errorf("Alloc after Close: %v", err)
+	}
+}
+
+// TestAllocBound: the Executor reserves nothing at Alloc, yet refuses a
+// tensor no memory could hold: more than the host's and every
+// backend's. One that only a GPU's memory could hold is allowed.
+func TestAllocBound(t *testing.T) {
+	gpu := open(t, "sim:h100")
+	e := newExec(t, executor.Config{}, open(t, "cpu"), gpu)
+	most := max(host.MemTotal(), gpu.Info().Memory)
+	if x, err := e.Alloc(gpu.Info().Memory); err != nil {
+		t.Errorf("a tensor of the GPU's %d bytes: %v", gpu.Info().Memory, err)
+	} else {
+		x.Free()
+	}
+	if _, err := e.Alloc(most + 1); !errors.Is(err, backends.ErrOutOfMemory) {
+		t.Errorf("a tensor of %d bytes, past every memory: %v", most+1, err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
-	"github.com/adaptsched/adaptsched/internal/host"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -141,8 +140,9 @@ func (t *Tensor) Free() {
 
 // Alloc implements backends.Backend. It reserves no memory: copies are
 // made where ops need them. A tensor larger than the machine's physical
-// memory is refused (backends.ErrOutOfMemory), as the CPU backend
-// refuses it: its host copy could never be made. A tensor never written
+// memory and every backend's is refused (backends.ErrOutOfMemory), as
+// the CPU backend refuses one beyond its memory: no copy of it could
+// ever be made. A tensor never written
 // reads as zeros (zeroFill) until an op has read it (unwritten).
 func (e *Executor) Alloc(n int64) (backends.Buffer, error) {
 	switch {
@@ -150,9 +150,9 @@ func (e *Executor) Alloc(n int64) (backends.Buffer, error) {
 		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc", Err: fmt.Errorf("executor: Alloc after Close: %w", adaptive.ErrClosed)}
 	case n < 0:
 		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc", Err: fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n)}
-	case n > host.MemTotal():
+	case n > e.maxTensor:
 		return nil, &backends.DeviceError{Backend: e.cfg.Name, Op: "alloc",
-			Err: fmt.Errorf("%w: %d bytes (physical memory %d)", backends.ErrOutOfMemory, n, host.MemTotal())}
+			Err: fmt.Errorf("%w: %d bytes (the most memory of the host and any backend: %d)", backends.ErrOutOfMemory, n, e.maxTensor)}
 	}
 	return &Tensor{e: e, id: e.ids.Add(1), size: n}, nil
 }
