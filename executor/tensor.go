@@ -142,8 +142,8 @@ func (t *Tensor) Free() {
 // made where ops need them. A tensor larger than the machine's physical
 // memory and every backend's is refused (backends.ErrOutOfMemory), as
 // the CPU backend refuses one beyond its memory: no copy of it could
-// ever be made. A tensor never written
-// reads as zeros (zeroFill) until an op has read it (unwritten).
+// ever be made. A tensor never written reads as zeros (zeroFill) until
+// an op has read it (unwritten).
 func (e *Executor) Alloc(n int64) (backends.Buffer, error) {
 	switch {
 	case e.closed.Load():
