@@ -459,7 +459,7 @@ func TestAutoHomeMode(t *testing.T) {
 // decode step is the GPU alone's, the fastest mode (h100 beside cpu2,
 // batch 1). A run of other steps (another batch) finds no records of its
 // own and starts cold. (Measured over 192 steps, BENCHMARKS.md: warm
-// runs 0.98–1.0 of only:sim:h100, cold ones 0.97–0.99.)
+// runs 0.9999–1.0 of only:sim:h100, cold ones 0.984–0.987.)
 func TestAutoRestoresStepModes(t *testing.T) {
 	skipCompute(t)
 	db := t.TempDir()
