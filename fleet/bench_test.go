@@ -18,15 +18,15 @@ import (
 	"github.com/adaptsched/adaptsched/relay"
 )
 
-// BenchmarkConverge measures what a new node takes to converge to a
-// fleet's merged state: 100 nodes have each published their evidence on
-// 10,000 buckets × 2 backends (2 million records, 6,400 values of about
-// 16 KB); one iteration starts a node on a fresh Scheduler and waits until
-// it has read every value and folded the 20,000 totals in (WaitSynced).
-// heap-MB is the live heap the node and its Scheduler's Fold hold once
-// synced, after a GC.
+// BenchmarkConverge measures what a new node takes to converge to the
+// largest fleet state the limits on peers let it hold (maxPeers,
+// maxPeerKeys): 64 nodes have each published their evidence on 4,096
+// buckets × 2 backends (524,288 records in 4,096 values); one iteration
+// starts a node on a fresh Scheduler and waits until it has read every
+// value and folded the 8,192 totals in (WaitSynced). heap-MB is the live
+// heap the node and its Scheduler's Fold hold once synced, after a GC.
 func BenchmarkConverge(b *testing.B) {
-	const nodes, buckets = 100, 10_000
+	const nodes, buckets = maxPeers, maxPeerKeys / 2
 	var p provider
 	p.start(b, b.TempDir())
 	nc := connect(b, &p)
