@@ -168,7 +168,9 @@ func parse(r io.Reader) (pkgs []pkgResults, cpu string, err error) {
 				cur = len(pkgs) - 1
 			}
 		case strings.HasPrefix(line, "cpu: "):
-			cpu = strings.TrimPrefix(line, "cpu: ")
+			// go test pads the model name with the spaces the kernel's
+			// /proc/cpuinfo gives it.
+			cpu = strings.TrimSpace(strings.TrimPrefix(line, "cpu: "))
 		case strings.HasPrefix(line, "Benchmark") && cur >= 0:
 			if res, ok := parseLine(line); ok {
 				pkgs[cur].results = append(pkgs[cur].results, res)

@@ -24,16 +24,18 @@ func TestParseLine(t *testing.T) {
 // make bench runs some benchmarks in a second pass: their package's
 // figures stay in one section, in the order they came.
 func TestParseMergesRepeatedPackage(t *testing.T) {
-	out := `pkg: a
-BenchmarkX-2 10 1 ns/op
+	out := "pkg: a\ncpu: Oxide Virtual Turin-like Processor             \n" + `BenchmarkX-2 10 1 ns/op
 pkg: b
 BenchmarkY-2 10 2 ns/op
 pkg: a
 BenchmarkZ-2 10 3 ns/op
 `
-	pkgs, _, err := parse(strings.NewReader(out))
+	pkgs, cpu, err := parse(strings.NewReader(out))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cpu != "Oxide Virtual Turin-like Processor" {
+		t.Errorf("cpu %q, want the model name without its padding", cpu)
 	}
 	if len(pkgs) != 2 || pkgs[0].pkg != "a" || len(pkgs[0].results) != 2 || pkgs[0].results[1].name != "Z" || len(pkgs[1].results) != 1 {
 		t.Fatalf("parse gave %+v, want a: X, Z and b: Y", pkgs)
