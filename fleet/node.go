@@ -116,6 +116,9 @@ type Node struct {
 	backoff    time.Duration
 	failing    bool
 	reconnects uint64
+	// limitWarned: a peer's value over the limits has been logged at
+	// warn level (entry); later ones go to debug, as Stats counts them.
+	limitWarned bool
 }
 
 // Start joins the fleet through nc, which the caller owns (and closes

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 )
@@ -189,4 +193,42 @@ func TestServerLostNoData(t *testing.T) {
 	feed(t, a, all[200:])
 	p.start(t, t.TempDir())
 	eventually(t, 15*time.Second, func() error { return matches(b, want) })
+}
+
+// TestOverLimitsWarnsOnce: values over the limits on what a node holds
+// of its peers are left out and counted, and the first is logged at warn
+// level, once: the limits also cut an honest peer of many buckets.
+func TestOverLimitsWarnsOnce(t *testing.T) {
+	var p provider
+	p.start(t, t.TempDir())
+	nc := connect(t, &p)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "limits", History: 1, TTL: time.Hour, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, peer := range []string{"big1", "big2"} {
+		if _, err := kv.Put(ctx, testFP.Hash+"."+peer+".s00", make([]byte, maxValueBytes+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log syncBuf
+	n, err := Start(nc, DefaultOptions("me", testFP).WithBucket("limits").WithLogger(zerolog.New(&log).Level(zerolog.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Stats(); st.Limited != 2 || st.Nodes != 0 {
+		t.Errorf("stats %+v, want 2 values limited and no node held", st)
+	}
+	if got := strings.Count(log.String(), "is left out; Stats.Limited counts them"); got != 1 {
+		t.Errorf("%d warnings of values over the limits, want 1:\n%s", got, log.String())
+	}
 }

@@ -97,6 +97,14 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 	switch {
 	case errors.Is(err, errConflict):
 		n.log.Warn().Str("key", e.Key()).Msg(err.Error())
+	case errors.Is(err, ErrLimit) && !n.limitWarned:
+		// Rule: the first value over the limits is a warning, once a run.
+		// Reason: the limits also cut an honest peer of more than 8,192
+		// keys (4,096 buckets of two backends), which a debug line alone
+		// would hide (TestOverLimitsWarnsOnce).
+		n.limitWarned = true
+		n.log.Warn().Err(err).Str("key", e.Key()).
+			Msg("fleet: a peer's value over the limits on what a node holds of its peers is left out; Stats.Limited counts them")
 	case err != nil:
 		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
 	}
