@@ -19,14 +19,14 @@ import (
 )
 
 // BenchmarkConverge measures what a new node takes to converge to the
-// largest fleet state the limits on peers let it hold (maxPeers,
-// maxPeerKeys): 64 nodes have each published their evidence on 4,096
+// largest fleet state the default limits on peers let it hold (maxPeers,
+// DefaultMaxPeerKeys): 64 nodes have each published their evidence on 4,096
 // buckets × 2 backends (524,288 records in 4,096 values); one iteration
 // starts a node on a fresh Scheduler and waits until it has read every
 // value and folded the 8,192 totals in (WaitSynced). heap-MB is the live
 // heap the node and its Scheduler's Fold hold once synced, after a GC.
 func BenchmarkConverge(b *testing.B) {
-	const nodes, buckets = maxPeers, maxPeerKeys / 2
+	const nodes, buckets = maxPeers, DefaultMaxPeerKeys / 2
 	var p provider
 	p.start(b, b.TempDir())
 	nc := connect(b, &p)

@@ -26,8 +26,8 @@ import (
 // (cmd/infer, cmd/replay): -fleet, -fleet-serve, -fleet-dir, -fleet-node,
 // -fleet-creds, -fleet-password-file, -fleet-nkey, -fleet-ca, -fleet-cert,
 // -fleet-key, -fleet-serve-users, -fleet-serve-cert, -fleet-serve-key,
-// -fleet-serve-ca, -fleet-optional, -fleet-interval. Register them, then
-// Validate and Start after parsing.
+// -fleet-serve-ca, -fleet-optional, -fleet-interval, -fleet-max-peer-keys.
+// Register them, then Validate and Start after parsing.
 type Flags struct {
 	url, serve, dir, node  string
 	creds, ca, cert, key   string
@@ -37,6 +37,7 @@ type Flags struct {
 	serveCA                string
 	optional               bool
 	interval               time.Duration
+	maxPeerKeys            int
 	refused                *refusal // an authorisation refused while running
 }
 
@@ -86,6 +87,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "fleet-cert", "", "client certificate (PEM) for -fleet (with -fleet-key)")
 	fs.StringVar(&f.key, "fleet-key", "", "client key (PEM) for -fleet (with -fleet-cert)")
 	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often this node's evidence is published (others' is folded in as it arrives)")
+	fs.IntVar(&f.maxPeerKeys, "fleet-max-peer-keys", DefaultMaxPeerKeys, "the most records (bucket × backend) this node holds of each other node, 70–90 bytes each: the rest of a larger node's evidence is left out, with a warning")
 }
 
 // Validate reports flags that do not go together.
@@ -101,6 +103,8 @@ func (f *Flags) Validate() error {
 		return fmt.Errorf("%w: -fleet-creds, -fleet-password-file, -fleet-nkey, -fleet-ca and -fleet-cert need -fleet", ErrOptions)
 	case f.interval <= 0:
 		return fmt.Errorf("%w: -fleet-interval %v", ErrOptions, f.interval)
+	case f.maxPeerKeys < 1 || f.maxPeerKeys > maxMaxPeerKeys:
+		return fmt.Errorf("%w: -fleet-max-peer-keys %d: want 1 to %d", ErrOptions, f.maxPeerKeys, maxMaxPeerKeys)
 	}
 	return nil
 }
@@ -182,7 +186,7 @@ func (f *Flags) start(ctx context.Context, fp hardware.Fingerprint, log zerolog.
 		down()
 		return nil, nil, fmt.Errorf("fleet: %s: %w", Redact(url), err)
 	}
-	node, err := Start(nc, DefaultOptions(id, fp).WithInterval(f.interval).WithLogger(log))
+	node, err := Start(nc, DefaultOptions(id, fp).WithInterval(f.interval).WithMaxPeerKeys(f.maxPeerKeys).WithLogger(log))
 	if err != nil {
 		nc.Close()
 		down()

@@ -46,19 +46,19 @@ type ledger struct {
 	// (vet); their values are ignored from then on.
 	aside map[string]bool
 	// peerKeys counts each other node's records held, and shardKeys
-	// those of each of its values (limits).
+	// those of each of its values, against maxKeys (Options.MaxPeerKeys).
 	peerKeys  map[int32]int
 	shardKeys map[nodeShard]int
+	maxKeys   int
 }
 
 // Limits on what other nodes may put, checked before their values are
-// decoded (bytes, nodes) or held (keys): a peer is untrusted. A value of
-// 10,000 buckets × 2 backends is about 16 KB, one shard's; a node holds
-// at most Shards values.
+// decoded (bytes, nodes) or held (keys, Options.MaxPeerKeys): a peer is
+// untrusted. A value of 10,000 buckets × 2 backends is about 16 KB, one
+// shard's; a node holds at most Shards values.
 const (
 	maxValueBytes = 256 << 10
 	maxPeers      = 64
-	maxPeerKeys   = 8192
 )
 
 // ErrLimit reports a value over the limits on what a peer may put.
@@ -86,9 +86,11 @@ type nodeShard struct {
 	shard string
 }
 
-func newLedger(fingerprint, node string, nonce uint64) *ledger {
+// newLedger returns the ledger of node, holding at most maxKeys records of
+// each other node.
+func newLedger(fingerprint, node string, nonce uint64, maxKeys int) *ledger {
 	l := &ledger{
-		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".",
+		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".", maxKeys: maxKeys,
 		local: map[learned.Key]bandit.Stats{},
 		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
 		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardKeys: map[nodeShard]int{},
@@ -196,7 +198,7 @@ func (l *ledger) putOwn() error {
 }
 
 // putOther applies another node's value of shard (in l.val), unless it
-// would hold more than maxPeerKeys of the node's records.
+// would hold more than l.maxKeys of the node's records.
 func (l *ledger) putOther(node, shard string, created time.Time) error {
 	idx, ok := l.nodes[node]
 	if !ok {
@@ -204,9 +206,9 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 		l.nodes[node] = idx
 	}
 	ns := nodeShard{idx, shard}
-	if keys := l.peerKeys[idx] - l.shardKeys[ns] + len(l.val.recs); keys > maxPeerKeys {
+	if keys := l.peerKeys[idx] - l.shardKeys[ns] + len(l.val.recs); keys > l.maxKeys {
 		l.counts.Limited++
-		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, maxPeerKeys)
+		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, l.maxKeys)
 	}
 	l.peerKeys[idx] += len(l.val.recs) - l.shardKeys[ns]
 	l.shardKeys[ns] = len(l.val.recs)

@@ -40,7 +40,7 @@ func TestLedgerSumsReplacesDrops(t *testing.T) {
 	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
 	a := bandit.Stats{N: 2, Sum: 4, SumSq: 9}
 	b := bandit.Stats{N: 3, Sum: 6, SumSq: 13}
-	l := newLedger(ledgerFP, "me", 1)
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
 	t0 := time.Unix(1000, 0)
 	for _, p := range []struct {
 		node string
@@ -83,7 +83,7 @@ func TestLedgerSumsReplacesDrops(t *testing.T) {
 func TestLedgerOwnIDNeverAdopted(t *testing.T) {
 	k := learned.Key{Backend: "cpu", Bucket: "Add/f32/s1"}
 	forged := bandit.Stats{N: 1e4, Sum: 1e4 * 6, SumSq: 1e4 * 36}
-	l := newLedger(ledgerFP, "me", 7)
+	l := newLedger(ledgerFP, "me", 7, DefaultMaxPeerKeys)
 	if err := l.put(ledgerKey("me", k), ledgerValue(ledgerFP, "me", 6, record{k, forged}), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestLedgerOwnIDNeverAdopted(t *testing.T) {
 // (1 run in about 80 with -race and two at once).
 func TestLedgerLearnedDuringPut(t *testing.T) {
 	k := learned.Key{Backend: "cpu", Bucket: "Add/f32/s1"}
-	l := newLedger(ledgerFP, "me", 7)
+	l := newLedger(ledgerFP, "me", 7, DefaultMaxPeerKeys)
 	l.sync()
 	s := shardOf(k.Bucket)
 	now := time.Unix(50, 0)
@@ -157,7 +157,7 @@ func TestLedgerLearnedDuringPut(t *testing.T) {
 // leave the totals and its later values are skipped; a peer that agrees
 // stays.
 func TestLedgerVet(t *testing.T) {
-	l := newLedger(ledgerFP, "me", 7)
+	l := newLedger(ledgerFP, "me", 7, DefaultMaxPeerKeys)
 	l.sync()
 	for i := range 4 {
 		k := learned.Key{Backend: "gpu", Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
@@ -189,7 +189,7 @@ func TestLedgerVet(t *testing.T) {
 // TestLedgerLimits: values over the limits are refused before they are
 // decoded.
 func TestLedgerLimits(t *testing.T) {
-	l := newLedger(ledgerFP, "me", 7)
+	l := newLedger(ledgerFP, "me", 7, DefaultMaxPeerKeys)
 	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s0"}
 	if err := l.put(ledgerKey("big", k), make([]byte, maxValueBytes+1), time.Time{}); !errors.Is(err, ErrLimit) {
 		t.Errorf("a value of %d bytes: %v", maxValueBytes+1, err)
@@ -205,6 +205,15 @@ func TestLedgerLimits(t *testing.T) {
 	}
 	if l.counts.Limited != 2 {
 		t.Errorf("limited %d, want 2", l.counts.Limited)
+	}
+	// A peer's records past the ledger's maxKeys (Options.MaxPeerKeys).
+	small := newLedger(ledgerFP, "me", 7, 1)
+	cpu := learned.Key{Backend: "cpu", Bucket: k.Bucket}
+	if err := small.put(ledgerKey("wide", k), ledgerValue(ledgerFP, "wide", 1, record{cpu, claimStats(1, 20)}, record{k, claimStats(1, 20)}), time.Time{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("2 keys of a peer, at most 1: %v", err)
+	}
+	if err := small.put(ledgerKey("narrow", k), ledgerValue(ledgerFP, "narrow", 1, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+		t.Errorf("1 key of a peer, at most 1: %v", err)
 	}
 }
 
@@ -231,7 +240,7 @@ func TestLedgerSkips(t *testing.T) {
 		{"record of another shard", wrong, ledgerValue(ledgerFP, "n1", 1, good), ErrMalformed},
 		{"other hardware", ledgerKey("n1", k), ledgerValue("fp1", "n1", 1, good), nil},
 	}
-	l := newLedger(ledgerFP, "me", 1)
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
 	for _, c := range cases {
 		err := l.put(c.key, c.v, time.Time{})
 		if err == nil || c.want != nil && !errors.Is(err, c.want) {

@@ -69,7 +69,7 @@ type Stats struct {
 // can write one).
 //
 // Peers are untrusted. Their values are bounded before they are decoded
-// (maxValueBytes, maxPeers, maxPeerKeys); their evidence reaches the
+// (maxValueBytes, maxPeers, Options.MaxPeerKeys); their evidence reaches the
 // Scheduler as a prior of bounded weight (adaptive.Fold), never its store
 // (adaptive's Changes hold its own evidence only); and a peer whose
 // evidence this node's own measurements contradict is set aside by name,
@@ -137,7 +137,7 @@ func Start(nc *nats.Conn, opts Options) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		opts: opts, nc: nc, log: opts.Logger,
-		ledger: newLedger(opts.Fingerprint.Hash, opts.NodeID, binary.LittleEndian.Uint64(nb[:])),
+		ledger: newLedger(opts.Fingerprint.Hash, opts.NodeID, binary.LittleEndian.Uint64(nb[:]), opts.MaxPeerKeys),
 		cancel: cancel, done: make(chan struct{}), syncedCh: make(chan struct{}),
 		flushReq: make(chan chan error), kick: make(chan struct{}, 1), updated: make(chan struct{}, 1),
 		maxAge: opts.MaxAge, backoff: minBackoff,

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // TestMergeEqualsPooled checks DESIGN.md § Persistence: evidence merged
@@ -196,8 +199,9 @@ func TestServerLostNoData(t *testing.T) {
 }
 
 // TestOverLimitsWarnsOnce: values over the limits on what a node holds
-// of its peers are left out and counted, and the first is logged at warn
-// level, once: the limits also cut an honest peer of many buckets.
+// of its peers (bytes, and keys: Options.MaxPeerKeys) are left out and
+// counted, and the first is logged at warn level, once: the limits also
+// cut an honest peer of many buckets.
 func TestOverLimitsWarnsOnce(t *testing.T) {
 	var p provider
 	p.start(t, t.TempDir())
@@ -216,8 +220,19 @@ func TestOverLimitsWarnsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Two records of a peer where the node holds one (MaxPeerKeys 1), and
+	// one of another.
+	gpu := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s0"}
+	cpu := learned.Key{Backend: "cpu", Bucket: gpu.Bucket}
+	st := bandit.Stats{N: 1, Sum: 3, SumSq: 9}
+	for peer, recs := range map[string][]record{"wide": {{cpu, st}, {gpu, st}}, "narrow": {{gpu, st}}} {
+		key := fmt.Sprintf("%s.%s.s%02d", testFP.Hash, peer, shardOf(gpu.Bucket))
+		if _, err := kv.Put(ctx, key, appendValue(nil, &value{fingerprint: testFP.Hash, node: peer, nonce: 1, recs: recs})); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var log syncBuf
-	n, err := Start(nc, DefaultOptions("me", testFP).WithBucket("limits").WithLogger(zerolog.New(&log).Level(zerolog.WarnLevel)))
+	n, err := Start(nc, DefaultOptions("me", testFP).WithBucket("limits").WithMaxPeerKeys(1).WithLogger(zerolog.New(&log).Level(zerolog.WarnLevel)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,10 +240,31 @@ func TestOverLimitsWarnsOnce(t *testing.T) {
 	if err := n.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := n.Stats(); st.Limited != 2 || st.Nodes != 0 {
-		t.Errorf("stats %+v, want 2 values limited and no node held", st)
+	if st := n.Stats(); st.Limited != 3 || st.Nodes != 1 || st.Keys != 1 {
+		t.Errorf("stats %+v, want 3 values limited and narrow's key held", st)
 	}
 	if got := strings.Count(log.String(), "is left out; Stats.Limited counts them"); got != 1 {
 		t.Errorf("%d warnings of values over the limits, want 1:\n%s", got, log.String())
+	}
+}
+
+// TestMaxPeerKeysChecked: a limit on a peer's keys outside 1 to
+// maxMaxPeerKeys is an error naming it, as an option and as a flag.
+func TestMaxPeerKeysChecked(t *testing.T) {
+	for _, n := range []int{-1, 0, maxMaxPeerKeys + 1} {
+		if n != 0 { // 0 is the option's default
+			if _, err := Start(nil, DefaultOptions("me", testFP).WithMaxPeerKeys(n)); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "MaxPeerKeys") {
+				t.Errorf("MaxPeerKeys %d: %v", n, err)
+			}
+		}
+		var f Flags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f.Register(fs)
+		if err := fs.Parse([]string{"-fleet-max-peer-keys", fmt.Sprint(n)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Validate(); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "-fleet-max-peer-keys") {
+			t.Errorf("-fleet-max-peer-keys %d: %v", n, err)
+		}
 	}
 }

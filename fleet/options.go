@@ -35,8 +35,16 @@ type Options struct {
 	// node rewrites each of its values every MaxAge/4. Default 24 h,
 	// at least 4 Intervals.
 	MaxAge time.Duration
-	// Logger receives connection trouble at warn level and skipped
-	// values at debug. The zero value logs nothing.
+	// MaxPeerKeys is the most records the node holds of one other node:
+	// that node's values past it are left out and counted
+	// (Stats.Limited), as a peer is untrusted. Default 8,192
+	// (DefaultMaxPeerKeys: 4,096 buckets of two backends), at most
+	// 1,048,576. A record held costs 70–90 bytes of heap
+	// (BenchmarkConverge: 37–46 MB for 64 peers at the default).
+	MaxPeerKeys int
+	// Logger receives connection trouble and the first value over the
+	// limits at warn level, skipped values at debug. The zero value logs
+	// nothing.
 	Logger zerolog.Logger
 	// Now is the clock that ages values; nil means time.Now.
 	Now func() time.Time
@@ -47,6 +55,11 @@ const (
 	DefaultBucket   = "adaptsched"
 	DefaultInterval = time.Second
 	DefaultMaxAge   = 24 * time.Hour
+	// DefaultMaxPeerKeys is Options.MaxPeerKeys's default.
+	DefaultMaxPeerKeys = 8192
+	// maxMaxPeerKeys bounds Options.MaxPeerKeys: 64 peers of it hold
+	// about 4.7 GB.
+	maxMaxPeerKeys = 1 << 20
 )
 
 // DefaultOptions returns the options of node id for hardware fp, with the
@@ -63,6 +76,10 @@ func (o Options) WithInterval(d time.Duration) Options { o.Interval = d; return 
 
 // WithMaxAge returns o with values aging out after d (default 24 h).
 func (o Options) WithMaxAge(d time.Duration) Options { o.MaxAge = d; return o }
+
+// WithMaxPeerKeys returns o holding at most n records of each other node
+// (default 8,192).
+func (o Options) WithMaxPeerKeys(n int) Options { o.MaxPeerKeys = n; return o }
 
 // WithLogger returns o logging to l (default: nothing).
 func (o Options) WithLogger(l zerolog.Logger) Options { o.Logger = l; return o }
@@ -90,6 +107,9 @@ func (o *Options) validate() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxPeerKeys == 0 {
+		o.MaxPeerKeys = DefaultMaxPeerKeys
+	}
 	switch {
 	case !idRE.MatchString(o.NodeID):
 		return fmt.Errorf("%w: node ID %q: want 1 to 64 of A-Z a-z 0-9 _ -", ErrOptions, o.NodeID)
@@ -101,6 +121,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Interval %v is negative", ErrOptions, o.Interval)
 	case o.MaxAge < 4*o.Interval:
 		return fmt.Errorf("%w: MaxAge %v is under 4 Intervals (%v)", ErrOptions, o.MaxAge, o.Interval)
+	case o.MaxPeerKeys < 1 || o.MaxPeerKeys > maxMaxPeerKeys:
+		return fmt.Errorf("%w: MaxPeerKeys %d: want 1 to %d", ErrOptions, o.MaxPeerKeys, maxMaxPeerKeys)
 	}
 	return nil
 }

@@ -104,7 +104,7 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 		// would hide (TestOverLimitsWarnsOnce).
 		n.limitWarned = true
 		n.log.Warn().Err(err).Str("key", e.Key()).
-			Msg("fleet: a peer's value over the limits on what a node holds of its peers is left out; Stats.Limited counts them")
+			Msg("fleet: a peer's value over the limits on what a node holds of its peers is left out; Stats.Limited counts them (a peer's keys: -fleet-max-peer-keys, Options.MaxPeerKeys)")
 	case err != nil:
 		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
 	}

@@ -45,7 +45,7 @@ func TestRunFleet(t *testing.T) {
 // TestFleetFlagErrors checks that fleet flags that do not go together
 // are errors.
 func TestFleetFlagErrors(t *testing.T) {
-	for _, args := range [][]string{{"-fleet-key", "k.pem"}, {"-fleet-ca", "ca.pem"}, {"-fleet-interval", "-1s", "-fleet-serve", "0"}} {
+	for _, args := range [][]string{{"-fleet-key", "k.pem"}, {"-fleet-ca", "ca.pem"}, {"-fleet-interval", "-1s", "-fleet-serve", "0"}, {"-fleet-max-peer-keys", "0", "-fleet-serve", "0"}} {
 		var out, errb bytes.Buffer
 		if err := run(context.Background(), args, &out, &errb); err == nil {
 			t.Errorf("%v: no error", args)

@@ -43,6 +43,7 @@ func TestFleetFlags(t *testing.T) {
 		{"-fleet-creds", "x.creds"},
 		{"-fleet", "nats://127.0.0.1:1", "-policies", "oracle"},
 		{"-fleet-serve", "127.0.0.1:0", "-fleet-interval", "0s"},
+		{"-fleet-serve", "127.0.0.1:0", "-fleet-max-peer-keys", "0"},
 	} {
 		if code, _, _ := replayRun(t, "", args...); code == 0 {
 			t.Errorf("%v: exit 0", args)
