@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -27,18 +26,8 @@ import (
 // heap the node and its Scheduler's Fold hold once synced, after a GC.
 func BenchmarkConverge(b *testing.B) {
 	const nodes, buckets = maxPeers, DefaultMaxPeerKeys / 2
-	var p provider
-	p.start(b, b.TempDir())
-	nc := connect(b, &p)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	nc, kv := fleetBucket(b, "converge")
 	ctx := context.Background()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "converge", History: 1, TTL: time.Hour, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		b.Fatal(err)
-	}
 	names := make([]string, buckets)
 	for i := range names {
 		names[i] = fmt.Sprintf("Opaque:op%05d/f32/s%d", i, 20+i%20)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -255,3 +256,22 @@ func mathNaN() float64 { return math.NaN() }
 
 // splitHostPort splits a listener's address.
 func splitHostPort(addr string) (string, int, error) { return splitAddr(addr) }
+
+// fleetBucket starts an embedded server, connects to it and makes the
+// key-value bucket name in memory, for a test that puts peers' values
+// itself before a node starts.
+func fleetBucket(tb testing.TB, name string) (*nats.Conn, jetstream.KeyValue) {
+	tb.Helper()
+	var p provider
+	p.start(tb, tb.TempDir())
+	nc := connect(tb, &p)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: time.Hour, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, kv
+}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -203,18 +202,8 @@ func TestServerLostNoData(t *testing.T) {
 // counted, and the first is logged at warn level, once: the limits also
 // cut an honest peer of many buckets.
 func TestOverLimitsWarnsOnce(t *testing.T) {
-	var p provider
-	p.start(t, t.TempDir())
-	nc := connect(t, &p)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, kv := fleetBucket(t, "limits")
 	ctx := context.Background()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "limits", History: 1, TTL: time.Hour, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, peer := range []string{"big1", "big2"} {
 		if _, err := kv.Put(ctx, testFP.Hash+"."+peer+".s00", make([]byte, maxValueBytes+1)); err != nil {
 			t.Fatal(err)
