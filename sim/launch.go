@@ -53,8 +53,9 @@ type launchCost struct{ issue, gap, sync, gather, gatherLaunch float64 }
 //   - sync 10: the synchronous dispatch's 21 µs less issue and gap.
 //
 // CPUs (cpu2, cpu64): the host hands an op to the backend's workers.
-//   - issue 0.44: the Executor's overhead per op, 437 ns (BENCHMARKS.md,
-//     executor `ExecutorOverhead`).
+//   - issue 0.44: the Executor's synchronous overhead per op, 437 ns when
+//     this profile was set (executor `ExecutorOverhead/sync`; BENCHMARKS.md
+//     has its latest figure).
 //   - gap = LaunchUs: the fan-out to the worker pool and back, which the
 //     start-up calibration measures as the dispatch cost (2 µs on cpu2;
 //     cpu64's 8 µs is its profile's assumption, not a measurement).
