@@ -120,6 +120,11 @@ func run(in, out, targetsFile, tuningFile string) error {
 	if err != nil {
 		return err
 	}
+	if in != "" {
+		for _, u := range unmeasured(ts, pkgs) {
+			fmt.Fprintf(os.Stderr, "benchmd: no figure in this run for the target %s: it shows its recorded figure\n", u)
+		}
+	}
 	if err := os.WriteFile(out, []byte(splice(string(old), render(pkgs, info, ts, targetsFile))), 0o644); err != nil {
 		return err
 	}

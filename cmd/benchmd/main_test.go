@@ -126,6 +126,24 @@ BenchmarkR/off-2 10 100 ns/op
 	}
 }
 
+// TestUnmeasuredNamesStaleSelectors: a target whose selector finds no
+// benchmark of the run (renamed, or skipped here) is named; the hand
+// recorded rows (no selector) and the measured ones are not.
+func TestUnmeasuredNamesStaleSelectors(t *testing.T) {
+	ts, err := readTargets(strings.NewReader(targetsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, _, err := parse(strings.NewReader("pkg: example.com/m/p\nBenchmarkX/a-2 10 120 ns/op\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := unmeasured(ts, pkgs)
+	if len(got) != 1 || got[0] != "ratio (p:R/on:ns/op / p:R/off:ns/op)" {
+		t.Errorf("unmeasured %q, want the ratio row alone", got)
+	}
+}
+
 func TestReadTargetsRejects(t *testing.T) {
 	head := "target,benchmark,select,cmp,limit,unit,measured,machine and date\n"
 	for name, csv := range map[string]string{

@@ -205,6 +205,21 @@ func targetsTable(ts []target, pkgs []pkgResults, runMachine string) string {
 	return b.String()
 }
 
+// unmeasured returns the targets with a selector that found no figure in
+// the run, each as "name (selector)". Rule: make bench names them. Reason:
+// a benchmark renamed under its target's selector left the table showing
+// a figure recorded days before, with nothing to say so
+// (TestUnmeasuredNamesStaleSelectors).
+func unmeasured(ts []target, pkgs []pkgResults) []string {
+	var out []string
+	for _, t := range ts {
+		if _, _, ok := t.measure(pkgs); t.sel != "" && !ok {
+			out = append(out, fmt.Sprintf("%s (%s)", t.name, t.sel))
+		}
+	}
+	return out
+}
+
 // cellText keeps a table cell on one line and its pipes escaped.
 func cellText(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "|", `\|`)
