@@ -94,7 +94,9 @@ ci:
 # The store's Select+Observe over 10,000 buckets runs apart, for SLOWTIME:
 # the flush that writes its changed buckets comes about once a second, so
 # a 300 ms run either catches one or not. `go run ./cmd/benchmd` alone
-# re-renders both files from the figures already in BENCHMARKS.md.
+# re-renders both files from the figures already in BENCHMARKS.md. A run
+# in which something failed writes the other figures, names what failed
+# and fails, leaving bench.out (ignored by git) to read.
 SLOWBENCH ?= SelectObserve/10k-buckets
 SLOWTIME  ?= 3s
 bench: libs

@@ -22,6 +22,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -85,6 +86,7 @@ func run(in, out, targetsFile, tuningFile string) error {
 	}
 	var pkgs []pkgResults
 	var info runInfo
+	var failed []string // what the run reported failing
 	switch in {
 	case "":
 		if pkgs, info, err = parseDoc(string(old)); err != nil {
@@ -94,23 +96,24 @@ func run(in, out, targetsFile, tuningFile string) error {
 			return fmt.Errorf("benchmd: no figures in %s's generated block: run make bench", out)
 		}
 	default:
-		var r io.Reader = os.Stdin
-		if in != "-" {
-			f, err := os.Open(in)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
+		var raw []byte
+		if in == "-" {
+			raw, err = io.ReadAll(os.Stdin)
+		} else {
+			raw, err = os.ReadFile(in)
+		}
+		if err != nil {
+			return err
 		}
 		var cpu string
-		if pkgs, cpu, err = parse(r); err != nil {
+		if pkgs, cpu, err = parse(bytes.NewReader(raw)); err != nil {
 			return err
 		}
 		if len(pkgs) == 0 {
 			return fmt.Errorf("benchmd: no benchmark results in %s", nameOr(in, "stdin"))
 		}
 		info = thisMachine(cpu, time.Now())
+		failed = failures(raw)
 	}
 	tf, err := os.ReadFile(targetsFile)
 	if err != nil {
@@ -128,19 +131,47 @@ func run(in, out, targetsFile, tuningFile string) error {
 	if err := os.WriteFile(out, []byte(splice(string(old), render(pkgs, info, ts, targetsFile))), 0o644); err != nil {
 		return err
 	}
+	// Rule: a run with failures writes the others' figures, then fails.
+	// Reason: make bench pipes go test through tee, whose status hid a
+	// benchmark that failed on main for two days (TestRunReportsFailures).
+	var failErr error
+	if len(failed) > 0 {
+		failErr = fmt.Errorf("benchmd: the run reports failures, whose figures are missing (the others are written): %s", strings.Join(failed, "; "))
+	}
 	if tuningFile == "" {
-		return nil
+		return failErr
 	}
 	grid := tuningTable(pkgs)
 	if grid == "" {
-		return nil
+		return failErr
 	}
 	oldT, err := os.ReadFile(tuningFile)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	block := beginMark + "\n\n" + "Measured by `make bench` (" + info.short() + "), `BenchmarkTuning` in bandit/tuning_test.go; each cell is regret % against the per-decision best arm / switches per 10,000 decisions.\n\n" + grid + "\n" + endMark + "\n"
-	return os.WriteFile(tuningFile, []byte(splice(string(oldT), block)), 0o644)
+	if err := os.WriteFile(tuningFile, []byte(splice(string(oldT), block)), 0o644); err != nil {
+		return err
+	}
+	return failErr
+}
+
+// failures returns what go test output reports failing: each benchmark
+// or test ("--- FAIL: BenchmarkX") and each package ("FAIL\tpkg"), in
+// the order they came.
+func failures(out []byte) []string {
+	var fs []string
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimRight(line, "\n")
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "--- FAIL: ") && len(f) > 2:
+			fs = append(fs, f[2])
+		case strings.HasPrefix(line, "FAIL\t") && len(f) > 1:
+			fs = append(fs, "package "+f[1])
+		}
+	}
+	return fs
 }
 
 func fatal(err error) {

@@ -265,3 +265,26 @@ BenchmarkTuning/h=0.15/gamma=0.999-2 1 100 ns/op 1.449 regret% 24.42 switches/10
 		t.Errorf("re-rendering without a run changed the files")
 	}
 }
+
+// TestRunReportsFailures: a run in which a benchmark failed writes the
+// others' figures, then returns an error naming the benchmark and its
+// package, so that make bench fails although go test's status is lost
+// in its pipe through tee.
+func TestRunReportsFailures(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return dir + "/" + name }
+	out := "--- FAIL: BenchmarkConverge\n    bench_test.go:93: synced with 64 nodes\ngoos: linux\ncpu: Test CPU\n" +
+		"pkg: example.com/m/p\nBenchmarkX/a-2 10 120 ns/op\nFAIL\nexit status 1\nFAIL\texample.com/m/p\t3.3s\n"
+	for name, text := range map[string]string{"bench.out": out, "targets.csv": targetsCSV, "BENCHMARKS.md": "# B\n"} {
+		if err := os.WriteFile(path(name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := run(path("bench.out"), path("BENCHMARKS.md"), path("targets.csv"), "")
+	if err == nil || !strings.Contains(err.Error(), "BenchmarkConverge; package example.com/m/p") {
+		t.Errorf("run: %v, want the failed benchmark and package named", err)
+	}
+	if b, _ := os.ReadFile(path("BENCHMARKS.md")); !strings.Contains(string(b), "| X/a | 10 | 120 ns/op |") {
+		t.Errorf("the figures that ran are not written:\n%s", b)
+	}
+}
