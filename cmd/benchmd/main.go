@@ -132,8 +132,8 @@ func run(in, out, targetsFile, tuningFile string) error {
 		return err
 	}
 	// Rule: a run with failures writes the others' figures, then fails.
-	// Reason: make bench pipes go test through tee, whose status hid a
-	// benchmark that failed on main for two days (TestRunReportsFailures).
+	// Reason: make bench pipes go test through tee, whose exit status
+	// hides a failed benchmark (TestRunReportsFailures).
 	var failErr error
 	if len(failed) > 0 {
 		failErr = fmt.Errorf("benchmd: the run reports failures, whose figures are missing (the others are written): %s", strings.Join(failed, "; "))
