@@ -14,7 +14,8 @@ import (
 // the same estimates and transfers over 3,000 ops of 30 specs whose
 // residency changes, while the links learn (which a handle's cached
 // transfers must follow). Every other op goes by SelectInto into one
-// reused Decision and back by ObserveRef.
+// reused Decision and back by ObserveRef, or by ObserveTicket of its
+// Ticket alone, the Decision cleared.
 func TestHandleSameDecisions(t *testing.T) {
 	bySpec := newTestScheduler(t, Config{Seed: 5})
 	byHandle := newTestScheduler(t, Config{Seed: 5})
@@ -59,6 +60,12 @@ func TestHandleSameDecisions(t *testing.T) {
 		bySpec.Observe(a, took)
 		if step%2 == 0 {
 			byHandle.Observe(b, took)
+		} else if step%3 == 0 {
+			tk := reused.Ticket
+			reused = Decision{}
+			if err := byHandle.ObserveTicket(&tk, took); err != nil {
+				t.Fatal(err)
+			}
 		} else if err := byHandle.ObserveRef(&reused, took); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +105,7 @@ func TestHandleErrors(t *testing.T) {
 	if _, err := h.Select(Residency{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Select by handle after Close: %v, want ErrClosed", err)
 	}
-	d := Decision{Backend: 1}
+	d := Decision{Ticket: Ticket{Backend: 1}}
 	if err := h.SelectInto(&d, &Residency{}, 0, 0); !errors.Is(err, ErrClosed) || d.Backend != 0 {
 		t.Errorf("SelectInto after Close: %v, backend %d, want ErrClosed and a zero Decision", err, d.Backend)
 	}

@@ -172,6 +172,12 @@ func TestObserveErrors(t *testing.T) {
 	if err := s.Observe(Decision{}, us(1)); !errors.Is(err, ErrForeignDecision) {
 		t.Errorf("zero decision: %v", err)
 	}
+	if err := other.ObserveTicket(&d.Ticket, us(1)); !errors.Is(err, ErrForeignDecision) {
+		t.Errorf("foreign ticket: %v", err)
+	}
+	if err := s.ObserveTicket(&d.Ticket, us(-1)); !errors.Is(err, ErrBadTiming) || !strings.Contains(err.Error(), d.Name) {
+		t.Errorf("ticket's bad timing: %v, want ErrBadTiming naming %s", err, d.Name)
+	}
 	s.Close()
 	if _, err := s.Select(matmul(8, 8, 8), Residency{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v", err)

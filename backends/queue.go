@@ -28,7 +28,9 @@ type VirtualSpan interface {
 // device: each call enqueues the work after the events in after (which may
 // belong to other backends) and returns at once. A backend without it is
 // driven through its synchronous methods. The synchronous methods of a
-// Queuer behave as the queued call followed by Wait.
+// Queuer behave as the queued call followed by Wait. Implementations must
+// not retain after once the call returns (as io.Writer must not retain
+// its p): the caller reuses its storage (the Executor's lanes).
 type Queuer interface {
 	// RunAsync enqueues s with inputs in and output out, as Run does.
 	RunAsync(s kernels.Spec, in []Buffer, out Buffer, after []Event) (Event, error)

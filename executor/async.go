@@ -85,7 +85,7 @@ func (t *Tensor) use(l int, r *rec) {
 // a backend is a *backendFailure, as from attempt.
 func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, d *adaptive.Decision, restore bool, readyAt int64, waitUs float32) error {
 	a := d.Backend
-	r := &rec{op: true, a: a, d: *d, restore: restore, out: o, failedN: int32(e.health.failedN[a].Load())}
+	r := &rec{op: true, a: a, tk: d.Ticket, restore: restore, out: o, failedN: int32(e.health.failedN[a].Load())}
 	if p := d.Estimates[a] - float64(waitUs); p > 0 {
 		r.predUs = float32(p)
 	}
@@ -94,12 +94,12 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			readyAt = max(readyAt, e.since()) // after a recovery
 		}
 		n := e.lockSet(sc, ts, o, true)
-		err := e.placeInputs(r, ts, o, a)
+		err := e.placeInputs(r, d, ts, o, a)
 		if err == nil {
 			err = e.outputOnLocked(o, a)
 		}
 		if err == nil {
-			err = e.queueOp(r, s, ts, o, readyAt)
+			err = e.queueOp(r, sc, s, ts, o, readyAt)
 		}
 		clear(o.args[:len(ts)])
 		unlockSet(sc, n)
@@ -131,8 +131,8 @@ func (e *Executor) recoverLost(ts []*Tensor) error {
 
 // placeInputs makes each input valid on backend a, queueing the copies
 // that takes, records in r what it waits for, and puts the buffers the
-// op reads in o.args (tensors locked).
-func (e *Executor) placeInputs(r *rec, ts []*Tensor, o *Tensor, a int) error {
+// op reads in o.args (tensors locked). d is r's decision.
+func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Tensor, a int) error {
 	l := e.loc(a)
 	for i, t := range ts {
 		if t.freed {
@@ -142,7 +142,7 @@ func (e *Executor) placeInputs(r *rec, ts []*Tensor, o *Tensor, a int) error {
 		weight := t.weight.Load()
 		if weight {
 			e.touchWeight(t, a)
-			e.copyForOwnSake(t, &r.d, ts)
+			e.copyForOwnSake(t, d, ts)
 		}
 		if t.unwritten() {
 			if err := e.freshOn(t, a); err != nil {
@@ -250,13 +250,14 @@ func (e *Executor) copyToDevice(t *Tensor, a int) (*rec, error) {
 // queueOp queues op r (inputs placed, output allocated, tensors locked)
 // after the work that uses the output's copies, and makes it the
 // producer of the output's next version.
-func (e *Executor) queueOp(r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
+func (e *Executor) queueOp(r *rec, sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor, readyAt int64) error {
 	a := r.a
-	r.copySpec(s)
-	r.in, r.bufs = r.inArr[:0], r.bufArr[:0]
-	for _, t := range ts {
-		r.in = append(r.in, t)
+	r.spec = sc.spec
+	if r.spec == nil {
+		r.spec = ownSpec(s)
 	}
+	r.in = append(r.inArr[:0], ts...)
+	r.bufs = r.bufArr[:0]
 	r.bufs = append(r.bufs, o.args[:len(ts)]...)
 	for i := range o.usesOn {
 		for _, u := range o.usesOn[i] {
@@ -297,28 +298,43 @@ func (e *Executor) queueOp(r *rec, s kernels.Spec, ts []*Tensor, o *Tensor, read
 	return nil
 }
 
-// copySpec sets r.spec to s with its own copy of the input shapes (in
-// r's storage when they fit): queued work outlives the caller's Spec.
-func (r *rec) copySpec(s kernels.Spec) {
+// specCopy is a queued op's own copy of its spec, for an op whose site
+// has no known spec: its storage holds inArrN shapes of up to 4
+// dimensions, which every op of the catalogue fits.
+type specCopy struct {
+	spec   kernels.Spec
+	shapes [inArrN]kernels.Shape
+	dims   [4 * inArrN]int
+}
+
+// ownSpec returns a copy of s with its own input shapes: queued work
+// outlives the caller's Spec.
+func ownSpec(s kernels.Spec) *kernels.Spec {
+	c := new(specCopy)
+	c.spec = cloneSpec(s, c.shapes[:0], c.dims[:0])
+	return &c.spec
+}
+
+// cloneSpec returns s with its input shapes copied into shapes and dims
+// (allocated anew when they lack the capacity).
+func cloneSpec(s kernels.Spec, shapes []kernels.Shape, dims []int) kernels.Spec {
 	n := 0
 	for _, sh := range s.In {
 		n += len(sh)
 	}
-	dims := r.dimArr[:0]
-	if n > len(r.dimArr) {
+	if n > cap(dims) {
 		dims = make([]int, 0, n)
 	}
-	in := r.shapeArr[:0]
-	if len(s.In) > len(r.shapeArr) {
-		in = make([]kernels.Shape, 0, len(s.In))
+	if len(s.In) > cap(shapes) {
+		shapes = make([]kernels.Shape, 0, len(s.In))
 	}
-	in = in[:len(s.In)]
+	shapes = shapes[:len(s.In)]
 	for i, sh := range s.In {
 		dims = append(dims, sh...)
-		in[i] = kernels.Shape(dims[len(dims)-len(sh) : len(dims) : len(dims)])
+		shapes[i] = kernels.Shape(dims[len(dims)-len(sh) : len(dims) : len(dims)])
 	}
-	s.In = in
-	r.spec = s
+	s.In = shapes
+	return s
 }
 
 // waitUses waits, holding no lock, until the queued work using t has

@@ -47,13 +47,14 @@ type rec struct {
 	dev  backends.Buffer
 	host []byte
 
-	// An op: its spec, inputs and output, as the caller gave them, and
-	// the device buffers it runs on.
-	spec   kernels.Spec
-	in     []backends.Buffer
+	// An op: its spec (never changed: its site's known spec, or its own
+	// copy), input and output tensors, and the device buffers it runs
+	// on; its decision's Ticket, what Observe reads.
+	spec   *kernels.Spec
+	in     []*Tensor
 	bufs   []backends.Buffer
 	out    *Tensor
-	d      adaptive.Decision
+	tk     adaptive.Ticket
 	copies *copyList // the copies of its inputs, nil for none
 	endAt  int64     // expected completion, ns since the Executor's epoch
 	endV   float64   // a simulated device's end of the work (backends.VirtualSpan), µs
@@ -68,15 +69,13 @@ type rec struct {
 
 	// Storage of the slices above for the common op, so that queueing
 	// it allocates one rec: sized for inArrN inputs (ops with more
-	// allocate their slices), since every byte of a rec is allocated,
-	// zeroed and scanned once per op (BenchmarkExecutorStep); within the
-	// allocator's 1,024-byte size class (TestRecSize).
-	depArr   [4]*rec
-	afterArr [4]backends.Event
-	inArr    [inArrN]backends.Buffer
-	bufArr   [inArrN]backends.Buffer
-	shapeArr [inArrN]kernels.Shape
-	dimArr   [4 * inArrN]int
+	// allocate their slices). Rule: a rec fits the allocator's 512-byte
+	// size class (TestRecSize). Reason: every byte of a rec is
+	// allocated, zeroed and scanned once per op; from 1,000 bytes to 504
+	// cut a queued op's host cost by about 30% (BenchmarkExecutorStep).
+	depArr [4]*rec
+	inArr  [inArrN]*Tensor
+	bufArr [inArrN]backends.Buffer
 }
 
 // copyList is an op's copies of its inputs: their time goes to its
@@ -150,7 +149,6 @@ func (r *rec) dep(x *rec) {
 // held all the work it ever queued (BenchmarkExecutorStep's heap).
 func (r *rec) forget() {
 	clear(r.depArr[:])
-	clear(r.afterArr[:])
 	r.deps = nil
 	r.before = tensorState{}
 }
@@ -210,7 +208,7 @@ func (e *Executor) observeQueued() {
 			tm, _ := c.ev.Wait()
 			xferUs += tm.Micros()
 		}
-		e.finished(&r.spec, &r.d, r.tm, xferUs)
+		e.finished(r.spec, &r.tk, r.tm, xferUs)
 		e.obs.set(&r.observed)
 	}
 }

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,7 @@ func (r *fakeRecorder) RunAsync(s kernels.Spec, in []backends.Buffer, out backen
 		return r.fakeQueuer.RunAsync(s, in, out, after)
 	}
 	h := &heldOp{r: r, launched: make(chan struct{})}
+	after = slices.Clone(after) // a Queuer must not retain the caller's slice
 	h.run = func() backends.Event {
 		ev, _ := r.fakeQueuer.RunAsync(s, in, out, after)
 		return ev

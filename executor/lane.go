@@ -35,6 +35,9 @@ type lane struct {
 	// wake wakes the watcher: work for an idle watcher, or the close.
 	// Simulated work never reaches the watcher (observeVirtual).
 	wake chan struct{}
+	// after is enqueue's storage of the events a call runs after (on mu):
+	// a Queuer keeps no reference to them (backends.Queuer).
+	after [4]backends.Event
 }
 
 // laneDepth is how much work a lane holds not yet taken by its watcher
@@ -231,10 +234,6 @@ func (e *Executor) endVirtual() {
 // ownQueue, or through the backend's Queuer, handing it to the lane's
 // watcher. An error is the backend's refusal to queue it.
 func (e *Executor) enqueue(r *rec) error {
-	after := r.afterArr[:0] // the deps' events, in r's storage when they fit
-	for _, d := range r.deps {
-		after = append(after, d.ev)
-	}
 	l := &e.lanes[r.a]
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -250,16 +249,21 @@ func (e *Executor) enqueue(r *rec) error {
 		l.signal() // the watcher takes work even behind a gathering
 		l.room.Wait()
 	}
+	after := l.after[:0] // the deps' events, in the lane's storage when they fit
+	for _, d := range r.deps {
+		after = append(after, d.ev)
+	}
 	var ev backends.Event
 	var err error
 	switch {
 	case r.op:
-		ev, err = l.q.RunAsync(r.spec, r.bufs, r.dev, after)
+		ev, err = l.q.RunAsync(*r.spec, r.bufs, r.dev, after)
 	case r.toDevice:
 		ev, err = l.q.WriteAsync(r.dev, r.host, after)
 	default:
 		ev, err = l.q.ReadAsync(r.host, r.dev, after)
 	}
+	clear(l.after[:]) // holds no event past the call
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func (e *Executor) sawLearned(d *adaptive.Decision) {
 
 // placerObserved tells the Placer an op's timing, which the Scheduler
 // took.
-func (e *Executor) placerObserved(d *adaptive.Decision, tm backends.Timing) {
+func (e *Executor) placerObserved(d *adaptive.Ticket, tm backends.Timing) {
 	e.placeMu.Lock()
 	e.cfg.Placer.Observed(d.Bucket, d.Backend, tm.Micros())
 	e.placeMu.Unlock()

@@ -57,7 +57,7 @@ func (q *ownQueue) run(r *rec) (backends.Timing, error) {
 	}
 	switch {
 	case r.op:
-		return q.be.Run(r.spec, r.bufs, r.dev)
+		return q.be.Run(*r.spec, r.bufs, r.dev)
 	case r.toDevice:
 		return q.be.Write(r.dev, r.host)
 	}

@@ -77,6 +77,7 @@ func (q *fakeQueuer) enqueue(after []backends.Event, call func() (backends.Timin
 	q.mu.Lock()
 	delay := time.Duration(q.r.Int64N(int64(q.maxDelay) + 1))
 	q.mu.Unlock()
+	after = slices.Clone(after) // a Queuer must not retain the caller's slice
 	q.jobs <- func() {
 		defer close(ev.done)
 		for _, a := range after {
@@ -759,5 +760,43 @@ func TestSimulatedRunRepeats(t *testing.T) {
 	}
 	if len(count) < 2 {
 		t.Errorf("every op on one backend (%v): the learner had no choice to make", count)
+	}
+}
+
+// TestQueuedOpKeepsItsSpec: a queued op runs the spec it was given even
+// when the caller changes the spec's shapes once Run has returned, as a
+// caller reusing its Spec does: the first ops of the output's site run
+// on their own copy, the later ones on the site's known spec.
+func TestQueuedOpKeepsItsSpec(t *testing.T) {
+	gpu := newFakeQueuer(t, open(t, "sim:h100"), 2*time.Millisecond, 9)
+	e := newExec(t, executor.Config{}, gpu)
+	const n = 64
+	xs, ws := make([]float32, n), make([]float32, n)
+	for i := range xs {
+		xs[i], ws[i] = float32(i), float32(2*i+1)
+	}
+	x, w := alloc(t, e, kernels.AsBytes(xs)), alloc(t, e, kernels.AsBytes(ws))
+	y, err := e.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		s := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+		if _, err := e.Run(s, []backends.Buffer{x, w}, y); err != nil {
+			t.Fatal(err)
+		}
+		s.In[0][0], s.In[1][0] = n/2, n/2 // the caller reuses its shapes
+	}
+	got := make([]byte, 4*n)
+	if _, err := e.Read(got, y); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range kernels.AsF32(got) {
+		if v != xs[i]+ws[i] {
+			t.Fatalf("y[%d] = %v, want %v: a queued op read the caller's changed spec", i, v, xs[i]+ws[i])
+		}
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

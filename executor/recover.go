@@ -130,14 +130,18 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	switch {
 	case oom.Has(r.a): // elsewhere, as a synchronous op; here again when nothing else can
 		exclude, why = adaptive.Backend(r.a), adaptive.MemoryConstraint
-		if e.noneLeft(r.spec, exclude) {
+		if e.noneLeft(*r.spec, exclude) {
 			exclude = 0
 		}
 	case blamed.Has(r.a):
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
 	}
 	var d adaptive.Decision
-	_, err := e.run(&d, &r.spec, r.in, r.out, r.restore, exclude, why)
+	in := make([]backends.Buffer, len(r.in))
+	for i, t := range r.in {
+		in[i] = t
+	}
+	_, err := e.run(&d, r.spec, in, r.out, r.restore, exclude, why)
 	if err == nil {
 		return
 	}
@@ -147,7 +151,7 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	o.lin.ok = false
 	o.mu.Unlock()
 	e.errMu.Lock()
-	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", r.spec, err))
+	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", *r.spec, err))
 	e.errMu.Unlock()
 }
 

@@ -24,6 +24,7 @@ func (f *backendFailure) Unwrap() error { return f.err }
 type opScratch struct {
 	key   *specKey
 	h     *adaptive.Handle
+	spec  *kernels.Spec // the known spec's own copy, which queued work keeps
 	ts    [adaptive.MaxInputs]*Tensor
 	locks [adaptive.MaxInputs + 1]*Tensor
 	write [adaptive.MaxInputs + 1]bool
@@ -80,7 +81,7 @@ func (e *Executor) runQueued(d *adaptive.Decision, s *kernels.Spec, in []backend
 // maxAttempts bounds the retries of one copy or op around failures.
 const maxAttempts = 8
 
-// run is Run, its decision written to d (a Decision is 250 bytes, which
+// run is Run, its decision written to d (a Decision is 200 bytes, which
 // returning it copied at every level); restore marks a recomputation of out's lost version
 // (Executor.recover), which neither bumps its version nor records its
 // lineage, and does not recover lost inputs itself. exclude and why start
@@ -105,7 +106,7 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	}
 	var sc opScratch
 	if k != nil {
-		sc.key, sc.h = &k.key, k.h
+		sc.key, sc.h, sc.spec = &k.key, k.h, &k.spec
 	}
 	var tm backends.Timing
 	ts := sc.ts[:len(in)]
@@ -215,7 +216,7 @@ func (e *Executor) succeeded(s *kernels.Spec, d *adaptive.Decision, ts []*Tensor
 	if adaptive.Mask(e.health.sick.Load()).Has(d.Backend) {
 		e.healthy(d.Backend)
 	}
-	e.finished(s, d, tm, xferUs)
+	e.finished(s, &d.Ticket, tm, xferUs)
 }
 
 // placeRetry is place's loop: it decides, runs or queues the op, and on
@@ -338,14 +339,14 @@ func (e *Executor) decideOp(d *adaptive.Decision, sc *opScratch, s *kernels.Spec
 
 // finished counts an op that ran and hands its timing to the Scheduler
 // and the trace (xferUs: its copies' time).
-func (e *Executor) finished(s *kernels.Spec, d *adaptive.Decision, tm backends.Timing, xferUs float64) {
+func (e *Executor) finished(s *kernels.Spec, d *adaptive.Ticket, tm backends.Timing, xferUs float64) {
 	e.ops[d.Backend].Add(1)
 	if d.Reason == adaptive.Fallback || d.Reason == adaptive.MemoryConstraint {
 		e.fallbacks.Add(1)
 	}
 	// A zero or absurd timing teaches nothing; the Placer learns what the
 	// Scheduler takes.
-	if tm.Duration > 0 && e.s.ObserveRef(d, tm) == nil && e.cfg.Placer != nil {
+	if tm.Duration > 0 && e.s.ObserveTicket(d, tm) == nil && e.cfg.Placer != nil {
 		e.placerObserved(d, tm)
 	}
 	if e.cfg.Recorder != nil {

@@ -39,10 +39,14 @@ type opSite struct {
 // handle on it (nil with a Placer, or when the Scheduler gave none: the
 // op then decides by spec), which an op uses under the tensor's write
 // lock (Executor.choose), a Handle not being safe for concurrent use.
-// Never changed once published.
+// Never changed once published: its spec, with its own shapes, is what
+// the queued ops of the site keep (rec.spec) without a copy each.
 type knownSite struct {
-	key specKey
-	h   *adaptive.Handle
+	key    specKey
+	h      *adaptive.Handle
+	spec   kernels.Spec
+	shapes [adaptive.MaxInputs]kernels.Shape
+	dims   [adaptive.MaxInputs * maxRank]int
 }
 
 // maxRank is the rank of the largest input shape a site keeps.
@@ -122,6 +126,7 @@ func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	// changes under mu alone), its ops may have come between.
 	if st.ok && st.last.holds(s) && (known == nil || o.versionNow() == st.lastVersion) {
 		k := &knownSite{key: st.last}
+		k.spec = cloneSpec(*s, k.shapes[:0], k.dims[:0])
 		if e.cfg.Placer == nil {
 			k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
 		}

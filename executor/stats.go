@@ -12,11 +12,11 @@ import (
 // record hands one trace event to the Recorder. The bucket's name comes
 // with the Decision: looking it up (Scheduler.BucketName) would take the
 // bucket registry's lock on every op.
-func (e *Executor) record(s kernels.Spec, d adaptive.Decision, tm backends.Timing, xferUs float64) {
+func (e *Executor) record(s kernels.Spec, d adaptive.Ticket, tm backends.Timing, xferUs float64) {
 	ev := trace.EventOf(s)
 	ev.Seq = e.seq.Add(1)
 	ev.Bucket = d.BucketName
-	ev.Backend = d.Name
+	ev.Backend = e.s.BackendName(d.Backend)
 	ev.Reason = d.Reason.String()
 	ev.ActualUs = tm.Micros()
 	ev.TransferUs = xferUs
