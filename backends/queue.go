@@ -32,7 +32,9 @@ type VirtualSpan interface {
 // not retain after once the call returns (as io.Writer must not retain
 // its p): the caller reuses its storage (the Executor's lanes).
 type Queuer interface {
-	// RunAsync enqueues s with inputs in and output out, as Run does.
+	// RunAsync enqueues s with inputs in and output out, as Run does;
+	// s's shapes must not be modified before the event is Done (a CPU
+	// backend's queue reads them when the kernel runs).
 	RunAsync(s kernels.Spec, in []Buffer, out Buffer, after []Event) (Event, error)
 	// WriteAsync enqueues the copy of src (host memory) into dst, as Write
 	// does; src must not be modified before the event is Done.
