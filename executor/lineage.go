@@ -186,11 +186,7 @@ func (t *Tensor) lostStep() (st step, lost bool, err error) {
 		}
 		return step{}, true, fmt.Errorf("%w: tensor %d (%d bytes) has no other copy and no lineage", ErrTensorLost, t.id, t.size)
 	}
-	st = step{t: t, spec: t.lin.spec, in: make([]backends.Buffer, len(t.lin.in))}
-	st.spec.In = make([]kernels.Shape, len(t.lin.shapes))
-	for i, sh := range t.lin.shapes {
-		st.spec.In[i] = append(kernels.Shape(nil), sh...)
-	}
+	st = step{t: t, spec: cloneSpec(t.lin.spec, nil, nil), in: make([]backends.Buffer, len(t.lin.in))}
 	vers := append([]uint64(nil), t.lin.vers...)
 	for i, x := range t.lin.in {
 		st.in[i] = x
