@@ -441,3 +441,30 @@ func TestQueueLetsGoOfRunWork(t *testing.T) {
 	}
 	runtime.KeepAlive(last)
 }
+
+// TestQueueKeepsNoAfter: a queued op waits for the events it was given
+// even when the caller reuses its slice of them once the call returns
+// (backends.Queuer: an implementation must not retain after): the slot
+// overwritten with a completed event, the op still waits for the gate.
+func TestQueueKeepsNoAfter(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(1))
+	x := make([]float32, 64)
+	xb, yb := mapF32(t, b, x), mapF32(t, b, make([]float32, 64))
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{64}}, Params: kernels.Params{Scale: 2}}
+	g, done := newGate(), newGate()
+	done.open(nil)
+	after := []backends.Event{g}
+	ev, err := b.RunAsync(s, []backends.Buffer{xb}, yb, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after[0] = done
+	time.Sleep(20 * time.Millisecond)
+	if ev.Done() {
+		t.Fatal("the op ran before the event it was queued after: the queue read the caller's reused slice")
+	}
+	g.open(nil)
+	if _, err := ev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
