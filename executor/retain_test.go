@@ -14,7 +14,7 @@ import (
 // then lets go of both (DESIGN.md § Queued execution).
 func TestQueuedWorkNotRetained(t *testing.T) {
 	for _, gathered := range []bool{false, true} {
-		_, step := execStep(t, &hostGPU{}, 21, gathered)
+		_, step := execStep(t, &hostGPU{}, 21, gathered, false)
 		heap := func() uint64 {
 			runtime.GC()
 			var ms runtime.MemStats

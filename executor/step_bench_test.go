@@ -222,13 +222,18 @@ func (st *decodeStep) ops() int { return 3 * len(st.ws) }
 // specs returns the three specs of a layer, in order.
 func (st *decodeStep) specs() [3]*kernels.Spec { return [3]*kernels.Spec{&st.mm, &st.silu, &st.add} }
 
-// execStep builds an Executor over cpu and gpu under only:gpu with the
+// execStep builds an Executor over cpu and gpu under only:gpu (placed:
+// the automatic strategy with a Placer that puts every op on gpu, as
+// cmd/infer's auto does in a mode other than the learner's) with the
 // weights of a decodeStep of layers pinned on gpu, and returns the step
 // and a function that runs it once through the Executor (gathered:
 // between Record and Flush).
-func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeStep, func()) {
-	e := newExec(tb, executor.Config{Strategy: adaptive.Only("gpu"), WeightBudget: []int64{-1, 1 << 30}},
-		open(tb, "cpu"), gpu)
+func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered, placed bool) (*decodeStep, func()) {
+	cfg := executor.Config{Strategy: adaptive.Only("gpu"), WeightBudget: []int64{-1, 1 << 30}}
+	if placed {
+		cfg.Strategy, cfg.Placer = adaptive.Automatic, placeOn(1)
+	}
+	e := newExec(tb, cfg, open(tb, "cpu"), gpu)
 	es := newDecodeStep(layers, func(n int64) backends.Buffer {
 		buf, err := e.Alloc(n)
 		if err != nil {
@@ -281,7 +286,9 @@ func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeSt
 // the same step issued to the device (hostGPU, a cheap stand-in) by hand,
 // the two alternating step by step. "queued" issues op by op,
 // "gathered" between Record and Flush (backends.Recorder), as cmd/infer
-// runs a decode step whose ops all run on one GPU. exec-ns/op is the
+// runs a decode step whose ops all run on one GPU; "placed" gathered,
+// each op placed by a Placer, as cmd/infer's auto places a step in a mode
+// other than the learner's. exec-ns/op is the
 // Executor's step per op, direct-ns/op the device's own share, and
 // overhead-ns/op their difference: what the Executor adds per op on the
 // host, in wall time. overhead-cpu-ns/op is that difference in the
@@ -291,11 +298,11 @@ func execStep(tb testing.TB, gpu *hostGPU, layers int, gathered bool) (*decodeSt
 // exec-allocs/op are the Executor's step's per op.
 func BenchmarkExecutorStep(b *testing.B) {
 	const layers = 21 // 63 ops, about a third of a 100M decoder's step
-	for _, mode := range []string{"queued", "gathered"} {
+	for _, mode := range []string{"queued", "gathered", "placed"} {
 		b.Run(mode, func(b *testing.B) {
 			gpu := &hostGPU{}
-			gathered := mode == "gathered"
-			es, exec := execStep(b, gpu, layers, gathered)
+			gathered := mode != "queued"
+			es, exec := execStep(b, gpu, layers, gathered, mode == "placed")
 			ds := newDecodeStep(layers, func(n int64) backends.Buffer { buf, _ := gpu.Alloc(n); return buf })
 			specs := ds.specs()
 			direct := func() {
@@ -357,3 +364,12 @@ func BenchmarkExecutorStep(b *testing.B) {
 		})
 	}
 }
+
+// placeOn is a Placer that puts every op on one backend.
+type placeOn int
+
+func (p placeOn) Name() string { return "placeOn" }
+
+func (p placeOn) Place(kernels.Spec, adaptive.Residency, adaptive.BucketID) int { return int(p) }
+
+func (placeOn) Observed(adaptive.BucketID, int, float64) {}
