@@ -39,14 +39,14 @@ type opSite struct {
 // handle on it (nil with a Placer, or when the Scheduler gave none: the
 // op then decides by spec), which an op uses under the tensor's write
 // lock (Executor.choose), a Handle not being safe for concurrent use.
-// Never changed once published: its spec, with its own shapes, is what
-// the queued ops of the site keep (rec.spec) without a copy each.
+// Never changed once published: its spec, whose shapes are views of the
+// key's dimensions, is what the queued ops of the site keep (rec.spec)
+// without a copy each.
 type knownSite struct {
 	key    specKey
 	h      *adaptive.Handle
 	spec   kernels.Spec
 	shapes [adaptive.MaxInputs]kernels.Shape
-	dims   [adaptive.MaxInputs * maxRank]int
 }
 
 // maxRank is the rank of the largest input shape a site keeps.
@@ -90,6 +90,15 @@ func (k *specKey) set(s *kernels.Spec) {
 	k.out = s.OutBytes()
 }
 
+// spec returns the spec k holds, its shapes appended to shapes as views
+// of k's dimensions.
+func (k *specKey) spec(shapes []kernels.Shape) kernels.Spec {
+	for i := range k.n {
+		shapes = append(shapes, kernels.Shape(k.dims[i][:k.rank[i]:k.rank[i]]))
+	}
+	return kernels.Spec{Op: k.op, DType: k.dtype, In: shapes, Params: k.params}
+}
+
 // holds reports whether k holds s.
 func (k *specKey) holds(s *kernels.Spec) bool {
 	if k.op != s.Op || k.dtype != s.DType || k.n != len(s.In) || k.params != s.Params {
@@ -126,7 +135,7 @@ func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	// changes under mu alone), its ops may have come between.
 	if st.ok && st.last.holds(s) && (known == nil || o.versionNow() == st.lastVersion) {
 		k := &knownSite{key: st.last}
-		k.spec = cloneSpec(*s, k.shapes[:0], k.dims[:0])
+		k.spec = k.key.spec(k.shapes[:0])
 		if e.cfg.Placer == nil {
 			k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
 		}
