@@ -27,6 +27,9 @@ var (
 	// parameter ("sim:h100", "adaptive:cpu,cpu1"). An *UnavailableError
 	// with NeedsParam set wraps it besides ErrUnavailable.
 	ErrNeedsParam = errors.New("backends: the driver needs a parameter (NAME:PARAM)")
+	// ErrUnknownBackend: Open was given a name no driver is registered
+	// under; the error lists the registered ones.
+	ErrUnknownBackend = errors.New("backends: unknown backend")
 )
 
 // UnavailableError says why a backend could not be opened: every library
@@ -37,6 +40,9 @@ type UnavailableError struct {
 	// NeedsParam says that the driver was opened without the parameter
 	// it needs (ErrNeedsParam), rather than being unavailable here.
 	NeedsParam bool
+	// Cause, when not nil, is the error Reason tells of, for errors.Is
+	// (a simulator profile that does not exist: sim.ErrUnknownProfile).
+	Cause error
 }
 
 // Error implements error.
@@ -44,12 +50,17 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("backends: %s unavailable: %s", e.Backend, e.Reason)
 }
 
-// Unwrap returns ErrUnavailable, and ErrNeedsParam when NeedsParam is set.
+// Unwrap returns ErrUnavailable, ErrNeedsParam when NeedsParam is set,
+// and Cause when there is one.
 func (e *UnavailableError) Unwrap() []error {
+	errs := []error{ErrUnavailable}
 	if e.NeedsParam {
-		return []error{ErrUnavailable, ErrNeedsParam}
+		errs = append(errs, ErrNeedsParam)
 	}
-	return []error{ErrUnavailable}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
 }
 
 // DeviceError is a failure of one op (or transfer, Op "write"/"read") on

@@ -48,14 +48,20 @@ func Drivers() []string {
 }
 
 // Open opens the backend called name: a registered name, optionally
-// followed by ':' and an argument for its factory ("sim:h100").
+// followed by ':' and an argument for its factory ("sim:h100"). An
+// unknown name's error (ErrUnknownBackend) lists the registered ones: a user who mistyped
+// one sees what there is (TestOpenUnknown).
 func Open(name string) (Backend, error) {
 	driver, arg, _ := strings.Cut(name, ":")
 	mu.RLock()
 	f, ok := factories[driver]
 	mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("backends: unknown backend %q (forgotten import?)", driver)
+		known := strings.Join(Drivers(), ", ")
+		if known == "" {
+			known = "none"
+		}
+		return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownBackend, driver, known)
 	}
 	return f(arg)
 }

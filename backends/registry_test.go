@@ -84,10 +84,14 @@ func TestDriversSorted(t *testing.T) {
 }
 
 func TestOpenUnknown(t *testing.T) {
+	registerOnce("test-unknown")
 	_, err := backends.Open("nope")
-	const want = `backends: unknown backend "nope" (forgotten import?)`
-	if err == nil || err.Error() != want {
-		t.Fatalf("Open(\"nope\") error = %v, want %q", err, want)
+	want := `backends: unknown backend "nope" (registered: ` + strings.Join(backends.Drivers(), ", ") + ")"
+	if !strings.Contains(want, "test-unknown") {
+		t.Fatalf("Drivers() = %v: test-unknown is not registered", backends.Drivers())
+	}
+	if err == nil || err.Error() != want || !errors.Is(err, backends.ErrUnknownBackend) {
+		t.Fatalf("Open(\"nope\") error = %v, want %q wrapping ErrUnknownBackend", err, want)
 	}
 	// The driver part alone names the backend.
 	_, err = backends.Open("nope:arg")
@@ -114,7 +118,8 @@ func TestOpenSplitsArg(t *testing.T) {
 }
 
 // An UnavailableError with NeedsParam is both ErrUnavailable
-// and ErrNeedsParam; without, only ErrUnavailable.
+// and ErrNeedsParam; without, only ErrUnavailable; with a Cause, that too,
+// its text unchanged.
 func TestNeedsParam(t *testing.T) {
 	var err error = &backends.UnavailableError{Backend: "sim", Reason: "no profile", NeedsParam: true}
 	if !errors.Is(err, backends.ErrUnavailable) || !errors.Is(err, backends.ErrNeedsParam) {
@@ -123,6 +128,12 @@ func TestNeedsParam(t *testing.T) {
 	err = &backends.UnavailableError{Backend: "rocm", Reason: "no library"}
 	if !errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrNeedsParam) {
 		t.Errorf("%v: want ErrUnavailable only", err)
+	}
+	cause := errors.New("no such profile")
+	err = &backends.UnavailableError{Backend: "sim:x", Reason: cause.Error(), Cause: cause}
+	if !errors.Is(err, backends.ErrUnavailable) || !errors.Is(err, cause) || errors.Is(err, backends.ErrNeedsParam) ||
+		err.Error() != "backends: sim:x unavailable: no such profile" {
+		t.Errorf("%v: want ErrUnavailable and its cause, the reason its text", err)
 	}
 }
 

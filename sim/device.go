@@ -83,7 +83,7 @@ var _ backends.Backend = (*Device)(nil)
 func Open(name string, opt Options) (*Device, error) {
 	p, err := LookupProfile(name)
 	if err != nil {
-		return nil, &backends.UnavailableError{Backend: "sim:" + name, Reason: err.Error()}
+		return nil, &backends.UnavailableError{Backend: "sim:" + name, Reason: err.Error(), Cause: err}
 	}
 	return New(p, opt)
 }

@@ -29,6 +29,10 @@ func TestProfilesValid(t *testing.T) {
 	if _, err := LookupProfile("nope"); !errors.Is(err, ErrUnknownProfile) {
 		t.Errorf("LookupProfile(nope) = %v", err)
 	}
+	// Open says so too: unavailable, and unknown (cmd/infer's usage error).
+	if _, err := Open("nope", DefaultOptions()); !errors.Is(err, ErrUnknownProfile) || !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("Open(nope) = %v, want ErrUnknownProfile and backends.ErrUnavailable", err)
+	}
 	bad := MustProfile("h100")
 	bad.LinkGBps = 0
 	if err := bad.Validate(); !errors.Is(err, ErrInvalidProfile) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -81,7 +82,7 @@ func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) (
 			b, err = backends.Open(n)
 		}
 		if err != nil {
-			return fail(err)
+			return fail(backendsError(err))
 		}
 		opened(b)
 		infos = append(infos, b.Info())
@@ -91,6 +92,18 @@ func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) (
 		bes = append(bes, b)
 	}
 	return bes, infos, clock, nil
+}
+
+// backendsError is openBackends' error for a backend that did not open:
+// a name that names nothing (an unknown driver or profile, a driver that
+// needs a parameter) is a usage error, as a bad value of any other flag
+// is; a backend unavailable here (no library, no device) is not.
+func backendsError(err error) error {
+	err = fmt.Errorf("infer: -backends: %w", err)
+	if errors.Is(err, backends.ErrUnknownBackend) || errors.Is(err, backends.ErrNeedsParam) || errors.Is(err, sim.ErrUnknownProfile) {
+		return &usageError{err: err}
+	}
+	return err
 }
 
 // figures are the modelled throughputs of tokens generated over the

@@ -122,6 +122,11 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
 		{[]string{"-moe", "8,2", "-zipf", "NaN"}, "-zipf: sim: bad routing: zipf over 12 layers of 8 experts, exponent NaN"},
 		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
+		{[]string{"-backends", "cpu,nope"}, `infer: -backends: backends: unknown backend "nope" (registered: `},
+		{[]string{"-backends", ""}, `infer: -backends: backends: unknown backend "" (registered: `},
+		{[]string{"-backends", "cpu,sim"}, "-backends: backends: sim unavailable: no profile named"},
+		{[]string{"-backends", "cpu,sim:tpu9"}, `-backends: backends: sim:tpu9 unavailable: sim: unknown profile "tpu9"`},
+		{[]string{"-backends", "sim:tpu9,sim:h100"}, `-backends: backends: sim:tpu9 unavailable: sim: unknown profile "tpu9"`},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), c.args, &out, &errb)

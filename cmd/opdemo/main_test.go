@@ -16,7 +16,7 @@ func TestRunTable(t *testing.T) {
 		t.Fatalf("run: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	text := out.String()
-	if !strings.Contains(text, `nope: skipped: backends: unknown backend "nope" (forgotten import?)`) {
+	if !strings.Contains(text, `nope: skipped: backends: unknown backend "nope" (registered: cpu, cpu1, rocm`) {
 		t.Errorf("no skip line for the unknown backend:\n%s", text)
 	}
 	if !strings.Contains(text, "cpu1: cpu ") {
