@@ -49,8 +49,8 @@ func Drivers() []string {
 
 // Open opens the backend called name: a registered name, optionally
 // followed by ':' and an argument for its factory ("sim:h100"). An
-// unknown name's error (ErrUnknownBackend) lists the registered ones: a user who mistyped
-// one sees what there is (TestOpenUnknown).
+// unknown name's error (ErrUnknownBackend) lists the registered ones, so
+// that a user who mistyped one sees what there is (TestOpenUnknown).
 func Open(name string) (Backend, error) {
 	driver, arg, _ := strings.Cut(name, ":")
 	mu.RLock()

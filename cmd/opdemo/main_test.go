@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ func TestRunTable(t *testing.T) {
 		t.Fatalf("run: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	text := out.String()
-	if !strings.Contains(text, `nope: skipped: backends: unknown backend "nope" (registered: cpu, cpu1, rocm`) {
+	if !regexp.MustCompile(`nope: skipped: backends: unknown backend "nope" \(registered: [^)]*\bcpu1\b`).MatchString(text) {
 		t.Errorf("no skip line for the unknown backend:\n%s", text)
 	}
 	if !strings.Contains(text, "cpu1: cpu ") {
