@@ -169,6 +169,37 @@ func TestAsyncSerialIsTotal(t *testing.T) {
 	}
 }
 
+// TestQueueWaitRelative: clock.queueWait gives each arm its wait beyond
+// the least, and an op's inputs count in every arm's wait. Two busy
+// queues read as the difference of their ends, not as both waits; an op
+// that reads the busy GPU's output gains nothing on the idle CPU, so its
+// wait is none on either.
+func TestQueueWaitRelative(t *testing.T) {
+	var arms []sim.Arm
+	for _, name := range []string{"cpu2", "h100"} {
+		p, err := sim.LookupProfile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arms = append(arms, sim.Arm{Profile: p})
+	}
+	c := newClock(sim.Async, arms, 2)
+	c.run(0, nil, 1, 5000, false) // 5 ms on the GPU, not waited for
+	c.run(1, nil, 0, 1000, false) // then 1 ms on the CPU
+	if c.ends[0]-c.ends[1] < 3000 {
+		t.Fatalf("the GPU's op ends at %.1f µs, the CPU's at %.1f: not the case this test is for", c.ends[0], c.ends[1])
+	}
+	var res adaptive.Residency
+	c.queueWait(&res, nil)
+	if want := float32(c.ends[0] - c.ends[1]); res.QueueUs[0] != 0 || math.Abs(float64(res.QueueUs[1]-want)) > 1e-3 {
+		t.Errorf("both queues busy: waits %v µs, want [0 %v]", res.QueueUs[:2], want)
+	}
+	c.queueWait(&res, []input{{op: 0, arm: 1, bytes: 4096}})
+	if res.QueueUs[0] != 0 || res.QueueUs[1] != 0 {
+		t.Errorf("an input the GPU's op makes: waits %v µs, want none on either arm", res.QueueUs[:2])
+	}
+}
+
 // BenchmarkAsync reports, per GPU and batch of the Llama-3.2-1B decode,
 // each policy's modelled tokens per second on the async model, only:gpu's
 // bound and synchronous figures, and the ratios the targets read:

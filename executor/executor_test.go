@@ -395,7 +395,7 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 // TestExecutorFaults runs a chain twice, synchronously, on a simulated GPU
-// that fails (TestQueuedFaults has the queued counterpart):
+// that fails (TestQueuedFailureFallsBack has the queued counterpart):
 // transient errors in the first pass, out of memory and then the device
 // lost in the second (fallback and memory pressure). Every op must
 // complete with the right result; ops lost with the device are recomputed
