@@ -184,8 +184,8 @@ func (e *Executor) step() float64 { return float64(e.wc.tick) / float64(max(e.wc
 // admitLocked reserves room for weight t on backend a (wc.mu held): a
 // pinned copy takes free room outside the rule; otherwise the rule admits
 // it (copied: the op copies it there anyway), and the weights it evicts
-// must be dropped by the caller (e.evictPlan). Without a budget it always
-// fits.
+// are left in e.wc.evict for the caller to drop. Without a budget it
+// always fits.
 func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float64) bool {
 	budget := e.wc.budget[a]
 	switch {
