@@ -95,7 +95,7 @@ func (b *Bucket) UseState(s []ArmState) {
 }
 
 // SettleArm pays the discount arm i owes: its evidence scaled by γ^k for
-// the k observations of the bucket since it last paid (bandit.Discount
+// the k observations of the bucket since it last paid (NormalGamma.Discount
 // applied k times is exactly that, the statistics being linear in their
 // weights: TestLazyDiscount).
 func (b *Bucket) SettleArm(cfg *Config, i int) {

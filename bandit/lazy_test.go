@@ -46,7 +46,7 @@ func TestLazyDiscount(t *testing.T) {
 
 // TestLazyDiscountMatchesEager replays random interleaved observations
 // into a Bucket and into posteriors discounted eagerly (every arm at
-// every observation, as bandit.Discount defines it), reading the bucket
+// every observation, as NormalGamma.Discount defines it), reading the bucket
 // at random moments: the posteriors agree to 1e-9 (β is recovered from
 // Σy² − κμ², which cancels: both ways round off ~1e-12 of κμ² in it).
 func TestLazyDiscountMatchesEager(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // learner's. A step the learner places op by op is not gathered: the
 // learner needs each op's own timing. Ops on other backends run as they
 // come; one that reads a gathered op's output launches the gathering
-// first (executor.Record). -graphs=false turns it off.
+// first (executor.Executor.Record). -graphs=false turns it off.
 type stepGather struct {
 	ex        *executor.Executor
 	can       []bool // by backend: a Recorder

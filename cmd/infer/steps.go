@@ -170,7 +170,7 @@ func sharesHardware(bes []backends.Backend) []bool {
 	return shared
 }
 
-// weightHolder holds the Executor's weight caches (executor.HoldWeights).
+// weightHolder holds the Executor's weight caches (executor.Executor.HoldWeights).
 type weightHolder interface{ HoldWeights(hold bool) }
 
 // stepStore keeps the modes' records (history.DB): Records gives the
