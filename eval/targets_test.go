@@ -68,7 +68,7 @@ func checkServing(t *testing.T, name string, rs map[string]Result) {
 }
 
 // servingProfiles are the GPUs of the mixed-serving targets (the
-// offload profiles have their own, in offload_targets_test.go).
+// offload profiles have their own, offloadProfiles).
 var servingProfiles = []string{"mi300x", "mi250", "rx7900xtx", "h100", "igpu", "slowlink"}
 
 func TestTargetMixedServing(t *testing.T) {
