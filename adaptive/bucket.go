@@ -58,9 +58,12 @@ func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint
 // bucket's name, so concurrent Selects of different buckets never contend
 // and a bucket's draws do not depend on what other goroutines do.
 type bucket struct {
-	// The fields one Select and Observe touch come first, up to epoch:
-	// 256 bytes, four cache lines. A bucket is a whole number of lines
-	// (TestBucketLayout), so that neighbours in a slab never share one.
+	// The fields one Select and Observe work on come first, up to epoch:
+	// 256 bytes, four cache lines, which prefetch fetches. Each also
+	// reads name, doubt and fb, in the fifth line: prefetching that one
+	// too measured no change (BenchmarkSelectObserve's handle case). A
+	// bucket is a whole number of lines (TestBucketLayout), so that
+	// neighbours in a slab never share one.
 	// Rule: the posteriors and priors (bb.Arms, bb.Priors) and the
 	// counters (per) are exactly n long, from the engine's slabs
 	// (engine.alloc), not arrays of MaxBackends inline. Reason: inline, a
