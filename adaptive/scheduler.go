@@ -534,10 +534,3 @@ func (s *Scheduler) snapshot() (buckets, shapes []*bucket) {
 	defer s.regMu.Unlock()
 	return append([]*bucket(nil), s.buckets...), append([]*bucket(nil), s.shapes...)
 }
-
-// snapshotBuckets returns the buckets made so far.
-func (s *Scheduler) snapshotBuckets() []*bucket {
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	return append([]*bucket(nil), s.buckets...)
-}

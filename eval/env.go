@@ -443,13 +443,3 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	}
 	return res, nil
 }
-
-// Run prepares w against arms and replays it under p: NewEnv and Env.Run
-// in one call, for a single policy. Build an Env to compare several.
-func Run(p Policy, w sim.Workload, arms []sim.Arm, seed uint64) (Result, error) {
-	e, err := NewEnv(w, arms, EnvOptions{})
-	if err != nil {
-		return Result{}, err
-	}
-	return e.Run(p, seed)
-}

@@ -39,8 +39,6 @@ const (
 	keySchema = "r/1/"
 )
 
-func recordPrefix(fp string) []byte { return []byte(keySchema + fp + "/") }
-
 func appendKey(b []byte, fp string, k learned.Key) []byte {
 	b = append(b, keySchema...)
 	b = append(b, fp...)

@@ -135,16 +135,8 @@ func appendValidUTF8(dst, s []byte) []byte {
 	return dst
 }
 
-func (p *parser) str() (string, error) {
-	if p.null() {
-		return "", nil
-	}
-	b, err := p.rawString()
-	return string(b), err
-}
-
-// istr is str for repetitive values: it returns the same string for the
-// same bytes without allocating.
+// istr reads a string value (null: ""), interned: it returns the same
+// string for the same bytes without allocating.
 func (p *parser) istr() (string, error) {
 	if p.null() {
 		return "", nil
