@@ -222,9 +222,8 @@ func (c *countingBackend) Run(s kernels.Spec, in []backends.Buffer, out backends
 	return c.Backend.Run(s, in, out)
 }
 
-// chainOp is one op of a test chain: out = op(prev, weight).
+// chain is a test chain of ops, each out = op(prev, weight).
 type chain struct {
-	spec  kernels.Spec
 	x     []byte   // the chain's input
 	ws    [][]byte // one weight per op
 	want  [][]byte // each op's output, by the reference kernels

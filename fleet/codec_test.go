@@ -14,7 +14,7 @@ import (
 // float bits included.
 func TestCodecRoundTrip(t *testing.T) {
 	in := value{fingerprint: testFP.Hash, node: "n-1", nonce: 0xdeadbeef, recs: []record{
-		{learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s42"}, bandit.Stats{N: 3.25, Sum: 1.0 / 3, SumSq: -0.0}},
+		{learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s42"}, bandit.Stats{N: 3.25, Sum: 1.0 / 3, SumSq: math.Copysign(0, -1)}},
 		{learned.Key{Backend: "sim:mi300x", Bucket: "Opaque:x/f32/s2"}, bandit.Stats{N: 0, Sum: 5e-324, SumSq: math.MaxFloat64}},
 	}}
 	b := appendValue(nil, &in)

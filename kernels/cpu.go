@@ -75,7 +75,6 @@ type opTask struct {
 	scale                   float32
 	heads                   int       // RoPE heads per row
 	theta                   []float64 // RoPE frequencies
-	bs                      Shape     // MatMul's B shape
 }
 
 var opTasks = sync.Pool{New: func() any { return new(opTask) }}

@@ -115,12 +115,6 @@ func (s *scanner) finish() ([]string, error) {
 		return notes, fmt.Errorf("%w: %s: no event names a backend, and no model adds one", errInput, s.in.name)
 	}
 	// Models per distinct op, then per bucket.
-	var tableCols []int
-	if s.table != nil {
-		for range s.table.Backends() {
-			tableCols = append(tableCols, 0)
-		}
-	}
 	for _, ent := range s.specs {
 		if ent.n == 0 {
 			continue

@@ -98,7 +98,6 @@ type scanner struct {
 	events  [maxArms]int64 // events naming each backend (as run or shadow)
 	bad     int            // events skipped for bad content (-skip-bad)
 	table   *sim.Table
-	tblEnv  map[*specEntry][]float64
 }
 
 func newScanner(o *options, in *traceInput, table *sim.Table) (*scanner, error) {
