@@ -11,7 +11,8 @@ import (
 // TestLicence: the module is Apache-2.0 (LICENSE at the root, the full
 // text with its copyright line), and every third-party data folder
 // (a PROVENANCE.md naming a licence) keeps that licence's text: an MIT
-// or LGPL-2.1 text beside it, Apache-2.0 through the root LICENSE.
+// or LGPL-2.1 text beside it, Apache-2.0 through the root LICENSE. The
+// README's Licence section names every such folder.
 func TestLicence(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 	if err != nil {
@@ -29,6 +30,11 @@ func TestLicence(t *testing.T) {
 		"LGPL-2.1": {"LICENSE.LGPL-2.1", "GNU LESSER GENERAL PUBLIC LICENSE\n                       Version 2.1"},
 	}
 	seen := 0
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, licence, _ := strings.Cut(string(readme), "\n## Licence\n")
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && d.Name() == ".git" {
 			return filepath.SkipDir
@@ -41,6 +47,9 @@ func TestLicence(t *testing.T) {
 			return err
 		}
 		seen++
+		if dir, _ := filepath.Rel(root, filepath.Dir(p)); !strings.Contains(licence, "`"+filepath.ToSlash(dir)+"`") {
+			t.Errorf("README's Licence section does not name %s, which holds third-party data", filepath.ToSlash(dir))
+		}
 		for name, want := range beside {
 			if !strings.Contains(string(prov), name) {
 				continue
