@@ -33,8 +33,8 @@ func banned(t *testing.T, pkgs []string, prefixes []string) []string {
 
 // TestCoreDepsStandalone: the packages a program embeds to schedule ops
 // (kernels, backends, bandit, sim) pull in no storage, metrics or logging
-// library: those belong to history, fleet and the commands (DESIGN.md,
-// "Pure core"). The CPU backend logs through log/slog for this reason.
+// library: those belong to history, fleet and the commands (DESIGN.md §
+// Layout). The CPU backend logs through log/slog for this reason.
 func TestCoreDepsStandalone(t *testing.T) {
 	for _, dep := range banned(t, []string{"./kernels/...", "./backends/...", "./bandit/...", "./sim/..."},
 		[]string{"github.com/dgraph-io/badger", "github.com/prometheus/", "github.com/rs/zerolog"}) {

@@ -114,8 +114,8 @@ func (l *ledger) sync() bool {
 // put applies a value put under key at created. A value that is not a
 // node's of this fingerprint, or does not decode, is skipped, counted,
 // and returned as an error saying why (errConflict: another process put
-// it under this node's ID); this node's own values of a previous run
-// become its baseline.
+// it under this node's ID); a value under this node's own ID is never
+// adopted (putOwn).
 func (l *ledger) put(key string, v []byte, created time.Time) error {
 	node, shard, err := l.parseKey(key)
 	if err != nil {

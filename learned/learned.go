@@ -44,8 +44,8 @@ type Change struct {
 func (c Change) Own() bandit.Stats { return c.Posterior.Since(c.Prior) }
 
 // Foreign is a key's evidence from elsewhere, a total (not an
-// increment): what every other node of the fleet learned, and this node
-// in its previous runs.
+// increment): what every other node of the fleet learned. This node's
+// own previous runs are not in it: their evidence is in its store.
 type Foreign struct {
 	Key   Key
 	Stats bandit.Stats

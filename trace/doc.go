@@ -7,7 +7,7 @@
 // # Usage
 //
 // ExampleNewRecorder (example_test.go) records a trace and reads it
-// back; the Executor records through a Recorder (executor.Config.Trace),
+// back; the Executor records through a Recorder (executor.Config.Recorder),
 // and cmd/replay reads traces and Chrome traces back.
 //
 // Recorder.Record and Recorder.Dropped are safe for concurrent use; a
