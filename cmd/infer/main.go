@@ -10,7 +10,7 @@
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
 //	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial] [-graphs=false] [-overlap=false]
-//	      [-metrics ADDR] [fleet flags] [model flags]
+//	      [-metrics ADDR] [-stream] [-reset-damaged-store] [-log-json] [-v] [fleet flags] [model flags]
 //
 // Serving: each batch of requests draws a prompt length from -prompt,
 // prefills the prompts in micro-batches of -ubatch tokens per sequence,
@@ -34,9 +34,12 @@
 // -fleet-optional); -fleet-serve ADDR runs an embedded JetStream server in
 // this process, listening on ADDR (loopback unless a host is given, and
 // only there without -fleet-serve-users), its data in -fleet-dir, and
-// shares through it. -fleet-node names this node (the
-// same across restarts). A server that is down is retried in the
-// background; the process schedules on its own evidence meanwhile.
+// shares through it (-fleet-serve-cert, -fleet-serve-key and
+// -fleet-serve-ca give it TLS). -fleet-node names this node (the same
+// across restarts); -fleet-interval sets how often its evidence is
+// published, and -fleet-max-peer-keys the most records it holds of each
+// other node. A server that is down is retried in the background; the
+// process schedules on its own evidence meanwhile.
 // -metrics ADDR serves Prometheus metrics at /metrics (loopback unless a
 // host is given; ":0" picks a port, and the address bound is printed):
 // adaptsched_decisions_total by backend and reason,

@@ -76,9 +76,11 @@
 // reference, 0 by definition. -plot draws cumulative regret per policy
 // and thompson's decision map, and says where it wrote the picture.
 //
-// A bad flag prints one line and a hint (-h prints the usage) and exits 2; bad input prints
-// "file:line: message" and exits 1, or with -skip-bad the bad lines are
-// counted in the report.
+// A bad flag prints one line and a hint (-h prints the usage) and exits 2;
+// bad input prints "file:line: message" and exits 1, or with -skip-bad
+// the bad lines are counted in the report. Ctrl-C (or SIGTERM) stops
+// the replay, reports what ran before it (nothing, during a trace's
+// first pass) and exits 130.
 //
 // # Usage
 //

@@ -48,7 +48,7 @@ type options struct {
 
 // run is the command: it parses args, replays, writes the report to stdout
 // and errors to stderr, and returns the exit status (0 ok, 1 failure, 2 a
-// usage error).
+// usage error, 130 interrupted).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
