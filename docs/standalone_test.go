@@ -1,6 +1,8 @@
-// Package docs holds the design document and the conventions; its test
-// checks that the repository stands alone: a fresh clone, with
-// nothing beside it, builds, demos and tests.
+// Package docs holds the design document and the conventions; its tests
+// check the repository against them: that it stands alone (nothing it
+// links or reads lies outside it, and make demo, ops, bench and test do
+// not stop where a Debian package cannot be installed), its licences,
+// its layering, and that comments and docs name code that exists.
 package docs
 
 import (

@@ -3,8 +3,10 @@
 // comparison of DESIGN.md § Evaluation (package eval) run end to end
 // without a GPU.
 //
-//   - Profiles (mi300x, mi250, rx7900xtx, h100, igpu, slowlink, cpu2,
-//     cpu64) hold each device's datasheet figures, which the policies see,
+//   - Profiles (mi300x, mi250, rx7900xtx, h100, igpu, slowlink, the
+//     offload GPUs pcie3x8, pcie4x16 and pcie5x16, and the CPUs cpu2,
+//     cpu64 and desktop16; Profiles lists them) hold each device's
+//     datasheet figures, which the policies see,
 //     and its hidden true behaviour, which the simulator draws durations
 //     from: shape-dependent matmul efficiency, launch overhead, achievable
 //     bandwidth, the host link, lognormal noise, heavy-tailed spikes and a

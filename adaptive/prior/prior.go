@@ -15,8 +15,8 @@
 //	var h prior.Hierarchy
 //	fam := &prior.Family{Class: kernels.Matrix}
 //	h.Publish(fam, sizeClass, pubs, arm, old, now) // a bucket's milestone
-//	v := fam.View(n, sizeClass, pubs)              // what the family says, the bucket left out
-//	rho := h.ArmRho(arm, fam.Class, &v)
+//	v := fam.View(sizeClass, pubs)                 // what the family says, the bucket left out
+//	rho := h.ArmRho(arm, h.Class(fam.Class), &v)
 package prior
 
 import (

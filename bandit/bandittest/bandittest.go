@@ -1,6 +1,6 @@
 // Package bandittest is a tiny synthetic-arm simulator for statistical
-// tests of bandit policies, shared by the packages that build on bandit
-// (adaptive, sim): arms with lognormal durations whose true means may
+// tests of bandit policies, shared by bandit's own tests and eval's:
+// arms with lognormal durations whose true means may
 // change over time, a driver that runs a chooser against them, and the
 // figures tests assert on (share, switches, regret).
 //
