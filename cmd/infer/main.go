@@ -10,7 +10,8 @@
 //	      [-tokens N] [-batch N] [-requests N] [-prompt N[,N...]] [-ubatch N] [-warmup N]
 //	      [-gpu-mem BYTES|N%] [-moe E,K [-routing FILE | -zipf S] [-routing-drift FILE@F]]
 //	      [-db DIR] [-trace FILE] [-cpuprofile FILE] [-json [-step-times]] [-sync | -exec async|sync|serial] [-graphs=false] [-overlap=false]
-//	      [-metrics ADDR] [-stream] [-reset-damaged-store] [-log-json] [-v] [fleet flags] [model flags]
+//	      [-metrics ADDR] [-stream] [-reset-damaged-store] [-log-json] [-v] [fleet flags]
+//	      [-dim N] [-layers N] [-heads N] [-kv-heads N] [-ffn N] [-vocab N] [-ctx N] [-seed N]
 //
 // Serving: each batch of requests draws a prompt length from -prompt,
 // prefills the prompts in micro-batches of -ubatch tokens per sequence,

@@ -76,6 +76,23 @@
 // reference, 0 by definition. -plot draws cumulative regret per policy
 // and thompson's decision map, and says where it wrote the picture.
 //
+// thompson's bandit takes -hysteresis, -discount and -prior-strength (0:
+// the defaults); -model picks a simulator workload's model, and the
+// offload workloads take -batch, -ubatch, -decode, -zipf and
+// -routing-drift besides -moe, -gpu-mem, -routing, -prompt and -rounds.
+// -format names a TRACE's format (auto, jsonl, chrome); -top sets how
+// many buckets of disagreement are listed; a terminal shows a progress
+// bar from -progress-min bytes of input. -log-json logs JSON lines, and
+// -reset-damaged-store moves a damaged -db aside, as infer's do. The
+// fleet flags share thompson's posteriors through NATS JetStream, as
+// infer's do: -fleet URL or -fleet-serve ADDR (with -fleet-dir and
+// -fleet-serve-users, -fleet-serve-cert, -fleet-serve-key,
+// -fleet-serve-ca), -fleet-node, the credentials and TLS of -fleet-creds,
+// -fleet-password-file, -fleet-nkey, -fleet-ca, -fleet-cert and
+// -fleet-key, -fleet-optional, -fleet-interval and -fleet-max-peer-keys.
+// -profile and -cpu-profile, the old names of -sim-gpu and -sim-cpu,
+// still work with a warning. `replay -h` lists every flag.
+//
 // A bad flag prints one line and a hint (-h prints the usage) and exits 2;
 // bad input prints "file:line: message" and exits 1, or with -skip-bad
 // the bad lines are counted in the report. Ctrl-C (or SIGTERM) stops
