@@ -122,10 +122,7 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 	}
 	defer t.mu.Unlock()
 	if t.copies[a] == nil {
-		e.wc.mu.Lock()
-		fits := e.admitLocked(t, a, pin, true, 0)
-		e.wc.mu.Unlock()
-		if !fits {
+		if !e.preloadFits(t, a, pin) {
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",
 				Err: fmt.Errorf("%w: %d bytes beside %d of %d", ErrBudget, t.size, e.weightBytes(a), e.wc.budget[a])}
 		}
@@ -180,6 +177,24 @@ func (e *Executor) touchWeight(t *Tensor, a int) {
 // step is the weight cache's clock (wc.mu held): passes over the marked
 // weights, about one per decode step of a model.
 func (e *Executor) step() float64 { return float64(e.wc.tick) / float64(max(e.wc.n, 1)) }
+
+// preloadFits reserves room for weight t on backend a for Preload or Pin:
+// a pin beside the other pins (before the cache is in use); a preload in
+// the room left beside what is pinned and cached, never in place of a
+// cached weight, admitted by the rule as a copy an op makes (admit, which
+// drops any weight the rule evicts for it). Rule: Preload keeps the
+// budget as ops do. Reason: admitted alone, the rule's evictions left
+// their copies in place, past the budget (TestPreloadBesideCache).
+func (e *Executor) preloadFits(t *Tensor, a int, pin bool) bool {
+	e.wc.mu.Lock()
+	if pin {
+		defer e.wc.mu.Unlock()
+		return e.admitLocked(t, a, true, true, 0)
+	}
+	room := e.wc.budget[a] < 0 || e.wc.bytes[a]+t.size <= e.wc.budget[a]
+	e.wc.mu.Unlock()
+	return room && e.admit(t, a, nil, true, 0)
+}
 
 // admitLocked reserves room for weight t on backend a (wc.mu held): a
 // pinned copy takes free room outside the rule; otherwise the rule admits

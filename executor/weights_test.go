@@ -440,6 +440,40 @@ func TestWeightNotStale(t *testing.T) {
 	}
 }
 
+// TestPreloadBesideCache: Preload fits a weight beside what the cache
+// holds, never in its place: with the budget full of a weight an op
+// cached, Preload of a smaller one, which the rule would rank above it,
+// fails with ErrBudget, and the cached copy stays. Queued and
+// synchronous.
+func TestPreloadBesideCache(t *testing.T) {
+	const dim = 64
+	m := newWeightModel(rand.New(rand.NewPCG(8, 2)), 1, dim)
+	small := kernels.AsBytes(randF32(rand.New(rand.NewPCG(8, 3)), dim*dim/4))
+	budget := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, budget)
+		ws := markedWeights(t, e, [][]byte{m.ws[0], small})
+		x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 3)), dim)))
+		out := alloc(t, e, make([]byte, 4*dim))
+		if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[0]}, out); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, e)
+		if got := e.WeightBytes()[1]; got != budget {
+			t.Fatalf("sync=%v: the op left %d weight bytes on the GPU, want its weight's %d", sync, got, budget)
+		}
+		if err := e.Preload(ws[1], 1); !errors.Is(err, executor.ErrBudget) {
+			t.Errorf("sync=%v: Preload into a budget the cache fills: %v, want ErrBudget", sync, err)
+		}
+		if got := e.WeightBytes()[1]; got != budget {
+			t.Errorf("sync=%v: %d weight bytes on the GPU after Preload, want the cached %d (budget %d)", sync, got, budget, budget)
+		}
+		if n := e.Stats().Evictions; n != 0 {
+			t.Errorf("sync=%v: Preload evicted %d weights", sync, n)
+		}
+	}
+}
+
 // TestWeightErrors: an op may not write a weight; a weight is marked
 // before ops use it; Preload beyond the budget fails with ErrBudget; a
 // budget for more backends than there are is a config error.
