@@ -34,7 +34,8 @@ var _ backends.Backend = (*Backend)(nil)
 
 // New opens a CPU backend called name (its Info.Name). It fails only on
 // invalid options (ErrInvalidOptions): without a CBLAS it runs on gonum
-// and logs why, once per process.
+// and says why (Backend.BLAS; and to the first Logger given, once per
+// process).
 func New(name string, opts Options) (*Backend, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty backend name", ErrInvalidOptions)

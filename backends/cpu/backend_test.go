@@ -227,10 +227,18 @@ func TestGonumReason(t *testing.T) {
 	}
 }
 
+// TestLogOncePerPath: the line that names the matmul path reaches the
+// first Logger given, once per process, however many backends open; one
+// opened before without a Logger does not use it up.
 func TestLogOncePerPath(t *testing.T) {
 	loggedMu.Lock()
 	clear(logged)
 	loggedMu.Unlock()
+	quiet, err := New("cpu-quiet", DefaultOptions().WithGonum(true).WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet.Close()
 	var buf bytes.Buffer
 	l := slog.New(slog.NewJSONHandler(&buf, nil))
 	for range 3 {

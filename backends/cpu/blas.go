@@ -55,14 +55,18 @@ func selectPath(forceGonum bool) blasPath {
 	return blasPath{runtime: "gonum", desc: "gonum (pure Go)", serial: gonumGemm, reason: strings.Join(cblasTried, "; ")}
 }
 
-// logPath writes the one line that says which path matmul takes, once per
-// process per path: opening many backends must not repeat it.
+// logPath writes the one line that says which path matmul takes to l,
+// once per process per path: opening many backends must not repeat it. A
+// nil l writes nothing and leaves the line to the next Logger.
 func logPath(l *slog.Logger, p blasPath) {
+	if l == nil {
+		return
+	}
 	loggedMu.Lock()
 	seen := logged[p.desc]
 	logged[p.desc] = true
 	loggedMu.Unlock()
-	if !seen && l != nil {
+	if !seen {
 		l.Info("cpu: matmul through "+p.String(), "runtime", p.runtime)
 	}
 }

@@ -17,8 +17,8 @@ type Options struct {
 	// Gonum forces the pure-Go matmul (gonum) even when a CBLAS loads.
 	Gonum bool
 	// Logger receives the one line per process that says which matmul path
-	// runs. A nil Logger discards it (the registered cpu and cpu1 have
-	// none: Backend.BLAS says the same). It is a log/slog logger so that
+	// runs: the first Logger given gets it. A nil Logger gets nothing (the
+	// registered cpu and cpu1 have none: Backend.BLAS says the same). It is a log/slog logger so that
 	// the backends stay free of a logging library.
 	Logger *slog.Logger
 	// CalibrationFile caches Calibrate's figures across runs, keyed by CPU
