@@ -3,7 +3,7 @@ package adaptive
 import "github.com/adaptsched/adaptsched/bandit"
 
 // slabBuckets is how many buckets engine.alloc takes from the heap at a
-// time (28 KiB, and as many posteriors and counters).
+// time (20 KiB, and as many posteriors and counters).
 const slabBuckets = 64
 
 // alloc returns a zero bucket whose bb.Arms, bb.Priors and per are n long

@@ -32,7 +32,7 @@ type engine struct {
 
 	famMu sync.Mutex
 	fams  map[string]*prior.Family
-	// picksOver holds the decisions by arm and reason that buckets' 32-bit
+	// picksOver holds the decisions by arm and reason that buckets' 16-bit
 	// counters handed over when full (record).
 	picksOver [MaxBackends][NumReasons]atomic.Int64
 	// corr holds the learned corrections above a family, and epoch counts

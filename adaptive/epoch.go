@@ -7,11 +7,11 @@ import (
 
 // epochCounter is the engine's epoch: it counts the arms' milestones of
 // learning (publish), where they publish into the corrections if their
-// ratio is news (prior.go), and every Select asks whether it has at least
-// doubled since its bucket last refreshed its priors (engine.refresh).
+// ratio is news (prior.go), and every Select asks whether it has more
+// than doubled since its bucket last refreshed its priors (engine.refresh).
 // Rule: a Select reads the count's floor, the count with all but its
-// floorBits leading bits cleared, which changes 2^floorBits times per
-// doubling, and the count itself only when the floor cannot tell; the
+// floorBits leading bits cleared, which changes 2^(floorBits−1) times
+// per doubling, and the count itself only when the floor cannot tell; the
 // two sit on different cache lines. Reason: a publication, one in about
 // 64 decisions, writes the count, and each Select on the other core that
 // read it then missed that line (BenchmarkSelectObserve's

@@ -22,7 +22,8 @@ var (
 	// make (a zero Decision, or one from another Scheduler).
 	ErrForeignDecision = errors.New("adaptive: decision not made by this scheduler")
 	// ErrUnknownBackend marks a backend name or index that is not in the
-	// Config (ObserveTransfer, ObserveTransferAt, Only).
+	// Config, or has no host link (ObserveTransfer, ObserveTransferAt); an
+	// Only strategy naming none is ErrConfig.
 	ErrUnknownBackend = errors.New("adaptive: unknown backend")
 	// ErrClosed marks a call after Close.
 	ErrClosed = errors.New("adaptive: scheduler closed")

@@ -158,8 +158,8 @@ func (e *engine) publish(b *bucket, arm int) {
 }
 
 // refresh re-derives the priors of b's young arms (b.mu held) when the
-// evidence has moved on since b last did: when the engine's epoch has at
-// least doubled, or an arm of b's has published for the first time (which
+// evidence has moved on since b last did: when the engine's epoch has
+// more than doubled, or an arm of b's has published for the first time (which
 // zeroes b.epoch). Rule: a bucket refreshes O(log publishes) times.
 // Reason: refreshing at every publish anywhere makes every Select of
 // 10,000 young buckets re-derive priors (BenchmarkSelectObserve holds
@@ -310,8 +310,9 @@ func (e *engine) shapeLevel(b *bucket, arm int, mu float64) {
 // worthTrial reports whether a forced trial of arm a (no data in b) may
 // still pay (b.mu held; it takes e.corr.mu): not when, for an arm r that
 // b has measured and at least trialEvidence buckets measured with a, the
-// learned ratio between them (pairRho, on top of their models' ratio)
-// puts a more than trialZ standard deviations of that ratio behind r.
+// learned ratio between them (prior.Hierarchy.PairRho, on top of their
+// models' ratio) puts a more than trialZ standard deviations of that
+// ratio behind r.
 // What the other buckets learned then says, firmly, that a loses here (a
 // CPU 30× slower than three GPUs, StarPU's mirage models). A ratio that varies between buckets (two CPU kernels whose
 // winner turns with the shape, bench/peer) keeps the trial; a model

@@ -11,8 +11,8 @@ const (
 	// UserPreference: the strategy (GPUPreferred, CPUPreferred, Only) or
 	// the caller (SelectOn) named this backend and it can run the op.
 	UserPreference Reason = iota + 1
-	// GPUUnavailable: GPUPreferred, but no GPU backend is configured or
-	// allowed.
+	// GPUUnavailable: GPUPreferred, but no GPU backend is configured (one
+	// configured but not allowed for the op is Unsupported).
 	GPUUnavailable
 	// Unsupported: the preferred backend cannot run the op, or only one
 	// allowed backend can; capability forced the choice.

@@ -22,7 +22,7 @@ const maxKeyInputs = 3
 // shapeKey is what the hot path hashes to find a bucket without computing
 // Work (which allocates): the op, dtype and every dimension of a catalogue
 // op, or an opaque op's name and what decides its Work (and so its size
-// class). It is 72 bytes: with its entry, 96 (shapeSlot).
+// class). It is 72 bytes: with its entry, 104 (shapeSlot).
 type shapeKey struct {
 	// head packs the op, dtype, number of inputs, Params.Causal (it
 	// decides whether an Attention shape is valid) and each input's rank,

@@ -15,8 +15,10 @@ import (
 type Telemetry struct {
 	At       time.Time // Config.Now at the snapshot
 	Backends []BackendTelemetry
-	Buckets  []BucketTelemetry // in BucketID order
-	Links    []LinkTelemetry   // one per direction of each backend with a link
+	// Buckets are in BucketID order, then the shapes' own buckets
+	// (Parent set) in the order they were made.
+	Buckets []BucketTelemetry
+	Links   []LinkTelemetry // one per direction of each backend with a link
 	// Decisions counts Selects; Reasons counts them by reason.
 	Decisions int64
 	Reasons   map[Reason]int64

@@ -12,8 +12,8 @@ import (
 // every own observation y = ln µs of an arm whose prior holds foreign
 // evidence is compared with that evidence's mean m, the difference
 // clamped to ±ln 10 (one spike must not decide); once verifyMin
-// differences are in, a mean |y − m| above ln verifyRatio (the foreign
-// figures 3× off this node's, on average, in either direction) sets all
+// differences are in, a mean difference above ln verifyRatio either way
+// (the foreign figures 3× off this node's, on average) sets all
 // foreign evidence aside for the rest of the Scheduler's life: every arm
 // goes back to its own prior and its own evidence. Nodes of one
 // fingerprint are the same hardware, whose run-to-run spread is about 20%
@@ -28,9 +28,9 @@ const (
 	verifyMin   = 3
 	verifyRatio = 3.0
 	verifyClamp = 2.302585092994046 // ln 10
-	// maxProbes bounds the probes per backend: verifyMin, and as many
-	// again twice over for first runs, which warm a GPU up and teach
-	// nothing (engine.observe).
+	// maxProbes bounds the probes per backend: verifyMin, with room for
+	// probes whose run never reaches the check (a probe counts when Select
+	// makes it; an op that fails over runs on another backend).
 	maxProbes = 3 * verifyMin
 )
 

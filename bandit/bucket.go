@@ -372,7 +372,8 @@ func (b *Bucket) ObserveLn(cfg *Config, arm int, y float64) (alarm bool) {
 // faster GPU its bucket (TestSettledSpikes). Faster observations are
 // never clipped, so an arm that improves is learned at full speed; a
 // sustained slowdown of the incumbent still raises the CUSUM alarm, whose
-// widening (κ back to the prior's) lifts the clip until the arm has
+// widening (κ back to the prior's plus alarmEvidence, under
+// settledAfter) lifts the clip until the arm has
 // settled again. Before settledAfter observations nothing is clipped, so
 // a prior wrong by 10× is overturned as fast (TestConvergence).
 const settledAfter = 8

@@ -93,7 +93,7 @@ const (
 	skipNone  = iota // nothing drawn: draw as Choose does
 	skipKept         // the incumbent, nothing drawn
 	skipDrawn        // costs holds every cost pick reads, as Choose draws it
-	skipHeld         // the incumbent, every challenger drawn, the incumbent not
+	skipHeld         // the incumbent, undrawn; live challengers drawn, dead ones at their mean
 )
 
 // tailAny[k] is the chance that one of k uniforms falls below skipTail.

@@ -25,7 +25,8 @@ func (p NormalGamma) Since(prior NormalGamma) Stats {
 }
 
 // With returns prior updated by the evidence s. Evidence that would leave
-// κ, α or β non-positive gives the prior (see withStats).
+// κ or α non-positive gives the prior, and a non-positive β the prior's β
+// (see withStats).
 func (prior NormalGamma) With(s Stats) NormalGamma {
 	return prior.withStats(stats{n: s.N, sum: s.Sum, sumSq: s.SumSq})
 }
