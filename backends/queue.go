@@ -47,7 +47,7 @@ type Queuer interface {
 	Sync() error
 }
 
-// SharesHardware is the optional capability of backends that run on the
+// HardwareGroup is the optional capability of backends that run on the
 // same hardware as other backends (cpu and cpu1 share the host's cores).
 // HardwareGroup returns a name equal for backends that share hardware;
 // a backend without the capability shares with none.

@@ -9,7 +9,7 @@
 //     backend (OffOraclePct), per-bucket decisions and regret over time.
 //   - Thompson is adaptsched itself: Choose is Scheduler.Select of the op
 //     with the Residency of its inputs, Observe is Scheduler.Observe, and
-//     the copies the harness charges reach Scheduler.ObserveTransfer.
+//     the copies the harness charges reach Scheduler.ObserveTransferAt.
 //   - The baselines keep their sources' constants: static2x
 //     (HybridScheduler), pcie5x and thresholds (BackendSelector), roofline
 //     (the RLX cost model), calibrate (StarPU's history model), egreedy

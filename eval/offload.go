@@ -379,8 +379,9 @@ type keeper interface {
 	// wants reports whether a use of w at step would copy it in for its
 	// own sake (it is then copied before the op, which runs on it).
 	wants(w, step int) bool
-	// used records a use of w by an op on arm (copied: the op copied it
-	// to the GPU) at step, and reports whether w is now kept.
+	// used records a use of w by an op at step (copied: the op copied it
+	// to the GPU; savedUs: what a resident use saves), and reports whether
+	// w is now kept.
 	used(w int, copied bool, step int, savedUs float64) (bool, error)
 	bytes() int64
 }

@@ -192,8 +192,8 @@ func Redact(urls string) string {
 }
 
 // classify wraps a connection error that retrying will not heal in
-// ErrAuth or ErrTLS, and returns nil for any other (a server down or
-// unreachable).
+// ErrAuth, ErrTLS or ErrNoJetStream, and returns nil for any other (a
+// server down or unreachable).
 func classify(err error) error {
 	if err == nil {
 		return nil

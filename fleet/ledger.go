@@ -409,7 +409,7 @@ func (l *ledger) nodesLive() int {
 // and returns their names and the ratio of their durations to this
 // node's: over the keys where both have evidence, the mean difference of
 // ln µs (each clamped to ±ln 10, so that one key cannot decide) is more
-// than ln 3 once at least verifyKeys keys or 3 own observations are in
+// than ln 3 either way once at least vetKeys keys or 3 own observations are in
 // (the Scheduler's own check, adaptive's verify.go, on the same terms).
 // A peer set aside loses every contribution, and its later values are
 // ignored.

@@ -156,9 +156,9 @@ func (n *Node) Stats() Stats {
 // Exchange takes a Scheduler's changes (package relay's batch): their
 // own evidence is published, at once, in the background (a shape's
 // bucket is not shared: its bucket's evidence holds it). It appends to
-// dst, and returns, the evidence from elsewhere (this node's previous
-// runs and every other node's) of each key whose total changed since the
-// last call, for adaptive.Fold.Foreign. It never waits for the network.
+// dst, and returns, the evidence from elsewhere (every other node's; this
+// node's previous runs are in its store) of each key whose total changed
+// since the last call, for adaptive.Fold.Foreign. It never waits for the network.
 func (n *Node) Exchange(changes []learned.Change, dst []learned.Foreign) []learned.Foreign {
 	took := false
 	n.mu.Lock()

@@ -21,8 +21,9 @@ import (
 )
 
 // stateFile is the store's own record of what it held, written beside
-// Badger's files after every flush that wrote records (write to a
-// temporary file, then rename): the number of keys and Badger's highest
+// Badger's files (write to a temporary file, then rename) at Open and
+// Close, after a flush that added keys, and otherwise at most once a
+// second (stateEvery): the number of keys and Badger's highest
 // version. Keys are never deleted and versions only grow, so a store that
 // opens with fewer keys or an older version than its state file says has
 // lost data: a MANIFEST truncated or deleted (Badger then starts an empty

@@ -105,7 +105,7 @@ type Stats struct {
 // directory and what is wrong, and nothing in it is changed: a MANIFEST
 // missing, unreadable or out of step with the tables; a table that does
 // not open or fails its checksums; fewer keys or an older version than
-// the store's state file (stateFile) recorded at its last flush. With
+// the store's state file (stateFile) recorded when it was last written. With
 // opts.MoveDamaged the directory is renamed to DIR.damaged-TIMESTAMP
 // instead, a warning says so, and an empty store is opened in its place.
 func Open(opts Options) (*DB, error) {

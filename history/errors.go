@@ -6,8 +6,8 @@ import "errors"
 // returned by this package wrap one of these; test them with errors.Is.
 var (
 	// ErrInvalidOptions marks an Options value that Open rejects (a
-	// negative interval, a prior weight outside [0, 1], a missing
-	// directory).
+	// missing directory, a prior weight outside [0, 1], a memtable under
+	// 1 MiB, an empty fingerprint).
 	ErrInvalidOptions = errors.New("history: invalid options")
 	// ErrLocked marks a store directory that another process (or another
 	// DB in this one) holds open: Badger's directory lock.

@@ -33,8 +33,8 @@ const recordVersion = 1
 const recordSize = 1 + 8*8 + 8 + 8
 
 // Key layout: "r" / schema version / fingerprint hash / backend / bucket.
-// Backend and bucket are length-prefixed (uvarint) because bucket names
-// contain '/'.
+// The backend is length-prefixed (uvarint) and the bucket is the rest of
+// the key, because both may contain '/'.
 const (
 	keySchema = "r/1/"
 )

@@ -41,7 +41,8 @@ func (o Options) WithSeed(seed uint64) Options { o.seed = seed; return o }
 func (o Options) WithSkipCompute(skip bool) Options { o.skipCompute = skip; return o }
 
 // WithEvents returns o with events scheduled on the device (default none);
-// their At counts the device's Run calls from 0.
+// their At counts the device's Run calls from 0, and the allocations an
+// event failed (Alloc).
 func (o Options) WithEvents(events ...Event) Options {
 	o.events = append([]Event(nil), events...)
 	return o

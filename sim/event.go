@@ -48,8 +48,8 @@ func (k EventKind) String() string {
 }
 
 // Event is a change scheduled on one simulated device. At counts ops: the
-// device's Run calls for a Device, the workload's op index for the
-// harness.
+// device's Run calls (and the allocations an event failed) for a Device,
+// the workload's op index for the harness.
 type Event struct {
 	At     int64
 	Kind   EventKind
