@@ -67,14 +67,18 @@ const MaxChromeUs = 1e12
 const maxChromeTs = 1e17
 
 type chromeEvent struct {
-	Ph    string          `json:"ph"`
-	Cat   string          `json:"cat"`
-	Name  string          `json:"name"`
-	Pid   json.RawMessage `json:"pid"`
-	Tid   json.RawMessage `json:"tid"`
-	Ts    float64         `json:"ts"`
-	Dur   float64         `json:"dur"`
-	index int             // in traceEvents
+	Ph   string          `json:"ph"`
+	Cat  string          `json:"cat"`
+	Name string          `json:"name"`
+	Pid  json.RawMessage `json:"pid"`
+	Tid  json.RawMessage `json:"tid"`
+	// TsIn and DurIn are the fields as read: nil when absent or null,
+	// which add rejects in a complete event (TestImportChromeErrors).
+	TsIn  *float64 `json:"ts"`
+	DurIn *float64 `json:"dur"`
+	Ts    float64  `json:"-"`
+	Dur   float64  `json:"-"`
+	index int      // in traceEvents
 	Args  struct {
 		Dims        []json.RawMessage `json:"Input Dims"`
 		Types       []json.RawMessage `json:"Input type"`
@@ -196,6 +200,12 @@ func (im *importer) read() error {
 			}
 			continue
 		}
+		// A second traceEvents key would add its events to the first's
+		// (counting each kernel twice): the trace is ambiguous, so it is
+		// rejected (TestImportChromeErrors).
+		if found {
+			return im.fail("a second traceEvents key")
+		}
 		found = true
 		if err := im.readEvents(); err != nil {
 			return err
@@ -239,6 +249,17 @@ func (im *importer) readEvents() error {
 // add checks one complete event's times and files it by category: an
 // op, a runtime call (by correlation) or a kernel.
 func (im *importer) add(ev chromeEvent) error {
+	// A complete event without a numeric ts or dur has no time to join or
+	// sum: read as 0 it would silently drop or zero measured kernel times
+	// (TestImportChromeErrors).
+	if ev.TsIn == nil || ev.DurIn == nil {
+		field := "ts"
+		if ev.TsIn != nil {
+			field = "dur"
+		}
+		return im.fail("traceEvents[%d] (%s %s): no %s: a complete event (ph X) needs a numeric ts and dur", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), field)
+	}
+	ev.Ts, ev.Dur = *ev.TsIn, *ev.DurIn
 	if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
 		return im.fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
 	}

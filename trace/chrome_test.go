@@ -140,6 +140,31 @@ func TestImportChromeErrors(t *testing.T) {
 	}
 }
 
+// A complete event without a numeric ts or dur, and a second traceEvents
+// key, are rejected with the event's index and the offset: read as 0 or
+// appended, they would silently replace or double measured times.
+func TestImportChromeMissingTimes(t *testing.T) {
+	const op = `{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":9}`
+	const i = `{"ph":"i","cat":"cpu_op","name":"mark","pid":1,"tid":1,"ts":4}`
+	for _, c := range []struct{ in, msg string }{
+		{`{"traceEvents":[` + op + `,{"ph":"X","cat":"kernel","name":"k","ts":3,"args":{"correlation":5}}]}`, `traceEvents[1] ("kernel" "k"): no dur`},
+		{`{"traceEvents":[` + op + `,{"ph":"X","cat":"kernel","name":"k","ts":3,"dur":null}]}`, `traceEvents[1] ("kernel" "k"): no dur`},
+		{`{"traceEvents":[` + i + `,{"ph":"X","cat":"cpu_op","name":"aten::mm","dur":9}]}`, `traceEvents[1] ("cpu_op" "aten::mm"): no ts`},
+		{`{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":null,"dur":null}]}`, `traceEvents[0] ("cpu_op" "aten::mm"): no ts`},
+		{`{"traceEvents":[` + op + `],"traceEvents":[` + op + `]}`, "a second traceEvents key"},
+		{`{"traceEvents":[],"other":1,"traceEvents":[]}`, "a second traceEvents key"},
+	} {
+		_, err := ImportChrome(strings.NewReader(c.in), "bad.json")
+		if !errors.Is(err, ErrChrome) || !strings.Contains(err.Error(), "bad.json: offset ") || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v; want %q", c.in, err, c.msg)
+		}
+	}
+	// Events other than complete ones need no dur.
+	if _, err := ImportChrome(strings.NewReader(`{"traceEvents":[`+i+`,`+op+`]}`), "ok"); err != nil {
+		t.Errorf("instant event without dur: %v", err)
+	}
+}
+
 // FuzzImportChrome: any input gives a result or an ErrChrome, never a
 // panic, and the counts stay consistent.
 func FuzzImportChrome(f *testing.F) {

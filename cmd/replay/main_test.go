@@ -308,6 +308,12 @@ func TestErrors(t *testing.T) {
 		"format":   {`{"format":"other","version":1}` + "\n", `:1: format "other"`},
 		"empty":    {"", ":0: empty trace"},
 		"nothing":  {header + `{"seq":0,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":3}` + "\n", "no event names a backend"},
+		// Chrome traces: a kernel without dur (its measured time would
+		// become the simulated profile's), a second traceEvents key (each
+		// kernel counted twice).
+		"chrome-nodur": {strings.Replace(readFile(t, "testdata/chrome.json"), `"ts":30,"dur":12.5,`, `"ts":30,`, 1), `: offset 393: traceEvents[2] ("kernel" "sgemm"): no dur`},
+		"chrome-null":  {strings.Replace(readFile(t, "testdata/chrome.json"), `"dur":12.5`, `"dur":null`, 1), `traceEvents[2] ("kernel" "sgemm"): no dur`},
+		"chrome-twice": {`{"traceEvents":[],"traceEvents":[]}`, "a second traceEvents key"},
 	} {
 		p := filepath.Join(dir, name+".jsonl")
 		writeFile(t, p, c.body)
