@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/internal/input"
 )
 
@@ -73,16 +74,65 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 	if err := dec.Decode(&rd.header); err != nil {
 		return nil, rd.errorf(ErrTrace, "header: %v", err)
 	}
+	// Only white space may follow the header's object, as after an
+	// event's (TestTraceReaderErrors "header trailing").
+	if off := int(dec.InputOffset()); len(bytes.TrimSpace(line[off:])) > 0 {
+		col := off + len(line[off:]) - len(bytes.TrimLeft(line[off:], " \t\r")) + 1
+		return nil, rd.errorf(ErrTrace, "column %d: unexpected data after the header", col)
+	}
 	if rd.header.Format != TraceFormat {
 		return nil, rd.errorf(ErrTrace, "format %s, want %q", input.Quote(rd.header.Format), TraceFormat)
 	}
 	if rd.header.Version != TraceVersion {
 		return nil, rd.errorf(ErrTrace, "version %d, this build reads %d", rd.header.Version, TraceVersion)
 	}
+	if err := checkHeaderBackends(rd.header.Backends); err != nil {
+		return nil, rd.errorf(ErrTrace, "%v", err)
+	}
 	for _, b := range rd.header.Backends {
 		rd.declared = append(rd.declared, b.Name)
 	}
 	return rd, nil
+}
+
+// MaxNominal bounds a header backend's Nominal figures: no device comes
+// near it, and larger ones overflow once scaled to per-µs rates.
+const MaxNominal = 1e12
+
+// checkHeaderBackends reports the first header backend with an empty or
+// repeated name, an unknown Kind, or a Nominal figure that is not finite
+// in [0, MaxNominal] (0 stays accepted: it means unknown), or a negative
+// Threads or Memory. The replay uses these figures as the arms' cost
+// model, so an absurd one would silently skew its results
+// (TestTraceReaderErrors "backend ...").
+func checkHeaderBackends(bes []backends.Info) error {
+	seen := map[string]int{}
+	for i, b := range bes {
+		if b.Name == "" {
+			return fmt.Errorf("backends[%d]: empty name", i)
+		}
+		if j, ok := seen[b.Name]; ok {
+			return fmt.Errorf("backends[%d]: name %s repeats backends[%d]'s", i, input.Quote(b.Name), j)
+		}
+		seen[b.Name] = i
+		at := fmt.Sprintf("backends[%d] (%s)", i, input.Quote(b.Name))
+		if b.Kind != backends.CPU && b.Kind != backends.GPU {
+			return fmt.Errorf("%s: Kind %d: want %d (cpu) or %d (gpu)", at, b.Kind, backends.CPU, backends.GPU)
+		}
+		if b.Threads < 0 || b.Memory < 0 {
+			return fmt.Errorf("%s: Threads %d, Memory %d: want ≥ 0", at, b.Threads, b.Memory)
+		}
+		n := b.Nominal
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"GFLOPS", n.GFLOPS}, {"MemGBps", n.MemGBps}, {"DispatchUs", n.DispatchUs}, {"LinkGBps", n.LinkGBps}, {"LinkLatencyUs", n.LinkLatencyUs}} {
+			if !(f.v >= 0 && f.v <= MaxNominal) {
+				return fmt.Errorf("%s: Nominal.%s %v: want a figure in [0, %g] (0: unknown)", at, f.name, f.v, MaxNominal)
+			}
+		}
+	}
+	return nil
 }
 
 // Header returns the trace's header.

@@ -158,6 +158,20 @@ func TestTraceReaderErrors(t *testing.T) {
 		{"undeclared shadow", headB + `{"seq":2,"op":"Add","backend":"cpu","shadow_us":{"gpu":1,"tpu":2},"actual_duration_us":1}` + "\n",
 			`t:2: shadow_us backend "tpu" is not among`, ErrTrace},
 		{"long format", `{"format":"` + strings.Repeat("f", 200) + `","version":1}` + "\n", `t:1: format "` + strings.Repeat("f", 80) + `"… (200 bytes)`, ErrTrace},
+		{"header trailing", `{"format":"adaptsched-trace","version":1} garbage here` + "\n" + good, "t:1: column 43: unexpected data after the header", ErrTrace},
+		{"header twice", `{"format":"adaptsched-trace","version":1}{"format":"adaptsched-trace","version":1}` + "\n" + good, "t:1: column 42: unexpected data", ErrTrace},
+		{"backend no name", `{"format":"adaptsched-trace","version":1,"backends":[{"name":"cpu"},{"Kind":1}]}` + "\n" + good, "t:1: backends[1]: empty name", ErrTrace},
+		{"backend twice", `{"format":"adaptsched-trace","version":1,"backends":[{"name":"cpu"},{"name":"gpu","kind":1},{"name":"cpu"}]}` + "\n" + good,
+			`t:1: backends[2]: name "cpu" repeats backends[0]'s`, ErrTrace},
+		{"backend kind", `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"rocm","Kind":7}]}` + "\n" + good, `t:1: backends[0] ("rocm"): Kind 7: want 0 (cpu) or 1 (gpu)`, ErrTrace},
+		{"backend negative", `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"cpu","Nominal":{"GFLOPS":100,"MemGBps":-5}}]}` + "\n" + good,
+			`t:1: backends[0] ("cpu"): Nominal.MemGBps -5: want a figure in [0, 1e+12] (0: unknown)`, ErrTrace},
+		{"backend huge", `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"gpu","Kind":1,"Nominal":{"GFLOPS":1e308}}]}` + "\n" + good,
+			`t:1: backends[0] ("gpu"): Nominal.GFLOPS 1e+308`, ErrTrace},
+		{"backend dispatch", `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"gpu","Kind":1,"Nominal":{"DispatchUs":-7}}]}` + "\n" + good,
+			`t:1: backends[0] ("gpu"): Nominal.DispatchUs -7`, ErrTrace},
+		{"backend memory", `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"gpu","Kind":1,"Memory":-1}]}` + "\n" + good,
+			`t:1: backends[0] ("gpu"): Threads 0, Memory -1: want ≥ 0`, ErrTrace},
 	} {
 		rd, err := NewReader(strings.NewReader(c.in), "t", ReaderOptions{MaxLine: 300})
 		for err == nil {
@@ -166,6 +180,11 @@ func TestTraceReaderErrors(t *testing.T) {
 		if !errors.Is(err, c.sentinel) || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q (%v)", c.name, err, c.want, c.sentinel)
 		}
+	}
+	// Zero figures mean unknown, and white space may follow the header.
+	zero := `{"format":"adaptsched-trace","version":1,"backends":[{"Name":"cpu","Nominal":{"GFLOPS":0,"MemGBps":0}},{"Name":"gpu","Kind":1,"Nominal":{"GFLOPS":5e4,"MemGBps":3e3,"DispatchUs":5,"LinkGBps":0,"LinkLatencyUs":0}}]}` + " \t\r\n"
+	if _, err := NewReader(strings.NewReader(zero+good), "t", ReaderOptions{}); err != nil {
+		t.Errorf("zero figures: %v", err)
 	}
 	rd, err := NewReader(strings.NewReader(head+good+"garbage\n"+long+"\n"+good+`{"op":"x","seq":[]}`), "t", ReaderOptions{MaxLine: 300, SkipBad: true})
 	if err != nil {

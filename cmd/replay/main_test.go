@@ -314,6 +314,12 @@ func TestErrors(t *testing.T) {
 		"chrome-nodur": {strings.Replace(readFile(t, "testdata/chrome.json"), `"ts":30,"dur":12.5,`, `"ts":30,`, 1), `: offset 393: traceEvents[2] ("kernel" "sgemm"): no dur`},
 		"chrome-null":  {strings.Replace(readFile(t, "testdata/chrome.json"), `"dur":12.5`, `"dur":null`, 1), `traceEvents[2] ("kernel" "sgemm"): no dur`},
 		"chrome-twice": {`{"traceEvents":[],"traceEvents":[]}`, "a second traceEvents key"},
+		// Header backends whose figures are impossible would become the
+		// arms' cost model; bytes after the header are not a header.
+		"header-figures": {`{"format":"adaptsched-trace","version":1,"backends":[{"Name":"cpu","Nominal":{"GFLOPS":-1e300,"MemGBps":-5}}]}` + "\n", `header-figures.jsonl:1: backends[0] ("cpu"): Nominal.GFLOPS -1e+300`},
+		"header-kind":    {`{"format":"adaptsched-trace","version":1,"backends":[{"Name":"rocm","Kind":7}]}` + "\n", `header-kind.jsonl:1: backends[0] ("rocm"): Kind 7`},
+		"header-twice":   {`{"format":"adaptsched-trace","version":1,"backends":[{"Name":"cpu"},{"Name":"cpu"}]}` + "\n", `header-twice.jsonl:1: backends[1]: name "cpu" repeats`},
+		"header-garbage": {`{"format":"adaptsched-trace","version":1} garbage here` + "\n", "header-garbage.jsonl:1: column 43: unexpected data after the header"},
 	} {
 		p := filepath.Join(dir, name+".jsonl")
 		writeFile(t, p, c.body)
