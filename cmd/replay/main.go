@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -185,8 +186,12 @@ func (o *options) checkValues() error {
 		return fmt.Errorf("-ops %d: want ≥ 0", o.ops)
 	case o.top < 0:
 		return fmt.Errorf("-top %d: want ≥ 0", o.top)
-	case !(o.zipf >= 0):
-		return fmt.Errorf("-zipf %v: want ≥ 0", o.zipf)
+	// Non-finite values are usage errors here, not failures deep in the
+	// simulator without the hint (TestErrors "infinite zipf").
+	case !(o.zipf >= 0 && o.zipf <= math.MaxFloat64):
+		return fmt.Errorf("-zipf %v: want a finite exponent ≥ 0", o.zipf)
+	case math.IsInf(o.bandit.Hysteresis, 0):
+		return fmt.Errorf("-hysteresis %v: want a finite margin ≤ 1", o.bandit.Hysteresis)
 	case o.format != "auto" && o.format != "jsonl" && o.format != "chrome":
 		return fmt.Errorf("-format %q: want auto, jsonl or chrome", o.format)
 	case o.input != "" && o.workload != "":
