@@ -80,6 +80,9 @@
 // the defaults); -model picks a simulator workload's model, and the
 // offload workloads take -batch, -ubatch, -decode, -zipf and
 // -routing-drift besides -moe, -gpu-mem, -routing, -prompt and -rounds.
+// A flag the chosen input does not read is a usage error: these outside
+// the offload workloads, and inside them any but -policies, -sim-gpu,
+// -sim-cpu, -exec, -seed, -json and -zipf (offload-moe's alone, as -moe).
 // -format names a TRACE's format (auto, jsonl, chrome); -top sets how
 // many buckets of disagreement are listed; a terminal shows a progress
 // bar from -progress-min bytes of input. -log-json logs JSON lines, and

@@ -124,7 +124,8 @@ threshold in hindsight (threshold-best), expert caches (lru, frequency)
 and an oracle that prices weight copies: total = compute + weight and
 activation copies. Their flags: -gpu-mem, -moe, -routing, -routing-drift,
 -zipf, -prompt, -ubatch, -batch, -decode, -rounds; -sim-gpu defaults to
-pcie3x8 and -sim-cpu to desktop16 there.
+pcie3x8 and -sim-cpu to desktop16 there. Other flags than those, -policies,
+-sim-cpu, -exec, -seed and -json are refused there, and theirs elsewhere.
 
 thompson is adaptsched's Scheduler itself, called as the Executor calls
 it (Select with where each op's inputs live, Observe with the measured
@@ -259,6 +260,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if isOffload(o.workload) {
 		return parseOffload(o, fs, *pol, *execName, fail)
+	}
+	if err := checkOffloadFlags(fs, o.workload); err != nil {
+		return fail("%v", err)
 	}
 	switch fs.NArg() {
 	case 0:

@@ -238,11 +238,42 @@ func offloadPolicies(pol string, given bool) ([]string, error) {
 	return ps, nil
 }
 
+// offloadOnly are the flags that only the offload workloads read.
+var offloadOnly = []string{"gpu-mem", "moe", "routing", "routing-drift", "prompt", "ubatch", "batch", "decode", "rounds"}
+
+// offloadTakes are the other flags an offload workload reads; the rest
+// (-ops, -top, -plot, -db, -figures, -model, thompson's tuning, the
+// trace and store guards, the fleet flags) runOffload never looks at.
+var offloadTakes = []string{"workload", "policies", "sim-gpu", "sim-cpu", "profile", "cpu-profile", "exec", "seed", "json", "zipf", "record-default"}
+
+// checkOffloadFlags returns the first given flag that the workload
+// ignores: an offload-only flag outside the offload workloads, a flag
+// runOffload does not read inside them, -moe or -zipf with offload-dense.
+// Accepted, each would be silently dropped (TestOffloadFlagsIgnored).
+func checkOffloadFlags(fs *flag.FlagSet, workload string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case !isOffload(workload) && slices.Contains(offloadOnly, f.Name):
+			err = fmt.Errorf("-%s sets an offload workload: use it with -workload offload-dense or offload-moe", f.Name)
+		case isOffload(workload) && !slices.Contains(offloadOnly, f.Name) && !slices.Contains(offloadTakes, f.Name):
+			err = fmt.Errorf("-%s does not apply to -workload %s", f.Name, workload)
+		case workload == "offload-dense" && (f.Name == "moe" || f.Name == "zipf"):
+			err = fmt.Errorf("-%s applies to -workload offload-moe only", f.Name)
+		}
+	})
+	return err
+}
+
 // parseOffload finishes parseFlags for an offload workload: its policies,
 // profiles and options.
 func parseOffload(o options, fs *flag.FlagSet, pol, execName string, fail func(string, ...any) (options, error)) (options, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := checkOffloadFlags(fs, o.workload); err != nil {
+		return fail("%v", err)
+	}
 	switch {
 	case fs.NArg() > 0 || o.table != "":
 		return fail("-workload %s is a simulator workload: give it no TRACE or -table", o.workload)

@@ -115,3 +115,50 @@ func TestOffloadBudgetOverCard(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadFlagsIgnored: a flag the chosen path would ignore is one
+// usage error naming it, exit 2: the offload-only flags outside the
+// offload workloads, the flags runOffload never reads inside them, and
+// -moe or -zipf with offload-dense. The flags each path reads still pass.
+func TestOffloadFlagsIgnored(t *testing.T) {
+	trace := "testdata/exact.jsonl"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-routing", "/nonexistent.json", trace}, "-routing sets an offload workload"},
+		{[]string{"-gpu-mem", "300%", trace}, "-gpu-mem sets an offload workload"},
+		{[]string{"-moe", "banana", trace}, "-moe sets an offload workload"},
+		{[]string{"-prompt", "-5", trace}, "-prompt sets an offload workload"},
+		{[]string{"-batch", "-3", trace}, "-batch sets an offload workload"},
+		{[]string{"-ubatch", "8", "-workload", "decode"}, "-ubatch sets an offload workload"},
+		{[]string{"-decode", "2", "-table", "testdata/table.csv"}, "-decode sets an offload workload"},
+		{[]string{"-rounds", "2"}, "-rounds sets an offload workload"},
+		{[]string{"-routing-drift", "x@0.5", trace}, "-routing-drift sets an offload workload"},
+		{[]string{"-workload", "offload-moe", "-plot", filepath.Join(t.TempDir(), "p.png")}, "-plot does not apply to -workload offload-moe"},
+		{[]string{"-workload", "offload-moe", "-db", filepath.Join(t.TempDir(), "db")}, "-db does not apply"},
+		{[]string{"-workload", "offload-moe", "-figures", "x: kind=cpu"}, "-figures does not apply"},
+		{[]string{"-workload", "offload-dense", "-ops", "5"}, "-ops does not apply to -workload offload-dense"},
+		{[]string{"-workload", "offload-moe", "-top", "3"}, "-top does not apply"},
+		{[]string{"-workload", "offload-moe", "-fleet-serve", "0"}, "-fleet-serve does not apply"},
+		{[]string{"-workload", "offload-moe", "-model", "llama-3.2-1b"}, "-model does not apply"},
+		{[]string{"-workload", "offload-moe", "-hysteresis", "0.2"}, "-hysteresis does not apply"},
+		{[]string{"-workload", "offload-dense", "-moe", "8,2"}, "-moe applies to -workload offload-moe only"},
+		{[]string{"-workload", "offload-dense", "-zipf", "2"}, "-zipf applies to -workload offload-moe only"},
+	} {
+		var out, errs bytes.Buffer
+		code := run(c.args, nil, &out, &errs)
+		if code != 2 || !strings.Contains(errs.String(), "replay: "+c.want) || strings.Count(errs.String(), "\n") != 2 || out.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out.String(), errs.String(), c.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-workload", "offload-moe", "-zipf", "2", "-seed", "3", "-json", "-sim-cpu", "desktop16", "-exec", "serial", "-decode", "2", "-ubatch", "64", "-batch", "2", "-policies", "thompson"},
+		{"-zipf", "2", "-ops", "100", "-table", "testdata/table.csv", "-policies", "oracle"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(args, nil, &out, &errs); code != 0 {
+			t.Errorf("%v: exit %d, %s", args, code, errs.String())
+		}
+	}
+}
