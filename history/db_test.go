@@ -598,3 +598,48 @@ func crashChild(dir string) {
 		}
 	}
 }
+
+// A key Open skipped (here a value of a newer build) is still in Badger:
+// learning it again rewrites it without counting a new key, so the state
+// file keeps matching and the next Open finds no damage.
+func TestRewriteSkippedKeyIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	k := learned.Key{Backend: "cpu", Bucket: "future"}
+	k2 := learned.Key{Backend: "cpu", Bucket: "imported"}
+	valid := appendValue(nil, &Record{Prior: prior0, Posterior: grown(4), N: 1})
+	future := append([]byte{2}, valid[1:]...) // written by a newer build
+	if err := db.bdb.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(appendKey(nil, testFP.Hash, k), future); err != nil {
+			return err
+		}
+		return txn.Set(appendKey(nil, testFP.Hash, k2), future)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o)
+	if s := db.Stats(); s.Skipped != 2 {
+		t.Fatalf("stats %+v, want 2 skipped", s)
+	}
+	db.PutWithPrior(k, prior0, grown(5)) // the scheduler learns the key again
+	snap := `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+		`","records":[{"backend":"cpu","bucket":"imported","posterior":{"mu":1,"kappa":1,"alpha":1,"beta":1},"n":1}]}`
+	if st, err := db.Import(strings.NewReader(snap), ImportMerge); err != nil || st.Added != 1 {
+		t.Fatalf("import: %+v %v", st, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(o)
+	if err != nil {
+		t.Fatalf("reopen of a healthy store: %v", err)
+	}
+	defer db.Close()
+	if got := byKey(db.Records()); got[k].Posterior != grown(5) || got[k2].N != 1 {
+		t.Errorf("rewritten records %+v", got)
+	}
+}

@@ -165,8 +165,7 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		e := db.recs[in.Key]
 		switch {
 		case e == nil:
-			e = &entry{key: appendKey(nil, db.fp, in.Key), rec: in}
-			db.recs[in.Key] = e
+			e = db.newEntry(in)
 			st.Added++
 		case mode == ImportReplace:
 			e.rec = in
