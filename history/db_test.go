@@ -643,3 +643,16 @@ func TestRewriteSkippedKeyIsNotDamage(t *testing.T) {
 		t.Errorf("rewritten records %+v", got)
 	}
 }
+
+// A fingerprint hash is one segment of every record key: one with '/'
+// would be split at it on reading, so that after a reopen no record is
+// the store's own. Open refuses it, naming it.
+func TestFingerprintWithSlash(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	o = o.WithFingerprint(hardware.Fingerprint{Hash: "trace/1", Desc: "trace fingerprint trace/1"})
+	_, err := Open(o)
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), `"trace/1"`) {
+		t.Fatalf("a fingerprint with '/': %v, want ErrInvalidOptions naming it", err)
+	}
+}
