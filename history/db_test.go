@@ -656,3 +656,51 @@ func TestFingerprintWithSlash(t *testing.T) {
 		t.Fatalf("a fingerprint with '/': %v, want ErrInvalidOptions naming it", err)
 	}
 }
+
+// exportOne returns the snapshot of a store holding one record, and that
+// record's JSON object as Export wrote it.
+func exportOne(t *testing.T) (snap, rec string) {
+	t.Helper()
+	o, _ := testOpts(t, "")
+	src := mustOpen(t, o)
+	defer src.Close()
+	src.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s30"}, prior0, grown(4, 5))
+	var b bytes.Buffer
+	if err := src.Export(&b); err != nil {
+		t.Fatal(err)
+	}
+	snap = b.String()
+	i, j := strings.Index(snap, `"records": [`), strings.LastIndex(snap, "]")
+	if i < 0 || j < i {
+		t.Fatalf("no records array in %s", snap)
+	}
+	return snap, strings.TrimSpace(snap[i+len(`"records": [`) : j])
+}
+
+// importRejected checks that in is refused with ErrSnapshot, with an
+// error containing want, and that the store holding one record is
+// unchanged.
+func importRejected(t *testing.T, in, want string) {
+	t.Helper()
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s30"}
+	db.PutWithPrior(k, prior0, grown(3))
+	before := db.Records()
+	_, err := db.Import(strings.NewReader(in), ImportMerge)
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), want) {
+		t.Errorf("import: %v, want ErrSnapshot saying %q", err, want)
+	}
+	if after := db.Records(); len(after) != 1 || after[0] != before[0] {
+		t.Errorf("a rejected snapshot changed the store: %+v, was %+v", after, before)
+	}
+}
+
+// A snapshot that lists a key twice would merge its evidence twice:
+// Import refuses it, naming both records, and changes nothing.
+func TestImportDuplicateKey(t *testing.T) {
+	snap, rec := exportOne(t)
+	dup := strings.Replace(snap, rec, rec+",\n"+rec, 1)
+	importRejected(t, dup, "records 0 and 1")
+}

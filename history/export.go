@@ -143,8 +143,15 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		return st, fmt.Errorf("%w: fingerprint %s (%s), this store is %s (%s)", ErrSnapshot, s.Fingerprint, s.Hardware, db.fp, db.opts.Fingerprint.Desc)
 	}
 	recs := make([]Record, len(s.Records))
+	// A key listed twice would count its evidence twice
+	// (TestImportDuplicateKey).
+	seen := make(map[learned.Key]int, len(s.Records))
 	for i, sr := range s.Records {
 		r := Record{Key: learned.Key{Backend: sr.Backend, Bucket: sr.Bucket}, Posterior: bandit.NormalGamma(sr.Posterior), N: sr.N, Updated: sr.Updated}
+		if j, ok := seen[r.Key]; ok {
+			return st, fmt.Errorf("%w: records %d and %d are both %s %s", ErrSnapshot, j, i, sr.Backend, sr.Bucket)
+		}
+		seen[r.Key] = i
 		if sr.Prior != nil {
 			r.Prior = bandit.NormalGamma(*sr.Prior)
 			if !validNG(r.Prior) {
