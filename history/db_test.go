@@ -704,3 +704,12 @@ func TestImportDuplicateKey(t *testing.T) {
 	dup := strings.Replace(snap, rec, rec+",\n"+rec, 1)
 	importRejected(t, dup, "records 0 and 1")
 }
+
+// A snapshot is one JSON document: two concatenated (cat a.json b.json)
+// are refused, naming where the second starts, rather than the second
+// silently dropped.
+func TestImportTrailingData(t *testing.T) {
+	snap, _ := exportOne(t)
+	importRejected(t, snap+snap, fmt.Sprintf("offset %d", len(snap)))
+	importRejected(t, snap+"x", "after the snapshot")
+}

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,6 +135,9 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 	if err := dec.Decode(&s); err != nil {
 		return st, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
+	if err := atEOF(dec, r); err != nil {
+		return st, err
+	}
 	switch {
 	case s.Format != snapshotFormat:
 		return st, fmt.Errorf("%w: format %q, want %q", ErrSnapshot, s.Format, snapshotFormat)
@@ -190,6 +194,27 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 	}
 	db.mu.Unlock()
 	return st, nil
+}
+
+// atEOF returns an ErrSnapshot error, naming its offset, when anything
+// but white space follows the JSON document dec read from r: a snapshot
+// is one document, and a second (cat a.json b.json) would otherwise be
+// dropped without a word (TestImportTrailingData).
+func atEOF(dec *json.Decoder, r io.Reader) error {
+	off := dec.InputOffset()
+	rest := bufio.NewReader(io.MultiReader(dec.Buffered(), r))
+	for {
+		c, err := rest.ReadByte()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return fmt.Errorf("%w: %w", ErrSnapshot, err)
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			return fmt.Errorf("%w: data after the snapshot at offset %d (one snapshot per file)", ErrSnapshot, off)
+		}
+		off++
+	}
 }
 
 // mergeRecords combines two records of one key. With both priors known the
