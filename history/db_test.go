@@ -3,6 +3,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -712,4 +713,31 @@ func TestImportTrailingData(t *testing.T) {
 	snap, _ := exportOne(t)
 	importRejected(t, snap+snap, fmt.Sprintf("offset %d", len(snap)))
 	importRejected(t, snap+"x", "after the snapshot")
+}
+
+// Two valid records whose merge overflows (κ = α = β = 1e308 on both
+// sides) would leave a non-finite posterior to be kept and written:
+// Import refuses the snapshot, naming the record, and changes nothing.
+func TestImportMergeOverflow(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	k := learned.Key{Backend: "cpu", Bucket: "huge"}
+	huge := bandit.NormalGamma{Mu: 1, Kappa: 1e308, Alpha: 1e308, Beta: 1e308}
+	db.PutWithPrior(k, prior0, huge)
+	before := db.Records()
+	p0, err := json.Marshal(toJSON(prior0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+		`","records":[{"backend":"cpu","bucket":"huge","prior":` + string(p0) + `,` +
+		`"posterior":{"mu":1,"kappa":1e308,"alpha":1e308,"beta":1e308},"n":1}]}`
+	_, err = db.Import(strings.NewReader(snap), ImportMerge)
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "record 0") {
+		t.Errorf("import: %v, want ErrSnapshot naming record 0", err)
+	}
+	if after := db.Records(); len(after) != 1 || after[0] != before[0] || !validNG(after[0].Posterior) {
+		t.Errorf("a rejected snapshot changed the store: %+v, was %+v", after, before)
+	}
 }

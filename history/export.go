@@ -172,7 +172,24 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		db.mu.Unlock()
 		return st, ErrClosed
 	}
-	for _, in := range recs {
+	// Merges are computed before anything changes: two valid records can
+	// merge to a non-finite posterior (κ = α = β near MaxFloat64 on both
+	// sides), which is refused with the snapshot (TestImportMergeOverflow).
+	merged := make([]Record, len(recs))
+	exact := make([]bool, len(recs))
+	for i, in := range recs {
+		e := db.recs[in.Key]
+		if e == nil || mode != ImportMerge {
+			continue
+		}
+		merged[i], exact[i] = mergeRecords(e.rec, in)
+		if !validNG(merged[i].Posterior) {
+			db.mu.Unlock()
+			return st, fmt.Errorf("%w: record %d (%s %s): merged with the stored record, the posterior is not finite: %+v",
+				ErrSnapshot, i, in.Key.Backend, in.Key.Bucket, merged[i].Posterior)
+		}
+	}
+	for i, in := range recs {
 		e := db.recs[in.Key]
 		switch {
 		case e == nil:
@@ -182,9 +199,8 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 			e.rec = in
 			st.Replaced++
 		default:
-			var exact bool
-			e.rec, exact = mergeRecords(e.rec, in)
-			if exact {
+			e.rec = merged[i]
+			if exact[i] {
 				st.Merged++
 			} else {
 				st.Inexact++
