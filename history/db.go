@@ -39,6 +39,13 @@ type DB struct {
 
 	old map[learned.Key]bandit.NormalGamma // weakened records of other fingerprints
 
+	// unread holds the current fingerprint's keys that Open found in
+	// Badger but skipped (a newer build's record, or one that does not
+	// decode). An entry made for one is already stored: counting it as a
+	// new key would put the state file ahead of Badger and fail the next
+	// Open as damaged (TestRewriteSkippedKeyIsNotDamage).
+	unread map[learned.Key]bool
+
 	// seen caches recs by the identity of a key's strings: a Scheduler
 	// hands out the same strings in every change of a key, and comparing
 	// two addresses costs less than hashing two strings
@@ -206,6 +213,7 @@ func open(opts Options) (*DB, error) {
 	db := &DB{
 		opts: opts, bdb: bdb, fp: opts.Fingerprint.Hash, log: opts.Logger, faults: fl,
 		recs: make(map[learned.Key]*entry), old: make(map[learned.Key]bandit.NormalGamma),
+		unread: make(map[learned.Key]bool),
 	}
 	if err := db.loadChecked(); err != nil {
 		bdb.Close()
@@ -305,6 +313,9 @@ func (db *DB) load() error {
 			var r Record
 			if err == nil {
 				err = item.Value(func(v []byte) error { return decodeValue(v, &r) })
+				if err != nil && fp == db.fp {
+					db.unread[k] = true
+				}
 			}
 			if err != nil {
 				db.stats.Skipped++

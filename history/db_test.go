@@ -3,6 +3,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -596,5 +597,147 @@ func crashChild(dir string) {
 				fmt.Printf("durable %d\n", d)
 			}
 		}
+	}
+}
+
+// A key Open skipped (here a value of a newer build) is still in Badger:
+// learning it again rewrites it without counting a new key, so the state
+// file keeps matching and the next Open finds no damage.
+func TestRewriteSkippedKeyIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	k := learned.Key{Backend: "cpu", Bucket: "future"}
+	k2 := learned.Key{Backend: "cpu", Bucket: "imported"}
+	valid := appendValue(nil, &Record{Prior: prior0, Posterior: grown(4), N: 1})
+	future := append([]byte{2}, valid[1:]...) // written by a newer build
+	if err := db.bdb.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(appendKey(nil, testFP.Hash, k), future); err != nil {
+			return err
+		}
+		return txn.Set(appendKey(nil, testFP.Hash, k2), future)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o)
+	if s := db.Stats(); s.Skipped != 2 {
+		t.Fatalf("stats %+v, want 2 skipped", s)
+	}
+	db.PutWithPrior(k, prior0, grown(5)) // the scheduler learns the key again
+	snap := `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+		`","records":[{"backend":"cpu","bucket":"imported","posterior":{"mu":1,"kappa":1,"alpha":1,"beta":1},"n":1}]}`
+	if st, err := db.Import(strings.NewReader(snap), ImportMerge); err != nil || st.Added != 1 {
+		t.Fatalf("import: %+v %v", st, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(o)
+	if err != nil {
+		t.Fatalf("reopen of a healthy store: %v", err)
+	}
+	defer db.Close()
+	if got := byKey(db.Records()); got[k].Posterior != grown(5) || got[k2].N != 1 {
+		t.Errorf("rewritten records %+v", got)
+	}
+}
+
+// A fingerprint hash is one segment of every record key: one with '/'
+// would be split at it on reading, so that after a reopen no record is
+// the store's own. Open refuses it, naming it.
+func TestFingerprintWithSlash(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	o = o.WithFingerprint(hardware.Fingerprint{Hash: "trace/1", Desc: "trace fingerprint trace/1"})
+	_, err := Open(o)
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), `"trace/1"`) {
+		t.Fatalf("a fingerprint with '/': %v, want ErrInvalidOptions naming it", err)
+	}
+}
+
+// exportOne returns the snapshot of a store holding one record, and that
+// record's JSON object as Export wrote it.
+func exportOne(t *testing.T) (snap, rec string) {
+	t.Helper()
+	o, _ := testOpts(t, "")
+	src := mustOpen(t, o)
+	defer src.Close()
+	src.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s30"}, prior0, grown(4, 5))
+	var b bytes.Buffer
+	if err := src.Export(&b); err != nil {
+		t.Fatal(err)
+	}
+	snap = b.String()
+	i, j := strings.Index(snap, `"records": [`), strings.LastIndex(snap, "]")
+	if i < 0 || j < i {
+		t.Fatalf("no records array in %s", snap)
+	}
+	return snap, strings.TrimSpace(snap[i+len(`"records": [`) : j])
+}
+
+// importRejected checks that in is refused with ErrSnapshot, with an
+// error containing want, and that the store holding one record is
+// unchanged.
+func importRejected(t *testing.T, in, want string) {
+	t.Helper()
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s30"}
+	db.PutWithPrior(k, prior0, grown(3))
+	before := db.Records()
+	_, err := db.Import(strings.NewReader(in), ImportMerge)
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), want) {
+		t.Errorf("import: %v, want ErrSnapshot saying %q", err, want)
+	}
+	if after := db.Records(); len(after) != 1 || after[0] != before[0] {
+		t.Errorf("a rejected snapshot changed the store: %+v, was %+v", after, before)
+	}
+}
+
+// A snapshot that lists a key twice would merge its evidence twice:
+// Import refuses it, naming both records, and changes nothing.
+func TestImportDuplicateKey(t *testing.T) {
+	snap, rec := exportOne(t)
+	dup := strings.Replace(snap, rec, rec+",\n"+rec, 1)
+	importRejected(t, dup, "records 0 and 1")
+}
+
+// A snapshot is one JSON document: two concatenated (cat a.json b.json)
+// are refused, naming where the second starts, rather than the second
+// silently dropped.
+func TestImportTrailingData(t *testing.T) {
+	snap, _ := exportOne(t)
+	importRejected(t, snap+snap, fmt.Sprintf("offset %d", len(snap)))
+	importRejected(t, snap+"x", "after the snapshot")
+}
+
+// Two valid records whose merge overflows (κ = α = β = 1e308 on both
+// sides) would leave a non-finite posterior to be kept and written:
+// Import refuses the snapshot, naming the record, and changes nothing.
+func TestImportMergeOverflow(t *testing.T) {
+	o, _ := testOpts(t, "")
+	db := mustOpen(t, o)
+	defer db.Close()
+	k := learned.Key{Backend: "cpu", Bucket: "huge"}
+	huge := bandit.NormalGamma{Mu: 1, Kappa: 1e308, Alpha: 1e308, Beta: 1e308}
+	db.PutWithPrior(k, prior0, huge)
+	before := db.Records()
+	p0, err := json.Marshal(toJSON(prior0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+		`","records":[{"backend":"cpu","bucket":"huge","prior":` + string(p0) + `,` +
+		`"posterior":{"mu":1,"kappa":1e308,"alpha":1e308,"beta":1e308},"n":1}]}`
+	_, err = db.Import(strings.NewReader(snap), ImportMerge)
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "record 0") {
+		t.Errorf("import: %v, want ErrSnapshot naming record 0", err)
+	}
+	if after := db.Records(); len(after) != 1 || after[0] != before[0] || !validNG(after[0].Posterior) {
+		t.Errorf("a rejected snapshot changed the store: %+v, was %+v", after, before)
 	}
 }

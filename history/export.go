@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,6 +135,9 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 	if err := dec.Decode(&s); err != nil {
 		return st, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
+	if err := atEOF(dec, r); err != nil {
+		return st, err
+	}
 	switch {
 	case s.Format != snapshotFormat:
 		return st, fmt.Errorf("%w: format %q, want %q", ErrSnapshot, s.Format, snapshotFormat)
@@ -143,8 +147,15 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		return st, fmt.Errorf("%w: fingerprint %s (%s), this store is %s (%s)", ErrSnapshot, s.Fingerprint, s.Hardware, db.fp, db.opts.Fingerprint.Desc)
 	}
 	recs := make([]Record, len(s.Records))
+	// A key listed twice would count its evidence twice
+	// (TestImportDuplicateKey).
+	seen := make(map[learned.Key]int, len(s.Records))
 	for i, sr := range s.Records {
 		r := Record{Key: learned.Key{Backend: sr.Backend, Bucket: sr.Bucket}, Posterior: bandit.NormalGamma(sr.Posterior), N: sr.N, Updated: sr.Updated}
+		if j, ok := seen[r.Key]; ok {
+			return st, fmt.Errorf("%w: records %d and %d are both %s %s", ErrSnapshot, j, i, sr.Backend, sr.Bucket)
+		}
+		seen[r.Key] = i
 		if sr.Prior != nil {
 			r.Prior = bandit.NormalGamma(*sr.Prior)
 			if !validNG(r.Prior) {
@@ -161,20 +172,35 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 		db.mu.Unlock()
 		return st, ErrClosed
 	}
-	for _, in := range recs {
+	// Merges are computed before anything changes: two valid records can
+	// merge to a non-finite posterior (κ = α = β near MaxFloat64 on both
+	// sides), which is refused with the snapshot (TestImportMergeOverflow).
+	merged := make([]Record, len(recs))
+	exact := make([]bool, len(recs))
+	for i, in := range recs {
+		e := db.recs[in.Key]
+		if e == nil || mode != ImportMerge {
+			continue
+		}
+		merged[i], exact[i] = mergeRecords(e.rec, in)
+		if !validNG(merged[i].Posterior) {
+			db.mu.Unlock()
+			return st, fmt.Errorf("%w: record %d (%s %s): merged with the stored record, the posterior is not finite: %+v",
+				ErrSnapshot, i, in.Key.Backend, in.Key.Bucket, merged[i].Posterior)
+		}
+	}
+	for i, in := range recs {
 		e := db.recs[in.Key]
 		switch {
 		case e == nil:
-			e = &entry{key: appendKey(nil, db.fp, in.Key), rec: in}
-			db.recs[in.Key] = e
+			e = db.newEntry(in)
 			st.Added++
 		case mode == ImportReplace:
 			e.rec = in
 			st.Replaced++
 		default:
-			var exact bool
-			e.rec, exact = mergeRecords(e.rec, in)
-			if exact {
+			e.rec = merged[i]
+			if exact[i] {
 				st.Merged++
 			} else {
 				st.Inexact++
@@ -184,6 +210,27 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 	}
 	db.mu.Unlock()
 	return st, nil
+}
+
+// atEOF returns an ErrSnapshot error, naming its offset, when anything
+// but white space follows the JSON document dec read from r: a snapshot
+// is one document, and a second (cat a.json b.json) would otherwise be
+// dropped without a word (TestImportTrailingData).
+func atEOF(dec *json.Decoder, r io.Reader) error {
+	off := dec.InputOffset()
+	rest := bufio.NewReader(io.MultiReader(dec.Buffered(), r))
+	for {
+		c, err := rest.ReadByte()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return fmt.Errorf("%w: %w", ErrSnapshot, err)
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			return fmt.Errorf("%w: data after the snapshot at offset %d (one snapshot per file)", ErrSnapshot, off)
+		}
+		off++
+	}
 }
 
 // mergeRecords combines two records of one key. With both priors known the

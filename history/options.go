@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -95,6 +96,11 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: memtable size %d bytes, must be at least %d", ErrInvalidOptions, o.MemTableSize, minMemTableSize)
 	case o.Fingerprint.Hash == "":
 		return fmt.Errorf("%w: empty fingerprint", ErrInvalidOptions)
+	case strings.Contains(o.Fingerprint.Hash, "/"):
+		// The hash is one '/'-ended segment of every record key: parseKey
+		// would split it, and no record would read back as this store's
+		// (TestFingerprintWithSlash).
+		return fmt.Errorf("%w: fingerprint %q contains '/'", ErrInvalidOptions, o.Fingerprint.Hash)
 	}
 	return nil
 }

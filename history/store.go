@@ -90,10 +90,25 @@ func (db *DB) lookup(k learned.Key) *entry {
 	}
 	e := db.recs[k]
 	if e == nil {
-		e = &entry{key: appendKey(nil, db.fp, k), rec: Record{Key: k}}
-		db.recs[k] = e
+		e = db.newEntry(Record{Key: k})
 	}
 	s.k, s.e = k, e
+	return e
+}
+
+// newEntry adds an entry for r to recs. A key Open skipped is in Badger
+// already (stored), and the record this build could not read is
+// overwritten with a warning rather than silently
+// (TestRewriteSkippedKeyIsNotDamage). Callers hold db.mu.
+func (db *DB) newEntry(r Record) *entry {
+	e := &entry{key: appendKey(nil, db.fp, r.Key), rec: r}
+	if db.unread[r.Key] {
+		e.stored = true
+		delete(db.unread, r.Key)
+		db.log.Warn().Str("backend", r.Key.Backend).Str("bucket", r.Key.Bucket).
+			Msg("history: a stored record this build could not read (skipped at Open) will be overwritten")
+	}
+	db.recs[r.Key] = e
 	return e
 }
 

@@ -36,7 +36,8 @@ import (
 
 // Store keeps a Scheduler's changes (history.DB). Write keeps them and
 // writes them durably before it returns; on an error it keeps them for
-// its next Write.
+// its next Write, which the relay makes at every round until one
+// succeeds, with no changes when none are new.
 type Store interface {
 	Write(changes []learned.Change) error
 }
@@ -213,12 +214,16 @@ func (r *Relay) wait(d time.Duration, tick <-chan time.Time) bool {
 
 // round takes the Scheduler's changes, writes them to the store, hands
 // them to the fleet and folds the fleet's new totals in. It returns the
-// store's error (the records stay with the store, which retries them).
+// store's error (the records stay with the store, and every round writes
+// until a write succeeds).
 func (r *Relay) round() error {
 	r.changes = r.s.Changes(r.changes[:0])
 	var err error
 	var took time.Duration
-	if r.opts.Store != nil && len(r.changes) > 0 {
+	// After a failed write the store still holds records: write (retry)
+	// though nothing is new, or they wait for the next change and Close
+	// returns nil over them (TestFailedWriteRetried).
+	if r.opts.Store != nil && (len(r.changes) > 0 || r.failing) {
 		start := time.Now()
 		err = r.opts.Store.Write(r.changes)
 		took = time.Since(start)

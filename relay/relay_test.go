@@ -256,3 +256,89 @@ func TestPacing(t *testing.T) {
 		t.Errorf("%d observations written after Close, want all %d", st.total(), i)
 	}
 }
+
+// keepingStore is a Store that keeps the changes of a failed Write for
+// its next Write, as the Store contract (and history.DB) does.
+type keepingStore struct {
+	mu      sync.Mutex
+	fail    int
+	pending []learned.Change
+	durable uint64
+	calls   int
+}
+
+func (st *keepingStore) Write(cs []learned.Change) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.calls++
+	st.pending = append(st.pending, cs...)
+	if st.fail > 0 {
+		st.fail--
+		return errors.New("disk unplugged")
+	}
+	for _, c := range st.pending {
+		st.durable += c.N
+	}
+	st.pending = st.pending[:0]
+	return nil
+}
+
+func (st *keepingStore) state() (uint64, int, int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.durable, len(st.pending), st.calls
+}
+
+// TestFailedWriteRetried: after a failed write the relay writes again at
+// the next interval though the Scheduler has nothing new, so the kept
+// records do not wait for the next change; and Close never returns nil
+// while records are unwritten.
+func TestFailedWriteRetried(t *testing.T) {
+	s := newScheduler(t)
+	st := &keepingStore{fail: 1}
+	r, err := relay.Start(s, relay.Options{Store: st, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, s, 0)
+	if err := r.Flush(context.Background()); err == nil {
+		t.Fatal("the first write should fail")
+	}
+	deadline := time.Now().Add(2 * time.Second) // a hundred intervals: the store works again
+	durable, pending, calls := st.state()
+	for (durable != 1 || pending != 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		durable, pending, calls = st.state()
+	}
+	if durable != 1 || pending != 0 {
+		t.Errorf("after 2 s: %d observations durable, %d changes pending, %d Write calls; want the failed write retried", durable, pending, calls)
+	}
+	s.Close()
+	cerr := r.Close()
+	durable, pending, _ = st.state()
+	if pending != 0 && cerr == nil {
+		t.Errorf("Close returned nil with %d changes never written (%d durable)", pending, durable)
+	}
+}
+
+// TestCloseRetriesFailedWrite: Close's last round writes again after a
+// failed write though no change is new, and returns that write's error.
+func TestCloseRetriesFailedWrite(t *testing.T) {
+	s := newScheduler(t)
+	st := &keepingStore{fail: 2}
+	r, err := relay.Start(s, relay.Options{Store: st, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, s, 0)
+	if err := r.Flush(context.Background()); err == nil {
+		t.Fatal("the first write should fail")
+	}
+	s.Close()
+	if err := r.Close(); err == nil {
+		t.Errorf("Close returned nil over a store that still fails")
+	}
+	if _, pending, calls := st.state(); pending == 0 || calls != 2 {
+		t.Errorf("%d changes pending after %d Write calls; want Close to retry once and fail", pending, calls)
+	}
+}

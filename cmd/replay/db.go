@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -46,6 +47,11 @@ func openStore(o *options, arms []eval.Arm, st *storeSetup) (db *history.DB, war
 	db, err = history.Open(history.DefaultOptions(o.db).WithFingerprint(fp).WithMoveDamaged(o.resetStore).
 		WithLogger(clilog.New(logw, o.logJSON, zerolog.WarnLevel)))
 	if err != nil {
+		// A trace's fingerprint is the trace's, not the flags': say so
+		// (TestDBTraceFingerprintSlash).
+		if st != nil && st.fingerprint != "" && errors.Is(err, history.ErrInvalidOptions) {
+			return nil, nil, fmt.Errorf("replay: -db: the trace header's fingerprint %q cannot scope a store: %w", st.fingerprint, err)
+		}
 		return nil, nil, fmt.Errorf("replay: -db: %w", err)
 	}
 	return db, db.Load(), nil

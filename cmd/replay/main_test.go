@@ -670,3 +670,26 @@ func TestHelp(t *testing.T) {
 		t.Errorf("exit %d, stderr %.300q", code, errs)
 	}
 }
+
+// TestDBTraceFingerprintSlash: a trace header's fingerprint that cannot
+// scope a store (it contains '/') fails -db with one error naming the
+// trace's fingerprint, before anything is replayed or written.
+func TestDBTraceFingerprintSlash(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	raw, err := os.ReadFile("testdata/small.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := strings.Replace(string(raw), `"version":1,`, `"version":1,"fingerprint":"trace/1",`, 1)
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(path, []byte(trace), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := replayRun(t, "", "-db", dir, "-policies", "thompson", "-max-excluded", "25", path)
+	if code != 1 || !strings.Contains(errs, `trace header's fingerprint "trace/1"`) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("exit %d, stderr %q: want 1 and one line naming the trace's fingerprint", code, errs)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the store was created: %v", err)
+	}
+}
