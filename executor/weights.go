@@ -23,8 +23,9 @@ var ErrBudget = errors.New("executor: weight budget exceeded")
 // TryLocks other tensors.
 type weightCache struct {
 	mu     sync.Mutex
-	n      int   // weights marked: a pass over them is the cache's step
-	tick   int64 // weight uses so far
+	n      int       // weights marked: a pass over them is the cache's step
+	ws     []*Tensor // the weights marked, by their rule id (weightUse.id)
+	tick   int64     // weight uses so far
 	bytes  [adaptive.MaxBackends]int64
 	pinned [adaptive.MaxBackends]int64
 	budget [adaptive.MaxBackends]int64 // < 0: no budget
@@ -82,6 +83,7 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 		e.wc.mu.Lock()
 		t.wuse.id = e.wc.n
 		e.wc.n++
+		e.wc.ws = append(e.wc.ws, t)
 		e.wc.mu.Unlock()
 		t.weight.Store(true)
 	}
@@ -234,8 +236,9 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float
 // weight t it makes (t.mu held, t has no copy on a): yes without a
 // budget; with one, when the rule admits it, the weights it evicts for
 // it freed here (idle ones; skip are the op's own tensors). When one
-// cannot be freed now (queued work still uses it, or another op holds
-// it), t is not kept and the rule is told the victim stayed.
+// cannot be freed now (queued work still uses it, another op holds it,
+// or its copy is still being made), t is not kept and the rule is told
+// the victim stayed.
 func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
 	if e.wc.held.Load() && e.wc.budget[a] >= 0 {
 		return false
@@ -257,16 +260,19 @@ func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs 
 	if !ok || len(victims) == 0 {
 		return ok
 	}
-	byID := map[int]*Tensor{}
-	for _, x := range e.residentOn(a) {
-		if x.weight.Load() {
-			byID[x.wuse.id] = x
-		}
+	// Victims are found by their rule id, not among the copies registered
+	// on a: one admitted whose copy is still being made is not registered
+	// yet, and taken for dropped it kept its copy beside t's, past the
+	// budget. It stays instead (TestConcurrentAdmitKeepsBudget).
+	e.wc.mu.Lock()
+	xs := make([]*Tensor, len(victims))
+	for i, id := range victims {
+		xs[i] = e.wc.ws[id]
 	}
+	e.wc.mu.Unlock()
 	var kept []*Tensor
-	for _, id := range victims {
-		x := byID[id]
-		if x == nil || (!containsTensor(skip, x) && e.dropWeightCopy(x, a)) {
+	for _, x := range xs {
+		if !containsTensor(skip, x) && e.dropWeightCopy(x, a) {
 			continue
 		}
 		kept = append(kept, x)
@@ -288,8 +294,8 @@ func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs 
 }
 
 // dropWeightCopy frees weight x's copy on backend a when no queued work
-// uses x and its lock is free, and reports whether it did. Its host copy
-// stays valid: nothing is read back.
+// uses x, its lock is free and the copy is made, and reports whether it
+// did. Its host copy stays valid: nothing is read back.
 func (e *Executor) dropWeightCopy(x *Tensor, a int) bool {
 	if !x.mu.TryLock() {
 		return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -636,4 +637,79 @@ func TestSimCopyBeforeKernelDoesNotHang(t *testing.T) {
 		}
 	}
 	settle(t, e)
+}
+
+// gatedAlloc holds the first allocation of size bytes after it is armed
+// until release is closed, telling entered when it holds it.
+type gatedAlloc struct {
+	backends.Backend
+	size             int64
+	armed            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (g *gatedAlloc) Alloc(n int64) (backends.Buffer, error) {
+	if n == g.size && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Backend.Alloc(n)
+}
+
+// TestConcurrentAdmitKeepsBudget: the GPU's weight budget holds one
+// weight. Weight A is admitted into the free room by one op, whose
+// allocation of A's copy is slow; meanwhile an op on weight C, used far
+// more, evicts A in the rule. The budget must hold. Synchronous and queued.
+func TestConcurrentAdmitKeepsBudget(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 2, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		g := &gatedAlloc{Backend: open(t, "sim:h100"), size: wsize, entered: make(chan struct{}), release: make(chan struct{})}
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, wsize}}, open(t, "cpu"), g)
+		ws := markedWeights(t, e, m.ws)
+		a, c := ws[0], ws[1]
+		x1 := alloc(t, e, make([]byte, 4*dim))
+		x2 := alloc(t, e, make([]byte, 4*dim))
+		out1 := alloc(t, e, make([]byte, 4*dim))
+		out2 := alloc(t, e, make([]byte, 4*dim))
+		for range 10 { // C is worth far more than A
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x2, c}, out2); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if !c.(*executor.Tensor).Valid().Has(1) {
+			t.Fatalf("sync=%v: C not cached", sync)
+		}
+		if _, err := e.Write(c, m.ws[1]); err != nil { // C's copy dropped: the budget is free
+			t.Fatal(err)
+		}
+		g.armed.Store(true)
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Run(m.spec(1), []backends.Buffer{x1, a}, out1)
+			done <- err
+		}()
+		<-g.entered // A admitted, its copy being allocated
+		if _, err := e.Run(m.spec(1), []backends.Buffer{x2, c}, out2); err != nil {
+			t.Fatal(err)
+		}
+		close(g.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		settle(t, e)
+		var held int64
+		for _, w := range ws {
+			if w.(*executor.Tensor).Valid().Has(1) {
+				held += wsize
+			}
+		}
+		if wb := e.WeightBytes()[1]; wb > wsize || held > wsize {
+			t.Errorf("sync=%v: the cache counts %d weight bytes and the weights hold %d on the GPU, budget %d",
+				sync, wb, held, wsize)
+		}
+	}
 }
