@@ -148,6 +148,16 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 	return nil
 }
 
+// pinnedOn reports whether t is a weight pinned on backend a (Pin).
+func (e *Executor) pinnedOn(t *Tensor, a int) bool {
+	if !t.weight.Load() {
+		return false
+	}
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	return t.wuse.pin.Has(a)
+}
+
 // isWeight reports whether t is a weight.
 func (t *Tensor) isWeight() bool { return t.weight.Load() }
 

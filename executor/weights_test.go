@@ -713,3 +713,36 @@ func TestConcurrentAdmitKeepsBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfMemoryKeepsPinned: a pinned weight's copy is never evicted
+// (Pin), not even by an op that runs out of GPU memory. Synchronous and queued.
+func TestOutOfMemoryKeepsPinned(t *testing.T) {
+	const n = 64
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	for _, sync := range []bool{false, true} {
+		// The GPU's second op (its Run calls count from 0) runs out of memory.
+		gpu := mustSim(t, sim.Event{At: 1, Kind: sim.OutOfMemory, Span: 1})
+		t.Cleanup(func() { gpu.Close() })
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, 4 * n}}, open(t, "cpu"), gpu)
+		w := markedWeights(t, e, [][]byte{make([]byte, 4*n)})[0]
+		if err := e.Pin(w, 1); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second op meets the out of memory
+			x := alloc(t, e, make([]byte, 4*n))
+			out := alloc(t, e, make([]byte, 4*n))
+			if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if e.Stats().MemoryRetries == 0 {
+			t.Fatalf("sync=%v: no out of memory met", sync)
+		}
+		if !w.(*executor.Tensor).Valid().Has(1) || e.WeightBytes()[1] != 4*n {
+			t.Errorf("sync=%v: the pinned weight was evicted under memory pressure: valid %v, %d weight bytes on the GPU",
+				sync, w.(*executor.Tensor).Valid(), e.WeightBytes()[1])
+		}
+	}
+}
