@@ -97,7 +97,9 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 // pinned and cached there.
 func (e *Executor) Preload(b backends.Buffer, a int) error { return e.preload(b, a, false) }
 
-// Pin is Preload of a copy that is never evicted.
+// Pin is Preload of a copy that is never evicted. Pins are placed before
+// the cache is in use: Pin of a weight already cached on a (by Preload or
+// an op) fails with ErrBudget; Pin of one pinned there already is a no-op.
 func (e *Executor) Pin(b backends.Buffer, a int) error { return e.preload(b, a, true) }
 
 func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
@@ -123,6 +125,12 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 		t.mu.Lock()
 	}
 	defer t.mu.Unlock()
+	if pin && t.copies[a] != nil && !e.pinnedOn(t, a) {
+		// Its copy there is the cache's: pinning it in place would leave
+		// it to the rule, which later evicted it (TestPinAfterPreloadKeeps).
+		return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "pin",
+			Err: fmt.Errorf("%w: tensor %d is cached there: pins are placed before the cache is in use", ErrBudget, t.id)}
+	}
 	if t.copies[a] == nil {
 		if !e.preloadFits(t, a, pin) {
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",

@@ -746,3 +746,48 @@ func TestOutOfMemoryKeepsPinned(t *testing.T) {
 		}
 	}
 }
+
+// TestPinAfterPreloadKeeps: Pin of a weight already preloaded on the GPU
+// fails with ErrBudget (pins are placed before the cache is in use)
+// rather than returning nil with the copy left to the cache, which later
+// evicted it. Synchronous and queued.
+func TestPinAfterPreloadKeeps(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 3, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, 2*wsize)
+		ws := markedWeights(t, e, m.ws)
+		if err := e.Preload(ws[0], 1); err != nil {
+			t.Fatal(err)
+		}
+		err := e.Pin(ws[0], 1)
+		switch {
+		case errors.Is(err, executor.ErrBudget):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			t.Errorf("sync=%v: Pin of a weight cached on the GPU returned nil, want ErrBudget", sync)
+		}
+		if !ws[0].(*executor.Tensor).Valid().Has(1) || e.WeightBytes()[1] != wsize {
+			t.Errorf("sync=%v: after Pin the preloaded copy is gone: valid %v, %d weight bytes on the GPU",
+				sync, ws[0].(*executor.Tensor).Valid(), e.WeightBytes()[1])
+		}
+		if err != nil {
+			continue
+		}
+		x := alloc(t, e, make([]byte, 4*dim))
+		out := alloc(t, e, make([]byte, 4*dim))
+		for range 40 {
+			for _, l := range []int{1, 2} {
+				if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[l]}, out); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+		}
+		if !ws[0].(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: Pin returned nil, yet the pinned weight was evicted from the GPU (evictions %d)", sync, e.Stats().Evictions)
+		}
+	}
+}
