@@ -59,7 +59,8 @@ func (e *Executor) initWeights() error {
 }
 
 // MarkWeight makes b a weight (before any op uses it): its home is host memory (its host copy
-// stays valid), ops may read it but not write it, and copies of it on a
+// stays valid; one never written holds zeros there), ops may read it but
+// not write it, and copies of it on a
 // backend with a weight budget are kept only while the cache deems them
 // worth their bytes; an op placed there otherwise pays the copy into a
 // buffer freed after the op. Writing it (Write) drops its device copies.
@@ -78,6 +79,15 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 			return &backends.DeviceError{Backend: e.cfg.Name, Op: "weight",
 				Err: fmt.Errorf("%w: tensor %d already has a copy on %s: mark weights before ops use them", ErrBadTensor, t.id, e.s.BackendName(a))}
 		}
+	}
+	if t.unwritten() {
+		// Its home is host memory, zeros as zeroFill gives: left
+		// unwritten, an op gave it a fresh device copy outside the
+		// budget's count (TestUnwrittenWeightCounts).
+		t.host = allocHost(t.size)
+		t.valid = adaptive.Host | e.alias
+		t.newVersion()
+		t.version++
 	}
 	if !t.weight.Load() {
 		e.wc.mu.Lock()

@@ -791,3 +791,45 @@ func TestPinAfterPreloadKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrittenWeightCounts: a weight never written (it reads as zeros)
+// that an op reads on the GPU is counted in the budget like any weight.
+func TestUnwrittenWeightCounts(t *testing.T) {
+	const dim = 32
+	wsize := int64(4 * dim * dim)
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, wsize)
+		u, err := e.Alloc(wsize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkWeight(u); err != nil {
+			t.Fatal(err)
+		}
+		m := &weightModel{dim: dim}
+		a := markedWeights(t, e, [][]byte{make([]byte, wsize)})[0]
+		x := alloc(t, e, make([]byte, 4*dim))
+		out := alloc(t, e, make([]byte, 4*dim))
+		for _, w := range []backends.Buffer{u, a} {
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		var held int64
+		for _, w := range []backends.Buffer{u, a} {
+			if w.(*executor.Tensor).Valid().Has(1) {
+				held += wsize
+			}
+		}
+		if wb := e.WeightBytes()[1]; wb != held || held > wsize {
+			t.Errorf("sync=%v: the cache counts %d weight bytes on the GPU, the weights hold %d, budget %d", sync, wb, held, wsize)
+		}
+		if _, err := e.Write(u, make([]byte, wsize)); err != nil {
+			t.Fatal(err)
+		}
+		if wb, onGPU := e.WeightBytes()[1], a.(*executor.Tensor).Valid().Has(1); onGPU && wb != wsize {
+			t.Errorf("sync=%v: after Write of the unwritten weight the cache counts %d weight bytes on the GPU, which holds the other's %d", sync, wb, wsize)
+		}
+	}
+}
