@@ -196,7 +196,11 @@ func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Te
 
 // copyToHost queues the read of t's copy on a backend into host memory
 // (t.mu held; t has a valid device copy): after that copy is written and
-// after the queued work that reads the host copy now.
+// after the queued work that reads the host copy now. A failure to queue
+// is a *backendFailure for the source backend, which the caller marks
+// failed once it holds no tensor lock: failing a lost device while
+// recovering drops its copies, taking every tensor's lock there
+// (TestRecoveryMeetsLostDevice).
 func (e *Executor) copyToHost(t *Tensor) error {
 	j := e.sourceOf(t.valid)
 	if t.host == nil {
@@ -209,8 +213,7 @@ func (e *Executor) copyToHost(t *Tensor) error {
 	}
 	c.host, c.dev = t.host, t.copies[j]
 	if err := e.enqueue(c); err != nil {
-		e.failed(j, err)
-		return err
+		return &backendFailure{a: j, err: err}
 	}
 	t.valid |= adaptive.Host | e.alias
 	t.ready[hostLoc] = c
@@ -408,7 +411,13 @@ func (e *Executor) readQueued(dst []byte, t *Tensor) error {
 				return rerr
 			}
 		case err != nil:
-			continue // the source backend failed and is backed off: read from another
+			// The source backend failed (marked so now, with no lock
+			// held) and is backed off: read from another.
+			var bf *backendFailure
+			if errors.As(err, &bf) {
+				e.failed(bf.a, bf.err)
+			}
+			continue
 		default:
 			e.await(r)
 		}

@@ -79,15 +79,16 @@ func (e *Executor) residentOn(a int) []*Tensor {
 
 // evict frees the copies on backend a of every tensor that the current op
 // does not use and that no other op holds, reading a copy to host memory
-// first when it is the tensor's only valid one. It returns the bytes
-// freed.
+// first when it is the tensor's only valid one. A weight pinned on a
+// keeps its copy, as Pin promises, even when an op runs out of memory
+// (TestOutOfMemoryKeepsPinned). It returns the bytes freed.
 func (e *Executor) evict(a int, ts []*Tensor, o *Tensor) int64 {
 	var freed int64
 	for _, t := range e.residentOn(a) {
 		if t == o || containsTensor(ts, t) || !t.mu.TryLock() {
 			continue
 		}
-		if t.busy() { // queued work still uses it
+		if t.busy() || e.pinnedOn(t, a) { // queued work still uses it, or pinned
 			t.mu.Unlock()
 			continue
 		}

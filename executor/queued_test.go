@@ -800,3 +800,102 @@ func TestQueuedOpKeepsItsSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// lostOnRead is a fakeQueuer that refuses to queue reads, as a lost
+// device does, once lost is set.
+type lostOnRead struct {
+	*fakeQueuer
+	lost atomic.Bool
+}
+
+func (q *lostOnRead) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	if q.lost.Load() {
+		return nil, &backends.DeviceError{Backend: "fake", Op: "read", Err: fmt.Errorf("%w: gone", backends.ErrDeviceLost)}
+	}
+	return q.fakeQueuer.ReadAsync(dst, src, after)
+}
+
+// TestRecoveryMeetsLostDevice: a queued op on the GPU fails, and its
+// re-run on the CPU needs its input read back from the GPU, which by then
+// refuses to queue work with ErrDeviceLost. Recovery must finish (the
+// input is recomputed from its lineage).
+func TestRecoveryMeetsLostDevice(t *testing.T) {
+	fq := newFakeQueuer(t, open(t, "sim:h100"), 0, 3)
+	fq.failAt = 2 // the second op on the GPU fails
+	gpu := &lostOnRead{fakeQueuer: fq}
+	e, err := executor.New(executor.Config{Backends: []backends.Backend{open(t, "cpu"), gpu},
+		Strategy: adaptive.GPUPreferred, NoCalibration: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	x := alloc(t, e, kernels.AsBytes([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}))
+	y, _ := e.Alloc(64)
+	z, _ := e.Alloc(64)
+	if d, err := e.Submit(spec, []backends.Buffer{x, x}, y); err != nil || d.Backend != 1 {
+		t.Fatalf("y: %v on %d", err, d.Backend)
+	}
+	if d, err := e.Submit(spec, []backends.Buffer{y, y}, z); err != nil || d.Backend != 1 {
+		t.Fatalf("z: %v on %d", err, d.Backend)
+	}
+	gpu.lost.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- e.Sync(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Logf("Sync: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Sync deadlocked: recovery met a device lost while queueing a read")
+	}
+	got := make([]byte, 64)
+	if _, err := e.Read(got, z); err != nil {
+		t.Fatal(err)
+	}
+	if v := kernels.AsF32(got)[1]; v != 8 {
+		t.Errorf("z[1] = %v, want 8", v)
+	}
+	if err := e.Close(); err != nil {
+		t.Log(err)
+	}
+}
+
+// TestLostSourceOutsideRecovery: an op on the CPU needs its input read
+// back from the GPU, which refuses to queue the read with ErrDeviceLost.
+// Run returns (an error, or the op placed) rather than deciding again
+// forever, and once the loss is recovered the op runs with the input
+// recomputed from its lineage.
+func TestLostSourceOutsideRecovery(t *testing.T) {
+	gpu := &lostOnRead{fakeQueuer: newFakeQueuer(t, open(t, "sim:h100"), 0, 3)}
+	e := newExec(t, executor.Config{Placer: mulOn(1)}, open(t, "cpu"), gpu)
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{16}, {16}}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	x := alloc(t, e, kernels.AsBytes([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}))
+	y, _ := e.Alloc(64)
+	z, _ := e.Alloc(64)
+	if _, err := e.Run(mul, []backends.Buffer{x, x}, y); err != nil { // on the GPU
+		t.Fatal(err)
+	}
+	settle(t, e)
+	gpu.lost.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := e.Run(add, []backends.Buffer{y, y}, z); done <- err }() // on the CPU
+	select {
+	case err := <-done:
+		t.Logf("Run: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run never returned: the input's lost source was met again and again")
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Logf("Sync: %v", err)
+	}
+	if _, err := e.Run(add, []backends.Buffer{y, y}, z); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	if _, err := e.Read(got, z); err != nil {
+		t.Fatal(err)
+	}
+	if v := kernels.AsF32(got)[2]; v != 18 {
+		t.Errorf("z[2] = %v, want 18", v)
+	}
+}

@@ -239,6 +239,13 @@ func (e *Executor) placeRetry(d *adaptive.Decision, sc *opScratch, s *kernels.Sp
 				return backends.Timing{}, err
 			}
 			f := bf.a
+			if f != d.Backend && errs[f] != nil {
+				// An input's source failed again: outside a recovery its
+				// failure leaves the copy there, so deciding again would
+				// meet it again forever (TestLostSourceOutsideRecovery).
+				e.release(d.Backend)
+				return backends.Timing{}, bf.err
+			}
 			failed |= adaptive.Backend(f)
 			if errs[f] == nil {
 				errs[f] = bf.err

@@ -23,8 +23,9 @@ var ErrBudget = errors.New("executor: weight budget exceeded")
 // TryLocks other tensors.
 type weightCache struct {
 	mu     sync.Mutex
-	n      int   // weights marked: a pass over them is the cache's step
-	tick   int64 // weight uses so far
+	n      int       // weights marked: a pass over them is the cache's step
+	ws     []*Tensor // the weights marked, by their rule id (weightUse.id)
+	tick   int64     // weight uses so far
 	bytes  [adaptive.MaxBackends]int64
 	pinned [adaptive.MaxBackends]int64
 	budget [adaptive.MaxBackends]int64 // < 0: no budget
@@ -58,7 +59,8 @@ func (e *Executor) initWeights() error {
 }
 
 // MarkWeight makes b a weight (before any op uses it): its home is host memory (its host copy
-// stays valid), ops may read it but not write it, and copies of it on a
+// stays valid; one never written holds zeros there), ops may read it but
+// not write it, and copies of it on a
 // backend with a weight budget are kept only while the cache deems them
 // worth their bytes; an op placed there otherwise pays the copy into a
 // buffer freed after the op. Writing it (Write) drops its device copies.
@@ -78,10 +80,20 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 				Err: fmt.Errorf("%w: tensor %d already has a copy on %s: mark weights before ops use them", ErrBadTensor, t.id, e.s.BackendName(a))}
 		}
 	}
+	if t.unwritten() {
+		// Its home is host memory, zeros as zeroFill gives: left
+		// unwritten, an op gave it a fresh device copy outside the
+		// budget's count (TestUnwrittenWeightCounts).
+		t.host = allocHost(t.size)
+		t.valid = adaptive.Host | e.alias
+		t.newVersion()
+		t.version++
+	}
 	if !t.weight.Load() {
 		e.wc.mu.Lock()
 		t.wuse.id = e.wc.n
 		e.wc.n++
+		e.wc.ws = append(e.wc.ws, t)
 		e.wc.mu.Unlock()
 		t.weight.Store(true)
 	}
@@ -95,7 +107,9 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 // pinned and cached there.
 func (e *Executor) Preload(b backends.Buffer, a int) error { return e.preload(b, a, false) }
 
-// Pin is Preload of a copy that is never evicted.
+// Pin is Preload of a copy that is never evicted. Pins are placed before
+// the cache is in use: Pin of a weight already cached on a (by Preload or
+// an op) fails with ErrBudget; Pin of one pinned there already is a no-op.
 func (e *Executor) Pin(b backends.Buffer, a int) error { return e.preload(b, a, true) }
 
 func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
@@ -121,6 +135,12 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 		t.mu.Lock()
 	}
 	defer t.mu.Unlock()
+	if pin && t.copies[a] != nil && !e.pinnedOn(t, a) {
+		// Its copy there is the cache's: pinning it in place would leave
+		// it to the rule, which later evicted it (TestPinAfterPreloadKeeps).
+		return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "pin",
+			Err: fmt.Errorf("%w: tensor %d is cached there: pins are placed before the cache is in use", ErrBudget, t.id)}
+	}
 	if t.copies[a] == nil {
 		if !e.preloadFits(t, a, pin) {
 			return &backends.DeviceError{Backend: e.s.BackendName(a), Op: "preload",
@@ -144,6 +164,16 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 		t.ready[e.loc(a)] = nil
 	}
 	return nil
+}
+
+// pinnedOn reports whether t is a weight pinned on backend a (Pin).
+func (e *Executor) pinnedOn(t *Tensor, a int) bool {
+	if !t.weight.Load() {
+		return false
+	}
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	return t.wuse.pin.Has(a)
 }
 
 // isWeight reports whether t is a weight.
@@ -234,8 +264,9 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float
 // weight t it makes (t.mu held, t has no copy on a): yes without a
 // budget; with one, when the rule admits it, the weights it evicts for
 // it freed here (idle ones; skip are the op's own tensors). When one
-// cannot be freed now (queued work still uses it, or another op holds
-// it), t is not kept and the rule is told the victim stayed.
+// cannot be freed now (queued work still uses it, another op holds it,
+// or its copy is still being made), t is not kept and the rule is told
+// the victim stayed.
 func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
 	if e.wc.held.Load() && e.wc.budget[a] >= 0 {
 		return false
@@ -257,16 +288,19 @@ func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs 
 	if !ok || len(victims) == 0 {
 		return ok
 	}
-	byID := map[int]*Tensor{}
-	for _, x := range e.residentOn(a) {
-		if x.weight.Load() {
-			byID[x.wuse.id] = x
-		}
+	// Victims are found by their rule id, not among the copies registered
+	// on a: one admitted whose copy is still being made is not registered
+	// yet, and taken for dropped it kept its copy beside t's, past the
+	// budget. It stays instead (TestConcurrentAdmitKeepsBudget).
+	e.wc.mu.Lock()
+	xs := make([]*Tensor, len(victims))
+	for i, id := range victims {
+		xs[i] = e.wc.ws[id]
 	}
+	e.wc.mu.Unlock()
 	var kept []*Tensor
-	for _, id := range victims {
-		x := byID[id]
-		if x == nil || (!containsTensor(skip, x) && e.dropWeightCopy(x, a)) {
+	for _, x := range xs {
+		if !containsTensor(skip, x) && e.dropWeightCopy(x, a) {
 			continue
 		}
 		kept = append(kept, x)
@@ -288,8 +322,8 @@ func (e *Executor) admit(t *Tensor, a int, skip []*Tensor, copied bool, savedUs 
 }
 
 // dropWeightCopy frees weight x's copy on backend a when no queued work
-// uses x and its lock is free, and reports whether it did. Its host copy
-// stays valid: nothing is read back.
+// uses x, its lock is free and the copy is made, and reports whether it
+// did. Its host copy stays valid: nothing is read back.
 func (e *Executor) dropWeightCopy(x *Tensor, a int) bool {
 	if !x.mu.TryLock() {
 		return false

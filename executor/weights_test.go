@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -636,4 +637,199 @@ func TestSimCopyBeforeKernelDoesNotHang(t *testing.T) {
 		}
 	}
 	settle(t, e)
+}
+
+// gatedAlloc holds the first allocation of size bytes after it is armed
+// until release is closed, telling entered when it holds it.
+type gatedAlloc struct {
+	backends.Backend
+	size             int64
+	armed            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (g *gatedAlloc) Alloc(n int64) (backends.Buffer, error) {
+	if n == g.size && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Backend.Alloc(n)
+}
+
+// TestConcurrentAdmitKeepsBudget: the GPU's weight budget holds one
+// weight. Weight A is admitted into the free room by one op, whose
+// allocation of A's copy is slow; meanwhile an op on weight C, used far
+// more, evicts A in the rule. The budget must hold. Synchronous and queued.
+func TestConcurrentAdmitKeepsBudget(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 2, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		g := &gatedAlloc{Backend: open(t, "sim:h100"), size: wsize, entered: make(chan struct{}), release: make(chan struct{})}
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, wsize}}, open(t, "cpu"), g)
+		ws := markedWeights(t, e, m.ws)
+		a, c := ws[0], ws[1]
+		x1 := alloc(t, e, make([]byte, 4*dim))
+		x2 := alloc(t, e, make([]byte, 4*dim))
+		out1 := alloc(t, e, make([]byte, 4*dim))
+		out2 := alloc(t, e, make([]byte, 4*dim))
+		for range 10 { // C is worth far more than A
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x2, c}, out2); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if !c.(*executor.Tensor).Valid().Has(1) {
+			t.Fatalf("sync=%v: C not cached", sync)
+		}
+		if _, err := e.Write(c, m.ws[1]); err != nil { // C's copy dropped: the budget is free
+			t.Fatal(err)
+		}
+		g.armed.Store(true)
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Run(m.spec(1), []backends.Buffer{x1, a}, out1)
+			done <- err
+		}()
+		<-g.entered // A admitted, its copy being allocated
+		if _, err := e.Run(m.spec(1), []backends.Buffer{x2, c}, out2); err != nil {
+			t.Fatal(err)
+		}
+		close(g.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		settle(t, e)
+		var held int64
+		for _, w := range ws {
+			if w.(*executor.Tensor).Valid().Has(1) {
+				held += wsize
+			}
+		}
+		if wb := e.WeightBytes()[1]; wb > wsize || held > wsize {
+			t.Errorf("sync=%v: the cache counts %d weight bytes and the weights hold %d on the GPU, budget %d",
+				sync, wb, held, wsize)
+		}
+	}
+}
+
+// TestOutOfMemoryKeepsPinned: a pinned weight's copy is never evicted
+// (Pin), not even by an op that runs out of GPU memory. Synchronous and queued.
+func TestOutOfMemoryKeepsPinned(t *testing.T) {
+	const n = 64
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	for _, sync := range []bool{false, true} {
+		// The GPU's second op (its Run calls count from 0) runs out of memory.
+		gpu := mustSim(t, sim.Event{At: 1, Kind: sim.OutOfMemory, Span: 1})
+		t.Cleanup(func() { gpu.Close() })
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync,
+			WeightBudget: []int64{-1, 4 * n}}, open(t, "cpu"), gpu)
+		w := markedWeights(t, e, [][]byte{make([]byte, 4*n)})[0]
+		if err := e.Pin(w, 1); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second op meets the out of memory
+			x := alloc(t, e, make([]byte, 4*n))
+			out := alloc(t, e, make([]byte, 4*n))
+			if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if e.Stats().MemoryRetries == 0 {
+			t.Fatalf("sync=%v: no out of memory met", sync)
+		}
+		if !w.(*executor.Tensor).Valid().Has(1) || e.WeightBytes()[1] != 4*n {
+			t.Errorf("sync=%v: the pinned weight was evicted under memory pressure: valid %v, %d weight bytes on the GPU",
+				sync, w.(*executor.Tensor).Valid(), e.WeightBytes()[1])
+		}
+	}
+}
+
+// TestPinAfterPreloadKeeps: Pin of a weight already preloaded on the GPU
+// fails with ErrBudget (pins are placed before the cache is in use)
+// rather than returning nil with the copy left to the cache, which later
+// evicted it. Synchronous and queued.
+func TestPinAfterPreloadKeeps(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 3, dim)
+	wsize := int64(len(m.ws[0]))
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, 2*wsize)
+		ws := markedWeights(t, e, m.ws)
+		if err := e.Preload(ws[0], 1); err != nil {
+			t.Fatal(err)
+		}
+		err := e.Pin(ws[0], 1)
+		switch {
+		case errors.Is(err, executor.ErrBudget):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			t.Errorf("sync=%v: Pin of a weight cached on the GPU returned nil, want ErrBudget", sync)
+		}
+		if !ws[0].(*executor.Tensor).Valid().Has(1) || e.WeightBytes()[1] != wsize {
+			t.Errorf("sync=%v: after Pin the preloaded copy is gone: valid %v, %d weight bytes on the GPU",
+				sync, ws[0].(*executor.Tensor).Valid(), e.WeightBytes()[1])
+		}
+		if err != nil {
+			continue
+		}
+		x := alloc(t, e, make([]byte, 4*dim))
+		out := alloc(t, e, make([]byte, 4*dim))
+		for range 40 {
+			for _, l := range []int{1, 2} {
+				if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[l]}, out); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, e)
+			}
+		}
+		if !ws[0].(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: Pin returned nil, yet the pinned weight was evicted from the GPU (evictions %d)", sync, e.Stats().Evictions)
+		}
+	}
+}
+
+// TestUnwrittenWeightCounts: a weight never written (it reads as zeros)
+// that an op reads on the GPU is counted in the budget like any weight.
+func TestUnwrittenWeightCounts(t *testing.T) {
+	const dim = 32
+	wsize := int64(4 * dim * dim)
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, wsize)
+		u, err := e.Alloc(wsize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkWeight(u); err != nil {
+			t.Fatal(err)
+		}
+		m := &weightModel{dim: dim}
+		a := markedWeights(t, e, [][]byte{make([]byte, wsize)})[0]
+		x := alloc(t, e, make([]byte, 4*dim))
+		out := alloc(t, e, make([]byte, 4*dim))
+		for _, w := range []backends.Buffer{u, a} {
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		var held int64
+		for _, w := range []backends.Buffer{u, a} {
+			if w.(*executor.Tensor).Valid().Has(1) {
+				held += wsize
+			}
+		}
+		if wb := e.WeightBytes()[1]; wb != held || held > wsize {
+			t.Errorf("sync=%v: the cache counts %d weight bytes on the GPU, the weights hold %d, budget %d", sync, wb, held, wsize)
+		}
+		if _, err := e.Write(u, make([]byte, wsize)); err != nil {
+			t.Fatal(err)
+		}
+		if wb, onGPU := e.WeightBytes()[1], a.(*executor.Tensor).Valid().Has(1); onGPU && wb != wsize {
+			t.Errorf("sync=%v: after Write of the unwritten weight the cache counts %d weight bytes on the GPU, which holds the other's %d", sync, wb, wsize)
+		}
+	}
 }
