@@ -246,6 +246,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.parseMoE(); err != nil {
 		return o, err
 	}
+	if err := checkMetricsAddr(o.metrics); err != nil {
+		return o, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
@@ -278,11 +281,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	stdout := &stickyWriter{w: stdoutW}
 	defer func() { err = errors.Join(err, stdout.failed()) }()
-	stopProfile, err := startCPUProfile(o.cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, stopProfile()) }()
 	logger := clilog.New(stderr, o.logJSON, logLevel(o.verbose))
 	log.Logger = logger
 	bes, infos, clock, err := openBackends(o.backends, o.execModel, logBLAS(logger))
@@ -294,11 +292,32 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			b.Close()
 		}
 	}()
+	// Every check of the flags against the backends comes before the
+	// first file is created or truncated: a bad flag leaves -trace's
+	// and -cpuprofile's files as they were (TestBadFlagKeepsTrace).
+	if err := checkBackends(infos, o.strategy); err != nil {
+		return &usageError{err: err}
+	}
 	st, err := parseStrategy(o.strategy, bes)
-	budgets, budgetErr := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
-	if err = errors.Join(err, budgetErr); err != nil {
+	if err != nil {
+		return &usageError{err: err}
+	}
+	budgets, err := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
+	if err != nil {
 		return err
 	}
+	ml, err := listenMetrics(o.metrics) // bound here, served once the Executor is
+	if err != nil {
+		return err
+	}
+	if ml != nil {
+		defer ml.Close() // closed already once served
+	}
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	steps := o.stepPlacer(&st, bes)
 	// Only the async model queues: -sync (and serial) wait for every op.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
@@ -349,10 +368,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	steps.sayRestored(stderr, o.db)
-	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
-	if err != nil {
-		return err
-	}
+	stopMetrics := startMetrics(ml, src, node, logger, stderr)
 	defer stopMetrics()
 	m, err := NewModel(e, o.model)
 	if err != nil {
