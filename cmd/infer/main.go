@@ -243,6 +243,10 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
 		return o, err
 	}
+	// The model's sizes first: -moe's routing tables are sized by -layers.
+	if err := o.model.validate(); err != nil {
+		return o, err
+	}
 	if err := o.parseMoE(); err != nil {
 		return o, err
 	}
