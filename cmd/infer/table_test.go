@@ -123,6 +123,8 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-routing", "x.json"}, "-routing and -routing-drift need -moe E,K"},
 		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
 		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
+		{[]string{"-moe", "8,2", "-routing", "/dev/zero"}, "-routing: sim: bad routing: /dev/zero is a character device, not a regular file"},
+		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "/dev/zero@0.5"}, "-routing-drift: sim: bad routing: /dev/zero is a character device"},
 		{[]string{"-moe", "8,2", "-zipf", "NaN"}, "-zipf: sim: bad routing: zipf over 12 layers of 8 experts, exponent NaN"},
 		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
 		{[]string{"-backends", "cpu,nope"}, `infer: -backends: backends: unknown backend "nope" (registered: `},
