@@ -258,7 +258,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.ubatch <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -ubatch must be positive, -requests and -warmup not negative")
-	case o.prompt+o.tokens > o.model.Ctx:
+	// Apart, not summed: -prompt + -tokens wraps for a -tokens near
+	// MaxInt and got past (TestFlagErrorsOnce).
+	case o.prompt > o.model.Ctx || o.tokens > o.model.Ctx-o.prompt:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
 	if err := o.model.validate(); err != nil {
