@@ -9,6 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"syscall"
+
+	"github.com/adaptsched/adaptsched/internal/input"
 )
 
 // ErrBadRouting wraps every error of a routing file.
@@ -32,11 +35,45 @@ type routingFile struct {
 	Popularity [][]int64 `json:"expert_popularity"`
 }
 
-// ReadRouting reads a routing file (ParseRouting).
+// MaxRoutingBytes bounds a routing file, so that a huge or endless one
+// (/dev/zero, a sparse file) is an error at once rather than all the
+// memory there is: the Mixtral files of sim/testdata/moe are under 2 KB,
+// and 4 MiB holds 128 layers of 1024 experts with 20-digit counts
+// (TestReadRoutingRefuses).
+const MaxRoutingBytes = 4 << 20
+
+// ReadRouting reads a routing file (ParseRouting). What is not a regular
+// file is refused before it is read, and a file over MaxRoutingBytes too.
+// The file is opened without blocking (a FIFO's open waits for a writer)
+// and checked through the descriptor opened, so that what is read is
+// what was checked.
 func ReadRouting(path string, layers, experts int) (Routing, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Routing{}, fmt.Errorf("%w: %w", ErrBadRouting, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Routing{}, fmt.Errorf("%w: %w", ErrBadRouting, err)
+	}
+	if !st.Mode().IsRegular() {
+		return Routing{}, fmt.Errorf("%w: %s is %s, %w", ErrBadRouting, path, input.KindOf(st.Mode()), input.ErrNotRegular)
+	}
+	tooBig := func(n int64) error {
+		return fmt.Errorf("%w: %s: %d bytes or more, larger than %d MiB, the most a routing file may hold",
+			ErrBadRouting, path, n, MaxRoutingBytes>>20)
+	}
+	if st.Size() > MaxRoutingBytes {
+		return Routing{}, tooBig(st.Size())
+	}
+	// Bounded as well: the file may grow while it is read.
+	data, err := io.ReadAll(io.LimitReader(f, MaxRoutingBytes+1))
+	if err != nil {
+		return Routing{}, fmt.Errorf("%w: %w", ErrBadRouting, err)
+	}
+	if len(data) > MaxRoutingBytes {
+		return Routing{}, tooBig(int64(len(data)))
 	}
 	return ParseRouting(path, data, layers, experts)
 }

@@ -3,8 +3,14 @@ package sim
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/adaptsched/adaptsched/internal/input"
 )
 
 func TestReadRoutingMixtral(t *testing.T) {
@@ -55,6 +61,58 @@ func TestParseRoutingErrors(t *testing.T) {
 	}
 	if _, err := ReadRouting("testdata/moe/none.json", 0, 0); !errors.Is(err, ErrBadRouting) || !strings.Contains(err.Error(), "none.json") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestReadRoutingRefuses: a FIFO, a device and a file over
+// MaxRoutingBytes are refused at once, naming the file (a FIFO hung
+// ReadRouting, /dev/zero ran it out of memory).
+func TestReadRoutingRefuses(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "r.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{fifo, fifo + " is a pipe, not a regular file"},
+		{"/dev/zero", "/dev/zero is a character device, not a regular file"},
+		{dir, dir + " is a directory, not a regular file"},
+		{big, big + ": 1073741824 bytes or more, larger than 4 MiB"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadRouting(c.path, 0, 0); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrBadRouting) || !strings.Contains(err.Error(), c.want) || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("%s: %v, want %q", c.path, err, c.want)
+			}
+			if c.path != big && !errors.Is(err, input.ErrNotRegular) {
+				t.Errorf("%s: %v, want input.ErrNotRegular", c.path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", c.path)
+		}
+	}
+	// Valid JSON just over the bound is refused; just under, read.
+	over := filepath.Join(dir, "over.json")
+	if err := os.WriteFile(over, []byte(strings.Repeat(" ", MaxRoutingBytes)+`{"expert_popularity": [[1]]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRouting(over, 0, 0); !errors.Is(err, ErrBadRouting) || !strings.Contains(err.Error(), "larger than 4 MiB") {
+		t.Errorf("over the bound: %v", err)
+	}
+	if err := os.WriteFile(over, []byte(strings.Repeat(" ", MaxRoutingBytes-40)+`{"expert_popularity": [[1]]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRouting(over, 0, 0); err != nil {
+		t.Errorf("within the bound: %v", err)
 	}
 }
 

@@ -136,6 +136,38 @@ func TestParams(t *testing.T) {
 	}
 }
 
+// TestModelTooLarge: a model beyond the bounds of validate is a bad flag,
+// refused with one line and the hint (a -dim of 2^31 wrapped Params
+// negative, passed checkMemory and died of out of memory), and at the
+// bounds no count of parameters or bytes overflows.
+func TestModelTooLarge(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"-backends", "cpu", "-strategy", "cpu", "-dim", "2147483648", "-heads", "1073741824", "-kv-heads", "1",
+		"-ffn", "32", "-layers", "1", "-vocab", "1", "-ctx", "8", "-prompt", "1", "-tokens", "1"}
+	code := exitCode(run(context.Background(), args, &out, &errb), &errb)
+	want := "infer: invalid model config: -dim 2147483648 is too large (at most 1048576)\n" + usageHint + "\n"
+	if code != 2 || errb.String() != want {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
+	c := ModelConfig{Dim: maxSize, Layers: maxLayers, Heads: 2, KVHeads: 2, FFN: maxSize, Vocab: maxSize, Ctx: maxSize,
+		Experts: maxExperts, TopK: 1}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, l, e := float64(maxSize), float64(maxLayers), float64(maxExperts)
+	exact := l*(2*d*d+2*d*d+3*d*d*e+2*d) + d*d + d
+	if p, w := c.Params(), c.weightBytes(); p <= 0 || float64(p) != exact || w < p {
+		t.Errorf("at the bounds: Params %d (want %.0f), weightBytes %d", p, exact, w)
+	}
+	for _, big := range []ModelConfig{{Layers: maxLayers + 1}, {Vocab: maxSize + 1}, {Ctx: maxSize + 1}, {Experts: maxExperts + 1}} {
+		big.Dim, big.Heads, big.KVHeads, big.FFN, big.TopK = max(big.Dim, 64), 2, 1, 64, 1
+		big.Layers, big.Vocab, big.Ctx = max(big.Layers, 1), max(big.Vocab, 1), max(big.Ctx, 1)
+		if err := big.validate(); err == nil || !strings.Contains(err.Error(), "is too large") {
+			t.Errorf("%+v: %v; want too large", big, err)
+		}
+	}
+}
+
 // TestRunJSON runs the command end to end on a tiny model.
 func TestRunJSON(t *testing.T) {
 	var out, errb bytes.Buffer

@@ -243,7 +243,14 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
 		return o, err
 	}
+	// The model's sizes first: -moe's routing tables are sized by -layers.
+	if err := o.model.validate(); err != nil {
+		return o, err
+	}
 	if err := o.parseMoE(); err != nil {
+		return o, err
+	}
+	if err := checkMetricsAddr(o.metrics); err != nil {
 		return o, err
 	}
 	switch {
@@ -251,7 +258,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.ubatch <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -ubatch must be positive, -requests and -warmup not negative")
-	case o.prompt+o.tokens > o.model.Ctx:
+	// Apart, not summed: -prompt + -tokens wraps for a -tokens near
+	// MaxInt and got past (TestFlagErrorsOnce).
+	case o.prompt > o.model.Ctx || o.tokens > o.model.Ctx-o.prompt:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
 	}
 	if err := o.model.validate(); err != nil {
@@ -278,11 +287,6 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 	}
 	stdout := &stickyWriter{w: stdoutW}
 	defer func() { err = errors.Join(err, stdout.failed()) }()
-	stopProfile, err := startCPUProfile(o.cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, stopProfile()) }()
 	logger := clilog.New(stderr, o.logJSON, logLevel(o.verbose))
 	log.Logger = logger
 	bes, infos, clock, err := openBackends(o.backends, o.execModel, logBLAS(logger))
@@ -294,11 +298,32 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			b.Close()
 		}
 	}()
+	// Every check of the flags against the backends comes before the
+	// first file is created or truncated: a bad flag leaves -trace's
+	// and -cpuprofile's files as they were (TestBadFlagKeepsTrace).
+	if err := checkBackends(infos, o.strategy); err != nil {
+		return &usageError{err: err}
+	}
 	st, err := parseStrategy(o.strategy, bes)
-	budgets, budgetErr := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
-	if err = errors.Join(err, budgetErr); err != nil {
+	if err != nil {
+		return &usageError{err: err}
+	}
+	budgets, err := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
+	if err != nil {
 		return err
 	}
+	ml, err := listenMetrics(o.metrics) // bound here, served once the Executor is
+	if err != nil {
+		return err
+	}
+	if ml != nil {
+		defer ml.Close() // closed already once served
+	}
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	steps := o.stepPlacer(&st, bes)
 	// Only the async model queues: -sync (and serial) wait for every op.
 	cfg := executor.Config{Backends: bes, Strategy: st.strategy, Placer: st.placer, Seed: o.model.Seed,
@@ -349,10 +374,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 		return err
 	}
 	steps.sayRestored(stderr, o.db)
-	stopMetrics, err := startMetrics(o.metrics, src, node, logger, stderr)
-	if err != nil {
-		return err
-	}
+	stopMetrics := startMetrics(ml, src, node, logger, stderr)
 	defer stopMetrics()
 	m, err := NewModel(e, o.model)
 	if err != nil {

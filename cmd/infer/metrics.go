@@ -37,13 +37,9 @@ type metricSources struct {
 	fleet fleetStat
 }
 
-// serveMetrics serves src's metrics, the Go runtime's and the process's at
-// /metrics on addr (loopback unless addr names a host) until the returned
-// stop; at is where it listens ("" for addr "": nowhere).
-func serveMetrics(addr string, src metricSources, log zerolog.Logger) (at string, stop func(), err error) {
-	if addr == "" {
-		return "", func() {}, nil
-	}
+// metricsHostPort splits -metrics's addr as serveMetrics listens on it:
+// a bare PORT is ":PORT", and no host is loopback.
+func metricsHostPort(addr string) (host, port string) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host, port = "", addr
@@ -51,9 +47,55 @@ func serveMetrics(addr string, src metricSources, log zerolog.Logger) (at string
 	if host == "" {
 		host = fleet.DefaultHost
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	return host, port
+}
+
+// checkMetricsAddr is checkFlags' check of -metrics: a port that is no
+// port (":99999") is a bad flag, caught before anything is opened or
+// created (TestFlagErrorsOnce).
+func checkMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, port := metricsHostPort(addr); port != "" {
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Errorf("infer: -metrics %q: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// listenMetrics listens on addr for -metrics (nil for ""). run listens
+// before it creates -trace's file or -cpuprofile's, so that an address
+// it cannot bind leaves them as they were (TestBadFlagKeepsTrace).
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(metricsHostPort(addr)))
 	if err != nil {
-		return "", nil, fmt.Errorf("infer: -metrics: %w", err)
+		return nil, fmt.Errorf("infer: -metrics: %w", err)
+	}
+	return l, nil
+}
+
+// serveMetrics serves src's metrics, the Go runtime's and the process's at
+// /metrics on addr (loopback unless addr names a host) until the returned
+// stop; at is where it listens ("" for addr "": nowhere).
+func serveMetrics(addr string, src metricSources, log zerolog.Logger) (at string, stop func(), err error) {
+	l, err := listenMetrics(addr)
+	if err != nil {
+		return "", nil, err
+	}
+	at, stop = serveMetricsOn(l, src, log)
+	return at, stop, nil
+}
+
+// serveMetricsOn serves src's metrics on l (nowhere for nil) until the
+// returned stop, which closes l; at is l's address.
+func serveMetricsOn(l net.Listener, src metricSources, log zerolog.Logger) (at string, stop func()) {
+	if l == nil {
+		return "", func() {}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{src: src}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -65,24 +107,21 @@ func serveMetrics(addr string, src metricSources, log zerolog.Logger) (at string
 			log.Warn().Err(err).Msg("infer: metrics server stopped")
 		}
 	}()
-	return l.Addr().String(), func() { srv.Close() }, nil
+	return l.Addr().String(), func() { srv.Close() }
 }
 
 // startMetrics serves the metrics of src and node (nil: no fleet) on
-// addr (nowhere for "") and says on stderr where: with ":0" the port is
-// the system's pick.
-func startMetrics(addr string, src metricSources, node *fleet.Node, log zerolog.Logger, stderr io.Writer) (stop func(), err error) {
+// l, listenMetrics' (nil: nowhere), and says on stderr where: with ":0"
+// the port is the system's pick.
+func startMetrics(l net.Listener, src metricSources, node *fleet.Node, log zerolog.Logger, stderr io.Writer) (stop func()) {
 	if node != nil {
 		src.fleet = node
 	}
-	at, stop, err := serveMetrics(addr, src, log)
-	if err != nil {
-		return nil, err
-	}
+	at, stop := serveMetricsOn(l, src, log)
 	if at != "" {
 		fmt.Fprintf(stderr, "infer: metrics at http://%s/metrics\n", at)
 	}
-	return stop, nil
+	return stop
 }
 
 // metric is one family: its name and help, Prometheus' conventions

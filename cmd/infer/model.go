@@ -26,7 +26,32 @@ var DefaultModel = ModelConfig{Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN:
 
 var errModel = errors.New("infer: invalid model config")
 
+// The largest sizes a model may have: maxSize of -dim, -heads, -kv-heads,
+// -ffn, -vocab and -ctx, maxLayers of -layers and maxExperts of -moe's
+// E, so that no count of parameters or bytes overflows int64. The
+// largest, Params, is L(2d² + 2d·kv + 3d·f·E + 2d) + V·d + d, at most
+// 2^12(2^42 + 3·2^48 + 2^21) + 2^41 < 2^62; a -dim of 2^31 wrapped it
+// negative past checkMemory into the runtime's out of memory
+// (TestModelTooLarge).
+const (
+	maxSize    = 1 << 20
+	maxLayers  = 1 << 12
+	maxExperts = 1 << 8
+)
+
 func (c ModelConfig) validate() error {
+	for _, f := range []struct {
+		flag    string
+		v, most int
+	}{
+		{"-dim", c.Dim, maxSize}, {"-layers", c.Layers, maxLayers}, {"-heads", c.Heads, maxSize},
+		{"-kv-heads", c.KVHeads, maxSize}, {"-ffn", c.FFN, maxSize}, {"-vocab", c.Vocab, maxSize},
+		{"-ctx", c.Ctx, maxSize}, {"-moe's E", c.Experts, maxExperts},
+	} {
+		if f.v > f.most {
+			return fmt.Errorf("%w: %s %d is too large (at most %d)", errModel, f.flag, f.v, f.most)
+		}
+	}
 	switch {
 	case c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.FFN <= 0 || c.Vocab <= 0 || c.Ctx <= 0:
 		return fmt.Errorf("%w: every size must be positive: %+v", errModel, c)

@@ -198,8 +198,8 @@ func (o *options) parseMoE() error {
 		return nil
 	}
 	var e, k int
-	if n, err := fmt.Sscanf(o.moe, "%d,%d", &e, &k); err != nil || n != 2 || e < 1 || k < 1 || k > e || fmt.Sprintf("%d,%d", e, k) != o.moe {
-		return fmt.Errorf("infer: -moe %q: want E,K with 1 <= K <= E (8,2: 8 experts, the top 2 per token)", o.moe)
+	if n, err := fmt.Sscanf(o.moe, "%d,%d", &e, &k); err != nil || n != 2 || e < 1 || k < 1 || k > e || e > maxExperts || fmt.Sprintf("%d,%d", e, k) != o.moe {
+		return fmt.Errorf("infer: -moe %q: want E,K with 1 <= K <= E <= %d (8,2: 8 experts, the top 2 per token)", o.moe, maxExperts)
 	}
 	o.model.Experts, o.model.TopK = e, k
 	var err error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -48,6 +49,28 @@ func parseStrategy(s string, bes []backends.Backend) (choice, error) {
 		return choice{placer: o}, nil
 	}
 	return choice{}, fmt.Errorf("infer: unknown -strategy %q (auto, perop, gpu, cpu, only:NAME, static2x, pcie5x, llamacpp, oracle)", s)
+}
+
+// checkBackends checks -backends' names, and -strategy only:NAME against
+// them, before anything is created from them: the Scheduler refuses a
+// name given twice and an only: naming none, but only once run has
+// truncated -trace's file, and without naming the flag
+// (TestFlagErrorsOnce, TestBadFlagKeepsTrace).
+func checkBackends(infos []backends.Info, strategy string) error {
+	if len(infos) > adaptive.MaxBackends {
+		return fmt.Errorf("infer: -backends: %d backends, at most %d", len(infos), adaptive.MaxBackends)
+	}
+	var names []string
+	for _, in := range infos {
+		if slices.Contains(names, in.Name) {
+			return fmt.Errorf("infer: -backends: backend %q given twice", in.Name)
+		}
+		names = append(names, in.Name)
+	}
+	if name, ok := strings.CutPrefix(strategy, "only:"); ok && name != "" && !slices.Contains(names, name) {
+		return fmt.Errorf("infer: -strategy %s: no backend %q in -backends (%s)", strategy, name, strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // simOracle is the "oracle" placement for simulated backends: each op

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -120,6 +123,8 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-routing", "x.json"}, "-routing and -routing-drift need -moe E,K"},
 		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
 		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
+		{[]string{"-moe", "8,2", "-routing", "/dev/zero"}, "-routing: sim: bad routing: /dev/zero is a character device, not a regular file"},
+		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "/dev/zero@0.5"}, "-routing-drift: sim: bad routing: /dev/zero is a character device"},
 		{[]string{"-moe", "8,2", "-zipf", "NaN"}, "-zipf: sim: bad routing: zipf over 12 layers of 8 experts, exponent NaN"},
 		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
 		{[]string{"-backends", "cpu,nope"}, `infer: -backends: backends: unknown backend "nope" (registered: `},
@@ -127,6 +132,19 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-backends", "cpu,sim"}, "-backends: backends: sim unavailable: no profile named"},
 		{[]string{"-backends", "cpu,sim:tpu9"}, `-backends: backends: sim:tpu9 unavailable: sim: unknown profile "tpu9"`},
 		{[]string{"-backends", "sim:tpu9,sim:h100"}, `-backends: backends: sim:tpu9 unavailable: sim: unknown profile "tpu9"`},
+		{[]string{"-dim", "2147483648", "-heads", "1073741824"}, "-dim 2147483648 is too large (at most 1048576)"},
+		{[]string{"-layers", "5000"}, "-layers 5000 is too large (at most 4096)"},
+		{[]string{"-moe", "1000,2"}, `-moe "1000,2": want E,K with 1 <= K <= E <= 256`},
+		{[]string{"-ctx", "16", "-prompt", "4", "-tokens", "9223372036854775807"}, "-prompt 4 + -tokens 9223372036854775807 exceed -ctx 16"},
+		{[]string{"-ctx", "16", "-prompt", "4", "-tokens", "100"}, "-prompt 4 + -tokens 100 exceed -ctx 16"},
+		{[]string{"-ctx", "16", "-prompt", "9223372036854775807", "-tokens", "1"}, "-prompt 9223372036854775807 + -tokens 1 exceed -ctx 16"},
+		{[]string{"-metrics", ":99999"}, `infer: -metrics ":99999": address 99999: invalid port`},
+		{[]string{"-metrics", "localhost:-1"}, `infer: -metrics "localhost:-1": address -1: invalid port`},
+		{[]string{"-backends", "sim:h100,sim:h100"}, `infer: -backends: backend "sim:h100" given twice`},
+		{[]string{"-backends", "sim:h100,sim:cpu2", "-strategy", "only:nope"}, `infer: -strategy only:nope: no backend "nope" in -backends (sim:h100, sim:cpu2)`},
+		{[]string{"-strategy", "bogus"}, `infer: unknown -strategy "bogus"`},
+		{[]string{"-backends", "cpu", "-strategy", "oracle"}, `infer: -strategy oracle needs simulated backends`},
+		{[]string{"-backends", "cpu,cpu1", "-strategy", "llamacpp"}, "infer: -strategy llamacpp needs a CPU and a GPU backend"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), c.args, &out, &errb)
@@ -139,6 +157,49 @@ func TestFlagErrorsOnce(t *testing.T) {
 	var errb bytes.Buffer
 	if code := exitCode(context.Canceled, &errb); code != 1 || strings.Count(errb.String(), "\n") != 1 {
 		t.Errorf("a run error: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestBadFlagKeepsTrace: a flag refused, or a -metrics address that
+// cannot be bound, leaves the files of -trace and -cpuprofile as they
+// were: infer truncated -trace's before the Scheduler refused a repeated
+// backend or an only:NAME naming none, and before -metrics listened.
+func TestBadFlagKeepsTrace(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	tracePath, profPath := filepath.Join(dir, "keep.jsonl"), filepath.Join(dir, "keep.pprof")
+	const keep = "{\"kept\":true}\n"
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"-metrics", ":99999"}, 2},
+		{[]string{"-strategy", "only:nope"}, 2},
+		{[]string{"-backends", "sim:h100,sim:h100"}, 2},
+		{[]string{"-strategy", "bogus"}, 2},
+		{[]string{"-metrics", busy.Addr().String()}, 1},
+	} {
+		for _, p := range []string{tracePath, profPath} {
+			if err := os.WriteFile(p, []byte(keep), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := append([]string{"-backends", "sim:h100,sim:cpu2", "-dim", "64", "-heads", "2", "-kv-heads", "1", "-ffn", "64",
+			"-layers", "1", "-vocab", "64", "-ctx", "64", "-tokens", "2", "-trace", tracePath, "-cpuprofile", profPath}, c.args...)
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), args, &out, &errb), &errb)
+		if code != c.code || strings.Count(errb.String(), "\n") != c.code {
+			t.Errorf("%v: exit %d, stderr %q; want %d and one line (and the hint for 2)", c.args, code, errb.String(), c.code)
+		}
+		for _, p := range []string{tracePath, profPath} {
+			if b, err := os.ReadFile(p); err != nil || string(b) != keep {
+				t.Errorf("%v: %s holds %q (%v); want it untouched", c.args, filepath.Base(p), b, err)
+			}
+		}
 	}
 }
 
