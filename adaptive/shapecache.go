@@ -19,6 +19,10 @@ type BucketID uint32
 // LayerNorm); shapeKey holds that many shapes inline.
 const maxKeyInputs = 3
 
+// maxOpaqueInputs is the most inputs kernels.Spec.Validate accepts of an
+// Opaque op.
+const maxOpaqueInputs = 16
+
 // shapeKey is what the hot path hashes to find a bucket without computing
 // Work (which allocates): the op, dtype and every dimension of a catalogue
 // op, or an opaque op's name and what decides its Work (and so its size
@@ -56,11 +60,21 @@ func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 		// An opaque op's Work is its FLOPs and bytes, or its elements as
 		// f32 when the bytes are unknown: keying on those rather than on
 		// the size class spares a call and a logarithm before the lookup.
+		// The key holds no input count or rank: a spec Validate rejects
+		// for those, or for an input over MaxElements, must not share the
+		// key of a valid one, so it goes to the slow path
+		// (TestShapeCacheOpaqueInvalid).
+		if len(spec.In) > maxOpaqueInputs {
+			return false
+		}
 		var elems int64
 		for _, sh := range spec.In {
+			if len(sh) > kernels.MaxRank {
+				return false
+			}
 			n := int64(1)
 			for _, d := range sh {
-				if d <= 0 {
+				if d <= 0 || int64(d) > kernels.MaxElements/n {
 					return false
 				}
 				n *= int64(d)

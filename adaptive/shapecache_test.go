@@ -172,3 +172,42 @@ func TestShapeEntriesFirstSight(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeCacheOpaqueInvalid checks that an Opaque spec Validate rejects
+// (too many inputs, too high a rank, an input over MaxElements) is
+// rejected even when a valid spec of the same FLOPs, bytes, name and
+// total elements, the Opaque key, was selected first.
+func TestShapeCacheOpaqueInvalid(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1})
+	op := func(in ...kernels.Shape) kernels.Spec {
+		return kernels.Spec{Op: kernels.Opaque, DType: kernels.F32, In: in, Params: kernels.Params{Name: "x", FLOPs: 100}}
+	}
+	var ones []kernels.Shape
+	for range 17 {
+		ones = append(ones, kernels.Shape{1})
+	}
+	for _, c := range []struct{ valid, bad kernels.Spec }{
+		{op(kernels.Shape{17}), op(ones...)},
+		{op(kernels.Shape{2}), op(kernels.Shape{1, 1, 1, 1, 2})},
+		{op(kernels.Shape{1 << 40}, kernels.Shape{1 << 40}), op(kernels.Shape{1 << 41})},
+	} {
+		if err := c.valid.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.bad.Validate() == nil {
+			t.Fatalf("%v: Validate accepts it", c.bad)
+		}
+		if _, err := s.Select(c.valid, Residency{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Select(c.bad, Residency{}); err == nil {
+			t.Errorf("Select(%v) accepted an invalid spec", c.bad)
+		}
+		if _, err := s.Bucket(c.bad); err == nil {
+			t.Errorf("Bucket(%v) accepted an invalid spec", c.bad)
+		}
+		if _, err := s.Handle(c.bad); err == nil {
+			t.Errorf("Handle(%v) accepted an invalid spec", c.bad)
+		}
+	}
+}
