@@ -1,6 +1,9 @@
 package adaptive
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // MaxBackends is the most backends one Scheduler chooses among: decisions
 // and residency masks are fixed arrays and bitmasks of this size, so that
@@ -81,7 +84,16 @@ func (r *Residency) add(on Mask, bytes int64, weight bool) {
 		return
 	}
 	last := &r.Inputs[MaxInputs-1]
-	last.Bytes += bytes
+	// The sum saturates and takes no non-positive bytes (priced as none
+	// unmerged): wrapped below zero, or lowered, it would hide the
+	// entry's transfer (TestResidencyAddOverflow).
+	if bytes > 0 {
+		if last.Bytes > math.MaxInt64-bytes {
+			last.Bytes = math.MaxInt64
+		} else {
+			last.Bytes = max(last.Bytes, 0) + bytes
+		}
+	}
 	last.Weight = last.Weight && weight
 	if on == 0 {
 		on = Host

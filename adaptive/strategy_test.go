@@ -149,6 +149,34 @@ func TestResidencyAdd(t *testing.T) {
 	}
 }
 
+// TestResidencyAddOverflow checks that merging into a full Residency
+// never lowers the merged entry's bytes: sums saturate rather than wrap
+// below zero, and non-positive bytes add nothing, so the transfer that
+// Select charges for the entry stays.
+func TestResidencyAddOverflow(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1})
+	for _, extra := range [][]int64{{math.MaxInt64, math.MaxInt64}, {-(1 << 20)}, {math.MinInt64}} {
+		var r Residency
+		for range MaxInputs - 1 {
+			r.Add(Backend(1), 10)
+		}
+		r.Add(Host, 1<<20)
+		for _, b := range extra {
+			r.Add(Host, b)
+		}
+		if last := r.Inputs[MaxInputs-1]; last.Bytes < 1<<20 {
+			t.Errorf("after adding %v: merged entry %+v lost bytes", extra, last)
+		}
+		d, err := s.Select(matmul(64, 64, 64), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(d.Transfer[1] > 0) {
+			t.Errorf("after adding %v: gpu transfer %v, want > 0", extra, d.Transfer[1])
+		}
+	}
+}
+
 // TestHugeDimension checks the uncached path: a dimension of 2^33 (2^36
 // bytes read and written: class 72) does
 // not fit the shape key, and Select still places the op.
