@@ -74,10 +74,15 @@ func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 			}
 			n := int64(1)
 			for _, d := range sh {
-				if d <= 0 || int64(d) > kernels.MaxElements/n {
+				// No division on the hot path: bit lengths summing to 63
+				// or less cannot overflow, and past that the product is
+				// over MaxElements anyway.
+				if d <= 0 || bits.Len64(uint64(n))+bits.Len64(uint64(d)) > 63 {
 					return false
 				}
-				n *= int64(d)
+				if n *= int64(d); n > kernels.MaxElements {
+					return false
+				}
 			}
 			elems += n
 		}
