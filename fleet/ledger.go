@@ -50,6 +50,7 @@ type ledger struct {
 	peerKeys  map[int32]int
 	shardKeys map[nodeShard]int
 	maxKeys   int
+	dup       map[learned.Key]struct{} // checkRecords' scratch
 }
 
 // Limits on what other nodes may put, checked before their values are
@@ -178,7 +179,35 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 	if err == nil {
 		err = checkShard(shard, l.val.recs)
 	}
+	if err == nil {
+		err = l.checkRecords(l.val.recs)
+	}
 	return err
+}
+
+// maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite
+// could sum, over maxPeers values, to ±Inf or NaN in totals and poison
+// the posterior (TestLedgerTotalsFinite). No node's evidence comes near.
+const maxStat = 1e300
+
+// checkRecords reports a record with a figure over maxStat, and a key
+// named twice, whose second copy would count the peer's evidence twice
+// and outlive the value (TestLedgerDuplicateRecord).
+func (l *ledger) checkRecords(recs []record) error {
+	if l.dup == nil {
+		l.dup = map[learned.Key]struct{}{}
+	}
+	defer clear(l.dup)
+	for _, r := range recs {
+		if !(math.Abs(r.st.N) <= maxStat && math.Abs(r.st.Sum) <= maxStat && math.Abs(r.st.SumSq) <= maxStat) {
+			return fmt.Errorf("%w: %s %s: %+v, over %g", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxStat)
+		}
+		if _, ok := l.dup[r.key]; ok {
+			return fmt.Errorf("%w: %s %s twice", ErrMalformed, r.key.Backend, r.key.Bucket)
+		}
+		l.dup[r.key] = struct{}{}
+	}
+	return nil
 }
 
 // putOwn applies a value under this node's ID (in l.val): this
