@@ -316,7 +316,7 @@ func (l *ledger) remove(key string) error {
 // shard ("sNN"): a node's contributions are found by shard.
 func checkShard(shard string, recs []record) error {
 	var s int
-	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s >= Shards {
+	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s < 0 || s >= Shards {
 		return fmt.Errorf("%w: shard %q", ErrMalformed, shard)
 	}
 	for _, r := range recs {

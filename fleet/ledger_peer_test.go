@@ -83,3 +83,11 @@ func TestLedgerTotalsFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerNegativeShard: "s-1" (Sscanf reads the sign) is not a shard:
+// an empty value under it was held as a live node's.
+func TestLedgerNegativeShard(t *testing.T) {
+	if err := checkShard("s-1", nil); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("shard s-1: %v", err)
+	}
+}
