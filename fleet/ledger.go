@@ -50,6 +50,7 @@ type ledger struct {
 	peerKeys  map[int32]int
 	shardKeys map[nodeShard]int
 	maxKeys   int
+	dup       map[learned.Key]struct{} // checkRecords' scratch
 }
 
 // Limits on what other nodes may put, checked before their values are
@@ -178,7 +179,35 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 	if err == nil {
 		err = checkShard(shard, l.val.recs)
 	}
+	if err == nil {
+		err = l.checkRecords(l.val.recs)
+	}
 	return err
+}
+
+// maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite
+// could sum, over maxPeers values, to ±Inf or NaN in totals and poison
+// the posterior (TestLedgerTotalsFinite). No node's evidence comes near.
+const maxStat = 1e300
+
+// checkRecords reports a record with a figure over maxStat, and a key
+// named twice, whose second copy would count the peer's evidence twice
+// and outlive the value (TestLedgerDuplicateRecord).
+func (l *ledger) checkRecords(recs []record) error {
+	if l.dup == nil {
+		l.dup = map[learned.Key]struct{}{}
+	}
+	defer clear(l.dup)
+	for _, r := range recs {
+		if !(math.Abs(r.st.N) <= maxStat && math.Abs(r.st.Sum) <= maxStat && math.Abs(r.st.SumSq) <= maxStat) {
+			return fmt.Errorf("%w: %s %s: %+v, over %g", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxStat)
+		}
+		if _, ok := l.dup[r.key]; ok {
+			return fmt.Errorf("%w: %s %s twice", ErrMalformed, r.key.Backend, r.key.Bucket)
+		}
+		l.dup[r.key] = struct{}{}
+	}
+	return nil
 }
 
 // putOwn applies a value under this node's ID (in l.val): this
@@ -215,6 +244,12 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 	// Before a node's first value of a shard it holds nothing of that
 	// shard's keys (checkShard): no need to search for its contribution.
 	_, known := l.seen[nodeShard{idx, shard}]
+	if known {
+		// A value is the node's whole evidence of the shard: a key its
+		// previous value held and this one lacks leaves
+		// (TestLedgerSmallerValueReplaces).
+		l.leaveMissing(ns)
+	}
 	for _, r := range l.val.recs {
 		id := l.id(r.key)
 		cs := l.contrib[id]
@@ -240,6 +275,33 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 	return nil
 }
 
+// leaveMissing removes node ns.node's contributions to the keys of shard
+// ns.shard that the value in l.val does not hold (l.dup as scratch).
+func (l *ledger) leaveMissing(ns nodeShard) {
+	for _, r := range l.val.recs {
+		l.dup[r.key] = struct{}{}
+	}
+	defer clear(l.dup)
+	for id, cs := range l.contrib {
+		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(l.keys[id].Bucket)) != ns.shard {
+			continue
+		}
+		if _, ok := l.dup[l.keys[id]]; ok {
+			continue
+		}
+		for i := range cs {
+			if cs[i].node == ns.node {
+				l.contrib[id] = append(cs[:i], cs[i+1:]...)
+				l.change(int32(id))
+				if len(cs) == 1 {
+					l.held--
+				}
+				break
+			}
+		}
+	}
+}
+
 // remove applies the deletion of key: another node's value leaves. A key
 // that is not a node's is counted as malformed, and returned as an error.
 func (l *ledger) remove(key string) error {
@@ -254,7 +316,7 @@ func (l *ledger) remove(key string) error {
 // shard ("sNN"): a node's contributions are found by shard.
 func checkShard(shard string, recs []record) error {
 	var s int
-	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s >= Shards {
+	if _, err := fmt.Sscanf(shard, "s%02d", &s); err != nil || fmt.Sprintf("s%02d", s) != shard || s < 0 || s >= Shards {
 		return fmt.Errorf("%w: shard %q", ErrMalformed, shard)
 	}
 	for _, r := range recs {
