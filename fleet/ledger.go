@@ -244,12 +244,6 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 	// Before a node's first value of a shard it holds nothing of that
 	// shard's keys (checkShard): no need to search for its contribution.
 	_, known := l.seen[nodeShard{idx, shard}]
-	if known {
-		// A value is the node's whole evidence of the shard: a key its
-		// previous value held and this one lacks leaves
-		// (TestLedgerSmallerValueReplaces).
-		l.leaveMissing(ns)
-	}
 	for _, r := range l.val.recs {
 		id := l.id(r.key)
 		cs := l.contrib[id]
@@ -273,33 +267,6 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 	l.seen[nodeShard{idx, shard}] = created
 	l.counts.Received++
 	return nil
-}
-
-// leaveMissing removes node ns.node's contributions to the keys of shard
-// ns.shard that the value in l.val does not hold (l.dup as scratch).
-func (l *ledger) leaveMissing(ns nodeShard) {
-	for _, r := range l.val.recs {
-		l.dup[r.key] = struct{}{}
-	}
-	defer clear(l.dup)
-	for id, cs := range l.contrib {
-		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(l.keys[id].Bucket)) != ns.shard {
-			continue
-		}
-		if _, ok := l.dup[l.keys[id]]; ok {
-			continue
-		}
-		for i := range cs {
-			if cs[i].node == ns.node {
-				l.contrib[id] = append(cs[:i], cs[i+1:]...)
-				l.change(int32(id))
-				if len(cs) == 1 {
-					l.held--
-				}
-				break
-			}
-		}
-	}
 }
 
 // remove applies the deletion of key: another node's value leaves. A key

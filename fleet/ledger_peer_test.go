@@ -11,41 +11,6 @@ import (
 	"github.com/adaptsched/adaptsched/learned"
 )
 
-// sameShard returns a bucket name other than bucket in bucket's shard.
-func sameShard(bucket string) string {
-	for i := 0; ; i++ {
-		b := fmt.Sprintf("Conv/f32/s%d", i)
-		if shardOf(b) == shardOf(bucket) {
-			return b
-		}
-	}
-}
-
-// TestLedgerSmallerValueReplaces: a peer's value is its whole evidence of
-// the shard, so a later value without a key takes that key's contribution
-// away, and the records it no longer holds no longer count against its
-// limit.
-func TestLedgerSmallerValueReplaces(t *testing.T) {
-	k1 := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
-	k2 := learned.Key{Backend: "cpu", Bucket: sameShard(k1.Bucket)}
-	a := claimStats(4, 20)
-	l := newLedger(ledgerFP, "me", 1, 2)
-	if err := l.put(ledgerKey("n1", k1), ledgerValue(ledgerFP, "n1", 9, record{k1, a}, record{k2, a}), time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	l.totals(nil)
-	if err := l.put(ledgerKey("n1", k1), ledgerValue(ledgerFP, "n1", 9, record{k1, a}), time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	got := totalsOf(l)
-	if st, ok := got[k2]; !ok || st != (bandit.Stats{}) {
-		t.Fatalf("k2 after a value without it: %+v (reported %v), want zero", st, ok)
-	}
-	if l.held != 1 || l.peerKeys[l.nodes["n1"]] != 1 {
-		t.Fatalf("held %d, n1's keys %d; want 1, 1", l.held, l.peerKeys[l.nodes["n1"]])
-	}
-}
-
 // TestLedgerDuplicateRecord: a value naming a key twice is malformed: it
 // would count the peer's evidence twice, and its second copy would outlive
 // the value's deletion.
