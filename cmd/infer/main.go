@@ -280,6 +280,23 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
+// againstBackends checks -backends, -strategy and -gpu-mem against the
+// opened backends, as usage errors, and returns the strategy and the
+// weight budgets. Rule: run calls it before the first file is created or
+// truncated. Reason: a bad flag leaves -trace's and -cpuprofile's files
+// as they were (TestBadFlagKeepsTrace).
+func (o *options) againstBackends(infos []backends.Info, bes []backends.Backend) (choice, []int64, error) {
+	if err := checkBackends(infos, o.strategy); err != nil {
+		return choice{}, nil, &usageError{err: err}
+	}
+	st, err := parseStrategy(o.strategy, bes)
+	if err != nil {
+		return choice{}, nil, &usageError{err: err}
+	}
+	budgets, err := o.weightBudgets(bes) // a usageError
+	return st, budgets, err
+}
+
 func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -298,17 +315,7 @@ func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err err
 			b.Close()
 		}
 	}()
-	// Every check of the flags against the backends comes before the
-	// first file is created or truncated: a bad flag leaves -trace's
-	// and -cpuprofile's files as they were (TestBadFlagKeepsTrace).
-	if err := checkBackends(infos, o.strategy); err != nil {
-		return &usageError{err: err}
-	}
-	st, err := parseStrategy(o.strategy, bes)
-	if err != nil {
-		return &usageError{err: err}
-	}
-	budgets, err := o.weightBudgets(bes) // -gpu-mem against -backends: a usageError
+	st, budgets, err := o.againstBackends(infos, bes)
 	if err != nil {
 		return err
 	}
