@@ -135,6 +135,11 @@ func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
 		t.mu.Lock()
 	}
 	defer t.mu.Unlock()
+	if e.closed.Load() {
+		// Close has freed every copy: one made now would never be freed
+		// (TestPreloadAfterClose).
+		return &backends.DeviceError{Backend: e.cfg.Name, Op: "preload", Err: fmt.Errorf("executor: Preload after Close: %w", adaptive.ErrClosed)}
+	}
 	if pin && t.copies[a] != nil && !e.pinnedOn(t, a) {
 		// Its copy there is the cache's: pinning it in place would leave
 		// it to the rule, which later evicted it (TestPinAfterPreloadKeeps).

@@ -475,6 +475,27 @@ func TestPreloadBesideCache(t *testing.T) {
 	}
 }
 
+// TestPreloadAfterClose: Preload and Pin after Close fail with
+// adaptive.ErrClosed and make no copy, which nothing would free.
+// Queued and synchronous.
+func TestPreloadAfterClose(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		e := gpuFirstExec(t, sync, 1<<20)
+		w := markedWeights(t, e, [][]byte{make([]byte, 256)})[0]
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for name, f := range map[string]func(backends.Buffer, int) error{"Preload": e.Preload, "Pin": e.Pin} {
+			if err := f(w, 1); !errors.Is(err, adaptive.ErrClosed) {
+				t.Errorf("sync=%v: %s after Close: %v, want ErrClosed", sync, name, err)
+			}
+		}
+		if got := e.WeightBytes()[1]; got != 0 {
+			t.Errorf("sync=%v: %d weight bytes on the GPU after Close", sync, got)
+		}
+	}
+}
+
 // TestWeightErrors: an op may not write a weight; a weight is marked
 // before ops use it; Preload beyond the budget fails with ErrBudget; a
 // budget for more backends than there are is a config error.
