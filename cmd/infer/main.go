@@ -243,7 +243,8 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if o.gpuMem, err = parseGPUMem(o.gpuMemS); err != nil {
 		return o, err
 	}
-	// The model's sizes first: -moe's routing tables are sized by -layers.
+	// The model's sizes first: -moe's routing tables are sized by -layers,
+	// and parseMoE checks its E and K as validate would.
 	if err := o.model.validate(); err != nil {
 		return o, err
 	}
@@ -262,9 +263,6 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	// MaxInt and got past (TestFlagErrorsOnce).
 	case o.prompt > o.model.Ctx || o.tokens > o.model.Ctx-o.prompt:
 		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
-	}
-	if err := o.model.validate(); err != nil {
-		return o, err
 	}
 	if err := o.parseExec(); err != nil {
 		return o, err
