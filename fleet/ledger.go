@@ -32,7 +32,13 @@ type ledger struct {
 	own    [Shards]map[learned.Key]struct{}
 	dirty  [Shards]bool
 	putAt  [Shards]time.Time
-	nodes  map[string]int32 // other nodes, by index into contributions
+	// nodes are the other nodes with a value held, by index; names and
+	// values are by index, and free holds the indices of nodes whose
+	// values all left, for the next new node (TestLedgerPeerSlotFreed).
+	nodes  map[string]int32
+	names  []string
+	values []int
+	free   []int32
 	// The keys with foreign evidence (or a baseline), numbered in order of
 	// first sight: their IDs index keys, contrib and marked.
 	ids     map[learned.Key]int32
@@ -45,12 +51,15 @@ type ledger struct {
 	// aside are the peers set aside: their own evidence contradicted them
 	// (vet); their values are ignored from then on.
 	aside map[string]bool
-	// peerKeys counts each other node's records held, and shardKeys
-	// those of each of its values, against maxKeys (Options.MaxPeerKeys).
-	peerKeys  map[int32]int
-	shardKeys map[nodeShard]int
-	maxKeys   int
-	dup       map[learned.Key]struct{} // checkRecords' scratch
+	// peerKeys counts each other node's records held, against maxKeys
+	// (Options.MaxPeerKeys); shardIDs are the keys of each of its values,
+	// whose contributions a later value without them withdraws
+	// (TestLedgerLaterValueDropsKeys).
+	peerKeys map[int32]int
+	shardIDs map[nodeShard][]int32
+	maxKeys  int
+	dup      map[learned.Key]struct{} // checkRecords' scratch
+	inValue  []bool                   // putOther's scratch, by key ID
 }
 
 // Limits on what other nodes may put, checked before their values are
@@ -60,6 +69,10 @@ type ledger struct {
 const (
 	maxValueBytes = 256 << 10
 	maxPeers      = 64
+	// maxAside bounds the names of peers set aside that are remembered;
+	// past it no new node is admitted, since a fleet that has set aside
+	// so many is under attack.
+	maxAside = 16 * maxPeers
 )
 
 // ErrLimit reports a value over the limits on what a peer may put.
@@ -94,7 +107,7 @@ func newLedger(fingerprint, node string, nonce uint64, maxKeys int) *ledger {
 		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".", maxKeys: maxKeys,
 		local: map[learned.Key]bandit.Stats{},
 		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
-		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardKeys: map[nodeShard]int{},
+		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardIDs: map[nodeShard][]int32{},
 	}
 	for i := range l.own {
 		l.own[i] = map[learned.Key]struct{}{}
@@ -150,6 +163,9 @@ func (l *ledger) admit(node string, v []byte) error {
 	case !known && len(l.nodes) >= maxPeers:
 		l.counts.Limited++
 		return fmt.Errorf("%w: more than %d other nodes", ErrLimit, maxPeers)
+	case !known && len(l.aside) >= maxAside:
+		l.counts.Limited++
+		return fmt.Errorf("%w: %d peers set aside, no new one admitted", ErrLimit, len(l.aside))
 	}
 	if len(v) > maxValueBytes {
 		l.counts.Limited++
@@ -227,28 +243,37 @@ func (l *ledger) putOwn() error {
 }
 
 // putOther applies another node's value of shard (in l.val), unless it
-// would hold more than l.maxKeys of the node's records.
+// would hold more than l.maxKeys of the node's records. The value
+// replaces the node's previous one of the shard: its keys that the new
+// one lacks lose the node's contribution.
 func (l *ledger) putOther(node, shard string, created time.Time) error {
-	idx, ok := l.nodes[node]
-	if !ok {
-		idx = int32(len(l.nodes))
-		l.nodes[node] = idx
-	}
+	idx, known := l.nodes[node]
 	ns := nodeShard{idx, shard}
-	if keys := l.peerKeys[idx] - l.shardKeys[ns] + len(l.val.recs); keys > l.maxKeys {
+	var prior int
+	var old []int32
+	if known {
+		prior, old = l.peerKeys[idx], l.shardIDs[ns]
+	}
+	if keys := prior - len(old) + len(l.val.recs); keys > l.maxKeys {
 		l.counts.Limited++
 		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, l.maxKeys)
 	}
-	l.peerKeys[idx] += len(l.val.recs) - l.shardKeys[ns]
-	l.shardKeys[ns] = len(l.val.recs)
-	// Before a node's first value of a shard it holds nothing of that
-	// shard's keys (checkShard): no need to search for its contribution.
-	_, known := l.seen[nodeShard{idx, shard}]
-	for _, r := range l.val.recs {
+	if !known {
+		idx = l.addNode(node)
+		ns.node = idx
+	}
+	_, held := l.seen[ns]
+	if !held {
+		l.values[idx]++
+	}
+	ids := make([]int32, len(l.val.recs))
+	for j, r := range l.val.recs {
 		id := l.id(r.key)
+		ids[j] = id
+		l.inValue[id] = true
 		cs := l.contrib[id]
 		i := len(cs)
-		if known {
+		if held { // before a node's first value of a shard, it holds none of its keys
 			i = 0
 			for i < len(cs) && cs[i].node != idx {
 				i++
@@ -264,9 +289,49 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 		}
 		l.change(id)
 	}
-	l.seen[nodeShard{idx, shard}] = created
+	for _, id := range old {
+		if !l.inValue[id] {
+			l.withdraw(id, idx)
+		}
+	}
+	for _, id := range ids {
+		l.inValue[id] = false
+	}
+	l.peerKeys[idx] += len(ids) - len(old)
+	l.shardIDs[ns] = ids
+	l.seen[ns] = created
 	l.counts.Received++
 	return nil
+}
+
+// addNode gives node an index, a freed one if there is one.
+func (l *ledger) addNode(node string) int32 {
+	var idx int32
+	if n := len(l.free); n > 0 {
+		idx, l.free = l.free[n-1], l.free[:n-1]
+		l.names[idx] = node
+	} else {
+		idx = int32(len(l.names))
+		l.names = append(l.names, node)
+		l.values = append(l.values, 0)
+	}
+	l.nodes[node] = idx
+	return idx
+}
+
+// withdraw removes node idx's contribution to key id.
+func (l *ledger) withdraw(id, idx int32) {
+	cs := l.contrib[id]
+	for i := range cs {
+		if cs[i].node == idx {
+			l.contrib[id] = append(cs[:i], cs[i+1:]...)
+			l.change(id)
+			if len(cs) == 1 {
+				l.held--
+			}
+			return
+		}
+	}
 }
 
 // remove applies the deletion of key: another node's value leaves. A key
@@ -274,7 +339,9 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 func (l *ledger) remove(key string) error {
 	node, shard, err := l.parseKey(key)
 	if err == nil && node != l.node {
-		l.drop(nodeShard{l.nodes[node], shard}, node)
+		if idx, ok := l.nodes[node]; ok {
+			l.drop(nodeShard{idx, shard})
+		}
 	}
 	return err
 }
@@ -303,6 +370,7 @@ func (l *ledger) id(k learned.Key) int32 {
 		l.keys = append(l.keys, k)
 		l.contrib = append(l.contrib, nil)
 		l.marked = append(l.marked, false)
+		l.inValue = append(l.inValue, false)
 	}
 	return id
 }
@@ -315,28 +383,23 @@ func (l *ledger) change(id int32) {
 	}
 }
 
-// drop removes another node's value ns (deleted, or aged out).
-func (l *ledger) drop(ns nodeShard, node string) {
-	if _, ok := l.nodes[node]; !ok {
+// drop removes another node's value ns (deleted, aged out, or set
+// aside), and frees the node's index once it holds no value.
+func (l *ledger) drop(ns nodeShard) {
+	if _, ok := l.seen[ns]; !ok {
 		return
 	}
 	delete(l.seen, ns)
-	l.peerKeys[ns.node] -= l.shardKeys[ns]
-	delete(l.shardKeys, ns)
-	for id, cs := range l.contrib {
-		if len(cs) == 0 || fmt.Sprintf("s%02d", shardOf(l.keys[id].Bucket)) != ns.shard {
-			continue
-		}
-		for i := range cs {
-			if cs[i].node == ns.node {
-				l.contrib[id] = append(cs[:i], cs[i+1:]...)
-				l.change(int32(id))
-				if len(cs) == 1 {
-					l.held--
-				}
-				break
-			}
-		}
+	for _, id := range l.shardIDs[ns] {
+		l.withdraw(id, ns.node)
+	}
+	l.peerKeys[ns.node] -= len(l.shardIDs[ns])
+	delete(l.shardIDs, ns)
+	if l.values[ns.node]--; l.values[ns.node] == 0 {
+		delete(l.nodes, l.names[ns.node])
+		delete(l.peerKeys, ns.node)
+		l.names[ns.node] = ""
+		l.free = append(l.free, ns.node)
 	}
 }
 
@@ -347,12 +410,7 @@ func (l *ledger) drop(ns nodeShard, node string) {
 func (l *ledger) expire(now time.Time, maxAge time.Duration) {
 	for ns, at := range l.seen {
 		if now.Sub(at) > maxAge {
-			for name, idx := range l.nodes {
-				if idx == ns.node {
-					l.drop(ns, name)
-					break
-				}
-			}
+			l.drop(ns)
 			l.counts.Expired++
 		}
 	}
@@ -426,13 +484,7 @@ func (l *ledger) published(s int, now time.Time) { l.putAt[s] = now }
 func (l *ledger) unsent(s int) { l.dirty[s] = true }
 
 // nodesLive counts the other nodes with a value held.
-func (l *ledger) nodesLive() int {
-	live := map[int32]bool{}
-	for ns := range l.seen {
-		live[ns.node] = true
-	}
-	return len(live)
-}
+func (l *ledger) nodesLive() int { return len(l.nodes) }
 
 // vet sets aside every peer whose evidence this node's own contradicts,
 // and returns their names and the ratio of their durations to this
@@ -490,7 +542,7 @@ func (l *ledger) setAside(name string, idx int32) {
 	l.aside[name] = true
 	for ns := range l.seen {
 		if ns.node == idx {
-			l.drop(ns, name)
+			l.drop(ns)
 		}
 	}
 }

@@ -56,3 +56,111 @@ func TestLedgerNegativeShard(t *testing.T) {
 		t.Fatalf("shard s-1: %v", err)
 	}
 }
+
+// sameShardKeys returns n keys of one shard.
+func sameShardKeys(n int) []learned.Key {
+	var ks []learned.Key
+	want := -1
+	for i := 0; len(ks) < n; i++ {
+		k := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		if s := shardOf(k.Bucket); want < 0 || s == want {
+			want = s
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// TestLedgerLaterValueDropsKeys: a node's value of a shard is its whole
+// evidence there, so a later value without a key withdraws the node's
+// contribution to it, and its records count against MaxPeerKeys no more.
+func TestLedgerLaterValueDropsKeys(t *testing.T) {
+	ks := sameShardKeys(3)
+	a := claimStats(4, 20)
+	l := newLedger(ledgerFP, "me", 1, 2)
+	if err := l.put(ledgerKey("n1", ks[0]), ledgerValue(ledgerFP, "n1", 9, record{ks[0], a}, record{ks[1], a}), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	totalsOf(l)
+	if err := l.put(ledgerKey("n1", ks[0]), ledgerValue(ledgerFP, "n1", 9, record{ks[0], a}), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got := totalsOf(l)
+	if st, ok := got[ks[1]]; !ok || st != (bandit.Stats{}) || l.held != 1 {
+		t.Fatalf("after a value without %s: its total %+v (reported %v), held %d; want nothing, reported, held 1", ks[1].Bucket, st, ok, l.held)
+	}
+	// The node holds 1 record now: a value of 2 others is within its 2.
+	if err := l.put(ledgerKey("n1", ks[0]), ledgerValue(ledgerFP, "n1", 9, record{ks[1], a}, record{ks[2], a}), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got = totalsOf(l)
+	if got[ks[0]] != (bandit.Stats{}) || got[ks[1]] != a || got[ks[2]] != a || l.held != 2 {
+		t.Fatalf("after a value of the 2 others: totals %+v, held %d", got, l.held)
+	}
+	if err := l.remove(ledgerKey("n1", ks[0])); err != nil {
+		t.Fatal(err)
+	}
+	if got = totalsOf(l); len(got) != 2 || got[ks[1]] != (bandit.Stats{}) || got[ks[2]] != (bandit.Stats{}) || l.held != 0 {
+		t.Fatalf("after the value left: totals %+v, held %d; want both emptied, held 0", got, l.held)
+	}
+}
+
+// TestLedgerPeerSlotFreed: a node whose values have all left gives up its
+// place among the maxPeers, so departed nodes do not shut out new ones; a
+// peer set aside stays set aside after its values left.
+func TestLedgerPeerSlotFreed(t *testing.T) {
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	t0 := time.Unix(1000, 0)
+	for i := range maxPeers {
+		node := fmt.Sprintf("n%d", i)
+		if err := l.put(ledgerKey(node, k), ledgerValue(ledgerFP, node, 9, record{k, claimStats(1, 20)}), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.remove(ledgerKey("n0", k)); err != nil {
+		t.Fatal(err)
+	}
+	l.setAside("n1", l.nodes["n1"])
+	if err := l.put(ledgerKey("new1", k), ledgerValue(ledgerFP, "new1", 9, record{k, claimStats(2, 20)}), t0.Add(time.Hour)); err != nil {
+		t.Fatalf("a new node after one left: %v", err)
+	}
+	if err := l.put(ledgerKey("new2", k), ledgerValue(ledgerFP, "new2", 9, record{k, claimStats(2, 20)}), t0.Add(time.Hour)); err != nil {
+		t.Fatalf("a new node after one was set aside: %v", err)
+	}
+	if err := l.put(ledgerKey("n1", k), ledgerValue(ledgerFP, "n1", 9, record{k, claimStats(1, 20)}), t0.Add(time.Hour)); err == nil {
+		t.Fatal("the peer set aside came back")
+	}
+	l.totals(nil)
+	l.expire(t0.Add(90*time.Minute), time.Hour) // the 62 others age out
+	if err := l.put(ledgerKey("new3", k), ledgerValue(ledgerFP, "new3", 9, record{k, claimStats(3, 20)}), t0.Add(time.Hour)); err != nil {
+		t.Fatalf("a new node after the others aged out: %v", err)
+	}
+	want := claimStats(2, 20).Add(claimStats(2, 20)).Add(claimStats(3, 20))
+	if got := totalsOf(l)[k]; got != want || l.nodesLive() != 3 {
+		t.Fatalf("total %+v over %d nodes; want %+v over 3", got, l.nodesLive(), want)
+	}
+}
+
+// TestLedgerAsideBounded: the names of peers set aside are bounded; past
+// maxAside no new node is admitted, while known ones still are.
+func TestLedgerAsideBounded(t *testing.T) {
+	k := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	if err := l.put(ledgerKey("old", k), ledgerValue(ledgerFP, "old", 9, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxAside {
+		node := fmt.Sprintf("liar%d", i)
+		if err := l.put(ledgerKey(node, k), ledgerValue(ledgerFP, node, 9, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+			t.Fatalf("liar %d: %v", i, err)
+		}
+		l.setAside(node, l.nodes[node])
+	}
+	if err := l.put(ledgerKey("new", k), ledgerValue(ledgerFP, "new", 9, record{k, claimStats(1, 20)}), time.Time{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("a new node past %d set aside: %v, want ErrLimit", maxAside, err)
+	}
+	if err := l.put(ledgerKey("old", k), ledgerValue(ledgerFP, "old", 9, record{k, claimStats(2, 20)}), time.Time{}); err != nil {
+		t.Errorf("a known node past %d set aside: %v", maxAside, err)
+	}
+}
