@@ -157,7 +157,8 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 // Foreign makes each entry's Stats the evidence from elsewhere behind
 // its key's prior, replacing what was set before (a total, not an
 // increment: setting the same value twice counts it once). Zero Stats
-// removes it. A key whose bucket has not been made yet, or whose backend
+// removes it, as do Stats of no weight (N ≤ 0): a Σy without N would move
+// the prior's mean by any amount, past the cap (TestFoldZeroWeight). A key whose bucket has not been made yet, or whose backend
 // is not configured, is kept for when it is made. It reports how many
 // arms of this Scheduler's buckets changed. The change is not handed out
 // by Changes: it is the fleet's, not this Scheduler's, evidence.
@@ -175,6 +176,9 @@ func (f *Fold) Foreign(batch []learned.Foreign) int {
 
 // set is Foreign for one key (f.mu held).
 func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
+	if !(st.N > 0) {
+		st = bandit.Stats{}
+	}
 	if st == (bandit.Stats{}) {
 		delete(f.foreign, k)
 	} else {

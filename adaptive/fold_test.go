@@ -149,3 +149,24 @@ func TestFoldedPriorAdapts(t *testing.T) {
 		t.Errorf("%d of the last 500 decisions on gpu, want at least 450", onGPU)
 	}
 }
+
+// TestFoldZeroWeight: foreign evidence of no weight (N 0) with a Σy is
+// not evidence: folded, it would move the prior's mean by any amount with
+// nothing for the cap to scale, and the check of this node's
+// measurements against it (verify.go) divides by N, so it never ran.
+func TestFoldZeroWeight(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	defer s.Close()
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	if _, err := s.Select(spec, Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	fb := f.byName[k.Bucket]
+	before := fb.b.bb.Priors[0]
+	f.Foreign([]learned.Foreign{{Key: k, Stats: bandit.Stats{N: 0, Sum: 1e4, SumSq: 1e8}}})
+	if after := fb.b.bb.Priors[0]; after != before {
+		t.Errorf("prior %+v became %+v", before, after)
+	}
+}

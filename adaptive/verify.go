@@ -87,7 +87,8 @@ func (v *verifier) verified(a int) bool {
 const plausibleRatio = 10.0
 
 // plausible reports whether st, foreign evidence for arm a of b, is
-// within plausibleRatio of the arm's cost model.
+// within plausibleRatio of the arm's cost model; no evidence (Fold.set
+// makes N ≤ 0 so) is.
 func plausible(b *bucket, a int, st bandit.Stats) bool {
 	return st.N <= 0 || math.Abs(st.Sum/st.N-b.per[a].lnModel) <= math.Log(plausibleRatio)
 }
