@@ -71,6 +71,13 @@ type foldBucket struct {
 // fraction of the bandit's memory 1/(1−γ) (Fold).
 const foldMemory = 0.1
 
+// maxForeignSpread bounds the standard deviation of ln µs that foreign
+// evidence may claim: ln 10, a tenfold spread at one σ, where one
+// machine's runs of a bucket spread by a few per cent. A wider claim would
+// keep the arm's posterior wide whatever the node measures, and the arm
+// explored for good (TestFoldZeroWeight).
+const maxForeignSpread = 2.302585092994046
+
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
 // their prior counts as this Scheduler's own evidence.
@@ -157,8 +164,9 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 // Foreign makes each entry's Stats the evidence from elsewhere behind
 // its key's prior, replacing what was set before (a total, not an
 // increment: setting the same value twice counts it once). Zero Stats
-// removes it, as do Stats of no weight (N ≤ 0): a Σy without N would move
-// the prior's mean by any amount, past the cap (TestFoldZeroWeight). A key whose bucket has not been made yet, or whose backend
+// removes it, as do Stats of no weight (N ≤ 0), whose Σy alone would move
+// the prior's mean by any amount past the cap, and Stats whose spread is
+// wider than maxForeignSpread (TestFoldZeroWeight). A key whose bucket has not been made yet, or whose backend
 // is not configured, is kept for when it is made. It reports how many
 // arms of this Scheduler's buckets changed. The change is not handed out
 // by Changes: it is the fleet's, not this Scheduler's, evidence.
@@ -176,7 +184,7 @@ func (f *Fold) Foreign(batch []learned.Foreign) int {
 
 // set is Foreign for one key (f.mu held).
 func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
-	if !(st.N > 0) {
+	if !(st.N > 0) || st.SumSq/st.N-(st.Sum/st.N)*(st.Sum/st.N) > maxForeignSpread*maxForeignSpread {
 		st = bandit.Stats{}
 	}
 	if st == (bandit.Stats{}) {

@@ -154,6 +154,8 @@ func TestFoldedPriorAdapts(t *testing.T) {
 // not evidence: folded, it would move the prior's mean by any amount with
 // nothing for the cap to scale, and the check of this node's
 // measurements against it (verify.go) divides by N, so it never ran.
+// Nor is evidence claiming a spread over ln 10: it widens the prior for
+// good, so the arm is explored whatever the node measures.
 func TestFoldZeroWeight(t *testing.T) {
 	s := newTestScheduler(t, Config{})
 	defer s.Close()
@@ -165,8 +167,19 @@ func TestFoldZeroWeight(t *testing.T) {
 	}
 	fb := f.byName[k.Bucket]
 	before := fb.b.bb.Priors[0]
-	f.Foreign([]learned.Foreign{{Key: k, Stats: bandit.Stats{N: 0, Sum: 1e4, SumSq: 1e8}}})
-	if after := fb.b.bb.Priors[0]; after != before {
-		t.Errorf("prior %+v became %+v", before, after)
+	mu := before.Mu
+	for _, st := range []bandit.Stats{
+		{N: 0, Sum: 1e4, SumSq: 1e8},                        // no weight
+		{N: 1e-6, Sum: 1e-6 * mu, SumSq: 1e2},               // σ 10⁴
+		{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.4)}, // σ just over ln 10
+	} {
+		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
+		if after := fb.b.bb.Priors[0]; after != before {
+			t.Errorf("%+v: prior %+v became %+v", st, before, after)
+		}
+	}
+	ok := bandit.Stats{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.2)}
+	if f.Foreign([]learned.Foreign{{Key: k, Stats: ok}}); fb.b.bb.Priors[0] == before {
+		t.Errorf("%+v (σ just under ln 10) left the prior", ok)
 	}
 }
