@@ -9,7 +9,8 @@ import "github.com/adaptsched/adaptsched/kernels"
 // as its estimate, when the Scheduler may run the op there (an index in
 // Config.Backends, capable, not excluded); otherwise the bandit chooses
 // among the allowed backends, with Reason Unsupported (or why, as
-// SelectExcept). Observe learns from its decision as from any.
+// SelectExcept). Under Only, Only's backend stands whatever arm is.
+// Observe learns from its decision as from any.
 func (s *Scheduler) SelectOn(spec kernels.Spec, res Residency, arm int, exclude Mask, why Reason) (d Decision, err error) {
 	err = s.selectInto(&d, &spec, &res, exclude, why, true, arm)
 	return d, err
@@ -40,6 +41,9 @@ func (s *Scheduler) Bucket(spec kernels.Spec) (BucketID, error) {
 // when it may run the op (UserPreference, estimates at the posterior
 // means), else the bandit's choice among the allowed arms (Unsupported).
 func (s *Scheduler) placeDecide(arm int, b *bucket, allowed Mask, extra, copies, est *[MaxBackends]float64) choice {
+	if s.only >= 0 {
+		arm = s.only // the one backend Only allows (TestSelectOnUnderOnly)
+	}
 	if arm >= 0 && arm < s.n && allowed.Has(arm) {
 		s.e.means(b, allowed, extra, est)
 		return choice{arm: arm, reason: UserPreference}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/learned"
 )
 
 // TestSelectOn: the caller's backend stands (UserPreference) with the
@@ -66,5 +67,50 @@ func TestLacking(t *testing.T) {
 	got := r.Lacking(Backend(0), 2)
 	if got[0] != 10 || got[1] != 101 {
 		t.Errorf("lacking %v, want cpu 10, gpu 101", got[:2])
+	}
+}
+
+// TestSelectOnUnderOnly: under Only the strategy's backend is the only
+// one allowed (Allowed), so a caller's other backend does not stand, nor
+// does the bandit choose among the rest.
+func TestSelectOnUnderOnly(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1, Strategy: Only("cpu")})
+	mm := matmul(8, 256, 256)
+	for range 20 {
+		d, err := s.SelectOn(mm, Residency{}, 1, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Name != "cpu" {
+			t.Fatalf("SelectOn gpu under only:cpu: %s (%v)", d.Name, d.Reason)
+		}
+		if err := s.Observe(d, us(42)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOnlyNoProbe: under Only the fleet's evidence of another backend is
+// not tested on this node (verify.go's probe): that would run ops where
+// the user said not to.
+func TestOnlyNoProbe(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1, Strategy: Only("cpu")})
+	f := s.Fold()
+	for _, w := range verifyWork {
+		k := learned.Key{Backend: "gpu", Bucket: kernels.BucketName(w.spec)}
+		f.Foreign([]learned.Foreign{{Key: k, Stats: claim(50, w.gpu)}})
+	}
+	for i := range 200 {
+		w := verifyWork[i%len(verifyWork)]
+		d, err := s.Select(w.spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Name != "cpu" {
+			t.Fatalf("op %d under only:cpu ran on %s (%v)", i, d.Name, d.Reason)
+		}
+		if err := s.Observe(d, us(w.cpu)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
