@@ -8,19 +8,20 @@ import "github.com/adaptsched/adaptsched/adaptive"
 // than beside its copy (TestWeightCopiedBeforeOp). The use is counted in
 // that cache now, as a use that copied the weight; the op's own staging
 // then finds it held, and ownSake skips the backend. queued: the copy is
-// queued (copyToDevice), else made at once. Only with weight caches
-// (Executor.weighs).
-func (e *Executor) copyWanted(ts []*Tensor, queued bool) {
+// queued (copyToDevice), else made at once. us are the op's counted
+// masks: a cache that counted the use already is not asked. Only with
+// weight caches (Executor.weighs).
+func (e *Executor) copyWanted(ts []*Tensor, us *[adaptive.MaxInputs]adaptive.Mask, queued bool) {
 	if e.wc.held.Load() {
 		return
 	}
-	for _, t := range ts {
+	for i, t := range ts {
 		if !t.weight.Load() {
 			continue
 		}
 		t.mu.Lock()
 		for b := range e.bes {
-			if !e.wants(t, b) || !e.admit(t, b, ts, true, 0) {
+			if us[i].Has(b) || !e.wants(t, b) || !e.admit(t, b, ts, true, 0) {
 				continue
 			}
 			if !queued {
