@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/adaptive"
@@ -76,6 +77,74 @@ func TestRetryCountsWeightOnce(t *testing.T) {
 					t.Errorf("sync=%v: one op's use of its weight counted %.2f times in %s's cache", sync, u, e.s.BackendName(a))
 				}
 			}
+		}
+	}
+}
+
+// TestWantedCopyCountsOnce: the use whose copy a cache wants before the
+// op (copyWanted) counts once there, as every other: each of 60 ops
+// reading a 4 MiB weight on the CPU adds one use to the GPU's cache,
+// which copies the weight in before one of them (TestWeightCopiedBeforeOp's
+// setting). Queued and synchronous.
+func TestWantedCopyCountsOnce(t *testing.T) {
+	const dim = 1024
+	for _, sync := range []bool{false, true} {
+		var bes []backends.Backend
+		for _, name := range []string{"sim:desktop16", "sim:pcie3x8"} {
+			b, err := backends.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			bes = append(bes, b)
+		}
+		e, err := New(Config{Backends: bes, NoCalibration: true, Seed: 1, Strategy: adaptive.Only("sim:desktop16"),
+			Synchronous: sync, WeightBudget: []int64{-1, 4 * dim * dim}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		buf := func(n int64) backends.Buffer {
+			b, err := e.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Write(b, make([]byte, n)); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		w, x, out := buf(4*dim*dim), buf(4*dim), buf(4*dim)
+		if err := e.MarkWeight(w); err != nil {
+			t.Fatal(err)
+		}
+		id := w.(*Tensor).wuse.id
+		uses := func(now float64) float64 {
+			e.wc.mu.Lock()
+			defer e.wc.mu.Unlock()
+			if r := e.wc.rule[1]; r != nil {
+				return r.Uses(id, now)
+			}
+			return 0
+		}
+		spec := kernels.Spec{Op: kernels.MatMul, In: []kernels.Shape{{1, dim}, {dim, dim}}}
+		for i := range 60 {
+			now := float64(i + 1) // one weight: a step per use
+			before := uses(now)
+			if _, err := e.Run(spec, []backends.Buffer{x, w}, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// copyWanted counts its use before the op ticks the clock:
+			// a step early, so a little less.
+			if got := uses(now) - before; math.Abs(got-1) > 0.05 {
+				t.Errorf("sync=%v: use %d counted %.2f times in the GPU's cache (held there: %v)", sync, i+1, got, w.(*Tensor).Valid().Has(1))
+			}
+		}
+		if !w.(*Tensor).Valid().Has(1) {
+			t.Errorf("sync=%v: the GPU's cache never took the weight", sync)
 		}
 	}
 }
