@@ -107,9 +107,13 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 // pinned and cached there.
 func (e *Executor) Preload(b backends.Buffer, a int) error { return e.preload(b, a, false) }
 
-// Pin is Preload of a copy that is never evicted. Pins are placed before
-// the cache is in use: Pin of a weight already cached on a (by Preload or
-// an op) fails with ErrBudget; Pin of one pinned there already is a no-op.
+// Pin is Preload of a copy that is never evicted, not even when the
+// backend runs out of memory; on a backend without a weight budget too.
+// Pins are placed before the cache is in use: Pin of a weight already
+// cached on a (by Preload or an op) fails with ErrBudget; Pin of one
+// pinned there already is a no-op. On a backend that works on the host
+// copy in place (a CPU), Preload and Pin are no-ops: that copy is its
+// own, never evicted, and WeightBytes counts none there.
 func (e *Executor) Pin(b backends.Buffer, a int) error { return e.preload(b, a, true) }
 
 func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
@@ -251,17 +255,19 @@ func (e *Executor) preloadFits(t *Tensor, a int, pin bool) bool {
 // pinned copy takes free room outside the rule; otherwise the rule admits
 // it (copied: the op copies it there anyway), and the weights it evicts
 // are left in e.wc.evict for the caller to drop. Without a budget it
-// always fits.
+// always fits, and a pin is recorded all the same: unrecorded, Pin
+// returned nil and an out of memory evicted the copy
+// (TestPinWithoutBudget).
 func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float64) bool {
 	budget := e.wc.budget[a]
 	switch {
-	case budget < 0:
 	case pin:
-		if e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget {
+		if budget >= 0 && (e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget) {
 			return false // pins are placed before the cache is in use
 		}
 		e.wc.pinned[a] += t.size
 		t.wuse.pin |= adaptive.Backend(a)
+	case budget < 0:
 	default:
 		if e.wc.rule[a] == nil {
 			r, err := weightcache.New(budget-e.wc.pinned[a], weightcache.Options{})
