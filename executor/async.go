@@ -94,7 +94,7 @@ func (e *Executor) issue(sc *opScratch, s kernels.Spec, ts []*Tensor, o *Tensor,
 			readyAt = max(readyAt, e.since()) // after a recovery
 		}
 		n := e.lockSet(sc, ts, o, true)
-		err := e.placeInputs(r, d, ts, o, a)
+		err := e.placeInputs(r, d, ts, o, a, &sc.wuses)
 		if err == nil {
 			err = e.outputOnLocked(o, a)
 		}
@@ -131,8 +131,9 @@ func (e *Executor) recoverLost(ts []*Tensor) error {
 
 // placeInputs makes each input valid on backend a, queueing the copies
 // that takes, records in r what it waits for, and puts the buffers the
-// op reads in o.args (tensors locked). d is r's decision.
-func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Tensor, a int) error {
+// op reads in o.args (tensors locked). d is r's decision, us the op's
+// counted masks.
+func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Tensor, a int, us *[adaptive.MaxInputs]adaptive.Mask) error {
 	l := e.loc(a)
 	for i, t := range ts {
 		if t.freed {
@@ -141,8 +142,8 @@ func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Te
 		t.markRead(adaptive.Backend(a))
 		weight := t.weight.Load()
 		if weight {
-			e.touchWeight(t, a)
-			e.copyForOwnSake(t, d, ts)
+			e.touchWeight(t, a, &us[i])
+			e.copyForOwnSake(t, d, ts, &us[i])
 		}
 		if t.unwritten() {
 			if err := e.freshOn(t, a); err != nil {
@@ -160,7 +161,7 @@ func (e *Executor) placeInputs(r *rec, d *adaptive.Decision, ts []*Tensor, o *Te
 			}
 			if !e.alias.Has(a) {
 				admit := weight && t.copies[a] == nil
-				if admit && !e.cacheable(t, a, ts) {
+				if admit && !e.cacheable(t, a, ts, &us[i]) {
 					c, err := e.stageWeight(t, a)
 					if err != nil {
 						return err

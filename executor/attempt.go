@@ -103,7 +103,7 @@ func (e *Executor) attemptOn(sc *opScratch, s *kernels.Spec, ts []*Tensor, o *Te
 	var xferUs float64
 	for try := 0; ; try++ {
 		if try > 0 || anyWeight(ts) {
-			us, err := e.prepare(ts, o, a, restore, staged)
+			us, err := e.prepare(ts, o, a, restore, staged, &sc.wuses)
 			xferUs += us
 			if err != nil {
 				return backends.Timing{}, xferUs, err
@@ -163,14 +163,15 @@ func anyWeight(ts []*Tensor) bool {
 // prepare makes the copies an op on backend a needs: its inputs there
 // (weights staged for the op alone into staged, lost inputs recovered
 // unless restore) and its output allocated. It returns the copies' time
-// in µs.
-func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged *[adaptive.MaxInputs]backends.Buffer) (float64, error) {
+// in µs. wuses are the op's counted masks.
+func (e *Executor) prepare(ts []*Tensor, o *Tensor, a int, restore bool, staged *[adaptive.MaxInputs]backends.Buffer,
+	wuses *[adaptive.MaxInputs]adaptive.Mask) (float64, error) {
 	var xferUs float64
 	for i, t := range ts {
 		if staged[i] != nil {
 			continue
 		}
-		buf, us, err := e.stageSync(t, a, ts)
+		buf, us, err := e.stageSync(t, a, ts, &wuses[i])
 		xferUs += us
 		if err != nil {
 			return xferUs, err

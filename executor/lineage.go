@@ -114,7 +114,7 @@ func (e *Executor) recover(t *Tensor) error {
 			continue // another op recovered it meanwhile
 		}
 		var d adaptive.Decision
-		if _, err := e.run(&d, &st.spec, st.in, st.t, true, 0, 0); err != nil {
+		if _, err := e.run(&d, &st.spec, st.in, st.t, true, true, 0, 0); err != nil {
 			return fmt.Errorf("%w: recomputing tensor %d: %w", ErrTensorLost, st.t.id, err)
 		}
 		e.recoveries.Add(1)

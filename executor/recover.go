@@ -141,7 +141,7 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	for i, t := range r.in {
 		in[i] = t
 	}
-	_, err := e.run(&d, r.spec, in, r.out, r.restore, exclude, why)
+	_, err := e.run(&d, r.spec, in, r.out, r.restore, true, exclude, why)
 	if err == nil {
 		return
 	}

@@ -28,6 +28,9 @@ type opScratch struct {
 	ts    [adaptive.MaxInputs]*Tensor
 	locks [adaptive.MaxInputs + 1]*Tensor
 	write [adaptive.MaxInputs + 1]bool
+	// wuses are the counted masks of its inputs' weight uses (ticked),
+	// kept across its tries.
+	wuses [adaptive.MaxInputs]adaptive.Mask
 }
 
 // Run implements backends.Backend: it places s on the best backend, moves
@@ -44,7 +47,7 @@ type opScratch struct {
 func (e *Executor) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) (backends.Timing, error) {
 	var d adaptive.Decision
 	if e.cfg.Synchronous {
-		return e.run(&d, &s, in, out, false, 0, 0)
+		return e.run(&d, &s, in, out, false, false, 0, 0)
 	}
 	return e.runQueued(&d, &s, in, out)
 }
@@ -57,7 +60,7 @@ func (e *Executor) Submit(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	var d adaptive.Decision
 	var err error
 	if e.cfg.Synchronous {
-		_, err = e.run(&d, &s, in, out, false, 0, 0)
+		_, err = e.run(&d, &s, in, out, false, false, 0, 0)
 	} else {
 		_, err = e.runQueued(&d, &s, in, out)
 	}
@@ -75,7 +78,7 @@ func (e *Executor) runQueued(d *adaptive.Decision, s *kernels.Spec, in []backend
 	if e.closed.Load() {
 		return backends.Timing{}, e.opErr(*s, fmt.Errorf("executor: Run after Close: %w", adaptive.ErrClosed))
 	}
-	return e.run(d, s, in, out, false, 0, 0)
+	return e.run(d, s, in, out, false, false, 0, 0)
 }
 
 // maxAttempts bounds the retries of one copy or op around failures.
@@ -84,10 +87,12 @@ const maxAttempts = 8
 // run is Run, its decision written to d (a Decision is 200 bytes, which
 // returning it copied at every level); restore marks a recomputation of out's lost version
 // (Executor.recover), which neither bumps its version nor records its
-// lineage, and does not recover lost inputs itself. exclude and why start
-// the fallback: the backends already failed (a queued op's re-run) and
-// the reason to record.
-func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore bool,
+// lineage, and does not recover lost inputs itself. counted marks an op
+// whose weight uses were counted before (a re-run or a recomputation):
+// it counts none (ticked). exclude and why start the fallback: the
+// backends already failed (a queued op's re-run) and the reason to
+// record.
+func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buffer, out backends.Buffer, restore, counted bool,
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	if len(in) != len(s.In) || len(in) > adaptive.MaxInputs {
 		return backends.Timing{}, e.countErr(s, len(in))
@@ -107,6 +112,11 @@ func (e *Executor) run(d *adaptive.Decision, s *kernels.Spec, in []backends.Buff
 	var sc opScratch
 	if k != nil {
 		sc.key, sc.h, sc.spec = &k.key, k.h, &k.spec
+	}
+	if counted {
+		for i := range sc.wuses {
+			sc.wuses[i] = allCounted
+		}
 	}
 	var tm backends.Timing
 	ts := sc.ts[:len(in)]
@@ -188,7 +198,7 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, t
 	exclude adaptive.Mask, why adaptive.Reason) (backends.Timing, error) {
 	queued := !e.cfg.Synchronous
 	if !restore && e.weighs {
-		e.copyWanted(ts, queued)
+		e.copyWanted(ts, &sc.wuses, queued)
 	}
 	if queued || exclude != 0 || e.health.sick.Load() != 0 || anyWeight(ts) {
 		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, nil)
@@ -204,14 +214,14 @@ func (e *Executor) place(d *adaptive.Decision, sc *opScratch, s *kernels.Spec, t
 	if err != nil {
 		return e.placeRetry(d, sc, s, ts, o, restore, exclude, why, err)
 	}
-	e.succeeded(s, d, ts, tm, xferUs)
+	e.succeeded(sc, s, d, ts, tm, xferUs)
 	return tm, nil
 }
 
 // succeeded completes an op that ran synchronously on d.Backend.
-func (e *Executor) succeeded(s *kernels.Spec, d *adaptive.Decision, ts []*Tensor, tm backends.Timing, xferUs float64) {
+func (e *Executor) succeeded(sc *opScratch, s *kernels.Spec, d *adaptive.Decision, ts []*Tensor, tm backends.Timing, xferUs float64) {
 	if e.weighs {
-		e.copyForOwnSakeSync(ts, d)
+		e.copyForOwnSakeSync(ts, d, &sc.wuses)
 	}
 	if adaptive.Mask(e.health.sick.Load()).Has(d.Backend) {
 		e.healthy(d.Backend)
@@ -284,7 +294,7 @@ func (e *Executor) placeRetry(d *adaptive.Decision, sc *opScratch, s *kernels.Sp
 		var tm backends.Timing
 		var xferUs float64
 		if tm, xferUs, err = e.attempt(sc, s, ts, o, d.Backend, restore); err == nil {
-			e.succeeded(s, d, ts, tm, xferUs)
+			e.succeeded(sc, s, d, ts, tm, xferUs)
 			return tm, nil
 		}
 	}

@@ -6,21 +6,27 @@ import "github.com/adaptsched/adaptsched/adaptive"
 // its own sake at this use (weightcache.Cache.Wants) there before the op
 // is placed, so that Select sees it held and the op may run on it rather
 // than beside its copy (TestWeightCopiedBeforeOp). The use is counted in
-// that cache now, as a use that copied the weight; the op's own staging
-// then finds it held, and ownSake skips the backend. queued: the copy is
-// queued (copyToDevice), else made at once. Only with weight caches
+// that cache now, as a use that copied the weight, and marked in us, the
+// op's counted masks, so that the op's staging (touchWeight) and ownSake
+// do not count it there again (TestWantedCopyCountsOnce); a cache that
+// counted it already is not asked. queued: the copy is queued
+// (copyToDevice), else made at once. Only with weight caches
 // (Executor.weighs).
-func (e *Executor) copyWanted(ts []*Tensor, queued bool) {
+func (e *Executor) copyWanted(ts []*Tensor, us *[adaptive.MaxInputs]adaptive.Mask, queued bool) {
 	if e.wc.held.Load() {
 		return
 	}
-	for _, t := range ts {
+	for i, t := range ts {
 		if !t.weight.Load() {
 			continue
 		}
 		t.mu.Lock()
 		for b := range e.bes {
-			if !e.wants(t, b) || !e.admit(t, b, ts, true, 0) {
+			if us[i].Has(b) || !e.wants(t, b) {
+				continue
+			}
+			us[i] |= adaptive.Backend(b)
+			if !e.admit(t, b, ts, true, 0) {
 				continue
 			}
 			if !queued {

@@ -107,9 +107,13 @@ func (e *Executor) MarkWeight(b backends.Buffer) error {
 // pinned and cached there.
 func (e *Executor) Preload(b backends.Buffer, a int) error { return e.preload(b, a, false) }
 
-// Pin is Preload of a copy that is never evicted. Pins are placed before
-// the cache is in use: Pin of a weight already cached on a (by Preload or
-// an op) fails with ErrBudget; Pin of one pinned there already is a no-op.
+// Pin is Preload of a copy that is never evicted, not even when the
+// backend runs out of memory; on a backend without a weight budget too.
+// Pins are placed before the cache is in use: Pin of a weight already
+// cached on a (by Preload or an op) fails with ErrBudget; Pin of one
+// pinned there already is a no-op. On a backend that works on the host
+// copy in place (a CPU), Preload and Pin are no-ops: that copy is its
+// own, never evicted, and WeightBytes counts none there.
 func (e *Executor) Pin(b backends.Buffer, a int) error { return e.preload(b, a, true) }
 
 func (e *Executor) preload(b backends.Buffer, a int, pin bool) error {
@@ -197,14 +201,30 @@ func (e *Executor) unreserve(t *Tensor, a int) {
 	e.unregisterWeight(t, adaptive.Backend(a))
 }
 
+// ticked marks, in an op's counted mask of a weight, that the use has
+// ticked the caches' clock; a backend's bit, that its cache counted it.
+// Rule: an op's use of a weight counts once in the clock and in each
+// cache, whatever its retries, re-runs or recomputations. Reason: each
+// try counted it again, so a failure aged every weight and doubled the
+// use where the retry ran (TestRetryCountsWeightOnce).
+const ticked = adaptive.Host
+
+// allCounted is the counted mask of an op whose uses were counted before
+// (a re-run by the recovery, or a recomputation).
+const allCounted = ^adaptive.Mask(0)
+
 // touchWeight counts one use of weight t by an op on backend a (t.mu
-// held): a tick of the caches' clock, and a use in a's cache when t is
-// held there (hitLocked).
-func (e *Executor) touchWeight(t *Tensor, a int) {
+// held) where u, the op's counted mask of t, has not: a tick of the
+// caches' clock, and a use in a's cache when t is held there (hitLocked).
+func (e *Executor) touchWeight(t *Tensor, a int, u *adaptive.Mask) {
 	e.wc.mu.Lock()
-	e.wc.tick++
-	if t.copies[a] != nil {
+	if *u&ticked == 0 {
+		e.wc.tick++
+		*u |= ticked
+	}
+	if t.copies[a] != nil && !u.Has(a) {
 		e.hitLocked(t, a, 0)
+		*u |= adaptive.Backend(a)
 	}
 	e.wc.mu.Unlock()
 }
@@ -235,17 +255,19 @@ func (e *Executor) preloadFits(t *Tensor, a int, pin bool) bool {
 // pinned copy takes free room outside the rule; otherwise the rule admits
 // it (copied: the op copies it there anyway), and the weights it evicts
 // are left in e.wc.evict for the caller to drop. Without a budget it
-// always fits.
+// always fits, and a pin is recorded all the same: unrecorded, Pin
+// returned nil and an out of memory evicted the copy
+// (TestPinWithoutBudget).
 func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float64) bool {
 	budget := e.wc.budget[a]
 	switch {
-	case budget < 0:
 	case pin:
-		if e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget {
+		if budget >= 0 && (e.wc.rule[a] != nil || e.wc.pinned[a]+t.size > budget) {
 			return false // pins are placed before the cache is in use
 		}
 		e.wc.pinned[a] += t.size
 		t.wuse.pin |= adaptive.Backend(a)
+	case budget < 0:
 	default:
 		if e.wc.rule[a] == nil {
 			r, err := weightcache.New(budget-e.wc.pinned[a], weightcache.Options{})
@@ -271,10 +293,14 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float
 // it freed here (idle ones; skip are the op's own tensors). When one
 // cannot be freed now (queued work still uses it, another op holds it,
 // or its copy is still being made), t is not kept and the rule is told
-// the victim stayed.
-func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor) bool {
-	if e.wc.held.Load() && e.wc.budget[a] >= 0 {
-		return false
+// the victim stayed. A cache that counted the op's use already (u, an
+// earlier try) is not asked again: t is not kept.
+func (e *Executor) cacheable(t *Tensor, a int, skip []*Tensor, u *adaptive.Mask) bool {
+	if e.wc.budget[a] >= 0 {
+		if e.wc.held.Load() || u.Has(a) {
+			return false
+		}
+		*u |= adaptive.Backend(a)
 	}
 	return e.admit(t, a, skip, true, 0)
 }
@@ -468,18 +494,18 @@ func (e *Executor) dropStaged(r *rec) {
 // ensureOn finds it valid), or a buffer of its own for this op alone,
 // which the caller frees after the op. It returns the copy's µs. A
 // tensor that is not a weight, or that a has already, is left to
-// ensureOn.
-func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, float64, error) {
+// ensureOn. u is the op's counted mask of t.
+func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor, u *adaptive.Mask) (backends.Buffer, float64, error) {
 	if !t.weight.Load() {
 		return nil, 0, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e.touchWeight(t, a)
+	e.touchWeight(t, a, u)
 	if t.freed || t.valid.Has(a) || e.alias.Has(a) || t.valid&adaptive.Host == 0 {
 		return nil, 0, nil
 	}
-	if t.copies[a] == nil && e.cacheable(t, a, ts) {
+	if t.copies[a] == nil && e.cacheable(t, a, ts, u) {
 		c, err := e.bes[a].Alloc(t.size)
 		if err != nil {
 			e.unreserve(t, a)
@@ -514,15 +540,18 @@ func (e *Executor) stageSync(t *Tensor, a int, ts []*Tensor) (backends.Buffer, f
 // every other backend with a budget that lacks it (t.mu held): the use
 // counts toward its worth there, and the rule may want it kept there for
 // its own sake, each resident use saving what d's estimates say (the
-// chosen arm's cost less that arm's with the copy of t taken off). It
-// returns the backends that admitted it: the caller copies it in.
-func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adaptive.Mask {
+// chosen arm's cost less that arm's with the copy of t taken off),
+// except the caches that counted the op's use already (u, its counted
+// mask of t). It returns the backends that admitted it: the caller
+// copies it in.
+func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor, u *adaptive.Mask) adaptive.Mask {
 	var in adaptive.Mask
 	held := e.wc.held.Load()
 	for b := range e.bes {
-		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || !(d.Estimates[b] > 0) || (held && t.copies[b] == nil) {
+		if b == d.Backend || e.wc.budget[b] < 0 || e.alias.Has(b) || !(d.Estimates[b] > 0) || (held && t.copies[b] == nil) || u.Has(b) {
 			continue
 		}
+		*u |= adaptive.Backend(b)
 		copyUs := e.s.PredictTransfer(e.s.BackendName(b), true, t.size)
 		saved := d.Estimates[d.Backend] - (d.Estimates[b] - copyUs)
 		if !(saved > 0) {
@@ -542,8 +571,8 @@ func (e *Executor) ownSake(t *Tensor, d *adaptive.Decision, skip []*Tensor) adap
 // copyForOwnSake queues the copies of weight t that other backends' caches
 // want for its own sake (ownSake; t.mu held). A copy that cannot be made
 // gives its room back: the op does not need it.
-func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor) {
-	in := e.ownSake(t, d, ts)
+func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor, u *adaptive.Mask) {
+	in := e.ownSake(t, d, ts, u)
 	for b := range e.bes {
 		if !in.Has(b) {
 			continue
@@ -555,14 +584,14 @@ func (e *Executor) copyForOwnSake(t *Tensor, d *adaptive.Decision, ts []*Tensor)
 }
 
 // copyForOwnSakeSync is copyForOwnSake in the synchronous path, after the
-// op: each wanted copy made at once.
-func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision) {
-	for _, t := range ts {
+// op: each wanted copy made at once. us are the op's counted masks.
+func (e *Executor) copyForOwnSakeSync(ts []*Tensor, d *adaptive.Decision, us *[adaptive.MaxInputs]adaptive.Mask) {
+	for i, t := range ts {
 		if !t.weight.Load() {
 			continue
 		}
 		t.mu.Lock()
-		in := e.ownSake(t, d, ts)
+		in := e.ownSake(t, d, ts, &us[i])
 		for b := range e.bes {
 			if in.Has(b) {
 				e.copyInSync(t, b)

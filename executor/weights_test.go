@@ -768,6 +768,48 @@ func TestOutOfMemoryKeepsPinned(t *testing.T) {
 	}
 }
 
+// TestPinWithoutBudget: Pin on a device backend with no weight budget
+// pins: the copy survives an op that runs out of GPU memory, and a
+// second Pin is a no-op. On the CPU, which works on the host copy in
+// place, Pin is a no-op that holds no copy. Synchronous and queued.
+func TestPinWithoutBudget(t *testing.T) {
+	const n = 64
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	for _, sync := range []bool{false, true} {
+		// The GPU's second op (its Run calls count from 0) runs out of memory.
+		gpu := mustSim(t, sim.Event{At: 1, Kind: sim.OutOfMemory, Span: 1})
+		t.Cleanup(func() { gpu.Close() })
+		e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, Synchronous: sync}, open(t, "cpu"), gpu)
+		w := markedWeights(t, e, [][]byte{make([]byte, 4*n)})[0]
+		for range 2 {
+			if err := e.Pin(w, 1); err != nil {
+				t.Fatalf("sync=%v: Pin on the GPU without a budget: %v", sync, err)
+			}
+		}
+		if err := e.Pin(w, 0); err != nil {
+			t.Errorf("sync=%v: Pin on the CPU: %v", sync, err)
+		}
+		if got := e.WeightBytes(); got[0] != 0 || got[1] != 4*n {
+			t.Errorf("sync=%v: weight bytes %v after Pin on both, want [0 %d]", sync, got, 4*n)
+		}
+		for range 2 { // the second op meets the out of memory
+			x := alloc(t, e, make([]byte, 4*n))
+			out := alloc(t, e, make([]byte, 4*n))
+			if _, err := e.Run(spec, []backends.Buffer{x, x}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+		if e.Stats().MemoryRetries == 0 {
+			t.Fatalf("sync=%v: no out of memory met", sync)
+		}
+		if !w.(*executor.Tensor).Valid().Has(1) || e.WeightBytes()[1] != 4*n {
+			t.Errorf("sync=%v: the weight pinned without a budget was evicted: valid %v, %d weight bytes on the GPU",
+				sync, w.(*executor.Tensor).Valid(), e.WeightBytes()[1])
+		}
+	}
+}
+
 // TestPinAfterPreloadKeeps: Pin of a weight already preloaded on the GPU
 // fails with ErrBudget (pins are placed before the cache is in use)
 // rather than returning nil with the copy left to the cache, which later

@@ -104,6 +104,15 @@ func (c *Cache) Resident(id int) bool {
 	return id >= 0 && id < len(c.entries) && c.entries[id].resident
 }
 
+// Uses returns weight id's uses decayed to step now, what its worth
+// counts (0 for a weight never used).
+func (c *Cache) Uses(id int, now float64) float64 {
+	if id < 0 || id >= len(c.entries) {
+		return 0
+	}
+	return c.scoreAt(&c.entries[id], now)
+}
+
 // Plan is what to do after a use.
 type Plan struct {
 	// Hit: the weight was resident (nothing to copy).

@@ -2,6 +2,7 @@ package weightcache
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -228,5 +229,26 @@ func TestWorthBySavings(t *testing.T) {
 	}
 	if took < 0 || !c.Resident(1) || c.Resident(0) {
 		t.Errorf("b never took a's place (at %d; resident a %v, b %v)", took, c.Resident(0), c.Resident(1))
+	}
+}
+
+// TestUses: Uses counts each Use, halved after HalfLife steps; a weight
+// never used has none.
+func TestUses(t *testing.T) {
+	c, _ := New(100, Options{HalfLife: 10})
+	w := Weight{ID: 1, Bytes: 10, CopyUs: 5}
+	for range 2 {
+		if _, err := c.Use(w, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := c.Uses(1, 0); u != 2 {
+		t.Errorf("two uses at step 0 count %v", u)
+	}
+	if u := c.Uses(1, 10); math.Abs(u-1) > 1e-9 {
+		t.Errorf("two uses a half-life ago count %v, want 1", u)
+	}
+	if u, v := c.Uses(0, 0), c.Uses(7, 0); u != 0 || v != 0 {
+		t.Errorf("weights never used count %v and %v", u, v)
 	}
 }
