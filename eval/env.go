@@ -440,7 +440,9 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	res.OffOraclePct = float64(tl.offOracle) / n * 100
 	for a := range nA {
 		res.Share[a] = float64(tl.counts[a]) / n
-		res.OracleShare[a] = float64(e.oShare[a]) / n
+		// The oracle's decisions cover the whole workload, Stopped or not
+		// (TestStoppedShares).
+		res.OracleShare[a] = float64(e.oShare[a]) / float64(len(e.ops))
 	}
 	for b, name := range e.bNames {
 		br := BucketResult{Name: name, Decisions: tl.perBucket[b], Oracle: e.oBucket[b]}

@@ -198,3 +198,26 @@ func TestOracleReadsAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedShares: a run that EnvOptions.Stop ends early reports the
+// ops it ran, and the oracle's shares over the whole workload, as its
+// per-bucket decisions: each set of shares adds up to 1.
+func TestStoppedShares(t *testing.T) {
+	env := handCase(t, 5)
+	env.stop = func() bool { return true } // at the checkpoint of op 1
+	r, err := env.Run(NewFixed(env.Arms(), 0), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Stopped || r.Ops != 1 {
+		t.Fatalf("stopped %v after %d ops, want 1", r.Stopped, r.Ops)
+	}
+	var share, oracle float64
+	for a := range r.Share {
+		share += r.Share[a]
+		oracle += r.OracleShare[a]
+	}
+	if math.Abs(share-1) > 1e-9 || math.Abs(oracle-1) > 1e-9 {
+		t.Errorf("shares add up to %v, the oracle's to %v (%v): want 1 each", share, oracle, r.OracleShare)
+	}
+}
