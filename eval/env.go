@@ -122,11 +122,18 @@ type keyInfo struct {
 	sigma  []float64 // per arm: σ of ln
 }
 
-// NewEnv reads w to its end and prepares it against arms. Every op must be
-// runnable by every arm (opaque ops only by table arms).
+// NewEnv reads w to its end and prepares it against arms (1 to
+// adaptive.MaxBackends, as many as a Residency tells apart). Every op
+// must be runnable by every arm (opaque ops only by table arms).
 func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if len(arms) == 0 {
 		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
+	}
+	if len(arms) > adaptive.MaxBackends {
+		// Rule: refused here. Reason: Run's queue waits and the oracle's
+		// warm-up are sized for MaxBackends, and indexed past it panicked
+		// (TestEnvRejectsTooManyArms).
+		return nil, fmt.Errorf("%w: %d arms, at most %d", ErrInvalidSetup, len(arms), adaptive.MaxBackends)
 	}
 	if opt.Model > sim.Synchronous {
 		return nil, fmt.Errorf("%w: execution model %v", ErrInvalidSetup, opt.Model)

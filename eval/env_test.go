@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -219,5 +220,25 @@ func TestStoppedShares(t *testing.T) {
 	}
 	if math.Abs(share-1) > 1e-9 || math.Abs(oracle-1) > 1e-9 {
 		t.Errorf("shares add up to %v, the oracle's to %v (%v): want 1 each", share, oracle, r.OracleShare)
+	}
+}
+
+// TestEnvRejectsTooManyArms: more arms than adaptive.MaxBackends is a
+// setup error, not a panic at the first op of an async run.
+func TestEnvRejectsTooManyArms(t *testing.T) {
+	csv := "op,shape,backend,mean_us,std_us,n\n"
+	for i := range adaptive.MaxBackends + 1 {
+		csv += fmt.Sprintf("Add,1000;1000,dev%d,%d,0,1\n", i, 10+i)
+	}
+	tab, err := sim.LoadTable(strings.NewReader(csv), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1000}, {1000}}}
+	w := &sliceWorkload{ops: []sim.Op{{Spec: x, BucketName: "X", ActBytes: 1000}, {Spec: x, BucketName: "X", ActBytes: 1000}}}
+	_, err = NewEnv(w, tab.Arms(), EnvOptions{Model: sim.Async})
+	want := fmt.Sprintf("%d arms, at most %d", adaptive.MaxBackends+1, adaptive.MaxBackends)
+	if !errors.Is(err, ErrInvalidSetup) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Fatalf("NewEnv with %d arms: %v, want ErrInvalidSetup saying %q", len(tab.Arms()), err, want)
 	}
 }
