@@ -2,6 +2,7 @@ package eval
 
 import (
 	"math"
+	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/sim"
@@ -44,10 +45,23 @@ type input struct {
 	bytes   int64
 }
 
-// inputs returns op t's input groups: one per op it reads (sim.Op.After;
-// the op just before when After is nil), its activation bytes split
-// evenly among them. An op with no activations has none.
+// inputs returns op t's input groups (opInputs), each with the arm its
+// op ran on.
 func (c *clock) inputs(t int, o *opRec, afters [][]int, buf *[adaptive.MaxInputs]input) []input {
+	ins := opInputs(t, o, afters, buf)
+	for i := range ins {
+		if ins[i].op >= 0 {
+			ins[i].arm = int(c.arms[ins[i].op])
+		}
+	}
+	return ins
+}
+
+// opInputs returns op t's input groups, their arm unset (-1): one per op
+// it reads (sim.Op.After; the op just before when After is nil), its
+// activation bytes split evenly among them. An op with no activations
+// has none.
+func opInputs(t int, o *opRec, afters [][]int, buf *[adaptive.MaxInputs]input) []input {
 	if o.act <= 0 {
 		return buf[:0]
 	}
@@ -63,18 +77,52 @@ func (c *clock) inputs(t int, o *opRec, afters [][]int, buf *[adaptive.MaxInputs
 		if len(after) > 0 {
 			back = after[i]
 		}
-		in := input{op: t - back, arm: -1, bytes: share}
+		in := input{op: max(t-back, -1), arm: -1, bytes: share}
 		if i == n-1 {
 			in.bytes = o.act - share*int64(n-1)
-		}
-		if in.op >= 0 {
-			in.arm = int(c.arms[in.op])
-		} else {
-			in.op = -1
 		}
 		buf[i] = in
 	}
 	return buf[:n]
+}
+
+// flow is one input group as the oracle reads it: the other op (the
+// producer of an op's input, or the consumer of its output; -1: host
+// memory) and the bytes.
+type flow struct {
+	op    int32
+	bytes int64
+}
+
+// flows fills e.ins and e.outs: each op's input groups as Run charges
+// them (opInputs), and the groups other ops read from it.
+func (e *Env) flows() {
+	n := len(e.ops)
+	e.inStart, e.outStart = make([]int32, n+1), make([]int32, n+1)
+	var buf [adaptive.MaxInputs]input
+	for t := range e.ops {
+		ins := opInputs(t, &e.ops[t], e.afters, &buf)
+		for _, in := range ins {
+			e.ins = append(e.ins, flow{op: int32(in.op), bytes: in.bytes})
+			if in.op >= 0 {
+				e.outStart[in.op+1]++
+			}
+		}
+		e.inStart[t+1] = int32(len(e.ins))
+	}
+	for t := range n {
+		e.outStart[t+1] += e.outStart[t]
+	}
+	e.outs = make([]flow, e.outStart[n])
+	fill := slices.Clone(e.outStart[:n])
+	for t := range n {
+		for _, f := range e.ins[e.inStart[t]:e.inStart[t+1]] {
+			if f.op >= 0 {
+				e.outs[fill[f.op]] = flow{op: int32(t), bytes: f.bytes}
+				fill[f.op]++
+			}
+		}
+	}
 }
 
 // queueWait fills res.QueueUs: each arm's expected wait before the op

@@ -40,9 +40,11 @@ type EnvOptions struct {
 // The cost of a policy is the sum, over ops, of the drawn compute
 // duration on the arm it chose (noise, spikes, warm-up and the events
 // included) and the transfer of the op's activations when they lie on the
-// other side of a link: the previous op ran on a device that does not
-// share memory with the chosen one (latency + bytes / bandwidth of every
-// link crossed, at the profile's true figures, without noise).
+// other side of a link: an op it reads (sim.Op.After; the previous op
+// when nil) ran on a device that does not share memory with the chosen
+// one (latency + bytes / bandwidth of every link crossed, at the
+// profile's true figures, without noise). The oracle prices the same
+// copies (TestOracleReadsAfter).
 //
 // Durations are drawn once per seed, for every op on every arm, and every
 // policy run with that seed is charged those draws (common random
@@ -92,6 +94,11 @@ type Env struct {
 	// by their first element's address: an opRec keeps an index.
 	afters  [][]int
 	afterOf map[*int]int32
+	// ins[inStart[t]:inStart[t+1]] are op t's input groups, outs[outStart[t]:
+	// outStart[t+1]] those other ops read from it (flows): the copies the
+	// oracle prices as Run charges them.
+	ins, outs         []flow
+	inStart, outStart []int32
 	// noise[t·arms + a] is op t's drawn multiplicative noise on arm a for
 	// drawSeed (draw).
 	noise    []float64
@@ -115,11 +122,18 @@ type keyInfo struct {
 	sigma  []float64 // per arm: σ of ln
 }
 
-// NewEnv reads w to its end and prepares it against arms. Every op must be
-// runnable by every arm (opaque ops only by table arms).
+// NewEnv reads w to its end and prepares it against arms (1 to
+// adaptive.MaxBackends, as many as a Residency tells apart). Every op
+// must be runnable by every arm (opaque ops only by table arms).
 func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	if len(arms) == 0 {
 		return nil, fmt.Errorf("%w: no arms", ErrInvalidSetup)
+	}
+	if len(arms) > adaptive.MaxBackends {
+		// Rule: refused here. Reason: Run's queue waits and the oracle's
+		// warm-up are sized for MaxBackends, and indexed past it panicked
+		// (TestEnvRejectsTooManyArms).
+		return nil, fmt.Errorf("%w: %d arms, at most %d", ErrInvalidSetup, len(arms), adaptive.MaxBackends)
 	}
 	if opt.Model > sim.Synchronous {
 		return nil, fmt.Errorf("%w: execution model %v", ErrInvalidSetup, opt.Model)
@@ -168,6 +182,7 @@ func NewEnv(w sim.Workload, arms []sim.Arm, opt EnvOptions) (*Env, error) {
 	for _, a := range arms {
 		e.warms = e.warms || a.Profile.WarmupFactor > 1
 	}
+	e.flows()
 	e.segments()
 	e.draw(opt.Seed)
 	return e, nil
@@ -432,7 +447,9 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 	res.OffOraclePct = float64(tl.offOracle) / n * 100
 	for a := range nA {
 		res.Share[a] = float64(tl.counts[a]) / n
-		res.OracleShare[a] = float64(e.oShare[a]) / n
+		// The oracle's decisions cover the whole workload, Stopped or not
+		// (TestStoppedShares).
+		res.OracleShare[a] = float64(e.oShare[a]) / float64(len(e.ops))
 	}
 	for b, name := range e.bNames {
 		br := BucketResult{Name: name, Decisions: tl.perBucket[b], Oracle: e.oBucket[b]}

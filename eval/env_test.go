@@ -2,11 +2,13 @@ package eval
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -151,5 +153,92 @@ func TestTableDurations(t *testing.T) {
 	}
 	if math.Abs(r.TotalUs-want)/want > 0.02 {
 		t.Errorf("cpu total %.0f µs, measured means give %.0f", r.TotalUs, want)
+	}
+}
+
+// assigned places each op by its bucket: assign[bucket].
+type assigned []int
+
+func (p assigned) Name() string                { return "assigned" }
+func (p assigned) Choose(t *Task) int          { return p[t.Bucket] }
+func (p assigned) Observe(*Task, int, float64) {}
+
+// TestOracleReadsAfter: the oracle prices an op's copies from the ops it
+// reads (sim.Op.After), as Run charges them, not from the op before it.
+// Ops X, Y, X, Y as in handCase (link 5 µs), each X after 2 reading the
+// X before it and each Y the Y: X on the GPU and Y on the CPU cross the
+// link twice, 6 + 10 + 18 + 10 + 12 = 56 µs, where the op before would
+// cross it at every op (68). No fixed assignment beats the oracle, and
+// the oracle's costs what it says.
+func TestOracleReadsAfter(t *testing.T) {
+	env := handCase(t, 5)
+	x, y := env.keys[0].spec, env.keys[1].spec
+	w := &sliceWorkload{ops: []sim.Op{
+		{Spec: x, Key: 0, Bucket: 0, BucketName: "X", ActBytes: 1000},
+		{Spec: y, Key: 1, Bucket: 1, BucketName: "Y", ActBytes: 1000},
+		{Spec: x, Key: 0, Bucket: 0, BucketName: "X", ActBytes: 1000, After: []int{2}},
+		{Spec: y, Key: 1, Bucket: 1, BucketName: "Y", ActBytes: 1000, After: []int{2}},
+	}}
+	env, err := NewEnv(w, env.arms, EnvOptions{Checkpoint: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := env.OracleUs(); math.Abs(got-56) > 1e-9 {
+		t.Errorf("oracle %v µs, want 56", got)
+	}
+	for _, p := range []Policy{NewOracle(env.Arms(), env.Truth), assigned{0, 1}, assigned{0, 0}, assigned{1, 1}, assigned{1, 0}} {
+		r, err := env.Run(p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := p.(assigned); ok {
+			r.Policy += fmt.Sprint(a)
+		}
+		if r.RegretPct < -1e-9 {
+			t.Errorf("%s: %v µs, regret %v%% against the oracle's %v", r.Policy, r.TotalUs, r.RegretPct, r.OracleUs)
+		}
+	}
+}
+
+// TestStoppedShares: a run that EnvOptions.Stop ends early reports the
+// ops it ran, and the oracle's shares over the whole workload, as its
+// per-bucket decisions: each set of shares adds up to 1.
+func TestStoppedShares(t *testing.T) {
+	env := handCase(t, 5)
+	env.stop = func() bool { return true } // at the checkpoint of op 1
+	r, err := env.Run(NewFixed(env.Arms(), 0), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Stopped || r.Ops != 1 {
+		t.Fatalf("stopped %v after %d ops, want 1", r.Stopped, r.Ops)
+	}
+	var share, oracle float64
+	for a := range r.Share {
+		share += r.Share[a]
+		oracle += r.OracleShare[a]
+	}
+	if math.Abs(share-1) > 1e-9 || math.Abs(oracle-1) > 1e-9 {
+		t.Errorf("shares add up to %v, the oracle's to %v (%v): want 1 each", share, oracle, r.OracleShare)
+	}
+}
+
+// TestEnvRejectsTooManyArms: more arms than adaptive.MaxBackends is a
+// setup error, not a panic at the first op of an async run.
+func TestEnvRejectsTooManyArms(t *testing.T) {
+	csv := "op,shape,backend,mean_us,std_us,n\n"
+	for i := range adaptive.MaxBackends + 1 {
+		csv += fmt.Sprintf("Add,1000;1000,dev%d,%d,0,1\n", i, 10+i)
+	}
+	tab, err := sim.LoadTable(strings.NewReader(csv), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1000}, {1000}}}
+	w := &sliceWorkload{ops: []sim.Op{{Spec: x, BucketName: "X", ActBytes: 1000}, {Spec: x, BucketName: "X", ActBytes: 1000}}}
+	_, err = NewEnv(w, tab.Arms(), EnvOptions{Model: sim.Async})
+	want := fmt.Sprintf("%d arms, at most %d", adaptive.MaxBackends+1, adaptive.MaxBackends)
+	if !errors.Is(err, ErrInvalidSetup) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Fatalf("NewEnv with %d arms: %v, want ErrInvalidSetup saying %q", len(tab.Arms()), err, want)
 	}
 }

@@ -256,7 +256,9 @@ func (e *OffloadEnv) charge(res *OffloadResult, i, prev, a int, resident, early 
 			th.ObserveTransfer(offGPU, a == offGPU, op.ActBytes, x)
 		}
 	}
-	copied := a == offGPU && !resident || early
+	// A GPU that shares host memory reads the weight where it lives: no
+	// copy, nor one counted (TestOffloadSharedGPUCopiesNothing).
+	copied := (a == offGPU && !resident || early) && !e.profs[offGPU].Shared
 	if copied {
 		x := e.copyUs[op.Weight]
 		cost += x

@@ -88,6 +88,21 @@ func TestOffloadCopyBeforeOp(t *testing.T) {
 	}
 }
 
+// TestOffloadSharedGPUCopiesNothing: a GPU that shares host memory reads
+// every weight where it lives, so no policy copies one, or counts a copy.
+func TestOffloadSharedGPUCopiesNothing(t *testing.T) {
+	e := offloadEnv(t, "igpu", sim.OffloadOptions{MoE: true, GPUShare: 0.1, Seed: 2, Rounds: 1, Batch: 8, Decode: 24})
+	for _, p := range OffloadPolicies {
+		r, err := e.Run(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.WeightCopies != 0 || r.WeightCopyUs != 0 {
+			t.Errorf("%s: %d weight copies (%v µs) on a GPU that reads host memory", p, r.WeightCopies, r.WeightCopyUs)
+		}
+	}
+}
+
 // TestOffloadBudgetOverCard: a GPU budget the simulated card cannot
 // hold is one error naming the card and the sizes. Mixtral 8x7B at Q4_0
 // keeps 0.77 GiB of weights on the GPU; a cache of every expert (23.6

@@ -290,31 +290,29 @@ func (e *Env) descend(us *unitSet, assign []int32) {
 // arm a, the others fixed: its ops' compute, the transfers into them and
 // out of them to another unit, and the change of its kernels' warm-up.
 func (e *Env) unitCost(us *unitSet, assign []int32, u int, cost []float64) {
-	n, s := len(e.ops), u/us.ng
+	s := u / us.ng
 	for a := range e.nA {
 		cost[a] = 0
 	}
 	for _, t := range us.members[us.start[u]:us.start[u+1]] {
-		o := e.ops[t]
-		prevUnit, nextUnit := int32(-1), int32(-1)
-		if t > 0 {
-			prevUnit = us.unit[t-1]
-		}
-		if int(t)+1 < n {
-			nextUnit = us.unit[t+1]
-		}
+		ins := e.ins[e.inStart[t]:e.inStart[t+1]]
+		outs := e.outs[e.outStart[t]:e.outStart[t+1]]
 		for a := range e.nA {
 			c := e.cost(int(t), s, a)
-			from := -1
-			if prevUnit >= 0 {
-				from = int(assign[prevUnit])
-				if prevUnit == int32(u) {
-					from = a
+			for _, f := range ins {
+				from := -1
+				if f.op >= 0 {
+					from = int(assign[us.unit[f.op]])
+					if us.unit[f.op] == int32(u) {
+						from = a
+					}
 				}
+				c += e.linkUs(f.bytes, from, a)
 			}
-			c += e.linkUs(o.act, from, a)
-			if nextUnit >= 0 && nextUnit != int32(u) {
-				c += e.linkUs(e.ops[t+1].act, a, int(assign[nextUnit]))
+			for _, f := range outs {
+				if v := us.unit[f.op]; v != int32(u) {
+					c += e.linkUs(f.bytes, a, int(assign[v]))
+				}
 			}
 			cost[a] += c
 		}
@@ -362,7 +360,6 @@ func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a
 	nA := e.nA
 	warm := make([]bool, len(e.kernels)*nA)
 	var total float64
-	loc := -1
 	for t, o := range e.ops {
 		a := int(assign[unit[t]])
 		if each != nil {
@@ -376,8 +373,15 @@ func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a
 				c *= f // as Run charges it, to the last bit
 			}
 		}
-		total += c + e.linkUs(o.act, loc, a)
-		loc = a
+		var x float64
+		for _, f := range e.ins[e.inStart[t]:e.inStart[t+1]] {
+			from := -1
+			if f.op >= 0 {
+				from = int(assign[unit[f.op]])
+			}
+			x += e.linkUs(f.bytes, from, a)
+		}
+		total += c + x
 	}
 	return total
 }

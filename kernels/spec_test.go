@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,7 @@ func TestValidateRejects(t *testing.T) {
 		{"causal S>Keys", Spec{Op: Attention, Params: Params{Causal: true, Keys: 2}, In: []Shape{{1, 2, 3, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}}}, ErrInvalidSpec, []string{"Attention", "3 queries exceed 2 keys"}},
 		{"kvappend rows", Spec{Op: KVAppend, In: []Shape{{1, 2, 4, 8}, {1, 1, 3, 8}}}, ErrInvalidSpec, []string{"KVAppend", "input 1", "do not match the cache"}},
 		{"kvappend past the cache", Spec{Op: KVAppend, Params: Params{Pos: 3}, In: []Shape{{1, 2, 4, 8}, {1, 2, 2, 8}}}, ErrInvalidSpec, []string{"KVAppend", "2 rows at position 3", "4 positions"}},
+		{"kvappend position overflows", Spec{Op: KVAppend, Params: Params{Pos: math.MaxInt}, In: []Shape{{1, 2, 4, 8}, {1, 1, 2, 8}}}, ErrInvalidSpec, []string{"KVAppend", "1 rows at position 9223372036854775807", "4 positions"}},
 		{"kvappend rank", Spec{Op: KVAppend, In: []Shape{{2, 4, 8}, {1, 2, 8}}}, ErrInvalidSpec, []string{"KVAppend", "rank 3"}},
 		{"argmax rank", Spec{Op: Argmax, In: []Shape{{7}}}, ErrInvalidSpec, []string{"Argmax", "input 0", "rank 1, want 2 to 4"}},
 		{"argmax row", Spec{Op: Argmax, In: []Shape{{2, 1<<24 + 1}}}, ErrInvalidSpec, []string{"Argmax", "input 0", "last dimension 16777217 above 2^24", "not be exact"}},
@@ -59,6 +61,7 @@ func TestValidateRejects(t *testing.T) {
 		{"norm weight", Spec{Op: RMSNorm, In: []Shape{{2, 8}, {4}}}, ErrInvalidSpec, []string{"RMSNorm", "input 1", "want [8]"}},
 		{"rope odd", Spec{Op: RoPE, In: []Shape{{2, 2, 7}}}, ErrInvalidSpec, []string{"RoPE", "head dimension 7"}},
 		{"rope pos", Spec{Op: RoPE, Params: Params{Pos: -1}, In: []Shape{{2, 2, 8}}}, ErrInvalidSpec, []string{"RoPE", "position -1"}},
+		{"rope position overflows", Spec{Op: RoPE, Params: Params{Pos: math.MaxInt - 1}, In: []Shape{{3, 2, 8}}}, ErrInvalidSpec, []string{"RoPE", "position 9223372036854775806 of 3 rows", "overflows"}},
 		{"transpose rank", Spec{Op: Transpose, In: []Shape{{5}}}, ErrInvalidSpec, []string{"Transpose", "rank 1"}},
 		{"negative eps", Spec{Op: RMSNorm, Params: Params{Eps: -1}, In: []Shape{{8}, {8}}}, ErrInvalidSpec, []string{"RMSNorm", "eps"}},
 		{"opaque work", Spec{Op: Opaque, Params: Params{FLOPs: -5}}, ErrInvalidSpec, []string{"Opaque", "flops -5"}},
@@ -152,6 +155,7 @@ func FuzzSpecValidate(f *testing.F) {
 	f.Add([]byte{byte(RoPE), 0, 0, 3, 4, 2, 6})
 	f.Add([]byte{byte(Opaque), 0, 0})
 	f.Add([]byte{byte(KVAppend), 0, 4, 2, 4, 1, 2, 6, 4, 4, 1, 2, 2, 4})
+	f.Add([]byte{byte(KVAppend), 0, 128, 2, 4, 1, 2, 6, 4, 4, 1, 2, 2, 4})
 	f.Add([]byte{byte(Argmax), 0, 0, 1, 2, 3, 5})
 	f.Add([]byte{byte(GetRows), 2, 0, 2, 2, 5, 32, 1, 3})
 	f.Add([]byte{byte(Attention), 0, 33, 4, 4, 1, 2, 1, 4, 4, 1, 1, 5, 4, 4, 1, 1, 5, 4})
@@ -216,6 +220,9 @@ func specFromBytes(b []byte) (Spec, bool) {
 	}
 	if flags&64 != 0 {
 		s.Params.Keys = -1
+	}
+	if flags&128 != 0 {
+		s.Params.Pos = math.MaxInt - 1 // positions that overflow int
 	}
 	n := int(b[3] % 6)
 	b = b[4:]

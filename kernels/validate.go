@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // The shape rules of each op (Spec.Validate), one function per op that
 // has any.
 
@@ -138,7 +140,7 @@ func (s Spec) checkKVAppend() error {
 	switch {
 	case r[0] != c[0] || r[2] != c[1] || r[3] != c[3]:
 		return specErr(s.Op, 1, "rows %v do not match the cache %v ([B, S, H, D] for [B, H, C, D])", r, c)
-	case s.Params.Pos < 0 || s.Params.Pos+r[1] > c[2]:
+	case s.Params.Pos < 0 || s.Params.Pos > c[2]-r[1]: // not Pos+S > C: it may overflow and pass
 		return specErr(s.Op, 1, "%d rows at position %d outside the cache's %d positions", r[1], s.Params.Pos, c[2])
 	}
 	return nil
@@ -191,8 +193,9 @@ func (s Spec) checkNorm() error {
 	return nil
 }
 
-// checkRoPE: rank 3 or 4, an even head dimension, a position not
-// negative.
+// checkRoPE: rank 3 or 4, an even head dimension, positions Pos to
+// Pos+T-1 neither negative nor past math.MaxInt, where a kernel's
+// Pos+row would wrap to a negative position (TestValidateRejects).
 func (s Spec) checkRoPE() error {
 	if err := s.rank(0, 3, 4); err != nil {
 		return err
@@ -200,8 +203,8 @@ func (s Spec) checkRoPE() error {
 	if s.last(0)%2 != 0 {
 		return specErr(s.Op, 0, "head dimension %d is odd", s.last(0))
 	}
-	if s.Params.Pos < 0 {
-		return specErr(s.Op, -1, "position %d is negative", s.Params.Pos)
+	if t := s.In[0][len(s.In[0])-3]; s.Params.Pos < 0 || s.Params.Pos > math.MaxInt-(t-1) {
+		return specErr(s.Op, -1, "position %d of %d rows is negative or overflows int", s.Params.Pos, t)
 	}
 	return nil
 }

@@ -67,6 +67,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 )
@@ -167,6 +168,12 @@ func cblasGemm(fn, gemv unsafe.Pointer) gemmFunc {
 		}
 		if k == 0 {
 			clear32(c, m, n, ldc)
+			return
+		}
+		if max(m, n, k, lda, ldb, ldc) > math.MaxInt32 {
+			// CBLAS takes C ints: truncated, a size wrapped negative and
+			// the call left C unwritten (TestCBLASHugeDims).
+			gonumGemm(m, n, k, a, lda, b, ldb, c, ldc)
 			return
 		}
 		if m == 1 && gemv != nil {

@@ -31,3 +31,20 @@ func TestLoadCBLASReportsTries(t *testing.T) {
 		t.Errorf("library without the symbol: %q", tried[1])
 	}
 }
+
+// TestCBLASHugeDims: a dimension or stride beyond int32, which CBLAS
+// takes, is computed (by gonum) rather than passed truncated: OpenBLAS
+// rejected the negative value it wrapped to and left C as it was. A
+// one-row product reaches it with a row stride of B of 2^31 that reads
+// one element.
+func TestCBLASHugeDims(t *testing.T) {
+	p := selectPath(false)
+	if p.runtime == "gonum" {
+		t.Skipf("no CBLAS: %s", p.reason)
+	}
+	a, b, c := []float32{2}, []float32{3}, []float32{0}
+	p.serial(1, 1, 1, a, 1, b, 1<<31, c, 1)
+	if c[0] != 6 {
+		t.Errorf("2·3 with a row stride of 2^31 = %v, want 6", c[0])
+	}
+}
