@@ -227,8 +227,9 @@ func TestTableBoundsFinite(t *testing.T) {
 }
 
 // A Chrome trace's negative kernel duration was reported as
-// "file:1: actual_duration_us", a line and a field the file does not
-// have; the error now names the event's index in traceEvents.
+// "file:1: actual_duration_us", a field the file does not have; the
+// error now names the event's index in traceEvents, and its line and
+// column (the trace is one line).
 func TestChromeLocation(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "neg.json")
 	trace := `{"traceEvents":[` +
@@ -239,7 +240,7 @@ func TestChromeLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := replayRun(t, "", "-sim-gpu", "h100", p)
-	if code != 1 || !strings.Contains(errs, "traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+	if code != 1 || !strings.Contains(errs, "neg.json:1:271: traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, "actual_duration_us") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }
