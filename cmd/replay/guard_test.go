@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -99,6 +101,46 @@ func TestNotRegularInput(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", c.path, code, errs, c.want)
 		}
+	}
+}
+
+// TestChromeOnPipe: a Chrome trace on a pipe or a FIFO, plain or
+// gzipped, is told from JSONL by its content, as a file is, and replays
+// as its file does (it was read as JSONL: "header: json: cannot
+// unmarshal"); a JSONL trace on a pipe still streams (TestNotRegularInput).
+func TestChromeOnPipe(t *testing.T) {
+	body := readFile(t, "testdata/chrome.json")
+	var gz bytes.Buffer
+	z := gzip.NewWriter(&gz)
+	z.Write([]byte(body))
+	z.Close()
+	_, want, _ := replayRun(t, "", "-json", "-sim-gpu", "h100", "testdata/chrome.json")
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"plain", []byte(body)}, {"gzip", gz.Bytes()}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.Write(c.data); w.Close() }()
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Write(c.data)
+				f.Close()
+			}
+		}()
+		for _, path := range []string{fmt.Sprintf("/dev/fd/%d", r.Fd()), fifo} {
+			code, out, errs := replayRun(t, "", "-json", "-sim-gpu", "h100", path)
+			if code != 0 || strings.Replace(out, `"input": "`+path+`"`, `"input": "testdata/chrome.json"`, 1) != want {
+				t.Errorf("%s %s: exit %d (%s); the report differs from the file's", c.name, path, code, errs)
+			}
+		}
+		r.Close()
 	}
 }
 
