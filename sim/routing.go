@@ -82,13 +82,15 @@ func ReadRouting(path string, layers, experts int) (Routing, error) {
 // {"total_input_tokens": N, "expert_popularity": [[count per expert]
 // per layer]}. It must hold layers layers of experts counts each (a
 // value ≤ 0 checks nothing), no negative count, and some count in every
-// layer (a layer nobody is routed to cannot be drawn from). The one error
-// names the file and the place: the line and column where the decoder
-// stopped, or the layer and expert.
+// layer (a layer nobody is routed to cannot be drawn from). A leading
+// byte-order mark is skipped, as the trace and perf-table readers skip
+// one (TestRoutingBOM). The one error names the file and the place: the
+// line and column where the decoder stopped, or the layer and expert.
 func ParseRouting(name string, data []byte, layers, experts int) (Routing, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrBadRouting, name, fmt.Sprintf(format, a...))
 	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	var f routingFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {

@@ -178,3 +178,22 @@ func FuzzParseRouting(f *testing.F) {
 		}
 	})
 }
+
+// TestRoutingBOM: a byte-order mark before the JSON is skipped, as the
+// trace and perf-table readers skip one, and an error after it is placed
+// as without it.
+func TestRoutingBOM(t *testing.T) {
+	body := "{\"total_input_tokens\": 3,\n \"expert_popularity\": [[1, 2], [3, 4]]}"
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(p, []byte("\ufeff"+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRouting(p, 2, 2)
+	if err != nil || r.Tokens != 3 || r.Counts[1][1] != 4 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	_, err = ParseRouting("r.json", []byte("\ufeff{\"expert_popularity\": [[1, 2.5]]}"), 0, 0)
+	if err == nil || !strings.Contains(err.Error(), "r.json: line 1, column 31") {
+		t.Errorf("after a BOM: %v, want line 1, column 31", err)
+	}
+}

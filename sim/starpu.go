@@ -25,7 +25,8 @@ const StarPUVersion = 45
 // LoadStarPU reads one StarPU performance-model file (format version 45)
 // as a perf table. name is the file's name: its base up to the last '.' is
 // the codelet's symbol (StarPU names the files symbol.hostname), and error
-// messages read "name:line: what is wrong", wrapping ErrBadTable.
+// messages read "name:line: what is wrong", wrapping ErrBadTable. A
+// leading byte-order mark is skipped, as LoadTable skips one.
 //
 // The file lists device combinations, each with its implementations; each
 // (combination, implementation) becomes one arm, labelled as StarPU names
@@ -147,7 +148,12 @@ func (s *starpuScanner) errf(line int, format string, args ...any) error {
 func (s *starpuScanner) next(what string) ([]string, error) {
 	for s.sc.Scan() {
 		s.line++
-		t := strings.TrimSpace(s.sc.Text())
+		t := s.sc.Text()
+		if s.line == 1 {
+			// A byte-order mark, as perf tables accept (TestStarPUBOM).
+			t = strings.TrimPrefix(t, "\ufeff")
+		}
+		t = strings.TrimSpace(t)
 		if t == "" {
 			continue
 		}
@@ -483,10 +489,11 @@ func (t *Table) Dropped() []string { return slices.Clone(t.dropped) }
 
 // IsStarPU reports whether head, the start of a file, is a StarPU
 // performance model: its first line that is neither blank nor a comment
-// follows a "# Performance Model Version" comment.
+// follows a "# Performance Model Version" comment. A leading byte-order
+// mark is skipped, as LoadStarPU skips it.
 func IsStarPU(head []byte) bool {
 	sawVersion := false
-	for ln := range bytes.Lines(head) {
+	for ln := range bytes.Lines(bytes.TrimPrefix(head, []byte("\ufeff"))) {
 		t := bytes.TrimSpace(ln)
 		switch {
 		case len(t) == 0:

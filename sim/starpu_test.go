@@ -257,3 +257,32 @@ func FuzzLoadStarPU(f *testing.F) {
 		}
 	})
 }
+
+// TestStarPUBOM: a byte-order mark before a model's first line is
+// skipped, as the perf tables' reader skips one: the model reads as
+// without it, alone, through ReadTable and in a directory.
+func TestStarPUBOM(t *testing.T) {
+	m := "\ufeff" + miniModel(t, nil)
+	tab, err := LoadStarPU(strings.NewReader(m), "mini.host")
+	if err != nil || tab.Len() != 2 {
+		t.Fatalf("LoadStarPU: %v", err)
+	}
+	if !IsStarPU([]byte(m)) {
+		t.Error("IsStarPU: a model with a BOM is not a model")
+	}
+	if tab, err = ReadTable(strings.NewReader(m), "mini.host"); err != nil || strings.Join(tab.Backends(), ",") != "cpu0_impl0,cuda0_impl0" {
+		t.Errorf("ReadTable: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mini.host"), []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tab, err = LoadStarPUDir(dir); err != nil || tab.Len() != 2 {
+		t.Errorf("LoadStarPUDir: %v", err)
+	}
+	// A model's first line is its version; a BOM there is skipped too.
+	_, err = LoadStarPU(strings.NewReader("\ufeff44\n"), "mini.host")
+	if err == nil || !strings.Contains(err.Error(), `mini.host:1: format version "44", want 45`) {
+		t.Errorf("version after a BOM: %v", err)
+	}
+}

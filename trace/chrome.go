@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"compress/gzip"
 	"encoding/json"
@@ -128,13 +129,18 @@ type chromeOp struct {
 // that kernels.Spec.Validate accepts; otherwise it is Opaque with its
 // tensor shapes (dimensions folded to rank ≤ 4, zero-size tensors
 // dropped, at most 16 inputs).
+//
+// Errors read "name:line:column: message" (of the decompressed JSON for
+// a gzipped trace, as the JSONL Reader's lines), at the event's start for
+// a bad event, and wrap ErrChrome.
 func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 	src, done, err := decompress(r, name)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	im := &importer{name: name, dec: json.NewDecoder(src), runtime: map[int64]chromeEvent{}}
+	pos := &posReader{r: src, lastNL: -1}
+	im := &importer{name: name, dec: json.NewDecoder(pos), pos: pos, runtime: map[int64]chromeEvent{}}
 	if err := im.read(); err != nil {
 		return nil, err
 	}
@@ -168,6 +174,7 @@ func decompress(r io.Reader, name string) (io.Reader, func(), error) {
 type importer struct {
 	name    string
 	dec     *json.Decoder
+	pos     *posReader
 	ops     []*chromeOp
 	kernels []chromeEvent
 	runtime map[int64]chromeEvent // runtime calls by correlation ID
@@ -176,27 +183,38 @@ type importer struct {
 	ct      *ChromeTrace
 }
 
-// fail returns an ErrChrome naming the file and the decoder's offset.
+// fail returns an ErrChrome naming the file and where the decoder
+// stopped.
 func (im *importer) fail(format string, args ...any) error {
-	return fmt.Errorf("%w: %s: offset %d: %s", ErrChrome, im.name, im.dec.InputOffset(), fmt.Sprintf(format, args...))
+	return im.failAt(im.dec.InputOffset(), format, args...)
+}
+
+// failAt returns an ErrChrome naming the file and the line and column of
+// the first token at or after byte off of the (decompressed) JSON.
+func (im *importer) failAt(off int64, format string, args ...any) error {
+	line, col := im.pos.lineCol(im.pos.skip(off))
+	return fmt.Errorf("%w: %s:%d:%d: %s", ErrChrome, im.name, line, col, fmt.Sprintf(format, args...))
 }
 
 // read reads the top-level object, skipping every key but traceEvents.
 func (im *importer) read() error {
 	dec := im.dec
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return im.fail("not a JSON object (%v)", err)
+		return im.failAt(0, "not a JSON object (%v)", err)
 	}
 	found := false
 	for dec.More() {
+		at := dec.InputOffset()
+		im.pos.drop(at)
 		t, err := dec.Token()
 		if err != nil {
 			return im.fail("%v", err)
 		}
 		if key, _ := t.(string); key != "traceEvents" {
 			var skip json.RawMessage
+			at := dec.InputOffset()
 			if err := dec.Decode(&skip); err != nil {
-				return im.fail("%v", err)
+				return im.failAt(at, "%v", err)
 			}
 			continue
 		}
@@ -204,7 +222,7 @@ func (im *importer) read() error {
 		// (counting each kernel twice): the trace is ambiguous, so it is
 		// rejected (TestImportChromeErrors).
 		if found {
-			return im.fail("a second traceEvents key")
+			return im.failAt(at, "a second traceEvents key")
 		}
 		found = true
 		if err := im.readEvents(); err != nil {
@@ -214,8 +232,9 @@ func (im *importer) read() error {
 	if !found {
 		return im.fail("no traceEvents")
 	}
-	if err := chromeEnd(dec); err != nil {
-		return im.fail("%v", err)
+	at, err := chromeEnd(dec)
+	if err != nil {
+		return im.failAt(at, "%v", err)
 	}
 	return nil
 }
@@ -224,19 +243,24 @@ func (im *importer) read() error {
 // ("ph": "X").
 func (im *importer) readEvents() error {
 	dec := im.dec
+	at := dec.InputOffset()
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-		return im.fail("traceEvents is not an array (%v)", err)
+		return im.failAt(at, "traceEvents is not an array (%v)", err)
 	}
 	for i := 0; dec.More(); i++ {
+		// The event's place: before its comma (More stops there), which
+		// failAt skips; the bytes from here on are kept until the next.
+		at := dec.InputOffset()
+		im.pos.drop(at)
 		var ev chromeEvent
 		if err := dec.Decode(&ev); err != nil {
-			return im.fail("traceEvents[%d]: %v", i, err)
+			return im.failAt(at, "traceEvents[%d]: %v", i, err)
 		}
 		if ev.Ph != "X" {
 			continue
 		}
 		ev.index = i
-		if err := im.add(ev); err != nil {
+		if err := im.add(ev, at); err != nil {
 			return err
 		}
 	}
@@ -247,8 +271,9 @@ func (im *importer) readEvents() error {
 }
 
 // add checks one complete event's times and files it by category: an
-// op, a runtime call (by correlation) or a kernel.
-func (im *importer) add(ev chromeEvent) error {
+// op, a runtime call (by correlation) or a kernel; at is the event's
+// place, for errors.
+func (im *importer) add(ev chromeEvent, at int64) error {
 	// A complete event without a numeric ts or dur has no time to join or
 	// sum: read as 0 it would silently drop or zero measured kernel times
 	// (TestImportChromeErrors).
@@ -257,14 +282,14 @@ func (im *importer) add(ev chromeEvent) error {
 		if ev.TsIn != nil {
 			field = "dur"
 		}
-		return im.fail("traceEvents[%d] (%s %s): no %s: a complete event (ph X) needs a numeric ts and dur", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), field)
+		return im.failAt(at, "traceEvents[%d] (%s %s): no %s: a complete event (ph X) needs a numeric ts and dur", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), field)
 	}
 	ev.Ts, ev.Dur = *ev.TsIn, *ev.DurIn
 	if !(ev.Dur >= 0 && ev.Dur <= MaxChromeUs) {
-		return im.fail("traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
+		return im.failAt(at, "traceEvents[%d] (%s %s): dur %v: want a duration in [0, %g] µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Dur, MaxChromeUs)
 	}
 	if !(math.Abs(ev.Ts) <= maxChromeTs) {
-		return im.fail("traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
+		return im.failAt(at, "traceEvents[%d] (%s %s): ts %v: want a time within ±%g µs", ev.index, input.Quote(ev.Cat), input.Quote(ev.Name), ev.Ts, maxChromeTs)
 	}
 	switch ev.Cat {
 	case "cpu_op", "Operator":
@@ -467,12 +492,82 @@ func importOp(op *chromeOp) ChromeOp {
 
 // chromeEnd reads the end of the trace's object: nothing but white space
 // may follow it (a file cut and pasted onto another is not one trace).
-func chromeEnd(dec *json.Decoder) error {
+// A failure's place is returned with it.
+func chromeEnd(dec *json.Decoder) (int64, error) {
+	at := dec.InputOffset()
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return fmt.Errorf("want the end of the object (%v)", err)
+		return at, fmt.Errorf("want the end of the object (%v)", err)
 	}
+	at = dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("data after the end of the trace's object")
+		return at, fmt.Errorf("data after the end of the trace's object")
 	}
-	return nil
+	return at, nil
+}
+
+// posReader is the JSON that the importer's decoder reads, keeping the
+// bytes from the last event's place on, so that an error can name its
+// line and column. json.Decoder gives byte offsets only, and for an
+// error inside an event they fall before it, after it or elsewhere, so
+// the importer places an event's errors at its start.
+type posReader struct {
+	r      io.Reader
+	mem    []byte // buf's array, from its start
+	base   int64  // offset of buf[0]
+	buf    []byte // the bytes read from base on
+	lines  int    // newlines before base
+	lastNL int64  // offset of the last newline before base, or -1
+}
+
+func (p *posReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if need := len(p.buf) + n; need > cap(p.buf) {
+		// Slid to the array's start, or to a larger one: the bytes kept
+		// stay about one event's, not all of the trace's.
+		if need > cap(p.mem) {
+			p.mem = make([]byte, 0, 2*need)
+		}
+		p.buf = p.mem[:copy(p.mem[:cap(p.mem)], p.buf)]
+	}
+	p.buf = append(p.buf, b[:n]...)
+	return n, err
+}
+
+// clamp returns off's index in buf, within it.
+func (p *posReader) clamp(off int64) int {
+	return int(min(max(off-p.base, 0), int64(len(p.buf))))
+}
+
+// drop forgets the bytes before off: no error is placed before it.
+func (p *posReader) drop(off int64) {
+	k := p.clamp(off)
+	gone := p.buf[:k]
+	p.lines += bytes.Count(gone, []byte{'\n'})
+	if i := bytes.LastIndexByte(gone, '\n'); i >= 0 {
+		p.lastNL = p.base + int64(i)
+	}
+	p.buf, p.base = p.buf[k:], p.base+int64(k)
+}
+
+// skip returns the offset of the first byte at or after off that is
+// neither white space nor a separator (off when none was read).
+func (p *posReader) skip(off int64) int64 {
+	for k := p.clamp(off); k < len(p.buf); k++ {
+		switch p.buf[k] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+		default:
+			return p.base + int64(k)
+		}
+	}
+	return off
+}
+
+// lineCol returns the 1-based line and column (in bytes) of offset off.
+func (p *posReader) lineCol(off int64) (line, col int) {
+	before := p.buf[:p.clamp(off)]
+	nl := p.lastNL
+	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
+		nl = p.base + int64(i)
+	}
+	return p.lines + bytes.Count(before, []byte{'\n'}) + 1, int(p.base + int64(len(before)) - nl)
 }

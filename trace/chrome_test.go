@@ -155,13 +155,46 @@ func TestImportChromeMissingTimes(t *testing.T) {
 		{`{"traceEvents":[],"other":1,"traceEvents":[]}`, "a second traceEvents key"},
 	} {
 		_, err := ImportChrome(strings.NewReader(c.in), "bad.json")
-		if !errors.Is(err, ErrChrome) || !strings.Contains(err.Error(), "bad.json: offset ") || !strings.Contains(err.Error(), c.msg) {
+		if !errors.Is(err, ErrChrome) || !strings.Contains(err.Error(), "bad.json:1:") || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v; want %q", c.in, err, c.msg)
 		}
 	}
 	// Events other than complete ones need no dur.
 	if _, err := ImportChrome(strings.NewReader(`{"traceEvents":[`+i+`,`+op+`]}`), "ok"); err != nil {
 		t.Errorf("instant event without dur: %v", err)
+	}
+}
+
+// TestImportChromeErrorPlace: an error names the file's line and column,
+// of the decompressed JSON for a gzipped trace, so that it reads the same
+// for trace.json and trace.json.gz: the event's start for a bad event,
+// where the decoder stopped otherwise. It named a decoder offset, after
+// the event for a bad field and before it for bad syntax, that a .gz's
+// name made read as a place in the compressed file.
+func TestImportChromeErrorPlace(t *testing.T) {
+	const op = `{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":9}`
+	head := "{\"traceEvents\": [\n  " + op + ",\n  " + op + ",\n  "
+	for _, c := range []struct{ in, want string }{
+		{head + `{"ph":"X","cat":"kernel","name":"k","ts":3}` + "\n]}", `:4:3: traceEvents[2] ("kernel" "k"): no dur`},
+		{head + `{"ph":"X","cat":"kernel","name":"k","ts":3,"dur":-1}` + "\n]}", `:4:3: traceEvents[2] ("kernel" "k"): dur -1`},
+		{head + `{"ph":"X","cat":"kernel","name":"k","ts":"3"}` + "\n]}", `:4:3: traceEvents[2]: json: cannot unmarshal string`},
+		{head + `{"ph":"X",, "cat":"kernel"}` + "\n]}", `:4:3: traceEvents[2]: invalid character ','`},
+		{head + op + "\n]}\n{}", `:6:1: data after the end of the trace's object`},
+		{"\n\n  [1]", `:3:3: not a JSON object`},
+		{"{\"traceEvents\":\n {}}", `:2:2: traceEvents is not an array`},
+	} {
+		_, plain := ImportChrome(strings.NewReader(c.in), "t.json")
+		var b bytes.Buffer
+		z := gzip.NewWriter(&b)
+		z.Write([]byte(c.in))
+		z.Close()
+		_, gz := ImportChrome(&b, "t.json.gz")
+		if !errors.Is(plain, ErrChrome) || !strings.HasPrefix(plain.Error(), "trace: bad chrome trace: t.json"+c.want) {
+			t.Errorf("%q: %v, want t.json%s", c.in, plain, c.want)
+		}
+		if !errors.Is(gz, ErrChrome) || plain == nil || gz.Error() != strings.Replace(plain.Error(), "t.json", "t.json.gz", 1) {
+			t.Errorf("%q: gzipped %v, want the plain one's %v", c.in, gz, plain)
+		}
 	}
 }
 

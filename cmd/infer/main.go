@@ -104,6 +104,10 @@
 // a terminal a status line on stderr shows tokens/s, each backend's share
 // of ops and the switches; at exit a placement table per bucket is
 // printed. With -json, one JSON object goes to stdout at exit.
+//
+// A bad flag prints one line and a hint (-h prints the usage) and exits
+// 2, as replay's; bad input (a -routing or -routing-drift file) and any
+// other failure print their message and exit 1.
 package main
 
 import (
@@ -148,6 +152,7 @@ type options struct {
 	gpuMemS                       string // -gpu-mem as given
 	gpuMem                        gpuMem
 	moe, routingFile, drift       string  // -moe, -routing, -routing-drift as given
+	driftFile                     string  // -routing-drift's FILE
 	zipf                          float64 // -zipf
 	routing                       moeRouting
 	json, stream, stepTimes       bool
@@ -298,6 +303,9 @@ func (o *options) againstBackends(infos []backends.Info, bes []backends.Backend)
 func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := o.readRouting(); err != nil {
 		return err
 	}
 	stdout := &stickyWriter{w: stdoutW}

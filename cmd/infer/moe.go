@@ -188,8 +188,8 @@ type moeRouting struct {
 }
 
 // parseMoE reads -moe E,K into the model config and the routing flags:
-// -routing FILE (its layers and experts must be the model's), else a
-// Zipf skew of -zipf, and -routing-drift FILE@F.
+// -routing FILE (read by readRouting), else a Zipf skew of -zipf, and
+// -routing-drift FILE@F.
 func (o *options) parseMoE() error {
 	if o.moe == "" {
 		if o.routingFile != "" || o.drift != "" {
@@ -202,33 +202,48 @@ func (o *options) parseMoE() error {
 		return fmt.Errorf("infer: -moe %q: want E,K with 1 <= K <= E <= %d (8,2: 8 experts, the top 2 per token)", o.moe, maxExperts)
 	}
 	o.model.Experts, o.model.TopK = e, k
-	var err error
-	if o.routingFile != "" {
-		if o.routing.first, err = sim.ReadRouting(o.routingFile, o.model.Layers, e); err != nil {
-			return fmt.Errorf("infer: -routing: %w", err)
+	if o.routingFile == "" {
+		var err error
+		if o.routing.first, err = sim.ZipfRouting(o.model.Layers, e, o.zipf, o.model.Seed); err != nil {
+			return fmt.Errorf("infer: -zipf: %w", err)
 		}
-	} else if o.routing.first, err = sim.ZipfRouting(o.model.Layers, e, o.zipf, o.model.Seed); err != nil {
-		return fmt.Errorf("infer: -zipf: %w", err)
 	}
 	o.routing.driftAt = -1
 	if o.drift == "" {
 		return nil
 	}
 	at := strings.LastIndex(o.drift, "@")
-	var f float64
 	if at < 0 {
 		return fmt.Errorf("infer: -routing-drift %q: want FILE@F, F the fraction of the requests after which FILE routes", o.drift)
 	}
-	if f, err = strconv.ParseFloat(o.drift[at+1:], 64); err != nil || !(f >= 0 && f <= 1) {
+	f, err := strconv.ParseFloat(o.drift[at+1:], 64)
+	if err != nil || !(f >= 0 && f <= 1) {
 		return fmt.Errorf("infer: -routing-drift %q: %q is not a fraction from 0 to 1", o.drift, o.drift[at+1:])
 	}
 	if o.requests == 0 {
 		return fmt.Errorf("infer: -routing-drift needs -requests N (a fraction of a run without end)")
 	}
-	if o.routing.drift, err = sim.ReadRouting(o.drift[:at], o.model.Layers, e); err != nil {
-		return fmt.Errorf("infer: -routing-drift: %w", err)
+	o.driftFile, o.routing.driftAt = o.drift[:at], int(f*float64(o.requests))
+	return nil
+}
+
+// readRouting reads the files of -routing and -routing-drift, whose
+// layers and experts must be the model's. Their errors are bad input, not
+// bad flags: exit status 1, as replay's for a bad trace or table
+// (TestRoutingFileErrors); run calls it before any file is written
+// (TestBadFlagKeepsTrace).
+func (o *options) readRouting() error {
+	var err error
+	if o.routingFile != "" {
+		if o.routing.first, err = sim.ReadRouting(o.routingFile, o.model.Layers, o.model.Experts); err != nil {
+			return fmt.Errorf("infer: -routing: %w", err)
+		}
 	}
-	o.routing.driftAt = int(f * float64(o.requests))
+	if o.driftFile != "" {
+		if o.routing.drift, err = sim.ReadRouting(o.driftFile, o.model.Layers, o.model.Experts); err != nil {
+			return fmt.Errorf("infer: -routing-drift: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -121,10 +121,6 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-moe", "8"}, `-moe "8": want E,K with 1 <= K <= E`},
 		{[]string{"-moe", "4,5"}, `-moe "4,5": want E,K with 1 <= K <= E`},
 		{[]string{"-routing", "x.json"}, "-routing and -routing-drift need -moe E,K"},
-		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
-		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "testdata/nope.json"},
-		{[]string{"-moe", "8,2", "-routing", "/dev/zero"}, "-routing: sim: bad routing: /dev/zero is a character device, not a regular file"},
-		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "/dev/zero@0.5"}, "-routing-drift: sim: bad routing: /dev/zero is a character device"},
 		{[]string{"-moe", "8,2", "-zipf", "NaN"}, "-zipf: sim: bad routing: zipf over 12 layers of 8 experts, exponent NaN"},
 		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "x.json"}, `-routing-drift "x.json": want FILE@F`},
 		{[]string{"-backends", "cpu,nope"}, `infer: -backends: backends: unknown backend "nope" (registered: `},
@@ -160,8 +156,35 @@ func TestFlagErrorsOnce(t *testing.T) {
 	}
 }
 
-// TestBadFlagKeepsTrace: a flag refused, or a -metrics address that
-// cannot be bound, leaves the files of -trace and -cpuprofile as they
+// TestRoutingFileErrors: a -routing or -routing-drift file that is
+// missing, not a regular file, malformed or of the wrong shape is bad
+// input, as replay's trace or -table is: one line naming the file, no
+// usage hint, exit 1 (it exited 2, the status of a bad flag).
+func TestRoutingFileErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte("{\"expert_popularity\": [[1, 2],,]}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-moe", "8,2", "-routing", "../../sim/testdata/moe/expert_popularity_college_medicine.json"}, "expert_popularity_college_medicine.json: 32 layers, want 12"},
+		{[]string{"-moe", "8,2", "-routing", "testdata/nope.json"}, "infer: -routing: sim: bad routing: open testdata/nope.json"},
+		{[]string{"-moe", "8,2", "-routing", "/dev/zero"}, "infer: -routing: sim: bad routing: /dev/zero is a character device, not a regular file"},
+		{[]string{"-moe", "8,2", "-requests", "4", "-routing-drift", "/dev/zero@0.5"}, "infer: -routing-drift: sim: bad routing: /dev/zero is a character device"},
+		{[]string{"-moe", "8,2", "-routing", bad}, "infer: -routing: sim: bad routing: " + bad + ": line 1, column 32"},
+	} {
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), c.args, &out, &errb), &errb)
+		if code != 1 || !strings.Contains(errb.String(), c.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and the one line %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestBadFlagKeepsTrace: a flag refused, a -metrics address that
+// cannot be bound, or a -routing file that cannot be read, leaves the files of -trace and -cpuprofile as they
 // were: infer truncated -trace's before the Scheduler refused a repeated
 // backend or an only:NAME naming none, and before -metrics listened.
 func TestBadFlagKeepsTrace(t *testing.T) {
@@ -182,6 +205,7 @@ func TestBadFlagKeepsTrace(t *testing.T) {
 		{[]string{"-backends", "sim:h100,sim:h100"}, 2},
 		{[]string{"-strategy", "bogus"}, 2},
 		{[]string{"-metrics", busy.Addr().String()}, 1},
+		{[]string{"-moe", "2,1", "-routing", "testdata/nope.json"}, 1},
 	} {
 		for _, p := range []string{tracePath, profPath} {
 			if err := os.WriteFile(p, []byte(keep), 0o644); err != nil {

@@ -97,8 +97,9 @@
 // still work with a warning. `replay -h` lists every flag.
 //
 // A bad flag prints one line and a hint (-h prints the usage) and exits 2;
-// bad input prints "file:line: message" and exits 1, or with -skip-bad
-// the bad lines are counted in the report. Ctrl-C (or SIGTERM) stops
+// bad input (TRACE, -table, a -routing or -routing-drift file) prints
+// "file:line: message" and exits 1, or with -skip-bad the bad lines of
+// TRACE are counted in the report. Ctrl-C (or SIGTERM) stops
 // the replay, reports what ran before it (nothing, during a trace's
 // first pass) and exits 130.
 //

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -99,6 +101,46 @@ func TestNotRegularInput(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", c.path, code, errs, c.want)
 		}
+	}
+}
+
+// TestChromeOnPipe: a Chrome trace on a pipe or a FIFO, plain or
+// gzipped, is told from JSONL by its content, as a file is, and replays
+// as its file does (it was read as JSONL: "header: json: cannot
+// unmarshal"); a JSONL trace on a pipe still streams (TestNotRegularInput).
+func TestChromeOnPipe(t *testing.T) {
+	body := readFile(t, "testdata/chrome.json")
+	var gz bytes.Buffer
+	z := gzip.NewWriter(&gz)
+	z.Write([]byte(body))
+	z.Close()
+	_, want, _ := replayRun(t, "", "-json", "-sim-gpu", "h100", "testdata/chrome.json")
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"plain", []byte(body)}, {"gzip", gz.Bytes()}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.Write(c.data); w.Close() }()
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Write(c.data)
+				f.Close()
+			}
+		}()
+		for _, path := range []string{fmt.Sprintf("/dev/fd/%d", r.Fd()), fifo} {
+			code, out, errs := replayRun(t, "", "-json", "-sim-gpu", "h100", path)
+			if code != 0 || strings.Replace(out, `"input": "`+path+`"`, `"input": "testdata/chrome.json"`, 1) != want {
+				t.Errorf("%s %s: exit %d (%s); the report differs from the file's", c.name, path, code, errs)
+			}
+		}
+		r.Close()
 	}
 }
 
@@ -227,8 +269,9 @@ func TestTableBoundsFinite(t *testing.T) {
 }
 
 // A Chrome trace's negative kernel duration was reported as
-// "file:1: actual_duration_us", a line and a field the file does not
-// have; the error now names the event's index in traceEvents.
+// "file:1: actual_duration_us", a field the file does not have; the
+// error now names the event's index in traceEvents, and its line and
+// column (the trace is one line).
 func TestChromeLocation(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "neg.json")
 	trace := `{"traceEvents":[` +
@@ -239,7 +282,7 @@ func TestChromeLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := replayRun(t, "", "-sim-gpu", "h100", p)
-	if code != 1 || !strings.Contains(errs, "traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, ":1:") {
+	if code != 1 || !strings.Contains(errs, "neg.json:1:271: traceEvents[2] (\"kernel\" \"k\"): dur -5") || strings.Contains(errs, "actual_duration_us") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }

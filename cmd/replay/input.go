@@ -89,23 +89,33 @@ func openInput(o *options, stdin io.Reader, prog *progress) (*traceInput, func()
 	if o.input == "-" {
 		// Spooled to a file, so that its format can be told (a Chrome
 		// trace's key may follow megabytes); it is parsed once.
-		f, err := os.CreateTemp("", "replay-stdin-*")
-		if err != nil {
-			return nil, cleanup, fmt.Errorf("replay: spooling stdin: %w", err)
+		var err error
+		if path, cleanup, err = spoolFile(stdin, "stdin"); err != nil {
+			return nil, cleanup, err
 		}
-		cleanup = func() { os.Remove(f.Name()) }
-		_, err = io.Copy(f, stdin)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			cleanup()
-			return nil, func() {}, fmt.Errorf("replay: spooling stdin: %w", err)
-		}
-		path, name = f.Name(), "stdin"
+		name = "stdin"
 	}
 	in, closeIn, err := openPath(o, path, name, ropts, prog)
 	return in, func() { closeIn(); cleanup() }, err
+}
+
+// spoolFile copies r, called name, to a temporary file and returns its
+// path and what removes it.
+func spoolFile(r io.Reader, name string) (string, func(), error) {
+	f, err := os.CreateTemp("", "replay-input-*")
+	if err != nil {
+		return "", func() {}, fmt.Errorf("replay: spooling %s: %w", name, err)
+	}
+	cleanup := func() { os.Remove(f.Name()) }
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return "", func() {}, fmt.Errorf("replay: spooling %s: %w", name, err)
+	}
+	return f.Name(), cleanup, nil
 }
 
 // openPath opens the trace file (or pipe) at path, called name.
@@ -134,7 +144,27 @@ func openPath(o *options, path, name string, ropts trace.ReaderOptions, prog *pr
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("replay: %w", err)
 	}
-	in := streamTrace(name, prog.reader(f, st.Size()), ropts)
+	r := prog.reader(f, st.Size())
+	if format == "auto" {
+		// A pipe, read once: an adaptsched trace, told by its first
+		// line, streams on from the bytes peeked; anything else is
+		// spooled and told as a file is (a Chrome trace's key may follow
+		// megabytes) (TestChromeOnPipe).
+		var head bytes.Buffer
+		br := bufio.NewReader(io.TeeReader(r, &head))
+		isTrace := namesTraceFormat(gunzipped(br))
+		r = io.MultiReader(&head, r)
+		if !isTrace {
+			tmp, rm, err := spoolFile(r, name)
+			f.Close()
+			if err != nil {
+				return nil, func() {}, err
+			}
+			in, closeIn, err := openPath(o, tmp, name, ropts, prog)
+			return in, func() { closeIn(); rm() }, err
+		}
+	}
+	in := streamTrace(name, r, ropts)
 	in.closer = f
 	return in, in.close, readHeader(in)
 }
@@ -184,25 +214,40 @@ func sniff(path string) (string, error) {
 		return "", fmt.Errorf("replay: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return "jsonl", nil // the reader reports it with the file's name
-		}
-		r = gz
-	}
-	rb := bufio.NewReaderSize(r, 64<<10)
-	first, _ := rb.Peek(64 << 10)
-	first, _, _ = bytes.Cut(first, []byte("\n"))
-	if bytes.Contains(first, []byte(`"`+trace.TraceFormat+`"`)) {
+	rb := gunzipped(bufio.NewReader(f))
+	if namesTraceFormat(rb) {
 		return "jsonl", nil
 	}
 	if hasTopKey(rb, "traceEvents") {
 		return "chrome", nil
 	}
 	return "jsonl", nil
+}
+
+// gunzipped returns what br holds, through gzip when it starts with
+// gzip's magic bytes, buffered to be peeked; nil for a bad gzip header.
+func gunzipped(br *bufio.Reader) *bufio.Reader {
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil
+		}
+		r = gz
+	}
+	return bufio.NewReaderSize(r, 64<<10)
+}
+
+// namesTraceFormat reports whether rb's first line, within its first
+// 64 KiB, names the adaptsched trace format (peeked, not read); a nil rb
+// (a bad gzip header) is read as one, whose reader reports the gzip error.
+func namesTraceFormat(rb *bufio.Reader) bool {
+	if rb == nil {
+		return true
+	}
+	first, _ := rb.Peek(64 << 10)
+	first, _, _ = bytes.Cut(first, []byte("\n"))
+	return bytes.Contains(first, []byte(`"`+trace.TraceFormat+`"`))
 }
 
 // hasTopKey reports whether r holds a JSON object with key among its

@@ -318,7 +318,7 @@ func TestErrors(t *testing.T) {
 		// Chrome traces: a kernel without dur (its measured time would
 		// become the simulated profile's), a second traceEvents key (each
 		// kernel counted twice).
-		"chrome-nodur": {strings.Replace(readFile(t, "testdata/chrome.json"), `"ts":30,"dur":12.5,`, `"ts":30,`, 1), `: offset 393: traceEvents[2] ("kernel" "sgemm"): no dur`},
+		"chrome-nodur": {strings.Replace(readFile(t, "testdata/chrome.json"), `"ts":30,"dur":12.5,`, `"ts":30,`, 1), `chrome-nodur.jsonl:4:1: traceEvents[2] ("kernel" "sgemm"): no dur`},
 		"chrome-null":  {strings.Replace(readFile(t, "testdata/chrome.json"), `"dur":12.5`, `"dur":null`, 1), `traceEvents[2] ("kernel" "sgemm"): no dur`},
 		"chrome-twice": {`{"traceEvents":[],"traceEvents":[]}`, "a second traceEvents key"},
 		// Header backends whose figures are impossible would become the

@@ -31,6 +31,7 @@ type offloadFlags struct {
 	prompt, ubatch, batch       int
 	decode, rounds              int
 	opt                         sim.OffloadOptions // parsed
+	driftFile                   string             // -routing-drift's FILE
 }
 
 func (f *offloadFlags) register(fs *flag.FlagSet) {
@@ -45,7 +46,8 @@ func (f *offloadFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rounds, "rounds", 1, "offload: rounds of prompts then decode steps")
 }
 
-// parse builds the workload's options from the flags.
+// parse builds the workload's options from the flags; readRouting reads
+// the routing files.
 func (f *offloadFlags) parse(workload string, zipf float64, seed uint64) error {
 	if f.ubatch < 1 { // sim reads 0 as its default: a flag of 0 is a mistake
 		return fmt.Errorf("-ubatch %d: want ≥ 1", f.ubatch)
@@ -65,17 +67,13 @@ func (f *offloadFlags) parse(workload string, zipf float64, seed uint64) error {
 		if !ok || err1 != nil || err2 != nil || o.Experts < 1 || o.TopK < 1 || o.TopK > o.Experts {
 			return fmt.Errorf("-moe %q: want E,K with 1 ≤ K ≤ E", f.moe)
 		}
-		layers := sim.Mixtral8x7B.Layers
-		var r sim.Routing
-		var err error
-		if f.routing != "" {
-			if r, err = sim.ReadRouting(f.routing, layers, o.Experts); err != nil {
-				return fmt.Errorf("-routing: %w", err)
+		if f.routing == "" {
+			r, err := sim.ZipfRouting(sim.Mixtral8x7B.Layers, o.Experts, zipf, seed)
+			if err != nil {
+				return fmt.Errorf("-zipf: %w", err)
 			}
-		} else if r, err = sim.ZipfRouting(layers, o.Experts, zipf, seed); err != nil {
-			return fmt.Errorf("-zipf: %w", err)
+			o.Routing = &r
 		}
-		o.Routing = &r
 		if f.drift != "" {
 			// The last @, as infer's: a file's path may hold one.
 			i := strings.LastIndex(f.drift, "@")
@@ -84,16 +82,35 @@ func (f *offloadFlags) parse(workload string, zipf float64, seed uint64) error {
 			if i < 0 || err != nil || !(frac >= 0 && frac <= 1) {
 				return fmt.Errorf("-routing-drift %q: want FILE@F with F a fraction in [0, 1]", f.drift)
 			}
-			d, err := sim.ReadRouting(file, layers, o.Experts)
-			if err != nil {
-				return fmt.Errorf("-routing-drift: %w", err)
-			}
-			o.Drift, o.DriftAt = &d, frac
+			f.driftFile, o.DriftAt = file, frac
 		}
 	} else if f.routing != "" || f.drift != "" {
 		return fmt.Errorf("-routing and -routing-drift route a MoE's tokens: use -workload offload-moe")
 	}
 	f.opt = o
+	return nil
+}
+
+// readRouting reads the files of -routing and -routing-drift, of
+// Mixtral 8x7B's layers and -moe's experts. Their errors are bad input,
+// as a bad trace's or table's: exit status 1, not a bad flag's 2
+// (TestOffloadRoutingFileErrors).
+func (f *offloadFlags) readRouting() error {
+	layers := sim.Mixtral8x7B.Layers
+	if f.routing != "" {
+		r, err := sim.ReadRouting(f.routing, layers, f.opt.Experts)
+		if err != nil {
+			return fmt.Errorf("replay: -routing: %w", err)
+		}
+		f.opt.Routing = &r
+	}
+	if f.driftFile != "" {
+		d, err := sim.ReadRouting(f.driftFile, layers, f.opt.Experts)
+		if err != nil {
+			return fmt.Errorf("replay: -routing-drift: %w", err)
+		}
+		f.opt.Drift = &d
+	}
 	return nil
 }
 
@@ -155,6 +172,9 @@ type OffloadPolicyResult struct {
 // runOffload runs an offload workload under o's policies and writes the
 // report.
 func runOffload(o options, stdout io.Writer) error {
+	if err := o.offload.readRouting(); err != nil {
+		return err
+	}
 	w, err := sim.NewOffload(o.offload.opt)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)

@@ -71,20 +71,44 @@ func TestOffloadDriftPathWithAt(t *testing.T) {
 	}
 }
 
+// TestOffloadRoutingFileErrors: a -routing or -routing-drift file that
+// is missing, malformed or of the wrong shape is bad input, as a bad
+// trace or -table is: one line naming the file, no usage hint, exit 1
+// (it exited 2, the status of a bad flag).
+func TestOffloadRoutingFileErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte("{\"expert_popularity\": [[1, 2],,]}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-moe", "16,2", "-routing", mlRouting}, "replay: -routing: sim: bad routing: " + mlRouting + ": layer 0: 8 experts, want 16"},
+		{[]string{"-routing", "none.json"}, "replay: -routing: sim: bad routing: open none.json"},
+		{[]string{"-routing-drift", "none.json@0.5"}, "replay: -routing-drift: sim: bad routing: open none.json"},
+		{[]string{"-routing", bad}, "replay: -routing: sim: bad routing: " + bad + ": line 1, column 32"},
+	} {
+		var out, errs bytes.Buffer
+		args := append([]string{"-workload", "offload-moe"}, c.args...)
+		code := run(args, nil, &out, &errs)
+		if code != 1 || !strings.HasPrefix(errs.String(), c.want) || strings.Count(errs.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want 1 and the one line %q", c.args, code, errs.String(), c.want)
+		}
+	}
+}
+
 func TestOffloadErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-moe", "16,2", "-routing", mlRouting}, "expert_popularity_machine_learning.json: layer 0: 8 experts, want 16"},
 		{[]string{"-moe", "8"}, `-moe "8": want E,K`},
 		{[]string{"-moe", "2,3"}, `-moe "2,3"`},
 		{[]string{"-gpu-mem", "120%"}, "share in 0–100%"},
 		{[]string{"-gpu-mem", "lots"}, "want bytes or a share"},
 		{[]string{"-routing-drift", mlRouting}, "want FILE@F"},
 		{[]string{"-routing-drift", mlRouting + "@1.5"}, "want FILE@F"},
-		{[]string{"-routing", "none.json"}, "-routing: sim: bad routing: open none.json"},
-		{[]string{"-routing-drift", "none.json@0.5"}, "-routing-drift: sim: bad routing: open none.json"},
 		{[]string{"-zipf", "-1"}, "-zipf: sim: bad routing: zipf over 32 layers of 8 experts, exponent -1"},
 		{[]string{"-ubatch", "0"}, "-ubatch 0: want ≥ 1"},
 		{[]string{"-policies", "static2x"}, `unknown offload policy "static2x"`},
