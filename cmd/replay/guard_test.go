@@ -439,3 +439,28 @@ func TestTraceCommonDraws(t *testing.T) {
 		}
 	}
 }
+
+// TestChromeBOM: a Chrome trace that starts with a byte-order mark (as
+// some editors save JSON) replays as the same trace without it, plain
+// and gzipped, told by its content or named with -format chrome.
+func TestChromeBOM(t *testing.T) {
+	body := readFile(t, "testdata/chrome.json")
+	_, want, _ := replayRun(t, "", "-json", "-sim-gpu", "h100", "testdata/chrome.json")
+	dir := t.TempDir()
+	var gz bytes.Buffer
+	z := gzip.NewWriter(&gz)
+	z.Write([]byte("\ufeff" + body))
+	z.Close()
+	for name, data := range map[string][]byte{"bom.json": []byte("\ufeff" + body), "bom.json.gz": gz.Bytes()} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, format := range []string{"auto", "chrome"} {
+			code, out, errs := replayRun(t, "", "-json", "-sim-gpu", "h100", "-format", format, path)
+			if code != 0 || strings.Replace(out, `"input": "`+path+`"`, `"input": "testdata/chrome.json"`, 1) != want {
+				t.Errorf("%s, -format %s: exit %d (%s); the report differs from the file's", name, format, code, errs)
+			}
+		}
+	}
+}

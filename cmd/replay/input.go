@@ -225,7 +225,8 @@ func sniff(path string) (string, error) {
 }
 
 // gunzipped returns what br holds, through gzip when it starts with
-// gzip's magic bytes, buffered to be peeked; nil for a bad gzip header.
+// gzip's magic bytes and past a byte-order mark, buffered to be peeked;
+// nil for a bad gzip header.
 func gunzipped(br *bufio.Reader) *bufio.Reader {
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -235,7 +236,9 @@ func gunzipped(br *bufio.Reader) *bufio.Reader {
 		}
 		r = gz
 	}
-	return bufio.NewReaderSize(r, 64<<10)
+	rb := bufio.NewReaderSize(r, 64<<10)
+	trace.SkipBOM(rb)
+	return rb
 }
 
 // namesTraceFormat reports whether rb's first line, within its first
