@@ -93,10 +93,11 @@ func Merge(prior, p, q NormalGamma) NormalGamma {
 // recovered from their sufficient statistics: how a posterior grown from
 // one prior (an old hardware fingerprint, another machine's cost model)
 // carries its evidence over to another. p with no evidence beyond from
-// gives to.
+// gives to, and so does p weaker than from. A widened p (N 0, a learned
+// mean: Widen) keeps its mean's shift from its prior (TestRebaseWidened).
 func Rebase(from, p, to NormalGamma) NormalGamma {
 	s := p.statsSince(from)
-	if s.n <= 0 {
+	if s.n < 0 {
 		return to
 	}
 	return to.withStats(s)

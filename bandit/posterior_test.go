@@ -283,3 +283,20 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRebaseWidened: a widened posterior keeps its learned mean at the
+// prior's strength (Widen), N 0 with a non-zero Σy; Rebase carries that
+// evidence over as any other: onto its own prior it is unchanged, and
+// onto another of the same strength its mean moves with the prior's.
+func TestRebaseWidened(t *testing.T) {
+	from := bandit.NewPrior(100, 0.05, 0.2)
+	p := from
+	for range 50 {
+		p.Update(math.Log(400))
+	}
+	p.Widen(from)
+	eqNG(t, "onto its own prior", bandit.Rebase(from, p, from), p, 1e-9)
+	to := bandit.NewPrior(120, 0.05, 0.2)
+	got := bandit.Rebase(from, p, to)
+	near(t, "Mu onto another prior", got.Mu, to.Mu+(p.Mu-from.Mu), 1e-9)
+}
