@@ -26,7 +26,8 @@ type VirtualSpan interface {
 
 // Queuer is the optional capability of a backend that queues work on its
 // device: each call enqueues the work after the events in after (which may
-// belong to other backends) and returns at once. A backend without it is
+// belong to other backends; a nil one is no dependency) and returns at
+// once. A backend without it is
 // driven through its synchronous methods. The synchronous methods of a
 // Queuer behave as the queued call followed by Wait. Implementations must
 // not retain after once the call returns (as io.Writer must not retain

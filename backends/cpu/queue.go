@@ -262,7 +262,9 @@ func (q *queue) finish(b *Backend, t *task) {
 func (q *queue) run(b *Backend, t *task) (backends.Timing, error) {
 	for i, dep := range t.after {
 		var err error
-		if e, ok := dep.(*event); ok && e.q == q {
+		if dep == nil {
+			continue // no dependency (backends.Queuer)
+		} else if e, ok := dep.(*event); ok && e.q == q {
 			err = e.err // done: it ran before t
 		} else {
 			_, err = dep.Wait()

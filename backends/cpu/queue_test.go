@@ -468,3 +468,23 @@ func TestQueueKeepsNoAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueueNilAfter: a nil Event in after is no dependency (backends.Queuer),
+// as the simulator takes it: it crashed the process in the queue's
+// goroutine.
+func TestQueueNilAfter(t *testing.T) {
+	b := openTest(t, DefaultOptions().WithThreads(1))
+	x := []float32{1, 2}
+	xb, yb := mapF32(t, b, x), mapF32(t, b, make([]float32, 2))
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{2}}, Params: kernels.Params{Scale: 2}}
+	ev, err := b.RunAsync(s, []backends.Buffer{xb}, yb, []backends.Event{nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -628,3 +628,30 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("Open(rocm:nvidia:7): %v, want unavailable", err)
 	}
 }
+
+// TestFakeNilAfter: a nil Event in after is no dependency
+// (backends.Queuer), for kernels and copies: it panicked in awaitForeign.
+func TestFakeNilAfter(t *testing.T) {
+	d := openFake(t, fakeOptions(t, "blas"))
+	s := kernels.Spec{Op: kernels.Scale, In: []kernels.Shape{{64}}, Params: kernels.Params{Scale: 2}}
+	in, _ := d.Alloc(256)
+	out, _ := d.Alloc(256)
+	nils := []backends.Event{nil}
+	wev, err := d.WriteAsync(in, make([]byte, 256), nils)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := d.RunAsync(s, []backends.Buffer{in}, out, append(nils, wev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadAsync(make([]byte, 256), out, nils); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

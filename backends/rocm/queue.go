@@ -339,7 +339,9 @@ func (d *Device) waitForAll(stream uintptr, bufs []*buffer, after []*event) erro
 func (d *Device) awaitForeign(after []backends.Event, own []*event) ([]*event, error) {
 	for i, a := range after {
 		var err error
-		if e, ok := a.(*event); ok && e.d == d {
+		if a == nil {
+			continue // no dependency (backends.Queuer)
+		} else if e, ok := a.(*event); ok && e.d == d {
 			if e.done.Load() {
 				err = e.err
 			}
