@@ -214,8 +214,11 @@ func RunAdaptsched(st Stream, o RunOptions) (res Result, err error) {
 // Overhead returns the wall time per task of n empty tasks through the
 // Scheduler (Select, Run of the empty probe, Observe): its per-task
 // scheduling overhead, to compare with StarPU's submit and wait of an
-// empty codelet.
+// empty codelet. n must be at least 1 (TestOverhead).
 func Overhead(n int) (time.Duration, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("peer: an overhead probe of %d empty tasks: want at least 1", n)
+	}
 	s, devs, err := newScheduler(true, RunOptions{})
 	if err != nil {
 		return 0, err

@@ -213,6 +213,10 @@ func TestOverhead(t *testing.T) {
 	if err != nil || ns <= 0 || ns > time.Millisecond {
 		t.Fatalf("Overhead = %v, %v", ns, err)
 	}
+	// No task is an error, not a division by zero.
+	if ns, err := Overhead(0); err == nil {
+		t.Errorf("Overhead(0) = %v, want an error", ns)
+	}
 }
 
 const starpuOut = `tasks 4

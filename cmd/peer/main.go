@@ -17,6 +17,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,24 +36,77 @@ import (
 )
 
 func main() {
-	gen := flag.String("gen", "", "write the generated stream to this file and exit")
-	seed := flag.Uint64("seed", 24, "the generator's seed")
-	tasks := flag.Int("tasks", 20000, "the generated stream's tasks")
-	stream := flag.String("stream", "bench/peer/testdata/stream.txt", "the task stream")
-	starpu := flag.String("starpu", "", "the StarPU program (make peer builds it); empty: adaptsched only")
-	rounds := flag.Int("rounds", 3, "rounds of alternated runs")
-	empty := flag.Int("empty", 20000, "empty tasks of each overhead probe")
-	flag.Parse()
-	var err error
-	if *gen != "" {
-		err = writeStream(*gen, peer.GenOptions{Seed: *seed, Tasks: *tasks})
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return
+	case err != nil: // parseFlags said why
+		os.Exit(2)
+	}
+	if c.gen != "" {
+		err = writeStream(c.gen, peer.GenOptions{Seed: c.seed, Tasks: c.tasks})
 	} else {
-		err = run(os.Stdout, *stream, *starpu, *rounds, *empty)
+		err = run(os.Stdout, c.stream, c.starpu, c.rounds, c.empty)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(1)
 	}
+}
+
+// usageHint follows a bad flag: the flags are one -h away.
+const usageHint = "run peer -h for the flags"
+
+// config is the command line.
+type config struct {
+	gen, stream, starpu  string
+	seed                 uint64
+	tasks, rounds, empty int
+}
+
+// parseFlags reads the command line; -h prints the flags and returns
+// flag.ErrHelp, and a bad flag or value prints one line and the hint on
+// stderr and returns the error, for exit status 2. Rule: -tasks, -rounds
+// and -empty below 1, and an argument, are such errors. Reason: -rounds 0
+// and -empty 0 panicked after the stream's calibration, -tasks 0 wrote
+// 20,000 tasks, and a stream named without -stream ran the default one
+// (TestFlagErrors).
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // a bad flag: the flag package's line, then the hint
+	fs.StringVar(&c.gen, "gen", "", "write the generated stream to this file and exit")
+	fs.Uint64Var(&c.seed, "seed", 24, "the generator's seed")
+	fs.IntVar(&c.tasks, "tasks", 20000, "the generated stream's tasks")
+	fs.StringVar(&c.stream, "stream", "bench/peer/testdata/stream.txt", "the task stream")
+	fs.StringVar(&c.starpu, "starpu", "", "the StarPU program (make peer builds it); empty: adaptsched only")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds of alternated runs")
+	fs.IntVar(&c.empty, "empty", 20000, "empty tasks of each overhead probe")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: peer [-gen FILE [-seed N] [-tasks N]] [-stream FILE] [-starpu PROGRAM] [-rounds N] [-empty N]")
+			fs.PrintDefaults()
+		} else {
+			fmt.Fprintln(stderr, usageHint) // the flag package printed the error
+		}
+		return c, err
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q (peer takes flags only: -stream FILE names the stream)", fs.Arg(0))
+	case c.tasks < 1:
+		err = fmt.Errorf("-tasks %d: want at least 1", c.tasks)
+	case c.rounds < 1:
+		err = fmt.Errorf("-rounds %d: want at least 1", c.rounds)
+	case c.empty < 1:
+		err = fmt.Errorf("-empty %d: want at least 1", c.empty)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "peer: %v\n%s\n", err, usageHint)
+	}
+	return c, err
 }
 
 func writeStream(path string, o peer.GenOptions) error {

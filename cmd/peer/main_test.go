@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,5 +45,34 @@ func TestMedian(t *testing.T) {
 func TestMissingStream(t *testing.T) {
 	if err := run(&bytes.Buffer{}, filepath.Join(t.TempDir(), "none"), "", 1, 10); !os.IsNotExist(err) {
 		t.Errorf("run(missing) = %v, want not-exist", err)
+	}
+}
+
+// TestFlagErrors: a count below 1 or an argument is a bad flag, one line
+// and the hint (exit 2): -rounds 0 and -empty 0 panicked once the stream
+// was calibrated, -tasks 0 wrote 20,000 tasks, and "peer FILE" ran the
+// default stream, not FILE.
+func TestFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rounds", "0"}, "-rounds 0: want at least 1"},
+		{[]string{"-empty", "0"}, "-empty 0: want at least 1"},
+		{[]string{"-empty", "-5"}, "-empty -5: want at least 1"},
+		{[]string{"-gen", "x.txt", "-tasks", "0"}, "-tasks 0: want at least 1"},
+		{[]string{"my-stream.txt"}, `unexpected argument "my-stream.txt"`},
+		{[]string{"-nope"}, "flag provided but not defined: -nope"},
+	} {
+		var errb bytes.Buffer
+		_, err := parseFlags(c.args, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if err == nil || len(lines) != 2 || !strings.Contains(lines[0], c.want) || lines[1] != usageHint {
+			t.Errorf("%q: %v, stderr %q; want %q and the hint", c.args, err, errb.String(), c.want)
+		}
+	}
+	c, err := parseFlags([]string{"-stream", "s.txt", "-rounds", "1", "-empty", "10"}, io.Discard)
+	if err != nil || c.stream != "s.txt" || c.rounds != 1 || c.empty != 10 || c.tasks != 20000 {
+		t.Errorf("good flags: %+v, %v", c, err)
 	}
 }
