@@ -104,3 +104,22 @@ func BenchmarkSimAsync(b *testing.B) {
 		}
 	}
 }
+
+// TestWarmupPastRun: a run that ends inside its -warmup measured nothing,
+// its prompt tokens included (prompt_tokens counted every prompt token
+// of the warm-up, beside tokens 0, when the run ended before the warm-up
+// did), and one that ends exactly at it counts the same.
+func TestWarmupPastRun(t *testing.T) {
+	skipCompute(t)
+	args := func(warmup string) []string {
+		return []string{"-backends", "sim:cpu2,sim:h100", "-strategy", "only:sim:h100", "-prompt", "4", "-tokens", "3",
+			"-warmup", warmup, "-json", "-dim", "64", "-layers", "1", "-heads", "4", "-kv-heads", "2", "-ffn", "64", "-vocab", "50", "-ctx", "16"}
+	}
+	for _, warmup := range []string{"100", "3"} { // 3 steps: the prompt and 2 decode steps
+		s := runSummary(t, args(warmup))
+		if s.WarmupSteps != 3 || s.Tokens != 0 || s.PromptTokens != 0 || s.ModelledServedTokensPerS != 0 {
+			t.Errorf("-warmup %s: warm-up %d steps, tokens %d, prompt tokens %d, served %v tokens/s; want 3 steps and nothing measured",
+				warmup, s.WarmupSteps, s.Tokens, s.PromptTokens, s.ModelledServedTokensPerS)
+		}
+	}
+}

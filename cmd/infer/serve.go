@@ -39,8 +39,11 @@ func serve(ctx context.Context, m *Model, o options, stdout io.Writer, status *s
 	step := 0
 	defer func() {
 		sv.wall, sv.clock = time.Since(start), clock.read().Sub(clock0)
+		// A run that ends inside its warm-up measured nothing: its prompt
+		// tokens too, or prompt_tokens counts them (TestWarmupPastRun).
 		if step <= o.warmup {
-			sv.warmSteps, sv.warmTokens, sv.warmWall, sv.warmClock = step, sv.tokens, sv.wall, sv.clock
+			sv.warmSteps, sv.warmTokens, sv.warmPrompt = step, sv.tokens, sv.promptTokens
+			sv.warmWall, sv.warmClock = sv.wall, sv.clock
 		}
 	}()
 	dec := &decoder{ctx: ctx, bt: bt, clock: clock, steps: steps, gather: gather, overlap: o.overlap, ops: &sv.ops, lastMode: -1}
