@@ -256,6 +256,9 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	if err := o.parseMoE(); err != nil {
 		return o, err
 	}
+	if err := ignoredFlag(o, fs); err != nil {
+		return o, err
+	}
 	if err := checkMetricsAddr(o.metrics); err != nil {
 		return o, err
 	}
@@ -274,6 +277,26 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 	}
 	avail, known := availableBytes()
 	return o, checkMemory(o.model, o.batch, avail, known)
+}
+
+// ignoredFlag returns an error naming a flag given where nothing reads
+// it: -zipf without -moe or beside -routing, -step-times without -json.
+// Accepted, each was silently dropped, as replay refuses its own
+// (TestFlagErrorsOnce).
+func ignoredFlag(o options, fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case f.Name == "zipf" && o.moe == "":
+			err = errors.New("infer: -zipf skews the popularity of -moe's experts: use it with -moe E,K")
+		case f.Name == "zipf" && o.routingFile != "":
+			err = errors.New("infer: -zipf and -routing both route -moe's tokens: give one of them")
+		case f.Name == "step-times" && o.stepTimes && !o.json:
+			err = errors.New("infer: -step-times adds each step's times to the -json summary: use it with -json")
+		}
+	})
+	return err
 }
 
 func main() {

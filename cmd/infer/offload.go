@@ -219,6 +219,21 @@ func (o *options) weightBudgets(bes []backends.Backend) ([]int64, error) {
 	if !o.gpuMem.set {
 		return nil, nil
 	}
+	// Rule: -gpu-mem needs a device backend. Reason: it budgets the
+	// weights of each GPU, and without one it was silently dropped
+	// (TestFlagErrorsOnce).
+	var names []string
+	for _, be := range bes {
+		if be.Info().Kind != backends.CPU {
+			names = nil
+			break
+		}
+		names = append(names, be.Info().Name)
+	}
+	if names != nil {
+		return nil, &usageError{err: fmt.Errorf("infer: -gpu-mem %q budgets the weights of each GPU, and -backends (%s) names none",
+			o.gpuMemS, strings.Join(names, ", "))}
+	}
 	b := o.gpuMem.budget(o.model.weightBytes())
 	for _, be := range bes {
 		in := be.Info()

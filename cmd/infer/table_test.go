@@ -141,6 +141,11 @@ func TestFlagErrorsOnce(t *testing.T) {
 		{[]string{"-strategy", "bogus"}, `infer: unknown -strategy "bogus"`},
 		{[]string{"-backends", "cpu", "-strategy", "oracle"}, `infer: -strategy oracle needs simulated backends`},
 		{[]string{"-backends", "cpu,cpu1", "-strategy", "llamacpp"}, "infer: -strategy llamacpp needs a CPU and a GPU backend"},
+		// Flags that nothing would read: accepted, each was dropped.
+		{[]string{"-zipf", "2"}, "-zipf skews the popularity of -moe's experts: use it with -moe E,K"},
+		{[]string{"-moe", "8,2", "-routing", "x.json", "-zipf", "2"}, "-zipf and -routing both route -moe's tokens"},
+		{[]string{"-step-times"}, "-step-times adds each step's times to the -json summary: use it with -json"},
+		{[]string{"-backends", "cpu,cpu1", "-gpu-mem", "50%"}, `-gpu-mem "50%" budgets the weights of each GPU, and -backends (cpu, cpu1) names none`},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), c.args, &out, &errb)
