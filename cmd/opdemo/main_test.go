@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/kernels"
 )
@@ -103,5 +104,25 @@ func TestParamDriversNotSkipped(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "sim: skipped: backends: sim unavailable: no profile named") {
 		t.Errorf("-backends sim: no skip line:\n%s", out.String())
+	}
+}
+
+// TestMedianUs: the µs column is the median of the -reps runs, for an
+// even count the mean of the middle two (it printed the upper one: with
+// -reps 2 the slower run).
+func TestMedianUs(t *testing.T) {
+	us := time.Microsecond
+	for _, c := range []struct {
+		times []time.Duration
+		want  float64
+	}{
+		{[]time.Duration{7 * us}, 7},
+		{[]time.Duration{3 * us, 1 * us}, 2},
+		{[]time.Duration{5 * us, 1 * us, 3 * us}, 3},
+		{[]time.Duration{8 * us, 1 * us, 4 * us, 2 * us}, 3},
+	} {
+		if got := medianUs(c.times); got != c.want {
+			t.Errorf("medianUs(%v) = %v, want %v", c.times, got, c.want)
+		}
 	}
 }
