@@ -386,12 +386,12 @@ func MeasureOracle(st Stream, delays []time.Duration) (Oracle, error) {
 	var only [numImpls]float64
 	for i := range st.Shapes {
 		b1, b2 := o.Best(i, false), o.Best(i, true)
-		h[0] += float64(first[i]) * o.Mean[i][0][b1]
-		h[1] += float64(second[i]) * o.Mean[i][1][b2]
-		typ[0] += float64(first[i]) * o.Median[i][0][b1]
-		typ[1] += float64(second[i]) * o.Median[i][1][b2]
+		h[0] += tasksAt(first[i], o.Mean[i][0][b1])
+		h[1] += tasksAt(second[i], o.Mean[i][1][b2])
+		typ[0] += tasksAt(first[i], o.Median[i][0][b1])
+		typ[1] += tasksAt(second[i], o.Median[i][1][b2])
 		for impl := range numImpls {
-			only[impl] += float64(first[i])*o.Mean[i][0][impl] + float64(second[i])*o.Mean[i][1][impl]
+			only[impl] += tasksAt(first[i], o.Mean[i][0][impl]) + tasksAt(second[i], o.Mean[i][1][impl])
 		}
 	}
 	o.Half1, o.Half2 = time.Duration(h[0]), time.Duration(h[1])
@@ -428,11 +428,22 @@ func (o Oracle) Price(r Result) (half1, half2 time.Duration) {
 	for s := range min(len(r.PerShape), len(o.Median)) {
 		for half := range 2 {
 			for impl := range numImpls {
-				h[half] += float64(r.PerShape[s][half][impl].N) * o.Median[s][half][impl]
+				h[half] += tasksAt(r.PerShape[s][half][impl].N, o.Median[s][half][impl])
 			}
 		}
 	}
 	return time.Duration(h[0]), time.Duration(h[1])
+}
+
+// tasksAt returns the time of n tasks of ns each: 0 for none, whatever
+// ns. Rule: never n × ns for n = 0. Reason: a shape that no task runs
+// has +Inf means and medians (mean, median), and 0 × +Inf made the
+// oracle's totals and every price NaN (TestOracleUnusedShape).
+func tasksAt(n int, ns float64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(n) * ns
 }
 
 // mean returns the mean of v, or +Inf when v is empty.

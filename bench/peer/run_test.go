@@ -207,6 +207,31 @@ func TestMeasureOracle(t *testing.T) {
 	}
 }
 
+// TestOracleUnusedShape: a shape of the stream that no task runs adds
+// nothing to the oracle's times or to a run's price. Its means and
+// medians are +Inf, and 0 × +Inf made every total NaN (cmd/peer printed
+// -9223372036.855 s and regrets of +Inf% for a 20-task stream).
+func TestOracleUnusedShape(t *testing.T) {
+	needBLAS(t)
+	st := Stream{Drift: Drift{Impl: BLAS, Factor: 2, From: 2},
+		Shapes: []Shape{{M: 1, K: 32, N: 32}, {M: 4, K: 32, N: 32}}, Tasks: []int{0, 0, 0, 0}}
+	o, err := MeasureOracle(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]time.Duration{"half1": o.Half1, "half2": o.Half2, "typical1": o.Typical1,
+		"typical2": o.Typical2, "only blas": o.Only[BLAS], "only blocked": o.Only[Blocked]} {
+		if d <= 0 || d > time.Second {
+			t.Errorf("%s = %v, want the used shape's time", name, d)
+		}
+	}
+	r := Result{PerShape: make([][2][numImpls]Cell, 2)}
+	r.PerShape[0][0][BLAS].N, r.PerShape[0][1][Blocked].N = 2, 2
+	if p1, p2 := o.Price(r); p1 <= 0 || p2 <= 0 || p1 > time.Second || p2 > time.Second {
+		t.Errorf("Price = %v, %v, want the used shape's medians", p1, p2)
+	}
+}
+
 func TestOverhead(t *testing.T) {
 	needBLAS(t)
 	ns, err := Overhead(1000)
