@@ -16,9 +16,10 @@ type Summary struct {
 	Tokens     int64    `json:"tokens"`
 	Seconds    float64  `json:"seconds"`
 	TokensPerS float64  `json:"tokens_per_s"`
-	// ModelledSeconds is the sum of the durations the backends reported
-	// for the ops and copies of the measured steps; ModelledTokensPerS is
-	// Tokens over it.
+	// ModelledSeconds is the measured steps' time on the model's clock
+	// (modelClock): the simulated Timeline's makespan when every backend
+	// is simulated, else the sum of the durations the backends reported
+	// for the ops and copies; ModelledTokensPerS is Tokens over it.
 	ModelledSeconds    float64 `json:"modelled_seconds"`
 	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
 	// PromptTokens were prefilled in the measured steps;

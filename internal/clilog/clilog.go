@@ -51,7 +51,7 @@ func Slog(l zerolog.Logger) *slog.Logger {
 type zerologHandler struct {
 	l     zerolog.Logger
 	attrs []slog.Attr
-	group string
+	group string // the groups opened, each followed by "."
 }
 
 func zerologLevel(l slog.Level) zerolog.Level {
@@ -72,31 +72,33 @@ func (h zerologHandler) Enabled(_ context.Context, l slog.Level) bool {
 
 func (h zerologHandler) Handle(_ context.Context, r slog.Record) error {
 	e := h.l.WithLevel(zerologLevel(r.Level))
-	add := func(a slog.Attr) bool {
-		k := a.Key
-		if h.group != "" {
-			k = h.group + "." + k
-		}
-		e = e.Interface(k, a.Value.Resolve().Any())
-		return true
-	}
 	for _, a := range h.attrs {
-		add(a)
+		e = e.Interface(a.Key, a.Value.Resolve().Any())
 	}
-	r.Attrs(add)
+	r.Attrs(func(a slog.Attr) bool {
+		e = e.Interface(h.group+a.Key, a.Value.Resolve().Any())
+		return true
+	})
 	e.Msg(r.Message)
 	return nil
 }
 
+// WithAttrs keeps as qualified by the groups opened so far: a group
+// qualifies the attributes added after it only (TestSlogGroups).
 func (h zerologHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	h.attrs = append(slices.Clip(h.attrs), as...)
+	h.attrs = slices.Clip(h.attrs)
+	for _, a := range as {
+		a.Key = h.group + a.Key
+		h.attrs = append(h.attrs, a)
+	}
 	return h
 }
 
+// WithGroup opens group name: later keys read "name.key". An empty name
+// opens none, as slog.Handler says.
 func (h zerologHandler) WithGroup(name string) slog.Handler {
-	if h.group != "" {
-		name = h.group + "." + name
+	if name != "" {
+		h.group += name + "."
 	}
-	h.group = name
 	return h
 }
