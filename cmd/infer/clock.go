@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/rocm"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -26,16 +27,28 @@ var simEvents = map[string][]sim.Event{}
 type modelClock struct {
 	tl   *sim.Timeline
 	busy *atomic.Int64 // ns reported, without a Timeline
+	// gatherers are the backends whose gathered ops report no duration
+	// of their own (backends.Recorder): their launches' device time is
+	// counted whole instead (TestClockCountsGathered).
+	gatherers []gatherer
 }
+
+// gatherer is a backend that keeps its gatherings' device time (rocm).
+type gatherer interface{ Graphs() rocm.GraphStats }
 
 // read returns the clock's figures so far: under a Timeline its stats
 // (makespan, issue, each device's busy time); otherwise the reported sum
-// as the makespan, with no lanes and so no bound.
+// with the gatherings' device time as the makespan, with no lanes and so
+// no bound.
 func (c modelClock) read() sim.TimelineStats {
 	if c.tl != nil {
 		return c.tl.Stats()
 	}
-	return sim.TimelineStats{MakespanUs: float64(c.busy.Load()) / 1e3}
+	ns := c.busy.Load()
+	for _, g := range c.gatherers {
+		ns += g.Graphs().DeviceNs
+	}
+	return sim.TimelineStats{MakespanUs: float64(ns) / 1e3}
 }
 
 // hostUs is the host's time on the clock: the Timeline's host clock, or
@@ -87,6 +100,9 @@ func openBackends(list string, x sim.ExecModel, opened func(backends.Backend)) (
 		opened(b)
 		infos = append(infos, b.Info())
 		if !allSim {
+			if g, ok := b.(gatherer); ok {
+				clock.gatherers = append(clock.gatherers, g)
+			}
 			b = meter(b, clock.busy)
 		}
 		bes = append(bes, b)

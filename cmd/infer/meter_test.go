@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/backends/rocm"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
 )
@@ -135,5 +136,22 @@ func TestMeterKeepsRecorder(t *testing.T) {
 	<-def.Launched()
 	if _, ok := meter(queueOnly{d, d}, &ns).(backends.Recorder); ok {
 		t.Error("a backend that does not gather became a Recorder")
+	}
+}
+
+// graphsStub is a gatherer whose gatherings took ns on the device.
+type graphsStub struct{ ns int64 }
+
+func (g graphsStub) Graphs() rocm.GraphStats { return rocm.GraphStats{DeviceNs: g.ns} }
+
+// TestClockCountsGathered: without a Timeline the modelled clock is the
+// durations the backends reported plus their gatherings' device time, as
+// a gathered op reports none of its own: left out, a step gathered on a
+// GPU modelled at nearly no time.
+func TestClockCountsGathered(t *testing.T) {
+	c := modelClock{busy: new(atomic.Int64), gatherers: []gatherer{graphsStub{3e6}, graphsStub{1e6}}}
+	c.busy.Store(2e6)
+	if got := c.read().MakespanUs; got != 6000 {
+		t.Fatalf("clock %v µs, want 2,000 reported + 4,000 gathered", got)
 	}
 }

@@ -19,7 +19,8 @@ type Summary struct {
 	// ModelledSeconds is the measured steps' time on the model's clock
 	// (modelClock): the simulated Timeline's makespan when every backend
 	// is simulated, else the sum of the durations the backends reported
-	// for the ops and copies; ModelledTokensPerS is Tokens over it.
+	// for the ops and copies and of the GPU's gatherings' device time;
+	// ModelledTokensPerS is Tokens over it.
 	ModelledSeconds    float64 `json:"modelled_seconds"`
 	ModelledTokensPerS float64 `json:"modelled_tokens_per_s"`
 	// PromptTokens were prefilled in the measured steps;
@@ -44,8 +45,8 @@ type Summary struct {
 	// decode steps), warm-up included (with -step-times).
 	StepModelledUs []float64 `json:"step_modelled_us,omitempty"`
 	// StepWallUs is each of those steps' µs by the wall clock: on real
-	// devices the modelled µs are the sum of the ops' reported durations,
-	// which leaves out the gaps between them.
+	// devices the modelled µs are the sum of the ops' reported durations
+	// (a gathering's whole), which leaves out the gaps between them.
 	StepWallUs []float64 `json:"step_wall_us,omitempty"`
 	// StepMode names how each step of StepModelledUs ran under -strategy
 	// auto: "prompt", or a decode step's mode as in StepModes.
