@@ -13,7 +13,8 @@
 // copied in for its own sake only when its expected uses × what a
 // resident use saves (averaged over its uses) cover the copy
 // (TestCopyMustPayBack, TestFreeRoomFillsByRate, TestSavedAveraged);
-// Wants tells a caller beforehand, so that the op can run on the copy.
+// Wants tells a caller beforehand, so that the op can run on the copy,
+// and the Use that follows keeps that copy as Wants said (TestWantsPromise).
 // Resident bytes never exceed the budget (TestBudgetNeverExceeded). A
 // Cache is not safe for concurrent use.
 package weightcache
@@ -140,6 +141,7 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	if e.score == 0 && e.last == 0 {
 		e.first = now
 	}
+	before := *e
 	e.w = w
 	prev := c.scoreAt(e, now)
 	e.saved = (e.saved*prev + savedOf(w)) / (prev + 1)
@@ -148,7 +150,11 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	if e.resident {
 		return Plan{Hit: true}, nil
 	}
-	if !c.admits(e, now, copied) {
+	// A copy made because Wants said yes is kept as Wants said, by the
+	// figures before this use (the same victims, where this use's figure
+	// admits it too): averaged in first, a use saving less had the copy
+	// made refused (TestWantsPromise). Its figure counts from now on.
+	if !c.admits(e, now, copied) && !(copied && before.w.Bytes == w.Bytes && c.wants(before, now)) {
 		return Plan{}, nil
 	}
 	for _, id := range c.victims {
@@ -164,12 +170,21 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 // not copy, would admit it for its own sake, by the figures of its last
 // Use (a weight never used is not wanted). It changes nothing: a caller
 // that copies the weight before the op, so that the op runs on it, then
-// calls Use with copied true, which admits it with the same evictions.
+// calls Use with copied true at step now, which admits it with the same
+// evictions, whatever that use saves (TestWantsPromise).
 func (c *Cache) Wants(id int, now float64) bool {
-	if id < 0 || id >= len(c.entries) || c.entries[id].resident || c.entries[id].score == 0 {
+	if id < 0 || id >= len(c.entries) {
 		return false
 	}
-	e := c.entries[id]
+	return c.wants(c.entries[id], now)
+}
+
+// wants is Wants for e (a copy: nothing of the cache changes but
+// c.victims, left with the weights it would evict).
+func (c *Cache) wants(e entry, now float64) bool {
+	if e.resident || e.score == 0 {
+		return false
+	}
 	e.score = c.scoreAt(&e, now) + 1
 	e.last = now
 	return c.admits(&e, now, false)

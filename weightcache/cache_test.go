@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -251,4 +252,83 @@ func TestUses(t *testing.T) {
 	if u, v := c.Uses(0, 0), c.Uses(7, 0); u != 0 || v != 0 {
 		t.Errorf("weights never used count %v and %v", u, v)
 	}
+}
+
+// TestWantsPromise: a weight Wants admits, copied by its caller before
+// the op, is admitted by the Use that follows (copied true) with the
+// evictions Wants implied, whatever that use saves; the use's figure
+// counts from then on.
+func TestWantsPromise(t *testing.T) {
+	// b, used twice at step 0, is resident; a use of a saves 100 until
+	// step 3, when Wants admits it over b (2.94 uses × 100 against
+	// 1.87 × 100 × 1.25). The use it was copied for saves 1: by the
+	// average with it, 66.3, a is worth less than b by the margin.
+	c, _ := New(100, Options{})
+	b := Weight{ID: 1, Bytes: 100, CopyUs: 100}
+	for range 2 {
+		c.Use(b, 0, true)
+	}
+	a := Weight{ID: 0, Bytes: 100, CopyUs: 100, SavedUs: 100}
+	for step := 1; step < 3; step++ {
+		if c.Wants(0, float64(step)) {
+			t.Fatalf("Wants a at step %d, before its uses outweigh b's", step)
+		}
+		c.Use(a, float64(step), false)
+	}
+	if !c.Wants(0, 3) {
+		t.Fatal("Wants a at step 3 = false")
+	}
+	a.SavedUs = 1
+	d := clone(c)
+	if p, _ := d.Use(a, 3, false); p.Admit {
+		t.Errorf("a use not copied, saving 1, admitted a: %+v", p)
+	}
+	p, _ := c.Use(a, 3, true)
+	if !p.Admit || len(p.Evict) != 1 || p.Evict[0] != 1 {
+		t.Fatalf("copied after Wants, Use gave %+v, want a admitted over b", p)
+	}
+	if s := c.entries[0].saved; math.Abs(s-66.3) > 0.1 {
+		t.Errorf("a's average saving %.1f, want 66.3 with the last use's", s)
+	}
+
+	// At random: whenever Wants says yes, the copied Use admits with the
+	// evictions of a use that leaves the average as it was.
+	r := rand.New(rand.NewPCG(5, 6))
+	c, _ = New(1000, Options{})
+	sizes := make([]int64, 40)
+	for i := range sizes {
+		sizes[i] = 1 + r.Int64N(400)
+	}
+	promised := 0
+	for step := range 20000 {
+		id := int(r.ExpFloat64()*6) % len(sizes)
+		w := Weight{ID: id, Bytes: sizes[id], CopyUs: float64(sizes[id]) / 10}
+		w.SavedUs = r.Float64() * w.CopyUs
+		if !c.Wants(id, float64(step)) {
+			if _, err := c.Use(w, float64(step), r.IntN(2) == 0); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		promised++
+		d := clone(c)
+		same := w
+		same.SavedUs = c.entries[id].saved
+		want, _ := d.Use(same, float64(step), false)
+		got, _ := c.Use(w, float64(step), true)
+		if !want.Admit || !got.Admit || !slices.Equal(got.Evict, want.Evict) {
+			t.Fatalf("step %d: weight %d wanted (%+v), copied Use gave %+v", step, id, want, got)
+		}
+	}
+	if promised < 50 {
+		t.Errorf("Wants said yes %d times, too few to test", promised)
+	}
+}
+
+// clone returns a copy of c that shares no state with it.
+func clone(c *Cache) *Cache {
+	d := *c
+	d.entries = slices.Clone(c.entries)
+	d.victims = nil
+	return &d
 }
