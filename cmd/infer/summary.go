@@ -50,7 +50,10 @@ type Summary struct {
 	StepWallUs []float64 `json:"step_wall_us,omitempty"`
 	// StepMode names how each step of StepModelledUs ran under -strategy
 	// auto: "prompt", or a decode step's mode as in StepModes.
-	StepMode  []string           `json:"step_mode,omitempty"`
+	StepMode []string `json:"step_mode,omitempty"`
+	// Ops, Share (each backend's share of them), Switches and Fallbacks
+	// count the whole run, warm-up included, as the Executor's telemetry
+	// does; the throughput figures above leave the warm-up out.
 	Ops       int64              `json:"ops"`
 	Share     map[string]float64 `json:"share"`
 	Switches  int64              `json:"switches"`
