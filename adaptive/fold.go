@@ -158,6 +158,15 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 		b.loaded |= Backend(a)
 	} else {
 		b.loaded &^= Backend(a)
+		// Rule: an arm the fleet's evidence leaves reopens its bucket's
+		// prior refreshes. Reason: a bucket whose arms were all loaded
+		// or grown stopped refreshing for good (engine.refresh), and the
+		// arm kept the model's prior as of the bucket's making however
+		// much the hierarchy learned since: 50× off on a CPU the model
+		// does not know (TestFoldRemovedPriorRefreshes).
+		if b.epoch == math.MaxUint64 {
+			b.epoch = 0
+		}
 	}
 }
 

@@ -2,8 +2,10 @@ package adaptive
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/learned"
@@ -181,5 +183,57 @@ func TestFoldZeroWeight(t *testing.T) {
 	ok := bandit.Stats{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.2)}
 	if f.Foreign([]learned.Foreign{{Key: k, Stats: ok}}); fb.b.bb.Priors[0] == before {
 		t.Errorf("%+v (σ just under ln 10) left the prior", ok)
+	}
+}
+
+// TestFoldRemovedPriorRefreshes: a bucket whose arms all hold the
+// fleet's evidence re-derives no prior (prior.go leaves loaded arms
+// alone, and a bucket with none young stops refreshing). Once Foreign
+// takes the CPU arm's evidence away, the arm, which never ran here, is
+// young again: as buckets of its op measure both arms, its prior is
+// re-derived from them (as in TestPriorsSelfCorrect), not left at the
+// model's, 50× pessimistic, of when the bucket was made.
+func TestFoldRemovedPriorRefreshes(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, slowModelCPU), newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 3})
+	defer s.Close()
+	f := s.Fold()
+	r := rand.New(rand.NewPCG(3, 4))
+	truth := func(m, arm int) float64 {
+		flops := 2 * float64(m) * 512 * 512
+		if arm == 0 {
+			return 1 + flops/100e3
+		}
+		return 10 + flops/10000e3
+	}
+	y := matmul(16, 512, 512)
+	name := kernels.BucketName(y)
+	d, err := s.Select(y, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.b
+	model := math.Exp(b.per[0].lnModel)
+	f.Foreign([]learned.Foreign{{Key: learned.Key{Backend: "cpu", Bucket: name}, Stats: claim(50, model)},
+		{Key: learned.Key{Backend: "gpu", Bucket: name}, Stats: claim(50, truth(16, 1))}})
+	teach(t, s, d, 1, truth(16, 1), 0.05, 64, r)
+	s.Select(y, Residency{}) // both arms loaded: y stops refreshing
+	f.Foreign([]learned.Foreign{{Key: learned.Key{Backend: "cpu", Bucket: name}, Stats: bandit.Stats{}}})
+	for _, m := range []int{64, 256, 1024, 4096} {
+		x := matmul(m, 512, 512)
+		dx, err := s.Select(x, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		teach(t, s, dx, 0, truth(m, 0), 0.05, 64, r)
+		teach(t, s, dx, 1, truth(m, 1), 0.05, 64, r)
+		s.Select(y, Residency{})
+	}
+	b.mu.Lock()
+	b.bb.Settle(&s.e.cfg)
+	got := b.bb.Priors[0].MeanUs()
+	b.mu.Unlock()
+	if off := math.Abs(math.Log(got / truth(16, 0))); off > math.Log(1.5) {
+		t.Errorf("CPU prior %.1f µs, truth %.1f µs (model %.1f): e^%.2f off, want within 1.5×", got, truth(16, 0), model, off)
 	}
 }
