@@ -237,3 +237,89 @@ func TestFoldRemovedPriorRefreshes(t *testing.T) {
 		t.Errorf("CPU prior %.1f µs, truth %.1f µs (model %.1f): e^%.2f off, want within 1.5×", got, truth(16, 0), model, off)
 	}
 }
+
+// TestFoldShapes: a shape's own bucket starts from its parent's
+// posterior, the fleet's evidence included (engine.newShape), and that
+// evidence stays the fleet's there too: Changes hand the store only the
+// shape's own evidence on its base, and when Foreign takes the fleet's
+// evidence away the shape's prior drops it as its parent's does (and
+// takes it again when it comes back, and drops it when the Fold sets it
+// aside), rather than keeping, for good, what the fleet said when the
+// shape was made. The same holds of a
+// shape made before the Fold was attached (Fold.addShape).
+func TestFoldShapes(t *testing.T) {
+	for _, foldFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fold first", false: "shape first"}[foldFirst], func(t *testing.T) {
+			testFoldShapes(t, foldFirst)
+		})
+	}
+}
+
+func testFoldShapes(t *testing.T, foldFirst bool) {
+	a, other := matmul(16, 512, 512), matmul(17, 512, 512)
+	name := kernels.BucketName(a)
+	// The GPU arm's posterior is the store's: the shape holds it as its
+	// parent's, none of it the fleet's.
+	warm := map[learned.Key]bandit.NormalGamma{{Backend: "gpu", Bucket: name}: {Mu: 3, Kappa: 50, Alpha: 25, Beta: 1}}
+	s := newTestScheduler(t, Config{Seed: 3, Warm: warm})
+	defer s.Close()
+	s.Track(1)
+	var f *Fold
+	if foldFirst {
+		f = s.Fold()
+	}
+	if kernels.BucketName(other) != name {
+		t.Fatalf("%v and %v in two buckets", a, other)
+	}
+	kc := learned.Key{Backend: "cpu", Bucket: name}
+	const claimUs, ownUs = 30.0, 80.0 // the fleet's CPU, and this node's
+	d, err := s.Select(other, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.b
+	if foldFirst {
+		f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	}
+	for i := 0; !d.b.isShape; i++ {
+		if i > 2*DefaultShapeHits {
+			t.Fatalf("%v has no bucket of its own after %d Selects", a, i)
+		}
+		if d, err = s.Select(a, Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := d.b
+	if !foldFirst {
+		f = s.Fold()
+		f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	}
+	cpuPrior := func(b *bucket) float64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.bb.Settle(&s.e.cfg)
+		return b.bb.Priors[0].MeanUs()
+	}
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) > 0.2 {
+		t.Fatalf("the shape's CPU prior %.1f µs, want about the fleet's %.0f µs, as its parent's", got, claimUs)
+	}
+	teach(t, s, d, 0, ownUs, 0.02, 3, rand.New(rand.NewPCG(1, 2)))
+	for _, ch := range s.Changes(nil) {
+		if ch.Key.Backend == "cpu" && ch.Posterior.MeanUs() < 0.8*ownUs {
+			t.Errorf("%v: the store would keep a CPU at %.1f µs, the fleet's %.0f folded in; its own runs took %.0f µs",
+				ch.Key, ch.Posterior.MeanUs(), claimUs, ownUs)
+		}
+	}
+	f.Foreign([]learned.Foreign{{Key: kc, Stats: bandit.Stats{}}})
+	if pp, cp := cpuPrior(p), cpuPrior(c); math.Abs(math.Log(pp/claimUs)) < 0.5 || math.Abs(math.Log(cp/claimUs)) < 0.5 {
+		t.Errorf("the fleet's evidence taken away: CPU prior %.1f µs in the bucket, %.1f µs in the shape, want neither at the fleet's %.0f µs", pp, cp, claimUs)
+	}
+	f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) > 0.2 {
+		t.Errorf("the fleet's evidence set again: the shape's CPU prior %.1f µs, want about the fleet's %.0f µs", got, claimUs)
+	}
+	f.setAside() // as a contradiction does (verify.go)
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) < 0.5 {
+		t.Errorf("the fleet's evidence set aside: the shape's CPU prior %.1f µs, want it away from the fleet's %.0f µs", got, claimUs)
+	}
+}
