@@ -214,6 +214,15 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 		b.loaded |= Backend(a)
 	} else {
 		b.loaded &^= Backend(a)
+		// Rule: an arm the fleet's evidence leaves with no data of its
+		// own (no run learned here, no stored posterior, and of a
+		// shape's bucket none its parent had) has none, as before it
+		// came. Reason: kept as data, the GPU's first run here was
+		// learned as its whole evidence, not set aside as its warm-up
+		// (TestFoldRemovedUnseen).
+		if b.per[a].learned == 0 && !b.own.Has(a) && (b.parent == nil || !(b.parent.seen | b.parent.warmed).Has(a)) {
+			b.seen &^= Backend(a)
+		}
 		// Rule: an arm the fleet's evidence leaves reopens its bucket's
 		// prior refreshes. Reason: a bucket whose arms were all loaded
 		// or grown stopped refreshing for good (engine.refresh), and the

@@ -323,3 +323,46 @@ func testFoldShapes(t *testing.T, foldFirst bool) {
 		t.Errorf("the fleet's evidence set aside: the shape's CPU prior %.1f µs, want it away from the fleet's %.0f µs", got, claimUs)
 	}
 }
+
+// TestFoldRemovedUnseen: an arm the fleet's evidence alone gave data
+// (Fold.rebase) has none once Foreign takes it away, as when the Fold
+// sets it aside: a GPU's first run here is then its warm-up, set aside
+// (Scheduler.Observe), not its whole evidence. An arm whose posterior
+// the store gave keeps it through both: that is data of its own.
+func TestFoldRemovedUnseen(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	name := kernels.BucketName(spec)
+	kg := learned.Key{Backend: "gpu", Bucket: name}
+	for _, c := range []struct {
+		what   string
+		stored bool
+		remove func(f *Fold)
+	}{
+		{"removed", false, func(f *Fold) { f.Foreign([]learned.Foreign{{Key: kg, Stats: bandit.Stats{}}}) }},
+		{"set aside", false, func(f *Fold) { f.setAside() }},
+		{"stored, removed", true, func(f *Fold) { f.Foreign([]learned.Foreign{{Key: kg, Stats: bandit.Stats{}}}) }},
+		{"stored, set aside", true, func(f *Fold) { f.setAside() }},
+	} {
+		cfg := Config{Seed: 3}
+		if c.stored {
+			cfg.Warm = map[learned.Key]bandit.NormalGamma{kg: {Mu: 3, Kappa: 50, Alpha: 25, Beta: 1}}
+		}
+		s := newTestScheduler(t, cfg)
+		f := s.Fold()
+		f.Foreign([]learned.Foreign{{Key: kg, Stats: claim(50, 25)}})
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.remove(f)
+		d.Backend, d.Name = 1, "gpu"
+		if err := s.Observe(d, us(5000)); err != nil {
+			t.Fatal(err)
+		}
+		arm := s.Telemetry().Buckets[0].Arms[1]
+		if want := !c.stored; arm.Warmup != want || arm.Learned != int64(b2u(!want)) {
+			t.Errorf("%s: the GPU's first run here: warm-up %v, learned %d; want warm-up %v", c.what, arm.Warmup, arm.Learned, want)
+		}
+		s.Close()
+	}
+}

@@ -175,19 +175,7 @@ func (f *Fold) setAside() {
 		fb.b.mu.Lock()
 		for a := range f.s.n {
 			if fb.folded[a] != (bandit.Stats{}) {
-				f.rebase(fb, a, bandit.Stats{}) // and in its shapes
-				if fb.b.per[a].learned == 0 {
-					fb.b.seen &^= Backend(a) // no data of its own: its prior again
-				}
-				// A shape's bucket knew the arm as its parent did
-				// (newShape); with no data of its own, as it does now.
-				for _, sh := range fb.shapes {
-					sh.b.mu.Lock()
-					if sh.b.per[a].learned == 0 && !(fb.b.seen | fb.b.warmed).Has(a) {
-						sh.b.seen &^= Backend(a)
-					}
-					sh.b.mu.Unlock()
-				}
+				f.rebase(fb, a, bandit.Stats{}) // and in its shapes; no data of its own: its prior again
 			}
 		}
 		fb.b.mu.Unlock()
