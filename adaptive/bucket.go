@@ -185,14 +185,37 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	// evidence (own) is stored under its name.
 	c.seen, c.loaded = p.seen|p.warmed, p.loaded
 	var held [MaxBackends]bandit.NormalGamma
+	var fb *foldBucket // the Fold's record of c, where p has one
+	if p.fb != nil {
+		fb = &foldBucket{b: c}
+	}
 	for a := range e.n {
+		d := e.lnModel(a, w) - p.per[a].lnModel
+		if fb != nil {
+			fb.shift[a] = d
+		}
 		if p.loaded.Has(a) { // p's evidence, moved to this shape's model
 			held[a] = p.bb.Arms[a]
-			held[a].Mu += e.lnModel(a, w) - p.per[a].lnModel
+			held[a].Mu += d
+			if fb != nil && p.fb.folded[a] != (bandit.Stats{}) {
+				// The fleet's part stays the fleet's (Fold.addShape):
+				// the base is p's without it.
+				fb.base[a] = p.fb.base[a].With(p.bb.Arms[a].Since(p.bb.Priors[a]))
+				fb.base[a].Mu += d
+				fb.folded[a] = p.fb.folded[a]
+			}
 		}
 	}
 	p.mu.Unlock()
 	e.setUp(c, p.id, name, p.fam, p.class, w, &held)
+	if fb != nil {
+		for a := range e.n {
+			if fb.folded[a] == (bandit.Stats{}) {
+				fb.base[a] = c.bb.Priors[a]
+			}
+		}
+		c.fb = fb
+	}
 	return c
 }
 

@@ -22,6 +22,8 @@ import (
 // evidence is never discounted away: discounting pulls a posterior back
 // toward its prior, which holds it. So, with Discount 1, the posterior is
 // exactly the base prior updated by the pooled observations of every node.
+// A shape's own bucket (engine.newShape) folds what its bucket folds,
+// moved to the shape's model (Fold.addShape).
 //
 // With Discount γ < 1 the foreign evidence enters the prior scaled down
 // to at most foldMemory/(1−γ) observations (100 at the default γ = 0.999),
@@ -54,7 +56,8 @@ type Fold struct {
 	v       verifier // own measurements against the foreign evidence (verify.go)
 }
 
-// foldBucket is what the Fold keeps of one bucket.
+// foldBucket is what the Fold keeps of one bucket, or of a shape's own
+// bucket (engine.newShape), which holds its parent's foreign evidence.
 type foldBucket struct {
 	b *bucket
 	// base is each arm's prior before foreign evidence (while folded is
@@ -65,6 +68,12 @@ type foldBucket struct {
 	// held is foreign evidence too far from the cost model to fold in
 	// before this node's measurements agree with the fleet's (verify.go).
 	held [MaxBackends]bandit.Stats
+	// shift is, of a shape's bucket, ln of its model over its parent's
+	// per arm: the parent's evidence enters it moved by that (newShape).
+	shift [MaxBackends]float64
+	// shapes are the records of the bucket's shapes' own buckets, under
+	// the bucket's lock: each folds what the bucket folds (rebase).
+	shapes []*foldBucket
 }
 
 // foldMemory is the most foreign evidence an arm's prior holds, as a
@@ -96,6 +105,9 @@ func (s *Scheduler) Fold() *Fold {
 		b.mu.Lock()
 		f.add(b)
 		b.mu.Unlock()
+	}
+	for _, c := range s.shapes {
+		f.addShape(c)
 	}
 	f.mu.Unlock()
 	s.fold.Store(f)
@@ -129,13 +141,57 @@ func (f *Fold) add(b *bucket) {
 	f.byName[b.name] = fb
 }
 
+// addShape registers shape's own bucket c under its parent's record
+// (s.regMu held, with the parent registered; c's and its parent's locks
+// not held): c folds what its parent folds from then on, and what the
+// parent's folded evidence became since newShape read it is folded in
+// now. Rule: a shape's bucket holds its parent's foreign evidence as
+// foreign evidence, not as its own. Reason: kept as part of its prior,
+// the fleet's claim stayed there after Foreign took it away or the
+// Fold set it aside, and Changes handed it to the store as the shape's
+// own evidence (TestFoldShapes).
+func (f *Fold) addShape(c *bucket) {
+	p := c.parent
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fb := c.fb
+	if fb == nil { // made before the Fold: nothing of the fleet's in it
+		c.bb.Settle(&f.s.e.cfg)
+		fb = &foldBucket{b: c}
+		for a := range f.s.n {
+			fb.base[a] = c.bb.Priors[a]
+			fb.shift[a] = c.per[a].lnModel - p.per[a].lnModel
+		}
+		c.fb = fb
+	}
+	for a := range f.s.n {
+		if st := p.fb.folded[a]; fb.folded[a] != st {
+			f.rebase(fb, a, st)
+		}
+	}
+	p.fb.shapes = append(p.fb.shapes, fb)
+}
+
+// shiftStats returns st with every observation moved by d: what a
+// posterior moved by d (its prior's mean too) holds beyond its prior.
+func shiftStats(st bandit.Stats, d float64) bandit.Stats {
+	if d == 0 {
+		return st
+	}
+	return bandit.Stats{N: st.N, Sum: st.Sum + st.N*d, SumSq: st.SumSq + 2*d*st.Sum + st.N*d*d}
+}
+
 // rebase makes arm a's prior its base updated by st, and its posterior
 // that prior updated by the arm's own evidence (f.mu and the bucket's
-// lock held). An arm given foreign observations has data, as one warm
-// started from the store has: its decisions are Exploit or Explore, not
-// Prior, a GPU's first run in the bucket is learned from (the fleet's
-// evidence dilutes it), and the engine no longer re-derives its prior
-// from the model (prior.go), which would drop the fleet's evidence.
+// lock held; of a shape's bucket, its parent's lock), and so in the
+// bucket's shapes' own buckets, st moved to each shape's model. An arm
+// given foreign observations has data, as one warm started from the
+// store has: its decisions are Exploit or Explore, not Prior, a GPU's
+// first run in the bucket is learned from (the fleet's evidence dilutes
+// it), and the engine no longer re-derives its prior from the model
+// (prior.go), which would drop the fleet's evidence.
 func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 	b := fb.b
 	bb := &b.bb
@@ -149,7 +205,7 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 		k := f.cap / st.N
 		in = bandit.Stats{N: f.cap, Sum: st.Sum * k, SumSq: st.SumSq * k}
 	}
-	bb.Priors[a] = fb.base[a].With(in)
+	bb.Priors[a] = fb.base[a].With(shiftStats(in, fb.shift[a]))
 	bb.Arms[a] = bb.Priors[a].With(own)
 	bb.Changed()
 	fb.folded[a] = st
@@ -158,6 +214,29 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 		b.loaded |= Backend(a)
 	} else {
 		b.loaded &^= Backend(a)
+		// Rule: an arm the fleet's evidence leaves with no data of its
+		// own (no run learned here, no stored posterior, and of a
+		// shape's bucket none its parent had) has none, as before it
+		// came. Reason: kept as data, the GPU's first run here was
+		// learned as its whole evidence, not set aside as its warm-up
+		// (TestFoldRemovedUnseen).
+		if b.per[a].learned == 0 && !b.own.Has(a) && (b.parent == nil || !(b.parent.seen | b.parent.warmed).Has(a)) {
+			b.seen &^= Backend(a)
+		}
+		// Rule: an arm the fleet's evidence leaves reopens its bucket's
+		// prior refreshes. Reason: a bucket whose arms were all loaded
+		// or grown stopped refreshing for good (engine.refresh), and the
+		// arm kept the model's prior as of the bucket's making however
+		// much the hierarchy learned since: 50× off on a CPU the model
+		// does not know (TestFoldRemovedPriorRefreshes).
+		if b.epoch == math.MaxUint64 {
+			b.epoch = 0
+		}
+	}
+	for _, sh := range fb.shapes {
+		sh.b.mu.Lock()
+		f.rebase(sh, a, st)
+		sh.b.mu.Unlock()
 	}
 }
 

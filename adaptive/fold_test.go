@@ -2,8 +2,10 @@ package adaptive
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/learned"
@@ -181,5 +183,186 @@ func TestFoldZeroWeight(t *testing.T) {
 	ok := bandit.Stats{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.2)}
 	if f.Foreign([]learned.Foreign{{Key: k, Stats: ok}}); fb.b.bb.Priors[0] == before {
 		t.Errorf("%+v (σ just under ln 10) left the prior", ok)
+	}
+}
+
+// TestFoldRemovedPriorRefreshes: a bucket whose arms all hold the
+// fleet's evidence re-derives no prior (prior.go leaves loaded arms
+// alone, and a bucket with none young stops refreshing). Once Foreign
+// takes the CPU arm's evidence away, the arm, which never ran here, is
+// young again: as buckets of its op measure both arms, its prior is
+// re-derived from them (as in TestPriorsSelfCorrect), not left at the
+// model's, 50× pessimistic, of when the bucket was made.
+func TestFoldRemovedPriorRefreshes(t *testing.T) {
+	bes := []backends.Backend{newFake("cpu", backends.CPU, slowModelCPU), newFake("gpu", backends.GPU, gpuNominal)}
+	s := newTestScheduler(t, Config{Backends: bes, Seed: 3})
+	defer s.Close()
+	f := s.Fold()
+	r := rand.New(rand.NewPCG(3, 4))
+	truth := func(m, arm int) float64 {
+		flops := 2 * float64(m) * 512 * 512
+		if arm == 0 {
+			return 1 + flops/100e3
+		}
+		return 10 + flops/10000e3
+	}
+	y := matmul(16, 512, 512)
+	name := kernels.BucketName(y)
+	d, err := s.Select(y, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.b
+	model := math.Exp(b.per[0].lnModel)
+	f.Foreign([]learned.Foreign{{Key: learned.Key{Backend: "cpu", Bucket: name}, Stats: claim(50, model)},
+		{Key: learned.Key{Backend: "gpu", Bucket: name}, Stats: claim(50, truth(16, 1))}})
+	teach(t, s, d, 1, truth(16, 1), 0.05, 64, r)
+	s.Select(y, Residency{}) // both arms loaded: y stops refreshing
+	f.Foreign([]learned.Foreign{{Key: learned.Key{Backend: "cpu", Bucket: name}, Stats: bandit.Stats{}}})
+	for _, m := range []int{64, 256, 1024, 4096} {
+		x := matmul(m, 512, 512)
+		dx, err := s.Select(x, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		teach(t, s, dx, 0, truth(m, 0), 0.05, 64, r)
+		teach(t, s, dx, 1, truth(m, 1), 0.05, 64, r)
+		s.Select(y, Residency{})
+	}
+	b.mu.Lock()
+	b.bb.Settle(&s.e.cfg)
+	got := b.bb.Priors[0].MeanUs()
+	b.mu.Unlock()
+	if off := math.Abs(math.Log(got / truth(16, 0))); off > math.Log(1.5) {
+		t.Errorf("CPU prior %.1f µs, truth %.1f µs (model %.1f): e^%.2f off, want within 1.5×", got, truth(16, 0), model, off)
+	}
+}
+
+// TestFoldShapes: a shape's own bucket starts from its parent's
+// posterior, the fleet's evidence included (engine.newShape), and that
+// evidence stays the fleet's there too: Changes hand the store only the
+// shape's own evidence on its base, and when Foreign takes the fleet's
+// evidence away the shape's prior drops it as its parent's does (and
+// takes it again when it comes back, and drops it when the Fold sets it
+// aside), rather than keeping, for good, what the fleet said when the
+// shape was made. The same holds of a
+// shape made before the Fold was attached (Fold.addShape).
+func TestFoldShapes(t *testing.T) {
+	for _, foldFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fold first", false: "shape first"}[foldFirst], func(t *testing.T) {
+			testFoldShapes(t, foldFirst)
+		})
+	}
+}
+
+func testFoldShapes(t *testing.T, foldFirst bool) {
+	a, other := matmul(16, 512, 512), matmul(17, 512, 512)
+	name := kernels.BucketName(a)
+	// The GPU arm's posterior is the store's: the shape holds it as its
+	// parent's, none of it the fleet's.
+	warm := map[learned.Key]bandit.NormalGamma{{Backend: "gpu", Bucket: name}: {Mu: 3, Kappa: 50, Alpha: 25, Beta: 1}}
+	s := newTestScheduler(t, Config{Seed: 3, Warm: warm})
+	defer s.Close()
+	s.Track(1)
+	var f *Fold
+	if foldFirst {
+		f = s.Fold()
+	}
+	if kernels.BucketName(other) != name {
+		t.Fatalf("%v and %v in two buckets", a, other)
+	}
+	kc := learned.Key{Backend: "cpu", Bucket: name}
+	const claimUs, ownUs = 30.0, 80.0 // the fleet's CPU, and this node's
+	d, err := s.Select(other, Residency{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.b
+	if foldFirst {
+		f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	}
+	for i := 0; !d.b.isShape; i++ {
+		if i > 2*DefaultShapeHits {
+			t.Fatalf("%v has no bucket of its own after %d Selects", a, i)
+		}
+		if d, err = s.Select(a, Residency{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := d.b
+	if !foldFirst {
+		f = s.Fold()
+		f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	}
+	cpuPrior := func(b *bucket) float64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.bb.Settle(&s.e.cfg)
+		return b.bb.Priors[0].MeanUs()
+	}
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) > 0.2 {
+		t.Fatalf("the shape's CPU prior %.1f µs, want about the fleet's %.0f µs, as its parent's", got, claimUs)
+	}
+	teach(t, s, d, 0, ownUs, 0.02, 3, rand.New(rand.NewPCG(1, 2)))
+	for _, ch := range s.Changes(nil) {
+		if ch.Key.Backend == "cpu" && ch.Posterior.MeanUs() < 0.8*ownUs {
+			t.Errorf("%v: the store would keep a CPU at %.1f µs, the fleet's %.0f folded in; its own runs took %.0f µs",
+				ch.Key, ch.Posterior.MeanUs(), claimUs, ownUs)
+		}
+	}
+	f.Foreign([]learned.Foreign{{Key: kc, Stats: bandit.Stats{}}})
+	if pp, cp := cpuPrior(p), cpuPrior(c); math.Abs(math.Log(pp/claimUs)) < 0.5 || math.Abs(math.Log(cp/claimUs)) < 0.5 {
+		t.Errorf("the fleet's evidence taken away: CPU prior %.1f µs in the bucket, %.1f µs in the shape, want neither at the fleet's %.0f µs", pp, cp, claimUs)
+	}
+	f.Foreign([]learned.Foreign{{Key: kc, Stats: claim(50, claimUs)}})
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) > 0.2 {
+		t.Errorf("the fleet's evidence set again: the shape's CPU prior %.1f µs, want about the fleet's %.0f µs", got, claimUs)
+	}
+	f.setAside() // as a contradiction does (verify.go)
+	if got := cpuPrior(c); math.Abs(math.Log(got/claimUs)) < 0.5 {
+		t.Errorf("the fleet's evidence set aside: the shape's CPU prior %.1f µs, want it away from the fleet's %.0f µs", got, claimUs)
+	}
+}
+
+// TestFoldRemovedUnseen: an arm the fleet's evidence alone gave data
+// (Fold.rebase) has none once Foreign takes it away, as when the Fold
+// sets it aside: a GPU's first run here is then its warm-up, set aside
+// (Scheduler.Observe), not its whole evidence. An arm whose posterior
+// the store gave keeps it through both: that is data of its own.
+func TestFoldRemovedUnseen(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	name := kernels.BucketName(spec)
+	kg := learned.Key{Backend: "gpu", Bucket: name}
+	for _, c := range []struct {
+		what   string
+		stored bool
+		remove func(f *Fold)
+	}{
+		{"removed", false, func(f *Fold) { f.Foreign([]learned.Foreign{{Key: kg, Stats: bandit.Stats{}}}) }},
+		{"set aside", false, func(f *Fold) { f.setAside() }},
+		{"stored, removed", true, func(f *Fold) { f.Foreign([]learned.Foreign{{Key: kg, Stats: bandit.Stats{}}}) }},
+		{"stored, set aside", true, func(f *Fold) { f.setAside() }},
+	} {
+		cfg := Config{Seed: 3}
+		if c.stored {
+			cfg.Warm = map[learned.Key]bandit.NormalGamma{kg: {Mu: 3, Kappa: 50, Alpha: 25, Beta: 1}}
+		}
+		s := newTestScheduler(t, cfg)
+		f := s.Fold()
+		f.Foreign([]learned.Foreign{{Key: kg, Stats: claim(50, 25)}})
+		d, err := s.Select(spec, Residency{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.remove(f)
+		d.Backend, d.Name = 1, "gpu"
+		if err := s.Observe(d, us(5000)); err != nil {
+			t.Fatal(err)
+		}
+		arm := s.Telemetry().Buckets[0].Arms[1]
+		if want := !c.stored; arm.Warmup != want || arm.Learned != int64(b2u(!want)) {
+			t.Errorf("%s: the GPU's first run here: warm-up %v, learned %d; want warm-up %v", c.what, arm.Warmup, arm.Learned, want)
+		}
+		s.Close()
 	}
 }

@@ -240,7 +240,9 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 	}
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
-	} else if b.fb != nil && !placed && s.only < 0 { // under Only no other backend runs (TestOnlyNoProbe)
+	} else if b.fb != nil && !placed && s.only < 0 && !b.isShape {
+		// Under Only no other backend runs (TestOnlyNoProbe). A shape's
+		// own bucket probes nothing: the check is its parent's.
 		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
 			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
 		}

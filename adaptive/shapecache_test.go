@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -208,6 +209,50 @@ func TestShapeCacheOpaqueInvalid(t *testing.T) {
 		}
 		if _, err := s.Handle(c.bad); err == nil {
 			t.Errorf("Handle(%v) accepted an invalid spec", c.bad)
+		}
+	}
+}
+
+// TestShapeCachePosInvalid checks that a spec whose Params.Pos Validate
+// rejects for its shapes (a KVAppend's rows past the cache's end, a
+// RoPE's positions past math.MaxInt) is rejected even when a valid spec
+// of the same shapes, and so of the same key (which leaves Pos out), was
+// selected first: Select, Bucket and Handle return Validate's error.
+func TestShapeCachePosInvalid(t *testing.T) {
+	s := newTestScheduler(t, Config{Seed: 1})
+	kv := func(pos int) kernels.Spec {
+		return kernels.Spec{Op: kernels.KVAppend, DType: kernels.F32,
+			In: []kernels.Shape{{1, 4, 16, 8}, {1, 2, 4, 8}}, Params: kernels.Params{Pos: pos}}
+	}
+	rope := func(pos int) kernels.Spec {
+		return kernels.Spec{Op: kernels.RoPE, DType: kernels.F32,
+			In: []kernels.Shape{{1, 4, 2, 8}}, Params: kernels.Params{Pos: pos}}
+	}
+	for _, c := range []struct{ valid, bad kernels.Spec }{
+		{kv(14), kv(15)},
+		{kv(0), kv(math.MaxInt)},
+		{rope(7), rope(math.MaxInt - 2)},
+	} {
+		if err := c.valid.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.bad.Validate() == nil {
+			t.Fatalf("%v pos %d: Validate accepts it", c.bad, c.bad.Params.Pos)
+		}
+		if _, err := s.Select(c.valid, Residency{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Select(c.bad, Residency{}); err == nil {
+			t.Errorf("Select(%v, pos %d) accepted an invalid spec", c.bad, c.bad.Params.Pos)
+		}
+		if _, err := s.Bucket(c.bad); err == nil {
+			t.Errorf("Bucket(%v, pos %d) accepted an invalid spec", c.bad, c.bad.Params.Pos)
+		}
+		if _, err := s.Handle(c.bad); err == nil {
+			t.Errorf("Handle(%v, pos %d) accepted an invalid spec", c.bad, c.bad.Params.Pos)
+		}
+		if _, err := s.Select(c.valid, Residency{}); err != nil {
+			t.Errorf("Select(%v, pos %d) after the invalid one: %v", c.valid, c.valid.Params.Pos, err)
 		}
 	}
 }

@@ -45,6 +45,9 @@ func (s *Scheduler) shapeBucket(n *shapeNode, b *bucket, spec *kernels.Spec) *bu
 	}
 	s.regMu.Lock()
 	s.shapes = append(s.shapes, c)
+	if f := s.fold.Load(); f != nil { // under regMu: Fold attaches under it too
+		f.addShape(c)
+	}
 	s.regMu.Unlock()
 	return c
 }

@@ -175,10 +175,7 @@ func (f *Fold) setAside() {
 		fb.b.mu.Lock()
 		for a := range f.s.n {
 			if fb.folded[a] != (bandit.Stats{}) {
-				f.rebase(fb, a, bandit.Stats{})
-				if fb.b.per[a].learned == 0 {
-					fb.b.seen &^= Backend(a) // no data of its own: its prior again
-				}
+				f.rebase(fb, a, bandit.Stats{}) // and in its shapes; no data of its own: its prior again
 			}
 		}
 		fb.b.mu.Unlock()
