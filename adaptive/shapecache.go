@@ -49,7 +49,7 @@ type shapeKey struct {
 // are kept in 32 bits to keep the key small), which the slow path serves
 // without the cache. The other parameters (a RoPE position, a scale)
 // do not change the bucket, so they stay out of the key, but a position
-// Validate rejects for the shapes makes ok false (posFits); an
+// Validate rejects for the shapes makes ok false (Spec.PosFits); an
 // Attention's Keys, which changes its work, is in it (keyAttentionKeys).
 func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 	k.head = uint64(spec.Op) | uint64(spec.DType)<<8 | uint64(b2u(spec.Params.Causal))<<24
@@ -111,29 +111,12 @@ func (k *shapeKey) set(spec *kernels.Spec) (ok bool) {
 			k.dims[x/2] |= uint64(d) << (32 * (x % 2))
 		}
 	}
-	if !posFits(spec) {
+	// The key leaves Pos out: an invalid one goes to the slow path, which
+	// rejects it (TestShapeCachePosInvalid).
+	if !spec.PosFits() {
 		return false
 	}
 	return spec.Params.Keys == 0 || k.keyAttentionKeys(spec)
-}
-
-// posFits reports whether spec's Params.Pos is one Validate accepts for
-// its shapes (or the shapes are ones it rejects whatever Pos is). Rule:
-// the key leaves Pos out, so a Pos that Validate rejects for the shapes
-// (KVAppend's rows past the cache's end, RoPE's positions past
-// math.MaxInt) goes to the slow path, which rejects it. Reason: keyed
-// alike, a valid spec's entry served the invalid one a decision, and a
-// Handle, with no error (TestShapeCachePosInvalid); keying Pos instead
-// would make every token of a decode loop a new shape.
-func posFits(spec *kernels.Spec) bool {
-	in := spec.In
-	switch {
-	case spec.Op == kernels.KVAppend && len(in) == 2 && len(in[0]) == 4 && len(in[1]) == 4:
-		return spec.Params.Pos <= in[0][2]-in[1][1]
-	case spec.Op == kernels.RoPE && len(in) == 1 && len(in[0]) >= 3:
-		return spec.Params.Pos <= math.MaxInt-(in[0][len(in[0])-3]-1)
-	}
-	return true
 }
 
 // keyAttentionKeys puts an Attention's Params.Keys in the key in place of

@@ -140,7 +140,7 @@ func (s Spec) checkKVAppend() error {
 	switch {
 	case r[0] != c[0] || r[2] != c[1] || r[3] != c[3]:
 		return specErr(s.Op, 1, "rows %v do not match the cache %v ([B, S, H, D] for [B, H, C, D])", r, c)
-	case s.Params.Pos < 0 || s.Params.Pos > c[2]-r[1]: // not Pos+S > C: it may overflow and pass
+	case !s.PosFits():
 		return specErr(s.Op, 1, "%d rows at position %d outside the cache's %d positions", r[1], s.Params.Pos, c[2])
 	}
 	return nil
@@ -203,10 +203,30 @@ func (s Spec) checkRoPE() error {
 	if s.last(0)%2 != 0 {
 		return specErr(s.Op, 0, "head dimension %d is odd", s.last(0))
 	}
-	if t := s.In[0][len(s.In[0])-3]; s.Params.Pos < 0 || s.Params.Pos > math.MaxInt-(t-1) {
-		return specErr(s.Op, -1, "position %d of %d rows is negative or overflows int", s.Params.Pos, t)
+	if !s.PosFits() {
+		return specErr(s.Op, -1, "position %d of %d rows is negative or overflows int", s.Params.Pos, s.In[0][len(s.In[0])-3])
 	}
 	return nil
+}
+
+// PosFits reports whether s's Params.Pos is one its shapes allow: not
+// negative; a KVAppend's rows within the cache (Pos+S ≤ C, compared so
+// that it cannot overflow); a RoPE's positions Pos to Pos+T-1 within int.
+// Shapes of another rank are Validate's to reject: any Pos fits them.
+// Validate applies it, and a cache that keys specs without Pos (a decode
+// loop's position changes every token) asks it apart (adaptive's shape
+// cache).
+func (s *Spec) PosFits() bool {
+	in, pos := s.In, s.Params.Pos
+	switch {
+	case pos < 0:
+		return false
+	case s.Op == KVAppend && len(in) == 2 && len(in[0]) == 4 && len(in[1]) == 4:
+		return pos <= in[0][2]-in[1][1]
+	case s.Op == RoPE && len(in) == 1 && len(in[0]) >= 3:
+		return pos <= math.MaxInt-(in[0][len(in[0])-3]-1)
+	}
+	return true
 }
 
 // checkParams: finite params, eps and rope base not negative, an opaque
