@@ -200,6 +200,34 @@ func TestQueueWaitRelative(t *testing.T) {
 	}
 }
 
+// TestGPUWaitsForCPUOnHost: the harness times a handoff between arms as
+// the devices do (sim.Device, backends/rocm): an op placed on a GPU that
+// reads a CPU op's output is issued once the host has waited for it; a
+// CPU op that reads a GPU op's output waits on its own queue, the host
+// going on.
+func TestGPUWaitsForCPUOnHost(t *testing.T) {
+	for _, gpu := range []string{"igpu", "h100"} {
+		arms := []sim.Arm{{Profile: sim.MustProfile("cpu2")}, {Profile: sim.MustProfile(gpu)}}
+		g := arms[1].Profile
+		c := newClock(sim.Async, arms, 4)
+		c.run(0, nil, 0, 1000, false)                                 // 1 ms on the CPU
+		c.run(1, []input{{op: 0, arm: 0, bytes: 4096}}, 1, 10, false) // the GPU reads it
+		if h := c.tl.HostUs(); h < c.ends[0] {
+			t.Errorf("%s: host at %.1f µs after issuing a GPU op on a CPU op ending at %.1f: it did not wait", gpu, h, c.ends[0])
+		}
+		if want := c.ends[0] + g.IssueUs + 10; c.ends[1] < want-1e-9 {
+			t.Errorf("%s: the GPU op ends at %.1f µs, before %.1f (the CPU's end, the host's issue, its 10 µs)", gpu, c.ends[1], want)
+		}
+		host := c.tl.HostUs()
+		c.run(2, nil, 1, 1000, false)                                 // 1 ms on the GPU
+		c.run(3, []input{{op: 2, arm: 1, bytes: 4096}}, 0, 10, false) // the CPU reads it
+		if h := c.tl.HostUs(); h >= c.ends[2] || c.ends[3] < c.ends[2]+10 {
+			t.Errorf("%s: CPU op after a GPU op ending at %.1f µs ends at %.1f, host at %.1f (from %.1f): want the CPU's queue to wait, not the host",
+				gpu, c.ends[2], c.ends[3], h, host)
+		}
+	}
+}
+
 // BenchmarkAsync reports, per GPU and batch of the Llama-3.2-1B decode,
 // each policy's modelled tokens per second on the async model, only:gpu's
 // bound and synchronous figures, and the ratios the targets read:

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -159,25 +160,39 @@ func (c *clock) queueWait(res *adaptive.Residency, ins []input) {
 // run places op t, of us µs on arm a, on the timeline after its inputs
 // have reached a (each copy on the links it crosses), and makes the
 // host wait for it when wait is set.
+//
+// Rule: on a GPU arm, the host waits for an input made on another arm
+// (its op's end, or the copy that brought it to host memory) before it
+// issues the copy onto a or the op; a CPU arm's queue waits for its
+// inputs itself. Reason: the devices the harness stands for do so
+// (sim.Device, backends/rocm's awaitForeign); waited for on the GPU's
+// lane alone, the handoff from a CPU op to a GPU op cost no host time
+// (TestGPUWaitsForCPUOnHost).
 func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 	c.arms[t] = int8(a)
 	if c.serial {
 		c.runSerial(ins, a, us)
 		return
 	}
+	p := c.profs[a]
 	ready := 0.0
 	for _, in := range ins {
 		r := 0.0
 		if in.op >= 0 {
 			r = c.ends[in.op]
 		}
-		if in.arm != a && in.bytes > 0 {
+		moved := in.arm != a && in.bytes > 0
+		if moved {
 			r = c.copyOver(in.arm, in.bytes, r)
+		}
+		if p.Kind == backends.GPU && in.op >= 0 && in.arm != a {
+			c.tl.Wait(r, c.profs[in.arm].SyncUs)
+		}
+		if moved {
 			r = c.copyOver(a, in.bytes, r)
 		}
 		ready = max(ready, r)
 	}
-	p := c.profs[a]
 	_, end := c.tl.Enqueue(c.comp[a], p.IssueUs, ready, us, p.SyncUs)
 	c.ends[t] = end
 	if wait {

@@ -18,6 +18,7 @@ var (
 // result is computed when it is queued (its inputs, queued earlier, are
 // final by then); its time is virtual, on the device's Timeline.
 type work struct {
+	dev        *Device // the device it was queued on
 	tl         *Timeline
 	start, end float64 // µs on tl
 	syncUs     float64 // what the host pays to resume after waiting for it
@@ -61,6 +62,17 @@ func (w *work) Span() (startUs, endUs float64) {
 // queued after failed work does not run. Work gathered on d and not yet
 // launched is followed in its lane's order; other gathered work is
 // launched first.
+//
+// Rule: a GPU's host waits for another device's work that it depends on
+// (Timeline.Wait: its end, plus that device's SyncUs where it had not
+// ended) before it issues the op or copy; a CPU's queue waits for it
+// itself. Reason: backends/rocm's RunAsync, WriteAsync and ReadAsync wait
+// on the calling thread for events that are not their device's
+// (awaitForeign), while backends/cpu's workers wait for their
+// dependencies. Waited for on the lane alone, a GPU op after a CPU op
+// was issued while the CPU ran, and infer's auto on sim:cpu2 with
+// sim:igpu read 1.42× the GPU alone at batch 1, a handoff no real run
+// could make (TestGPUWaitsForOtherDevicesOnHost).
 func (d *Device) afterUs(after []backends.Event) (float64, error) {
 	end := 0.0
 	for _, e := range after {
@@ -78,6 +90,9 @@ func (d *Device) afterUs(after []backends.Event) (float64, error) {
 				w.place()
 			}
 			end = max(end, w.end)
+			if d.prof.Kind == backends.GPU && w.dev != d {
+				w.tl.Wait(w.end, w.syncUs) // the host waits, as rocm's awaitForeign
+			}
 			continue
 		}
 		if v, ok := e.(backends.VirtualSpan); ok {
@@ -96,14 +111,14 @@ func (d *Device) afterUs(after []backends.Event) (float64, error) {
 // enqueue puts us of work on lane l after afterUs and returns its event.
 func (d *Device) enqueue(l int, afterUs, us float64) *work {
 	start, end := d.tl.Enqueue(l, d.prof.IssueUs, afterUs, us, d.prof.SyncUs)
-	return &work{tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
+	return &work{dev: d, tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
 		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
 }
 
 // failedWork is the event of queued work that failed: Done at once, its
 // error reported by Wait or by the next Sync.
 func (d *Device) failedWork(err error) *work {
-	w := &work{tl: d.tl, err: err}
+	w := &work{dev: d, tl: d.tl, err: err}
 	d.mu.Lock()
 	kept := d.failed[:0]
 	for _, f := range d.failed { // those a Wait reported are done with
