@@ -163,11 +163,12 @@ func (c *clock) queueWait(res *adaptive.Residency, ins []input) {
 //
 // Rule: on a GPU arm, the host waits for an input made on another arm
 // (its op's end, or the copy that brought it to host memory) before it
-// issues the copy onto a or the op; a CPU arm's queue waits for its
-// inputs itself. Reason: the devices the harness stands for do so
-// (sim.Device, backends/rocm's awaitForeign); waited for on the GPU's
-// lane alone, the handoff from a CPU op to a GPU op cost no host time
-// (TestGPUWaitsForCPUOnHost).
+// issues the copy onto a or the op; a CPU arm's queue waits for such an
+// input itself and pays its resume (sim.Timeline.EnqueueWaiting).
+// Reason: the devices the harness stands for do so (sim.Device,
+// backends/rocm's awaitForeign, backends/cpu's workers); waited for on
+// the lane alone, a handoff between a CPU and a GPU cost no host time
+// and no resume (TestGPUWaitsForCPUOnHost, TestCPUWaitsForGPUResumes).
 func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 	c.arms[t] = int8(a)
 	if c.serial {
@@ -176,6 +177,8 @@ func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 	}
 	p := c.profs[a]
 	ready := 0.0
+	var buf [adaptive.MaxInputs]sim.Waited
+	waits := buf[:0]
 	for _, in := range ins {
 		r := 0.0
 		if in.op >= 0 {
@@ -185,15 +188,20 @@ func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 		if moved {
 			r = c.copyOver(in.arm, in.bytes, r)
 		}
-		if p.Kind == backends.GPU && in.op >= 0 && in.arm != a {
+		other := in.op >= 0 && in.arm != a // made on another arm
+		if other && p.Kind == backends.GPU {
 			c.tl.Wait(r, c.profs[in.arm].SyncUs)
 		}
 		if moved {
 			r = c.copyOver(a, in.bytes, r)
 		}
+		if other && p.Kind != backends.GPU && c.link[a] < 0 { // the CPU's worker waits for it
+			waits = append(waits, sim.Waited{EndUs: r, SyncUs: c.profs[in.arm].SyncUs})
+			continue
+		}
 		ready = max(ready, r)
 	}
-	_, end := c.tl.Enqueue(c.comp[a], p.IssueUs, ready, us, p.SyncUs)
+	_, end := c.tl.EnqueueWaiting(c.comp[a], p.IssueUs, ready, waits, us, p.SyncUs)
 	c.ends[t] = end
 	if wait {
 		c.tl.Wait(end, p.SyncUs)

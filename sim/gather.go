@@ -78,7 +78,7 @@ func (d *Device) gatherWork(l int, afterUs, us float64) *work {
 	g := d.gather
 	if g == nil { // flushed meanwhile
 		d.mu.Unlock()
-		return d.enqueue(l, afterUs, us)
+		return d.enqueue(l, afterUs, nil, us)
 	}
 	d.tl.Issue(d.prof.GatherIssueUs)
 	w := &work{dev: d, tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
