@@ -20,6 +20,7 @@ type clock struct {
 	comp, link []int     // lanes per arm; link -1 where the arm shares host memory
 	ends       []float64 // end of each op run so far, µs (not under serial)
 	arms       []int8    // the arm each op ran on
+	linkF      []float64 // per arm, the link slowdown of the op being run (Env.linkF)
 }
 
 func newClock(m sim.ExecModel, arms []sim.Arm, ops int) *clock {
@@ -222,7 +223,7 @@ func (c *clock) runSerial(ins []input, a int, us float64) {
 		}
 		for _, x := range [2]int{in.arm, a} {
 			if x >= 0 && c.link[x] >= 0 {
-				c.busy[len(c.comp)+x] += c.profs[x].LinkUs(in.bytes)
+				c.busy[len(c.comp)+x] += c.linkUs(x, in.bytes)
 			}
 		}
 	}
@@ -235,8 +236,18 @@ func (c *clock) copyOver(a int, bytes int64, readyUs float64) float64 {
 		return readyUs
 	}
 	p := c.profs[a]
-	_, end := c.tl.Enqueue(c.link[a], p.IssueUs, readyUs, p.LinkUs(bytes), p.SyncUs)
+	_, end := c.tl.Enqueue(c.link[a], p.IssueUs, readyUs, c.linkUs(a, bytes), p.SyncUs)
 	return end
+}
+
+// linkUs is a copy of bytes over arm a's link, slowed by its link factor
+// (1 before the Env sets one).
+func (c *clock) linkUs(a int, bytes int64) float64 {
+	us := c.profs[a].LinkUs(bytes)
+	if c.linkF != nil {
+		us *= c.linkF[a]
+	}
+	return us
 }
 
 // finish fills res's timing figures once the run is over.
@@ -275,7 +286,7 @@ func (e *Env) residency(t *Task, ins []input) {
 		}
 		t.Res.Add(on, in.bytes)
 		for a := range e.nA {
-			if e.linkUs(in.bytes, in.arm, a) > 0 {
+			if e.linkUs(in.bytes, in.arm, a, 0) > 0 { // whether a link is crossed
 				t.Transfer[a] += float64(in.bytes)
 			}
 		}
