@@ -124,7 +124,11 @@ func overlapLimit(env *Env) float64 {
 // its launch costs: BENCHMARKS.md); on h100, whose launch costs were
 // measured through this Executor (sim/launch.go), it stays within 1.1–2×,
 // about the 1.17–1.55× measured on an H200; thompson is within 1% of the
-// best fixed policy at this reduced size (the learning it pays for).
+// best fixed policy at this reduced size (the learning it pays for), 3%
+// on igpu at batch 1, where each trial of the CPU inside the GPU's chain
+// pays two handoffs: the host's wait for the CPU's output and the CPU's
+// resume after igpu's (1.020× at full size while handoffs were free,
+// 0.980× since).
 func TestAsyncTargets(t *testing.T) {
 	for _, g := range asyncGPUs {
 		for _, b := range []int{1, 16} {
@@ -143,8 +147,12 @@ func TestAsyncTargets(t *testing.T) {
 				t.Errorf("%s b1: async %.2f× the synchronous model, want ≥ 2", g, r)
 			}
 			best, tps := bestFixed(as)
-			if th := as["thompson"].modelled; th < 0.99*tps {
-				t.Errorf("%s b%d: thompson %.0f modelled tokens/s, below 0.99 × %s's %.0f", g, b, th, best, tps)
+			within := 0.99
+			if g == "igpu" && b == 1 {
+				within = 0.97 // measured 0.981: each CPU trial's handoff costs igpu's SyncUs (TestCPUWaitsForGPUResumes)
+			}
+			if th := as["thompson"].modelled; th < within*tps {
+				t.Errorf("%s b%d: thompson %.0f modelled tokens/s, below %v × %s's %.0f", g, b, th, within, best, tps)
 			}
 		}
 	}
@@ -197,6 +205,56 @@ func TestQueueWaitRelative(t *testing.T) {
 	c.queueWait(&res, []input{{op: 0, arm: 1, bytes: 4096}})
 	if res.QueueUs[0] != 0 || res.QueueUs[1] != 0 {
 		t.Errorf("an input the GPU's op makes: waits %v µs, want none on either arm", res.QueueUs[:2])
+	}
+}
+
+// TestGPUWaitsForCPUOnHost: the harness times a handoff between arms as
+// the devices do (sim.Device, backends/rocm): an op placed on a GPU that
+// reads a CPU op's output is issued once the host has waited for it; a
+// CPU op that reads a GPU op's output waits on its own queue, the host
+// going on.
+func TestGPUWaitsForCPUOnHost(t *testing.T) {
+	for _, gpu := range []string{"igpu", "h100"} {
+		arms := []sim.Arm{{Profile: sim.MustProfile("cpu2")}, {Profile: sim.MustProfile(gpu)}}
+		g := arms[1].Profile
+		c := newClock(sim.Async, arms, 4)
+		c.run(0, nil, 0, 1000, false)                                 // 1 ms on the CPU
+		c.run(1, []input{{op: 0, arm: 0, bytes: 4096}}, 1, 10, false) // the GPU reads it
+		if h := c.tl.HostUs(); h < c.ends[0] {
+			t.Errorf("%s: host at %.1f µs after issuing a GPU op on a CPU op ending at %.1f: it did not wait", gpu, h, c.ends[0])
+		}
+		if want := c.ends[0] + g.IssueUs + 10; c.ends[1] < want-1e-9 {
+			t.Errorf("%s: the GPU op ends at %.1f µs, before %.1f (the CPU's end, the host's issue, its 10 µs)", gpu, c.ends[1], want)
+		}
+		host := c.tl.HostUs()
+		c.run(2, nil, 1, 1000, false)                                 // 1 ms on the GPU
+		c.run(3, []input{{op: 2, arm: 1, bytes: 4096}}, 0, 10, false) // the CPU reads it
+		if h := c.tl.HostUs(); h >= c.ends[2] || c.ends[3] < c.ends[2]+10 {
+			t.Errorf("%s: CPU op after a GPU op ending at %.1f µs ends at %.1f, host at %.1f (from %.1f): want the CPU's queue to wait, not the host",
+				gpu, c.ends[2], c.ends[3], h, host)
+		}
+	}
+}
+
+// TestCPUWaitsForGPUResumes: the harness charges a CPU arm's queue the
+// resume after a GPU's output it waited for (sim.Timeline.EnqueueWaiting),
+// as sim.Device does: igpu's op ending while the CPU is idle holds the
+// CPU's op until its end plus igpu's SyncUs; one ending while the CPU is
+// busy costs nothing.
+func TestCPUWaitsForGPUResumes(t *testing.T) {
+	arms := []sim.Arm{{Profile: sim.MustProfile("cpu2")}, {Profile: sim.MustProfile("igpu")}}
+	g := arms[1].Profile
+	c := newClock(sim.Async, arms, 5)
+	c.run(0, nil, 1, 1000, false)                                 // 1 ms on the GPU
+	c.run(1, []input{{op: 0, arm: 1, bytes: 4096}}, 0, 10, false) // the CPU reads it
+	if want := c.ends[0] + g.SyncUs + 10; math.Abs(c.ends[1]-want) > 1e-9 {
+		t.Errorf("CPU op after a GPU op ending at %.1f µs ends at %.1f, want %.1f (+ igpu's SyncUs, its 10 µs)", c.ends[0], c.ends[1], want)
+	}
+	c.run(2, nil, 1, 10, false)   // a short GPU op
+	c.run(3, nil, 0, 1000, false) // the CPU busy past its end
+	c.run(4, []input{{op: 2, arm: 1, bytes: 4096}}, 0, 10, false)
+	if want := c.ends[3] + 10; math.Abs(c.ends[4]-want) > 1e-9 {
+		t.Errorf("CPU op after a GPU op that ended at %.1f µs, behind CPU work ending at %.1f, ends at %.1f, want %.1f", c.ends[2], c.ends[3], c.ends[4], want)
 	}
 }
 

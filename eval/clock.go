@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/sim"
 )
 
@@ -19,6 +20,7 @@ type clock struct {
 	comp, link []int     // lanes per arm; link -1 where the arm shares host memory
 	ends       []float64 // end of each op run so far, µs (not under serial)
 	arms       []int8    // the arm each op ran on
+	linkF      []float64 // per arm, the link slowdown of the op being run (Env.linkF)
 }
 
 func newClock(m sim.ExecModel, arms []sim.Arm, ops int) *clock {
@@ -159,26 +161,48 @@ func (c *clock) queueWait(res *adaptive.Residency, ins []input) {
 // run places op t, of us µs on arm a, on the timeline after its inputs
 // have reached a (each copy on the links it crosses), and makes the
 // host wait for it when wait is set.
+//
+// Rule: on a GPU arm, the host waits for an input made on another arm
+// (its op's end, or the copy that brought it to host memory) before it
+// issues the copy onto a or the op; a CPU arm's queue waits for such an
+// input itself and pays its resume (sim.Timeline.EnqueueWaiting).
+// Reason: the devices the harness stands for do so (sim.Device,
+// backends/rocm's awaitForeign, backends/cpu's workers); waited for on
+// the lane alone, a handoff between a CPU and a GPU cost no host time
+// and no resume (TestGPUWaitsForCPUOnHost, TestCPUWaitsForGPUResumes).
 func (c *clock) run(t int, ins []input, a int, us float64, wait bool) {
 	c.arms[t] = int8(a)
 	if c.serial {
 		c.runSerial(ins, a, us)
 		return
 	}
+	p := c.profs[a]
 	ready := 0.0
+	var buf [adaptive.MaxInputs]sim.Waited
+	waits := buf[:0]
 	for _, in := range ins {
 		r := 0.0
 		if in.op >= 0 {
 			r = c.ends[in.op]
 		}
-		if in.arm != a && in.bytes > 0 {
+		moved := in.arm != a && in.bytes > 0
+		if moved {
 			r = c.copyOver(in.arm, in.bytes, r)
+		}
+		other := in.op >= 0 && in.arm != a // made on another arm
+		if other && p.Kind == backends.GPU {
+			c.tl.Wait(r, c.profs[in.arm].SyncUs)
+		}
+		if moved {
 			r = c.copyOver(a, in.bytes, r)
+		}
+		if other && p.Kind != backends.GPU && c.link[a] < 0 { // the CPU's worker waits for it
+			waits = append(waits, sim.Waited{EndUs: r, SyncUs: c.profs[in.arm].SyncUs})
+			continue
 		}
 		ready = max(ready, r)
 	}
-	p := c.profs[a]
-	_, end := c.tl.Enqueue(c.comp[a], p.IssueUs, ready, us, p.SyncUs)
+	_, end := c.tl.EnqueueWaiting(c.comp[a], p.IssueUs, ready, waits, us, p.SyncUs)
 	c.ends[t] = end
 	if wait {
 		c.tl.Wait(end, p.SyncUs)
@@ -199,7 +223,7 @@ func (c *clock) runSerial(ins []input, a int, us float64) {
 		}
 		for _, x := range [2]int{in.arm, a} {
 			if x >= 0 && c.link[x] >= 0 {
-				c.busy[len(c.comp)+x] += c.profs[x].LinkUs(in.bytes)
+				c.busy[len(c.comp)+x] += c.linkUs(x, in.bytes)
 			}
 		}
 	}
@@ -212,8 +236,18 @@ func (c *clock) copyOver(a int, bytes int64, readyUs float64) float64 {
 		return readyUs
 	}
 	p := c.profs[a]
-	_, end := c.tl.Enqueue(c.link[a], p.IssueUs, readyUs, p.LinkUs(bytes), p.SyncUs)
+	_, end := c.tl.Enqueue(c.link[a], p.IssueUs, readyUs, c.linkUs(a, bytes), p.SyncUs)
 	return end
+}
+
+// linkUs is a copy of bytes over arm a's link, slowed by its link factor
+// (1 before the Env sets one).
+func (c *clock) linkUs(a int, bytes int64) float64 {
+	us := c.profs[a].LinkUs(bytes)
+	if c.linkF != nil {
+		us *= c.linkF[a]
+	}
+	return us
 }
 
 // finish fills res's timing figures once the run is over.
@@ -252,7 +286,7 @@ func (e *Env) residency(t *Task, ins []input) {
 		}
 		t.Res.Add(on, in.bytes)
 		for a := range e.nA {
-			if e.linkUs(in.bytes, in.arm, a) > 0 {
+			if e.linkUs(in.bytes, in.arm, a, 0) > 0 { // whether a link is crossed
 				t.Transfer[a] += float64(in.bytes)
 			}
 		}

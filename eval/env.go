@@ -78,6 +78,7 @@ type Env struct {
 	bNames   []string
 	bounds   []int64     // segment starts, bounds[0] = 0
 	factor   [][]float64 // [segment][arm] compute slowdown
+	linkF    [][]float64 // [segment][arm] link slowdown (sim.Contention)
 	assign   []int32     // [segment·buckets + bucket] oracle arm
 	marginal []float64   // [(segment·buckets + bucket)·arms + arm] oracle's mean cost, µs
 	every    int64
@@ -422,7 +423,8 @@ func (e *Env) RunEach(p Policy, seed uint64, each func(t *Task, arm int, us floa
 		if each != nil {
 			each(task, a, us)
 		}
-		x := e.copiesUs(ins, a, xo)
+		x := e.copiesUs(ins, a, seg, xo)
+		ck.linkF = e.linkF[seg]
 		ck.run(t, ins, a, us, o.wait)
 		if o.wait {
 			res.Steps++

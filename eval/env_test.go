@@ -116,6 +116,61 @@ func TestEnvRejectsErrorEvents(t *testing.T) {
 	}
 }
 
+// TestContentionSlowsLinks: a contention event slows its arm's link as
+// well as its compute (sim.Contention), in the copies a run is charged,
+// in the makespan under every model, and in the oracle, which no fixed
+// policy beats; a throttle slows compute alone.
+func TestContentionSlowsLinks(t *testing.T) {
+	const n, at = 2000, 1000
+	for _, m := range []sim.ExecModel{sim.Serial, sim.Async, sim.Synchronous} {
+		run := func(ev ...sim.Event) (Result, *Env) {
+			w, _ := sim.Decode(sim.Qwen25_05B, 1, 128, n)
+			env, err := NewEnv(w, []sim.Arm{{Profile: sim.MustProfile("h100"), Events: ev}, {Profile: sim.MustProfile("cpu2")}}, EnvOptions{Model: m, Checkpoint: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			arms := make([]int, n)
+			for i := range arms {
+				arms[i] = i % 2 // every op's input crosses h100's link
+			}
+			r, err := env.Run(&scripted{arms: arms}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, env
+		}
+		base, _ := run()
+		thr, _ := run(sim.Event{At: at, Kind: sim.Throttle, Factor: 3})
+		con, env := run(sim.Event{At: at, Kind: sim.Contention, Factor: 3})
+		if math.Abs(thr.TransferUs-base.TransferUs) > 1e-6*base.TransferUs {
+			t.Errorf("%v: a throttle moved the copies from %.1f to %.1f µs", m, base.TransferUs, thr.TransferUs)
+		}
+		// The second half's copies take 3× as long: 2× the half in all.
+		if want := 2 * base.TransferUs; math.Abs(con.TransferUs-want) > 0.01*want {
+			t.Errorf("%v: copies under ×3 contention from the middle on: %.1f µs, want about %.1f (2× %.1f)", m, con.TransferUs, want, base.TransferUs)
+		}
+		if con.MakespanUs < thr.MakespanUs+0.5*base.TransferUs { // copies may hide behind the host's issue
+			t.Errorf("%v: makespan %.1f µs under contention, %.1f under a throttle: the slower links did not show", m, con.MakespanUs, thr.MakespanUs)
+		}
+		ps, err := Policies(env.Arms(), env.Truth, adaptive.Config{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Name() != "cpu" && p.Name() != "gpu" {
+				continue
+			}
+			r, err := env.Run(p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.TotalUs < r.OracleUs*(1-1e-9) {
+				t.Errorf("%v: %s %.1f µs under the oracle's %.1f", m, p.Name(), r.TotalUs, r.OracleUs)
+			}
+		}
+	}
+}
+
 // TestTableDurations: a table workload's durations are drawn around the
 // measured means (testdata/small.csv's cpu column, within 2%).
 func TestTableDurations(t *testing.T) {

@@ -27,11 +27,11 @@ func (e *Env) segments() {
 		cuts = cuts[:len(cuts)-1]
 	}
 	e.bounds = cuts
-	e.factor = make([][]float64, len(cuts))
+	e.factor, e.linkF = make([][]float64, len(cuts)), make([][]float64, len(cuts))
 	for s, at := range cuts {
-		e.factor[s] = make([]float64, e.nA)
+		e.factor[s], e.linkF[s] = make([]float64, e.nA), make([]float64, e.nA)
 		for a, arm := range e.arms {
-			e.factor[s][a], _ = sim.Slowdown(arm.Events, at)
+			e.factor[s][a], e.linkF[s][a] = sim.Slowdown(arm.Events, at)
 		}
 	}
 }
@@ -45,17 +45,23 @@ func (e *Env) segOf(t int64, hint int) int {
 }
 
 // linkUs is the true time to move bytes from arm from (-1: host memory)
-// to arm to: every non-shared end's link is crossed once.
-func (e *Env) linkUs(bytes int64, from, to int) float64 {
+// to arm to in segment s: every non-shared end's link is crossed once.
+//
+// Rule: each end's link is slowed by its arm's link factor in s
+// (sim.Slowdown: Contention slows the link as well as compute). Reason:
+// the harness accepts contention events as sim.Device replays them, and
+// charged their compute alone, a throttle's effect under another name
+// (TestContentionSlowsLinks).
+func (e *Env) linkUs(bytes int64, from, to, s int) float64 {
 	if from == to || bytes <= 0 {
 		return 0
 	}
 	var us float64
 	if from >= 0 {
-		us += e.arms[from].Profile.LinkUs(bytes)
+		us += e.arms[from].Profile.LinkUs(bytes) * e.linkF[s][from]
 	}
 	if to >= 0 {
-		us += e.arms[to].Profile.LinkUs(bytes)
+		us += e.arms[to].Profile.LinkUs(bytes) * e.linkF[s][to]
 	}
 	return us
 }
@@ -307,11 +313,11 @@ func (e *Env) unitCost(us *unitSet, assign []int32, u int, cost []float64) {
 						from = a
 					}
 				}
-				c += e.linkUs(f.bytes, from, a)
+				c += e.linkUs(f.bytes, from, a, s)
 			}
-			for _, f := range outs {
+			for _, f := range outs { // copied when the reader runs, in its segment
 				if v := us.unit[f.op]; v != int32(u) {
-					c += e.linkUs(f.bytes, a, int(assign[v]))
+					c += e.linkUs(f.bytes, a, int(assign[v]), int(v)/us.ng)
 				}
 			}
 			cost[a] += c
@@ -379,7 +385,7 @@ func (e *Env) expected(unit, assign []int32, ng int, each func(t int, o opRec, a
 			if f.op >= 0 {
 				from = int(assign[unit[f.op]])
 			}
-			x += e.linkUs(f.bytes, from, a)
+			x += e.linkUs(f.bytes, from, a, s)
 		}
 		total += c + x
 	}

@@ -41,14 +41,14 @@ func (tl *tally) add(res *Result, b int32, k int32, a int, offOracle bool) {
 	}
 }
 
-// copiesUs returns the µs of moving ins to arm a, reporting each copy to
-// xo when it is not nil.
-func (e *Env) copiesUs(ins []input, a int, xo TransferObserver) float64 {
+// copiesUs returns the µs of moving ins to arm a in segment s, reporting
+// each copy to xo when it is not nil.
+func (e *Env) copiesUs(ins []input, a, s int, xo TransferObserver) float64 {
 	var x float64
 	for _, in := range ins {
-		xi := e.linkUs(in.bytes, in.arm, a)
+		xi := e.linkUs(in.bytes, in.arm, a, s)
 		if xo != nil && xi > 0 {
-			e.reportCopies(xo, in.bytes, in.arm, a)
+			e.reportCopies(xo, in.bytes, in.arm, a, s)
 		}
 		x += xi
 	}
@@ -58,13 +58,13 @@ func (e *Env) copiesUs(ins []input, a int, xo TransferObserver) float64 {
 // reportCopies tells xo of the copies that moved bytes from arm from (-1:
 // host memory) to arm to: one over each end's link, as the Executor
 // reports each measured copy.
-func (e *Env) reportCopies(xo TransferObserver, bytes int64, from, to int) {
+func (e *Env) reportCopies(xo TransferObserver, bytes int64, from, to, s int) {
 	if from >= 0 {
-		if us := e.arms[from].Profile.LinkUs(bytes); us > 0 {
+		if us := e.arms[from].Profile.LinkUs(bytes) * e.linkF[s][from]; us > 0 {
 			xo.ObserveTransfer(from, false, bytes, us)
 		}
 	}
-	if us := e.arms[to].Profile.LinkUs(bytes); us > 0 {
+	if us := e.arms[to].Profile.LinkUs(bytes) * e.linkF[s][to]; us > 0 {
 		xo.ObserveTransfer(to, true, bytes, us)
 	}
 }

@@ -239,13 +239,19 @@ func (d *Device) bytesOf(b backends.Buffer) ([]byte, error) {
 }
 
 // transfer returns the modelled time of a copy of n bytes.
+//
+// Rule: Contention's link factor slows a memcpy in shared memory too.
+// Reason: the second tenant it stands for shares the memory the copy
+// streams through; the copy ran at full speed beside compute slowed by
+// the same event (TestContentionSlowsCopies).
 func (d *Device) transfer(n int64) backends.Timing {
 	_, link := Slowdown(d.opt.events, d.runs)
-	us := d.prof.LinkUs(n) * link
+	us := d.prof.LinkUs(n)
 	if d.prof.Shared {
 		_, gbps := d.prof.peaks()
 		us = float64(n) / (gbps * 1e3 * d.prof.BWEff) // a memcpy in shared memory
 	}
+	us *= link
 	return backends.Timing{Duration: micros(us), Clock: backends.Simulated}
 }
 

@@ -14,8 +14,10 @@ const (
 	// (for Span ops; 0 = to the end): a clock drop under a power or
 	// thermal cap.
 	Throttle EventKind = iota
-	// Contention multiplies compute and link durations by Factor from op
-	// At for Span ops (0 = to the end): a second tenant sharing the device.
+	// Contention multiplies compute and copy durations (over the link, or
+	// a memcpy in shared memory) by Factor from op At for Span ops (0 =
+	// to the end): a second tenant sharing the device. The eval harness
+	// slows its arm's link copies the same way.
 	Contention
 	// TransientError fails Span ops (0 means 1) from op At with an error
 	// wrapping backends.ErrTransient.

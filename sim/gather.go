@@ -78,10 +78,10 @@ func (d *Device) gatherWork(l int, afterUs, us float64) *work {
 	g := d.gather
 	if g == nil { // flushed meanwhile
 		d.mu.Unlock()
-		return d.enqueue(l, afterUs, us)
+		return d.enqueue(l, afterUs, nil, us)
 	}
 	d.tl.Issue(d.prof.GatherIssueUs)
-	w := &work{tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
+	w := &work{dev: d, tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
 		gathered: &gathered{dev: d, g: g, lane: l, afterUs: afterUs, durUs: us}}
 	g.ops = append(g.ops, w)
 	d.gatheredUs += us

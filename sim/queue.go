@@ -18,6 +18,7 @@ var (
 // result is computed when it is queued (its inputs, queued earlier, are
 // final by then); its time is virtual, on the device's Timeline.
 type work struct {
+	dev        *Device // the device it was queued on
 	tl         *Timeline
 	start, end float64 // µs on tl
 	syncUs     float64 // what the host pays to resume after waiting for it
@@ -61,15 +62,27 @@ func (w *work) Span() (startUs, endUs float64) {
 // queued after failed work does not run. Work gathered on d and not yet
 // launched is followed in its lane's order; other gathered work is
 // launched first.
-func (d *Device) afterUs(after []backends.Event) (float64, error) {
-	end := 0.0
+//
+// Rule: a GPU's host waits for another device's work that it depends on
+// (Timeline.Wait: its end, plus that device's SyncUs where it had not
+// ended) before it issues the op or copy; a CPU's queue waits for it
+// itself. Reason: backends/rocm's RunAsync, WriteAsync and ReadAsync wait
+// on the calling thread for events that are not their device's
+// (awaitForeign), while backends/cpu's workers wait for their
+// dependencies. Waited for on the lane alone, a GPU op after a CPU op
+// was issued while the CPU ran, and infer's auto on sim:cpu2 with
+// sim:igpu read 1.42× the GPU alone at batch 1, a handoff no real run
+// could make (TestGPUWaitsForOtherDevicesOnHost). The work a CPU's queue
+// waits for is returned in waits, in order, for Timeline.EnqueueWaiting:
+// the worker pays its resume after it (TestCPUWaitsForGPUResumes).
+func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, err error) {
 	for _, e := range after {
 		if e == nil {
 			continue
 		}
 		if w, ok := e.(*work); ok {
 			if w.err != nil {
-				return 0, fmt.Errorf("%w: %w", ErrDependency, w.err)
+				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, w.err)
 			}
 			if !w.placed() {
 				if w.gathered.dev == d {
@@ -77,7 +90,15 @@ func (d *Device) afterUs(after []backends.Event) (float64, error) {
 				}
 				w.place()
 			}
-			end = max(end, w.end)
+			switch {
+			case w.dev == d:
+				end = max(end, w.end)
+			case d.prof.Kind == backends.GPU:
+				w.tl.Wait(w.end, w.syncUs) // the host waits, as rocm's awaitForeign
+				end = max(end, w.end)
+			default: // the CPU's worker waits, as backends/cpu's
+				waits = append(waits, Waited{EndUs: w.end, SyncUs: w.syncUs})
+			}
 			continue
 		}
 		if v, ok := e.(backends.VirtualSpan); ok {
@@ -86,24 +107,25 @@ func (d *Device) afterUs(after []backends.Event) (float64, error) {
 		}
 		if !e.Done() {
 			if _, err := e.Wait(); err != nil {
-				return 0, fmt.Errorf("%w: %w", ErrDependency, err)
+				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, err)
 			}
 		}
 	}
-	return end, nil
+	return end, waits, nil
 }
 
-// enqueue puts us of work on lane l after afterUs and returns its event.
-func (d *Device) enqueue(l int, afterUs, us float64) *work {
-	start, end := d.tl.Enqueue(l, d.prof.IssueUs, afterUs, us, d.prof.SyncUs)
-	return &work{tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
+// enqueue puts us of work on lane l after afterUs and the work its queue
+// waits for (Timeline.EnqueueWaiting), and returns its event.
+func (d *Device) enqueue(l int, afterUs float64, waits []Waited, us float64) *work {
+	start, end := d.tl.EnqueueWaiting(l, d.prof.IssueUs, afterUs, waits, us, d.prof.SyncUs)
+	return &work{dev: d, tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
 		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
 }
 
 // failedWork is the event of queued work that failed: Done at once, its
 // error reported by Wait or by the next Sync.
 func (d *Device) failedWork(err error) *work {
-	w := &work{tl: d.tl, err: err}
+	w := &work{dev: d, tl: d.tl, err: err}
 	d.mu.Lock()
 	kept := d.failed[:0]
 	for _, f := range d.failed { // those a Wait reported are done with
@@ -142,7 +164,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
 		return nil, d.fail(op, err)
 	}
-	ready, err := d.afterUs(after)
+	ready, waits, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(op, err)), nil
 	}
@@ -169,10 +191,10 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 			return d.failedWork(d.fail(op, err)), nil
 		}
 	}
-	if gather {
+	if gather { // a GPU: its host waited for other devices' work
 		return d.gatherWork(d.lanes[0], ready, us), nil
 	}
-	return d.enqueue(d.lanes[0], ready, us), nil
+	return d.enqueue(d.lanes[0], ready, waits, us), nil
 }
 
 // Run implements backends.Backend: RunAsync, then Wait.
@@ -191,7 +213,7 @@ func (d *Device) copyLane() int { return d.lanes[len(d.lanes)-1] }
 // copyAsync queues a copy of n bytes after after, once check passed.
 func (d *Device) copyAsync(what string, n int64, after []backends.Event, move func()) (backends.Event, error) {
 	d.launchFirst()
-	ready, err := d.afterUs(after)
+	ready, waits, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(what, err)), nil
 	}
@@ -206,7 +228,7 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 		return d.failedWork(d.fail(what, err)), nil
 	}
 	move()
-	return d.enqueue(d.copyLane(), ready, us), nil
+	return d.enqueue(d.copyLane(), ready, waits, us), nil
 }
 
 // WriteAsync implements backends.Queuer: the copy occupies the device's

@@ -268,6 +268,33 @@ func TestDeviceEvents(t *testing.T) {
 	}
 }
 
+// TestContentionSlowsCopies: a contention event slows a device's copies,
+// over its link or, where it shares host memory, as a memcpy through the
+// memory the second tenant shares too; a throttle slows neither.
+func TestContentionSlowsCopies(t *testing.T) {
+	for _, name := range []string{"h100", "igpu", "cpu2"} {
+		copyUs := func(ev ...Event) float64 {
+			d, err := Open(name, DefaultOptions().WithEvents(ev...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := d.Alloc(1 << 20)
+			tm, err := d.Write(b, make([]byte, 1<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return float64(tm.Duration)
+		}
+		base := copyUs()
+		if got := copyUs(Event{Kind: Contention, Factor: 2}); math.Abs(got-2*base) > 1 {
+			t.Errorf("%s: a 1 MiB copy under ×2 contention took %v ns, want %v", name, got, 2*base)
+		}
+		if got := copyUs(Event{Kind: Throttle, Factor: 2}); got != base {
+			t.Errorf("%s: a 1 MiB copy under a ×2 throttle took %v ns, want %v", name, got, base)
+		}
+	}
+}
+
 // drain reads a workload to its end.
 func drain(w Workload) []Op {
 	var ops []Op

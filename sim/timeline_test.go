@@ -258,3 +258,121 @@ func TestSerialUnchanged(t *testing.T) {
 		t.Errorf("serial duration %v, want %v (BaseUs)", tm.Duration, want)
 	}
 }
+
+// TestGPUWaitsForOtherDevicesOnHost: a GPU's op or copy that depends on
+// another device's work is issued only once the host has waited for
+// that work (backends/rocm's awaitForeign), gathered or not; a CPU's op
+// that depends on a GPU's work waits for it on its own queue, the host
+// going on.
+func TestGPUWaitsForOtherDevicesOnHost(t *testing.T) {
+	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{256, 256}, {256, 256}}}
+	for _, c := range []struct {
+		gpu    string
+		gather bool
+	}{{"igpu", false}, {"h100", false}, {"h100", true}} {
+		tl := NewTimeline(Async)
+		cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpu, err := New(quiet(t, c.gpu), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, _ := cpu.Alloc(long.InBytes(0))
+		gb, _ := gpu.Alloc(long.InBytes(0))
+		if c.gather {
+			if err := gpu.Record(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e1, err := cpu.RunAsync(long, []backends.Buffer{cb, cb}, cb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end1 := e1.(backends.VirtualSpan).Span()
+		e2, err := gpu.RunAsync(long, []backends.Buffer{gb, gb}, gb, []backends.Event{e1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := tl.HostUs(); h < end1 {
+			t.Errorf("%s (gathered %v): host at %.1f µs after queuing a GPU op on a CPU op ending at %.1f: it did not wait", c.gpu, c.gather, h, end1)
+		}
+		w, err := gpu.WriteAsync(gb, make([]byte, long.InBytes(0)), []backends.Event{e1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range []backends.Event{e2, w} {
+			if _, err := ev.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := ev.(backends.VirtualSpan).Span(); s < end1+gpu.prof.IssueUs-1e-9 && !c.gather {
+				t.Errorf("%s: GPU work %d starts at %.1f µs, before the host could issue it after the CPU's end %.1f", c.gpu, i, s, end1)
+			}
+		}
+		// The other way: the host does not wait, the CPU's queue does.
+		e3, err := gpu.RunAsync(long, []backends.Buffer{gb, gb}, gb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_, end3 := e3.(backends.VirtualSpan).Span()
+		e4, err := cpu.RunAsync(long, []backends.Buffer{cb, cb}, cb, []backends.Event{e3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s4, _ := e4.(backends.VirtualSpan).Span(); s4 < end3 || tl.HostUs() >= end3 {
+			t.Errorf("%s: CPU op after a GPU op starts at %.1f µs (GPU ends %.1f), host at %.1f: want the CPU's queue to wait, not the host", c.gpu, s4, end3, tl.HostUs())
+		}
+	}
+}
+
+// TestCPUWaitsForGPUResumes: a CPU's op that reads a GPU's work its
+// worker reaches before that work ends starts at its end plus the GPU's
+// SyncUs, the resume the host pays after the same wait; one its worker
+// reaches after that end (the CPU busy until then) pays nothing.
+func TestCPUWaitsForGPUResumes(t *testing.T) {
+	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{256, 256}, {256, 256}}}
+	short := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{4}, {4}}}
+	tl := NewTimeline(Async)
+	cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := New(quiet(t, "igpu"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := cpu.Alloc(long.InBytes(0))
+	gb, _ := gpu.Alloc(long.InBytes(0))
+	cs, _ := cpu.Alloc(short.InBytes(0))
+	gs, _ := gpu.Alloc(short.InBytes(0))
+	span := func(ev backends.Event, err error) (float64, float64) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev.(backends.VirtualSpan).Span()
+	}
+	g1, err := gpu.RunAsync(long, []backends.Buffer{gb, gb}, gb, nil)
+	_, end1 := span(g1, err)
+	s2, _ := span(cpu.RunAsync(short, []backends.Buffer{cs, cs}, cs, []backends.Event{g1}))
+	if want := end1 + gpu.prof.SyncUs; math.Abs(s2-want) > 1e-9 {
+		t.Errorf("CPU op after a GPU op ending at %.1f µs starts at %.1f, want %.1f (its end + the GPU's SyncUs %.0f)", end1, s2, want, gpu.prof.SyncUs)
+	}
+	// The CPU busy past the GPU's end: its worker finds the event done.
+	g3, err := gpu.RunAsync(short, []backends.Buffer{gs, gs}, gs, nil)
+	_, end3 := span(g3, err)
+	_, busy := span(cpu.RunAsync(long, []backends.Buffer{cb, cb}, cb, nil))
+	if busy <= end3+gpu.prof.SyncUs {
+		t.Fatalf("the CPU's op ends at %.1f µs, not past the GPU's %.1f: not the case this test is for", busy, end3)
+	}
+	if s5, _ := span(cpu.RunAsync(short, []backends.Buffer{cs, cs}, cs, []backends.Event{g3})); s5 != busy {
+		t.Errorf("CPU op after a GPU op that ended at %.1f µs, behind CPU work ending at %.1f, starts at %.1f", end3, busy, s5)
+	}
+}

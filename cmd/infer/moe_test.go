@@ -81,8 +81,11 @@ func TestMoEExpertsOverlap(t *testing.T) {
 // with the layer's other experts in the GPU's queue, so the learner sends
 // some to the CPU, which runs them beside the GPU. A MoE model (8
 // experts, top 2, batch 4) on sim:cpu2 and sim:igpu: the learner alone
-// (perop) decodes at least 1.35× as fast as the GPU alone. (Measured:
-// 1.42×; issued expert by expert, 1.26×.)
+// (perop) decodes at least 1.2× as fast as the GPU alone. (Measured:
+// 1.256× since a handoff between the devices costs what backends/rocm
+// and backends/cpu pay for it (sim's TestGPUWaitsForOtherDevicesOnHost,
+// TestCPUWaitsForGPUResumes); 1.42× while it was free, when experts
+// issued expert by expert read 1.26×.)
 func TestMoEByProjection(t *testing.T) {
 	skipCompute(t)
 	run := func(strategy string) float64 {
@@ -91,7 +94,7 @@ func TestMoEByProjection(t *testing.T) {
 	}
 	perop, gpu := run("perop"), run("only:sim:igpu")
 	t.Logf("perop %.0f, only:sim:igpu %.0f modelled tokens/s: %.3f×", perop, gpu, perop/gpu)
-	if perop < 1.35*gpu {
-		t.Errorf("perop %.0f modelled tokens/s, %.3f× only:sim:igpu's %.0f: want ≥ 1.35×", perop, perop/gpu, gpu)
+	if perop < 1.2*gpu {
+		t.Errorf("perop %.0f modelled tokens/s, %.3f× only:sim:igpu's %.0f: want ≥ 1.2×", perop, perop/gpu, gpu)
 	}
 }
