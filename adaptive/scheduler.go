@@ -238,14 +238,8 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 	} else {
 		c = s.decide(b, allowed, extra, copies, &d.Estimates)
 	}
-	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
-		c.reason = why
-	} else if b.fb != nil && !placed && s.only < 0 && !b.isShape {
-		// Under Only no other backend runs (TestOnlyNoProbe). A shape's
-		// own bucket probes nothing: the check is its parent's.
-		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
-			c = choice{arm: a, reason: Explore} // a test of the fleet's evidence (verify.go)
-		}
+	if exclude != 0 || b.fb != nil { // the common case calls nothing
+		c = s.override(c, b, allowed, exclude, why, placed)
 	}
 	s.e.record(b, c.arm, c.reason, c.switched)
 	b.mu.Unlock()
@@ -260,6 +254,22 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 		s.logDecision(b.name, d.Name, d.Reason, d.Estimates)
 	}
 	return nil
+}
+
+// override returns the strategy's choice c as it stands (b.mu held): its
+// reason the caller's why after a failure or out of memory, or its arm a
+// test of the fleet's evidence (verify.go's probe). Under Only no other
+// backend runs (TestOnlyNoProbe), nor after a placement's choice; a
+// shape's own bucket probes nothing: the check is its parent's.
+func (s *Scheduler) override(c choice, b *bucket, allowed, exclude Mask, why Reason, placed bool) choice {
+	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
+		c.reason = why
+	} else if b.fb != nil && !placed && s.only < 0 && !b.isShape {
+		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
+			c = choice{arm: a, reason: Explore}
+		}
+	}
+	return c
 }
 
 // logDecision logs a decision at debug level. It takes the estimates by
