@@ -177,6 +177,17 @@ Ctrl-C stops after the current step and flushes the store and the trace.
 flags:
 `
 
+// readInputs parses the flags and then reads the files they name
+// (-routing, -routing-drift), before any output file is touched: a bad
+// flag is a usage error (exit 2), a bad file bad input (exit 1).
+func readInputs(args []string, stderr io.Writer) (options, error) {
+	o, err := parseFlags(args, stderr)
+	if err == nil {
+		err = o.readRouting() // sets o.routing: not in the return list, whose order Go leaves open
+	}
+	return o, err
+}
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{model: DefaultModel}
 	fs := flag.NewFlagSet("infer", flag.ContinueOnError)
@@ -324,11 +335,8 @@ func (o *options) againstBackends(infos []backends.Info, bes []backends.Backend)
 }
 
 func run(ctx context.Context, args []string, stdoutW, stderr io.Writer) (err error) {
-	o, err := parseFlags(args, stderr)
+	o, err := readInputs(args, stderr)
 	if err != nil {
-		return err
-	}
-	if err := o.readRouting(); err != nil {
 		return err
 	}
 	stdout := &stickyWriter{w: stdoutW}
