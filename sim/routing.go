@@ -90,7 +90,7 @@ func ParseRouting(name string, data []byte, layers, experts int) (Routing, error
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrBadRouting, name, fmt.Sprintf(format, a...))
 	}
-	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	data = input.TrimBOM(data)
 	var f routingFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {

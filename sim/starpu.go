@@ -151,7 +151,7 @@ func (s *starpuScanner) next(what string) ([]string, error) {
 		t := s.sc.Text()
 		if s.line == 1 {
 			// A byte-order mark, as perf tables accept (TestStarPUBOM).
-			t = strings.TrimPrefix(t, "\ufeff")
+			t = strings.TrimPrefix(t, input.BOM)
 		}
 		t = strings.TrimSpace(t)
 		if t == "" {
@@ -493,7 +493,7 @@ func (t *Table) Dropped() []string { return slices.Clone(t.dropped) }
 // mark is skipped, as LoadStarPU skips it.
 func IsStarPU(head []byte) bool {
 	sawVersion := false
-	for ln := range bytes.Lines(bytes.TrimPrefix(head, []byte("\ufeff"))) {
+	for ln := range bytes.Lines(input.TrimBOM(head)) {
 		t := bytes.TrimSpace(ln)
 		switch {
 		case len(t) == 0:

@@ -126,7 +126,7 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	data = input.TrimBOM(data)
 	figs, err := scanFigures(data, bad)
 	if err != nil {
 		return nil, err

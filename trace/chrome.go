@@ -154,8 +154,8 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 }
 
 // decompress returns r, through gzip when it starts with gzip's magic
-// bytes, past a byte-order mark (SkipBOM), and what closes the reader it
-// made.
+// bytes, past a byte-order mark (input.SkipBOM; cmd/replay's
+// TestChromeBOM), and what closes the reader it made.
 func decompress(r io.Reader, name string) (io.Reader, func(), error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -164,21 +164,11 @@ func decompress(r io.Reader, name string) (io.Reader, func(), error) {
 			return nil, nil, fmt.Errorf("%w: %s: gzip: %w", ErrChrome, name, err)
 		}
 		zb := bufio.NewReaderSize(gz, 64<<10)
-		SkipBOM(zb)
+		input.SkipBOM(zb)
 		return zb, func() { gz.Close() }, nil
 	}
-	SkipBOM(br)
+	input.SkipBOM(br)
 	return br, func() {}, nil
-}
-
-// SkipBOM discards a UTF-8 byte-order mark at the start of br: some
-// editors write one before JSON, which encoding/json refuses
-// (cmd/replay's TestChromeBOM). Lines and columns then count from after
-// it.
-func SkipBOM(br *bufio.Reader) {
-	if b, _ := br.Peek(3); string(b) == "\ufeff" {
-		br.Discard(3)
-	}
 }
 
 // importer is one ImportChrome, step by step: read the events, nest the

@@ -69,7 +69,7 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	line = bytes.TrimPrefix(line, []byte("\ufeff")) // a byte-order mark, as perf tables accept
+	line = input.TrimBOM(line)
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&rd.header); err != nil {
 		return nil, rd.errorf(ErrTrace, "header: %v", err)

@@ -237,7 +237,7 @@ func gunzipped(br *bufio.Reader) *bufio.Reader {
 		r = gz
 	}
 	rb := bufio.NewReaderSize(r, 64<<10)
-	trace.SkipBOM(rb)
+	input.SkipBOM(rb)
 	return rb
 }
 

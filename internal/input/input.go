@@ -13,6 +13,8 @@
 package input
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -71,4 +73,20 @@ func KindOf(m fs.FileMode) string {
 		return "a directory"
 	}
 	return "not a plain file"
+}
+
+// BOM is the UTF-8 byte-order mark some editors write before text, which
+// encoding/json and the line parsers refuse: every reader of a user's file
+// skips one at its start (TrimBOM, SkipBOM), and counts lines and columns
+// from after it.
+const BOM = "\ufeff"
+
+// TrimBOM returns b without a leading BOM.
+func TrimBOM(b []byte) []byte { return bytes.TrimPrefix(b, []byte(BOM)) }
+
+// SkipBOM discards a BOM at the start of br.
+func SkipBOM(br *bufio.Reader) {
+	if b, _ := br.Peek(len(BOM)); string(b) == BOM {
+		br.Discard(len(BOM))
+	}
 }

@@ -1,7 +1,9 @@
 package input
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"io/fs"
 	"strings"
 	"testing"
@@ -33,5 +35,22 @@ func TestRegular(t *testing.T) {
 		if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), c.kind) || !strings.Contains(err.Error(), "- < /p") {
 			t.Errorf("%v: %v", c.mode, err)
 		}
+	}
+}
+
+// TestBOM: a leading byte-order mark is skipped, and nothing else.
+func TestBOM(t *testing.T) {
+	if got := string(TrimBOM([]byte(BOM + "a" + BOM))); got != "a"+BOM {
+		t.Errorf("TrimBOM: %q", got)
+	}
+	br := bufio.NewReader(strings.NewReader(BOM + "{}"))
+	SkipBOM(br)
+	if rest, _ := io.ReadAll(br); string(rest) != "{}" {
+		t.Errorf("SkipBOM left %q", rest)
+	}
+	br = bufio.NewReader(strings.NewReader("\xef\xbb{}"))
+	SkipBOM(br)
+	if rest, _ := io.ReadAll(br); string(rest) != "\xef\xbb{}" {
+		t.Errorf("SkipBOM of a partial mark left %q", rest)
 	}
 }
