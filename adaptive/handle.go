@@ -64,6 +64,18 @@ func (h *Handle) SelectInto(d *Decision, res *Residency, exclude Mask, why Reaso
 	return h.s.decideInto(d, &h.ent, &h.spec, res, exclude, why, false, 0, &h.tc)
 }
 
+// SelectOnInto is Scheduler.SelectOn by handle, writing into *d as
+// SelectInto: a Placer's choice without the lookup and the copies of
+// the spec, the residency and the decision (the Executor's placed ops,
+// BenchmarkExecutorStep's "placed").
+func (h *Handle) SelectOnInto(d *Decision, res *Residency, arm int, exclude Mask, why Reason) error {
+	*d = Decision{}
+	if h.s.closed.Load() {
+		return ErrClosed
+	}
+	return h.s.decideInto(d, &h.ent, &h.spec, res, exclude, why, true, arm, &h.tc)
+}
+
 // Bucket returns the handle's bucket.
 func (h *Handle) Bucket() BucketID { return h.ent.id }
 

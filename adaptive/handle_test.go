@@ -113,3 +113,71 @@ func TestHandleErrors(t *testing.T) {
 		t.Errorf("Handle after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestHandleSelectOnSame: a caller's placement by handle
+// (Handle.SelectOnInto, the Executor's placed ops) is SelectOn by spec:
+// two schedulers of one seed make the same decisions, reasons, estimates
+// and transfers over 2,000 ops of 20 specs, the arm asked for varying
+// (a backend, one out of range, one excluded), while the links learn.
+func TestHandleSelectOnSame(t *testing.T) {
+	bySpec := newTestScheduler(t, Config{Seed: 3})
+	byHandle := newTestScheduler(t, Config{Seed: 3})
+	specs := benchSpecs(20)
+	handles := make([]*Handle, len(specs))
+	for i, sp := range specs {
+		h, err := byHandle.Handle(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles[i] = h
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	var d Decision
+	reasons := map[Reason]int{}
+	for step := range 2000 {
+		i := step % len(specs)
+		var res Residency
+		res.Add(Host, specs[i].InBytes(0))
+		if len(specs[i].In) > 1 && r.IntN(2) > 0 {
+			res.Add(Backend(1), specs[i].InBytes(1))
+		}
+		arm := r.IntN(3) // 2 is out of range: the bandit chooses
+		var exclude Mask
+		var why Reason
+		if r.IntN(5) == 0 {
+			exclude, why = Backend(1), Fallback // every spec runs on the cpu
+		}
+		a, err := bySpec.SelectOn(specs[i], res, arm, exclude, why)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handles[i].SelectOnInto(&d, &res, arm, exclude, why); err != nil {
+			t.Fatal(err)
+		}
+		if a.Backend != d.Backend || a.Reason != d.Reason || a.Bucket != d.Bucket ||
+			!sameFloats(a.Estimates[:], d.Estimates[:]) || a.Transfer != d.Transfer {
+			t.Fatalf("step %d, arm %d: by spec %v %v %v %v, by handle %v %v %v %v", step, arm,
+				a.Name, a.Reason, a.Estimates, a.Transfer, d.Name, d.Reason, d.Estimates, d.Transfer)
+		}
+		reasons[d.Reason]++
+		took := us(float64(10 + r.IntN(500)))
+		bySpec.Observe(a, took)
+		if err := byHandle.ObserveRef(&d, took); err != nil {
+			t.Fatal(err)
+		}
+		if step%97 == 0 {
+			for _, s := range []*Scheduler{bySpec, byHandle} {
+				if err := s.ObserveTransfer("gpu", true, 1<<20, us(float64(50+step%500))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if reasons[UserPreference] == 0 || reasons[Unsupported] == 0 || reasons[Fallback] == 0 {
+		t.Errorf("reasons %v: want placements that stood, fell to the bandit and were excluded", reasons)
+	}
+	byHandle.Close()
+	if err := handles[0].SelectOnInto(&d, &Residency{}, 0, 0, 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}

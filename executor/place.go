@@ -102,6 +102,8 @@ func (e *Executor) decideBySpec(d *adaptive.Decision, h *adaptive.Handle, s *ker
 		e.placeMu.Unlock()
 	}
 	switch {
+	case arm != Learned && h != nil:
+		err = h.SelectOnInto(d, res, arm, exclude, why)
 	case arm != Learned:
 		*d, err = e.s.SelectOn(*s, *res, arm, exclude, why)
 	case h != nil:

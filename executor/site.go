@@ -36,8 +36,8 @@ type opSite struct {
 }
 
 // knownSite is a site's known spec, validated, and the Scheduler's
-// handle on it (nil with a Placer, or when the Scheduler gave none: the
-// op then decides by spec), which an op uses under the tensor's write
+// handle on it (nil when the Scheduler gave none: the op then decides by
+// spec), which an op uses under the tensor's write
 // lock (Executor.choose), a Handle not being safe for concurrent use.
 // Never changed once published: its spec, whose shapes are views of the
 // key's dimensions, is what the queued ops of the site keep (rec.spec)
@@ -136,9 +136,7 @@ func (e *Executor) siteOf(o *Tensor, s *kernels.Spec) (*opSite, *knownSite) {
 	if st.ok && st.last.holds(s) && (known == nil || o.versionNow() == st.lastVersion) {
 		k := &knownSite{key: st.last}
 		k.spec = k.key.spec(k.shapes[:0])
-		if e.cfg.Placer == nil {
-			k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
-		}
+		k.h, _ = e.s.Handle(*s) // an error leaves the op to decide by spec, which reports it
 		st.known.Store(k)
 		st.ok = false
 		st.mu.Unlock()
