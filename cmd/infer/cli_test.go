@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -139,5 +140,34 @@ func TestWriteErrorsReachExit(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q and the cause\n%s", err, c.want, errb.String())
 			}
 		})
+	}
+}
+
+// TestContextBoundary: a request uses -prompt + -tokens - 1 positions of
+// the KV cache (its last generated token is never fed back), so the
+// largest -tokens that fits -ctx 16 after a prompt of 4 is 13: it runs,
+// under the learner and with every step placed (gathered, overlapped),
+// and one more is refused naming the flags.
+func TestContextBoundary(t *testing.T) {
+	base := []string{"-backends", "sim:cpu2,sim:h100", "-ctx", "16", "-prompt", "4", "-ubatch", "2", "-batch", "2", "-requests", "2",
+		"-dim", "64", "-layers", "1", "-heads", "2", "-kv-heads", "1", "-ffn", "128", "-vocab", "100", "-json"}
+	for _, strategy := range []string{"auto", "only:sim:h100"} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), append(append([]string{}, base...), "-strategy", strategy, "-tokens", "13"), &out, &errb); err != nil {
+			t.Fatalf("%s, -tokens 13: %v\n%s", strategy, err, errb.String())
+		}
+		var s Summary
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatalf("%v: %q", err, out.String())
+		}
+		if s.Tokens != 2*2*13 {
+			t.Errorf("%s, -tokens 13: %d tokens, want %d", strategy, s.Tokens, 2*2*13)
+		}
+	}
+	var out, errb bytes.Buffer
+	code := exitCode(run(context.Background(), append(append([]string{}, base...), "-tokens", "14"), &out, &errb), &errb)
+	want := "infer: -prompt 4 and -tokens 14 need 17 positions of the KV cache, more than -ctx 16"
+	if code != 2 || !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("-tokens 14: exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
 	}
 }
