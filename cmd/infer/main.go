@@ -289,7 +289,7 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, err
 	}
 	avail, known := availableBytes()
-	return o, checkMemory(o.model, o.batch, avail, known)
+	return o, checkMemory(o.model, o.batch, min(o.ubatch, o.prompt), avail, known) // the longest prompt's first micro-batch
 }
 
 // ignoredFlag returns an error naming a flag given where nothing reads
