@@ -278,16 +278,18 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, fmt.Errorf("infer: unexpected argument %q (infer takes flags only; -h lists them)", fs.Arg(0))
 	case o.tokens <= 0 || o.batch <= 0 || o.requests < 0 || o.ubatch <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("infer: -tokens, -batch and -ubatch must be positive, -requests and -warmup not negative")
-	// Apart, not summed: -prompt + -tokens wraps for a -tokens near
-	// MaxInt and got past (TestFlagErrorsOnce).
-	case o.prompt > o.model.Ctx || o.tokens > o.model.Ctx-o.prompt:
-		return o, fmt.Errorf("infer: -prompt %d + -tokens %d exceed -ctx %d", o.prompt, o.tokens, o.model.Ctx)
+	// A request fills -prompt + -tokens - 1 positions: its last token
+	// is generated, never fed back (TestContextBoundary). Apart, not
+	// summed: the sum wraps for a -tokens near MaxInt (TestFlagErrorsOnce).
+	case o.prompt > o.model.Ctx || o.tokens-1 > o.model.Ctx-o.prompt:
+		return o, fmt.Errorf("infer: -prompt %d and -tokens %d need %d positions of the KV cache, more than -ctx %d (the last token generated is not fed back)",
+			o.prompt, o.tokens, uint64(o.prompt)+uint64(o.tokens)-1, o.model.Ctx)
 	}
 	if err := o.parseExec(); err != nil {
 		return o, err
 	}
 	avail, known := availableBytes()
-	return o, checkMemory(o.model, o.batch, avail, known)
+	return o, checkMemory(o.model, o.batch, min(o.ubatch, o.prompt), avail, known) // the longest prompt's first micro-batch
 }
 
 // ignoredFlag returns an error naming a flag given where nothing reads

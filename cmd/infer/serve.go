@@ -242,7 +242,7 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int, dec *decoder, std
 		bt.route.request(req)
 	}
 	plen := o.prompts[r.IntN(len(o.prompts))]
-	if err := bt.Reserve(plen + o.tokens); err != nil {
+	if err := bt.Reserve(plen + o.tokens - 1); err != nil { // the last token is not fed back
 		return err
 	}
 	fed := make([][]int, o.batch) // each sequence's tokens fed so far

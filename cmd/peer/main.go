@@ -14,6 +14,10 @@
 // cost, and what fills it), adaptsched warm (that store, reopened), and
 // the oracle's measurement (both implementations on every task, in turn).
 // Ratios and regrets are taken within a round and their medians printed.
+//
+// -gen writes a stream and reads -seed and -tasks besides; a run (no
+// -gen) reads -stream, -starpu, -rounds and -empty. A flag the mode does
+// not read is a bad flag (exit 2).
 package main
 
 import (
@@ -64,36 +68,45 @@ type config struct {
 	tasks, rounds, empty int
 }
 
+// genOnly and runOnly are the flags that only -gen, or only a run (no
+// -gen), reads.
+var (
+	genOnly = []string{"seed", "tasks"}
+	runOnly = []string{"stream", "starpu", "rounds", "empty"}
+)
+
 // parseFlags reads the command line; -h prints the flags and returns
 // flag.ErrHelp, and a bad flag or value prints one line and the hint on
 // stderr and returns the error, for exit status 2. Rule: -tasks, -rounds
-// and -empty below 1, and an argument, are such errors. Reason: -rounds 0
-// and -empty 0 panicked after the stream's calibration, -tasks 0 wrote
-// 20,000 tasks, and a stream named without -stream ran the default one
-// (TestFlagErrors).
+// and -empty below 1, an argument, and a flag the mode does not read are
+// such errors. Reason: -rounds 0 and -empty 0 panicked after the stream's
+// calibration, -tasks 0 wrote 20,000 tasks, a stream named without
+// -stream ran the default one (TestFlagErrors), and a flag of the other
+// mode was dropped (TestInapplicableFlags).
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // a bad flag: the flag package's line, then the hint
 	fs.StringVar(&c.gen, "gen", "", "write the generated stream to this file and exit")
-	fs.Uint64Var(&c.seed, "seed", 24, "the generator's seed")
-	fs.IntVar(&c.tasks, "tasks", 20000, "the generated stream's tasks")
-	fs.StringVar(&c.stream, "stream", "bench/peer/testdata/stream.txt", "the task stream")
-	fs.StringVar(&c.starpu, "starpu", "", "the StarPU program (make peer builds it); empty: adaptsched only")
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds of alternated runs")
-	fs.IntVar(&c.empty, "empty", 20000, "empty tasks of each overhead probe")
+	fs.Uint64Var(&c.seed, "seed", 24, "with -gen: the generator's seed")
+	fs.IntVar(&c.tasks, "tasks", 20000, "with -gen: the generated stream's tasks")
+	fs.StringVar(&c.stream, "stream", "bench/peer/testdata/stream.txt", "without -gen: the task stream to run")
+	fs.StringVar(&c.starpu, "starpu", "", "without -gen: the StarPU program (make peer builds it); empty: adaptsched only")
+	fs.IntVar(&c.rounds, "rounds", 3, "without -gen: rounds of alternated runs")
+	fs.IntVar(&c.empty, "empty", 20000, "without -gen: empty tasks of each overhead probe")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: peer [-gen FILE [-seed N] [-tasks N]] [-stream FILE] [-starpu PROGRAM] [-rounds N] [-empty N]")
+			fmt.Fprintln(stderr, "usage: peer -gen FILE [-seed N] [-tasks N]\n       peer [-stream FILE] [-starpu PROGRAM] [-rounds N] [-empty N]")
 			fs.PrintDefaults()
 		} else {
 			fmt.Fprintln(stderr, usageHint) // the flag package printed the error
 		}
 		return c, err
 	}
-	var err error
+	err := inapplicable(fs, c.gen != "")
 	switch {
+	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q (peer takes flags only: -stream FILE names the stream)", fs.Arg(0))
 	case c.tasks < 1:
@@ -107,6 +120,24 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintf(stderr, "peer: %v\n%s\n", err, usageHint)
 	}
 	return c, err
+}
+
+// inapplicable returns an error naming the first flag given that the
+// mode (-gen, or a run without it) does not read, or an empty -gen.
+func inapplicable(fs *flag.FlagSet, gen bool) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case gen && slices.Contains(runOnly, f.Name):
+			err = fmt.Errorf("-%s does not apply to -gen (writing a stream): it is read by a run of -stream", f.Name)
+		case !gen && slices.Contains(genOnly, f.Name):
+			err = fmt.Errorf("-%s does not apply to a run (no -gen): it is read by -gen FILE, writing a stream", f.Name)
+		case !gen && f.Name == "gen":
+			err = errors.New(`-gen "": want the file to write the stream to`)
+		}
+	})
+	return err
 }
 
 func writeStream(path string, o peer.GenOptions) error {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -74,5 +76,42 @@ func TestFlagErrors(t *testing.T) {
 	c, err := parseFlags([]string{"-stream", "s.txt", "-rounds", "1", "-empty", "10"}, io.Discard)
 	if err != nil || c.stream != "s.txt" || c.rounds != 1 || c.empty != 10 || c.tasks != 20000 {
 		t.Errorf("good flags: %+v, %v", c, err)
+	}
+}
+
+// TestInapplicableFlags: a flag the chosen mode does not read is a bad
+// flag, one line naming it and the mode, and the hint (exit 2): -gen
+// writes a stream and reads only -seed and -tasks besides; a run (no
+// -gen) reads only -stream, -starpu, -rounds and -empty. Each was
+// silently dropped: "peer -gen s.txt -rounds 5" wrote the stream, "peer
+// -seed 7" ran the default stream. The flags each mode reads still parse.
+func TestInapplicableFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-gen", "s.txt", "-stream", "t.txt"}, "-stream does not apply to -gen (writing a stream)"},
+		{[]string{"-gen", "s.txt", "-starpu", "bin/peer_starpu"}, "-starpu does not apply to -gen (writing a stream)"},
+		{[]string{"-gen", "s.txt", "-rounds", "5"}, "-rounds does not apply to -gen (writing a stream)"},
+		{[]string{"-gen", "s.txt", "-empty", "10"}, "-empty does not apply to -gen (writing a stream)"},
+		{[]string{"-seed", "7"}, "-seed does not apply to a run (no -gen)"},
+		{[]string{"-stream", "s.txt", "-tasks", "300"}, "-tasks does not apply to a run (no -gen)"},
+		{[]string{"-tasks", "0"}, "-tasks does not apply to a run (no -gen)"},
+		{[]string{"-gen", "", "-rounds", "1"}, `-gen "": want the file to write the stream to`},
+	} {
+		var errb bytes.Buffer
+		_, err := parseFlags(c.args, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if err == nil || errors.Is(err, flag.ErrHelp) || len(lines) != 2 || !strings.Contains(lines[0], c.want) || lines[1] != usageHint {
+			t.Errorf("%q: %v, stderr %q; want %q and the hint", c.args, err, errb.String(), c.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-gen", "s.txt", "-seed", "7", "-tasks", "300"},
+		{"-stream", "s.txt", "-starpu", "bin/peer_starpu", "-rounds", "1", "-empty", "10"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }
