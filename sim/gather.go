@@ -71,19 +71,20 @@ func (d *Device) Flush() error {
 	return nil
 }
 
-// gatherWork gathers us of work on lane l after afterUs: the host pays
-// GatherIssueUs now, the device runs it once it is launched.
-func (d *Device) gatherWork(l int, afterUs, us float64) *work {
+// gatherWork gathers us of op's work on lane l after afterUs: the host
+// pays GatherIssueUs now, the device runs it once it is launched.
+func (d *Device) gatherWork(op string, l int, afterUs, us float64) *work {
 	d.mu.Lock()
 	g := d.gather
-	if g == nil { // flushed meanwhile
+	if g == nil || d.lostErr != nil { // flushed meanwhile, or lost
 		d.mu.Unlock()
-		return d.enqueue(l, afterUs, nil, us)
+		return d.enqueue(op, l, afterUs, nil, us)
 	}
 	d.tl.Issue(d.prof.GatherIssueUs)
-	w := &work{dev: d, tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
+	w := &work{dev: d, tl: d.tl, op: op, lane: l, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
 		gathered: &gathered{dev: d, g: g, lane: l, afterUs: afterUs, durUs: us}}
 	g.ops = append(g.ops, w)
+	d.admit(w)
 	d.gatheredUs += us
 	d.gatheredN++
 	full := len(g.ops) >= d.planner.Limit(d.segments, d.gatheredSince, d.lastGathering)

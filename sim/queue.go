@@ -20,30 +20,51 @@ var (
 type work struct {
 	dev        *Device // the device it was queued on
 	tl         *Timeline
+	op         string  // what its errors name: the op, "write" or "read"
+	lane       int     // its lane on tl
 	start, end float64 // µs on tl
 	syncUs     float64 // what the host pays to resume after waiting for it
 	t          backends.Timing
-	err        error
-	reported   atomic.Bool // Wait returned err, or Sync did
-	gathered   *gathered   // a gathered op's (gather.go); nil for work placed when queued
+	err        error                                // failed when queued
+	lost       atomic.Pointer[backends.DeviceError] // failed by its device's loss (Device.lose)
+	reported   atomic.Bool                          // Wait returned its error, or Sync did
+	gathered   *gathered                            // a gathered op's (gather.go); nil for work placed when queued
 }
+
+// failure returns the work's error: its failure when queued, or its
+// device's loss before it ended.
+func (w *work) failure() error {
+	if w.err != nil {
+		return w.err
+	}
+	if e := w.lost.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// gone reports whether the work will never end: its device was lost first.
+func (w *work) gone() bool { return w.lost.Load() != nil }
 
 // Done implements backends.Event: the host's clock has reached the work's
 // end (the host waited for it or for later work), or the work failed
-// when it was queued. Polling Done never advances the clock: an observer
-// that must not hold the host up takes the timings of work that is Done.
-func (w *work) Done() bool { return w.err != nil || w.placed() && w.tl.Done(w.end) }
+// (when it was queued, or its device was lost before it ended). Polling
+// Done never advances the clock: an observer that must not hold the host
+// up takes the timings of work that is Done.
+func (w *work) Done() bool { return w.failure() != nil || w.placed() && w.tl.Done(w.end) }
 
 // Wait implements backends.Event: the host waits for the work; when it
 // had not ended by the host's clock, the host resumes at its end plus
-// the profile's SyncUs (Timeline.Wait).
+// the profile's SyncUs (Timeline.Wait). Work that failed costs no wait.
 func (w *work) Wait() (backends.Timing, error) {
-	if w.err != nil {
-		w.reported.Store(true)
-		return backends.Timing{}, w.err
+	if err := w.failure(); err == nil {
+		w.place()
+		w.tl.waitUnless(w.end, w.syncUs, w.gone)
 	}
-	w.place()
-	w.tl.Wait(w.end, w.syncUs)
+	if err := w.failure(); err != nil { // failed, or lost while placed
+		w.reported.Store(true)
+		return backends.Timing{}, err
+	}
 	return w.t, nil
 }
 
@@ -81,22 +102,21 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 			continue
 		}
 		if w, ok := e.(*work); ok {
-			if w.err != nil {
-				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, w.err)
-			}
-			if !w.placed() {
+			if !w.placed() && w.failure() == nil {
 				if w.gathered.dev == d {
 					continue
 				}
 				w.place()
 			}
-			switch {
-			case w.dev == d:
+			if d.prof.Kind == backends.GPU && w.dev != d && w.failure() == nil {
+				w.tl.waitUnless(w.end, w.syncUs, w.gone) // the host waits, as rocm's awaitForeign
+			}
+			if err := w.failure(); err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, err)
+			}
+			if w.dev == d || d.prof.Kind == backends.GPU {
 				end = max(end, w.end)
-			case d.prof.Kind == backends.GPU:
-				w.tl.Wait(w.end, w.syncUs) // the host waits, as rocm's awaitForeign
-				end = max(end, w.end)
-			default: // the CPU's worker waits, as backends/cpu's
+			} else { // the CPU's worker waits, as backends/cpu's
 				waits = append(waits, Waited{EndUs: w.end, SyncUs: w.syncUs})
 			}
 			continue
@@ -114,19 +134,33 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 	return end, waits, nil
 }
 
-// enqueue puts us of work on lane l after afterUs and the work its queue
-// waits for (Timeline.EnqueueWaiting), and returns its event.
-func (d *Device) enqueue(l int, afterUs float64, waits []Waited, us float64) *work {
+// enqueue puts us of op's work on lane l after afterUs and the work its
+// queue waits for (Timeline.EnqueueWaiting), and returns its event; on a
+// device already lost, the event of its failure.
+func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, us float64) *work {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lostErr != nil {
+		return d.failedLocked(d.fail(op, d.lostErr))
+	}
 	start, end := d.tl.EnqueueWaiting(l, d.prof.IssueUs, afterUs, waits, us, d.prof.SyncUs)
-	return &work{dev: d, tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
+	w := &work{dev: d, tl: d.tl, op: op, lane: l, start: start, end: end, syncUs: d.prof.SyncUs,
 		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
+	d.admit(w)
+	return w
 }
 
 // failedWork is the event of queued work that failed: Done at once, its
 // error reported by Wait or by the next Sync.
 func (d *Device) failedWork(err error) *work {
-	w := &work{dev: d, tl: d.tl, err: err}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failedLocked(err)
+}
+
+// failedLocked is failedWork with d.mu held.
+func (d *Device) failedLocked(err error) *work {
+	w := &work{dev: d, tl: d.tl, err: err}
 	kept := d.failed[:0]
 	for _, f := range d.failed { // those a Wait reported are done with
 		if !f.reported.Load() {
@@ -134,7 +168,6 @@ func (d *Device) failedWork(err error) *work {
 		}
 	}
 	d.failed = append(kept, w)
-	d.mu.Unlock()
 	return w
 }
 
@@ -178,6 +211,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	}
 	if err != nil {
 		d.mu.Unlock()
+		d.lose()
 		return d.failedWork(d.fail(op, err)), nil
 	}
 	key := KernelKey(s)
@@ -192,9 +226,9 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 		}
 	}
 	if gather { // a GPU: its host waited for other devices' work
-		return d.gatherWork(d.lanes[0], ready, us), nil
+		return d.gatherWork(op, d.lanes[0], ready, us), nil
 	}
-	return d.enqueue(d.lanes[0], ready, waits, us), nil
+	return d.enqueue(op, d.lanes[0], ready, waits, us), nil
 }
 
 // Run implements backends.Backend: RunAsync, then Wait.
@@ -235,10 +269,11 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 	}
 	d.mu.Unlock()
 	if err != nil {
+		d.lose()
 		return d.failedWork(d.fail(what, err)), nil
 	}
 	move()
-	return d.enqueue(d.copyLane(), ready, waits, us), nil
+	return d.enqueue(what, d.copyLane(), ready, waits, us), nil
 }
 
 // emptyCopy is copyAsync's copy of no bytes on a GPU: an event done now.
@@ -250,6 +285,7 @@ func (d *Device) emptyCopy(what string, after []backends.Event) *work {
 	err := d.lost(d.runs)
 	d.mu.Unlock()
 	if err != nil {
+		d.lose()
 		return d.failedWork(d.fail(what, err))
 	}
 	now := d.tl.HostUs()
@@ -313,7 +349,7 @@ func (d *Device) Sync() error {
 	d.mu.Unlock()
 	for _, w := range failed {
 		if !w.reported.Swap(true) {
-			return w.err
+			return w.failure()
 		}
 	}
 	return nil

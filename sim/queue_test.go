@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -91,5 +92,97 @@ func TestZeroByteCopy(t *testing.T) {
 	if math.Abs(after.IssueUs-cpu.prof.IssueUs) > 1e-9 || after.Lanes[0].BusyUs != 0 || start != end1 || end != end1 {
 		t.Errorf("cpu2: zero-byte copy issued in %v µs, busy %v µs, spans %v–%v; want %v µs, none, at the end of the op before (%v)",
 			after.IssueUs, after.Lanes[0].BusyUs, start, end, cpu.prof.IssueUs, end1)
+	}
+}
+
+// TestLostDeviceFailsQueuedWork: work queued on a device that had not
+// ended when the device was lost (by its DeviceLost event, at the host's
+// clock when a call first meets it) fails with a *backends.DeviceError
+// naming its op and wrapping backends.ErrDeviceLost, reported by its Wait
+// or, once, by the next Sync, as backends/rocm reports the sticky error
+// at the next synchronisation; work that ended before is unharmed. The
+// lost work leaves the lanes and the makespan, so that Sync does not wait
+// for it; gathered work not launched is never launched.
+func TestLostDeviceFailsQueuedWork(t *testing.T) {
+	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{2048, 2048}, {2048, 2048}}}
+	lostErr := func(err error, op string) bool {
+		var de *backends.DeviceError
+		return errors.Is(err, backends.ErrDeviceLost) && errors.As(err, &de) && de.Op == op && de.Backend == "sim:h100"
+	}
+	for _, gather := range []bool{false, true} {
+		tl := NewTimeline(Async)
+		d, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
+			WithEvents(Event{At: 4, Kind: DeviceLost}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := d.Alloc(long.InBytes(0))
+		run := func() backends.Event {
+			t.Helper()
+			ev, err := d.RunAsync(long, []backends.Buffer{m, m}, m, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}
+		if _, err := run().Wait(); err != nil {
+			t.Fatalf("gathered %v: op 0, before the loss: %v", gather, err)
+		}
+		ended := run() // ends before the loss
+		if _, err := d.Read(make([]byte, long.InBytes(0)), m); err != nil {
+			t.Fatal(err)
+		}
+		if gather {
+			if err := d.Record(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		op2 := run()
+		w, err := d.ReadAsync(make([]byte, long.InBytes(0)), m, []backends.Event{op2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op3 := run() // gathered and not launched, when gathering
+		_, end2 := op2.(backends.VirtualSpan).Span()
+		busy := tl.Stats().Lanes
+		if _, err := run().Wait(); !lostErr(err, "MatMul") { // op 4 meets the loss
+			t.Fatalf("gathered %v: op 4: %v, want the loss", gather, err)
+		}
+		lostUs := tl.HostUs()
+		for i, ev := range []backends.Event{op2, w, op3} {
+			if !ev.Done() {
+				t.Errorf("gathered %v: work %d, lost, is not Done", gather, i)
+			}
+		}
+		for i, ev := range []backends.Event{op2, op3} {
+			if _, err := ev.Wait(); !lostErr(err, "MatMul") {
+				t.Errorf("gathered %v: op %d, queued before the loss and not ended: %v, want a DeviceError of MatMul wrapping ErrDeviceLost", gather, i+2, err)
+			}
+		}
+		if s, e := op3.(backends.VirtualSpan).Span(); gather && (s != 0 || e != 0) {
+			t.Errorf("gathered %v: op 3, gathered and lost, was launched: spans %v–%v", gather, s, e)
+		}
+		if _, err := ended.Wait(); err != nil {
+			t.Errorf("gathered %v: op 1, ended before the loss: %v", gather, err)
+		}
+		if err := d.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); !lostErr(err, "read") {
+			t.Errorf("gathered %v: Sync: %v, want the queued read's loss", gather, err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Errorf("gathered %v: second Sync: %v, want nil (reported once)", gather, err)
+		}
+		s := tl.Stats()
+		if s.HostUs != lostUs || s.MakespanUs != lostUs || (end2 > 0 && s.MakespanUs >= end2) {
+			t.Errorf("gathered %v: after Sync host at %v µs, makespan %v; want both at the loss, %v (op 2 would have ended at %v)",
+				gather, s.HostUs, s.MakespanUs, lostUs, end2)
+		}
+		for i, l := range s.Lanes {
+			if l.BusyUs > busy[i].BusyUs+1e-9 || l.BusyUs > lostUs {
+				t.Errorf("gathered %v: lane %s busy %v µs after the loss at %v µs, %v before op 4", gather, l.Name, l.BusyUs, lostUs, busy[i].BusyUs)
+			}
+		}
 	}
 }
