@@ -138,15 +138,14 @@ func (d *Device) launchGathered(more bool) {
 }
 
 // launchFirst launches what is gathered before work that cannot join it
-// (a copy, Sync), which may depend on it.
-func (d *Device) launchFirst() {
-	d.mu.Lock()
-	g := d.gather
-	d.mu.Unlock()
-	if g != nil && len(g.ops) > 0 {
-		d.launchGathered(true)
-	}
-}
+// (a copy, Sync), which may depend on it, and waits for a launch under
+// way on another goroutine.
+//
+// Rule: it waits even when nothing is left gathered. Reason: a Flush that
+// had taken the gathering but not yet placed it left a copy after a
+// gathered op unordered on the link, and Sync short of that op's end
+// (TestGatheredDependencyUnderFlush).
+func (d *Device) launchFirst() { d.launchGathered(true) }
 
 // placed reports whether w is on its lane (work not gathered always is).
 func (w *work) placed() bool { return w.gathered == nil || w.gathered.on.Load() }

@@ -81,8 +81,10 @@ func (w *work) Span() (startUs, endUs float64) {
 // simulated events; events of other backends are waited for (their time
 // is not the Timeline's). It returns the first failure among them: work
 // queued after failed work does not run. Work gathered on d and not yet
-// launched is followed in its lane's order; other gathered work is
-// launched first.
+// launched is followed in its lane's order: an op gathered after it
+// joins its gathering or a later one, launched after it; an op placed at
+// once waits in enqueue for a launch under way; a copy had it launched
+// first (launchFirst). Other gathered work is launched first.
 //
 // Rule: a GPU's host waits for another device's work that it depends on
 // (Timeline.Wait: its end, plus that device's SyncUs where it had not
@@ -137,7 +139,15 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 // enqueue puts us of op's work on lane l after afterUs and the work its
 // queue waits for (Timeline.EnqueueWaiting), and returns its event; on a
 // device already lost, the event of its failure.
+//
+// Rule: work placed at once waits for a launch of d's gathered work under
+// way. Reason: afterUs leaves out a dependency gathered on d, which the
+// lane's order keeps before the work; a Flush on another goroutine that
+// had taken the gathering but not yet placed it let an op that found no
+// gathering take the lane first (TestGatheredDependencyUnderFlush).
 func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, us float64) *work {
+	d.launching.Lock()
+	defer d.launching.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lostErr != nil {

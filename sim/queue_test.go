@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/adaptsched/adaptsched/backends"
@@ -184,5 +185,80 @@ func TestLostDeviceFailsQueuedWork(t *testing.T) {
 				t.Errorf("gathered %v: lane %s busy %v µs after the loss at %v µs, %v before op 4", gather, l.Name, l.BusyUs, lostUs, busy[i].BusyUs)
 			}
 		}
+	}
+}
+
+// TestGatheredDependencyUnderFlush: work queued after a gathered op of
+// its own device starts after that op ends while another goroutine
+// flushes the gathering, a copy (on the link) and an op (on the compute
+// queue), whether they find the gathering current, being launched, or
+// launched; and a Sync beside them returns once that op has ended.
+func TestGatheredDependencyUnderFlush(t *testing.T) {
+	s := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1 << 16}, {1 << 16}}}
+	bad := 0
+	for i := range 2000 {
+		tl := NewTimeline(Async)
+		d, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, _ := d.Alloc(s.OutBytes())
+		if err := d.Record(); err != nil {
+			t.Fatal(err)
+		}
+		var dep backends.Event
+		for range 3 { // fewer than the first segment: none launched
+			if dep, err = d.RunAsync(s, []backends.Buffer{buf, buf}, buf, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var read, op backends.Event
+		var rerr, oerr, serr error
+		var synced float64
+		wg.Add(4)
+		go func() {
+			defer wg.Done()
+			<-start
+			_ = d.Flush()
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			read, rerr = d.ReadAsync(make([]byte, s.OutBytes()), buf, []backends.Event{dep})
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			op, oerr = d.RunAsync(s, []backends.Buffer{buf, buf}, buf, []backends.Event{dep})
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			serr = d.Sync()
+			synced = tl.HostUs()
+		}()
+		close(start)
+		wg.Wait()
+		if rerr != nil || oerr != nil || serr != nil {
+			t.Fatal(rerr, oerr, serr)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		_, end := dep.(backends.VirtualSpan).Span()
+		rs, _ := read.(backends.VirtualSpan).Span()
+		os, _ := op.(backends.VirtualSpan).Span()
+		if rs < end || os < end || synced < end {
+			bad++
+			if bad <= 3 {
+				t.Errorf("run %d: the read starts at %.2f µs, the op at %.2f, a Sync returns at %.2f; the gathered op before them ends at %.2f",
+					i, rs, os, synced, end)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of 2000 runs out of order", bad)
 	}
 }
