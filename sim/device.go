@@ -76,6 +76,14 @@ type Device struct {
 	gatheredN  int
 	planner    backends.SegmentPlanner
 	launching  sync.Mutex // held while a gathering is placed
+	// losable is set when a DeviceLost event is scheduled: pending then
+	// keeps, in queue order, the work queued that may not have ended,
+	// which the loss fails (lose). lostErr is the loss once a call has
+	// met it, lostDone set once lose has run.
+	losable  bool
+	pending  []*work
+	lostErr  error
+	lostDone bool
 }
 
 var _ backends.Backend = (*Device)(nil)
@@ -108,6 +116,9 @@ func New(p *Profile, opt Options) (*Device, error) {
 	}
 	if d.tl == nil {
 		d.tl = NewTimeline(Serial)
+	}
+	for _, e := range opt.events {
+		d.losable = d.losable || e.Kind == DeviceLost
 	}
 	d.lanes = append(d.lanes, d.tl.Lane("sim:"+p.Name))
 	if !p.Shared {
@@ -167,10 +178,16 @@ func (d *Device) Alloc(n int64) (backends.Buffer, error) {
 		return nil, d.fail("alloc", fmt.Errorf("%w: %d bytes", kernels.ErrBufferSize, n))
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil, d.fail("alloc", backends.ErrDeviceLost)
 	}
+	if err := d.lost(d.runs); err != nil {
+		d.mu.Unlock()
+		d.lose()
+		return nil, d.fail("alloc", err)
+	}
+	defer d.mu.Unlock()
 	if err := d.injected(d.runs, true); err != nil {
 		// A failed allocation counts as one of the event's Span attempts,
 		// as a failed run does: otherwise a device that runs out of memory
@@ -256,17 +273,80 @@ func (d *Device) transfer(n int64) backends.Timing {
 }
 
 // lost reports ErrDeviceLost once the device is closed or a DeviceLost
-// event covers op i.
+// event covers op i (d.mu held). The first call an event's loss meets
+// records it: the caller then calls lose, once it has let go of d.mu.
 func (d *Device) lost(i int64) error {
 	if d.closed {
 		return backends.ErrDeviceLost
 	}
+	if d.lostErr != nil {
+		return d.lostErr
+	}
 	for _, e := range d.opt.events {
 		if e.Kind == DeviceLost && i >= e.At {
-			return fmt.Errorf("%w (scheduled at op %d)", backends.ErrDeviceLost, e.At)
+			d.lostErr = fmt.Errorf("%w (scheduled at op %d)", backends.ErrDeviceLost, e.At)
+			return d.lostErr
 		}
 	}
 	return nil
+}
+
+// lose fails the work queued on d that had not ended when its loss was
+// met (by the host's clock now), once: each such work's Wait, or else
+// the next Sync, reports a *backends.DeviceError naming its op and
+// wrapping the loss; its time after the clock leaves its lane and the
+// makespan; what is gathered is never launched. Work queued afterwards
+// fails at once.
+//
+// Rule: a lost device's unfinished work fails, as backends/rocm's: once
+// a call has met the device's sticky error, the synchronisation with
+// each event still queued (Wait, Sync) returns it, and the event's
+// DeviceError names its op, so that the Executor falls back and runs it
+// again (TestLostDeviceFailsQueuedWork).
+func (d *Device) lose() {
+	d.launching.Lock() // no gathering is being placed
+	defer d.launching.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lostErr == nil || d.lostDone {
+		return
+	}
+	d.lostDone = true
+	pending := d.pending
+	d.pending = nil
+	d.tl.lose(d.lanes, func(hostUs float64) (gone []span) {
+		for _, w := range pending {
+			placed := w.placed()
+			if placed && w.end <= hostUs {
+				continue
+			}
+			w.lost.Store(&backends.DeviceError{Backend: "sim:" + d.prof.Name, Op: w.op, Err: d.lostErr})
+			d.failed = append(d.failed, w)
+			if placed {
+				gone = append(gone, span{lane: w.lane, start: w.start, end: w.end})
+			}
+		}
+		return gone
+	})
+	if g := d.gather; g != nil { // its ops failed above: waiters on it go on
+		d.gather = nil
+		close(g.placed)
+	}
+}
+
+// admit adds w, just queued, to the work a loss would fail (d.mu held),
+// after dropping the work at the head that has ended by the host's clock.
+func (d *Device) admit(w *work) {
+	if !d.losable {
+		return
+	}
+	now := d.tl.HostUs()
+	n := 0
+	for n < len(d.pending) && d.pending[n].placed() && d.pending[n].end <= now {
+		n++
+	}
+	clear(d.pending[:n])
+	d.pending = append(d.pending[n:], w)
 }
 
 // Close implements backends.Backend.

@@ -26,7 +26,8 @@ const (
 	// with an error wrapping backends.ErrOutOfMemory.
 	OutOfMemory
 	// DeviceLost fails every call from op At on with an error wrapping
-	// backends.ErrDeviceLost.
+	// backends.ErrDeviceLost, and the work queued before that had not
+	// ended when a call first met the loss.
 	DeviceLost
 )
 

@@ -71,19 +71,20 @@ func (d *Device) Flush() error {
 	return nil
 }
 
-// gatherWork gathers us of work on lane l after afterUs: the host pays
-// GatherIssueUs now, the device runs it once it is launched.
-func (d *Device) gatherWork(l int, afterUs, us float64) *work {
+// gatherWork gathers us of op's work on lane l after afterUs: the host
+// pays GatherIssueUs now, the device runs it once it is launched.
+func (d *Device) gatherWork(op string, l int, afterUs, us float64) *work {
 	d.mu.Lock()
 	g := d.gather
-	if g == nil { // flushed meanwhile
+	if g == nil || d.lostErr != nil { // flushed meanwhile, or lost
 		d.mu.Unlock()
-		return d.enqueue(l, afterUs, nil, us)
+		return d.enqueue(op, l, afterUs, nil, us)
 	}
 	d.tl.Issue(d.prof.GatherIssueUs)
-	w := &work{dev: d, tl: d.tl, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
+	w := &work{dev: d, tl: d.tl, op: op, lane: l, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},
 		gathered: &gathered{dev: d, g: g, lane: l, afterUs: afterUs, durUs: us}}
 	g.ops = append(g.ops, w)
+	d.admit(w)
 	d.gatheredUs += us
 	d.gatheredN++
 	full := len(g.ops) >= d.planner.Limit(d.segments, d.gatheredSince, d.lastGathering)
@@ -137,15 +138,14 @@ func (d *Device) launchGathered(more bool) {
 }
 
 // launchFirst launches what is gathered before work that cannot join it
-// (a copy, Sync), which may depend on it.
-func (d *Device) launchFirst() {
-	d.mu.Lock()
-	g := d.gather
-	d.mu.Unlock()
-	if g != nil && len(g.ops) > 0 {
-		d.launchGathered(true)
-	}
-}
+// (a copy, Sync), which may depend on it, and waits for a launch under
+// way on another goroutine.
+//
+// Rule: it waits even when nothing is left gathered. Reason: a Flush that
+// had taken the gathering but not yet placed it left a copy after a
+// gathered op unordered on the link, and Sync short of that op's end
+// (TestGatheredDependencyUnderFlush).
+func (d *Device) launchFirst() { d.launchGathered(true) }
 
 // placed reports whether w is on its lane (work not gathered always is).
 func (w *work) placed() bool { return w.gathered == nil || w.gathered.on.Load() }

@@ -20,30 +20,51 @@ var (
 type work struct {
 	dev        *Device // the device it was queued on
 	tl         *Timeline
+	op         string  // what its errors name: the op, "write" or "read"
+	lane       int     // its lane on tl
 	start, end float64 // µs on tl
 	syncUs     float64 // what the host pays to resume after waiting for it
 	t          backends.Timing
-	err        error
-	reported   atomic.Bool // Wait returned err, or Sync did
-	gathered   *gathered   // a gathered op's (gather.go); nil for work placed when queued
+	err        error                                // failed when queued
+	lost       atomic.Pointer[backends.DeviceError] // failed by its device's loss (Device.lose)
+	reported   atomic.Bool                          // Wait returned its error, or Sync did
+	gathered   *gathered                            // a gathered op's (gather.go); nil for work placed when queued
 }
+
+// failure returns the work's error: its failure when queued, or its
+// device's loss before it ended.
+func (w *work) failure() error {
+	if w.err != nil {
+		return w.err
+	}
+	if e := w.lost.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// gone reports whether the work will never end: its device was lost first.
+func (w *work) gone() bool { return w.lost.Load() != nil }
 
 // Done implements backends.Event: the host's clock has reached the work's
 // end (the host waited for it or for later work), or the work failed
-// when it was queued. Polling Done never advances the clock: an observer
-// that must not hold the host up takes the timings of work that is Done.
-func (w *work) Done() bool { return w.err != nil || w.placed() && w.tl.Done(w.end) }
+// (when it was queued, or its device was lost before it ended). Polling
+// Done never advances the clock: an observer that must not hold the host
+// up takes the timings of work that is Done.
+func (w *work) Done() bool { return w.failure() != nil || w.placed() && w.tl.Done(w.end) }
 
 // Wait implements backends.Event: the host waits for the work; when it
 // had not ended by the host's clock, the host resumes at its end plus
-// the profile's SyncUs (Timeline.Wait).
+// the profile's SyncUs (Timeline.Wait). Work that failed costs no wait.
 func (w *work) Wait() (backends.Timing, error) {
-	if w.err != nil {
-		w.reported.Store(true)
-		return backends.Timing{}, w.err
+	if err := w.failure(); err == nil {
+		w.place()
+		w.tl.waitUnless(w.end, w.syncUs, w.gone)
 	}
-	w.place()
-	w.tl.Wait(w.end, w.syncUs)
+	if err := w.failure(); err != nil { // failed, or lost while placed
+		w.reported.Store(true)
+		return backends.Timing{}, err
+	}
 	return w.t, nil
 }
 
@@ -60,8 +81,10 @@ func (w *work) Span() (startUs, endUs float64) {
 // simulated events; events of other backends are waited for (their time
 // is not the Timeline's). It returns the first failure among them: work
 // queued after failed work does not run. Work gathered on d and not yet
-// launched is followed in its lane's order; other gathered work is
-// launched first.
+// launched is followed in its lane's order: an op gathered after it
+// joins its gathering or a later one, launched after it; an op placed at
+// once waits in enqueue for a launch under way; a copy had it launched
+// first (launchFirst). Other gathered work is launched first.
 //
 // Rule: a GPU's host waits for another device's work that it depends on
 // (Timeline.Wait: its end, plus that device's SyncUs where it had not
@@ -81,22 +104,21 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 			continue
 		}
 		if w, ok := e.(*work); ok {
-			if w.err != nil {
-				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, w.err)
-			}
-			if !w.placed() {
+			if !w.placed() && w.failure() == nil {
 				if w.gathered.dev == d {
 					continue
 				}
 				w.place()
 			}
-			switch {
-			case w.dev == d:
+			if d.prof.Kind == backends.GPU && w.dev != d && w.failure() == nil {
+				w.tl.waitUnless(w.end, w.syncUs, w.gone) // the host waits, as rocm's awaitForeign
+			}
+			if err := w.failure(); err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, err)
+			}
+			if w.dev == d || d.prof.Kind == backends.GPU {
 				end = max(end, w.end)
-			case d.prof.Kind == backends.GPU:
-				w.tl.Wait(w.end, w.syncUs) // the host waits, as rocm's awaitForeign
-				end = max(end, w.end)
-			default: // the CPU's worker waits, as backends/cpu's
+			} else { // the CPU's worker waits, as backends/cpu's
 				waits = append(waits, Waited{EndUs: w.end, SyncUs: w.syncUs})
 			}
 			continue
@@ -114,19 +136,41 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 	return end, waits, nil
 }
 
-// enqueue puts us of work on lane l after afterUs and the work its queue
-// waits for (Timeline.EnqueueWaiting), and returns its event.
-func (d *Device) enqueue(l int, afterUs float64, waits []Waited, us float64) *work {
+// enqueue puts us of op's work on lane l after afterUs and the work its
+// queue waits for (Timeline.EnqueueWaiting), and returns its event; on a
+// device already lost, the event of its failure.
+//
+// Rule: work placed at once waits for a launch of d's gathered work under
+// way. Reason: afterUs leaves out a dependency gathered on d, which the
+// lane's order keeps before the work; a Flush on another goroutine that
+// had taken the gathering but not yet placed it let an op that found no
+// gathering take the lane first (TestGatheredDependencyUnderFlush).
+func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, us float64) *work {
+	d.launching.Lock()
+	defer d.launching.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lostErr != nil {
+		return d.failedLocked(d.fail(op, d.lostErr))
+	}
 	start, end := d.tl.EnqueueWaiting(l, d.prof.IssueUs, afterUs, waits, us, d.prof.SyncUs)
-	return &work{dev: d, tl: d.tl, start: start, end: end, syncUs: d.prof.SyncUs,
+	w := &work{dev: d, tl: d.tl, op: op, lane: l, start: start, end: end, syncUs: d.prof.SyncUs,
 		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
+	d.admit(w)
+	return w
 }
 
 // failedWork is the event of queued work that failed: Done at once, its
 // error reported by Wait or by the next Sync.
 func (d *Device) failedWork(err error) *work {
-	w := &work{dev: d, tl: d.tl, err: err}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failedLocked(err)
+}
+
+// failedLocked is failedWork with d.mu held.
+func (d *Device) failedLocked(err error) *work {
+	w := &work{dev: d, tl: d.tl, err: err}
 	kept := d.failed[:0]
 	for _, f := range d.failed { // those a Wait reported are done with
 		if !f.reported.Load() {
@@ -134,7 +178,6 @@ func (d *Device) failedWork(err error) *work {
 		}
 	}
 	d.failed = append(kept, w)
-	d.mu.Unlock()
 	return w
 }
 
@@ -178,6 +221,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	}
 	if err != nil {
 		d.mu.Unlock()
+		d.lose()
 		return d.failedWork(d.fail(op, err)), nil
 	}
 	key := KernelKey(s)
@@ -192,9 +236,9 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 		}
 	}
 	if gather { // a GPU: its host waited for other devices' work
-		return d.gatherWork(d.lanes[0], ready, us), nil
+		return d.gatherWork(op, d.lanes[0], ready, us), nil
 	}
-	return d.enqueue(d.lanes[0], ready, waits, us), nil
+	return d.enqueue(op, d.lanes[0], ready, waits, us), nil
 }
 
 // Run implements backends.Backend: RunAsync, then Wait.
@@ -211,7 +255,17 @@ func (d *Device) Run(s kernels.Spec, in []backends.Buffer, out backends.Buffer) 
 func (d *Device) copyLane() int { return d.lanes[len(d.lanes)-1] }
 
 // copyAsync queues a copy of n bytes after after, once check passed.
+//
+// Rule: a GPU's copy of no bytes is done when it is queued, once the host
+// has waited for other devices' work it follows: no issue, nothing on the
+// link or the queue, nothing gathered launched. Reason: backends/rocm's
+// copyAsync returns a done event for an empty buffer without calling the
+// runtime; backends/cpu queues one as a task, which the general path
+// charges its issue and no time (TestZeroByteCopy).
 func (d *Device) copyAsync(what string, n int64, after []backends.Event, move func()) (backends.Event, error) {
+	if n == 0 && d.prof.Kind == backends.GPU {
+		return d.emptyCopy(what, after), nil
+	}
 	d.launchFirst()
 	ready, waits, err := d.afterUs(after)
 	if err != nil {
@@ -225,15 +279,33 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 	}
 	d.mu.Unlock()
 	if err != nil {
+		d.lose()
 		return d.failedWork(d.fail(what, err)), nil
 	}
 	move()
-	return d.enqueue(d.copyLane(), ready, waits, us), nil
+	return d.enqueue(what, d.copyLane(), ready, waits, us), nil
+}
+
+// emptyCopy is copyAsync's copy of no bytes on a GPU: an event done now.
+func (d *Device) emptyCopy(what string, after []backends.Event) *work {
+	if _, _, err := d.afterUs(after); err != nil {
+		return d.failedWork(d.fail(what, err))
+	}
+	d.mu.Lock()
+	err := d.lost(d.runs)
+	d.mu.Unlock()
+	if err != nil {
+		d.lose()
+		return d.failedWork(d.fail(what, err))
+	}
+	now := d.tl.HostUs()
+	return &work{dev: d, tl: d.tl, start: now, end: now, t: backends.Timing{Clock: backends.Simulated}}
 }
 
 // WriteAsync implements backends.Queuer: the copy occupies the device's
 // link (the time of Profile.LinkUs), or its queue when it shares host
-// memory (a memcpy at its bandwidth).
+// memory (a memcpy at its bandwidth); a GPU's copy of no bytes occupies
+// neither and is done at once.
 func (d *Device) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
 	b, err := d.bytesOf(dst)
 	if err != nil {
@@ -287,7 +359,7 @@ func (d *Device) Sync() error {
 	d.mu.Unlock()
 	for _, w := range failed {
 		if !w.reported.Swap(true) {
-			return w.err
+			return w.failure()
 		}
 	}
 	return nil

@@ -176,6 +176,42 @@ func (t *Timeline) waitLocked(endUs, syncUs float64) {
 	t.end = max(t.end, t.host)
 }
 
+// waitUnless is Wait, unless gone reports, under the lock, that the work
+// will never end (its device was lost: Timeline.lose).
+func (t *Timeline) waitUnless(endUs, syncUs float64, gone func() bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !gone() {
+		t.waitLocked(endUs, syncUs)
+	}
+}
+
+// span is work placed on a lane.
+type span struct {
+	lane       int
+	start, end float64
+}
+
+// lose ends lanes ls, those of a device lost now, at the host's clock: f
+// runs under the lock (nothing moves the clock meanwhile) with the clock,
+// and returns the work of those lanes that had not ended by then; the
+// time each ran after the clock leaves its lane's busy time, and the
+// lanes and the makespan end at the clock or before.
+func (t *Timeline) lose(ls []int, f func(hostUs float64) []span) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range f(t.host) {
+		t.lanes[s.lane].busy -= s.end - max(s.start, t.host)
+	}
+	for _, l := range ls {
+		t.lanes[l].free = min(t.lanes[l].free, t.host)
+	}
+	t.end = t.host // the latest of the host's clock and every lane's end
+	for _, ln := range t.lanes {
+		t.end = max(t.end, ln.free)
+	}
+}
+
 // WaitLanes makes the host wait for everything queued on the lanes ls
 // (Wait of their latest end).
 func (t *Timeline) WaitLanes(syncUs float64, ls ...int) {
