@@ -231,6 +231,9 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 		extra = &withQueue
 	}
 	b.mu.Lock()
+	if b.isShape && b.seen&allowed != allowed {
+		s.e.inherit(b)
+	}
 	s.e.refresh(b)
 	var c choice
 	if placed {
