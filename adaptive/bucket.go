@@ -60,7 +60,7 @@ func newEngine(cfg bandit.Config, models []cost.Roofline, warmup Mask, seed uint
 type bucket struct {
 	// The fields one Select and Observe work on come first, up to epoch:
 	// 256 bytes, four cache lines, which prefetch fetches. Each also
-	// reads name, doubt and fb, in the fifth line: prefetching that one
+	// reads name and fb, in the fifth line: prefetching that one
 	// too measured no change (BenchmarkSelectObserve's handle case). A
 	// bucket is a whole number of lines (TestBucketLayout), so that
 	// neighbours in a slab never share one.
@@ -87,7 +87,10 @@ type bucket struct {
 	// isShape: the bucket is a shape's (parent is set), read where the
 	// hot fields are.
 	isShape bool
-	id      BucketID
+	// doubt holds the arms of a shape's bucket whose first run there was a
+	// suspected spike, run once more at their next Select (doubtRun).
+	doubt Mask
+	id    BucketID
 	// shapes counts the shapes the cache holds for the bucket
 	// (shard.add): from two on, a shape seen often enough learns on its
 	// own (Scheduler.shapeBucket).
@@ -110,9 +113,9 @@ type bucket struct {
 	// elsewhere (the store's warm start, a fleet's Fold), which prior.go
 	// leaves alone.
 	loaded Mask
-	// doubt holds the arms of a shape's bucket whose first run there was a
-	// suspected spike, run once more at their next Select (doubtRun).
-	doubt Mask
+	// known is seen|warmed of a bucket (share), which its shapes' buckets
+	// read without its lock (engine.inherit).
+	known atomic.Uint32
 	next  *bucket // the Scheduler's stack of queued buckets (Changes)
 	// fb is the Fold's record of this bucket (nil without a Fold): the
 	// foreign evidence that Select probes and Observe checks (verify.go).
@@ -181,8 +184,9 @@ func (e *engine) newShape(p *bucket, name string, w kernels.Work) *bucket {
 	p.mu.Lock()
 	p.bb.Settle(&e.cfg)
 	// What p knows counts as known here (no forced trial, no warm-up set
-	// aside: the device ran this kernel), but only the shape's own
-	// evidence (own) is stored under its name.
+	// aside: the device ran this kernel), now and as p learns more
+	// (engine.inherit), but only the shape's own evidence (own) is stored
+	// under its name.
 	c.seen, c.loaded = p.seen|p.warmed, p.loaded
 	var held [MaxBackends]bandit.NormalGamma
 	var fb *foldBucket // the Fold's record of c, where p has one
@@ -274,6 +278,30 @@ func (b *bucket) warm(a int, p bandit.NormalGamma) {
 	b.seen |= Backend(a)
 	b.loaded |= Backend(a)
 	b.own |= Backend(a)
+	b.share()
+}
+
+// share publishes b's seen|warmed in known (b.mu held, or b not yet
+// visible), after every change of either.
+func (b *bucket) share() { b.known.Store(uint32(b.seen | b.warmed)) }
+
+// inherit adds to shape's bucket b (b.mu held) the arms its parent has
+// run since newShape copied its marks (bucket.known), and has b's next
+// refresh re-derive its priors from what the parent measured. Rule: a
+// shape's bucket forces no trial of, and sets aside no warm-up run of,
+// an arm its parent had run when the decision was made
+// (Scheduler.decideInto calls it first). Reason: copied once, the marks
+// had a shape made before its parent's first GPU runs try the GPU twice
+// more, the first run not learned from (TestShapeInheritsSeen).
+func (e *engine) inherit(b *bucket) {
+	m := b.seen | Mask(b.parent.known.Load())
+	if m == b.seen {
+		return
+	}
+	b.seen = m
+	if b.epoch != math.MaxUint64 {
+		b.epoch = 0
+	}
 }
 
 // kept returns the arms of b the store keeps: those with data, and of a
@@ -490,6 +518,7 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	b.per[arm].timeUs += us
 	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 {
 		b.warmed |= a
+		b.share()
 		return false, false
 	}
 	y := bandit.LnUs(us)
@@ -499,6 +528,7 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 		e.doubtRun(b, arm, y)
 	}
 	alarm = b.bb.ObserveLn(&e.cfg, arm, y)
+	first := !b.seen.Has(arm)
 	b.seen |= Backend(arm)
 	b.per[arm].learned++
 	b.learnLn(arm, y-shift)
@@ -508,6 +538,9 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	}
 	if milestone(b.per[arm].learned) {
 		e.publish(b, arm)
+	}
+	if first { // after publish, whose ratio a shape that inherits it reads
+		b.share()
 	}
 	return alarm, true
 }

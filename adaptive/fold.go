@@ -233,6 +233,7 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 			b.epoch = 0
 		}
 	}
+	b.share() // before the shapes' rebase: no shape's inherit then brings back an arm it clears
 	for _, sh := range fb.shapes {
 		sh.b.mu.Lock()
 		f.rebase(sh, a, st)

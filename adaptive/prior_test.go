@@ -418,3 +418,69 @@ func TestRepublishOnMove(t *testing.T) {
 		t.Errorf("the published ratio moved %.3f, want about ln 1.3 = %.3f", moved, math.Log(1.3))
 	}
 }
+
+// TestShapeInheritsSeen: an arm that a shape's parent runs after the
+// shape's bucket was made counts as known there, as one the parent had
+// run before (engine.newShape, engine.inherit; DESIGN.md § Priors: a
+// recurring shape's bucket starts from what its parent measured). Two
+// shapes get their own buckets while the GPU fails (Fallback), so the
+// parent has only CPU runs then; a third shape, decided in the parent,
+// is placed on the GPU twice (its warm-up and a run at 20 µs, 3.3× the
+// CPU's). Then the first shape's bucket makes no forced trial of the GPU
+// (at most one Thompson draw of it in 100 decisions), and a run placed
+// there is learned from, not set aside as the GPU's warm-up.
+func TestShapeInheritsSeen(t *testing.T) {
+	a, b, c := matmul(1, 256, 256), matmul(1, 256, 264), matmul(1, 256, 260)
+	truth := map[string]float64{"cpu": 6, "gpu": 20}
+	for seed := uint64(1); seed <= 5; seed++ {
+		s := newTestScheduler(t, Config{Seed: seed})
+		r := rand.New(rand.NewPCG(seed, 2))
+		run := func(d Decision, err error) Decision {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Observe(d, us(lognormal(r, truth[d.Name], 0.1))); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		var own *bucket // a's bucket
+		for i := range 400 {
+			spec := a
+			if i%2 == 1 {
+				spec = b
+			}
+			if d := run(s.SelectExcept(spec, Residency{}, Backend(1), Fallback)); i%2 == 0 {
+				own = d.b
+			}
+		}
+		if !own.isShape {
+			t.Fatal("the shape has no bucket of its own")
+		}
+		for range 2 {
+			if d := run(s.SelectOn(c, Residency{}, 1, 0, 0)); d.b.isShape {
+				t.Fatal("the third shape was decided in a bucket of its own")
+			}
+		}
+		if at := s.Telemetry().Buckets[0].Arms[1]; at.Learned != 1 {
+			t.Fatalf("the parent's GPU arm %+v: want one run learned, after its warm-up", at)
+		}
+		gpu := 0
+		for range 100 {
+			if d := run(s.Select(a, Residency{})); d.Name == "gpu" {
+				gpu++
+			}
+		}
+		if gpu > 1 {
+			t.Errorf("seed %d: the shape ran %d of 100 ops on the GPU its parent measured 3.3× slower, want at most 1", seed, gpu)
+		}
+		run(s.SelectOn(a, Residency{}, 1, 0, 0))
+		for _, bt := range s.Telemetry().Buckets {
+			if at := bt.Arms[1]; bt.Name == own.name && (at.Warmup || at.Learned != at.N) {
+				t.Errorf("seed %d: the shape's GPU arm %+v: want every run learned, none set aside as a warm-up", seed, at)
+			}
+		}
+		s.Close()
+	}
+}

@@ -231,6 +231,9 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 		extra = &withQueue
 	}
 	b.mu.Lock()
+	if b.isShape && b.seen&allowed != allowed {
+		s.e.inherit(b)
+	}
 	s.e.refresh(b)
 	var c choice
 	if placed {
@@ -260,11 +263,14 @@ func (s *Scheduler) decideInto(d *Decision, ent *entry, spec *kernels.Spec, res 
 // reason the caller's why after a failure or out of memory, or its arm a
 // test of the fleet's evidence (verify.go's probe). Under Only no other
 // backend runs (TestOnlyNoProbe), nor after a placement's choice; a
-// shape's own bucket probes nothing: the check is its parent's.
+// shape's own bucket probes nothing: the check is its parent's. Rule: a
+// decision that switched the bucket's incumbent runs it, and a probe
+// waits for the next decision. Reason: run in its place, the probe left
+// a switch counted to a backend that never ran (TestProbeSwitchCounted).
 func (s *Scheduler) override(c choice, b *bucket, allowed, exclude Mask, why Reason, placed bool) choice {
 	if exclude != 0 && (why == MemoryConstraint || why == Fallback) {
 		c.reason = why
-	} else if b.fb != nil && !placed && s.only < 0 && !b.isShape {
+	} else if b.fb != nil && !placed && s.only < 0 && !b.isShape && !c.switched {
 		if a := s.fold.Load().v.probe(b, allowed, c.arm); a >= 0 {
 			c = choice{arm: a, reason: Explore}
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/adaptsched/adaptsched/backends"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/learned"
@@ -118,4 +119,71 @@ func TestFoldContradicted(t *testing.T) {
 		t.Errorf("explored %.4f with an honest fleet, %.4f alone: want at most a tenth", explore, soloExplore)
 	}
 	t.Logf("honest fleet: total %.0f µs (solo %.0f), explore %.4f (solo %.4f)", total, soloUs, explore, soloExplore)
+}
+
+// TestProbeSwitchCounted: a fleet probe (verifier.probe) due at a
+// decision where the bandit switches the bucket's incumbent waits for the
+// next decision, so that the bucket's switch count and the backends'
+// both equal the changes of the backend that ran, the probes' runs left
+// out (DESIGN.md § The bandit: every switch is counted and reported).
+// The setup: the GPU runs first; the CPU, stored at 50 µs but really
+// 5 µs, takes the bucket; gpu2, which a peer claims takes 150 µs and the
+// cost model finds cheaper than the CPU, is probed when the CPU is chosen.
+func TestProbeSwitchCounted(t *testing.T) {
+	spec := matmul(64, 512, 512)
+	name := kernels.BucketName(spec)
+	truth := map[string]float64{"gpu": 30, "gpu2": 15, "cpu": 5}
+	due := 0 // probes at a switch or right after
+	for seed := uint64(1); seed <= 8; seed++ {
+		warm := map[learned.Key]bandit.NormalGamma{{Backend: "cpu", Bucket: name}: bandit.NewPrior(50, 3, 0.5)}
+		s := newTestScheduler(t, Config{Seed: seed, Warm: warm, Backends: []backends.Backend{
+			newFake("gpu", backends.GPU, gpuNominal),
+			newFake("gpu2", backends.GPU, backends.Nominal{GFLOPS: 5000, MemGBps: 1000, DispatchUs: 10, LinkGBps: 25, LinkLatencyUs: 20}),
+			newFake("cpu", backends.CPU, cpuNominal),
+		}})
+		s.Fold().Foreign([]learned.Foreign{{Key: learned.Key{Backend: "gpu2", Bucket: name}, Stats: claim(1000, 150)}})
+		r := rand.New(rand.NewPCG(seed, 1))
+		var changes int64
+		last, inc, switchedAt := "", -1, -2
+		for i := range 300 {
+			d, err := s.Select(spec, Residency{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.b.mu.Lock()
+			if now := d.b.bb.Incumbent; now != inc {
+				if inc >= 0 {
+					switchedAt = i
+				}
+				inc = now
+			}
+			d.b.mu.Unlock()
+			if d.Name == "gpu2" { // a probe
+				if i-switchedAt <= 1 {
+					due++
+				}
+			} else {
+				if last != "" && d.Name != last {
+					changes++
+				}
+				last = d.Name
+			}
+			if err := s.Observe(d, us(lognormal(r, truth[d.Name], 0.1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tel := s.Telemetry()
+		var backendSw int64
+		for _, bk := range tel.Backends {
+			backendSw += bk.Switches
+		}
+		if sw := tel.Buckets[0].Switches; sw != changes || backendSw != changes {
+			t.Errorf("seed %d: %d switches in the bucket, %d in the backends; the backend that ran changed %d times",
+				seed, sw, backendSw, changes)
+		}
+		s.Close()
+	}
+	if due == 0 {
+		t.Fatal("no probe was due at a switch: the test checks nothing")
+	}
 }
