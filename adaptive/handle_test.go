@@ -20,14 +20,7 @@ func TestHandleSameDecisions(t *testing.T) {
 	bySpec := newTestScheduler(t, Config{Seed: 5})
 	byHandle := newTestScheduler(t, Config{Seed: 5})
 	specs := benchSpecs(30)
-	handles := make([]*Handle, len(specs))
-	for i, sp := range specs {
-		h, err := byHandle.Handle(sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[i] = h
-	}
+	handles := handlesOf(t, byHandle, specs)
 	r := rand.New(rand.NewPCG(9, 9))
 	var reused Decision
 	for step := range 3000 {
@@ -80,6 +73,20 @@ func TestHandleSameDecisions(t *testing.T) {
 	}
 }
 
+// handlesOf returns s's handles on specs, in order.
+func handlesOf(t *testing.T, s *Scheduler, specs []kernels.Spec) []*Handle {
+	t.Helper()
+	handles := make([]*Handle, len(specs))
+	for i, sp := range specs {
+		h, err := s.Handle(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles[i] = h
+	}
+	return handles
+}
+
 // sameFloats reports whether a and b hold the same values, NaN matching NaN.
 func sameFloats(a, b []float64) bool {
 	for i := range a {
@@ -123,14 +130,7 @@ func TestHandleSelectOnSame(t *testing.T) {
 	bySpec := newTestScheduler(t, Config{Seed: 3})
 	byHandle := newTestScheduler(t, Config{Seed: 3})
 	specs := benchSpecs(20)
-	handles := make([]*Handle, len(specs))
-	for i, sp := range specs {
-		h, err := byHandle.Handle(sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[i] = h
-	}
+	handles := handlesOf(t, byHandle, specs)
 	r := rand.New(rand.NewPCG(4, 4))
 	var d Decision
 	reasons := map[Reason]int{}
