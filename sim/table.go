@@ -136,7 +136,7 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 	cr.Comment = '#'
 	cr.TrimLeadingSpace = true
 	t := &Table{name: name, rowOf: map[string]int{}, figures: figs}
-	col := map[string]int{}
+	var col map[string]int // by column name, its field; nil before the header
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -151,53 +151,14 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 		}
 		line, _ := cr.FieldPos(0)
 		if len(col) == 0 {
-			for i, h := range rec {
-				h = strings.ToLower(strings.TrimSpace(h))
-				if !slices.Contains(tableCols, h) {
-					return nil, bad(line, "unknown column %s (want %s)", input.Quote(h), strings.Join(tableCols, ","))
-				}
-				if _, dup := col[h]; dup {
-					return nil, bad(line, "column %s twice", input.Quote(h))
-				}
-				col[h] = i
-			}
-			for _, h := range tableCols[:6] {
-				if _, ok := col[h]; !ok {
-					return nil, bad(line, "missing column %q", h)
-				}
+			if col, err = tableHeader(rec); err != nil {
+				return nil, bad(line, "%v", err)
 			}
 			continue
 		}
-		if len(rec) != len(col) {
-			return nil, bad(line, "%d fields, want %d", len(rec), len(col))
-		}
-		f := func(h string) string {
-			if i, ok := col[h]; ok {
-				return strings.TrimSpace(rec[i])
-			}
-			return ""
-		}
-		spec, err := parseTableSpec(f("op"), f("shape"), f("flops"), f("bytes"))
-		if err != nil {
+		if err := t.addRecord(rec, col); err != nil {
 			return nil, bad(line, "%v", err)
 		}
-		mean, sigma, err := parseMeanStd("mean_us", f("mean_us"), "std_us", f("std_us"))
-		if err != nil {
-			return nil, bad(line, "%v", err)
-		}
-		w := 1.0
-		if n := f("n"); n != "" {
-			v, err := strconv.ParseInt(n, 10, 64)
-			if err != nil || v < 1 || v > 1<<50 {
-				return nil, bad(line, "n %s: want a count in [1, 2^50], or blank", input.Quote(n))
-			}
-			w = float64(v)
-		}
-		back := f("backend")
-		if back == "" {
-			return nil, bad(line, "empty backend")
-		}
-		t.add(spec, f("op")+","+f("shape"), back, mean, sigma, w)
 	}
 	t.pool()
 	if len(col) == 0 {
@@ -212,6 +173,63 @@ func LoadTable(r io.Reader, name string) (*Table, error) {
 		}
 	}
 	return t, nil
+}
+
+// tableHeader returns the header's columns by name: each one of
+// tableCols, none twice, the first six all there.
+func tableHeader(rec []string) (map[string]int, error) {
+	col := map[string]int{}
+	for i, h := range rec {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if !slices.Contains(tableCols, h) {
+			return nil, fmt.Errorf("unknown column %s (want %s)", input.Quote(h), strings.Join(tableCols, ","))
+		}
+		if _, dup := col[h]; dup {
+			return nil, fmt.Errorf("column %s twice", input.Quote(h))
+		}
+		col[h] = i
+	}
+	for _, h := range tableCols[:6] {
+		if _, ok := col[h]; !ok {
+			return nil, fmt.Errorf("missing column %q", h)
+		}
+	}
+	return col, nil
+}
+
+// addRecord adds a row's measurement, its fields found by col.
+func (t *Table) addRecord(rec []string, col map[string]int) error {
+	if len(rec) != len(col) {
+		return fmt.Errorf("%d fields, want %d", len(rec), len(col))
+	}
+	f := func(h string) string {
+		if i, ok := col[h]; ok {
+			return strings.TrimSpace(rec[i])
+		}
+		return ""
+	}
+	spec, err := parseTableSpec(f("op"), f("shape"), f("flops"), f("bytes"))
+	if err != nil {
+		return err
+	}
+	mean, sigma, err := parseMeanStd("mean_us", f("mean_us"), "std_us", f("std_us"))
+	if err != nil {
+		return err
+	}
+	w := 1.0
+	if n := f("n"); n != "" {
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || v < 1 || v > 1<<50 {
+			return fmt.Errorf("n %s: want a count in [1, 2^50], or blank", input.Quote(n))
+		}
+		w = float64(v)
+	}
+	back := f("backend")
+	if back == "" {
+		return errors.New("empty backend")
+	}
+	t.add(spec, f("op")+","+f("shape"), back, mean, sigma, w)
+	return nil
 }
 
 // add records a measurement of spec on backend back: mean µs, σ of ln,
