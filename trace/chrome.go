@@ -1,10 +1,8 @@
 package trace
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,11 +132,11 @@ type chromeOp struct {
 // a gzipped trace, as the JSONL Reader's lines), at the event's start for
 // a bad event, and wrap ErrChrome.
 func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
-	src, done, err := decompress(r, name)
+	// Past a BOM too (cmd/replay's TestChromeBOM).
+	src, err := input.Gunzip(r)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: gzip: %w", ErrChrome, name, err)
 	}
-	defer done()
 	pos := &posReader{r: src, lastNL: -1}
 	im := &importer{name: name, dec: json.NewDecoder(pos), pos: pos, runtime: map[int64]chromeEvent{}}
 	if err := im.read(); err != nil {
@@ -151,24 +149,6 @@ func ImportChrome(r io.Reader, name string) (*ChromeTrace, error) {
 	im.classify()
 	im.collect()
 	return im.ct, nil
-}
-
-// decompress returns r, through gzip when it starts with gzip's magic
-// bytes, past a byte-order mark (input.SkipBOM; cmd/replay's
-// TestChromeBOM), and what closes the reader it made.
-func decompress(r io.Reader, name string) (io.Reader, func(), error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: gzip: %w", ErrChrome, name, err)
-		}
-		zb := bufio.NewReaderSize(gz, 64<<10)
-		input.SkipBOM(zb)
-		return zb, func() { gz.Close() }, nil
-	}
-	input.SkipBOM(br)
-	return br, func() {}, nil
 }
 
 // importer is one ImportChrome, step by step: read the events, nest the

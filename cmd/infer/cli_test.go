@@ -40,24 +40,24 @@ func TestHelpAndStrayArgs(t *testing.T) {
 	}
 }
 
-// -batch 100000 of the default model needs 1.2 TiB; it is
-// refused before anything is allocated (it died with "fatal error:
-// runtime: out of memory").
+// -batch 100000 of the default model, its requests filling the
+// context, needs 1.2 TiB; it is refused before anything is allocated (it
+// died with "fatal error: runtime: out of memory").
 func TestMemoryChecked(t *testing.T) {
-	need, kv, _ := DefaultModel.Bytes(100000, 4)
+	need, kv, _ := DefaultModel.Bytes(100000, 4, 512)
 	if kv != 4*2*12*100000*256*512 || need < kv {
-		t.Errorf("Bytes(100000, 4) = %v, KV %v", need, kv)
+		t.Errorf("Bytes(100000, 4, 512) = %v, KV %v", need, kv)
 	}
-	err := checkMemory(DefaultModel, 100000, 4, 64<<30, true)
+	err := checkMemory(DefaultModel, 100000, 4, 4, 509, 64<<30, true)
 	if err == nil || !strings.Contains(err.Error(), "-batch 100000") || !strings.Contains(err.Error(), "64.0 GiB available") {
 		t.Errorf("checkMemory: %v", err)
 	}
-	if err := checkMemory(DefaultModel, 1, 4, 64<<30, true); err != nil {
+	if err := checkMemory(DefaultModel, 1, 4, 4, 509, 64<<30, true); err != nil {
 		t.Errorf("batch 1 in 64 GiB: %v", err)
 	}
 	if _, ok := availableBytes(); ok {
 		var out, errb bytes.Buffer
-		err := run(context.Background(), []string{"-batch", "100000"}, &out, &errb)
+		err := run(context.Background(), []string{"-batch", "100000", "-tokens", "509"}, &out, &errb)
 		if err == nil || !strings.Contains(err.Error(), "available") {
 			t.Errorf("run -batch 100000: %v", err)
 		}
@@ -269,7 +269,7 @@ func TestMicroBatchBytes(t *testing.T) {
 			}
 			got += 4 * 2 * float64(rows)
 		}
-		if _, _, want := cfg.Bytes(c.batch, c.tokens); got != want || ac.live != before {
+		if _, _, want := cfg.Bytes(c.batch, c.tokens, cfg.Ctx); got != want || ac.live != before {
 			t.Errorf("%+v: a micro-batch held %v bytes, Bytes counts %v; %d bytes left after it", c, got, want, ac.live-before)
 		}
 	}

@@ -289,7 +289,8 @@ func checkFlags(o options, fs *flag.FlagSet) (options, error) {
 		return o, err
 	}
 	avail, known := availableBytes()
-	return o, checkMemory(o.model, o.batch, min(o.ubatch, o.prompt), avail, known) // the longest prompt's first micro-batch
+	// The longest prompt: its first micro-batch, and its KV positions.
+	return o, checkMemory(o.model, o.batch, min(o.ubatch, o.prompt), o.prompt, o.tokens, avail, known)
 }
 
 // ignoredFlag returns an error naming a flag given where nothing reads

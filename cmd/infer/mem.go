@@ -8,30 +8,44 @@ import (
 	"strconv"
 )
 
-// Bytes returns the bytes that a model of c serving batch sequences,
-// their prompts prefilled in micro-batches of ubatch tokens per
-// sequence, allocates at least: Q8_0 weights (34 bytes per 32 values)
-// and f32 norms, and per batch each layer's activations and its KV cache
-// (f32, batch × kv-dim × ctx, keys and values), the logits on the backend
-// and their greedy tokens. A micro-batch of more than one token adds
-// microBatch, held beside all that while it runs: the buffers of
-// Batch.newMicroBatch for its r = batch × ubatch rows (one set the layers
-// share: 12 of width dim, 3 of kv-dim and 3 of ffn; and each sequence's
-// last row), and the two host copies of r rows of width dim that
-// Batch.permute holds at once; attention's scores are computed a row at
-// a time, never stored whole (TestMicroBatchBytes). Float, so that no
-// size overflows.
-func (c ModelConfig) Bytes(batch, ubatch int) (total, kvCache, microBatch float64) {
+// Bytes returns the bytes that a model of c serving batch sequences
+// allocates at least, when each request fills at most positions
+// positions of the KV cache (the longest -prompt + -tokens - 1) and its
+// prompts are prefilled in micro-batches of ubatch tokens per sequence:
+// the weights (weightBytes) and the embedding decoded on the host (f32,
+// vocab × dim); per batch each layer's activations, the logits, the two
+// buffers of greedy tokens and their host copy, the host's row buffer;
+// and the KV cache (f32, batch × kv-dim × the capacity that Batch.Reserve
+// gives positions, keys and values). Reserve runs at a request's position
+// 0, so it copies nothing through the host, and the new caches of an
+// Executor (infer's backend) take memory only at the first KVAppend,
+// after the old ones are freed: one set of caches is held at once
+// (TestResizeOnExecutor). A backend whose Alloc reserves memory holds
+// the old set beside the new one in Reserve, at most twice kvCache
+// (TestKVBytes).
+//
+// A micro-batch of more than one token adds microBatch, held beside all
+// that while it runs: the buffers of Batch.newMicroBatch for its r =
+// batch × ubatch rows (one set the layers share: 12 of width dim, 3 of
+// kv-dim and 3 of ffn; and each sequence's last row), and the two host
+// copies of r rows of width dim that Batch.permute holds at once, one of
+// them the row buffer grown; attention's scores are computed a row at a
+// time, never stored whole (TestMicroBatchBytes). Float, so that no size
+// overflows.
+func (c ModelConfig) Bytes(batch, ubatch, positions int) (total, kvCache, microBatch float64) {
 	d, kv, ff, b := float64(c.Dim), float64(c.kvDim()), float64(c.FFN), float64(batch)
-	layers, ctx, vocab := float64(c.Layers), float64(c.Ctx), float64(c.Vocab)
-	weights := float64(c.Params()) * 34 / 32
-	kvCache = 4 * 2 * layers * b * kv * ctx
-	acts := 4 * b * (layers*(9*d+3*kv+3*ff) + 2*d + vocab + 1 + kv)
-	if ubatch > 1 { // one token per sequence runs in the decode step's buffers
+	layers, vocab := float64(c.Layers), float64(c.Vocab)
+	weights := float64(c.weightBytes()) + 4*vocab*d
+	kvCache = 4 * 2 * layers * b * kv * float64(c.kvCapacity(positions, kvMinCap))
+	acts := 4 * b * (layers*(9*d+3*kv+3*ff) + 2*d + vocab + 3)
+	rows := 4 * b * kv // the row buffer, [batch, kv-dim]
+	// One token per sequence runs in the decode step's buffers.
+	if ubatch > 1 {
 		r := b * float64(ubatch)
 		microBatch = 4 * (r*(14*d+3*kv+3*ff) + b*d)
+		rows = 0 // grown to the micro-batch's rows, in microBatch
 	}
-	return weights + kvCache + acts + microBatch, kvCache, microBatch
+	return weights + kvCache + acts + rows + microBatch, kvCache, microBatch
 }
 
 // availableBytes is the memory the system can give without swapping
@@ -52,13 +66,15 @@ func availableBytes() (float64, bool) {
 	return 0, false
 }
 
-// checkMemory refuses a model and batch, prefilled in micro-batches of
-// ubatch tokens per sequence, that need more than avail bytes (when
-// known): allocating them ends in the runtime's "out of memory", which no
-// program can catch, or in a backend's refusal after the weights are made
-// (TestMicroBatchMemoryChecked).
-func checkMemory(c ModelConfig, batch, ubatch int, avail float64, known bool) error {
-	need, kv, mb := c.Bytes(batch, ubatch)
+// checkMemory refuses a model and batch whose requests fill at most
+// prompt + tokens - 1 positions, prefilled in micro-batches of ubatch
+// tokens per sequence, that need more than avail bytes (when known):
+// allocating them ends in the runtime's "out of memory", which no program
+// can catch, or in a backend's refusal after the weights are made
+// (TestMicroBatchMemoryChecked, TestShortRunHugeContext).
+func checkMemory(c ModelConfig, batch, ubatch, prompt, tokens int, avail float64, known bool) error {
+	positions := prompt + tokens - 1
+	need, kv, mb := c.Bytes(batch, ubatch, positions)
 	if !known || need <= avail {
 		return nil
 	}
@@ -66,8 +82,8 @@ func checkMemory(c ModelConfig, batch, ubatch int, avail float64, known bool) er
 	if mb > 0 {
 		acts = fmt.Sprintf("; activations %s for a prompt micro-batch of %d tokens per sequence, the least of -ubatch and -prompt", gib(mb), ubatch)
 	}
-	return fmt.Errorf("infer: -batch %d with this model needs at least %s (KV cache %s for -ctx %d%s), more than the %s available; lower -batch, -ubatch, -ctx or the model's size",
-		batch, gib(need), gib(kv), c.Ctx, acts, gib(avail))
+	return fmt.Errorf("infer: -batch %d with this model needs at least %s (KV cache %s, %d positions a sequence for -prompt %d and -tokens %d within -ctx %d%s), more than the %s available; lower -batch, -prompt or -tokens, -ctx, -ubatch or the model's size",
+		batch, gib(need), gib(kv), c.kvCapacity(positions, kvMinCap), prompt, tokens, c.Ctx, acts, gib(avail))
 }
 
 func gib(b float64) string { return strconv.FormatFloat(b/(1<<30), 'f', 1, 64) + " GiB" }

@@ -377,7 +377,7 @@ func (bt *Batch) Reserve(n int) error {
 	if bt.pos > 0 {
 		return bt.reserve(n)
 	}
-	return bt.resize(bt.capacityFor(n, kvMinCap))
+	return bt.resize(bt.m.cfg.kvCapacity(n, kvMinCap))
 }
 
 // reserve makes the KV caches hold at least n positions (n ≤ Ctx),
@@ -389,17 +389,18 @@ func (bt *Batch) reserve(n int) error {
 	if n <= bt.kvCap {
 		return nil
 	}
-	return bt.resize(bt.capacityFor(n, bt.kvCap))
+	return bt.resize(bt.m.cfg.kvCapacity(n, bt.kvCap))
 }
 
-// capacityFor returns from doubled until it holds n positions, at most
-// Ctx (and at least 1).
-func (bt *Batch) capacityFor(n, from int) int {
+// kvCapacity returns from doubled until it holds n positions, at most
+// Ctx (and at least 1): the KV capacity that Batch.Reserve and
+// ModelConfig.Bytes both take.
+func (c ModelConfig) kvCapacity(n, from int) int {
 	capacity := max(1, from)
 	for capacity < n {
 		capacity *= 2
 	}
-	return min(capacity, bt.m.cfg.Ctx)
+	return min(capacity, c.Ctx)
 }
 
 // resize replaces every KV cache by one of capacity positions holding the

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -151,8 +150,8 @@ func openPath(o *options, path, name string, ropts trace.ReaderOptions, prog *pr
 		// spooled and told as a file is (a Chrome trace's key may follow
 		// megabytes) (TestChromeOnPipe).
 		var head bytes.Buffer
-		br := bufio.NewReader(io.TeeReader(r, &head))
-		isTrace := namesTraceFormat(gunzipped(br))
+		rb, err := input.Gunzip(io.TeeReader(r, &head))
+		isTrace := err != nil || namesTraceFormat(rb) // a bad gzip header: the trace reader reports it
 		r = io.MultiReader(&head, r)
 		if !isTrace {
 			tmp, rm, err := spoolFile(r, name)
@@ -214,8 +213,8 @@ func sniff(path string) (string, error) {
 		return "", fmt.Errorf("replay: %w", err)
 	}
 	defer f.Close()
-	rb := gunzipped(bufio.NewReader(f))
-	if namesTraceFormat(rb) {
+	rb, err := input.Gunzip(f)
+	if err != nil || namesTraceFormat(rb) { // a bad gzip header: the trace reader reports it
 		return "jsonl", nil
 	}
 	if hasTopKey(rb, "traceEvents") {
@@ -224,31 +223,11 @@ func sniff(path string) (string, error) {
 	return "jsonl", nil
 }
 
-// gunzipped returns what br holds, through gzip when it starts with
-// gzip's magic bytes and past a byte-order mark, buffered to be peeked;
-// nil for a bad gzip header.
-func gunzipped(br *bufio.Reader) *bufio.Reader {
-	var r io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil
-		}
-		r = gz
-	}
-	rb := bufio.NewReaderSize(r, 64<<10)
-	input.SkipBOM(rb)
-	return rb
-}
-
 // namesTraceFormat reports whether rb's first line, within its first
-// 64 KiB, names the adaptsched trace format (peeked, not read); a nil rb
-// (a bad gzip header) is read as one, whose reader reports the gzip error.
+// input.PeekSize bytes, names the adaptsched trace format (peeked, not
+// read).
 func namesTraceFormat(rb *bufio.Reader) bool {
-	if rb == nil {
-		return true
-	}
-	first, _ := rb.Peek(64 << 10)
+	first, _ := rb.Peek(input.PeekSize)
 	first, _, _ = bytes.Cut(first, []byte("\n"))
 	return bytes.Contains(first, []byte(`"`+trace.TraceFormat+`"`))
 }

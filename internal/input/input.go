@@ -1,6 +1,7 @@
 // Package input holds what every reader of a user's file shares: it reads
-// regular files only, and it quotes a bad field in an error at a bounded
-// length.
+// regular files only, it reads a file gzipped or not and past a
+// byte-order mark alike, and it quotes a bad field in an error at a
+// bounded length.
 //
 // # Usage
 //
@@ -9,14 +10,20 @@
 //	if err := input.Regular(path, st.Mode()); err != nil {
 //		return err // "p is a pipe, not a regular file: pass it on stdin instead (- < p)"
 //	}
+//	text, err := input.Gunzip(f)
+//	if err != nil {
+//		return fmt.Errorf("%s: gzip: %w", name, err)
+//	}
 //	return fmt.Errorf("%s:%d: unknown op %s", name, line, input.Quote(op))
 package input
 
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strconv"
 	"unicode/utf8"
@@ -89,4 +96,26 @@ func SkipBOM(br *bufio.Reader) {
 	if b, _ := br.Peek(len(BOM)); string(b) == BOM {
 		br.Discard(len(BOM))
 	}
+}
+
+// PeekSize is how many bytes of a file's text Gunzip's reader lets its
+// caller peek: enough for a trace's first line, which tells its format.
+const PeekSize = 64 << 10
+
+// Gunzip returns the text of r: decompressed when r starts with gzip's
+// magic bytes, past a BOM (SkipBOM), buffered so that its first PeekSize
+// bytes can be peeked. It reads r forward only, so r may be a pipe. A
+// gzip header it cannot read is gzip's error, for the caller to name the
+// file in (TestGunzip).
+func Gunzip(r io.Reader) (*bufio.Reader, error) {
+	br := bufio.NewReaderSize(r, PeekSize)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, err
+		}
+		br = bufio.NewReaderSize(gz, PeekSize)
+	}
+	SkipBOM(br)
+	return br, nil
 }

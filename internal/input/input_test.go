@@ -2,6 +2,8 @@ package input
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"io/fs"
@@ -52,5 +54,35 @@ func TestBOM(t *testing.T) {
 	SkipBOM(br)
 	if rest, _ := io.ReadAll(br); string(rest) != "\xef\xbb{}" {
 		t.Errorf("SkipBOM of a partial mark left %q", rest)
+	}
+}
+
+// TestGunzip: plain and gzipped text, each with and without a BOM, reads
+// as the text without it, and its first PeekSize bytes can be peeked; a
+// gzip header cut short or bad is gzip's error.
+func TestGunzip(t *testing.T) {
+	text := strings.Repeat("line\n", PeekSize/5+1)
+	for _, bom := range []string{"", BOM} {
+		var gz bytes.Buffer
+		z := gzip.NewWriter(&gz)
+		z.Write([]byte(bom + text))
+		z.Close()
+		for name, data := range map[string][]byte{"plain": []byte(bom + text), "gzip": gz.Bytes()} {
+			rb, err := Gunzip(bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("%s, BOM %q: %v", name, bom, err)
+			}
+			if head, err := rb.Peek(PeekSize); err != nil || string(head) != text[:PeekSize] {
+				t.Errorf("%s, BOM %q: peeked %d bytes (%v), want the text's first %d", name, bom, len(head), err, PeekSize)
+			}
+			if all, _ := io.ReadAll(rb); string(all) != text {
+				t.Errorf("%s, BOM %q: read %d bytes, want the text's %d", name, bom, len(all), len(text))
+			}
+		}
+	}
+	for _, bad := range []string{"\x1f\x8b", "\x1f\x8bxxxxxxxxxxxx"} {
+		if _, err := Gunzip(strings.NewReader(bad)); !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, gzip.ErrHeader) {
+			t.Errorf("%q: %v, want gzip's error", bad, err)
+		}
 	}
 }
