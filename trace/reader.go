@@ -33,7 +33,6 @@ type Reader struct {
 	name    string
 	opts    ReaderOptions
 	br      *bufio.Reader
-	gz      *gzip.Reader
 	line    int
 	long    []byte
 	header  Header
@@ -59,7 +58,6 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: gzip: %w", ErrTrace, name, err)
 		}
-		rd.gz = gz
 		rd.br = bufio.NewReaderSize(gz, 64<<10)
 	}
 	line, err := rd.readLine()
