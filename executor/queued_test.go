@@ -815,6 +815,69 @@ func (q *lostOnRead) ReadAsync(dst []byte, src backends.Buffer, after []backends
 	return q.fakeQueuer.ReadAsync(dst, src, after)
 }
 
+// TestLostInputFailsCPUOp: an op queued on a simulated CPU after the
+// read of a GPU's output fails, without running, when the GPU is lost
+// before the read ends (DESIGN.md § Queued execution, Failure: queues fail
+// work whose dependencies failed). Recovery runs it again on the CPU with
+// the GPU's ops; the CPU is not blamed (no failure, healthy), and only the
+// ops that ran are counted and observed: 4, not the failed one besides.
+func TestLostInputFailsCPUOp(t *testing.T) {
+	const n = 1 << 20 // a 4 MiB read: still on the link when the loss is met
+	tl := sim.NewTimeline(sim.Async)
+	cpu, err := sim.Open("cpu2", sim.DefaultOptions().WithTimeline(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := sim.Open("h100", sim.DefaultOptions().WithTimeline(tl).WithEvents(sim.Event{At: 2, Kind: sim.DeviceLost}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, executor.Config{Placer: mulOn(1)}, cpu, gpu)
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = float32(i%7) + 1
+	}
+	x := alloc(t, e, kernels.AsBytes(xs))
+	outs := make([]backends.Buffer, 4)
+	for i := range outs {
+		outs[i], _ = e.Alloc(4 * n)
+	}
+	// y = x·x on the GPU (op 0); z = y+y on the CPU, after y's read; u = x·x
+	// on the GPU (op 1); v = x·x meets the loss at op 2.
+	for i, c := range []struct {
+		s    kernels.Spec
+		in   backends.Buffer
+		onto int
+	}{{mul, x, 1}, {add, outs[0], 0}, {mul, x, 1}, {mul, x, 0}} {
+		d, err := e.Submit(c.s, []backends.Buffer{c.in, c.in}, outs[i])
+		if err != nil || d.Backend != c.onto {
+			t.Fatalf("op %d: %v on backend %d, want %d", i, err, d.Backend, c.onto)
+		}
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*n)
+	for i, o := range outs {
+		if _, err := e.Read(got, o); err != nil {
+			t.Fatal(err)
+		}
+		want := xs[3] * xs[3]
+		if i == 1 {
+			want *= 2
+		}
+		if v := kernels.AsF32(got)[3]; v != want {
+			t.Errorf("op %d: [3] = %v, want %v", i, v, want)
+		}
+	}
+	st := e.Stats()
+	if c := st.Backends[0]; c.Failures != 0 || !c.Healthy || c.Ops != 4 || observed(e) != 4 {
+		t.Errorf("CPU: %d ops, %d observed, %d failures, healthy %v; want 4, 4, none, true", c.Ops, observed(e), c.Failures, c.Healthy)
+	}
+}
+
 // TestRecoveryMeetsLostDevice: a queued op on the GPU fails, and its
 // re-run on the CPU needs its input read back from the GPU, which by then
 // refuses to queue work with ErrDeviceLost. Recovery must finish (the

@@ -78,8 +78,9 @@ type Device struct {
 	launching  sync.Mutex // held while a gathering is placed
 	// losable is set when a DeviceLost event is scheduled: pending then
 	// keeps, in queue order, the work queued that may not have ended,
-	// which the loss fails (lose). lostErr is the loss once a call has
-	// met it, lostDone set once lose has run.
+	// which the loss fails (lose); it keeps too the work with roots,
+	// which another device's loss may fail. lostErr is the loss once a
+	// call has met it, lostDone set once lose has run.
 	losable  bool
 	pending  []*work
 	lostErr  error
@@ -296,7 +297,10 @@ func (d *Device) lost(i int64) error {
 // the next Sync, reports a *backends.DeviceError naming its op and
 // wrapping the loss; its time after the clock leaves its lane and the
 // makespan; what is gathered is never launched. Work queued afterwards
-// fails at once.
+// fails at once. The dependents of the failed work (work.dependents),
+// other devices' work that had not started, fail too, with an error of
+// their own device wrapping ErrDependency and the loss, and leave their
+// lanes likewise.
 //
 // Rule: a lost device's unfinished work fails, as backends/rocm's: once
 // a call has met the device's sticky error, the synchronisation with
@@ -316,14 +320,26 @@ func (d *Device) lose() {
 	d.pending = nil
 	d.tl.lose(d.lanes, func(hostUs float64) (gone []span) {
 		for _, w := range pending {
+			if w.gone() { // by another device's loss
+				d.failed = append(d.failed, w)
+				continue
+			}
 			placed := w.placed()
 			if placed && w.end <= hostUs {
 				continue
 			}
-			w.lost.Store(&backends.DeviceError{Backend: "sim:" + d.prof.Name, Op: w.op, Err: d.lostErr})
+			e := &backends.DeviceError{Backend: "sim:" + d.prof.Name, Op: w.op, Err: d.lostErr}
+			w.lost.Store(e)
 			d.failed = append(d.failed, w)
 			if placed {
 				gone = append(gone, span{lane: w.lane, start: w.start, end: w.end})
+			}
+			for _, x := range w.dependents {
+				if x.lost.Load() == nil { // its Wait, or its device's Sync, reports it (settled)
+					x.lost.Store(&backends.DeviceError{Backend: "sim:" + x.dev.prof.Name, Op: x.op,
+						Err: fmt.Errorf("%w: %w", ErrDependency, e)})
+					gone = append(gone, span{lane: x.lane, from: x.from, start: x.start, end: x.end})
+				}
 			}
 		}
 		return gone
@@ -335,18 +351,29 @@ func (d *Device) lose() {
 }
 
 // admit adds w, just queued, to the work a loss would fail (d.mu held),
-// after dropping the work at the head that has ended by the host's clock.
+// after settling the work at the head.
 func (d *Device) admit(w *work) {
-	if !d.losable {
+	if !d.losable && len(w.roots) == 0 {
 		return
 	}
 	now := d.tl.HostUs()
 	n := 0
-	for n < len(d.pending) && d.pending[n].placed() && d.pending[n].end <= now {
+	for n < len(d.pending) && d.settled(d.pending[n], now) {
 		n++
 	}
 	clear(d.pending[:n])
 	d.pending = append(d.pending[n:], w)
+}
+
+// settled reports whether pending work w can fail no more (d.mu held):
+// it ended by the host's clock now, or it failed by another device's
+// loss, which it adds to the failures for Sync.
+func (d *Device) settled(w *work, now float64) bool {
+	if w.gone() {
+		d.failed = append(d.failed, w)
+		return true
+	}
+	return w.placed() && w.end <= now
 }
 
 // Close implements backends.Backend.

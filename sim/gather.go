@@ -78,7 +78,7 @@ func (d *Device) gatherWork(op string, l int, afterUs, us float64) *work {
 	g := d.gather
 	if g == nil || d.lostErr != nil { // flushed meanwhile, or lost
 		d.mu.Unlock()
-		return d.enqueue(op, l, afterUs, nil, us)
+		return d.enqueue(op, l, afterUs, nil, nil, us) // a GPU: its host waited for its roots
 	}
 	d.tl.Issue(d.prof.GatherIssueUs)
 	w := &work{dev: d, tl: d.tl, op: op, lane: l, syncUs: d.prof.SyncUs, t: backends.Timing{Duration: micros(us), Clock: backends.Simulated},

@@ -26,9 +26,17 @@ type work struct {
 	syncUs     float64 // what the host pays to resume after waiting for it
 	t          backends.Timing
 	err        error                                // failed when queued
-	lost       atomic.Pointer[backends.DeviceError] // failed by its device's loss (Device.lose)
+	lost       atomic.Pointer[backends.DeviceError] // failed by its device's loss, or a root's (Device.lose)
 	reported   atomic.Bool                          // Wait returned its error, or Sync did
 	gathered   *gathered                            // a gathered op's (gather.go); nil for work placed when queued
+	// roots is the work of other devices with a DeviceLost event that the
+	// work's queue waits for, directly or through the work it follows,
+	// and that had not ended when it was placed; dependents is the work
+	// whose roots hold this work. Both are set under its Timeline's lock
+	// (Timeline.enqueueWork), which Device.lose holds while it fails the
+	// dependents of lost work. from is its lane's end before it.
+	roots, dependents []*work
+	from              float64
 }
 
 // failure returns the work's error: its failure when queued, or its
@@ -43,7 +51,8 @@ func (w *work) failure() error {
 	return nil
 }
 
-// gone reports whether the work will never end: its device was lost first.
+// gone reports whether the work will never end: its device, or that of
+// work it waits for, was lost first.
 func (w *work) gone() bool { return w.lost.Load() != nil }
 
 // Done implements backends.Event: the host's clock has reached the work's
@@ -80,11 +89,13 @@ func (w *work) Span() (startUs, endUs float64) {
 // afterUs returns when the work in after has ended: the latest end of the
 // simulated events; events of other backends are waited for (their time
 // is not the Timeline's). It returns the first failure among them: work
-// queued after failed work does not run. Work gathered on d and not yet
-// launched is followed in its lane's order: an op gathered after it
-// joins its gathering or a later one, launched after it; an op placed at
-// once waits in enqueue for a launch under way; a copy had it launched
-// first (launchFirst). Other gathered work is launched first.
+// queued after failed work does not run; and the candidates for the
+// roots of the work to queue (work.roots), which may fail it later. Work
+// gathered on d and not yet launched is followed in its lane's order: an
+// op gathered after it joins its gathering or a later one, launched after
+// it; an op placed at once waits in enqueue for a launch under way; a
+// copy had it launched first (launchFirst). Other gathered work is
+// launched first.
 //
 // Rule: a GPU's host waits for another device's work that it depends on
 // (Timeline.Wait: its end, plus that device's SyncUs where it had not
@@ -98,7 +109,14 @@ func (w *work) Span() (startUs, endUs float64) {
 // could make (TestGPUWaitsForOtherDevicesOnHost). The work a CPU's queue
 // waits for is returned in waits, in order, for Timeline.EnqueueWaiting:
 // the worker pays its resume after it (TestCPUWaitsForGPUResumes).
-func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, err error) {
+//
+// Rule: a CPU's work waiting for work that its device's loss fails
+// later fails too, without running (Timeline.enqueueWork, Device.lose).
+// Reason: backends/cpu's worker fails a task whose dependency's Wait
+// fails, as a lost GPU's does; the simulated op succeeded, the Executor
+// counted and observed it, and the CPU's queue and the host waited for
+// it (TestLostDependencyFailsCPUWork, TestLostInputFailsCPUOp).
+func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, roots []*work, err error) {
 	for _, e := range after {
 		if e == nil {
 			continue
@@ -114,13 +132,17 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 				w.tl.waitUnless(w.end, w.syncUs, w.gone) // the host waits, as rocm's awaitForeign
 			}
 			if err := w.failure(); err != nil {
-				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, err)
+				return 0, nil, nil, fmt.Errorf("%w: %w", ErrDependency, err)
 			}
 			if w.dev == d || d.prof.Kind == backends.GPU {
 				end = max(end, w.end)
 			} else { // the CPU's worker waits, as backends/cpu's
 				waits = append(waits, Waited{EndUs: w.end, SyncUs: w.syncUs})
+				if w.dev.losable {
+					roots = append(roots, w)
+				}
 			}
+			roots = append(roots, w.roots...)
 			continue
 		}
 		if v, ok := e.(backends.VirtualSpan); ok {
@@ -129,23 +151,24 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, e
 		}
 		if !e.Done() {
 			if _, err := e.Wait(); err != nil {
-				return 0, nil, fmt.Errorf("%w: %w", ErrDependency, err)
+				return 0, nil, nil, fmt.Errorf("%w: %w", ErrDependency, err)
 			}
 		}
 	}
-	return end, waits, nil
+	return end, waits, roots, nil
 }
 
 // enqueue puts us of op's work on lane l after afterUs and the work its
 // queue waits for (Timeline.EnqueueWaiting), and returns its event; on a
-// device already lost, the event of its failure.
+// device already lost, or after roots of which one is, the event of its
+// failure.
 //
 // Rule: work placed at once waits for a launch of d's gathered work under
 // way. Reason: afterUs leaves out a dependency gathered on d, which the
 // lane's order keeps before the work; a Flush on another goroutine that
 // had taken the gathering but not yet placed it let an op that found no
 // gathering take the lane first (TestGatheredDependencyUnderFlush).
-func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, us float64) *work {
+func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, roots []*work, us float64) *work {
 	d.launching.Lock()
 	defer d.launching.Unlock()
 	d.mu.Lock()
@@ -153,9 +176,11 @@ func (d *Device) enqueue(op string, l int, afterUs float64, waits []Waited, us f
 	if d.lostErr != nil {
 		return d.failedLocked(d.fail(op, d.lostErr))
 	}
-	start, end := d.tl.EnqueueWaiting(l, d.prof.IssueUs, afterUs, waits, us, d.prof.SyncUs)
-	w := &work{dev: d, tl: d.tl, op: op, lane: l, start: start, end: end, syncUs: d.prof.SyncUs,
+	w := &work{dev: d, tl: d.tl, op: op, lane: l, syncUs: d.prof.SyncUs,
 		t: backends.Timing{Duration: micros(us), Clock: backends.Simulated}}
+	if err := d.tl.enqueueWork(w, d.prof.IssueUs, afterUs, waits, roots, us); err != nil {
+		return d.failedLocked(d.fail(op, fmt.Errorf("%w: %w", ErrDependency, err)))
+	}
 	d.admit(w)
 	return w
 }
@@ -207,7 +232,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
 		return nil, d.fail(op, err)
 	}
-	ready, waits, err := d.afterUs(after)
+	ready, waits, roots, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(op, err)), nil
 	}
@@ -238,7 +263,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if gather { // a GPU: its host waited for other devices' work
 		return d.gatherWork(op, d.lanes[0], ready, us), nil
 	}
-	return d.enqueue(op, d.lanes[0], ready, waits, us), nil
+	return d.enqueue(op, d.lanes[0], ready, waits, roots, us), nil
 }
 
 // Run implements backends.Backend: RunAsync, then Wait.
@@ -267,7 +292,7 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 		return d.emptyCopy(what, after), nil
 	}
 	d.launchFirst()
-	ready, waits, err := d.afterUs(after)
+	ready, waits, roots, err := d.afterUs(after)
 	if err != nil {
 		return d.failedWork(d.fail(what, err)), nil
 	}
@@ -283,12 +308,12 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 		return d.failedWork(d.fail(what, err)), nil
 	}
 	move()
-	return d.enqueue(what, d.copyLane(), ready, waits, us), nil
+	return d.enqueue(what, d.copyLane(), ready, waits, roots, us), nil
 }
 
 // emptyCopy is copyAsync's copy of no bytes on a GPU: an event done now.
 func (d *Device) emptyCopy(what string, after []backends.Event) *work {
-	if _, _, err := d.afterUs(after); err != nil {
+	if _, _, _, err := d.afterUs(after); err != nil {
 		return d.failedWork(d.fail(what, err))
 	}
 	d.mu.Lock()
@@ -354,6 +379,14 @@ func (d *Device) Sync() error {
 	d.launchFirst()
 	d.tl.WaitLanes(d.prof.SyncUs, d.lanes...)
 	d.mu.Lock()
+	now, kept := d.tl.HostUs(), d.pending[:0]
+	for _, w := range d.pending {
+		if !d.settled(w, now) {
+			kept = append(kept, w)
+		}
+	}
+	clear(d.pending[len(kept):])
+	d.pending = kept
 	failed := d.failed
 	d.failed = nil
 	d.mu.Unlock()

@@ -188,6 +188,97 @@ func TestLostDeviceFailsQueuedWork(t *testing.T) {
 	}
 }
 
+// TestLostDependencyFailsCPUWork: a CPU's op queued after a GPU's work,
+// directly or through another CPU op, fails when that work is lost
+// before it ends, though the loss comes after the op was queued: its
+// Wait, or else the CPU's Sync once, returns a *backends.DeviceError of
+// the CPU naming its op and wrapping ErrDependency and the GPU's loss,
+// as backends/cpu's worker fails a task whose dependency's Wait failed.
+// The op never ran: Done without the host waiting, no Timing, no busy
+// time, and its place on the CPU's queue is free again for the work
+// queued next. CPU work that does not depend on the lost work runs.
+func TestLostDependencyFailsCPUWork(t *testing.T) {
+	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{2048, 2048}, {2048, 2048}}}
+	short := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1 << 16}, {1 << 16}}}
+	tl := NewTimeline(Async)
+	cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
+		WithEvents(Event{At: 1, Kind: DeviceLost}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := gpu.Alloc(long.InBytes(0))
+	cb, _ := cpu.Alloc(short.InBytes(0))
+	run := func(d *Device, s kernels.Spec, b backends.Buffer, after ...backends.Event) backends.Event {
+		t.Helper()
+		ev, err := d.RunAsync(s, []backends.Buffer{b, b}, b, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	free := run(cpu, short, cb) // depends on nothing
+	if _, err := free.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	busy := tl.Stats().Lanes[0].BusyUs
+	g := run(gpu, long, gb)         // GPU op 0, ends long after the loss
+	after := run(cpu, short, cb, g) // waits for g on the CPU's queue
+	chained := run(cpu, short, cb, after)
+	_, gEnd := g.(backends.VirtualSpan).Span()
+	startAfter, _ := after.(backends.VirtualSpan).Span()
+	if _, err := run(gpu, long, gb).Wait(); !errors.Is(err, backends.ErrDeviceLost) { // GPU op 1 meets the loss
+		t.Fatalf("GPU op 1: %v, want the loss", err)
+	}
+	lostUs := tl.HostUs()
+	if lostUs >= gEnd {
+		t.Fatalf("the loss at %.1f µs is after the GPU op's end %.1f: not the case this test is for", lostUs, gEnd)
+	}
+	depErr := func(err error) bool {
+		var de *backends.DeviceError
+		return errors.Is(err, backends.ErrDeviceLost) && errors.Is(err, ErrDependency) &&
+			errors.As(err, &de) && de.Backend == "sim:cpu2" && de.Op == "Add"
+	}
+	for i, ev := range []backends.Event{after, chained} {
+		if !ev.Done() {
+			t.Errorf("CPU op %d after the lost GPU op is not Done", i)
+		}
+	}
+	if tm, err := after.Wait(); !depErr(err) || tm != (backends.Timing{}) {
+		t.Errorf("CPU op after the lost GPU op: %v, %v; want no Timing and a DeviceError of sim:cpu2's Add wrapping ErrDependency and ErrDeviceLost", tm, err)
+	}
+	if h := tl.HostUs(); h != lostUs {
+		t.Errorf("host at %.1f µs after waiting for the failed CPU op, want %.1f (the loss): it never ran", h, lostUs)
+	}
+	if err := cpu.Sync(); !depErr(err) {
+		t.Errorf("CPU Sync: %v, want the chained op's dependency error", err)
+	}
+	if err := cpu.Sync(); err != nil {
+		t.Errorf("second CPU Sync: %v, want nil (reported once)", err)
+	}
+	if err := gpu.Sync(); !errors.Is(err, backends.ErrDeviceLost) {
+		t.Errorf("GPU Sync: %v, want the GPU op's loss", err)
+	}
+	s := tl.Stats()
+	if s.HostUs != lostUs || s.MakespanUs != lostUs {
+		t.Errorf("after both Syncs host at %.1f µs, makespan %.1f; want both at the loss, %.1f (the CPU op would have started at %.1f)",
+			s.HostUs, s.MakespanUs, lostUs, startAfter)
+	}
+	if l := s.Lanes[0]; math.Abs(l.BusyUs-busy) > 1e-9 {
+		t.Errorf("lane %s busy %.1f µs, want %.1f: the failed ops never ran", l.Name, l.BusyUs, busy)
+	}
+	next := run(cpu, short, cb)
+	if start, _ := next.(backends.VirtualSpan).Span(); start != tl.HostUs() {
+		t.Errorf("the next CPU op starts at %.1f µs, the host having issued it at %.1f: want then, not behind the failed ops", start, tl.HostUs())
+	}
+	if _, err := next.Wait(); err != nil {
+		t.Errorf("the next CPU op: %v", err)
+	}
+}
+
 // TestGatheredDependencyUnderFlush: work queued after a gathered op of
 // its own device starts after that op ends while another goroutine
 // flushes the gathering, a copy (on the link) and an op (on the compute

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -122,6 +124,34 @@ type Waited struct{ EndUs, SyncUs float64 }
 func (t *Timeline) EnqueueWaiting(l int, issueUs, afterUs float64, waits []Waited, durUs, syncUs float64) (start, end float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.enqueueLocked(l, issueUs, afterUs, waits, durUs, syncUs)
+}
+
+// enqueueWork places w on its lane as EnqueueWaiting does, unless one of
+// roots (work.roots) is lost: it then returns that loss and places
+// nothing. w becomes a dependent of each root that has not ended by the
+// host's clock, which a loss met later fails with it (Device.lose).
+func (t *Timeline) enqueueWork(w *work, issueUs, afterUs float64, waits []Waited, roots []*work, durUs float64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range roots {
+		if e := r.lost.Load(); e != nil {
+			return e
+		}
+	}
+	w.from = t.lanes[w.lane].free
+	w.start, w.end = t.enqueueLocked(w.lane, issueUs, afterUs, waits, durUs, w.syncUs)
+	for _, r := range roots {
+		if r.end > t.host && !slices.Contains(w.roots, r) {
+			w.roots = append(w.roots, r)
+			r.dependents = append(r.dependents, w)
+		}
+	}
+	return nil
+}
+
+// enqueueLocked is EnqueueWaiting with t.mu held.
+func (t *Timeline) enqueueLocked(l int, issueUs, afterUs float64, waits []Waited, durUs, syncUs float64) (start, end float64) {
 	ln := &t.lanes[l]
 	if t.model == Serial {
 		start = max(t.host, afterUs)
@@ -186,25 +216,36 @@ func (t *Timeline) waitUnless(endUs, syncUs float64, gone func() bool) {
 	}
 }
 
-// span is work placed on a lane.
+// span is work placed on a lane; from is the lane's end before it.
 type span struct {
-	lane       int
-	start, end float64
+	lane             int
+	from, start, end float64
 }
 
 // lose ends lanes ls, those of a device lost now, at the host's clock: f
 // runs under the lock (nothing moves the clock meanwhile) with the clock,
-// and returns the work of those lanes that had not ended by then; the
-// time each ran after the clock leaves its lane's busy time, and the
-// lanes and the makespan end at the clock or before.
+// and returns the work of those lanes that had not ended by then, and
+// the work of other lanes that waited for it; the time each ran after
+// the clock leaves its lane's busy time, the lanes ls end at the clock
+// or before, another lane whose last work is gone ends where it did
+// before that work, and the makespan ends with the latest lane.
 func (t *Timeline) lose(ls []int, f func(hostUs float64) []span) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, s := range f(t.host) {
+	gone := f(t.host)
+	for _, s := range gone {
 		t.lanes[s.lane].busy -= s.end - max(s.start, t.host)
 	}
 	for _, l := range ls {
 		t.lanes[l].free = min(t.lanes[l].free, t.host)
+	}
+	// Latest first: a lane's ends grow in its order. The lanes ls, at the
+	// clock now, end before any gone work.
+	slices.SortFunc(gone, func(a, b span) int { return cmp.Compare(b.end, a.end) })
+	for _, s := range gone {
+		if ln := &t.lanes[s.lane]; ln.free == s.end {
+			ln.free = s.from
+		}
 	}
 	t.end = t.host // the latest of the host's clock and every lane's end
 	for _, ln := range t.lanes {
