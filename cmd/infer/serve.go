@@ -253,7 +253,9 @@ func serveRequest(bt *Batch, o options, r *rand.Rand, req int, dec *decoder, std
 	}
 	cur, err := prefill(fed, o.ubatch, dec.forward)
 	if err != nil {
-		return err
+		if cur, err = rec.recover(bt, err, fed, o.ubatch, dec.forward); err != nil {
+			return err
+		}
 	}
 	var next *decodeStep // issued before cur's step was read
 	for k := 0; ; k++ {
@@ -350,9 +352,12 @@ type recovery struct {
 // machine does not have many.
 const maxRestarts = 4
 
-// recover handles the error err of a decode step: when it is a tensor
-// lost with its device, it gives bt new caches and prefills fed again,
-// returning the step's next tokens; otherwise it returns err.
+// recover handles the error err of a prompt's or a decode step: when it
+// is a tensor lost with its device, it gives bt new caches and prefills
+// fed again, returning the step's next tokens; otherwise it returns err.
+// Rule: a prompt's micro-batches recover as a decode step does. Reason:
+// a GPU lost while the prompt ran ended the run, its tensors having no
+// lineage (TestGPULostInPrompt).
 func (rc *recovery) recover(bt *Batch, err error, fed [][]int, ubatch int,
 	forward func(seqs [][]int, generated bool) ([]int, error)) ([]int, error) {
 	if !errors.Is(err, executor.ErrTensorLost) || rc.restarts >= maxRestarts {
