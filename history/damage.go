@@ -162,6 +162,11 @@ func trialOpen(opts Options, orphans []string) error {
 	if err == nil {
 		return db.Close()
 	}
+	var fe *foreignStoreError
+	if errors.As(err, &fe) {
+		fe.Dir = opts.Dir // the copy's directory is the trial's
+		return fe
+	}
 	var de *DamagedError
 	if !errors.As(err, &de) {
 		return fmt.Errorf("history: check %s: %w", opts.Dir, err)

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -103,7 +104,8 @@ type Stats struct {
 
 // Open opens (creating it, mode 0700) the store that opts describe and
 // reads its records. A directory that another process holds fails at once
-// with ErrLocked. Stored values that do not decode are skipped, counted in
+// with ErrLocked; one of other files, or another program's Badger store,
+// with ErrNotStore. Stored values that do not decode are skipped, counted in
 // Stats.Skipped and logged. Records of another hardware fingerprint are
 // kept on disk and offered by Load, weakened by opts.PriorWeight, for the
 // keys the current fingerprint has not learned yet; a log line says so.
@@ -330,16 +332,39 @@ func (db *DB) load() error {
 			}
 		}
 		// Keys outside both prefixes belong to no schema this build knows
-		// ("r/2/..." records were counted above).
+		// ("r/2/..." records were counted above). A store with keys and
+		// none of them ours is another program's: refused before a word
+		// is logged or a byte written (TestOtherProgramsStore).
+		var ours bool
+		var first []byte // the first key not ours
+		var unknown [][]byte
 		for it.Rewind(); it.Valid(); it.Next() {
 			db.keys++
-			if key := it.Item().Key(); len(key) < 2 || (key[0] != 'r' && key[0] != 'm') || key[1] != '/' {
-				db.stats.Skipped++
-				db.log.Warn().Str("key", fmt.Sprintf("%q", key)).Msg("history: skipped a key of unknown schema")
+			key := it.Item().Key()
+			if bytes.HasPrefix(key, []byte("r/")) || bytes.HasPrefix(key, []byte(metaPrefix)) {
+				ours = true
+				continue
 			}
+			if first == nil {
+				first = it.Item().KeyCopy(nil)
+			}
+			if len(key) < 2 || (key[0] != 'r' && key[0] != 'm') || key[1] != '/' {
+				unknown = append(unknown, it.Item().KeyCopy(nil))
+			}
+		}
+		if !ours && db.keys > 0 {
+			return &foreignStoreError{Dir: db.opts.Dir, Keys: db.keys, Key: string(first)}
+		}
+		for _, key := range unknown {
+			db.stats.Skipped++
+			db.log.Warn().Str("key", fmt.Sprintf("%q", key)).Msg("history: skipped a key of unknown schema")
 		}
 		return nil
 	})
+	var fe *foreignStoreError
+	if errors.As(err, &fe) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("history: read store: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+
+	"github.com/adaptsched/adaptsched/internal/input"
 )
 
 // ErrUnwritable marks a store that could not be written: its disk full,
@@ -131,8 +133,9 @@ func (f *faults) get() *FaultError {
 // FaultError, while the disk still has this much (TestDiskFull).
 func spaceReserve(o Options) uint64 { return 2*uint64(o.MemTableSize) + 1<<20 }
 
-// ErrNotStore marks a directory that holds files but no store: Open
-// refuses to fill it with Badger's files.
+// ErrNotStore marks a directory that holds files but no store, or the
+// Badger store of another program (keys, and none of this package's):
+// Open refuses to write into it.
 var ErrNotStore = errors.New("history: not a store directory")
 
 // checkIsStore returns an error wrapping ErrNotStore when dir holds
@@ -156,3 +159,18 @@ func checkIsStore(dir string) error {
 	return fmt.Errorf("%w: %s holds %d entries (%s…) and no store files: give a new or empty directory for -db",
 		ErrNotStore, dir, len(ents), strings.Join(names, ", "))
 }
+
+// foreignStoreError is Open's error for a Badger store that holds keys
+// and none of this package's: another program's. It wraps ErrNotStore.
+type foreignStoreError struct {
+	Dir  string
+	Keys int
+	Key  string // one of its keys
+}
+
+func (e *foreignStoreError) Error() string {
+	return fmt.Sprintf("%v: %s is a Badger store of another program (%d keys, none of adaptsched's, such as %s): "+
+		"nothing was written to it; give a new or empty directory for -db", ErrNotStore, e.Dir, e.Keys, input.Quote(e.Key))
+}
+
+func (e *foreignStoreError) Unwrap() error { return ErrNotStore }

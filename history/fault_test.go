@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/learned"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // childEnv names the test that a re-executed test binary is to run as a
@@ -329,6 +330,50 @@ func TestNotAStore(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("%d entries after the refusal", len(ents))
+	}
+}
+
+// TestOtherProgramsStore: a Badger store that holds keys and none of
+// this package's (another program's) is refused with ErrNotStore naming
+// the directory and one of its keys, even with WithMoveDamaged, and not a
+// byte of it changes: opening it would add a key, a table and a state
+// file to another program's data.
+func TestOtherProgramsStore(t *testing.T) {
+	dir := t.TempDir()
+	bdb, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(txn *badger.Txn) error {
+		if err := txn.Set([]byte("user/1"), []byte("alice")); err != nil {
+			return err
+		}
+		return txn.Set([]byte("user/2"), []byte("bob"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := contents(t, dir)
+	o, log := testOpts(t, dir)
+	for _, move := range []bool{false, true} {
+		db, err := Open(o.WithMoveDamaged(move))
+		if err == nil {
+			db.Close()
+			t.Fatalf("move %v: Open of another program's store succeeded", move)
+		}
+		for _, s := range []string{dir, "another program", `"user/1"`} {
+			if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), s) {
+				t.Errorf("move %v: Open: %v, want ErrNotStore saying %q", move, err, s)
+			}
+		}
+	}
+	if after := contents(t, dir); !mapsEqual(before, after) {
+		t.Errorf("Open wrote to another program's store:\nbefore %v\n after %v", before, after)
+	}
+	if log.String() != "" {
+		t.Errorf("log before the refusal: %s", log)
 	}
 }
 
