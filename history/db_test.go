@@ -243,10 +243,37 @@ func TestOptionsValidate(t *testing.T) {
 		"weight NaN":  base.WithPriorWeight(math.NaN()),
 		"fingerprint": base.WithFingerprint(hardware.Fingerprint{}),
 		"memtable":    base.WithMemTableSize(4096),
+		"memtable 4M": base.WithMemTableSize(4 << 20),
 	} {
 		if _, err := Open(o); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%s: %v, want ErrInvalidOptions", name, err)
 		}
+	}
+}
+
+// The smallest memtable validate takes opens a store: Badger refuses a
+// memtable whose largest batch (15% of it) cannot hold its 1 MiB value
+// threshold, and that refusal read as damage, so WithMoveDamaged moved a
+// sound store aside.
+func TestSmallestMemTable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	k := learned.Key{Backend: "cpu", Bucket: "a"}
+	db.PutWithPrior(k, prior0, grown(1))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(o.WithMemTableSize(minMemTableSize).WithMoveDamaged(true))
+	if err != nil {
+		t.Fatalf("Open with a %d-byte memtable: %v", minMemTableSize, err)
+	}
+	defer db.Close()
+	if got := byKey(db.Records())[k]; got.Posterior != grown(1) {
+		t.Errorf("record %+v", got)
+	}
+	if moved, _ := filepath.Glob(dir + ".damaged-*"); len(moved) != 0 {
+		t.Errorf("a sound store moved aside: %v", moved)
 	}
 }
 

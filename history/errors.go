@@ -7,7 +7,7 @@ import "errors"
 var (
 	// ErrInvalidOptions marks an Options value that Open rejects (a
 	// missing directory, a prior weight outside [0, 1], a memtable under
-	// 1 MiB, an empty fingerprint or one containing '/').
+	// 8 MiB, an empty fingerprint or one containing '/').
 	ErrInvalidOptions = errors.New("history: invalid options")
 	// ErrLocked marks a store directory that another process (or another
 	// DB in this one) holds open: Badger's directory lock.

@@ -262,9 +262,9 @@ func TestDiskFull(t *testing.T) {
 }
 
 // diskFullMemTable is the memtable of TestDiskFull's store (the least
-// Badger takes with its value threshold), which makes spaceReserve 17 MiB
-// of the tmpfs's 40.
-const diskFullMemTable = 8 << 20
+// WithMemTableSize takes), which makes spaceReserve 17 MiB of the tmpfs's
+// 40.
+const diskFullMemTable = minMemTableSize
 
 // diskFullKeys are the records TestDiskFull's child flushes before it
 // fills the disk.

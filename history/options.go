@@ -49,7 +49,11 @@ func DefaultOptions(dir string) Options {
 const DefaultMemTableSize = 64 << 20
 
 // minMemTableSize is the smallest memtable WithMemTableSize accepts.
-const minMemTableSize = 1 << 20
+// Rule: 8 MiB, the round figure above the ~6.7 MiB Badger needs. Reason:
+// Badger refuses to open with a memtable whose largest batch (15% of it)
+// cannot hold its 1 MiB value threshold, and Open would report that
+// refusal as damage (TestSmallestMemTable).
+const minMemTableSize = 8 << 20
 
 // WithInMemory keeps the store in memory only (nothing touches the disk;
 // Dir is ignored). For tests only. Default false.
@@ -75,7 +79,7 @@ func (o Options) WithPriorWeight(w float64) Options { o.PriorWeight = w; return 
 // lose the last flushes; the store is never corrupted either way.
 func (o Options) WithSyncWrites(b bool) Options { o.SyncWrites = b; return o }
 
-// WithMemTableSize sets the bytes of Badger's memtable (at least 1 MiB).
+// WithMemTableSize sets the bytes of Badger's memtable (at least 8 MiB).
 // Default DefaultMemTableSize; a smaller one saves memory where few
 // records change between flushes.
 func (o Options) WithMemTableSize(n int64) Options { o.MemTableSize = n; return o }
