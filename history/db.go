@@ -92,7 +92,7 @@ type Stats struct {
 	Records  int    // records of the current fingerprint (in memory)
 	Old      int    // records of other fingerprints offered by Load as weakened priors
 	Skipped  int    // stored values skipped at Open: undecodable, unknown version, bad key
-	Rejected int    // Puts and Changes refused: a non-finite or non-positive posterior or prior, or after Close
+	Rejected int    // Puts and Changes refused: a non-finite or non-positive posterior or prior, a key too long, or after Close
 	Flushes  int    // successful flushes that wrote at least one record
 	Failed   int    // flushes that failed (their records stay dirty and are retried)
 	Pending  int    // records waiting for the next flush

@@ -277,6 +277,42 @@ func TestSmallestMemTable(t *testing.T) {
 	}
 }
 
+// A key longer than Badger takes (maxKeySize) failed every flush, and
+// with it every other record's: Put, Write and Import refuse it, and the
+// store goes on writing the others. The longest key Badger takes is kept.
+func TestLongKey(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	good := learned.Key{Backend: "cpu", Bucket: "good"}
+	longest := learned.Key{Backend: "cpu"}
+	longest.Bucket = strings.Repeat("x", maxKeySize-len(appendKey(nil, testFP.Hash, longest)))
+	tooLong := learned.Key{Backend: "cpu", Bucket: longest.Bucket + "x"}
+	db.PutWithPrior(good, prior0, grown(1))
+	db.PutWithPrior(longest, prior0, grown(2))
+	db.PutWithPrior(tooLong, prior0, grown(3))
+	if err := db.Write([]learned.Change{{Key: tooLong, Prior: prior0, Posterior: grown(3), N: 1}}); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	snap := `{"format":"adaptsched-posteriors","version":1,"fingerprint":"` + testFP.Hash +
+		`","records":[{"backend":"cpu","bucket":"` + tooLong.Bucket + `","posterior":{"mu":1,"kappa":1,"alpha":1,"beta":1},"n":1}]}`
+	if _, err := db.Import(strings.NewReader(snap), ImportMerge); !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "record 0") {
+		t.Errorf("Import: %v, want ErrSnapshot naming record 0", err)
+	}
+	if s := db.Stats(); s.Rejected != 2 {
+		t.Errorf("stats %+v, want 2 rejected", s)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	db = mustOpen(t, o)
+	defer db.Close()
+	got := byKey(db.Records())
+	if len(got) != 2 || got[good].Posterior != grown(1) || got[longest].Posterior != grown(2) {
+		t.Errorf("%d records after reopening, want the 2 that Badger takes", len(got))
+	}
+}
+
 // A second opener gets a clear error at once, never a hang.
 func TestSecondOpen(t *testing.T) {
 	dir := t.TempDir()

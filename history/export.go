@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/adaptsched/adaptsched/bandit"
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/learned"
 )
 
@@ -156,6 +157,10 @@ func (db *DB) Import(r io.Reader, mode ImportMode) (ImportStats, error) {
 			return st, fmt.Errorf("%w: records %d and %d are both %s %s", ErrSnapshot, j, i, sr.Backend, sr.Bucket)
 		}
 		seen[r.Key] = i
+		if n := keySize(db.fp, r.Key); n > maxKeySize {
+			return st, fmt.Errorf("%w: record %d (%s %s): its key is %d bytes, Badger takes at most %d",
+				ErrSnapshot, i, input.Quote(sr.Backend), input.Quote(sr.Bucket), n, maxKeySize)
+		}
 		if sr.Prior != nil {
 			r.Prior = bandit.NormalGamma(*sr.Prior)
 			if !validNG(r.Prior) {

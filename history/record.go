@@ -39,6 +39,11 @@ const (
 	keySchema = "r/1/"
 )
 
+// maxKeySize is the most bytes of a key that Badger takes: it refuses a
+// longer one at Set, failing the whole batch and so every flush after
+// (TestLongKey).
+const maxKeySize = 65000
+
 func appendKey(b []byte, fp string, k learned.Key) []byte {
 	b = append(b, keySchema...)
 	b = append(b, fp...)
@@ -46,6 +51,17 @@ func appendKey(b []byte, fp string, k learned.Key) []byte {
 	b = binary.AppendUvarint(b, uint64(len(k.Backend)))
 	b = append(b, k.Backend...)
 	return append(b, k.Bucket...)
+}
+
+// keySize returns len(appendKey(nil, fp, k)) without building the key.
+func keySize(fp string, k learned.Key) int {
+	n := len(keySchema) + len(fp) + 1 + len(k.Backend) + len(k.Bucket)
+	for v := uint64(len(k.Backend)); ; v >>= 7 {
+		n++ // the backend's uvarint length, 7 bits a byte
+		if v < 0x80 {
+			return n
+		}
+	}
 }
 
 // parseKey splits a record key into fingerprint and key.

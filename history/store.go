@@ -10,8 +10,8 @@ import (
 // Write keeps a Scheduler's changes and writes every pending record in
 // one batch (Flush): each change replaces its key's posterior and prior
 // and adds its N to the record's count. A change whose posterior or
-// prior is not finite and positive is refused and counted
-// (Stats.Rejected). When the write fails the records stay pending, and
+// prior is not finite and positive, or whose key is longer than Badger
+// takes, is refused and counted (Stats.Rejected). When the write fails the records stay pending, and
 // the next Write or Flush retries them: nothing is lost while the DB is
 // open. After Close it keeps nothing and returns ErrClosed.
 func (db *DB) Write(changes []learned.Change) error {
@@ -23,7 +23,7 @@ func (db *DB) Write(changes []learned.Change) error {
 	}
 	for i := range changes {
 		c := &changes[i]
-		if !validNG(c.Posterior) || !validNG(c.Prior) {
+		if !validNG(c.Posterior) || !validNG(c.Prior) || keySize(db.fp, c.Key) > maxKeySize {
 			db.stats.Rejected++
 			continue
 		}
@@ -40,8 +40,8 @@ func (db *DB) Write(changes []learned.Change) error {
 // write records themselves (a Scheduler's changes reach the store through
 // Write). It never does I/O: the record waits in memory for the next
 // Write, Flush or Close. The record keeps the prior last given for k by
-// PutWithPrior. A non-finite or non-positive posterior is refused and
-// counted (Stats.Rejected).
+// PutWithPrior. A non-finite or non-positive posterior, or a key longer
+// than Badger takes, is refused and counted (Stats.Rejected).
 func (db *DB) Put(k learned.Key, p bandit.NormalGamma) { db.put(k, nil, p) }
 
 // PutWithPrior is Put, with the prior p grew from: merging snapshots
@@ -54,7 +54,7 @@ func (db *DB) PutWithPrior(k learned.Key, prior, p bandit.NormalGamma) { db.put(
 func (db *DB) put(k learned.Key, prior *bandit.NormalGamma, p bandit.NormalGamma) {
 	// Validation needs no lock: it keeps the critical section to the
 	// map lookup and the copy.
-	ok := validNG(p) && (prior == nil || validNG(*prior))
+	ok := validNG(p) && (prior == nil || validNG(*prior)) && keySize(db.fp, k) <= maxKeySize
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed || !ok {
