@@ -313,6 +313,31 @@ func TestLongKey(t *testing.T) {
 	}
 }
 
+// A flush of up to smallBatch records is one transaction, which Badger
+// caps at 15% of the memtable: records with long keys went over it, and
+// every flush failed. They are written, however long their keys.
+func TestFlushLongKeys(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	o = o.WithMemTableSize(minMemTableSize)
+	db := mustOpen(t, o)
+	const n = 200 // under smallBatch; 2 MB of keys, over the 1.26 MB cap
+	for i := range n {
+		db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: strconv.Itoa(i) + "/" + strings.Repeat("x", 10000)}, prior0, grown(float64(i)))
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = mustOpen(t, o)
+	defer db.Close()
+	if got := len(db.Records()); got != n {
+		t.Errorf("%d records after reopening, want %d", got, n)
+	}
+}
+
 // A second opener gets a clear error at once, never a hang.
 func TestSecondOpen(t *testing.T) {
 	dir := t.TempDir()
