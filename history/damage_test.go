@@ -246,3 +246,60 @@ func TestStateFile(t *testing.T) {
 		t.Errorf("state after reopening without one: %+v, %v", st2, ok)
 	}
 }
+
+// Close records the store's state even when nothing is pending (a relay
+// writes everything before the store closes): otherwise the state file
+// stayed behind the run's last flushes, and a store rolled back to before
+// them (here run 1's files put back under run 2's state file) opened
+// without a word, with run 2's records lost.
+func TestStateFileAtClose(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	o, _ := testOpts(t, dir)
+	keys := make([]learned.Key, 10)
+	for i := range keys {
+		keys[i] = learned.Key{Backend: "cpu", Bucket: "B/" + strconv.Itoa(i)}
+	}
+	run := func(y float64) {
+		db := mustOpen(t, o)
+		for _, k := range keys {
+			db.PutWithPrior(k, prior0, grown(y))
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(1)
+	run1 := t.TempDir()
+	if err := copyFiles(dir, run1); err != nil {
+		t.Fatal(err)
+	}
+	run(2)
+	st, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFiles(run1, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), st, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(o)
+	if err == nil {
+		mu := byKey(db.Records())[keys[0]].Posterior.Mu
+		db.Close()
+		t.Fatalf("Open of a store rolled back to run 1 succeeded (Mu %v, run 2 wrote %v)", mu, grown(2).Mu)
+	}
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "where its last flush left") {
+		t.Fatalf("Open: %v, want ErrDamaged", err)
+	}
+}

@@ -39,6 +39,9 @@ func (db *DB) flush(last bool) error {
 		db.mu.Lock()
 		db.spare = batch
 		db.mu.Unlock()
+		if last {
+			db.recordState(true) // after the relay's flushes (TestStateFileAtClose)
+		}
 		return nil
 	}
 	err := db.checkSpace()
@@ -71,11 +74,17 @@ func (db *DB) flush(last bool) error {
 	db.spare = batch[:0]
 	db.mu.Unlock()
 	if err == nil {
-		if serr := db.saveState(last); serr != nil && db.faults.get() == nil {
-			db.log.Warn().Err(serr).Msg("history: could not record the store's state; damage to it may go unnoticed")
-		}
+		db.recordState(last)
 	}
 	return err
+}
+
+// recordState is saveState, with a failure that is not a write fault
+// logged. Callers hold flushMu.
+func (db *DB) recordState(force bool) {
+	if err := db.saveState(force); err != nil && db.faults.get() == nil {
+		db.log.Warn().Err(err).Msg("history: could not record the store's state; damage to it may go unnoticed")
+	}
 }
 
 // smallBatch is the most records written in one transaction rather than a
