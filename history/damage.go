@@ -52,10 +52,24 @@ func readState(dir string) (st storeState, ok bool, err error) {
 	return st, true, nil
 }
 
+// writeState replaces dir's state file by st, synced before the rename:
+// after a power cut the file is the old one or the new one, never empty
+// or torn, which Open would take for a damaged store.
 func writeState(dir string, st storeState) error {
 	b, _ := json.Marshal(st)
 	tmp := filepath.Join(dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(dir, stateFile))

@@ -277,7 +277,15 @@ func (db *DB) saveState(force bool) error {
 	if st == db.state {
 		return nil
 	}
-	if err := writeState(db.opts.Dir, st); err != nil {
+	// Badger's writes reach the disk before a state file that counts
+	// them: the state is never ahead of the store after a power cut,
+	// which Open would take for a store rolled back (without SyncWrites,
+	// Badger's log is synced only here).
+	err := db.bdb.Sync()
+	if err == nil {
+		err = writeState(db.opts.Dir, st)
+	}
+	if err != nil {
 		if k := faultKind(err); k != "" && db.faults.armed.Load() {
 			db.faults.set(k, err) // an unwritable directory shows here first: the log's writes go through a map
 		}
