@@ -162,7 +162,7 @@ func open(opts Options) (*DB, error) {
 			return nil, fmt.Errorf("history: open %s: %w", opts.Dir, err)
 		}
 		if !free {
-			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
+			return nil, fmt.Errorf("%w: %s (Badger's directory lock)", ErrLocked, opts.Dir)
 		}
 		orphans, err := checkFiles(opts.Dir)
 		if _, serr := os.Stat(filepath.Join(opts.Dir, badger.ManifestFilename)); err == nil && serr == nil && !opts.trial {
@@ -202,7 +202,7 @@ func open(opts Options) (*DB, error) {
 		// Badger formats the lock failure without %w, so its message is
 		// the only thing to recognise it by.
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("history: store %s is in use by another process: %w", opts.Dir, ErrLocked)
+			return nil, fmt.Errorf("%w: %s (Badger's directory lock)", ErrLocked, opts.Dir)
 		}
 		switch k := faultKind(err); k {
 		case "permission denied", "read-only file system":
