@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,17 +40,23 @@ func TestFleetServe(t *testing.T) {
 }
 
 // TestFleetFlags checks that fleet flags that do not go together, or a
-// fleet without thompson, are usage errors.
+// fleet or a store without thompson, are usage errors; the store's
+// directory is not made.
 func TestFleetFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
 	for _, args := range [][]string{
+		{"-db", dir, "-policies", "oracle,static2x"},
 		{"-fleet-cert", "c.pem"},
 		{"-fleet-creds", "x.creds"},
 		{"-fleet", "nats://127.0.0.1:1", "-policies", "oracle"},
 		{"-fleet-serve", "127.0.0.1:0", "-fleet-interval", "0s"},
 		{"-fleet-serve", "127.0.0.1:0", "-fleet-max-peer-keys", "0"},
 	} {
-		if code, _, _ := replayRun(t, "", args...); code == 0 {
-			t.Errorf("%v: exit 0", args)
+		if code, _, _ := replayRun(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("-db without thompson made %s (%v)", dir, err)
 	}
 }

@@ -287,6 +287,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.fleet.Enabled() && !slices.Contains(o.policies, "thompson") {
 		return fail("-fleet and -fleet-serve share thompson's evidence: -policies lacks thompson")
 	}
+	if o.db != "" && !slices.Contains(o.policies, "thompson") {
+		return fail("-db warm-starts and saves thompson's posteriors: -policies lacks thompson")
+	}
 	if err := o.checkValues(); err != nil {
 		return fail("%v", err)
 	}
