@@ -269,6 +269,9 @@ func (e *Executor) queueOp(r *rec, sc *opScratch, s kernels.Spec, ts []*Tensor, 
 		}
 	}
 	r.before = o.snapshot()
+	if !r.restore {
+		r.lin = o.keptLineage(ts)
+	}
 	e.reserve(r, readyAt)
 	r.dev = o.copies[a]
 	if err := e.enqueue(r); err != nil {

@@ -176,6 +176,9 @@ func (r *rec) undo(e *Executor) {
 	t.ready = r.before.ready
 	if r.op {
 		t.lin.ok = false
+		if r.lin != nil {
+			t.lin = *r.lin // what a reader run again may recompute it from
+		}
 	}
 	t.mu.Unlock()
 }

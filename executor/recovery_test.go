@@ -1,0 +1,97 @@
+package executor_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/adaptsched/adaptsched/adaptive"
+	"github.com/adaptsched/adaptsched/backends"
+	"github.com/adaptsched/adaptsched/executor"
+	"github.com/adaptsched/adaptsched/kernels"
+	"github.com/adaptsched/adaptsched/sim"
+)
+
+// f32s returns n values, v(i) each.
+func f32s(n int, v func(i int) float32) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = v(i)
+	}
+	return x
+}
+
+// readF32 reads b from e, failing the test on error.
+func readF32(t *testing.T, e *executor.Executor, b backends.Buffer) []float32 {
+	t.Helper()
+	got := make([]byte, b.Size())
+	if _, err := e.Read(got, b); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return kernels.AsF32(got)
+}
+
+// TestUndoKeepsLineage: y = x·x on the GPU, its only copy there; r = y·y
+// is queued on the GPU and meets the device's loss; y = u+u is queued on
+// the CPU after r's read of y, and fails with it (DESIGN.md § Queued
+// execution, Failure). Recovery undoes both and runs r again on the CPU,
+// which needs y as x·x made it, recomputed from its lineage: the undone
+// write of y must give that lineage back, not leave y lost. Then the
+// same for y = y·y in place on the GPU, which needs y's previous version
+// itself.
+func TestUndoKeepsLineage(t *testing.T) {
+	const n = 16
+	undoInPlace(t)
+	e := newExec(t, executor.Config{Placer: mulOn(1)}, open(t, "cpu"), mustSim(t, sim.Event{At: 2, Kind: sim.DeviceLost}))
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	x := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(i) })))
+	u := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(100 + i) })))
+	y, _ := e.Alloc(4 * n)
+	r, _ := e.Alloc(4 * n)
+	run := func(s kernels.Spec, in backends.Buffer, out backends.Buffer) {
+		t.Helper()
+		if _, err := e.Run(s, []backends.Buffer{in, in}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(mul, x, r) // GPU op 0: r's buffer there, so that op 2 is queued
+	run(mul, x, y) // GPU op 1
+	settle(t, e)
+	if v := y.(*executor.Tensor).Valid(); v != adaptive.Backend(1) {
+		t.Fatalf("y valid on %b, want the GPU alone", v)
+	}
+	run(mul, y, r) // GPU op 2: lost
+	run(add, u, y) // CPU, after op 2's read of y
+	if err := e.Sync(context.Background()); err != nil {
+		t.Errorf("Sync: %v", err)
+	}
+	if v := readF32(t, e, r)[3]; v != 81 {
+		t.Errorf("r[3] = %v, want 81", v)
+	}
+	if v := readF32(t, e, y)[3]; v != 206 {
+		t.Errorf("y[3] = %v, want 206", v)
+	}
+}
+
+// undoInPlace is TestUndoKeepsLineage's second half.
+func undoInPlace(t *testing.T) {
+	const n = 16
+	e := newExec(t, executor.Config{Placer: mulOn(1)}, open(t, "cpu"), mustSim(t, sim.Event{At: 2, Kind: sim.DeviceLost}))
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	x := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(i) })))
+	y, _ := e.Alloc(4 * n)
+	for _, in := range []backends.Buffer{x, x, y} { // GPU ops 0 and 1, then 2 in place: lost
+		if _, err := e.Run(mul, []backends.Buffer{in, in}, y); err != nil {
+			t.Fatal(err)
+		}
+		if in == x {
+			settle(t, e)
+		}
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Errorf("in place: Sync: %v", err)
+	}
+	if v := readF32(t, e, y)[3]; v != 81 {
+		t.Errorf("in place: y[3] = %v, want 81", v)
+	}
+}
