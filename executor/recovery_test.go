@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/backends"
@@ -93,5 +94,50 @@ func undoInPlace(t *testing.T) {
 	}
 	if v := readF32(t, e, y)[3]; v != 81 {
 		t.Errorf("in place: y[3] = %v, want 81", v)
+	}
+}
+
+// TestCloseRecoversRacingRun: a Run accepted while Close waits for
+// queued work, and whose op then fails, is run again elsewhere before
+// Close returns (or Close reports it): no op Run accepted is lost.
+func TestCloseRecoversRacingRun(t *testing.T) {
+	const n = 16
+	gpu := newFakeQueuer(t, open(t, "sim:h100"), 0, 1)
+	first, second := make(chan struct{}), make(chan struct{})
+	gpu.gates = map[int64]chan struct{}{1: first, 2: second}
+	gpu.failAt = 2
+	e := newExec(t, executor.Config{Placer: mulOn(1), BackoffBase: time.Minute}, open(t, "cpu"), gpu)
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	x := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(i) })))
+	y, _ := e.Alloc(4 * n)
+	z, _ := e.Alloc(4 * n)
+	if _, err := e.Run(mul, []backends.Buffer{x, x}, y); err != nil { // waits for first
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	time.Sleep(20 * time.Millisecond) // Close waits for y's op, which waits for first
+	if _, err := e.Run(mul, []backends.Buffer{x, x}, z); err != nil {
+		t.Fatal(err)
+	}
+	close(first)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := e.Alloc(4)
+		if err != nil {
+			break // closed: the queues were drained once
+		}
+		b.Free()
+	}
+	close(second) // z's op fails now
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	st := e.Stats()
+	if err == nil && (st.Backends[0].Ops != 1 || st.Backends[1].Ops != 1 || observed(e) != 2) {
+		t.Errorf("Close returned nil with z's op neither run again nor reported: ops %d on the CPU, %d on the GPU, %d observed; want 1, 1, 2",
+			st.Backends[0].Ops, st.Backends[1].Ops, observed(e))
 	}
 }
