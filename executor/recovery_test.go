@@ -2,6 +2,8 @@ package executor_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,5 +141,78 @@ func TestCloseRecoversRacingRun(t *testing.T) {
 	if err == nil && (st.Backends[0].Ops != 1 || st.Backends[1].Ops != 1 || observed(e) != 2) {
 		t.Errorf("Close returned nil with z's op neither run again nor reported: ops %d on the CPU, %d on the GPU, %d observed; want 1, 1, 2",
 			st.Backends[0].Ops, st.Backends[1].Ops, observed(e))
+	}
+}
+
+// blockingAlloc is a backend without a Queuer (the Executor queues its
+// work) whose next Alloc, once block is set, waits until release is
+// closed, after closing blocked.
+type blockingAlloc struct {
+	backends.Backend
+	block            atomic.Bool
+	blocked, release chan struct{}
+}
+
+func (b *blockingAlloc) Alloc(n int64) (backends.Buffer, error) {
+	if b.block.CompareAndSwap(true, false) {
+		close(b.blocked)
+		<-b.release
+	}
+	return b.Backend.Alloc(n)
+}
+
+// TestReadRecoveryMeetsClose: a Read of a tensor lost with its device
+// recomputes it while Close runs. The recomputation is queued under the
+// gate, as all queued work is, so Close waits for it and observes it,
+// and the Read gets the data or ErrClosed: never a send on a queue that
+// Close has stopped (a panic), nor work that nothing observes.
+func TestReadRecoveryMeetsClose(t *testing.T) {
+	const n = 16
+	cpu := &blockingAlloc{Backend: open(t, "cpu"), blocked: make(chan struct{}), release: make(chan struct{})}
+	e := newExec(t, executor.Config{Placer: mulOn(1), BackoffBase: time.Minute}, cpu, mustSim(t, sim.Event{At: 1, Kind: sim.DeviceLost}))
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	x := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(i) })))
+	y, _ := e.Alloc(4 * n)
+	z, _ := e.Alloc(4 * n)
+	if _, err := e.Run(mul, []backends.Buffer{x, x}, y); err != nil { // on the GPU
+		t.Fatal(err)
+	}
+	settle(t, e)
+	if _, err := e.Run(mul, []backends.Buffer{x, x}, z); err != nil { // meets the loss: on the CPU
+		t.Fatal(err)
+	}
+	settle(t, e)
+	if v := y.(*executor.Tensor).Valid(); v != 0 {
+		t.Fatalf("y valid on %b, want lost", v)
+	}
+	cpu.block.Store(true)
+	read := make(chan error, 1)
+	got := make([]byte, 4*n)
+	go func() { _, err := e.Read(got, y); read <- err }()
+	<-cpu.blocked // the Read recomputes y: its copy on the CPU
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	time.Sleep(50 * time.Millisecond) // Close waits for the recomputation
+	close(cpu.release)
+	select {
+	case err := <-read:
+		if err == nil {
+			if v := kernels.AsF32(got)[3]; v != 9 {
+				t.Errorf("y[3] = %v, want 9", v)
+			}
+		} else if !errors.Is(err, adaptive.ErrClosed) {
+			t.Errorf("Read: %v, want the data or ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read did not return")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	st := e.Stats()
+	if ops := st.Backends[0].Ops + st.Backends[1].Ops; ops != observed(e) || st.Recoveries != 1 {
+		t.Errorf("%d ops counted, %d observed, %d recoveries; want equal counts and 1 recovery", ops, observed(e), st.Recoveries)
 	}
 }
