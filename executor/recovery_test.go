@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,5 +215,64 @@ func TestReadRecoveryMeetsClose(t *testing.T) {
 	st := e.Stats()
 	if ops := st.Backends[0].Ops + st.Backends[1].Ops; ops != observed(e) || st.Recoveries != 1 {
 		t.Errorf("%d ops counted, %d observed, %d recoveries; want equal counts and 1 recovery", ops, observed(e), st.Recoveries)
+	}
+}
+
+// failingCopies is a fakeQueuer whose failWrite-th write and failRead-th
+// read (each counted from 1) fail, when they run, with a transient error.
+type failingCopies struct {
+	*fakeQueuer
+	writes, reads       atomic.Int64
+	failWrite, failRead int64
+}
+
+func (q *failingCopies) failed(op string) backends.Event {
+	return q.enqueue(nil, func() (backends.Timing, error) {
+		return backends.Timing{}, &backends.DeviceError{Backend: "fake", Op: op, Err: backends.ErrTransient}
+	})
+}
+
+func (q *failingCopies) WriteAsync(dst backends.Buffer, src []byte, after []backends.Event) (backends.Event, error) {
+	if q.writes.Add(1) == q.failWrite {
+		return q.failed("write"), nil
+	}
+	return q.fakeQueuer.WriteAsync(dst, src, after)
+}
+
+func (q *failingCopies) ReadAsync(dst []byte, src backends.Buffer, after []backends.Event) (backends.Event, error) {
+	if q.reads.Add(1) == q.failRead {
+		return q.failed("read"), nil
+	}
+	return q.fakeQueuer.ReadAsync(dst, src, after)
+}
+
+// TestQueuedCopyFails: a copy, not an op, fails on a device that queues
+// work: the write of an input to the GPU in the middle of a chain, then
+// the read back to the host of an output left on the GPU alone. The ops
+// that waited for the write run again (on the CPU, the GPU backed off),
+// the read is made again, every result is right, and each op is counted
+// and observed once (DESIGN.md § Queued execution, Failure).
+func TestQueuedCopyFails(t *testing.T) {
+	const n = 12
+	gpu := &failingCopies{fakeQueuer: newFakeQueuer(t, open(t, "sim:h100"), 100*time.Microsecond, 5), failWrite: 4, failRead: 2}
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, BackoffBase: time.Minute}, open(t, "cpu"), gpu)
+	c := newChain(t, rand.New(rand.NewPCG(4, 4)), n, 4, 64)
+	_, _, outs := c.run(t, e) // c.run syncs: no error
+	st := e.Stats()
+	if st.Backends[1].Failures != 1 || st.Backends[1].Healthy {
+		t.Errorf("the failed write was not charged to the GPU: %+v", st.Backends[1])
+	}
+	if got := st.Backends[0].Ops + st.Backends[1].Ops; got != n || observed(e) != n {
+		t.Errorf("%d ops counted, %d observed, for %d ops", got, observed(e), n)
+	}
+	if v := outs[0].(*executor.Tensor).Valid(); v != adaptive.Backend(1) || gpu.reads.Load() != 1 {
+		t.Fatalf("output 0 valid on %b after %d reads, want the GPU alone after 1: the failed read is not tested", v, gpu.reads.Load())
+	}
+	c.check(t, e, outs)
+	if r, f := gpu.reads.Load(), e.Stats().Backends[1].Failures; r != 3 || f != 2 {
+		t.Errorf("%d reads from the GPU, %d failures; want the failed one made again (3) and charged (2)", r, f)
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Errorf("Sync: %v", err)
 	}
 }
