@@ -145,10 +145,17 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	if err == nil {
 		return
 	}
+	// The output's new version is lost: counted as written, so that a
+	// Read or an op reading it meets ErrTensorLost rather than the
+	// undefined contents of a tensor never written
+	// (TestUnrunnableOpLosesOutput).
 	o := r.out
 	o.mu.Lock()
 	o.valid = 0
 	o.lin.ok = false
+	if !r.restore {
+		o.version++
+	}
 	o.mu.Unlock()
 	e.errMu.Lock()
 	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", *r.spec, err))

@@ -276,3 +276,49 @@ func TestQueuedCopyFails(t *testing.T) {
 		t.Errorf("Sync: %v", err)
 	}
 }
+
+// noMul is a backend that cannot run Mul.
+type noMul struct{ backends.Backend }
+
+func (b noMul) Supports(s kernels.Spec) error {
+	if s.Op == kernels.Mul {
+		return backends.ErrUnsupported
+	}
+	return b.Backend.Supports(s)
+}
+
+// TestUnrunnableOpLosesOutput: y = x·x, which only the GPU can run, fails
+// there when queued, and z = y+y waits for it. Run again, y's op can run
+// nowhere: y is lost (DESIGN.md § Queued execution, Failure), though it
+// was never written before, and z's op, run again on the CPU, fails on
+// it rather than read y's undefined contents. Read of either is
+// ErrTensorLost, and Sync reports both ops.
+func TestUnrunnableOpLosesOutput(t *testing.T) {
+	const n = 16
+	gpu := newFakeQueuer(t, open(t, "sim:h100"), 0, 1)
+	gpu.failAt = 1
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, BackoffBase: time.Minute}, noMul{open(t, "cpu")}, gpu)
+	mul := kernels.Spec{Op: kernels.Mul, In: []kernels.Shape{{n}, {n}}}
+	add := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{n}, {n}}}
+	x := alloc(t, e, kernels.AsBytes(f32s(n, func(i int) float32 { return float32(i + 1) })))
+	y, _ := e.Alloc(4 * n)
+	z, _ := e.Alloc(4 * n)
+	for _, c := range []struct {
+		s       kernels.Spec
+		in, out backends.Buffer
+	}{{mul, x, y}, {add, y, z}} {
+		if d, err := e.Submit(c.s, []backends.Buffer{c.in, c.in}, c.out); err != nil || d.Backend != 1 {
+			t.Fatalf("%v: %v on backend %d, want the GPU", c.s.Op, err, d.Backend)
+		}
+	}
+	got := make([]byte, 4*n)
+	for name, b := range map[string]backends.Buffer{"y": y, "z": z} {
+		if _, err := e.Read(got, b); !errors.Is(err, executor.ErrTensorLost) {
+			t.Errorf("Read of %s: %v %v, want ErrTensorLost", name, err, kernels.AsF32(got)[:4])
+		}
+	}
+	err := e.Sync(context.Background())
+	if !errors.Is(err, adaptive.ErrNoBackend) || !errors.Is(err, executor.ErrTensorLost) {
+		t.Errorf("Sync: %v, want y's op run nowhere and z's input lost", err)
+	}
+}
