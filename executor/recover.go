@@ -123,7 +123,8 @@ func (e *Executor) blame(r *rec) {
 
 // rerun queues failed op r again: on another backend when its backend
 // failed work of its own (blamed) or ran out of memory (oom: its cold
-// copies were evicted, and it is tried again when no other can run r).
+// copies were evicted, and it is tried again when no other can run r),
+// with Reason Fallback too when r was a fallback itself.
 func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	var exclude adaptive.Mask
 	why := adaptive.Reason(0)
@@ -135,6 +136,10 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 		}
 	case blamed.Has(r.a):
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
+	case r.tk.Reason == adaptive.Fallback:
+		// A fallback that failed for another backend's fault is still
+		// one while the first backend stays out (TestFallbackFailsAgain).
+		why = adaptive.Fallback
 	}
 	var d adaptive.Decision
 	in := make([]backends.Buffer, len(r.in))

@@ -322,3 +322,28 @@ func TestUnrunnableOpLosesOutput(t *testing.T) {
 		t.Errorf("Sync: %v, want y's op run nowhere and z's input lost", err)
 	}
 }
+
+// TestFallbackFailsAgain: the write of an input to the GPU fails in the
+// middle of a chain, so the ops behind it run again on the CPU, and
+// there they fail once more, on the read of their input from the GPU.
+// Their third run, on the CPU, is still a fallback: Stats.Fallbacks
+// counts the ops that ran on a backend other than the first one chosen,
+// after a failure.
+func TestFallbackFailsAgain(t *testing.T) {
+	const n = 12
+	gpu := &failingCopies{fakeQueuer: newFakeQueuer(t, open(t, "sim:h100"), 100*time.Microsecond, 5), failWrite: 4, failRead: 1}
+	e := newExec(t, executor.Config{Strategy: adaptive.GPUPreferred, BackoffBase: time.Minute}, open(t, "cpu"), gpu)
+	c := newChain(t, rand.New(rand.NewPCG(4, 4)), n, 4, 64)
+	_, _, outs := c.run(t, e)
+	c.check(t, e, outs)
+	st := e.Stats()
+	if st.Backends[1].Failures != 2 || gpu.reads.Load() < 2 {
+		t.Fatalf("GPU: %d failures, %d reads; want the write and the read failed, the read made again", st.Backends[1].Failures, gpu.reads.Load())
+	}
+	if got := st.Backends[0].Ops + st.Backends[1].Ops; got != n || observed(e) != n {
+		t.Errorf("%d ops counted, %d observed, for %d ops", got, observed(e), n)
+	}
+	if st.Fallbacks == 0 {
+		t.Errorf("no fallback counted; %d ops ran on the CPU after the GPU failed them", st.Backends[0].Ops)
+	}
+}
