@@ -269,6 +269,9 @@ func (e *Executor) queueOp(r *rec, sc *opScratch, s kernels.Spec, ts []*Tensor, 
 		}
 	}
 	r.before = o.snapshot()
+	if !r.restore {
+		r.lin = o.keptLineage(ts)
+	}
 	e.reserve(r, readyAt)
 	r.dev = o.copies[a]
 	if err := e.enqueue(r); err != nil {
@@ -408,7 +411,7 @@ func (e *Executor) readQueued(dst []byte, t *Tensor) error {
 		e.gate.RUnlock()
 		switch {
 		case errors.Is(err, errNoCopy):
-			if rerr := e.recover(t); rerr != nil {
+			if rerr := e.recoverGated(t); rerr != nil {
 				return rerr
 			}
 		case err != nil:
@@ -424,4 +427,18 @@ func (e *Executor) readQueued(dst []byte, t *Tensor) error {
 		}
 	}
 	return fmt.Errorf("%w: tensor %d: its producing work kept failing", ErrTensorLost, t.id)
+}
+
+// recoverGated is recover for a Read, under the gate's read lock, as
+// every queueing of work is: recovery of failed work and Close wait for
+// the recomputation it queues, which else met a lane that Close had
+// stopped or escaped the log that recovery had taken
+// (TestReadRecoveryMeetsClose).
+func (e *Executor) recoverGated(t *Tensor) error {
+	e.gate.RLock()
+	defer e.gate.RUnlock()
+	if e.closed.Load() {
+		return fmt.Errorf("executor: Read after Close: %w", adaptive.ErrClosed)
+	}
+	return e.recover(t)
 }

@@ -66,6 +66,9 @@ type rec struct {
 	t *Tensor
 
 	before tensorState // the changed tensor (out, or t) before the change
+	// lin is an op's output's lineage from before the op, when undoing
+	// the op may need it (keptLineage); nil otherwise.
+	lin *lineage
 
 	// Storage of the slices above for the common op, so that queueing
 	// it allocates one rec: sized for inArrN inputs (ops with more
@@ -151,6 +154,7 @@ func (r *rec) forget() {
 	clear(r.depArr[:])
 	r.deps = nil
 	r.before = tensorState{}
+	r.lin = nil
 }
 
 // await waits until r has been observed. For simulated work the host

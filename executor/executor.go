@@ -346,6 +346,10 @@ func (e *Executor) CloseContext(ctx context.Context) error {
 		e.gate.Lock()
 		e.closed.Store(true)
 		e.gate.Unlock()
+		// Work queued after settle looked, before the gate closed (a Run
+		// racing Close), is observed and its failures run again too
+		// (TestCloseRecoversRacingRun).
+		errs = append(errs, e.settle(context.Background()))
 		e.stopLanes()
 	}
 	e.closed.Store(true)

@@ -86,6 +86,54 @@ func (l *lineage) holds(s *kernels.Spec, ts []*Tensor) bool {
 	return true
 }
 
+// keptLineage returns a copy of o's lineage for an op about to write o
+// (o.mu held; ts its inputs), or nil. Rule: the copy is kept when o's
+// current version has a lineage, no copy in host memory, and a reader
+// among queued work not yet complete or among ts. Reason: when the op is
+// undone (Executor.recoverFailed) that reader may run again and find the
+// version lost with its device, to be recomputed from this lineage,
+// which the op's own has replaced (TestUndoKeepsLineage); a version
+// nothing reads any more needs none, and the copy allocates.
+func (o *Tensor) keptLineage(ts []*Tensor) *lineage {
+	if !o.lin.ok || o.valid&adaptive.Host != 0 || !containsTensor(ts, o) && !o.readPending() {
+		return nil
+	}
+	return o.lin.clone()
+}
+
+// readPending reports whether queued work that reads o's current
+// version (other than the work making its copies current) may not have
+// completed (o.mu held).
+func (o *Tensor) readPending() bool {
+	for l := range o.usesOn {
+		for _, u := range o.usesOn[l] {
+			if u != o.ready[l] && u.live() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// savedLineage is a lineage with its own storage for inArrN inputs of
+// up to 4 dimensions, so that keeping one allocates once.
+type savedLineage struct {
+	lin    lineage
+	dims   [4 * inArrN]int
+	shapes [inArrN]kernels.Shape
+	in     [inArrN]*Tensor
+	vers   [inArrN]uint64
+}
+
+// clone returns a copy of l that shares no storage with it.
+func (l *lineage) clone() *lineage {
+	c := new(savedLineage)
+	c.lin = lineage{ok: l.ok, spec: cloneSpec(l.spec, c.shapes[:0], c.dims[:0]),
+		in: append(c.in[:0], l.in...), vers: append(c.vers[:0], l.vers...)}
+	c.lin.shapes = c.lin.spec.In
+	return &c.lin
+}
+
 // maxRecompute bounds the ops one recovery recomputes: the lost chain
 // behind an op, walked without recursion.
 const maxRecompute = 4096

@@ -31,11 +31,13 @@ import (
 // in order, each piece after the events it depends on (of any backend)
 // and after a random delay of up to maxDelay, so that work queued later
 // on another device overtakes it. Work after a failed event fails without
-// running. Its failAt-th op (from 1) fails with a transient error.
+// running. Its failAt-th op (from 1) fails with a transient error; its
+// n-th op waits, before it runs, until gates[n] is closed.
 type fakeQueuer struct {
 	backends.Backend
 	maxDelay time.Duration
 	failAt   int64
+	gates    map[int64]chan struct{}
 
 	jobs  chan func()
 	runs  atomic.Int64
@@ -94,7 +96,11 @@ func (q *fakeQueuer) enqueue(after []backends.Event, call func() (backends.Timin
 
 func (q *fakeQueuer) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buffer, after []backends.Event) (backends.Event, error) {
 	n := q.runs.Add(1)
+	gate := q.gates[n]
 	return q.enqueue(after, func() (backends.Timing, error) {
+		if gate != nil {
+			<-gate
+		}
 		if n == q.failAt {
 			return backends.Timing{}, &backends.DeviceError{Backend: "fake", Op: s.Op.String(), Err: backends.ErrTransient}
 		}

@@ -123,7 +123,8 @@ func (e *Executor) blame(r *rec) {
 
 // rerun queues failed op r again: on another backend when its backend
 // failed work of its own (blamed) or ran out of memory (oom: its cold
-// copies were evicted, and it is tried again when no other can run r).
+// copies were evicted, and it is tried again when no other can run r),
+// with Reason Fallback too when r was a fallback itself.
 func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	var exclude adaptive.Mask
 	why := adaptive.Reason(0)
@@ -135,6 +136,10 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 		}
 	case blamed.Has(r.a):
 		exclude, why = adaptive.Backend(r.a), adaptive.Fallback
+	case r.tk.Reason == adaptive.Fallback:
+		// A fallback that failed for another backend's fault is still
+		// one while the first backend stays out (TestFallbackFailsAgain).
+		why = adaptive.Fallback
 	}
 	var d adaptive.Decision
 	in := make([]backends.Buffer, len(r.in))
@@ -145,10 +150,17 @@ func (e *Executor) rerun(r *rec, blamed, oom adaptive.Mask) {
 	if err == nil {
 		return
 	}
+	// The output's new version is lost: counted as written, so that a
+	// Read or an op reading it meets ErrTensorLost rather than the
+	// undefined contents of a tensor never written
+	// (TestUnrunnableOpLosesOutput).
 	o := r.out
 	o.mu.Lock()
 	o.valid = 0
 	o.lin.ok = false
+	if !r.restore {
+		o.version++
+	}
 	o.mu.Unlock()
 	e.errMu.Lock()
 	e.asyncErr = errors.Join(e.asyncErr, fmt.Errorf("executor: queued %v failed and could not run again: %w", *r.spec, err))
@@ -176,6 +188,9 @@ func (r *rec) undo(e *Executor) {
 	t.ready = r.before.ready
 	if r.op {
 		t.lin.ok = false
+		if r.lin != nil {
+			t.lin = *r.lin // what a reader run again may recompute it from
+		}
 	}
 	t.mu.Unlock()
 }
