@@ -968,3 +968,31 @@ func TestLostSourceOutsideRecovery(t *testing.T) {
 		t.Errorf("z[2] = %v, want 18", v)
 	}
 }
+
+// TestSyncBadUseAfterClose: in the synchronous mode too, a Read, Write,
+// Run or Alloc after Close gets ErrClosed, as queued (TestQueuedBadUse),
+// rather than the tensor's last contents.
+func TestSyncBadUseAfterClose(t *testing.T) {
+	e := newExec(t, executor.Config{Synchronous: true}, open(t, "cpu"))
+	x := alloc(t, e, kernels.AsBytes(make([]float32, 16)))
+	spec := kernels.Spec{Op: kernels.Add, In: []kernels.Shape{{16}, {16}}}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := e.Read(buf, x); !errors.Is(err, adaptive.ErrClosed) || !strings.Contains(err.Error(), "Read after Close") {
+		t.Errorf("Read after Close: %v", err)
+	}
+	if _, err := e.Write(x, buf); !errors.Is(err, adaptive.ErrClosed) {
+		t.Errorf("Write after Close: %v", err)
+	}
+	if _, err := e.Run(spec, []backends.Buffer{x, x}, x); !errors.Is(err, adaptive.ErrClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+	if _, err := e.Alloc(64); !errors.Is(err, adaptive.ErrClosed) {
+		t.Errorf("Alloc after Close: %v", err)
+	}
+}

@@ -259,6 +259,10 @@ func (e *Executor) Read(dst []byte, src backends.Buffer) (backends.Timing, error
 		}
 		return backends.Timing{Duration: time.Since(start), Clock: backends.WallClock}, nil
 	}
+	if e.closed.Load() { // as queued: no contents after Close (TestSyncBadUseAfterClose)
+		return backends.Timing{}, &backends.DeviceError{Backend: e.cfg.Name, Op: "read",
+			Err: fmt.Errorf("executor: Read after Close: %w", adaptive.ErrClosed)}
+	}
 	for range maxAttempts + 1 {
 		t.mu.Lock()
 		if t.freed {
