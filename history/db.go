@@ -297,6 +297,39 @@ func (db *DB) saveState(force bool) error {
 
 const metaPrefix = "m/fp/"
 
+// scanKeys counts the store's keys and skips, counted and logged, those
+// outside both prefixes, which belong to no schema this build knows
+// ("r/2/..." records were counted by load). A store with keys and none
+// of them ours is another program's: refused before a word is logged or
+// a byte written (TestOtherProgramsStore).
+func (db *DB) scanKeys(it *badger.Iterator) error {
+	var ours bool
+	var first []byte // the first key not ours
+	var unknown [][]byte
+	for it.Rewind(); it.Valid(); it.Next() {
+		db.keys++
+		key := it.Item().Key()
+		if bytes.HasPrefix(key, []byte("r/")) || bytes.HasPrefix(key, []byte(metaPrefix)) {
+			ours = true
+			continue
+		}
+		if first == nil {
+			first = it.Item().KeyCopy(nil)
+		}
+		if len(key) < 2 || (key[0] != 'r' && key[0] != 'm') || key[1] != '/' {
+			unknown = append(unknown, it.Item().KeyCopy(nil))
+		}
+	}
+	if !ours && db.keys > 0 {
+		return &foreignStoreError{Dir: db.opts.Dir, Keys: db.keys, Key: string(first)}
+	}
+	for _, key := range unknown {
+		db.stats.Skipped++
+		db.log.Warn().Str("key", fmt.Sprintf("%q", key)).Msg("history: skipped a key of unknown schema")
+	}
+	return nil
+}
+
 // load reads every record: the current fingerprint's into recs, the
 // others' (the most recent per key) into old, weakened.
 func (db *DB) load() error {
@@ -339,35 +372,7 @@ func (db *DB) load() error {
 				olds[k] = oldRec{r, fp}
 			}
 		}
-		// Keys outside both prefixes belong to no schema this build knows
-		// ("r/2/..." records were counted above). A store with keys and
-		// none of them ours is another program's: refused before a word
-		// is logged or a byte written (TestOtherProgramsStore).
-		var ours bool
-		var first []byte // the first key not ours
-		var unknown [][]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			db.keys++
-			key := it.Item().Key()
-			if bytes.HasPrefix(key, []byte("r/")) || bytes.HasPrefix(key, []byte(metaPrefix)) {
-				ours = true
-				continue
-			}
-			if first == nil {
-				first = it.Item().KeyCopy(nil)
-			}
-			if len(key) < 2 || (key[0] != 'r' && key[0] != 'm') || key[1] != '/' {
-				unknown = append(unknown, it.Item().KeyCopy(nil))
-			}
-		}
-		if !ours && db.keys > 0 {
-			return &foreignStoreError{Dir: db.opts.Dir, Keys: db.keys, Key: string(first)}
-		}
-		for _, key := range unknown {
-			db.stats.Skipped++
-			db.log.Warn().Str("key", fmt.Sprintf("%q", key)).Msg("history: skipped a key of unknown schema")
-		}
-		return nil
+		return db.scanKeys(it)
 	})
 	var fe *foreignStoreError
 	if errors.As(err, &fe) {
