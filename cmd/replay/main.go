@@ -179,6 +179,21 @@ func parsePolicies(list string) ([]string, error) {
 	return out, nil
 }
 
+// needThompson refuses the flags that only thompson reads when -policies
+// lacks it: they would be ignored (TestFleetFlags).
+func (o *options) needThompson() error {
+	if slices.Contains(o.policies, "thompson") {
+		return nil
+	}
+	switch {
+	case o.fleet.Enabled():
+		return errors.New("-fleet and -fleet-serve share thompson's evidence: -policies lacks thompson")
+	case o.db != "":
+		return errors.New("-db warm-starts and saves thompson's posteriors: -policies lacks thompson")
+	}
+	return nil
+}
+
 // checkValues returns the first flag value out of range, or the first
 // pair of inputs that do not go together.
 func (o *options) checkValues() error {
@@ -284,11 +299,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.fleet.Validate(); err != nil {
 		return fail("%v", err)
 	}
-	if o.fleet.Enabled() && !slices.Contains(o.policies, "thompson") {
-		return fail("-fleet and -fleet-serve share thompson's evidence: -policies lacks thompson")
-	}
-	if o.db != "" && !slices.Contains(o.policies, "thompson") {
-		return fail("-db warm-starts and saves thompson's posteriors: -policies lacks thompson")
+	if err := o.needThompson(); err != nil {
+		return fail("%v", err)
 	}
 	if err := o.checkValues(); err != nil {
 		return fail("%v", err)
