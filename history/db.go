@@ -342,7 +342,7 @@ func (db *DB) load() error {
 	err := db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
 		defer it.Close()
-		for it.Seek([]byte("m/")); it.ValidForPrefix([]byte(metaPrefix)); it.Next() {
+		for it.Seek([]byte(metaPrefix)); it.ValidForPrefix([]byte(metaPrefix)); it.Next() {
 			item := it.Item()
 			v, err := item.ValueCopy(nil)
 			if err != nil {

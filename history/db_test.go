@@ -829,3 +829,40 @@ func TestImportMergeOverflow(t *testing.T) {
 		t.Errorf("a rejected snapshot changed the store: %+v, was %+v", after, before)
 	}
 }
+
+// TestMetaKeyBeforeFingerprints: a meta key of a later schema that sorts
+// before the fingerprints' ("m/a") hides none of them: the store reopens
+// sound, its fingerprint read and not written again.
+func TestMetaKeyBeforeFingerprints(t *testing.T) {
+	dir := t.TempDir()
+	o, _ := testOpts(t, dir)
+	db := mustOpen(t, o)
+	db.PutWithPrior(learned.Key{Backend: "cpu", Bucket: "b"}, prior0, grown(4))
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.bdb.Update(func(txn *badger.Txn) error { return txn.Set([]byte("m/a"), []byte("later")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var version uint64
+	for i := range 3 {
+		db, err := Open(o)
+		if err != nil {
+			t.Fatalf("open %d: %v", i+2, err)
+		}
+		if st := db.Stats(); st.Records != 1 {
+			t.Errorf("open %d: %d records, want 1", i+2, st.Records)
+		}
+		if v := db.bdb.MaxVersion(); i > 0 && v != version {
+			t.Errorf("open %d: version %d, was %d: the fingerprint written again", i+2, v, version)
+		} else {
+			version = v
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
