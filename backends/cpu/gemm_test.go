@@ -91,8 +91,9 @@ func testGemm(t *testing.T, serial gemmFunc) {
 			for i := range m {
 				for j := range ldc {
 					x, y := got[i*ldc+j], want[i*ldc+j]
-					// f32 accumulation error grows with sqrt(k) on N(0,1) data.
-					if tol := 1e-5 * float64(k) * 4; math.Abs(float64(x-y)) > tol {
+					// f32 accumulation error grows with sqrt(k) on N(0,1) data;
+					// written so that a NaN fails too.
+					if tol := 1e-5 * float64(k) * 4; !(math.Abs(float64(x-y)) <= tol) {
 						t.Fatalf("threads %d, %dx%dx%d: c[%d,%d] = %v, want %v", threads, m, n, k, i, j, x, y)
 					}
 				}
