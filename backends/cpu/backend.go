@@ -68,7 +68,8 @@ func New(name string, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// BLAS returns the matmul path in use: "OpenBLAS (libopenblas.so.0)", or
+// BLAS returns the matmul path in use: "OpenBLAS (libopenblas.so.0)"
+// ("OpenBLAS (libopenblas.so.0, 64-bit integers)" for an ILP64 build), or
 // "gonum (pure Go): " followed by why no CBLAS runs.
 func (b *Backend) BLAS() string { return b.path.String() }
 

@@ -15,7 +15,7 @@ type gemmFunc = func(m, n, k int, a []float32, lda int, b []float32, ldb int, c 
 // blasPath is how matmul runs: a single-threaded gemm and what it is.
 type blasPath struct {
 	runtime string   // Info.Runtime: "openblas", "blis", "mkl" or "gonum"
-	desc    string   // "OpenBLAS (libopenblas.so.0)" or "gonum (pure Go)"
+	desc    string   // "OpenBLAS (libopenblas.so.0)", "..., 64-bit integers)" or "gonum (pure Go)"
 	serial  gemmFunc // single-threaded; the backend splits work across its pool
 	reason  string   // why gonum runs: every CBLAS path tried; empty otherwise
 	lib     string   // the loaded library file's fileStamp; "" for gonum

@@ -10,9 +10,15 @@
 //
 // # Matmul
 //
-// At the first New, the package dlopens libopenblas.so.0, then
-// libblis.so.4, libblis.so.3, libblis.so, then libmkl_rt.so.2,
-// libmkl_rt.so, and takes the first that exports cblas_sgemm. It links
+// At the first New, the package dlopens, by name (LD_LIBRARY_PATH and the
+// ld.so cache pick the file), libopenblas.so.0, then libblis.so.4,
+// libblis.so.3, libblis.so, then libmkl_rt.so.2, libmkl_rt.so, and takes
+// the first that exports cblas_sgemm, reports the width of its integers
+// (openblas_get_config, BLIS's bli_info_get_blas_int_type_size,
+// MKL_Set_Interface_Layer) and computes a small probe product right. A
+// library built with 64-bit integers (ILP64), which keeps these file
+// names, is called with 64-bit integers, and Backend.BLAS says so; one
+// that cannot report its width is passed over, with the reason. It links
 // only libdl and includes no BLAS header, so it builds on machines without
 // any BLAS; a CGO_ENABLED=0 build always runs on gonum. The library's own
 // threading is set to one thread (openblas_set_num_threads and its BLIS
