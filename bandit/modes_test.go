@@ -774,3 +774,51 @@ func TestModesRetryGrownSlower(t *testing.T) {
 		t.Errorf("%.1f steps away from the best mode after step 400, mean of 20 seeds, want at most 12", mean)
 	}
 }
+
+// TestModesSkip: a retry that Next returns and the caller does not run
+// (Skip) is not due again at the next step: the caller's stand-in, here
+// the running mode, does not run on in its place. Mode 2's retry comes
+// due while mode 0, 1.3× slower than mode 1, runs; each time Next
+// returns mode 2 the caller skips it and runs mode 0. Without Skip, Next
+// returns mode 2 at every step and mode 0 runs to the end.
+func TestModesSkip(t *testing.T) {
+	for seed := range uint64(10) {
+		m, _ := NewModes(3, seed)
+		r := rand.New(rand.NewPCG(seed, 9))
+		us := []float64{1300, 1000, 1700}
+		for k := range us {
+			if err := m.Observe(k, us[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, longest := 0, 0
+		last := -1
+		for range 1200 {
+			k := m.Next()
+			if k == 2 {
+				if err := m.Skip(2); err != nil {
+					t.Fatal(err)
+				}
+				if k = last; k < 0 {
+					k = 1
+				}
+			}
+			if k == 0 && last == 0 {
+				run++
+			} else if k == 0 {
+				run = 1
+			}
+			longest = max(longest, run)
+			if err := m.Done(k, stepUs(r, us[k])); err != nil {
+				t.Fatal(err)
+			}
+			last = k
+		}
+		if longest > 4 {
+			t.Errorf("seed %d: the mode 1.3× slower ran %d steps in a row, want ≤ 4 (a retry's)", seed, longest)
+		}
+	}
+	if err := (&Modes{}).Skip(0); err == nil {
+		t.Error("Skip of an unknown mode: no error")
+	}
+}

@@ -557,6 +557,57 @@ func TestAutoRestoredFrozenDraw(t *testing.T) {
 	}
 }
 
+// TestAutoRestoredFrozenRetry: in a run restored from a store, before the
+// learner has run (no frozen placement), a retry of frozen that comes due
+// runs the running mode in its place once, not at every step after: the
+// modes' records are those of a restored h100 beside cpu2 at batch 1
+// (cmd/infer -db), the CPU alone 1.19× the GPU alone's step, frozen
+// 1.42×. The CPU's own retry comes due first, and while it runs frozen's
+// does; without Modes.Skip, frozen stayed due, and the CPU ran 96 steps in
+// a row in that run (94 here) until the learner's retry gave frozen a
+// placement.
+func TestAutoRestoredFrozenRetry(t *testing.T) {
+	us := []float64{2700, 1730, 1450, 1220} // learned, frozen, only:cpu, only:gpu
+	p := newStepPlacer(1)
+	p.table = []stepMode{{kind: learnedMode}, {kind: frozenMode}, {kind: onlyMode, backend: 0}, {kind: onlyMode, backend: 1}}
+	p.offHost = []bool{false, true}
+	m, err := bandit.NewModes(len(p.table), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range us {
+		prior := bandit.NewPriorLn(bandit.LnUs(x), 0.5, 0.1)
+		post := prior
+		for range 3 {
+			post.Update(bandit.LnUs(x))
+		}
+		if err := m.Restore(k, prior, post); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.modes, p.restored = m, true
+	p.cur.Store(3)
+	run, longest := 0, 0
+	for range 600 {
+		tk, _ := p.begin()
+		if tk.mode == 2 {
+			run++
+		} else {
+			run = 0
+		}
+		longest = max(longest, run)
+		if err := p.end(tk, us[tk.mode]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs := m.Runs(); runs[2] == 0 {
+		t.Fatalf("the CPU alone never ran in 600 steps (runs %v): its retry did not come due", runs)
+	}
+	if longest > 4 {
+		t.Errorf("the CPU alone, 1.19× the GPU alone, ran %d steps in a row (runs %v), want ≤ 4: its retry's", longest, m.Runs())
+	}
+}
+
 // TestSharedBackendsNotBoundedOut: a backend that shares its hardware
 // with another (cpu and cpu1) is tried alone right after the learner
 // even where the sum of its per-op means is surely slower than the

@@ -459,7 +459,9 @@ func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 			// else the running mode goes on. Reason: a draw against the
 			// odds paid a learner step, 2.1× the GPU alone's on h100
 			// beside cpu2 at batch 16, not a frozen one
-			// (TestAutoRestoredFrozenDraw).
+			// (TestAutoRestoredFrozenDraw). Frozen did not run: its
+			// retry waits anew (Modes.Skip, TestAutoRestoredFrozenRetry).
+			_ = p.modes.Skip(k) // k is Next's: a mode, so no error
 			k = p.restoredFrozen()
 		}
 	}
