@@ -292,7 +292,9 @@ func (b *bucket) share() { b.known.Store(uint32(b.seen | b.warmed)) }
 // an arm its parent had run when the decision was made
 // (Scheduler.decideInto calls it first). Reason: copied once, the marks
 // had a shape made before its parent's first GPU runs try the GPU twice
-// more, the first run not learned from (TestShapeInheritsSeen).
+// more, the first run not learned from (TestShapeInheritsSeen). An arm
+// the parent first runs after a decision reaches the next one, and that
+// decision's Observe of it (bucket.parentRan): the choice alone is stale.
 func (e *engine) inherit(b *bucket) {
 	m := b.seen | Mask(b.parent.known.Load())
 	if m == b.seen {
@@ -302,6 +304,18 @@ func (e *engine) inherit(b *bucket) {
 	if b.epoch != math.MaxUint64 {
 		b.epoch = 0
 	}
+}
+
+// parentRan reports whether b is a shape's bucket whose parent has run
+// an arm of a (bucket.known) that b has not inherited: the parent ran it
+// after b's decision. Rule: the Observe of a run on such an arm first
+// inherits and refreshes (engine.observe), so that only the decision was
+// stale. Reason: judged as the decision saw it, the run was set aside as
+// the GPU's warm-up though the parent's came first, a spike escaped
+// doubt, and the parent's shapeDev took the run against a prior not its
+// own (TestShapeObserveAfterParentsFirstRun).
+func (b *bucket) parentRan(a Mask) bool {
+	return b.isShape && Mask(b.parent.known.Load())&a != 0
 }
 
 // kept returns the arms of b the store keeps: those with data, and of a
@@ -516,7 +530,7 @@ func (e *engine) record(b *bucket, arm int, r Reason, switched bool) {
 func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned bool) {
 	b.per[arm].ops++
 	b.per[arm].timeUs += us
-	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 {
+	if a := Backend(arm); e.warmup&a != 0 && (b.seen|b.warmed)&a == 0 && !b.parentRan(a) {
 		b.warmed |= a
 		b.share()
 		return false, false
@@ -524,6 +538,10 @@ func (e *engine) observe(b *bucket, arm int, us, shift float64) (alarm, learned 
 	y := bandit.LnUs(us)
 	var doubted bool
 	if b.isShape {
+		if !b.seen.Has(arm) && b.parentRan(Backend(arm)) { // since b's decision
+			e.inherit(b)
+			e.refresh(b)
+		}
 		doubted = b.doubt.Has(arm)
 		e.doubtRun(b, arm, y)
 	}

@@ -484,3 +484,81 @@ func TestShapeInheritsSeen(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestShapeObserveAfterParentsFirstRun: a shape's decision made before
+// its parent first ran an arm, and observed after, leaves the shape's
+// bucket as a decision made after would have: only the choice was stale
+// (engine.observe catches the bucket up with its parent, as
+// engine.inherit does at a decision). As in TestShapeInheritsSeen, two
+// shapes get their own buckets while the GPU fails; the first shape's
+// decision is placed on the GPU, before (held) or after a third shape,
+// decided in the parent, runs there twice (its warm-up and a run). Its
+// run, at the GPU's level or a spike 20× above it, is then learned as in
+// the ordered case, not set aside as the GPU's warm-up; a spike is
+// doubted against the prior the parent measured; the parent's record of
+// how far its shapes' first levels fall (shapeDev) is the same.
+func TestShapeObserveAfterParentsFirstRun(t *testing.T) {
+	a, b, c := matmul(1, 256, 256), matmul(1, 256, 264), matmul(1, 256, 260)
+	type state struct {
+		arm      ArmTelemetry
+		doubt    bool
+		shapeDev uint32
+	}
+	for _, gpuUs := range []float64{20, 400} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			var got [2]state
+			for i, held := range []bool{false, true} {
+				s := newTestScheduler(t, Config{Seed: seed})
+				r := rand.New(rand.NewPCG(seed, 2))
+				run := func(d Decision, err error, x float64) Decision {
+					t.Helper()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Observe(d, us(x)); err != nil {
+						t.Fatal(err)
+					}
+					return d
+				}
+				for i := range 400 {
+					spec := a
+					if i%2 == 1 {
+						spec = b
+					}
+					d, err := s.SelectExcept(spec, Residency{}, Backend(1), Fallback)
+					run(d, err, lognormal(r, 6, 0.1))
+				}
+				var d Decision
+				var err error
+				if held {
+					d, err = s.SelectOn(a, Residency{}, 1, 0, 0)
+				}
+				for _, x := range []float64{60, 20} {
+					if dc, err := s.SelectOn(c, Residency{}, 1, 0, 0); run(dc, err, x).b.isShape {
+						t.Fatal("the third shape was decided in a bucket of its own")
+					}
+				}
+				if !held {
+					d, err = s.SelectOn(a, Residency{}, 1, 0, 0)
+				}
+				if run(d, err, gpuUs); !d.b.isShape {
+					t.Fatal("the shape has no bucket of its own")
+				}
+				for _, bt := range s.Telemetry().Buckets {
+					if bt.Name == d.b.name {
+						got[i].arm = bt.Arms[1]
+					}
+				}
+				got[i].doubt = d.b.doubt.Has(1)
+				got[i].shapeDev = d.b.parent.per[1].shapeDev.Load()
+				s.Close()
+			}
+			if got[1] != got[0] {
+				t.Errorf("GPU run of %g µs, seed %d: the shape's bucket after a held decision %+v, want as after one made later %+v", gpuUs, seed, got[1], got[0])
+			}
+			if at := got[0].arm; at.Warmup || at.N != 1 || at.Learned != 1 || got[0].doubt != (gpuUs > 100) {
+				t.Errorf("GPU run of %g µs, seed %d: the shape's bucket %+v: want its run learned, doubted if a spike", gpuUs, seed, got[0])
+			}
+		}
+	}
+}
