@@ -3,7 +3,6 @@ package trace
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +25,8 @@ type ReaderOptions struct {
 }
 
 // Reader streams a trace's events in constant memory, whatever the file's
-// size. Gzip input is recognised by its magic bytes. Errors read
+// size. Gzip input is recognised by its magic bytes, and a byte-order
+// mark before the header is skipped (input.Gunzip). Errors read
 // "name:line: message" and wrap ErrTrace or ErrLineTooLong. A Reader is
 // not safe for concurrent use.
 type Reader struct {
@@ -52,14 +52,13 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 	if opts.MaxLine == 0 {
 		opts.MaxLine = 1 << 20
 	}
-	rd := &Reader{name: name, opts: opts, br: bufio.NewReaderSize(r, 64<<10)}
-	if magic, _ := rd.br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		gz, err := gzip.NewReader(rd.br)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: gzip: %w", ErrTrace, name, err)
-		}
-		rd.br = bufio.NewReaderSize(gz, 64<<10)
+	// A BOM is skipped in the stream, not trimmed from the header line,
+	// so that it counts toward no line's MaxLine (TestTraceBOM).
+	br, err := input.Gunzip(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: gzip: %w", ErrTrace, name, err)
 	}
+	rd := &Reader{name: name, opts: opts, br: br}
 	line, err := rd.readLine()
 	if err == io.EOF {
 		return nil, rd.errorf(ErrTrace, "empty trace: no header")
@@ -67,7 +66,6 @@ func NewReader(r io.Reader, name string, opts ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	line = input.TrimBOM(line)
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&rd.header); err != nil {
 		return nil, rd.errorf(ErrTrace, "header: %v", err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/internal/input"
 	"github.com/adaptsched/adaptsched/kernels"
 )
 
@@ -207,15 +208,34 @@ func TestTraceReaderErrors(t *testing.T) {
 }
 
 // TestTraceBOM: a byte-order mark before the header is skipped, as the
-// perf tables' reader skips one before their CSV header.
+// perf tables' reader skips one before their CSV header, plain or
+// gzipped; it is no part of the header line, so a header of exactly
+// MaxLine bytes reads after a BOM as it does without one.
 func TestTraceBOM(t *testing.T) {
-	in := "\ufeff" + `{"format":"adaptsched-trace","version":1}` + "\n" + `{"seq":1,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":2.5}` + "\n"
-	rd, err := NewReader(strings.NewReader(in), "t", ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e, err := rd.Next(); err != nil || e.Op != "Add" {
-		t.Errorf("%+v, %v", e, err)
+	header := `{"format":"adaptsched-trace","version":1}`
+	event := `{"seq":1,"op":"Add","dtype":"f32","shape":[[4],[4]],"actual_duration_us":2.5}` + "\n"
+	padded := header + strings.Repeat(" ", 100-len(header))
+	for _, c := range []struct {
+		name, header string
+		maxLine      int
+	}{{"default", header, 0}, {"exactly MaxLine", padded, len(padded)}} {
+		for _, bom := range []string{"", input.BOM} {
+			text := bom + c.header + "\n" + event
+			var gz bytes.Buffer
+			z := gzip.NewWriter(&gz)
+			z.Write([]byte(text))
+			z.Close()
+			for kind, data := range map[string][]byte{"plain": []byte(text), "gzip": gz.Bytes()} {
+				rd, err := NewReader(bytes.NewReader(data), "t", ReaderOptions{MaxLine: c.maxLine})
+				if err != nil {
+					t.Errorf("%s, %s, BOM %q: %v", c.name, kind, bom, err)
+					continue
+				}
+				if e, err := rd.Next(); err != nil || e.Op != "Add" || rd.Line() != 2 {
+					t.Errorf("%s, %s, BOM %q: %+v, %v, line %d", c.name, kind, bom, e, err, rd.Line())
+				}
+			}
+		}
 	}
 }
 
