@@ -8,10 +8,15 @@ import (
 	"strconv"
 )
 
-// Bytes returns the bytes that a model of c serving batch sequences
-// allocates at least, when each request fills at most positions
-// positions of the KV cache (the longest -prompt + -tokens - 1) and its
-// prompts are prefilled in micro-batches of ubatch tokens per sequence:
+// Bytes returns the most bytes that a model of c serving batch sequences
+// holds at once, when each request fills at most positions positions of
+// the KV cache (the longest -prompt + -tokens - 1) and its prompts are
+// prefilled in micro-batches of ubatch tokens per sequence. Rule: the
+// worst request of a run, not the ones its seed draws, and the decode
+// step's buffers beside a micro-batch. Reason: a server is sized for any
+// request it may get; through an Executor the first request holds no
+// decode buffers while its micro-batches run (they take memory at their
+// first write), a later request does. Counted are:
 // the weights (weightBytes) and the embedding decoded on the host (f32,
 // vocab × dim); per batch each layer's activations, the logits, the two
 // buffers of greedy tokens and their host copy, the host's row buffer;
@@ -68,7 +73,8 @@ func availableBytes() (float64, bool) {
 
 // checkMemory refuses a model and batch whose requests fill at most
 // prompt + tokens - 1 positions, prefilled in micro-batches of ubatch
-// tokens per sequence, that need more than avail bytes (when known):
+// tokens per sequence, that may hold more than avail bytes (Bytes, the
+// worst request; when known):
 // allocating them ends in the runtime's "out of memory", which no program
 // can catch, or in a backend's refusal after the weights are made
 // (TestMicroBatchMemoryChecked, TestShortRunHugeContext).
@@ -82,7 +88,7 @@ func checkMemory(c ModelConfig, batch, ubatch, prompt, tokens int, avail float64
 	if mb > 0 {
 		acts = fmt.Sprintf("; activations %s for a prompt micro-batch of %d tokens per sequence, the least of -ubatch and -prompt", gib(mb), ubatch)
 	}
-	return fmt.Errorf("infer: -batch %d with this model needs at least %s (KV cache %s, %d positions a sequence for -prompt %d and -tokens %d within -ctx %d%s), more than the %s available; lower -batch, -prompt or -tokens, -ctx, -ubatch or the model's size",
+	return fmt.Errorf("infer: -batch %d with this model may hold up to %s (KV cache %s, %d positions a sequence for -prompt %d and -tokens %d within -ctx %d%s), more than the %s available; lower -batch, -prompt or -tokens, -ctx, -ubatch or the model's size",
 		batch, gib(need), gib(kv), c.kvCapacity(positions, kvMinCap), prompt, tokens, c.Ctx, acts, gib(avail))
 }
 
