@@ -338,7 +338,7 @@ func (d *Device) lose() {
 				if x.lost.Load() == nil { // its Wait, or its device's Sync, reports it (settled)
 					x.lost.Store(&backends.DeviceError{Backend: "sim:" + x.dev.prof.Name, Op: x.op,
 						Err: fmt.Errorf("%w: %w", ErrDependency, e)})
-					gone = append(gone, span{lane: x.lane, from: x.from, start: x.start, end: x.end})
+					gone = append(gone, span{lane: x.lane, start: x.start, end: x.end})
 				}
 			}
 		}
@@ -373,7 +373,11 @@ func (d *Device) settled(w *work, now float64) bool {
 		d.failed = append(d.failed, w)
 		return true
 	}
-	return w.placed() && w.end <= now
+	if !w.placed() {
+		return false
+	}
+	_, end := w.span()
+	return end <= now
 }
 
 // Close implements backends.Backend.

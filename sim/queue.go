@@ -34,9 +34,14 @@ type work struct {
 	// and that had not ended when it was placed; dependents is the work
 	// whose roots hold this work. Both are set under its Timeline's lock
 	// (Timeline.enqueueWork), which Device.lose holds while it fails the
-	// dependents of lost work. from is its lane's end before it.
+	// dependents of lost work.
 	roots, dependents []*work
-	from              float64
+	// ready, waits and durUs placed the work on its lane (its start is
+	// afterWaits(max(ready, the lane's end), waits)), kept while it is
+	// held there (lane.held): a loss of work before it moves it, under
+	// the Timeline's lock, which its start and end are read under.
+	ready, durUs float64
+	waits        []Waited
 }
 
 // failure returns the work's error: its failure when queued, or its
@@ -60,7 +65,7 @@ func (w *work) gone() bool { return w.lost.Load() != nil }
 // (when it was queued, or its device was lost before it ended). Polling
 // Done never advances the clock: an observer that must not hold the host
 // up takes the timings of work that is Done.
-func (w *work) Done() bool { return w.failure() != nil || w.placed() && w.tl.Done(w.end) }
+func (w *work) Done() bool { return w.failure() != nil || w.placed() && w.tl.ended(w) }
 
 // Wait implements backends.Event: the host waits for the work; when it
 // had not ended by the host's clock, the host resumes at its end plus
@@ -68,7 +73,7 @@ func (w *work) Done() bool { return w.failure() != nil || w.placed() && w.tl.Don
 func (w *work) Wait() (backends.Timing, error) {
 	if err := w.failure(); err == nil {
 		w.place()
-		w.tl.waitUnless(w.end, w.syncUs, w.gone)
+		w.tl.waitFor(w)
 	}
 	if err := w.failure(); err != nil { // failed, or lost while placed
 		w.reported.Store(true)
@@ -83,12 +88,22 @@ func (w *work) Span() (startUs, endUs float64) {
 	if !w.placed() {
 		return 0, 0
 	}
+	return w.span()
+}
+
+// span returns the start and end of placed work w, which a loss of work
+// before it on its lane may have moved (lane.replace).
+func (w *work) span() (startUs, endUs float64) {
+	w.tl.mu.Lock()
+	defer w.tl.mu.Unlock()
 	return w.start, w.end
 }
 
-// afterUs returns when the work in after has ended: the latest end of the
-// simulated events; events of other backends are waited for (their time
-// is not the Timeline's). It returns the first failure among them: work
+// afterUs returns when the work in after has ended, for work to queue on
+// d's lane: the latest end of the simulated events but that of d's work
+// on lane, which the lane's order keeps before it (Timeline.enqueueWork);
+// events of other backends are waited for (their time is not the
+// Timeline's). It returns the first failure among them: work
 // queued after failed work does not run; and the candidates for the
 // roots of the work to queue (work.roots), which may fail it later. Work
 // gathered on d and not yet launched is followed in its lane's order: an
@@ -116,7 +131,7 @@ func (w *work) Span() (startUs, endUs float64) {
 // fails, as a lost GPU's does; the simulated op succeeded, the Executor
 // counted and observed it, and the CPU's queue and the host waited for
 // it (TestLostDependencyFailsCPUWork, TestLostInputFailsCPUOp).
-func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, roots []*work, err error) {
+func (d *Device) afterUs(after []backends.Event, lane int) (end float64, waits []Waited, roots []*work, err error) {
 	for _, e := range after {
 		if e == nil {
 			continue
@@ -129,15 +144,18 @@ func (d *Device) afterUs(after []backends.Event) (end float64, waits []Waited, r
 				w.place()
 			}
 			if d.prof.Kind == backends.GPU && w.dev != d && w.failure() == nil {
-				w.tl.waitUnless(w.end, w.syncUs, w.gone) // the host waits, as rocm's awaitForeign
+				w.tl.waitFor(w) // the host waits, as rocm's awaitForeign
 			}
 			if err := w.failure(); err != nil {
 				return 0, nil, nil, fmt.Errorf("%w: %w", ErrDependency, err)
 			}
-			if w.dev == d || d.prof.Kind == backends.GPU {
-				end = max(end, w.end)
-			} else { // the CPU's worker waits, as backends/cpu's
-				waits = append(waits, Waited{EndUs: w.end, SyncUs: w.syncUs})
+			_, wEnd := w.span()
+			switch {
+			case w.dev == d && w.lane == lane: // before it on the lane (Timeline.enqueueWork)
+			case w.dev == d || d.prof.Kind == backends.GPU:
+				end = max(end, wEnd)
+			default: // the CPU's worker waits, as backends/cpu's
+				waits = append(waits, Waited{EndUs: wEnd, SyncUs: w.syncUs})
 				if w.dev.losable {
 					roots = append(roots, w)
 				}
@@ -232,7 +250,7 @@ func (d *Device) RunAsync(s kernels.Spec, in []backends.Buffer, out backends.Buf
 	if err := kernels.CheckBuffers(s, ins, ob); err != nil {
 		return nil, d.fail(op, err)
 	}
-	ready, waits, roots, err := d.afterUs(after)
+	ready, waits, roots, err := d.afterUs(after, d.lanes[0])
 	if err != nil {
 		return d.failedWork(d.fail(op, err)), nil
 	}
@@ -292,7 +310,7 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 		return d.emptyCopy(what, after), nil
 	}
 	d.launchFirst()
-	ready, waits, roots, err := d.afterUs(after)
+	ready, waits, roots, err := d.afterUs(after, d.copyLane())
 	if err != nil {
 		return d.failedWork(d.fail(what, err)), nil
 	}
@@ -313,7 +331,7 @@ func (d *Device) copyAsync(what string, n int64, after []backends.Event, move fu
 
 // emptyCopy is copyAsync's copy of no bytes on a GPU: an event done now.
 func (d *Device) emptyCopy(what string, after []backends.Event) *work {
-	if _, _, _, err := d.afterUs(after); err != nil {
+	if _, _, _, err := d.afterUs(after, d.copyLane()); err != nil {
 		return d.failedWork(d.fail(what, err))
 	}
 	d.mu.Lock()

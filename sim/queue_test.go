@@ -353,3 +353,95 @@ func TestGatheredDependencyUnderFlush(t *testing.T) {
 		t.Errorf("%d of 2000 runs out of order", bad)
 	}
 }
+
+// TestLostDependencyFreesCPUQueue: CPU work queued behind an op that a
+// GPU's loss fails, and that does not depend on it, moves up: the failed
+// op takes no time on the CPU's queue, as backends/cpu's worker skips a
+// task whose dependency's Wait failed, though not before the loss (the
+// worker that reached it waits in that Wait until then) nor before the
+// work ahead of it ends. Work chained to the work that moves moves with
+// it. Their busy time stays; the host's Sync and the makespan end with
+// the last of them.
+func TestLostDependencyFreesCPUQueue(t *testing.T) {
+	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{2048, 2048}, {2048, 2048}}}
+	short := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1 << 16}, {1 << 16}}}
+	mid := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 64}, {64, 64}}}
+	first := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{192, 192}, {192, 192}}}
+	for _, busy := range []bool{false, true} {
+		tl := NewTimeline(Async)
+		cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpu, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
+			WithEvents(Event{At: 1, Kind: DeviceLost}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs := map[*Device]map[int64]backends.Buffer{cpu: {}, gpu: {}}
+		run := func(d *Device, s kernels.Spec, after ...backends.Event) backends.Event {
+			t.Helper()
+			b := bufs[d][s.InBytes(0)]
+			if b == nil {
+				b, _ = d.Alloc(s.InBytes(0))
+				bufs[d][s.InBytes(0)] = b
+			}
+			ev, err := d.RunAsync(s, []backends.Buffer{b, b}, b, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}
+		span := func(ev backends.Event) (float64, float64) { return ev.(backends.VirtualSpan).Span() }
+		var ahead backends.Event // CPU work before the failed op, ending after the loss
+		if busy {
+			ahead = run(cpu, first)
+		}
+		g := run(gpu, long)     // GPU op 0, ends long after the loss
+		a := run(cpu, short, g) // fails with g
+		b1 := run(cpu, short)   // independent of a
+		b2 := run(cpu, mid, b1) // after b1
+		_, gEnd := span(g)
+		_, aEnd := span(a)
+		s1, e1 := span(b1)
+		s2, e2 := span(b2)
+		if s1 < aEnd {
+			t.Fatalf("busy %v: the independent CPU op starts at %.1f µs, before the op it follows ends at %.1f: not the case this test is for", busy, s1, aEnd)
+		}
+		if _, err := run(gpu, long).Wait(); !errors.Is(err, backends.ErrDeviceLost) { // GPU op 1 meets the loss
+			t.Fatalf("busy %v: GPU op 1: %v, want the loss", busy, err)
+		}
+		lostUs := tl.HostUs()
+		want := lostUs // the worker, waiting for g since it reached a, resumes at the loss
+		if busy {
+			_, want = span(ahead)
+			if want <= lostUs || want >= gEnd {
+				t.Fatalf("busy: the CPU's first op ends at %.1f µs, not between the loss at %.1f and the GPU op's end %.1f", want, lostUs, gEnd)
+			}
+		}
+		if _, err := a.Wait(); !errors.Is(err, ErrDependency) {
+			t.Fatalf("busy %v: CPU op after the lost GPU op: %v, want its dependency's loss", busy, err)
+		}
+		ns1, ne1 := span(b1)
+		ns2, ne2 := span(b2)
+		if math.Abs(ns1-want) > 1e-9 || math.Abs((ne1-ns1)-(e1-s1)) > 1e-9 {
+			t.Errorf("busy %v: after the loss at %.1f µs the independent CPU op runs %.1f–%.1f (queued at %.1f–%.1f), want from %.1f, its length kept",
+				busy, lostUs, ns1, ne1, s1, e1, want)
+		}
+		if math.Abs(ns2-ne1) > 1e-9 || math.Abs((ne2-ns2)-(e2-s2)) > 1e-9 {
+			t.Errorf("busy %v: the op chained to it runs %.1f–%.1f (queued at %.1f–%.1f), want from its end %.1f", busy, ns2, ne2, s2, e2, ne1)
+		}
+		for i, ev := range []backends.Event{b1, b2} {
+			if _, err := ev.Wait(); err != nil {
+				t.Errorf("busy %v: independent CPU op %d: %v", busy, i, err)
+			}
+		}
+		if err := cpu.Sync(); err != nil {
+			t.Errorf("busy %v: CPU Sync: %v", busy, err)
+		}
+		if s, end := tl.Stats(), ne2+cpu.prof.SyncUs; math.Abs(s.HostUs-end) > 1e-9 || s.MakespanUs != s.HostUs {
+			t.Errorf("busy %v: after the CPU's Sync host at %.1f µs, makespan %.1f; want both at the last CPU op's end and resume %.1f (it was queued to end at %.1f)",
+				busy, s.HostUs, s.MakespanUs, end, e2)
+		}
+	}
+}

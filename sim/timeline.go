@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -76,6 +75,11 @@ type Timeline struct {
 type lane struct {
 	name       string
 	free, busy float64
+	// held is the lane's work, in order, from its first work that a loss
+	// may still fail (Timeline.mayFail) on: what such a loss moves
+	// (lane.replace). base is the lane's end before held[0].
+	held []*work
+	base float64
 }
 
 // NewTimeline returns an empty Timeline of model m, at time 0.
@@ -124,13 +128,28 @@ type Waited struct{ EndUs, SyncUs float64 }
 func (t *Timeline) EnqueueWaiting(l int, issueUs, afterUs float64, waits []Waited, durUs, syncUs float64) (start, end float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.enqueueLocked(l, issueUs, afterUs, waits, durUs, syncUs)
+	_, start, end = t.enqueueLocked(l, issueUs, afterUs, waits, durUs, syncUs)
+	return start, end
+}
+
+// afterWaits returns when work that its queue reaches at startUs starts,
+// once the queue has waited for waits in order (EnqueueWaiting).
+func afterWaits(startUs float64, waits []Waited) float64 {
+	for _, w := range waits {
+		if w.EndUs > startUs {
+			startUs = w.EndUs + w.SyncUs
+		}
+	}
+	return startUs
 }
 
 // enqueueWork places w on its lane as EnqueueWaiting does, unless one of
 // roots (work.roots) is lost: it then returns that loss and places
 // nothing. w becomes a dependent of each root that has not ended by the
-// host's clock, which a loss met later fails with it (Device.lose).
+// host's clock, which a loss met later fails with it (Device.lose). The
+// lane holds w (lane.held) when such a loss may fail or move it; afterUs
+// leaves out the work before w on its lane, whose end the lane's order
+// keeps before w's start however a loss moves it.
 func (t *Timeline) enqueueWork(w *work, issueUs, afterUs float64, waits []Waited, roots []*work, durUs float64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -139,32 +158,62 @@ func (t *Timeline) enqueueWork(w *work, issueUs, afterUs float64, waits []Waited
 			return e
 		}
 	}
-	w.from = t.lanes[w.lane].free
-	w.start, w.end = t.enqueueLocked(w.lane, issueUs, afterUs, waits, durUs, w.syncUs)
+	ln := &t.lanes[w.lane]
+	n := 0 // the held work that no loss can move now: none before it may fail
+	for n < len(ln.held) && !t.mayFail(ln.held[n]) {
+		ln.base = ln.held[n].end
+		n++
+	}
+	clear(ln.held[:n])
+	ln.held = ln.held[n:]
+	from := ln.free
+	var ready float64
+	ready, w.start, w.end = t.enqueueLocked(w.lane, issueUs, afterUs, waits, durUs, w.syncUs)
 	for _, r := range roots {
 		if r.end > t.host && !slices.Contains(w.roots, r) {
 			w.roots = append(w.roots, r)
 			r.dependents = append(r.dependents, w)
 		}
 	}
+	if len(w.roots) > 0 || len(ln.held) > 0 {
+		if len(ln.held) == 0 {
+			ln.base = from
+		}
+		w.ready, w.waits, w.durUs = ready, waits, durUs
+		ln.held = append(ln.held, w)
+	}
 	return nil
 }
 
-// enqueueLocked is EnqueueWaiting with t.mu held.
-func (t *Timeline) enqueueLocked(l int, issueUs, afterUs float64, waits []Waited, durUs, syncUs float64) (start, end float64) {
+// mayFail reports whether a loss met now may fail w (t.mu held): one of
+// its roots had not ended by the host's clock, nor failed it already.
+func (t *Timeline) mayFail(w *work) bool {
+	if w.gone() {
+		return false
+	}
+	for _, r := range w.roots {
+		if r.end > t.host {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueLocked is EnqueueWaiting with t.mu held; ready is when the host
+// had issued the work and afterUs had passed, its start on an idle lane
+// with nothing to wait for.
+func (t *Timeline) enqueueLocked(l int, issueUs, afterUs float64, waits []Waited, durUs, syncUs float64) (ready, start, end float64) {
 	ln := &t.lanes[l]
 	if t.model == Serial {
-		start = max(t.host, afterUs)
+		ready = max(t.host, afterUs)
+		start = ready
 	} else {
 		t.host += issueUs
 		t.issue += issueUs
-		start = max(t.host, ln.free, afterUs)
+		ready = max(t.host, afterUs)
+		start = max(ready, ln.free)
 	}
-	for _, w := range waits {
-		if w.EndUs > start {
-			start = w.EndUs + w.SyncUs
-		}
-	}
+	start = afterWaits(start, waits)
 	end = start + durUs
 	if t.model == Serial {
 		t.host = end
@@ -175,7 +224,7 @@ func (t *Timeline) enqueueLocked(l int, issueUs, afterUs float64, waits []Waited
 	if t.model == Synchronous {
 		t.waitLocked(end, syncUs)
 	}
-	return start, end
+	return ready, start, end
 }
 
 // Issue adds us of issuing to the host's clock: work gathered now and
@@ -206,20 +255,27 @@ func (t *Timeline) waitLocked(endUs, syncUs float64) {
 	t.end = max(t.end, t.host)
 }
 
-// waitUnless is Wait, unless gone reports, under the lock, that the work
-// will never end (its device was lost: Timeline.lose).
-func (t *Timeline) waitUnless(endUs, syncUs float64, gone func() bool) {
+// waitFor is Wait for placed work w, unless w will never end (its
+// device was lost: Timeline.lose).
+func (t *Timeline) waitFor(w *work) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !gone() {
-		t.waitLocked(endUs, syncUs)
+	if !w.gone() {
+		t.waitLocked(w.end, w.syncUs)
 	}
 }
 
-// span is work placed on a lane; from is the lane's end before it.
+// ended reports whether placed work w has ended by the host's clock.
+func (t *Timeline) ended(w *work) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return w.end <= t.host
+}
+
+// span is work placed on a lane.
 type span struct {
-	lane             int
-	from, start, end float64
+	lane       int
+	start, end float64
 }
 
 // lose ends lanes ls, those of a device lost now, at the host's clock: f
@@ -227,8 +283,8 @@ type span struct {
 // and returns the work of those lanes that had not ended by then, and
 // the work of other lanes that waited for it; the time each ran after
 // the clock leaves its lane's busy time, the lanes ls end at the clock
-// or before, another lane whose last work is gone ends where it did
-// before that work, and the makespan ends with the latest lane.
+// or before, the work of another lane behind gone work moves up
+// (lane.replace), and the makespan ends with the latest lane.
 func (t *Timeline) lose(ls []int, f func(hostUs float64) []span) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -237,20 +293,56 @@ func (t *Timeline) lose(ls []int, f func(hostUs float64) []span) {
 		t.lanes[s.lane].busy -= s.end - max(s.start, t.host)
 	}
 	for _, l := range ls {
-		t.lanes[l].free = min(t.lanes[l].free, t.host)
+		ln := &t.lanes[l]
+		ln.free = min(ln.free, t.host)
+		clear(ln.held)
+		ln.held = ln.held[:0]
 	}
-	// Latest first: a lane's ends grow in its order. The lanes ls, at the
-	// clock now, end before any gone work.
-	slices.SortFunc(gone, func(a, b span) int { return cmp.Compare(b.end, a.end) })
-	for _, s := range gone {
-		if ln := &t.lanes[s.lane]; ln.free == s.end {
-			ln.free = s.from
-		}
+	for i := range t.lanes {
+		t.lanes[i].replace(t.host)
 	}
 	t.end = t.host // the latest of the host's clock and every lane's end
 	for _, ln := range t.lanes {
 		t.end = max(t.end, ln.free)
 	}
+}
+
+// replace places the lane's held work again once a loss at hostUs has
+// failed some of it (t.mu held): the failed work takes no time, and the
+// work behind it starts as its own dependencies and the lane allow,
+// keeping its length. Failed work leaves the lane when its queue reaches
+// it, but not before hostUs: nothing moves before the loss. Work of
+// other lanes that waited for the work moved keeps its place.
+//
+// Rule: a CPU's work failed by another device's loss gives its place on
+// the queue to the work behind it. Reason: backends/cpu's worker, once
+// it reaches a task, waits in its dependency's Wait until the loss fails
+// it, and goes on to the next task without running it; the independent
+// work behind a failed op kept the start that op's end gave it, and the
+// run its time (TestLostDependencyFreesCPUQueue).
+func (ln *lane) replace(hostUs float64) {
+	i := slices.IndexFunc(ln.held, (*work).gone)
+	if i < 0 {
+		return
+	}
+	free := ln.base
+	if i > 0 {
+		free = ln.held[i-1].end
+	}
+	kept := ln.held[:i]
+	for _, w := range ln.held[i:] {
+		if w.gone() {
+			free = max(free, w.ready, hostUs)
+			continue
+		}
+		w.start = afterWaits(max(w.ready, free), w.waits)
+		w.end = w.start + w.durUs
+		free = w.end
+		kept = append(kept, w)
+	}
+	clear(ln.held[len(kept):])
+	ln.held = kept
+	ln.free = free
 }
 
 // WaitLanes makes the host wait for everything queued on the lanes ls
