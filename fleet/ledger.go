@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -198,6 +199,13 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 	if err == nil {
 		err = l.checkRecords(l.val.recs)
 	}
+	if err == nil {
+		// Rule: a record of no weight (N 0) is left out. Reason: its Σy
+		// would move the key's total mean with nothing for the Fold's cap
+		// to weigh, and vet skips it (TestLedgerWeightless). A node's arm
+		// widened back to its prior (bandit.NormalGamma.Widen) sends one.
+		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 })
+	}
 	return err
 }
 
@@ -206,9 +214,15 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 // the posterior (TestLedgerTotalsFinite). No node's evidence comes near.
 const maxStat = 1e300
 
-// checkRecords reports a record with a figure over maxStat, and a key
-// named twice, whose second copy would count the peer's evidence twice
-// and outlive the value (TestLedgerDuplicateRecord).
+// maxMean bounds the mean ln µs (|Σy/N|) of a peer's record: a duration
+// adaptive observes (1 ns to 11.6 days) is within ±28, and a widened
+// posterior's shift adds little. A mean past it, with a tiny N, would
+// move the key's total by any amount with no weight (TestLedgerWeightless).
+const maxMean = 64
+
+// checkRecords reports a record with a figure over maxStat or a mean
+// over maxMean, and a key named twice, whose second copy would count the
+// peer's evidence twice and outlive the value (TestLedgerDuplicateRecord).
 func (l *ledger) checkRecords(recs []record) error {
 	if l.dup == nil {
 		l.dup = map[learned.Key]struct{}{}
@@ -217,6 +231,9 @@ func (l *ledger) checkRecords(recs []record) error {
 	for _, r := range recs {
 		if !(math.Abs(r.st.N) <= maxStat && math.Abs(r.st.Sum) <= maxStat && math.Abs(r.st.SumSq) <= maxStat) {
 			return fmt.Errorf("%w: %s %s: %+v, over %g", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxStat)
+		}
+		if r.st.N > 0 && !(math.Abs(r.st.Sum/r.st.N) <= maxMean) {
+			return fmt.Errorf("%w: %s %s: %+v, a mean ln µs over %d", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxMean)
 		}
 		if _, ok := l.dup[r.key]; ok {
 			return fmt.Errorf("%w: %s %s twice", ErrMalformed, r.key.Backend, r.key.Bucket)

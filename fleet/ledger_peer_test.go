@@ -164,3 +164,30 @@ func TestLedgerAsideBounded(t *testing.T) {
 		t.Errorf("a known node past %d set aside: %v", maxAside, err)
 	}
 }
+
+// TestLedgerWeightless: a peer's record of no weight (N 0) or of a mean
+// no duration has (Σy/N beyond maxMean) would move a key's total, and so
+// the prior's mean, by any amount without the weight that the Fold caps,
+// and unvetted: the first is left out, the second makes the value
+// malformed.
+func TestLedgerWeightless(t *testing.T) {
+	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s3"}
+	honest := claimStats(50, 21)
+	for _, lie := range []bandit.Stats{
+		{N: 0, Sum: 2000, SumSq: 8e4},
+		{N: 1e-300, Sum: 20, SumSq: 400},
+		{N: 1, Sum: 1e300, SumSq: 1e300},
+	} {
+		l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+		if err := l.put(ledgerKey("honest", k), ledgerValue(ledgerFP, "honest", 2, record{k, honest}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		err := l.put(ledgerKey("liar", k), ledgerValue(ledgerFP, "liar", 3, record{k, lie}), time.Time{})
+		if lie.N > 0 && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: %v, want ErrMalformed", lie, err)
+		}
+		if got := totalsOf(l)[k]; got != honest {
+			t.Errorf("%+v: total %+v, want the honest peer's %+v", lie, got, honest)
+		}
+	}
+}
