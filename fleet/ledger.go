@@ -40,10 +40,13 @@ type ledger struct {
 	names  []string
 	values []int
 	free   []int32
-	// The keys with foreign evidence (or a baseline), numbered in order of
-	// first sight: their IDs index keys, contrib and marked.
+	// The keys with foreign evidence, numbered on first sight: their IDs
+	// index keys, contrib and marked. A key's ID is freed (freeIDs) once
+	// its evidence has left and its empty total was handed out, for the
+	// next new key (TestLedgerKeysBounded).
 	ids     map[learned.Key]int32
 	keys    []learned.Key
+	freeIDs []int32
 	contrib [][]contribution
 	held    int                     // keys with other nodes' evidence
 	seen    map[nodeShard]time.Time // when each other node's value was put
@@ -139,6 +142,7 @@ func (l *ledger) put(key string, v []byte, created time.Time) error {
 	if err := l.admit(node, v); err != nil {
 		return err
 	}
+	defer l.trimNames()
 	if err := l.decode(key, node, shard, v); err != nil {
 		l.counts.Malformed++
 		return err
@@ -378,18 +382,47 @@ func checkShard(shard string, recs []record) error {
 	return nil
 }
 
-// id returns k's ID, numbering it on first sight.
+// id returns k's ID, numbering it on first sight, with a freed ID if
+// there is one.
 func (l *ledger) id(k learned.Key) int32 {
 	id, ok := l.ids[k]
-	if !ok {
+	if ok {
+		return id
+	}
+	if n := len(l.freeIDs); n > 0 {
+		id, l.freeIDs = l.freeIDs[n-1], l.freeIDs[:n-1]
+		l.keys[id] = k
+	} else {
 		id = int32(len(l.keys))
-		l.ids[k] = id
 		l.keys = append(l.keys, k)
 		l.contrib = append(l.contrib, nil)
 		l.marked = append(l.marked, false)
 		l.inValue = append(l.inValue, false)
 	}
+	l.ids[k] = id
 	return id
+}
+
+// forget frees key id, which no value holds and whose total has been
+// handed out.
+func (l *ledger) forget(id int32) {
+	delete(l.ids, l.keys[id])
+	l.keys[id] = learned.Key{}
+	l.contrib[id] = nil
+	l.freeIDs = append(l.freeIDs, id)
+}
+
+// maxSpareNames bounds the decoder's interned names beyond two a key
+// held (its backend's and its bucket's): past it they are dropped
+// (trimNames), as values refused, and keys gone, leave theirs behind.
+const maxSpareNames = 1024
+
+// trimNames drops the decoder's interned names once they outnumber the
+// keys held by more than maxSpareNames; the keys keep their own.
+func (l *ledger) trimNames() {
+	if len(l.dec.names) > 2*len(l.ids)+maxSpareNames {
+		l.dec.names = nil
+	}
 }
 
 // change marks key id's total to be folded again.
@@ -445,6 +478,9 @@ func (l *ledger) totals(dst []learned.Foreign) []learned.Foreign {
 		}
 		dst = append(dst, learned.Foreign{Key: k, Stats: t})
 		l.marked[id] = false
+		if len(l.contrib[id]) == 0 {
+			l.forget(id)
+		}
 	}
 	l.changed = l.changed[:0]
 	return dst

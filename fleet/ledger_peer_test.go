@@ -191,3 +191,28 @@ func TestLedgerWeightless(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerKeysBounded: a peer that names new keys in every value, each
+// replacing its last, holds few keys at a time, and what the ledger keeps
+// of keys it no longer holds (their numbers, the decoder's interned
+// names, of values taken and refused) stays bounded: it grew with every
+// key ever named.
+func TestLedgerKeysBounded(t *testing.T) {
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	const rounds = 5000
+	for i := range rounds {
+		k := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		if err := l.put(ledgerKey("churn", k), ledgerValue(ledgerFP, "churn", 9, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		other := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("Other/f32/s%d", i)}
+		_ = l.put(ledgerKey("churn", other), ledgerValue("fp1", "churn", 9, record{other, claimStats(1, 20)}), time.Time{})
+		l.totals(nil)
+	}
+	if len(l.keys) > 2*Shards || len(l.ids) > Shards || len(l.contrib) > 2*Shards {
+		t.Errorf("%d key numbers (%d live, %d contribution lists) after %d keys named, at most %d held", len(l.keys), len(l.ids), len(l.contrib), rounds, Shards)
+	}
+	if n := len(l.dec.names); n > 2*Shards+maxSpareNames+2 {
+		t.Errorf("%d names interned after %d keys named, at most %d held", n, 2*rounds, Shards)
+	}
+}
