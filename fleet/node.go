@@ -426,9 +426,17 @@ func (n *Node) retry() {
 }
 
 // unwatch stops the watcher and forgets the bucket. The watcher stops
-// in the background: unsubscribing waits for a lost server.
+// in the background: unsubscribing waits for a lost server. Rule: its
+// Updates are drained until they close. Reason: its delivery blocks on
+// a full channel (256 values), holding its lock, so it never saw the
+// unsubscription: a goroutine, and the values pending, leaked at each
+// stop (TestStoppedWatcherDrained).
 func (n *Node) unwatch() {
 	if w := n.w; w != nil {
+		go func() {
+			for range w.Updates() {
+			}
+		}()
 		go func() { _ = w.Stop() }()
 	}
 	n.kv, n.w = nil, nil
