@@ -87,6 +87,13 @@ const foldMemory = 0.1
 // explored for good (TestFoldZeroWeight).
 const maxForeignSpread = 2.302585092994046
 
+// maxForeignMean bounds the mean ln µs that foreign evidence may claim,
+// either way: a duration Observe takes (1 ns to maxObservedUs) is within
+// ±28. Past it, after the backend's check agreed (which lifts the bound
+// on distance from the model), one claim moved the prior's mean by any
+// amount (TestFoldNoDurationsMean).
+const maxForeignMean = 64
+
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
 // their prior counts as this Scheduler's own evidence.
@@ -245,9 +252,11 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 // its key's prior, replacing what was set before (a total, not an
 // increment: setting the same value twice counts it once). Zero Stats
 // removes it, as do Stats of no weight (N ≤ 0), whose Σy alone would move
-// the prior's mean by any amount past the cap, and Stats whose spread is
-// wider than maxForeignSpread (TestFoldZeroWeight). A key whose bucket has not been made yet, or whose backend
-// is not configured, is kept for when it is made. It reports how many
+// the prior's mean by any amount past the cap, Stats whose spread is
+// wider than maxForeignSpread (TestFoldZeroWeight), and Stats whose mean
+// is past maxForeignMean (TestFoldNoDurationsMean). A key whose bucket
+// has not been made yet, or whose backend is not configured, is kept for
+// when it is made. It reports how many
 // arms of this Scheduler's buckets changed. The change is not handed out
 // by Changes: it is the fleet's, not this Scheduler's, evidence.
 func (f *Fold) Foreign(batch []learned.Foreign) int {
@@ -264,7 +273,10 @@ func (f *Fold) Foreign(batch []learned.Foreign) int {
 
 // set is Foreign for one key (f.mu held).
 func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
-	if !(st.N > 0) || st.SumSq/st.N-(st.Sum/st.N)*(st.Sum/st.N) > maxForeignSpread*maxForeignSpread {
+	// Each test is one that NaN fails: Σy²/N − m² overflowed to NaN or
+	// −Inf passed a test of "wider than", with a mean of 1e300.
+	m := st.Sum / st.N
+	if !(st.N > 0) || !(math.Abs(m) <= maxForeignMean) || !(st.SumSq/st.N-m*m <= maxForeignSpread*maxForeignSpread) {
 		st = bandit.Stats{}
 	}
 	if st == (bandit.Stats{}) {

@@ -186,6 +186,38 @@ func TestFoldZeroWeight(t *testing.T) {
 	}
 }
 
+// TestFoldNoDurationsMean: foreign evidence whose mean ln µs no duration
+// has enters nothing, once the backend's check has agreed with the fleet
+// (which lifts the bound on distance from the model, verify.go) too: a
+// spread that overflowed (Σy²/N − (Σy/N)² as −Inf or NaN) passed the
+// check on spread, and one claim of N 1 moved the prior's mean to 1e300.
+func TestFoldNoDurationsMean(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	defer s.Close()
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	if _, err := s.Select(spec, Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	f.v.mu.Lock()
+	f.v.n[0] = verifyMin // the cpu's check agreed
+	f.v.mu.Unlock()
+	fb := f.byName[k.Bucket]
+	before := fb.b.bb.Priors[0]
+	for _, st := range []bandit.Stats{
+		{N: 1, Sum: 1e300, SumSq: 1e300},                           // spread −Inf
+		{N: 1e-300, Sum: 1e-10, SumSq: 1e-10},                      // spread NaN
+		{N: 1, Sum: math.Ldexp(1, 450), SumSq: math.Ldexp(1, 900)}, // spread 0, mean 2⁴⁵⁰
+		{N: 10, Sum: -1e4, SumSq: 1e7},                             // mean −1000
+	} {
+		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
+		if after := fb.b.bb.Priors[0]; after != before {
+			t.Errorf("%+v: prior %+v became %+v", st, before, after)
+		}
+	}
+}
+
 // TestFoldRemovedPriorRefreshes: a bucket whose arms all hold the
 // fleet's evidence re-derives no prior (prior.go leaves loaded arms
 // alone, and a bucket with none young stops refreshing). Once Foreign

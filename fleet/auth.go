@@ -42,8 +42,9 @@ type Credential struct {
 
 // ServeOptions are the embedded server's security. With Users, only those
 // nodes get in, and each may write only its own keys (NATS subject
-// permissions on the bucket's subjects): a node cannot overwrite another's
-// evidence or delete the bucket. Without Users the server authenticates
+// permissions on the bucket's subjects, and a bucket that refuses
+// rollups: bucketStream): a node cannot overwrite another's evidence or
+// delete the bucket. Without Users the server authenticates
 // no one and listens on loopback only. TLS, when set, is the server's
 // certificate (and its ClientCAs, when set, verify the clients').
 type ServeOptions struct {

@@ -386,3 +386,91 @@ func TestServeCannotStart(t *testing.T) {
 		t.Errorf("Serve on a taken port: %v", err)
 	}
 }
+
+// nodeOf starts node id, signed in with password pw, on the server at
+// url, and waits until it has synced (the bucket is set up).
+func nodeOf(t *testing.T, url, id, pw string, log zerolog.Logger) (*nats.Conn, *Node) {
+	t.Helper()
+	nc, err := Connect(url, zerolog.Nop(), nats.UserInfo(id, pw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	n, err := Start(nc, DefaultOptions(id, testFP).WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return nc, n
+}
+
+// TestBucketRefusesRollups: the bucket a node makes refuses a rollup
+// header, which a node may send with a put of its own key: "all" purged
+// every other node's values (the key-value client's buckets allow
+// rollups, for its Purge).
+func TestBucketRefusesRollups(t *testing.T) {
+	_, url := serveT(t, "127.0.0.1:0", ServeOptions{Users: []Credential{{Node: "a", Password: "pa"}, {Node: "b", Password: "pb"}}})
+	ncb, _ := nodeOf(t, url, "b", "pb", zerolog.Nop())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	jsb, _ := jetstream.New(ncb)
+	kvb, err := jsb.KeyValue(ctx, DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testFP.Hash + ".b.s00"
+	if _, err := kvb.Put(ctx, key, []byte("b's")); err != nil {
+		t.Fatal(err)
+	}
+	nca, err := Connect(url, zerolog.Nop(), nats.UserInfo("a", "pa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nca.Close()
+	jsa, _ := jetstream.New(nca)
+	m := nats.NewMsg("$KV." + DefaultBucket + "." + testFP.Hash + ".a.s00")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
+	if _, err := jsa.PublishMsg(ctx, m); err == nil {
+		t.Error("a's put of its own key with a rollup of all was taken")
+	}
+	if _, err := kvb.Get(ctx, key); err != nil {
+		t.Errorf("b's key after a's rollup: %v", err)
+	}
+}
+
+// TestUnsafeBucketWarned: a bucket that someone else made (a node may
+// make the bucket) allowing rollups, or transforming subjects (a's puts
+// stored under b's keys), lets one node purge or forge the others'
+// values: the node says so, once, naming the bucket.
+func TestUnsafeBucketWarned(t *testing.T) {
+	for name, cfg := range map[string]jetstream.StreamConfig{
+		"rollups": {AllowRollup: true},
+		"transform": {SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source: "$KV." + DefaultBucket + ".*.a.*", Destination: "$KV." + DefaultBucket + ".{{wildcard(1)}}.b.{{wildcard(2)}}"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, url := serveT(t, "127.0.0.1:0", ServeOptions{Users: []Credential{{Node: "a", Password: "pa"}, {Node: "b", Password: "pb"}}})
+			nca, err := Connect(url, zerolog.Nop(), nats.UserInfo("a", "pa"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nca.Close()
+			jsa, _ := jetstream.New(nca)
+			cfg.Name, cfg.Subjects, cfg.MaxMsgsPerSubject = "KV_"+DefaultBucket, []string{"$KV." + DefaultBucket + ".>"}, 1
+			cfg.AllowDirect, cfg.DenyDelete, cfg.Discard = true, true, jetstream.DiscardNew
+			if _, err := jsa.CreateStream(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			var log syncBuf
+			nodeOf(t, url, "b", "pb", zerolog.New(&log).Level(zerolog.WarnLevel))
+			if got := strings.Count(log.String(), `lets a node purge or forge the others' values`); got != 1 || !strings.Contains(log.String(), `"bucket":"`+DefaultBucket+`"`) {
+				t.Errorf("%d warnings of the bucket, want 1 naming it:\n%s", got, log.String())
+			}
+		})
+	}
+}

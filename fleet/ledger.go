@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,10 +40,13 @@ type ledger struct {
 	names  []string
 	values []int
 	free   []int32
-	// The keys with foreign evidence (or a baseline), numbered in order of
-	// first sight: their IDs index keys, contrib and marked.
+	// The keys with foreign evidence, numbered on first sight: their IDs
+	// index keys, contrib and marked. A key's ID is freed (freeIDs) once
+	// its evidence has left and its empty total was handed out, for the
+	// next new key (TestLedgerKeysBounded).
 	ids     map[learned.Key]int32
 	keys    []learned.Key
+	freeIDs []int32
 	contrib [][]contribution
 	held    int                     // keys with other nodes' evidence
 	seen    map[nodeShard]time.Time // when each other node's value was put
@@ -138,6 +142,7 @@ func (l *ledger) put(key string, v []byte, created time.Time) error {
 	if err := l.admit(node, v); err != nil {
 		return err
 	}
+	defer l.trimNames()
 	if err := l.decode(key, node, shard, v); err != nil {
 		l.counts.Malformed++
 		return err
@@ -198,6 +203,13 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 	if err == nil {
 		err = l.checkRecords(l.val.recs)
 	}
+	if err == nil {
+		// Rule: a record of no weight (N 0) is left out. Reason: its Σy
+		// would move the key's total mean with nothing for the Fold's cap
+		// to weigh, and vet skips it (TestLedgerWeightless). A node's arm
+		// widened back to its prior (bandit.NormalGamma.Widen) sends one.
+		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 })
+	}
 	return err
 }
 
@@ -206,9 +218,15 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 // the posterior (TestLedgerTotalsFinite). No node's evidence comes near.
 const maxStat = 1e300
 
-// checkRecords reports a record with a figure over maxStat, and a key
-// named twice, whose second copy would count the peer's evidence twice
-// and outlive the value (TestLedgerDuplicateRecord).
+// maxMean bounds the mean ln µs (|Σy/N|) of a peer's record: a duration
+// adaptive observes (1 ns to 11.6 days) is within ±28, and a widened
+// posterior's shift adds little. A mean past it, with a tiny N, would
+// move the key's total by any amount with no weight (TestLedgerWeightless).
+const maxMean = 64
+
+// checkRecords reports a record with a figure over maxStat or a mean
+// over maxMean, and a key named twice, whose second copy would count the
+// peer's evidence twice and outlive the value (TestLedgerDuplicateRecord).
 func (l *ledger) checkRecords(recs []record) error {
 	if l.dup == nil {
 		l.dup = map[learned.Key]struct{}{}
@@ -217,6 +235,9 @@ func (l *ledger) checkRecords(recs []record) error {
 	for _, r := range recs {
 		if !(math.Abs(r.st.N) <= maxStat && math.Abs(r.st.Sum) <= maxStat && math.Abs(r.st.SumSq) <= maxStat) {
 			return fmt.Errorf("%w: %s %s: %+v, over %g", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxStat)
+		}
+		if r.st.N > 0 && !(math.Abs(r.st.Sum/r.st.N) <= maxMean) {
+			return fmt.Errorf("%w: %s %s: %+v, a mean ln µs over %d", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxMean)
 		}
 		if _, ok := l.dup[r.key]; ok {
 			return fmt.Errorf("%w: %s %s twice", ErrMalformed, r.key.Backend, r.key.Bucket)
@@ -361,18 +382,47 @@ func checkShard(shard string, recs []record) error {
 	return nil
 }
 
-// id returns k's ID, numbering it on first sight.
+// id returns k's ID, numbering it on first sight, with a freed ID if
+// there is one.
 func (l *ledger) id(k learned.Key) int32 {
 	id, ok := l.ids[k]
-	if !ok {
+	if ok {
+		return id
+	}
+	if n := len(l.freeIDs); n > 0 {
+		id, l.freeIDs = l.freeIDs[n-1], l.freeIDs[:n-1]
+		l.keys[id] = k
+	} else {
 		id = int32(len(l.keys))
-		l.ids[k] = id
 		l.keys = append(l.keys, k)
 		l.contrib = append(l.contrib, nil)
 		l.marked = append(l.marked, false)
 		l.inValue = append(l.inValue, false)
 	}
+	l.ids[k] = id
 	return id
+}
+
+// forget frees key id, which no value holds and whose total has been
+// handed out.
+func (l *ledger) forget(id int32) {
+	delete(l.ids, l.keys[id])
+	l.keys[id] = learned.Key{}
+	l.contrib[id] = nil
+	l.freeIDs = append(l.freeIDs, id)
+}
+
+// maxSpareNames bounds the decoder's interned names beyond two a key
+// held (its backend's and its bucket's): past it they are dropped
+// (trimNames), as values refused, and keys gone, leave theirs behind.
+const maxSpareNames = 1024
+
+// trimNames drops the decoder's interned names once they outnumber the
+// keys held by more than maxSpareNames; the keys keep their own.
+func (l *ledger) trimNames() {
+	if len(l.dec.names) > 2*len(l.ids)+maxSpareNames {
+		l.dec.names = nil
+	}
 }
 
 // change marks key id's total to be folded again.
@@ -428,6 +478,9 @@ func (l *ledger) totals(dst []learned.Foreign) []learned.Foreign {
 		}
 		dst = append(dst, learned.Foreign{Key: k, Stats: t})
 		l.marked[id] = false
+		if len(l.contrib[id]) == 0 {
+			l.forget(id)
+		}
 	}
 	l.changed = l.changed[:0]
 	return dst

@@ -28,8 +28,8 @@ func (m *ledgerModel) total(k learned.Key) bandit.Stats {
 }
 
 // runLedgerModel applies ops drawn from r to a ledger and the model, and
-// checks after each that every key's total, the keys held and each node's
-// count of records agree.
+// checks after each that every key's total, the keys held (and numbered)
+// and each node's count of records agree.
 func runLedgerModel(t *testing.T, r *rand.Rand, ops int) {
 	t.Helper()
 	const nodes, keys = 6, 12
@@ -124,8 +124,8 @@ func runLedgerModel(t *testing.T, r *rand.Rand, ops int) {
 				held++
 			}
 		}
-		if l.held != held {
-			t.Fatalf("op %d: held %d, want %d", op, l.held, held)
+		if l.held != held || len(l.ids) != held {
+			t.Fatalf("op %d: held %d, %d keys numbered; want %d", op, l.held, len(l.ids), held)
 		}
 		per := map[string]int{}
 		for ns, v := range m.vals {

@@ -164,3 +164,55 @@ func TestLedgerAsideBounded(t *testing.T) {
 		t.Errorf("a known node past %d set aside: %v", maxAside, err)
 	}
 }
+
+// TestLedgerWeightless: a peer's record of no weight (N 0) or of a mean
+// no duration has (Σy/N beyond maxMean) would move a key's total, and so
+// the prior's mean, by any amount without the weight that the Fold caps,
+// and unvetted: the first is left out, the second makes the value
+// malformed.
+func TestLedgerWeightless(t *testing.T) {
+	k := learned.Key{Backend: "gpu", Bucket: "MatMul/f32/s3"}
+	honest := claimStats(50, 21)
+	for _, lie := range []bandit.Stats{
+		{N: 0, Sum: 2000, SumSq: 8e4},
+		{N: 1e-300, Sum: 20, SumSq: 400},
+		{N: 1, Sum: 1e300, SumSq: 1e300},
+	} {
+		l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+		if err := l.put(ledgerKey("honest", k), ledgerValue(ledgerFP, "honest", 2, record{k, honest}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		err := l.put(ledgerKey("liar", k), ledgerValue(ledgerFP, "liar", 3, record{k, lie}), time.Time{})
+		if lie.N > 0 && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: %v, want ErrMalformed", lie, err)
+		}
+		if got := totalsOf(l)[k]; got != honest {
+			t.Errorf("%+v: total %+v, want the honest peer's %+v", lie, got, honest)
+		}
+	}
+}
+
+// TestLedgerKeysBounded: a peer that names new keys in every value, each
+// replacing its last, holds few keys at a time, and what the ledger keeps
+// of keys it no longer holds (their numbers, the decoder's interned
+// names, of values taken and refused) stays bounded: it grew with every
+// key ever named.
+func TestLedgerKeysBounded(t *testing.T) {
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	const rounds = 5000
+	for i := range rounds {
+		k := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("MatMul/f32/s%d", i)}
+		if err := l.put(ledgerKey("churn", k), ledgerValue(ledgerFP, "churn", 9, record{k, claimStats(1, 20)}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		other := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("Other/f32/s%d", i)}
+		_ = l.put(ledgerKey("churn", other), ledgerValue("fp1", "churn", 9, record{other, claimStats(1, 20)}), time.Time{})
+		l.totals(nil)
+	}
+	if len(l.keys) > 2*Shards || len(l.ids) > Shards || len(l.contrib) > 2*Shards {
+		t.Errorf("%d key numbers (%d live, %d contribution lists) after %d keys named, at most %d held", len(l.keys), len(l.ids), len(l.contrib), rounds, Shards)
+	}
+	if n := len(l.dec.names); n > 2*Shards+maxSpareNames+2 {
+		t.Errorf("%d names interned after %d keys named, at most %d held", n, 2*rounds, Shards)
+	}
+}

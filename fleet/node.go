@@ -119,6 +119,9 @@ type Node struct {
 	// limitWarned: a peer's value over the limits has been logged at
 	// warn level (entry); later ones go to debug, as Stats counts them.
 	limitWarned bool
+	// bucketWarned: the bucket's unsafe configuration has been logged
+	// (checkBucket).
+	bucketWarned bool
 }
 
 // Start joins the fleet through nc, which the caller owns (and closes
@@ -373,12 +376,8 @@ func (n *Node) setup(loop context.Context) {
 	}
 	kv, err := js.KeyValue(ctx, n.opts.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		// History 1 and MaxAge: what nats-server 2.9 offers (no per-key
-		// TTL, no limit markers).
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: n.opts.Bucket, Description: "adaptsched fleet evidence", History: 1, TTL: n.opts.MaxAge,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
+		_, err = js.CreateStream(ctx, bucketStream(n.opts.Bucket, n.opts.MaxAge))
+		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // or another node made it
 			kv, err = js.KeyValue(ctx, n.opts.Bucket)
 		}
 	}
@@ -387,8 +386,11 @@ func (n *Node) setup(loop context.Context) {
 		return
 	}
 	n.maxAge = n.opts.MaxAge
-	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < n.maxAge {
-		n.maxAge = st.TTL()
+	if st, err := kv.Status(ctx); err == nil {
+		if st.TTL() > 0 && st.TTL() < n.maxAge {
+			n.maxAge = st.TTL()
+		}
+		n.checkBucket(st)
 	}
 	w, err := kv.Watch(loop, n.ledger.prefix+">")
 	if err != nil {
@@ -404,6 +406,47 @@ func (n *Node) setup(loop context.Context) {
 		n.log.Info().Str("bucket", n.opts.Bucket).Msg("fleet: connected")
 		n.failing = false
 	}
+}
+
+// bucketStream is the stream of a key-value bucket as the key-value
+// client makes it (jetstream.CreateKeyValue) with history 1 and maxAge,
+// what nats-server 2.9 offers (no per-key TTL, no limit markers), but
+// refusing rollups. Rule: the node makes the bucket's stream itself.
+// Reason: the client's allow rollups, for its Purge, and a put of a
+// node's own key with the header "Nats-Rollup: all" purged every other
+// node's values (TestBucketRefusesRollups).
+func bucketStream(bucket string, maxAge time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: "KV_" + bucket, Description: "adaptsched fleet evidence", Subjects: []string{"$KV." + bucket + ".>"},
+		MaxMsgsPerSubject: 1, MaxAge: maxAge, MaxBytes: -1, MaxMsgs: -1, MaxMsgSize: -1, MaxConsumers: -1,
+		Storage: jetstream.FileStorage, Replicas: 1, Discard: jetstream.DiscardNew,
+		Duplicates: min(2*time.Minute, maxAge), AllowDirect: true, DenyDelete: true,
+	}
+}
+
+// checkBucket warns, once a run, of a bucket that lets a node purge or
+// forge the other nodes' values, which the server's permissions (each
+// node puts its own keys) do not stop: one that allows rollups, or
+// whose stream transforms or takes in subjects (a node may make the
+// bucket, and another node may have made it so: TestUnsafeBucketWarned).
+func (n *Node) checkBucket(st jetstream.KeyValueStatus) {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || n.bucketWarned {
+		return
+	}
+	cfg := bs.StreamInfo().Config
+	var why string
+	switch {
+	case cfg.AllowRollup && !cfg.DenyPurge:
+		why = "it allows rollups: a put of a node's own key can purge every value"
+	case cfg.SubjectTransform != nil, len(cfg.Sources) > 0, cfg.Mirror != nil:
+		why = "its stream transforms or takes in subjects: a node's puts can be stored under another's keys"
+	default:
+		return
+	}
+	n.bucketWarned = true
+	n.log.Warn().Str("bucket", n.opts.Bucket).Str("why", why).
+		Msg("fleet: the bucket lets a node purge or forge the others' values; delete it, and a node makes it anew without")
 }
 
 // fail drops the bucket after err and schedules the next set-up.
@@ -426,9 +469,17 @@ func (n *Node) retry() {
 }
 
 // unwatch stops the watcher and forgets the bucket. The watcher stops
-// in the background: unsubscribing waits for a lost server.
+// in the background: unsubscribing waits for a lost server. Rule: its
+// Updates are drained until they close. Reason: its delivery blocks on
+// a full channel (256 values), holding its lock, so it never saw the
+// unsubscription: a goroutine, and the values pending, leaked at each
+// stop (TestStoppedWatcherDrained).
 func (n *Node) unwatch() {
 	if w := n.w; w != nil {
+		go func() {
+			for range w.Updates() {
+			}
+		}()
 		go func() { _ = w.Stop() }()
 	}
 	n.kv, n.w = nil, nil

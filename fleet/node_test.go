@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +257,58 @@ func TestMaxPeerKeysChecked(t *testing.T) {
 			t.Errorf("-fleet-max-peer-keys %d: %v", n, err)
 		}
 	}
+}
+
+// blockedWatchers counts the goroutines stuck in a key-value watcher's
+// delivery, sending to an Updates channel that no one reads.
+func blockedWatchers() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[chan send") && strings.Contains(g, "jetstream.(*kvs).WatchFiltered") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStoppedWatcherDrained: a watcher the node stops (at Close, on a
+// failure, on a reconnection) while more values wait than its Updates
+// channel holds (256) is drained until it closes: its delivery goroutine
+// blocked for good on the full channel, holding the values still
+// pending, once per stop.
+func TestStoppedWatcherDrained(t *testing.T) {
+	nc, kv := fleetBucket(t, "drain")
+	n, err := Start(nc, DefaultOptions("me", testFP).WithBucket("drain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := blockedWatchers()
+	n.mu.Lock() // the loop stops at its next value
+	for i := range 600 {
+		if _, err := kv.Put(ctx, fmt.Sprintf("%s.p%d.s00", testFP.Hash, i), []byte("junk")); err != nil {
+			n.mu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		if blockedWatchers() == before {
+			return errors.New("the watcher's channel is not full yet")
+		}
+		return nil
+	})
+	n.once.Do(n.cancel) // Close, before the loop reads on
+	n.mu.Unlock()
+	n.Close()
+	eventually(t, 10*time.Second, func() error {
+		if got := blockedWatchers(); got != before {
+			return fmt.Errorf("%d watchers blocked after Close, %d before", got, before)
+		}
+		return nil
+	})
 }
