@@ -208,9 +208,24 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 		// would move the key's total mean with nothing for the Fold's cap
 		// to weigh, and vet skips it (TestLedgerWeightless). A node's arm
 		// widened back to its prior (bandit.NormalGamma.Widen) sends one.
-		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 })
+		// Rule: so is a record wider than maxSpread, on its own. Reason:
+		// summed in, it made the key's total too wide for the Fold, which
+		// then dropped every peer's evidence for the key
+		// (TestLedgerWideRecord).
+		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 || tooWide(r.st) })
 	}
 	return err
+}
+
+// maxSpread bounds the standard deviation of ln µs of a peer's record:
+// ln 10, adaptive's bound on a key's total (adaptive.Fold.Foreign).
+const maxSpread = 2.302585092994046
+
+// tooWide reports whether st (N > 0, its mean within maxMean) claims a
+// spread over maxSpread; Σy²/N overflowing to +Inf is one.
+func tooWide(st bandit.Stats) bool {
+	m := st.Sum / st.N
+	return !(st.SumSq/st.N-m*m <= maxSpread*maxSpread)
 }
 
 // maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/learned"
 )
@@ -214,5 +215,35 @@ func TestLedgerKeysBounded(t *testing.T) {
 	}
 	if n := len(l.dec.names); n > 2*Shards+maxSpareNames+2 {
 		t.Errorf("%d names interned after %d keys named, at most %d held", n, 2*rounds, Shards)
+	}
+}
+
+// TestLedgerWideRecord: a peer's record claiming a spread over ln 10
+// (adaptive.Fold.Foreign's bound on a key's total) is left out on its
+// own, so the key's folded prior is the honest peers' evidence alone:
+// summed in, it widened the key's total past the bound, and the Fold
+// dropped every peer's evidence for the key.
+func TestLedgerWideRecord(t *testing.T) {
+	s := newScheduler(t, 1)
+	f := s.Fold()
+	if _, err := s.Select(spec(0), adaptive.Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	k := keyOf(0)
+	a, b := claimStats(40, 1.5), claimStats(60, 1.6)
+	m := math.Log(1.5)
+	wide := bandit.Stats{N: 1, Sum: m, SumSq: m*m + 1e6} // σ 1,000 of ln
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	for _, p := range []struct {
+		node string
+		st   bandit.Stats
+	}{{"honest1", a}, {"honest2", b}, {"wide", wide}} {
+		if err := l.put(ledgerKey(p.node, k), ledgerValue(ledgerFP, p.node, 9, record{k, p.st}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Foreign(l.totals(nil))
+	if _, got, _ := f.Evidence(k); got != a.Add(b) {
+		t.Errorf("folded %+v, want the honest peers' %+v", got, a.Add(b))
 	}
 }
