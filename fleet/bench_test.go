@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,23 +25,43 @@ import (
 // starts a node on a fresh Scheduler and waits until it has read every
 // value and folded the 8,192 totals in (WaitSynced). heap-MB is the live
 // heap the node and its Scheduler's Fold hold once synced, after a GC.
-func BenchmarkConverge(b *testing.B) {
+func BenchmarkConverge(b *testing.B) { converge(b, false) }
+
+// BenchmarkConvergeDistinct is BenchmarkConverge where no two nodes name
+// the same key: each of the 64 names 8,192 buckets of its own, of one
+// backend, with names of keyNameBytes (the most the limits let a peer's
+// names hold), so that the node folds 524,288 totals in: the most heap
+// the default limits let the peers take.
+func BenchmarkConvergeDistinct(b *testing.B) { converge(b, true) }
+
+// converge is BenchmarkConverge, each node naming keys of its own where
+// distinct.
+func converge(b *testing.B, distinct bool) {
 	const nodes, buckets = maxPeers, DefaultMaxPeerKeys / 2
+	keys := 2 * buckets
+	if distinct {
+		keys = nodes * DefaultMaxPeerKeys
+	}
 	nc, kv := fleetBucket(b, "converge")
 	ctx := context.Background()
-	names := make([]string, buckets)
-	for i := range names {
-		names[i] = fmt.Sprintf("Opaque:op%05d/f32/s%d", i, 20+i%20)
-	}
-	var shards [Shards][]learned.Key
-	for _, name := range names {
-		s := shardOf(name)
+	var shared [Shards][]learned.Key
+	for i := range buckets {
+		name := fmt.Sprintf("Opaque:op%05d/f32/s%d", i, 20+i%20)
 		for _, be := range []string{"cpu", "gpu"} {
-			shards[s] = append(shards[s], learned.Key{Backend: be, Bucket: name})
+			shared[shardOf(name)] = append(shared[shardOf(name)], learned.Key{Backend: be, Bucket: name})
 		}
 	}
 	for n := range nodes {
 		id := fmt.Sprintf("node%03d", n)
+		shards := &shared
+		if distinct {
+			shards = new([Shards][]learned.Key)
+			for i := range DefaultMaxPeerKeys {
+				name := fmt.Sprintf("Opaque:%s-%05d/f32/s20", id, i)
+				name += strings.Repeat("x", keyNameBytes-len("cpu")-len(name))
+				shards[shardOf(name)] = append(shards[shardOf(name)], learned.Key{Backend: "cpu", Bucket: name})
+			}
+		}
 		for s, keys := range shards {
 			v := value{fingerprint: testFP.Hash, node: id, nonce: uint64(n)}
 			for i, k := range keys {
@@ -78,8 +99,8 @@ func BenchmarkConverge(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if st := n.Stats(); st.Keys != 2*buckets || st.Nodes != nodes {
-			b.Fatalf("synced with %+v, want %d keys of %d nodes", st, 2*buckets, nodes)
+		if st := n.Stats(); st.Keys != keys || st.Nodes != nodes {
+			b.Fatalf("synced with %+v, want %d keys of %d nodes", st, keys, nodes)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&ms)

@@ -126,7 +126,10 @@ func (d *decoder) decode(b []byte, v *value) error {
 // str reads one length-prefixed string, interned when intern is set.
 func (d *decoder) str(b []byte, intern bool) (string, []byte, error) {
 	n, k := uvarint(b)
-	if k <= 0 || n > maxName || n > uint64(len(b)-k) {
+	if k > 0 && n > maxName {
+		return "", nil, fmt.Errorf("%w: a name of %d bytes, more than %d", ErrMalformed, n, maxName)
+	}
+	if k <= 0 || n > uint64(len(b)-k) {
 		return "", nil, fmt.Errorf("%w: string length", ErrMalformed)
 	}
 	raw := b[k : k+int(n)]

@@ -87,7 +87,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "fleet-cert", "", "client certificate (PEM) for -fleet (with -fleet-key)")
 	fs.StringVar(&f.key, "fleet-key", "", "client key (PEM) for -fleet (with -fleet-cert)")
 	fs.DurationVar(&f.interval, "fleet-interval", DefaultInterval, "how often this node's evidence is published (others' is folded in as it arrives)")
-	fs.IntVar(&f.maxPeerKeys, "fleet-max-peer-keys", DefaultMaxPeerKeys, "the most records (bucket × backend) this node holds of each other node, 70–90 bytes each: the rest of a larger node's evidence is left out, with a warning")
+	fs.IntVar(&f.maxPeerKeys, "fleet-max-peer-keys", DefaultMaxPeerKeys, "the most records (bucket × backend) this node holds of each other node, 70–90 bytes each (about 500 where no other node names them): the rest of a larger node's evidence is left out, with a warning")
 }
 
 // Validate reports flags that do not go together.

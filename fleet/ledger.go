@@ -56,14 +56,16 @@ type ledger struct {
 	// (vet); their values are ignored from then on.
 	aside map[string]bool
 	// peerKeys counts each other node's records held, against maxKeys
-	// (Options.MaxPeerKeys); shardIDs are the keys of each of its values,
-	// whose contributions a later value without them withdraws
+	// (Options.MaxPeerKeys), and peerNames the bytes of their names,
+	// against maxKeys × keyNameBytes; shardIDs are the keys of each of its
+	// values, whose contributions a later value without them withdraws
 	// (TestLedgerLaterValueDropsKeys).
-	peerKeys map[int32]int
-	shardIDs map[nodeShard][]int32
-	maxKeys  int
-	dup      map[learned.Key]struct{} // checkRecords' scratch
-	inValue  []bool                   // putOther's scratch, by key ID
+	peerKeys  map[int32]int
+	peerNames map[int32]int
+	shardIDs  map[nodeShard][]int32
+	maxKeys   int
+	dup       map[learned.Key]struct{} // checkRecords' scratch
+	inValue   []bool                   // putOther's scratch, by key ID
 }
 
 // Limits on what other nodes may put, checked before their values are
@@ -77,6 +79,13 @@ const (
 	// past it no new node is admitted, since a fleet that has set aside
 	// so many is under attack.
 	maxAside = 16 * maxPeers
+	// keyNameBytes is what the names (backend and bucket) of a peer's
+	// records held may hold on average: Options.MaxPeerKeys ×
+	// keyNameBytes a peer. Real bucket names hold 10 to 120 bytes, 26 on
+	// average (trace/testdata's traces). Rule: a peer's names count
+	// against it. Reason: names of maxName that no other node names made
+	// a record cost 2 KB, not 70–90 bytes (TestLedgerNamesBounded).
+	keyNameBytes = 64
 )
 
 // ErrLimit reports a value over the limits on what a peer may put.
@@ -111,7 +120,7 @@ func newLedger(fingerprint, node string, nonce uint64, maxKeys int) *ledger {
 		fingerprint: fingerprint, node: node, nonce: nonce, prefix: fingerprint + ".", maxKeys: maxKeys,
 		local: map[learned.Key]bandit.Stats{},
 		nodes: map[string]int32{}, ids: map[learned.Key]int32{}, seen: map[nodeShard]time.Time{},
-		aside: map[string]bool{}, peerKeys: map[int32]int{}, shardIDs: map[nodeShard][]int32{},
+		aside: map[string]bool{}, peerKeys: map[int32]int{}, peerNames: map[int32]int{}, shardIDs: map[nodeShard][]int32{},
 	}
 	for i := range l.own {
 		l.own[i] = map[learned.Key]struct{}{}
@@ -174,7 +183,7 @@ func (l *ledger) admit(node string, v []byte) error {
 	}
 	if len(v) > maxValueBytes {
 		l.counts.Limited++
-		return fmt.Errorf("%w: a value of %d bytes, more than %d", ErrLimit, len(v), maxValueBytes)
+		return fmt.Errorf("%w: %s put a value of %d bytes, more than %d", ErrLimit, node, len(v), maxValueBytes)
 	}
 	return nil
 }
@@ -208,9 +217,24 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 		// would move the key's total mean with nothing for the Fold's cap
 		// to weigh, and vet skips it (TestLedgerWeightless). A node's arm
 		// widened back to its prior (bandit.NormalGamma.Widen) sends one.
-		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 })
+		// Rule: so is a record wider than maxSpread, on its own. Reason:
+		// summed in, it made the key's total too wide for the Fold, which
+		// then dropped every peer's evidence for the key
+		// (TestLedgerWideRecord).
+		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 || tooWide(r.st) })
 	}
 	return err
+}
+
+// maxSpread bounds the standard deviation of ln µs of a peer's record:
+// ln 10, adaptive's bound on a key's total (adaptive.Fold.Foreign).
+const maxSpread = 2.302585092994046
+
+// tooWide reports whether st (N > 0, its mean within maxMean) claims a
+// spread over maxSpread; Σy²/N overflowing to +Inf is one.
+func tooWide(st bandit.Stats) bool {
+	m := st.Sum / st.N
+	return !(st.SumSq/st.N-m*m <= maxSpread*maxSpread)
 }
 
 // maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite
@@ -264,20 +288,29 @@ func (l *ledger) putOwn() error {
 }
 
 // putOther applies another node's value of shard (in l.val), unless it
-// would hold more than l.maxKeys of the node's records. The value
-// replaces the node's previous one of the shard: its keys that the new
-// one lacks lose the node's contribution.
+// would hold more than l.maxKeys of the node's records, or names of more
+// than keyNameBytes a record on average. The value replaces the node's
+// previous one of the shard: its keys that the new one lacks lose the
+// node's contribution.
 func (l *ledger) putOther(node, shard string, created time.Time) error {
 	idx, known := l.nodes[node]
 	ns := nodeShard{idx, shard}
-	var prior int
+	var prior, priorNames int
 	var old []int32
 	if known {
-		prior, old = l.peerKeys[idx], l.shardIDs[ns]
+		prior, priorNames, old = l.peerKeys[idx], l.peerNames[idx], l.shardIDs[ns]
 	}
 	if keys := prior - len(old) + len(l.val.recs); keys > l.maxKeys {
 		l.counts.Limited++
 		return fmt.Errorf("%w: %s would hold %d keys, more than %d", ErrLimit, node, keys, l.maxKeys)
+	}
+	oldNames, newNames := l.namesOf(old), 0
+	for _, r := range l.val.recs {
+		newNames += len(r.key.Backend) + len(r.key.Bucket)
+	}
+	if names := priorNames - oldNames + newNames; names > l.maxKeys*keyNameBytes {
+		l.counts.Limited++
+		return fmt.Errorf("%w: %s would hold %d bytes of key names, more than %d (%d a key)", ErrLimit, node, names, l.maxKeys*keyNameBytes, keyNameBytes)
 	}
 	if !known {
 		idx = l.addNode(node)
@@ -319,10 +352,21 @@ func (l *ledger) putOther(node, shard string, created time.Time) error {
 		l.inValue[id] = false
 	}
 	l.peerKeys[idx] += len(ids) - len(old)
+	l.peerNames[idx] += newNames - oldNames
 	l.shardIDs[ns] = ids
 	l.seen[ns] = created
 	l.counts.Received++
 	return nil
+}
+
+// namesOf returns the bytes of the names of keys ids, which a value
+// held holds.
+func (l *ledger) namesOf(ids []int32) int {
+	n := 0
+	for _, id := range ids {
+		n += len(l.keys[id].Backend) + len(l.keys[id].Bucket)
+	}
+	return n
 }
 
 // addNode gives node an index, a freed one if there is one.
@@ -444,10 +488,12 @@ func (l *ledger) drop(ns nodeShard) {
 		l.withdraw(id, ns.node)
 	}
 	l.peerKeys[ns.node] -= len(l.shardIDs[ns])
+	l.peerNames[ns.node] -= l.namesOf(l.shardIDs[ns])
 	delete(l.shardIDs, ns)
 	if l.values[ns.node]--; l.values[ns.node] == 0 {
 		delete(l.nodes, l.names[ns.node])
 		delete(l.peerKeys, ns.node)
+		delete(l.peerNames, ns.node)
 		l.names[ns.node] = ""
 		l.free = append(l.free, ns.node)
 	}

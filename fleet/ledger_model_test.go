@@ -29,7 +29,7 @@ func (m *ledgerModel) total(k learned.Key) bandit.Stats {
 
 // runLedgerModel applies ops drawn from r to a ledger and the model, and
 // checks after each that every key's total, the keys held (and numbered)
-// and each node's count of records agree.
+// and each node's counts of records and of their names' bytes agree.
 func runLedgerModel(t *testing.T, r *rand.Rand, ops int) {
 	t.Helper()
 	const nodes, keys = 6, 12
@@ -127,9 +127,12 @@ func runLedgerModel(t *testing.T, r *rand.Rand, ops int) {
 		if l.held != held || len(l.ids) != held {
 			t.Fatalf("op %d: held %d, %d keys numbered; want %d", op, l.held, len(l.ids), held)
 		}
-		per := map[string]int{}
+		per, names := map[string]int{}, map[string]int{}
 		for ns, v := range m.vals {
 			per[ns[0]] += len(v)
+			for k := range v {
+				names[ns[0]] += len(k.Backend) + len(k.Bucket)
+			}
 		}
 		if l.nodesLive() != len(per) {
 			t.Fatalf("op %d: %d nodes live, want %d", op, l.nodesLive(), len(per))
@@ -138,6 +141,12 @@ func runLedgerModel(t *testing.T, r *rand.Rand, ops int) {
 			if got := l.peerKeys[l.nodes[name]]; got != n {
 				t.Fatalf("op %d: %s counted %d records, holds %d", op, name, got, n)
 			}
+			if got := l.peerNames[l.nodes[name]]; got != names[name] {
+				t.Fatalf("op %d: %s counted %d bytes of names, holds %d", op, name, got, names[name])
+			}
+		}
+		if len(l.peerKeys) != len(per) || len(l.peerNames) != len(per) {
+			t.Fatalf("op %d: counts of %d and %d nodes, %d live", op, len(l.peerKeys), len(l.peerNames), len(per))
 		}
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/adaptsched/adaptsched/adaptive"
 	"github.com/adaptsched/adaptsched/bandit"
 	"github.com/adaptsched/adaptsched/learned"
 )
@@ -214,5 +216,80 @@ func TestLedgerKeysBounded(t *testing.T) {
 	}
 	if n := len(l.dec.names); n > 2*Shards+maxSpareNames+2 {
 		t.Errorf("%d names interned after %d keys named, at most %d held", n, 2*rounds, Shards)
+	}
+}
+
+// TestLedgerWideRecord: a peer's record claiming a spread over ln 10
+// (adaptive.Fold.Foreign's bound on a key's total) is left out on its
+// own, so the key's folded prior is the honest peers' evidence alone:
+// summed in, it widened the key's total past the bound, and the Fold
+// dropped every peer's evidence for the key.
+func TestLedgerWideRecord(t *testing.T) {
+	s := newScheduler(t, 1)
+	f := s.Fold()
+	if _, err := s.Select(spec(0), adaptive.Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	k := keyOf(0)
+	a, b := claimStats(40, 1.5), claimStats(60, 1.6)
+	m := math.Log(1.5)
+	wide := bandit.Stats{N: 1, Sum: m, SumSq: m*m + 1e6} // σ 1,000 of ln
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	for _, p := range []struct {
+		node string
+		st   bandit.Stats
+	}{{"honest1", a}, {"honest2", b}, {"wide", wide}} {
+		if err := l.put(ledgerKey(p.node, k), ledgerValue(ledgerFP, p.node, 9, record{k, p.st}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Foreign(l.totals(nil))
+	if _, got, _ := f.Evidence(k); got != a.Add(b) {
+		t.Errorf("folded %+v, want the honest peers' %+v", got, a.Add(b))
+	}
+}
+
+// nameBytes returns the bytes of the names of node's records held.
+func nameBytes(l *ledger, node string) int {
+	idx, ok := l.nodes[node]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for ns, ids := range l.shardIDs {
+		if ns.node == idx {
+			for _, id := range ids {
+				n += len(l.keys[id].Backend) + len(l.keys[id].Bucket)
+			}
+		}
+	}
+	return n
+}
+
+// TestLedgerNamesBounded: a peer within the limits on bytes a value and
+// on records that names keys no one else names, each of 1,000 bytes,
+// holds at most keyNameBytes of names a record it may hold: a value past
+// that is refused, with an error naming the peer. Without it, a record's
+// names could cost 2 KB beside the record's own 70–90 bytes.
+func TestLedgerNamesBounded(t *testing.T) {
+	const maxKeys = 64
+	l := newLedger(ledgerFP, "me", 1, maxKeys)
+	long := strings.Repeat("x", 990)
+	refused := 0
+	for i := range maxKeys {
+		k := learned.Key{Backend: "cpu", Bucket: fmt.Sprintf("Opaque:%s%03d/f32/s20", long, i)}
+		err := l.put(ledgerKey("long", k), ledgerValue(ledgerFP, "long", 9, record{k, claimStats(1, 20)}), time.Time{})
+		switch {
+		case errors.Is(err, ErrLimit) && strings.Contains(err.Error(), "long "):
+			refused++
+		case err != nil:
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	if got, most := nameBytes(l, "long"), maxKeys*keyNameBytes; got > most || refused == 0 {
+		t.Errorf("a peer holds %d bytes of names (%d values refused), at most %d", got, refused, most)
+	}
+	if l.counts.Limited != uint64(refused) {
+		t.Errorf("limited %d, want %d", l.counts.Limited, refused)
 	}
 }

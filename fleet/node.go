@@ -190,7 +190,7 @@ func (n *Node) Exchange(changes []learned.Change, dst []learned.Foreign) []learn
 
 // Updated returns a channel that receives (at most one value waits) when
 // the evidence from elsewhere of some key changed since the last
-// Exchange: a relay then exchanges at once, so that what arrives is
+// Exchange: a relay then exchanges, paced, so that what arrives is
 // folded in without waiting for its interval.
 func (n *Node) Updated() <-chan struct{} { return n.updated }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -200,8 +201,8 @@ func TestServerLostNoData(t *testing.T) {
 
 // TestOverLimitsWarnsOnce: values over the limits on what a node holds
 // of its peers (bytes, and keys: Options.MaxPeerKeys) are left out and
-// counted, and the first is logged at warn level, once: the limits also
-// cut an honest peer of many buckets.
+// counted, and the first is logged at warn level, once, naming the peer
+// and what it exceeds: the limits also cut an honest peer of many buckets.
 func TestOverLimitsWarnsOnce(t *testing.T) {
 	nc, kv := fleetBucket(t, "limits")
 	ctx := context.Background()
@@ -235,6 +236,9 @@ func TestOverLimitsWarnsOnce(t *testing.T) {
 	}
 	if got := strings.Count(log.String(), "is left out; Stats.Limited counts them"); got != 1 {
 		t.Errorf("%d warnings of values over the limits, want 1:\n%s", got, log.String())
+	}
+	if !regexp.MustCompile(`(big1|big2) put a value of|wide would hold 2 keys`).MatchString(log.String()) {
+		t.Errorf("the warning names no peer and its excess:\n%s", log.String())
 	}
 }
 

@@ -35,12 +35,15 @@ type Options struct {
 	// node rewrites each of its values every MaxAge/4. Default 24 h,
 	// at least 4 Intervals.
 	MaxAge time.Duration
-	// MaxPeerKeys is the most records the node holds of one other node:
-	// that node's values past it are left out and counted
+	// MaxPeerKeys is the most records the node holds of one other node,
+	// their names holding at most 64 bytes a record on average: that
+	// node's values past either are left out and counted
 	// (Stats.Limited), as a peer is untrusted. Default 8,192
 	// (DefaultMaxPeerKeys: 4,096 buckets of two backends), at most
-	// 1,048,576. A record held costs 70–90 bytes of heap
-	// (BenchmarkConverge: 37–46 MB for 64 peers at the default).
+	// 1,048,576. A record held costs 70–90 bytes of heap where the nodes
+	// name the same keys (BenchmarkConverge: 37–46 MB for 64 peers at the
+	// default), about 500 where each names keys of its own
+	// (BenchmarkConvergeDistinct: 267 MB).
 	MaxPeerKeys int
 	// Logger receives connection trouble and the first value over the
 	// limits at warn level, skipped values at debug. The zero value logs
@@ -58,7 +61,7 @@ const (
 	// DefaultMaxPeerKeys is Options.MaxPeerKeys's default.
 	DefaultMaxPeerKeys = 8192
 	// maxMaxPeerKeys bounds Options.MaxPeerKeys: 64 peers of it hold
-	// about 4.7 GB.
+	// about 4.7 GB, or 34 GB of keys no two name.
 	maxMaxPeerKeys = 1 << 20
 )
 

@@ -100,11 +100,12 @@ func (n *Node) entry(e jetstream.KeyValueEntry) {
 	case errors.Is(err, ErrLimit) && !n.limitWarned:
 		// Rule: the first value over the limits is a warning, once a run.
 		// Reason: the limits also cut an honest peer of more than 8,192
-		// keys (4,096 buckets of two backends), which a debug line alone
-		// would hide (TestOverLimitsWarnsOnce).
+		// keys (4,096 buckets of two backends), or of names longer than
+		// 64 bytes on average, which a debug line alone would hide
+		// (TestOverLimitsWarnsOnce).
 		n.limitWarned = true
 		n.log.Warn().Err(err).Str("key", e.Key()).
-			Msg("fleet: a peer's value over the limits on what a node holds of its peers is left out; Stats.Limited counts them (a peer's keys: -fleet-max-peer-keys, Options.MaxPeerKeys)")
+			Msg("fleet: a peer's value over the limits on what a node holds of its peers is left out; Stats.Limited counts them (a peer's keys, and their names' bytes: -fleet-max-peer-keys, Options.MaxPeerKeys)")
 	case err != nil:
 		n.log.Debug().Err(err).Str("key", e.Key()).Msg("fleet: skipped a value")
 	}

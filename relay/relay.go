@@ -147,7 +147,8 @@ func Start(s *adaptive.Scheduler, opts Options) (*Relay, error) {
 	return r, nil
 }
 
-// pace paces the rounds that Every triggers. Rule: the next one starts
+// pace paces the rounds that Every triggers, and the folds of the
+// fleet's updates (loop). Rule: the next one starts
 // at least pace times the last round's duration after it ended, so that
 // the rounds take at most about 1/(1+pace) of a core (5%) however fast
 // records change; the interval's round is never paced, so a crash still
@@ -159,13 +160,19 @@ func Start(s *adaptive.Scheduler, opts Options) (*Relay, error) {
 // Select+Observe (docs/TUNING.md).
 const pace = 19
 
-// loop is the relay's goroutine.
+// loop is the relay's goroutine. Rule: the fleet's updates are paced
+// as Every's rounds are, pace times the last fold's duration apart;
+// those signalled meanwhile wait as one (Updated holds one), and the
+// interval's round folds them if it comes first. Reason: each fold
+// makes the fleet vet every record it holds, and a peer's stream of
+// puts kept the relay folding without pause, a core
+// (TestUpdatesPaced).
 func (r *Relay) loop() {
 	defer close(r.done)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
-	var busy time.Duration // the last round's duration
-	var end time.Time      // when it ended
+	var busy, foldBusy time.Duration // the last round's and fold's durations
+	var end, foldEnd time.Time       // when they ended
 	var updated <-chan struct{}
 	if r.opts.Fleet != nil {
 		updated = r.opts.Fleet.Updated()
@@ -173,11 +180,21 @@ func (r *Relay) loop() {
 	for {
 		select {
 		case <-updated:
-			r.foldIn()
-			continue
+			ok, ticked := r.wait(pace*foldBusy-time.Since(foldEnd), t.C)
+			if !ok {
+				r.last = r.round()
+				return
+			}
+			if !ticked {
+				start := time.Now()
+				r.foldIn()
+				foldEnd = time.Now()
+				foldBusy = foldEnd.Sub(start)
+				continue
+			}
 		case <-t.C:
 		case <-r.ready:
-			if !r.wait(pace*busy-time.Since(end), t.C) {
+			if ok, _ := r.wait(pace*busy-time.Since(end), t.C); !ok {
 				r.last = r.round()
 				return
 			}
@@ -196,20 +213,22 @@ func (r *Relay) loop() {
 }
 
 // wait waits d, or until the interval's tick (which writes whatever
-// waits), and reports false if the relay was stopped meanwhile.
-func (r *Relay) wait(d time.Duration, tick <-chan time.Time) bool {
+// waits), and reports whether the tick came, and ok false if the relay
+// was stopped meanwhile.
+func (r *Relay) wait(d time.Duration, tick <-chan time.Time) (ok, ticked bool) {
 	if d <= 0 {
-		return true
+		return true, false
 	}
 	pause := time.NewTimer(d)
 	defer pause.Stop()
 	select {
 	case <-pause.C:
 	case <-tick:
+		return true, true
 	case <-r.stop:
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }
 
 // round takes the Scheduler's changes, writes them to the store, hands

@@ -56,19 +56,26 @@ func (st *store) total() uint64 {
 }
 
 // fleet is a Fleet that keeps the own evidence it is handed and gives
-// out the totals it is told to once.
+// out the totals it is told to once; each Exchange takes cost, which
+// busy and exchanges count.
 type fleet struct {
-	mu      sync.Mutex
-	own     map[learned.Key]bandit.Stats
-	shapes  int
-	give    []learned.Foreign
-	flushes int
-	updated chan struct{}
+	mu        sync.Mutex
+	own       map[learned.Key]bandit.Stats
+	shapes    int
+	give      []learned.Foreign
+	flushes   int
+	updated   chan struct{}
+	cost      time.Duration
+	busy      time.Duration
+	exchanges int
 }
 
 func (f *fleet) Exchange(cs []learned.Change, dst []learned.Foreign) []learned.Foreign {
+	time.Sleep(f.cost)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.busy += f.cost
+	f.exchanges++
 	if f.own == nil {
 		f.own = map[learned.Key]bandit.Stats{}
 	}
@@ -194,6 +201,45 @@ func TestUpdated(t *testing.T) {
 			t.Fatal("the fleet's signalled evidence was not folded in within 5 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestUpdatesPaced: a fleet that signals updates without pause (a peer
+// putting values as fast as it can, each of which makes the node vet
+// every record it holds) does not keep the relay folding without pause:
+// the folds still come before the interval (here an hour), each after a
+// pause of pace times the last, so the time spent exchanging stays near
+// 1/(1+pace). Unpaced it was 100% of the time.
+func TestUpdatesPaced(t *testing.T) {
+	s := newScheduler(t)
+	defer s.Close()
+	fl := &fleet{updated: make(chan struct{}, 1), cost: 2 * time.Millisecond}
+	r, err := relay.Start(s, relay.Options{Fleet: fl, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fl.mu.Lock()
+	fl.busy, fl.exchanges = 0, 0 // Start's own round
+	fl.mu.Unlock()
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		select {
+		case fl.updated <- struct{}{}:
+		default:
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	fl.mu.Lock()
+	busy, n := fl.busy, fl.exchanges
+	fl.mu.Unlock()
+	t.Logf("%d exchanges in %v, %v exchanging (%.1f%%)", n, elapsed, busy, 100*busy.Seconds()/elapsed.Seconds())
+	if n < 2 {
+		t.Errorf("%d exchanges in %v: updates no longer fold before the interval", n, elapsed)
+	}
+	if share := busy.Seconds() / elapsed.Seconds(); share > 0.2 {
+		t.Errorf("exchanging took %.0f%% of the time, want at most 20%%", 100*share)
 	}
 }
 
