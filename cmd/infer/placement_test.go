@@ -608,6 +608,44 @@ func TestAutoRestoredFrozenRetry(t *testing.T) {
 	}
 }
 
+// TestAutoCopiesBesideKernels: a backend's predicted step is the longer
+// of its ops' means and its weight copies, which run on the link beside
+// the kernels, not their sum: here the GPU's ops sum to 1,600 µs and its
+// copies to 1,650 against the CPU's 1,900, as only:sim:pcie3x8 beside
+// sim:desktop16 at -gpu-mem 50% (model of dim 256, 12 layers), which ran
+// 1,829 µs a step. Summed (3,250 µs, past ruleSlack of 1,900) the GPU was
+// no mode at all; taken as the longer, it is one, and a copy-bound GPU
+// that is surely slower still is not.
+func TestAutoCopiesBesideKernels(t *testing.T) {
+	for _, c := range []struct {
+		copyUs float64
+		mode   bool
+	}{{1650, true}, {3000, false}} {
+		p := newStepPlacer(1)
+		p.names = []string{"cpu", "gpu"}
+		p.copyUs = []float64{0, c.copyUs}
+		p.telemetry = func() adaptive.Telemetry {
+			return adaptive.Telemetry{Buckets: []adaptive.BucketTelemetry{{Arms: []adaptive.ArmTelemetry{
+				{Backend: "cpu", MeanUs: 19}, {Backend: "gpu", MeanUs: 16}}}}}
+		}
+		p.count[0] = 100
+		p.frozenUs = 1900
+		for range learnerSteps {
+			p.learnUs = append(p.learnUs, 1900)
+		}
+		if err := p.setModes(); err != nil {
+			t.Fatal(err)
+		}
+		got := false
+		for k := range p.table {
+			got = got || p.modeName(k) == "only:gpu"
+		}
+		if got != c.mode {
+			t.Errorf("GPU ops 1,600 µs, copies %g µs, the CPU's step 1,900: only:gpu a mode %t, want %t (modes %d)", c.copyUs, got, c.mode, len(p.table))
+		}
+	}
+}
+
 // TestSharedBackendsNotBoundedOut: a backend that shares its hardware
 // with another (cpu and cpu1) is tried alone right after the learner
 // even where the sum of its per-op means is surely slower than the
