@@ -200,16 +200,7 @@ func TestLostDeviceFailsQueuedWork(t *testing.T) {
 func TestLostDependencyFailsCPUWork(t *testing.T) {
 	long := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{2048, 2048}, {2048, 2048}}}
 	short := kernels.Spec{Op: kernels.Add, DType: kernels.F32, In: []kernels.Shape{{1 << 16}, {1 << 16}}}
-	tl := NewTimeline(Async)
-	cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpu, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
-		WithEvents(Event{At: 1, Kind: DeviceLost}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl, cpu, gpu := cpuBesideLostGPU(t)
 	gb, _ := gpu.Alloc(long.InBytes(0))
 	cb, _ := cpu.Alloc(short.InBytes(0))
 	run := func(d *Device, s kernels.Spec, b backends.Buffer, after ...backends.Event) backends.Event {
@@ -368,16 +359,7 @@ func TestLostDependencyFreesCPUQueue(t *testing.T) {
 	mid := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{64, 64}, {64, 64}}}
 	first := kernels.Spec{Op: kernels.MatMul, DType: kernels.F32, In: []kernels.Shape{{192, 192}, {192, 192}}}
 	for _, busy := range []bool{false, true} {
-		tl := NewTimeline(Async)
-		cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gpu, err := New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
-			WithEvents(Event{At: 1, Kind: DeviceLost}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tl, cpu, gpu := cpuBesideLostGPU(t)
 		bufs := map[*Device]map[int64]backends.Buffer{cpu: {}, gpu: {}}
 		run := func(d *Device, s kernels.Spec, after ...backends.Event) backends.Event {
 			t.Helper()
@@ -444,4 +426,22 @@ func TestLostDependencyFreesCPUQueue(t *testing.T) {
 				busy, s.HostUs, s.MakespanUs, end, e2)
 		}
 	}
+}
+
+// cpuBesideLostGPU returns an asynchronous Timeline and on it a quiet
+// cpu2 and an h100 lost at its second op (DeviceLost at 1), computing
+// nothing.
+func cpuBesideLostGPU(t *testing.T) (tl *Timeline, cpu, gpu *Device) {
+	t.Helper()
+	tl = NewTimeline(Async)
+	cpu, err := New(quiet(t, "cpu2"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err = New(quiet(t, "h100"), DefaultOptions().WithTimeline(tl).WithSkipCompute(true).
+		WithEvents(Event{At: 1, Kind: DeviceLost}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl, cpu, gpu
 }
