@@ -94,6 +94,13 @@ const maxForeignSpread = 2.302585092994046
 // amount (TestFoldNoDurationsMean).
 const maxForeignMean = 64
 
+// foreignSpreadRounding is how far below zero, relative to Σy²/N, the
+// spread Σy²/N − (Σy/N)² of honest foreign evidence may round: Σy² is
+// recovered from posteriors (bandit.NormalGamma.Since) as a difference of
+// terms as large as itself, and summed over nodes. The fleet's ledger
+// leaves out a peer's record past it on the same terms.
+const foreignSpreadRounding = 1e-9
+
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
 // their prior counts as this Scheduler's own evidence.
@@ -275,8 +282,12 @@ func (f *Fold) Foreign(batch []learned.Foreign) int {
 func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
 	// Each test is one that NaN fails: Σy²/N − m² overflowed to NaN or
 	// −Inf passed a test of "wider than", with a mean of 1e300.
-	m := st.Sum / st.N
-	if !(st.N > 0) || !(math.Abs(m) <= maxForeignMean) || !(st.SumSq/st.N-m*m <= maxForeignSpread*maxForeignSpread) {
+	// Rule: a spread below zero beyond rounding (foreignSpreadRounding)
+	// enters nothing. Reason: no durations have one, and it made the
+	// arm's prior overconfident (TestFoldNegativeSpread).
+	m, sq := st.Sum/st.N, st.SumSq/st.N
+	if !(st.N > 0) || !(math.Abs(m) <= maxForeignMean) || !(sq-m*m <= maxForeignSpread*maxForeignSpread) ||
+		!(sq-m*m >= -foreignSpreadRounding*math.Abs(sq)) {
 		st = bandit.Stats{}
 	}
 	if st == (bandit.Stats{}) {

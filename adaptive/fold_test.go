@@ -218,6 +218,41 @@ func TestFoldNoDurationsMean(t *testing.T) {
 	}
 }
 
+// TestFoldNegativeSpread: foreign evidence whose spread Σy²/N − (Σy/N)²
+// is negative beyond rounding, which no durations have, enters nothing,
+// once the backend's check has agreed with the fleet too: it made the
+// arm's prior overconfident. Evidence negative only by rounding enters.
+func TestFoldNegativeSpread(t *testing.T) {
+	s := newTestScheduler(t, Config{})
+	defer s.Close()
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	if _, err := s.Select(spec, Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	f.v.mu.Lock()
+	f.v.n[0] = verifyMin // the cpu's check agreed
+	f.v.mu.Unlock()
+	fb := f.byName[k.Bucket]
+	before := fb.b.bb.Priors[0]
+	for _, st := range []bandit.Stats{
+		{N: 10, Sum: 50, SumSq: 240},           // σ² −1
+		{N: 1, Sum: 5, SumSq: 25 - 1e-6},       // σ² −1e-6
+		{N: 1, Sum: 5, SumSq: 25 * (1 - 1e-8)}, // σ² −2.5e-7
+	} {
+		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
+		if after := fb.b.bb.Priors[0]; after != before {
+			t.Errorf("%+v: prior %+v became %+v", st, before, after)
+		}
+	}
+	rounded := bandit.Stats{N: 10, Sum: 50, SumSq: 250 * (1 - 1e-12)}
+	f.Foreign([]learned.Foreign{{Key: k, Stats: rounded}})
+	if _, got, _ := f.Evidence(k); got != rounded {
+		t.Errorf("%+v, negative by rounding only: folded %+v", rounded, got)
+	}
+}
+
 // TestFoldRemovedPriorRefreshes: a bucket whose arms all hold the
 // fleet's evidence re-derives no prior (prior.go leaves loaded arms
 // alone, and a bucket with none young stops refreshing). Once Foreign

@@ -221,7 +221,13 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 		// summed in, it made the key's total too wide for the Fold, which
 		// then dropped every peer's evidence for the key
 		// (TestLedgerWideRecord).
-		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool { return r.st.N == 0 || tooWide(r.st) })
+		// Rule: so is a record whose spread is negative beyond rounding.
+		// Reason: no durations have one, and summed in it made the key's
+		// total narrower than the honest peers' evidence, overconfident
+		// (TestLedgerNegativeSpread).
+		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool {
+			return r.st.N == 0 || tooWide(r.st) || negativeSpread(r.st)
+		})
 	}
 	return err
 }
@@ -235,6 +241,19 @@ const maxSpread = 2.302585092994046
 func tooWide(st bandit.Stats) bool {
 	m := st.Sum / st.N
 	return !(st.SumSq/st.N-m*m <= maxSpread*maxSpread)
+}
+
+// spreadRounding is how far below zero, relative to Σy²/N, the spread
+// Σy²/N − (Σy/N)² of an honest record may round: Σy² is recovered from a
+// posterior (bandit.NormalGamma.Since) as a difference of terms as large
+// as itself, rounded at 1e-16 each, and summed over many updates.
+const spreadRounding = 1e-9
+
+// negativeSpread reports whether st (N > 0) claims a spread below zero by
+// more than rounding (spreadRounding); NaN is one.
+func negativeSpread(st bandit.Stats) bool {
+	m, sq := st.Sum/st.N, st.SumSq/st.N
+	return !(sq-m*m >= -spreadRounding*math.Abs(sq))
 }
 
 // maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite

@@ -293,3 +293,37 @@ func TestLedgerNamesBounded(t *testing.T) {
 		t.Errorf("limited %d, want %d", l.counts.Limited, refused)
 	}
 }
+
+// TestLedgerNegativeSpread: a peer's record whose spread Σy²/N − (Σy/N)²
+// is negative, which no durations have, is left out on its own, so the
+// key's folded prior is the honest peers' evidence alone: summed in, it
+// made the key's total narrower than theirs, overconfident. A record
+// negative only by rounding is kept.
+func TestLedgerNegativeSpread(t *testing.T) {
+	s := newScheduler(t, 1)
+	f := s.Fold()
+	if _, err := s.Select(spec(0), adaptive.Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	k := keyOf(0)
+	a, b := claimStats(40, 1.5), claimStats(60, 1.6)
+	m := math.Log(1.5)
+	neg := bandit.Stats{N: 50, Sum: 50 * m, SumSq: 50 * (m*m - 0.1)} // σ² −0.1
+	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
+	for _, p := range []struct {
+		node string
+		st   bandit.Stats
+	}{{"honest1", a}, {"honest2", b}, {"negative", neg}} {
+		if err := l.put(ledgerKey(p.node, k), ledgerValue(ledgerFP, p.node, 9, record{k, p.st}), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Foreign(l.totals(nil))
+	if _, got, _ := f.Evidence(k); got != a.Add(b) {
+		t.Errorf("folded %+v, want the honest peers' %+v", got, a.Add(b))
+	}
+	rounded := bandit.Stats{N: 10, Sum: 10 * m, SumSq: 10 * m * m * (1 - 1e-12)}
+	if negativeSpread(rounded) {
+		t.Errorf("%+v, negative by rounding only, left out", rounded)
+	}
+}
