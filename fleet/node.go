@@ -119,6 +119,9 @@ type Node struct {
 	// limitWarned: a peer's value over the limits has been logged at
 	// warn level (entry); later ones go to debug, as Stats counts them.
 	limitWarned bool
+	// longWarned: an own key left out of the values put for a name
+	// longer than peers accept has been logged (publish).
+	longWarned bool
 	// bucketWarned: the bucket's unsafe configuration has been logged
 	// (checkBucket).
 	bucketWarned bool

@@ -316,3 +316,65 @@ func TestStoppedWatcherDrained(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLongOwnNameLeftOut: an own key whose bucket name is longer than
+// peers' decoders accept (maxName) is left out of the value put, with
+// one warning naming it and the limit, and the rest of its shard goes:
+// a peer receives the normal key's evidence. Put in, it made peers
+// refuse the whole shard as malformed, at debug level only.
+func TestLongOwnNameLeftOut(t *testing.T) {
+	nc, _ := fleetBucket(t, "long")
+	ctx := context.Background()
+	short := learned.Key{Backend: "cpu", Bucket: "MatMul/f32/s3"}
+	long := learned.Key{Backend: "cpu"}
+	for i := 0; long.Bucket == "" || shardOf(long.Bucket) != shardOf(short.Bucket); i++ {
+		long.Bucket = fmt.Sprintf("Opaque:%s%d/f32/s20", strings.Repeat("x", maxName), i)
+	}
+	prior := bandit.NormalGamma{Mu: 3, Kappa: 1, Alpha: 1, Beta: 1}
+	post := prior.With(bandit.Stats{N: 4, Sum: 12, SumSq: 36.04})
+	var log syncBuf
+	me, err := Start(nc, DefaultOptions("me", testFP).WithBucket("long").WithLogger(zerolog.New(&log).Level(zerolog.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer me.Close()
+	peer, err := Start(nc, DefaultOptions("peer", testFP).WithBucket("long"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	for _, n := range []*Node{me, peer} {
+		if err := n.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // a second put warns no more
+		me.Exchange([]learned.Change{{Key: long, Prior: prior, Posterior: post}, {Key: short, Prior: prior, Posterior: post}}, nil)
+		if err := me.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := post.Since(prior)
+	var got []learned.Foreign
+	eventually(t, 10*time.Second, func() error {
+		got = peer.Exchange(nil, got)
+		for _, f := range got {
+			if f.Key == short && f.Stats == want {
+				return nil
+			}
+		}
+		return fmt.Errorf("the peer received %+v, want %v's %+v", got, short, want)
+	})
+	for _, f := range got {
+		if f.Key == long {
+			t.Errorf("the peer received the long key's %+v", f.Stats)
+		}
+	}
+	if st := peer.Stats(); st.Malformed != 0 {
+		t.Errorf("the peer found %d values malformed", st.Malformed)
+	}
+	if got := strings.Count(log.String(), "is not shared"); got != 1 || !strings.Contains(log.String(), long.Bucket[:120]) ||
+		!strings.Contains(log.String(), fmt.Sprint(maxName)) {
+		t.Errorf("%d warnings of a long name, want 1 naming it and %d:\n%s", got, maxName, log.String())
+	}
+}
