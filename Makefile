@@ -66,8 +66,10 @@ libs:
 vet:
 	$(GO) vet ./...
 
+# -timeout: cmd/infer's tests take 180-570 s under -race on a shared
+# 2-core machine, against go test's default limit of 600 s a package.
 test: testdeps vet
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 20m ./...
 
 # portable checks the builds the docs promise besides this one: without
 # cgo (its tests run, the GPU backend's unavailable path among them) and
