@@ -80,27 +80,6 @@ type foldBucket struct {
 // fraction of the bandit's memory 1/(1−γ) (Fold).
 const foldMemory = 0.1
 
-// maxForeignSpread bounds the standard deviation of ln µs that foreign
-// evidence may claim: ln 10, a tenfold spread at one σ, where one
-// machine's runs of a bucket spread by a few per cent. A wider claim would
-// keep the arm's posterior wide whatever the node measures, and the arm
-// explored for good (TestFoldZeroWeight).
-const maxForeignSpread = 2.302585092994046
-
-// maxForeignMean bounds the mean ln µs that foreign evidence may claim,
-// either way: a duration Observe takes (1 ns to maxObservedUs) is within
-// ±28. Past it, after the backend's check agreed (which lifts the bound
-// on distance from the model), one claim moved the prior's mean by any
-// amount (TestFoldNoDurationsMean).
-const maxForeignMean = 64
-
-// foreignSpreadRounding is how far below zero, relative to Σy²/N, the
-// spread Σy²/N − (Σy/N)² of honest foreign evidence may round: Σy² is
-// recovered from posteriors (bandit.NormalGamma.Since) as a difference of
-// terms as large as itself, and summed over nodes. The fleet's ledger
-// leaves out a peer's record past it on the same terms.
-const foreignSpreadRounding = 1e-9
-
 // Fold returns the Scheduler's Fold, attaching one on the first call.
 // Buckets made before then keep their posteriors: what they hold beyond
 // their prior counts as this Scheduler's own evidence.
@@ -260,8 +239,9 @@ func (f *Fold) rebase(fb *foldBucket, a int, st bandit.Stats) {
 // increment: setting the same value twice counts it once). Zero Stats
 // removes it, as do Stats of no weight (N ≤ 0), whose Σy alone would move
 // the prior's mean by any amount past the cap, Stats whose spread is
-// wider than maxForeignSpread (TestFoldZeroWeight), and Stats whose mean
-// is past maxForeignMean (TestFoldNoDurationsMean). A key whose bucket
+// wider than bandit.MaxSpreadLn (TestFoldZeroWeight) or below zero
+// (TestFoldNegativeSpread), and Stats whose mean is past bandit.MaxMeanLn
+// (TestFoldNoDurationsMean). A key whose bucket
 // has not been made yet, or whose backend is not configured, is kept for
 // when it is made. It reports how many
 // arms of this Scheduler's buckets changed. The change is not handed out
@@ -280,14 +260,12 @@ func (f *Fold) Foreign(batch []learned.Foreign) int {
 
 // set is Foreign for one key (f.mu held).
 func (f *Fold) set(k learned.Key, st bandit.Stats) bool {
-	// Each test is one that NaN fails: Σy²/N − m² overflowed to NaN or
-	// −Inf passed a test of "wider than", with a mean of 1e300.
-	// Rule: a spread below zero beyond rounding (foreignSpreadRounding)
-	// enters nothing. Reason: no durations have one, and it made the
-	// arm's prior overconfident (TestFoldNegativeSpread).
-	m, sq := st.Sum/st.N, st.SumSq/st.N
-	if !(st.N > 0) || !(math.Abs(m) <= maxForeignMean) || !(sq-m*m <= maxForeignSpread*maxForeignSpread) ||
-		!(sq-m*m >= -foreignSpreadRounding*math.Abs(sq)) {
+	// Rule: evidence no durations give enters nothing (bandit's bounds).
+	// Reasons: a mean past MaxMeanLn moved the prior's mean by any amount
+	// (TestFoldNoDurationsMean); a spread wider than MaxSpreadLn kept the
+	// arm explored for good (TestFoldZeroWeight), and one below zero made
+	// its prior overconfident (TestFoldNegativeSpread).
+	if !(st.N > 0) || !st.MeanWithin() || !st.SpreadWithin() {
 		st = bandit.Stats{}
 	}
 	if st == (bandit.Stats{}) {

@@ -159,27 +159,13 @@ func TestFoldedPriorAdapts(t *testing.T) {
 // Nor is evidence claiming a spread over ln 10: it widens the prior for
 // good, so the arm is explored whatever the node measures.
 func TestFoldZeroWeight(t *testing.T) {
-	s := newTestScheduler(t, Config{})
-	defer s.Close()
-	f := s.Fold()
-	spec := matmul(64, 512, 512)
-	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
-	if _, err := s.Select(spec, Residency{}); err != nil {
-		t.Fatal(err)
-	}
-	fb := f.byName[k.Bucket]
+	f, k, fb := selectedFold(t, false)
 	before := fb.b.bb.Priors[0]
 	mu := before.Mu
-	for _, st := range []bandit.Stats{
-		{N: 0, Sum: 1e4, SumSq: 1e8},                        // no weight
-		{N: 1e-6, Sum: 1e-6 * mu, SumSq: 1e2},               // σ 10⁴
-		{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.4)}, // σ just over ln 10
-	} {
-		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
-		if after := fb.b.bb.Priors[0]; after != before {
-			t.Errorf("%+v: prior %+v became %+v", st, before, after)
-		}
-	}
+	foreignLeavesPrior(t, f, k, fb,
+		bandit.Stats{N: 0, Sum: 1e4, SumSq: 1e8},                        // no weight
+		bandit.Stats{N: 1e-6, Sum: 1e-6 * mu, SumSq: 1e2},               // σ 10⁴
+		bandit.Stats{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.4)}) // σ just over ln 10
 	ok := bandit.Stats{N: 100, Sum: 100 * mu, SumSq: 100 * (mu*mu + 5.2)}
 	if f.Foreign([]learned.Foreign{{Key: k, Stats: ok}}); fb.b.bb.Priors[0] == before {
 		t.Errorf("%+v (σ just under ln 10) left the prior", ok)
@@ -192,30 +178,12 @@ func TestFoldZeroWeight(t *testing.T) {
 // spread that overflowed (Σy²/N − (Σy/N)² as −Inf or NaN) passed the
 // check on spread, and one claim of N 1 moved the prior's mean to 1e300.
 func TestFoldNoDurationsMean(t *testing.T) {
-	s := newTestScheduler(t, Config{})
-	defer s.Close()
-	f := s.Fold()
-	spec := matmul(64, 512, 512)
-	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
-	if _, err := s.Select(spec, Residency{}); err != nil {
-		t.Fatal(err)
-	}
-	f.v.mu.Lock()
-	f.v.n[0] = verifyMin // the cpu's check agreed
-	f.v.mu.Unlock()
-	fb := f.byName[k.Bucket]
-	before := fb.b.bb.Priors[0]
-	for _, st := range []bandit.Stats{
-		{N: 1, Sum: 1e300, SumSq: 1e300},                           // spread −Inf
-		{N: 1e-300, Sum: 1e-10, SumSq: 1e-10},                      // spread NaN
-		{N: 1, Sum: math.Ldexp(1, 450), SumSq: math.Ldexp(1, 900)}, // spread 0, mean 2⁴⁵⁰
-		{N: 10, Sum: -1e4, SumSq: 1e7},                             // mean −1000
-	} {
-		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
-		if after := fb.b.bb.Priors[0]; after != before {
-			t.Errorf("%+v: prior %+v became %+v", st, before, after)
-		}
-	}
+	f, k, fb := selectedFold(t, true)
+	foreignLeavesPrior(t, f, k, fb,
+		bandit.Stats{N: 1, Sum: 1e300, SumSq: 1e300},                           // spread −Inf
+		bandit.Stats{N: 1e-300, Sum: 1e-10, SumSq: 1e-10},                      // spread NaN
+		bandit.Stats{N: 1, Sum: math.Ldexp(1, 450), SumSq: math.Ldexp(1, 900)}, // spread 0, mean 2⁴⁵⁰
+		bandit.Stats{N: 10, Sum: -1e4, SumSq: 1e7})                             // mean −1000
 }
 
 // TestFoldNegativeSpread: foreign evidence whose spread Σy²/N − (Σy/N)²
@@ -223,29 +191,11 @@ func TestFoldNoDurationsMean(t *testing.T) {
 // once the backend's check has agreed with the fleet too: it made the
 // arm's prior overconfident. Evidence negative only by rounding enters.
 func TestFoldNegativeSpread(t *testing.T) {
-	s := newTestScheduler(t, Config{})
-	defer s.Close()
-	f := s.Fold()
-	spec := matmul(64, 512, 512)
-	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
-	if _, err := s.Select(spec, Residency{}); err != nil {
-		t.Fatal(err)
-	}
-	f.v.mu.Lock()
-	f.v.n[0] = verifyMin // the cpu's check agreed
-	f.v.mu.Unlock()
-	fb := f.byName[k.Bucket]
-	before := fb.b.bb.Priors[0]
-	for _, st := range []bandit.Stats{
-		{N: 10, Sum: 50, SumSq: 240},           // σ² −1
-		{N: 1, Sum: 5, SumSq: 25 - 1e-6},       // σ² −1e-6
-		{N: 1, Sum: 5, SumSq: 25 * (1 - 1e-8)}, // σ² −2.5e-7
-	} {
-		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
-		if after := fb.b.bb.Priors[0]; after != before {
-			t.Errorf("%+v: prior %+v became %+v", st, before, after)
-		}
-	}
+	f, k, fb := selectedFold(t, true)
+	foreignLeavesPrior(t, f, k, fb,
+		bandit.Stats{N: 10, Sum: 50, SumSq: 240},           // σ² −1
+		bandit.Stats{N: 1, Sum: 5, SumSq: 25 - 1e-6},       // σ² −1e-6
+		bandit.Stats{N: 1, Sum: 5, SumSq: 25 * (1 - 1e-8)}) // σ² −2.5e-7
 	rounded := bandit.Stats{N: 10, Sum: 50, SumSq: 250 * (1 - 1e-12)}
 	f.Foreign([]learned.Foreign{{Key: k, Stats: rounded}})
 	if _, got, _ := f.Evidence(k); got != rounded {
@@ -431,5 +381,40 @@ func TestFoldRemovedUnseen(t *testing.T) {
 			t.Errorf("%s: the GPU's first run here: warm-up %v, learned %d; want warm-up %v", c.what, arm.Warmup, arm.Learned, want)
 		}
 		s.Close()
+	}
+}
+
+// selectedFold returns a Scheduler's Fold, the key of the cpu arm of a
+// bucket it has selected in, and the bucket's fold entry; verified: the
+// cpu's check has agreed with the fleet (which lifts the bound on
+// distance from the model, verify.go).
+func selectedFold(t *testing.T, verified bool) (*Fold, learned.Key, *foldBucket) {
+	t.Helper()
+	s := newTestScheduler(t, Config{})
+	t.Cleanup(func() { s.Close() })
+	f := s.Fold()
+	spec := matmul(64, 512, 512)
+	k := learned.Key{Backend: "cpu", Bucket: kernels.BucketName(spec)}
+	if _, err := s.Select(spec, Residency{}); err != nil {
+		t.Fatal(err)
+	}
+	if verified {
+		f.v.mu.Lock()
+		f.v.n[0] = verifyMin
+		f.v.mu.Unlock()
+	}
+	return f, k, f.byName[k.Bucket]
+}
+
+// foreignLeavesPrior folds each of sts as k's foreign evidence and fails
+// the test where the cpu arm's prior moved.
+func foreignLeavesPrior(t *testing.T, f *Fold, k learned.Key, fb *foldBucket, sts ...bandit.Stats) {
+	t.Helper()
+	before := fb.b.bb.Priors[0]
+	for _, st := range sts {
+		f.Foreign([]learned.Foreign{{Key: k, Stats: st}})
+		if after := fb.b.bb.Priors[0]; after != before {
+			t.Errorf("%+v: prior %+v became %+v", st, before, after)
+		}
 	}
 }

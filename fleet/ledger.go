@@ -220,43 +220,19 @@ func (l *ledger) decode(key, node, shard string, v []byte) error {
 		// would move the key's total mean with nothing for the Fold's cap
 		// to weigh, and vet skips it (TestLedgerWeightless). A node's arm
 		// widened back to its prior (bandit.NormalGamma.Widen) sends one.
-		// Rule: so is a record wider than maxSpread, on its own. Reason:
-		// summed in, it made the key's total too wide for the Fold, which
-		// then dropped every peer's evidence for the key
-		// (TestLedgerWideRecord).
+		// Rule: so is a record wider than bandit.MaxSpreadLn, on its own
+		// (Stats.SpreadWithin). Reason: summed in, it made the key's total
+		// too wide for the Fold, which then dropped every peer's evidence
+		// for the key (TestLedgerWideRecord).
 		// Rule: so is a record whose spread is negative beyond rounding.
 		// Reason: no durations have one, and summed in it made the key's
 		// total narrower than the honest peers' evidence, overconfident
 		// (TestLedgerNegativeSpread).
 		l.val.recs = slices.DeleteFunc(l.val.recs, func(r record) bool {
-			return r.st.N == 0 || tooWide(r.st) || negativeSpread(r.st)
+			return r.st.N == 0 || !r.st.SpreadWithin()
 		})
 	}
 	return err
-}
-
-// maxSpread bounds the standard deviation of ln µs of a peer's record:
-// ln 10, adaptive's bound on a key's total (adaptive.Fold.Foreign).
-const maxSpread = 2.302585092994046
-
-// tooWide reports whether st (N > 0, its mean within maxMean) claims a
-// spread over maxSpread; Σy²/N overflowing to +Inf is one.
-func tooWide(st bandit.Stats) bool {
-	m := st.Sum / st.N
-	return !(st.SumSq/st.N-m*m <= maxSpread*maxSpread)
-}
-
-// spreadRounding is how far below zero, relative to Σy²/N, the spread
-// Σy²/N − (Σy/N)² of an honest record may round: Σy² is recovered from a
-// posterior (bandit.NormalGamma.Since) as a difference of terms as large
-// as itself, rounded at 1e-16 each, and summed over many updates.
-const spreadRounding = 1e-9
-
-// negativeSpread reports whether st (N > 0) claims a spread below zero by
-// more than rounding (spreadRounding); NaN is one.
-func negativeSpread(st bandit.Stats) bool {
-	m, sq := st.Sum/st.N, st.SumSq/st.N
-	return !(sq-m*m >= -spreadRounding*math.Abs(sq))
 }
 
 // maxStat bounds a peer's N, Σy and Σy² in size: figures merely finite
@@ -264,15 +240,11 @@ func negativeSpread(st bandit.Stats) bool {
 // the posterior (TestLedgerTotalsFinite). No node's evidence comes near.
 const maxStat = 1e300
 
-// maxMean bounds the mean ln µs (|Σy/N|) of a peer's record: a duration
-// adaptive observes (1 ns to 11.6 days) is within ±28, and a widened
-// posterior's shift adds little. A mean past it, with a tiny N, would
-// move the key's total by any amount with no weight (TestLedgerWeightless).
-const maxMean = 64
-
 // checkRecords reports a record with a figure over maxStat or a mean
-// over maxMean, and a key named twice, whose second copy would count the
-// peer's evidence twice and outlive the value (TestLedgerDuplicateRecord).
+// over bandit.MaxMeanLn (no durations give one: with a tiny N it would
+// move the key's total by any amount, TestLedgerWeightless), and a key
+// named twice, whose second copy would count the peer's evidence twice
+// and outlive the value (TestLedgerDuplicateRecord).
 func (l *ledger) checkRecords(recs []record) error {
 	if l.dup == nil {
 		l.dup = map[learned.Key]struct{}{}
@@ -282,8 +254,8 @@ func (l *ledger) checkRecords(recs []record) error {
 		if !(math.Abs(r.st.N) <= maxStat && math.Abs(r.st.Sum) <= maxStat && math.Abs(r.st.SumSq) <= maxStat) {
 			return fmt.Errorf("%w: %s %s: %+v, over %g", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxStat)
 		}
-		if r.st.N > 0 && !(math.Abs(r.st.Sum/r.st.N) <= maxMean) {
-			return fmt.Errorf("%w: %s %s: %+v, a mean ln µs over %d", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, maxMean)
+		if r.st.N > 0 && !r.st.MeanWithin() {
+			return fmt.Errorf("%w: %s %s: %+v, a mean ln µs over %d", ErrMalformed, r.key.Backend, r.key.Bucket, r.st, bandit.MaxMeanLn)
 		}
 		if _, ok := l.dup[r.key]; ok {
 			return fmt.Errorf("%w: %s %s twice", ErrMalformed, r.key.Backend, r.key.Bucket)

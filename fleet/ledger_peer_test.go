@@ -168,7 +168,7 @@ func TestLedgerAsideBounded(t *testing.T) {
 }
 
 // TestLedgerWeightless: a peer's record of no weight (N 0) or of a mean
-// no duration has (Σy/N beyond maxMean) would move a key's total, and so
+// no duration has (Σy/N beyond bandit.MaxMeanLn) would move a key's total, and so
 // the prior's mean, by any amount without the weight that the Fold caps,
 // and unvetted: the first is left out, the second makes the value
 // malformed.
@@ -225,6 +225,17 @@ func TestLedgerKeysBounded(t *testing.T) {
 // summed in, it widened the key's total past the bound, and the Fold
 // dropped every peer's evidence for the key.
 func TestLedgerWideRecord(t *testing.T) {
+	m := math.Log(1.5)
+	if got, want := foldedBeside(t, bandit.Stats{N: 1, Sum: m, SumSq: m*m + 1e6}); got != want { // σ 1,000 of ln
+		t.Errorf("folded %+v, want the honest peers' %+v", got, want)
+	}
+}
+
+// foldedBeside returns what a Scheduler's Fold holds of key 0 once two
+// honest peers' records and a third peer's bad one have passed a ledger,
+// and the honest peers' evidence.
+func foldedBeside(t *testing.T, bad bandit.Stats) (got, honest bandit.Stats) {
+	t.Helper()
 	s := newScheduler(t, 1)
 	f := s.Fold()
 	if _, err := s.Select(spec(0), adaptive.Residency{}); err != nil {
@@ -232,21 +243,18 @@ func TestLedgerWideRecord(t *testing.T) {
 	}
 	k := keyOf(0)
 	a, b := claimStats(40, 1.5), claimStats(60, 1.6)
-	m := math.Log(1.5)
-	wide := bandit.Stats{N: 1, Sum: m, SumSq: m*m + 1e6} // σ 1,000 of ln
 	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
 	for _, p := range []struct {
 		node string
 		st   bandit.Stats
-	}{{"honest1", a}, {"honest2", b}, {"wide", wide}} {
+	}{{"honest1", a}, {"honest2", b}, {"bad", bad}} {
 		if err := l.put(ledgerKey(p.node, k), ledgerValue(ledgerFP, p.node, 9, record{k, p.st}), time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.Foreign(l.totals(nil))
-	if _, got, _ := f.Evidence(k); got != a.Add(b) {
-		t.Errorf("folded %+v, want the honest peers' %+v", got, a.Add(b))
-	}
+	_, got, _ = f.Evidence(k)
+	return got, a.Add(b)
 }
 
 // nameBytes returns the bytes of the names of node's records held.
@@ -300,30 +308,12 @@ func TestLedgerNamesBounded(t *testing.T) {
 // made the key's total narrower than theirs, overconfident. A record
 // negative only by rounding is kept.
 func TestLedgerNegativeSpread(t *testing.T) {
-	s := newScheduler(t, 1)
-	f := s.Fold()
-	if _, err := s.Select(spec(0), adaptive.Residency{}); err != nil {
-		t.Fatal(err)
-	}
-	k := keyOf(0)
-	a, b := claimStats(40, 1.5), claimStats(60, 1.6)
 	m := math.Log(1.5)
-	neg := bandit.Stats{N: 50, Sum: 50 * m, SumSq: 50 * (m*m - 0.1)} // σ² −0.1
-	l := newLedger(ledgerFP, "me", 1, DefaultMaxPeerKeys)
-	for _, p := range []struct {
-		node string
-		st   bandit.Stats
-	}{{"honest1", a}, {"honest2", b}, {"negative", neg}} {
-		if err := l.put(ledgerKey(p.node, k), ledgerValue(ledgerFP, p.node, 9, record{k, p.st}), time.Time{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.Foreign(l.totals(nil))
-	if _, got, _ := f.Evidence(k); got != a.Add(b) {
-		t.Errorf("folded %+v, want the honest peers' %+v", got, a.Add(b))
+	if got, want := foldedBeside(t, bandit.Stats{N: 50, Sum: 50 * m, SumSq: 50 * (m*m - 0.1)}); got != want { // σ² −0.1
+		t.Errorf("folded %+v, want the honest peers' %+v", got, want)
 	}
 	rounded := bandit.Stats{N: 10, Sum: 10 * m, SumSq: 10 * m * m * (1 - 1e-12)}
-	if negativeSpread(rounded) {
+	if !rounded.SpreadWithin() {
 		t.Errorf("%+v, negative by rounding only, left out", rounded)
 	}
 }
