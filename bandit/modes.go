@@ -15,15 +15,16 @@ import (
 // it and the rules it could replace, on the steps' own clock, bounds it
 // below by the better of them (cmd/infer TestAutoStepModes).
 //
-// The first step after a change of mode pays for the change (caches,
+// The first steps after a change of mode pay for the change (caches,
 // weights and activations moving to where the new mode wants them, which
-// cost its first step up to 1.6× its later ones in cmd/infer's simulated
-// offload runs), so a mode is judged on its steady steps and the change
-// is priced apart: each mode keeps the excess of a run's first step over
-// its second (ln µs), and a mode other than the running one is drawn with
-// that excess spread over the steps it may expect to run before a change
-// is forced anyway (Resume: a prompt). Judged on all its steps, a mode
-// whose changes are slow loses to a slower one it changes from
+// cost its first step up to 2.5× its later ones in cmd/infer's simulated
+// offload runs, and its second 1.2×), so a mode is judged on its steady
+// steps and the change is priced apart: each mode keeps the excess of
+// each of a run's first steps over its first steady one (ln µs; warming
+// says which are steady), and a mode other than the running one is drawn
+// with those excesses spread over the steps it may expect to run before
+// a change is forced anyway (Resume: a prompt). Judged on all its steps,
+// a mode whose changes are slow loses to a slower one it changes from
 // (TestModesChangeCost); judged on its steady steps alone, a slow mode
 // looks closer than it is and is retried, paying the change each time.
 //
@@ -41,8 +42,8 @@ import (
 // Each mode's posterior is a NormalGamma over ln(steady step µs), less
 // the level. A mode without one (Observe) runs ModesWarm steps in a row
 // before any is compared, and the first modesPriced changes to a mode run
-// two; every Done discounts the running mode's record by ModesGamma,
-// and a mode left alone for the memory's length runs again (modesRetry):
+// to their first steady step; every Done discounts the running mode's
+// record by ModesGamma, and a mode left alone for the memory's length runs again (modesRetry):
 // the per-op learner improves as it learns, and the device a rule relies
 // on may slow. Each retry that leaves the mode surely slower than the
 // best other record doubles its next wait, up to modesBackoff times; a
@@ -58,13 +59,15 @@ type Modes struct {
 	post   []NormalGamma
 	prior  []NormalGamma // set at each mode's first steady step
 	seen   []bool        // the mode's posterior has evidence
-	change []excess      // each mode's cost of changing to it
+	warm   []warmup      // each mode's cost of changing to it, step by step
 	priced []int         // changes to each mode priced
 	runs   []int64
-	last   int        // the mode of the last step or Resume; -1: none
-	runLen int        // steps of last run since its change
-	first  float64    // ln µs of last's first step, until its second prices the change
-	held   bool       // first is not observed yet: the run is pricing its change
+	last   int // the mode of the last step or Resume; -1: none
+	runLen int // steps of last run since its change
+	// steps holds the ln µs of last's first steps while held: they are
+	// not observed yet, as the run is pricing its change (its warm-up).
+	steps  [modesWarmMax]float64
+	held   bool
 	span   [2]float64 // steps between Resumes: discounted Σ steps, Σ weight
 	since  int        // steps since the last Resume; -1: none yet
 	forced bool       // the running run began at a Resume, not by a choice
@@ -89,9 +92,23 @@ type Modes struct {
 	r            *rand.Rand
 }
 
-// excess is a discounted mean of a mode's excess (a change's first step
-// over its second; a replay over the record it adopted): Σ weight·x over
-// Σ weight.
+// warmup is a mode's excess at each of a run's first modesWarmMax steps
+// over the run's first steady step (ln µs): its warm-up.
+type warmup [modesWarmMax]excess
+
+// price returns the excess of w's steps, in steady steps: what a change
+// to its mode costs over the steps it runs.
+func (w *warmup) price() float64 {
+	p := 0.0
+	for _, e := range w {
+		p += max(0, math.Expm1(e.mean()))
+	}
+	return p
+}
+
+// excess is a discounted mean of a mode's excess (a change's step over
+// its first steady one; a replay over the record it adopted): Σ weight·x
+// over Σ weight.
 type excess struct{ sum, w float64 }
 
 // add adds x at weight 1.
@@ -111,16 +128,20 @@ func (x excess) mean() float64 {
 const (
 	// ModesWarm is the steps a mode without a record runs, in a row,
 	// before the modes are compared: the first prices the change to it,
-	// the second is its first steady step.
+	// the second is its first steady step unless it is still warming.
 	ModesWarm = 2
+	// modesWarmMax is the most steps of a run that may be its warm-up
+	// (warming): a weight cache refilled over 3 steps in cmd/infer's
+	// offload runs.
+	modesWarmMax = 4
 	// ModesGamma is the weight of a step per later step: a memory of about
 	// 200 steps. With it a mode 1.4× slower runs at most 2% of the steps
 	// once the modes are told apart (TestModesPicksFaster).
 	ModesGamma = 0.995
-	// modesPriced is the changes to a mode that run two steps, pricing
-	// the change, before a change's lone first step is observed less the
-	// price: one difference of two steps is as noisy as both, and taken
-	// off every later first step it biased the mode (in
+	// modesPriced is the changes to a mode that run to their first steady
+	// step, pricing the change, before a change's first steps are
+	// observed less their excess: one difference of two steps is as noisy
+	// as both, and taken off every later first step it biased the mode (in
 	// TestModesPicksFaster's setting, 11 of 200 seeds ran the slower mode
 	// more than 2% of the late steps with one, 3 with two, 2 when changes
 	// were not priced).
@@ -177,7 +198,7 @@ func NewModes(n int, seed uint64) (*Modes, error) {
 		adopted[i], bound[i] = math.NaN(), math.NaN()
 	}
 	return &Modes{post: make([]NormalGamma, n), prior: make([]NormalGamma, n), seen: make([]bool, n),
-		change: make([]excess, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
+		warm: make([]warmup, n), priced: make([]int, n), ranAt: make([]int64, n), runs: make([]int64, n), last: -1, since: -1,
 		adopted: adopted, replay: make([]excess, n), bound: bound, backoff: make([]int, n), due: -1, retried: -1,
 		r: rand.New(rand.NewPCG(seed, 0x6d6f646573))}, nil
 }
@@ -212,7 +233,7 @@ func (m *Modes) Next() int {
 		}
 		us := m.post[i].Sample(m.r)
 		if i != m.last {
-			us *= 1 + max(0, math.Expm1(m.change[i].mean()))/m.over(i, h)
+			us *= 1 + m.warm[i].price()/m.over(i, h)
 		}
 		if us < bestUs {
 			best, bestUs = i, us
@@ -232,7 +253,7 @@ func (m *Modes) Next() int {
 // h100 beside cpu2 at batch 1 1.1–1.3% of every 1,000 steps of a decode
 // (cmd/infer, BENCHMARKS.md).
 func (m *Modes) retryAfter(i int) float64 {
-	n := modesRetry * (1 + max(0, math.Expm1(m.change[i].mean()))) * float64(int(1)<<m.backoff[i])
+	n := modesRetry * (1 + m.warm[i].price()) * float64(int(1)<<m.backoff[i])
 	if m.last >= 0 && m.seen[m.last] {
 		mu := m.post[i].Mu
 		if !m.seen[i] {
@@ -255,7 +276,9 @@ func (m *Modes) Done(mode int, us float64) error {
 		m.post[mode].Discount(m.prior[mode], ModesGamma) // the others wait for their retry
 	}
 	for i := range m.post {
-		m.change[i].discount(ModesGamma)
+		for k := range m.warm[i] {
+			m.warm[i][k].discount(ModesGamma)
+		}
 		m.replay[i].discount(ModesGamma)
 	}
 	y := LnUs(us)
@@ -268,19 +291,33 @@ func (m *Modes) Done(mode int, us float64) error {
 	if mode != m.last {
 		m.endRun()
 		m.judgeRetry(mode, m.due == mode)
-		m.last, m.runLen, m.first, m.forced = mode, 1, y, false
-		// Without an excess yet the step waits for the next to price the
-		// change; with one it is observed less it.
+		m.last, m.runLen, m.forced = mode, 1, false
+		m.steps[0] = y
+		// Without a warm-up priced yet the step waits for the run's first
+		// steady one; with one it is observed less its excess.
 		if m.held = m.priced[mode] < modesPriced; !m.held {
-			m.observe(mode, y-m.change[mode].mean()-m.level)
+			m.observe(mode, y-m.warm[mode][0].mean()-m.level)
 		}
 		return nil
 	}
 	m.runLen++
-	if m.runLen == 2 {
-		m.change[mode].add(m.first - y)
+	k := m.runLen - 1 // this step's index in its run
+	switch {
+	case m.held && m.warming(mode, y):
+		m.steps[k] = y
+		return nil
+	case m.held:
+		for j := range m.warm[mode] {
+			x := 0.0 // this step and those after it: steady
+			if j < k {
+				x = m.steps[j] - y
+			}
+			m.warm[mode][j].add(x)
+		}
 		m.priced[mode]++
 		m.held = false
+	case k < modesWarmMax:
+		y -= m.warm[mode][k].mean() // a priced change's warm-up
 	}
 	if m.seen[mode] {
 		x := modesLevelRate * (y - m.level - m.post[mode].Mu)
@@ -407,7 +444,7 @@ func (m *Modes) Resume(mode int) error {
 	// was the running mode's: TestModesResumeEndsHeld).
 	m.endRun()
 	m.retried = -1 // a run a prompt ends is not judged
-	m.last, m.runLen, m.forced = mode, ModesWarm, true
+	m.last, m.runLen, m.forced = mode, modesWarmMax, true
 	if m.since > 0 {
 		m.span[0] = m.span[0]*ModesGamma + float64(m.since)
 		m.span[1] = m.span[1]*ModesGamma + 1
@@ -571,13 +608,38 @@ func (m *Modes) bestOther(i int) int {
 	return best
 }
 
-// endRun ends the running run: a first step held for its second, which
-// never came, is observed as it is, the only evidence of its mode.
+// endRun ends the running run: the last step held for a steady one,
+// which never came, is observed as it is, the only evidence of its mode.
 func (m *Modes) endRun() {
 	if m.held {
-		m.observe(m.last, m.first-m.level)
+		m.observe(m.last, m.steps[m.runLen-1]-m.level)
 	}
 	m.held = false
+}
+
+// warming reports whether a step of y (ln µs) of mode, the running run's
+// latest, held for its steady one, is still its warm-up: the run has not
+// had modesWarmMax steps, the step fell from the one before by more than
+// modesSpread (a step's noise), and by more than its excess over the
+// best other record. Rule: a run that still falls that fast is judged on
+// a later step. Reason: a weight cache refilling after a change takes
+// several steps (the GPU alone at -gpu-mem 50% on pcie3x8 in cmd/infer:
+// 4,648, 2,252, 1,888, then 1,829 µs), and judged on its second step a
+// mode 9% faster than the best was left for good in 2 of 20 seeds
+// (TestModesWarmupSteps). A step that could not win even if it fell as
+// much again is steady: holding it would cost a slower mode's trial a
+// step and change no choice.
+func (m *Modes) warming(mode int, y float64) bool {
+	k := m.runLen - 1
+	if k >= modesWarmMax {
+		return false
+	}
+	fall := m.steps[k-1] - y
+	if fall <= modesSpread {
+		return false
+	}
+	best := m.bestOther(mode)
+	return best < 0 || y-m.level-m.post[best].Mu < fall
 }
 
 // observe adds a steady step of y = ln µs to mode's posterior, the first
