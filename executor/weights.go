@@ -32,6 +32,7 @@ type weightCache struct {
 	rule   [adaptive.MaxBackends]*weightcache.Cache
 	evict  []int       // the last admission's victims
 	held   atomic.Bool // HoldWeights: the caches keep what they hold
+	regime int         // WeighFor's
 }
 
 // weightUse is a weight's cache identity (Tensor, under the cache's lock).
@@ -271,7 +272,7 @@ func (e *Executor) admitLocked(t *Tensor, a int, pin, copied bool, savedUs float
 	default:
 		if e.wc.rule[a] == nil {
 			r, err := weightcache.New(budget-e.wc.pinned[a], weightcache.Options{})
-			if err != nil {
+			if err != nil || r.SetRegime(e.wc.regime) != nil {
 				return false
 			}
 			e.wc.rule[a] = r
@@ -439,6 +440,29 @@ func (e *Executor) hitLocked(t *Tensor, a int, savedUs float64) {
 // set of copies instead of trading copies under them
 // (TestHoldWeightsKeepsCopies).
 func (e *Executor) HoldWeights(hold bool) { e.wc.held.Store(hold) }
+
+// WeighFor tells the weight caches how the caller places ops from now
+// on, a regime it names in [0, weightcache.MaxRegimes) (0 until it is
+// called): each weighs what a resident use saves by the uses in that
+// regime (weightcache.Cache.SetRegime). A caller that places its steps
+// in a few ways as a whole (cmd/infer's step modes) names each, so that
+// one placement's caches are not judged by another's savings
+// (TestWeighForRegime). A regime outside the range is an error, and
+// changes nothing.
+func (e *Executor) WeighFor(regime int) error {
+	if regime < 0 || regime >= weightcache.MaxRegimes {
+		return fmt.Errorf("executor: weight regime %d, not in [0, %d): %w", regime, weightcache.MaxRegimes, weightcache.ErrInvalid)
+	}
+	e.wc.mu.Lock()
+	defer e.wc.mu.Unlock()
+	e.wc.regime = regime
+	for _, r := range e.wc.rule {
+		if r != nil {
+			_ = r.SetRegime(regime) // in range: checked above
+		}
+	}
+	return nil
+}
 
 // WeightBytes returns the bytes of weight copies the Executor holds on
 // each backend (Config.Backends order).

@@ -15,6 +15,7 @@ import (
 	"github.com/adaptsched/adaptsched/executor"
 	"github.com/adaptsched/adaptsched/kernels"
 	"github.com/adaptsched/adaptsched/sim"
+	"github.com/adaptsched/adaptsched/weightcache"
 )
 
 // weightModel is a stack of square f32 matmul layers, x ← x·W_l, with
@@ -893,6 +894,43 @@ func TestUnwrittenWeightCounts(t *testing.T) {
 		}
 		if wb, onGPU := e.WeightBytes()[1], a.(*executor.Tensor).Valid().Has(1); onGPU && wb != wsize {
 			t.Errorf("sync=%v: after Write of the unwritten weight the cache counts %d weight bytes on the GPU, which holds the other's %d", sync, wb, wsize)
+		}
+	}
+}
+
+// TestWeighForRegime: WeighFor takes the regimes weightcache does and
+// refuses others with weightcache.ErrInvalid; a regime named before the
+// caches exist is theirs when they do, and they keep what fits (the rule
+// per regime: weightcache TestSavedPerRegime).
+func TestWeighForRegime(t *testing.T) {
+	const dim = 32
+	m := newWeightModel(rand.New(rand.NewPCG(4, 1)), 2, dim)
+	e := gpuFirstExec(t, false, 2*int64(len(m.ws[0])))
+	for _, r := range []int{-1, weightcache.MaxRegimes} {
+		if err := e.WeighFor(r); !errors.Is(err, weightcache.ErrInvalid) {
+			t.Errorf("WeighFor(%d) = %v, want weightcache.ErrInvalid", r, err)
+		}
+	}
+	if err := e.WeighFor(3); err != nil {
+		t.Fatalf("WeighFor(3) = %v", err)
+	}
+	ws := markedWeights(t, e, m.ws)
+	x := alloc(t, e, kernels.AsBytes(randF32(rand.New(rand.NewPCG(1, 1)), dim)))
+	out := alloc(t, e, make([]byte, 4*dim))
+	for l := range ws {
+		for range 3 {
+			if _, err := e.Run(m.spec(1), []backends.Buffer{x, ws[l]}, out); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, e)
+		}
+	}
+	if err := e.WeighFor(0); err != nil {
+		t.Fatalf("WeighFor(0) = %v", err)
+	}
+	for l := range ws {
+		if !ws[l].(*executor.Tensor).Valid().Has(1) {
+			t.Errorf("weight %d, used 3 times in regime 3, not kept on the GPU where both fit", l)
 		}
 	}
 }

@@ -16,7 +16,9 @@
 // Wants tells a caller beforehand, so that the op can run on the copy,
 // and the Use that follows keeps that copy as Wants said (TestWantsPromise).
 // Resident bytes never exceed the budget (TestBudgetNeverExceeded). A
-// Cache is not safe for concurrent use.
+// caller that places ops in a few ways as a whole names each (SetRegime),
+// and a weight is weighed by what its uses in the current one saved
+// (TestSavedPerRegime). A Cache is not safe for concurrent use.
 package weightcache
 
 import (
@@ -59,9 +61,17 @@ type Weight struct {
 	SavedUs float64
 }
 
+// MaxRegimes bounds the regimes a caller names (Cache.SetRegime).
+const MaxRegimes = 16
+
 type entry struct {
-	w        Weight
-	saved    float64 // SavedUs averaged over the uses, weighted as score counts them
+	w     Weight
+	saved float64 // SavedUs averaged over the uses, weighted as score counts them
+	// savedIn is saved over the uses in each regime (SetRegime) alone,
+	// usesIn their count, for the regimes in regimes (a mask).
+	savedIn  [MaxRegimes]float64
+	usesIn   [MaxRegimes]float64
+	regimes  uint16
 	score    float64 // decayed uses at step last
 	last     float64
 	first    float64 // step of the first use
@@ -75,6 +85,35 @@ type Cache struct {
 	decay        float64 // ln 2 / HalfLife
 	entries      []entry
 	victims      []int
+	regime       int // SetRegime's
+}
+
+// SetRegime names how the caller places ops from now on (0 until it is
+// called): what a resident use saves is averaged per regime as well, and
+// the rule weighs the uses in the current regime where a weight has any.
+// Rule: a weight's worth follows the placement that will use it. Reason:
+// a caller that changes how a step is placed as a whole (cmd/infer's
+// step modes) ran the GPU alone with the weight caches the per-op
+// learner's placement had filled: the output projection, run on the CPU
+// there, saving nothing resident, stayed below the small weights' worth
+// for about 50 steps of the GPU alone, which ran 2,031–2,186 µs a step
+// against 1,809–1,829 with it resident (TestSavedPerRegime). A regime
+// outside [0, MaxRegimes) is an error, and changes nothing.
+func (c *Cache) SetRegime(r int) error {
+	if r < 0 || r >= MaxRegimes {
+		return fmt.Errorf("%w: regime %d of %d", ErrInvalid, r, MaxRegimes)
+	}
+	c.regime = r
+	return nil
+}
+
+// savedNow is what a resident use of e saves in the current regime: its
+// average over the regime's uses, or over all uses where it has none.
+func (c *Cache) savedNow(e *entry) float64 {
+	if e.regimes&(1<<c.regime) != 0 {
+		return e.savedIn[c.regime]
+	}
+	return e.saved
 }
 
 // New returns an empty cache of budget bytes.
@@ -144,7 +183,14 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	before := *e
 	e.w = w
 	prev := c.scoreAt(e, now)
-	e.saved = (e.saved*prev + savedOf(w)) / (prev + 1)
+	x := savedOf(w)
+	e.saved = (e.saved*prev + x) / (prev + 1)
+	r := c.regime
+	if e.regimes&(1<<r) == 0 {
+		e.savedIn[r], e.usesIn[r] = 0, 0
+	}
+	k := min(prev, e.usesIn[r]) // the regime's uses, no more than score counts
+	e.savedIn[r], e.usesIn[r], e.regimes = (e.savedIn[r]*k+x)/(k+1), e.usesIn[r]+1, e.regimes|1<<r
 	e.score = prev + 1
 	e.last = now
 	if e.resident {
@@ -201,7 +247,7 @@ func (c *Cache) wants(e entry, now float64) bool {
 // and its use rate since its first use kept over the rule's memory, the
 // steps a use's weight takes to fall to 1/e (TestFreeRoomFillsByRate).
 func (c *Cache) admits(e *entry, now float64, copied bool) bool {
-	w, saved := e.w, e.saved
+	w, saved := e.w, c.savedNow(e)
 	free := c.budget - c.used
 	uses, pay := e.score, w.CopyUs
 	if free < w.Bytes {
@@ -276,7 +322,7 @@ func (c *Cache) scoreAt(e *entry, now float64) float64 {
 // be worth as much as one run on many (pcie3x8 prompt34 in
 // BenchmarkOffloadTargets).
 func (c *Cache) worth(e *entry, now float64) float64 {
-	return c.scoreAt(e, now) * c.decay * e.saved / float64(e.w.Bytes)
+	return c.scoreAt(e, now) * c.decay * c.savedNow(e) / float64(e.w.Bytes)
 }
 
 // residentsByWorth returns the resident weights, the least worth first

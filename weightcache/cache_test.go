@@ -332,3 +332,75 @@ func clone(c *Cache) *Cache {
 	d.victims = nil
 	return &d
 }
+
+// TestSavedPerRegime: a cache full of six small weights used once a step
+// (70 bytes, copies of 15 µs), and one of 280 bytes used twice a step
+// (copies of 48: less per byte, more per step), as a decoder's output
+// projection, whose uses saved nothing for 100 steps of regime 0 (its op
+// ran on another device). In regime 1 its op runs here and copies it,
+// and it takes the small weights' place within 2 steps (here at its
+// first); back in regime 0 they take theirs back within 2 (at the first).
+// Weighed by all its uses (no regime named) it must take 20 or more: it
+// took 65.
+func TestSavedPerRegime(t *testing.T) {
+	big := Weight{ID: 0, Bytes: 280, CopyUs: 48}
+	small := func(i int) Weight { return Weight{ID: 1 + i, Bytes: 70, CopyUs: 15} }
+	step := 0
+	run := func(c *Cache, steps int, bigCopied bool, until func() bool) int {
+		for n := 1; n <= steps; n++ {
+			for i := range 6 {
+				if _, err := c.Use(small(i), float64(step), true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := big
+			if !bigCopied {
+				b.SavedUs = 1e-9 // nothing saved: the op ran elsewhere
+			}
+			for range 2 {
+				if _, err := c.Use(b, float64(step)+0.5, bigCopied); err != nil {
+					t.Fatal(err)
+				}
+			}
+			step++
+			if until() {
+				return n
+			}
+		}
+		return -1
+	}
+	for _, regimes := range []bool{true, false} {
+		c, _ := New(420, Options{})
+		step = 0
+		if n := run(c, 100, false, func() bool { return c.Resident(0) }); n >= 0 {
+			t.Fatalf("regimes %t: the weight saving nothing was taken in at step %d", regimes, n)
+		}
+		if regimes {
+			if err := c.SetRegime(1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := run(c, 100, true, func() bool { return c.Resident(0) })
+		switch {
+		case regimes && (n < 0 || n > 2):
+			t.Fatalf("regime 1: the weight its op copies taken in at step %d, want ≤ 2", n)
+		case !regimes && (n >= 0 && n < 20):
+			t.Errorf("one regime: taken in at step %d, want ≥ 20 (the mechanism's reason)", n)
+		}
+		if !regimes {
+			continue
+		}
+		if err := c.SetRegime(0); err != nil {
+			t.Fatal(err)
+		}
+		if n := run(c, 100, false, func() bool { return !c.Resident(0) }); n < 0 || n > 2 {
+			t.Errorf("back in regime 0: the small weights took their place back at step %d, want ≤ 2", n)
+		}
+	}
+	c, _ := New(420, Options{})
+	for _, r := range []int{-1, MaxRegimes} {
+		if err := c.SetRegime(r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetRegime(%d) = %v, want ErrInvalid", r, err)
+		}
+	}
+}

@@ -200,8 +200,14 @@ func TestLlamaCPPRule(t *testing.T) {
 	}
 }
 
-// holdRecorder records the Executor's weight caches held or not.
-type holdRecorder struct{ held, calls int }
+// holdRecorder records the Executor's weight caches held or not, and the
+// regime they weigh uses by.
+type holdRecorder struct{ held, calls, regime int }
+
+func (h *holdRecorder) WeighFor(regime int) error {
+	h.regime = regime
+	return nil
+}
 
 func (h *holdRecorder) HoldWeights(hold bool) {
 	h.calls++
@@ -216,11 +222,15 @@ func (h *holdRecorder) HoldWeights(hold bool) {
 // prompt, so the cache does not trade copies under llama.cpp's rule
 // (executor TestHoldWeightsKeepsCopies). On the real H100 at -gpu-mem 50%
 // and 34-token prompts, home steps ran 5.5–7.6 ms held against 10.5–13
-// ms trading (BENCHMARKS.md).
+// ms trading (BENCHMARKS.md). The caches weigh uses by a regime of
+// their own for a step of a GPU alone (1 + the backend), and by one
+// regime, 0, for a CPU's alone, every mode that mixes backends and a
+// prompt (executor.Executor.WeighFor, stepPlacer.weightRegime).
 func TestHomeStepsHoldWeights(t *testing.T) {
 	p := newStepPlacer(1)
 	p.home = &llamaCPP{cpu: 0, gpu: 1}
-	p.table = []stepMode{{kind: learnedMode}, {kind: frozenMode}, {kind: homeMode}}
+	p.table = []stepMode{{kind: learnedMode}, {kind: frozenMode}, {kind: homeMode}, {kind: onlyMode, backend: 1}, {kind: onlyMode, backend: 0}}
+	p.offHost = []bool{false, true}
 	m, err := bandit.NewModes(len(p.table), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +244,8 @@ func TestHomeStepsHoldWeights(t *testing.T) {
 			if err := p.prompt(); err != nil {
 				t.Fatal(err)
 			}
-			if h.held != 0 {
-				t.Fatalf("step %d: a prompt ran with the caches held", step)
+			if h.held != 0 || h.regime != 0 {
+				t.Fatalf("step %d: a prompt ran with the caches held %d, weighing regime %d, want 0", step, h.held, h.regime)
 			}
 		}
 		calls := h.calls
@@ -246,12 +256,15 @@ func TestHomeStepsHoldWeights(t *testing.T) {
 		if h.calls == calls || (h.held == 1) != (kind == homeMode) {
 			t.Fatalf("step %d, mode %s: caches held %d (calls %d)", step, p.modeName(k), h.held, h.calls-calls)
 		}
-		us := map[modeKind]float64{learnedMode: 1200, frozenMode: 1100, homeMode: 1000}[kind]
+		if want := map[bool]int{true: 2}[k == 3]; h.regime != want {
+			t.Fatalf("step %d, mode %s: the caches weigh regime %d's uses, want %d", step, p.modeName(k), h.regime, want)
+		}
+		us := []float64{1200, 1100, 1000, 1050, 1150}[k]
 		if err := m.Done(k, us); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if seen[homeMode] == 0 || seen[homeMode] == 200 {
-		t.Errorf("modes run %v: want home steps and others", seen)
+	if seen[homeMode] == 0 || seen[homeMode] == 200 || m.Runs()[3] == 0 || m.Runs()[4] == 0 {
+		t.Errorf("modes run %v (%v): want home steps, each backend's alone and others", seen, m.Runs())
 	}
 }

@@ -170,8 +170,13 @@ func sharesHardware(bes []backends.Backend) []bool {
 	return shared
 }
 
-// weightHolder holds the Executor's weight caches (executor.Executor.HoldWeights).
-type weightHolder interface{ HoldWeights(hold bool) }
+// weightHolder holds the Executor's weight caches
+// (executor.Executor.HoldWeights) and names the placement their rule
+// weighs uses by (executor.Executor.WeighFor).
+type weightHolder interface {
+	HoldWeights(hold bool)
+	WeighFor(regime int) error
+}
 
 // stepStore keeps the modes' records (history.DB): Records gives the
 // current machine's records (another machine's step times say nothing of
@@ -415,7 +420,7 @@ func (p *stepPlacer) SawLearned(b adaptive.BucketID, backend int) {
 func (p *stepPlacer) prompt() error {
 	p.prompting.Store(true)
 	p.recording.Store(false)
-	p.holdWeights(false)
+	p.holdWeights(0)
 	if p.modes == nil {
 		return nil
 	}
@@ -467,7 +472,7 @@ func (p *stepPlacer) begin() (t stepTicket, ahead bool) {
 	}
 	p.recording.Store(k <= 0)
 	p.cur.Store(int32(k))
-	p.holdWeights(k > 0 && p.table[k].kind == homeMode)
+	p.holdWeights(k)
 	p.mu.Lock()
 	t = stepTicket{mode: k, ran: p.ran}
 	p.mu.Unlock()
@@ -491,15 +496,41 @@ func (p *stepPlacer) restoredFrozen() int {
 	return 0
 }
 
-// holdWeights holds the weight caches for a home step, whose ops run
-// where the weights are: trading copies under it (about 15 evictions a
-// home step, simulated, at -gpu-mem 50%) moved its ops between devices,
-// 10.5–13 ms a step on an H100 where held ones take 5.5–7.6
-// (TestHomeStepsHoldWeights, BENCHMARKS.md).
-func (p *stepPlacer) holdWeights(hold bool) {
-	if p.weights != nil {
-		p.weights.HoldWeights(hold)
+// holdWeights sets the weight caches up for a step of mode k (counting,
+// the learner alone, and a prompt run the learner's placement). It holds
+// them for a home step, whose ops run where the weights are: trading
+// copies under it (about 15 evictions a home step, simulated, at
+// -gpu-mem 50%) moved its ops between devices, 10.5–13 ms a step on an
+// H100 where held ones take 5.5–7.6 (TestHomeStepsHoldWeights,
+// BENCHMARKS.md). And it names the regime the caches weigh uses by
+// (weightRegime).
+func (p *stepPlacer) holdWeights(k int) {
+	if p.weights == nil {
+		return
 	}
+	p.weights.HoldWeights(k > 0 && p.table[k].kind == homeMode)
+	_ = p.weights.WeighFor(p.weightRegime(k)) // below 1 + MaxBackends: a regime
+}
+
+// weightRegime is the weight caches' regime for a step of mode k: 1 + b
+// for a GPU's alone (backend b, off the host: offHost), 0 for the modes
+// that mix backends (the learner's, frozen, home; counting and prompts
+// too) and a CPU's alone, which reads the host copies. Rule: a GPU-alone
+// mode's weights are worth what its own uses save. Reason: weighed by the
+// learner's uses, where the output projection ran on the CPU and saved
+// nothing resident, the GPU alone at -gpu-mem 50% beside desktop16
+// streamed it for about 50 steps (2,031–2,186 µs a step against 1,829
+// alone) and was left: 0.90 of only:GPU over 1,000 tokens, 0.96–0.98
+// with a regime of its own. The others share one: with a regime for each
+// mode, a new regime's first uses set its figures alone, each change
+// traded copies, and cpu2 beside pcie3x8 lost 1.4% (seeds 1–5), serving
+// beside desktop16 3.3% in one seed of five (BENCHMARKS.md;
+// TestHomeStepsHoldWeights).
+func (p *stepPlacer) weightRegime(k int) int {
+	if k <= 0 || p.table[k].kind != onlyMode || !p.offHost[p.table[k].backend] {
+		return 0
+	}
+	return 1 + p.table[k].backend
 }
 
 // end records that the decode step of ticket t took us µs; while the
