@@ -68,10 +68,9 @@ type entry struct {
 	w     Weight
 	saved float64 // SavedUs averaged over the uses, weighted as score counts them
 	// savedIn is saved over the uses in each regime (SetRegime) alone,
-	// usesIn their count, for the regimes in regimes (a mask).
+	// usesIn their count.
 	savedIn  [MaxRegimes]float64
 	usesIn   [MaxRegimes]float64
-	regimes  uint16
 	score    float64 // decayed uses at step last
 	last     float64
 	first    float64 // step of the first use
@@ -110,7 +109,7 @@ func (c *Cache) SetRegime(r int) error {
 // savedNow is what a resident use of e saves in the current regime: its
 // average over the regime's uses, or over all uses where it has none.
 func (c *Cache) savedNow(e *entry) float64 {
-	if e.regimes&(1<<c.regime) != 0 {
+	if e.usesIn[c.regime] > 0 {
 		return e.savedIn[c.regime]
 	}
 	return e.saved
@@ -186,11 +185,8 @@ func (c *Cache) Use(w Weight, now float64, copied bool) (Plan, error) {
 	x := savedOf(w)
 	e.saved = (e.saved*prev + x) / (prev + 1)
 	r := c.regime
-	if e.regimes&(1<<r) == 0 {
-		e.savedIn[r], e.usesIn[r] = 0, 0
-	}
 	k := min(prev, e.usesIn[r]) // the regime's uses, no more than score counts
-	e.savedIn[r], e.usesIn[r], e.regimes = (e.savedIn[r]*k+x)/(k+1), e.usesIn[r]+1, e.regimes|1<<r
+	e.savedIn[r], e.usesIn[r] = (e.savedIn[r]*k+x)/(k+1), e.usesIn[r]+1
 	e.score = prev + 1
 	e.last = now
 	if e.resident {
