@@ -608,6 +608,29 @@ func TestAutoRestoredFrozenRetry(t *testing.T) {
 	}
 }
 
+// setModesAfterLearner sets p's modes up (stepPlacer.setModes) as after
+// the learner's steps: one bucket of 100 ops a step whose arms, p.names
+// in order, have the means meanUs, and the learner's and frozen steps
+// all of stepUs.
+func setModesAfterLearner(t *testing.T, p *stepPlacer, meanUs []float64, stepUs float64) {
+	t.Helper()
+	arms := make([]adaptive.ArmTelemetry, len(meanUs))
+	for i, us := range meanUs {
+		arms[i] = adaptive.ArmTelemetry{Backend: p.names[i], MeanUs: us}
+	}
+	p.telemetry = func() adaptive.Telemetry {
+		return adaptive.Telemetry{Buckets: []adaptive.BucketTelemetry{{Arms: arms}}}
+	}
+	p.count[0] = 100
+	p.frozenUs = stepUs
+	for range learnerSteps {
+		p.learnUs = append(p.learnUs, stepUs)
+	}
+	if err := p.setModes(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAutoCopiesBesideKernels: a backend's predicted step is the longer
 // of its ops' means and its weight copies, which run on the link beside
 // the kernels, not their sum: here the GPU's ops sum to 1,600 µs and its
@@ -624,18 +647,7 @@ func TestAutoCopiesBesideKernels(t *testing.T) {
 		p := newStepPlacer(1)
 		p.names = []string{"cpu", "gpu"}
 		p.copyUs = []float64{0, c.copyUs}
-		p.telemetry = func() adaptive.Telemetry {
-			return adaptive.Telemetry{Buckets: []adaptive.BucketTelemetry{{Arms: []adaptive.ArmTelemetry{
-				{Backend: "cpu", MeanUs: 19}, {Backend: "gpu", MeanUs: 16}}}}}
-		}
-		p.count[0] = 100
-		p.frozenUs = 1900
-		for range learnerSteps {
-			p.learnUs = append(p.learnUs, 1900)
-		}
-		if err := p.setModes(); err != nil {
-			t.Fatal(err)
-		}
+		setModesAfterLearner(t, p, []float64{19, 16}, 1900)
 		got := false
 		for k := range p.table {
 			got = got || p.modeName(k) == "only:gpu"
@@ -670,18 +682,7 @@ func TestSharedBackendsNotBoundedOut(t *testing.T) {
 		p.names = []string{"cpu", "cpu1"}
 		p.shared = []bool{shared, shared}
 		p.copyUs = make([]float64, 2)
-		p.telemetry = func() adaptive.Telemetry {
-			return adaptive.Telemetry{Buckets: []adaptive.BucketTelemetry{{Arms: []adaptive.ArmTelemetry{
-				{Backend: "cpu", MeanUs: c.cpuUs}, {Backend: "cpu1", MeanUs: 90}}}}}
-		}
-		p.count[0] = 100
-		p.frozenUs = 6500
-		for range learnerSteps {
-			p.learnUs = append(p.learnUs, 6500)
-		}
-		if err := p.setModes(); err != nil {
-			t.Fatal(err)
-		}
+		setModesAfterLearner(t, p, []float64{c.cpuUs, 90}, 6500)
 		ran := map[string]int{}
 		for range 8 {
 			k := p.modes.Next()
